@@ -1,0 +1,153 @@
+# attnd build.  `make` builds everything; `make test` runs the unit and
+# integration suites; `make test-asan` runs the unit suite under ASan+UBSan;
+# `make demo` is the main job (README).  BUILD=dir builds out of tree, so
+# several builds (asan, static, per-developer) can coexist.
+
+BUILD   ?= build
+CC      ?= cc
+PREFIX  ?= /usr/local
+SAN     ?= 0
+STATIC  ?= 0
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+CUDA    ?= $(if $(NVCC),1,0)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -I. -MMD -MP
+LDLIBS  := -lnng -luv -lmsgpackc -lcrypto -lpthread -lm -ldl -lrt
+ifeq ($(STATIC),1)
+LDLIBS  := -Wl,-Bstatic -lnng -luv_a -lmsgpackc -lcrypto -Wl,-Bdynamic -lpthread -lm -ldl -lrt -latomic
+endif
+ifeq ($(SAN),1)
+CFLAGS  := $(filter-out -O2,$(CFLAGS)) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+# sm_90a machine code for the H200 plus compute_90 PTX for portability.
+NVCCFLAGS ?= -O3 -std=c++17 -lineinfo \
+	-gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90 \
+	-Xcompiler -fPIC -Iinclude -I. -MMD -MP
+ifeq ($(CUDA),1)
+CFLAGS  += -DATTN_WITH_CUDA=1 -I$(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++
+endif
+
+CORE_SRCS   := $(wildcard kernels/common/*.c planner/*.c protocol/*.c kernels/cpu/*.c)
+CUDA_SRCS   := $(wildcard kernels/cuda/*.cu)
+CUDA_CSRCS  := $(wildcard kernels/cuda/*.c)
+DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+CLIENT_SRCS := $(wildcard client/lib/*.c)
+CTL_SRCS    := $(wildcard client/attnctl/*.c)
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
+TESTLIB_SRCS:= $(wildcard tests/lib/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+CORE_OBJS   := $(call obj,$(CORE_SRCS))
+DAEMON_OBJS := $(call obj,$(DAEMON_SRCS))
+CLIENT_OBJS := $(call obj,$(CLIENT_SRCS))
+CTL_OBJS    := $(call obj,$(CTL_SRCS))
+TESTLIB_OBJS:= $(call obj,$(TESTLIB_SRCS))
+UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+INTEG_BINS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
+
+ifeq ($(CUDA),1)
+CUDA_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CUDA_SRCS)) $(call obj,$(CUDA_CSRCS))
+else
+CUDA_OBJS := $(call obj,$(CUDA_CSRCS))
+endif
+
+LIBCORE   := $(BUILD)/libattn_core.a
+LIBCUDA   := $(BUILD)/libattn_cuda.a
+LIBSRV    := $(BUILD)/libattn_server.a
+LIBCLIENT := $(BUILD)/libattn.a
+LIBCLIENT_SO := $(BUILD)/libattn.so
+ATTND     := $(BUILD)/attnd
+ATTNCTL   := $(BUILD)/attnctl
+ENGINE_LIBS := $(LIBCUDA) $(LIBCORE)
+
+.PHONY: all deps test unit integration test-asan lint demo bench-cpu install clean gpu-check
+all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(LIBCLIENT_SO)
+
+deps:
+	@./scripts/deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIBCORE): $(CORE_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBCUDA): $(CUDA_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^ $(if $(CUDA_OBJS),,&& true)
+
+$(LIBSRV): $(DAEMON_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBCLIENT): $(CLIENT_OBJS) $(CORE_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBCLIENT_SO): $(CLIENT_OBJS) $(CORE_OBJS)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(ATTND): $(BUILD)/obj/daemon/main.o $(LIBSRV) $(ENGINE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) $(LDLIBS)
+
+$(ATTNCTL): $(CTL_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) -lcmocka $(LDLIBS)
+
+$(BUILD)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) -lcmocka $(LDLIBS)
+
+unit: deps $(UNIT_BINS)
+	ATTN_SRCDIR=$(CURDIR) ./scripts/run-tests.sh $(UNIT_BINS)
+
+integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS)
+	ATTN_SRCDIR=$(CURDIR) ATTND=$(CURDIR)/$(ATTND) ATTNCTL=$(CURDIR)/$(ATTNCTL) ./scripts/run-tests.sh $(INTEG_BINS)
+
+# The README's test command: every suite, one summary line at the end.
+test: deps $(UNIT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS)
+	ATTN_SRCDIR=$(CURDIR) ATTND=$(CURDIR)/$(ATTND) ATTNCTL=$(CURDIR)/$(ATTNCTL) ./scripts/run-tests.sh $(UNIT_BINS) $(INTEG_BINS)
+
+# Unit suite under AddressSanitizer and UndefinedBehaviorSanitizer (CUDA off:
+# the sanitizers do not instrument nvcc's objects and no GPU runs here).
+test-asan: deps
+	$(MAKE) BUILD=build-asan SAN=1 CUDA=0 unit
+
+lint: deps
+	@files=$$(git ls-files '*.c' '*.h' '*.cu' '*.cuh'); \
+	clang-format --dry-run --Werror $$files && echo "clang-format: clean"
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
+		--suppress=missingIncludeSystem --inline-suppr -Iinclude -I. \
+		kernels/common planner protocol kernels/cpu daemon client && echo "cppcheck: clean"
+
+# The main job (README): serve the shipped captured workload and verify it.
+demo: all
+	./scripts/demo.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attn
+	install -m 755 $(ATTND) $(ATTNCTL) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIBCLIENT) $(LIBCLIENT_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/attn/*.h $(DESTDIR)$(PREFIX)/include/attn/
+	sed 's|@PREFIX@|$(PREFIX)|' client/libattn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libattn.pc
+
+clean:
+	rm -rf build build-*
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,199 @@
+/* seed 0x02: the split-state algebra, its identities and its worked numbers. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "attn/error.h"
+#include "kernels/common/state.h"
+
+#define D 2
+
+typedef struct split {
+    attn_mlu_f64 st;
+    double u[D];
+} split;
+
+static void summarise(split *s, const double *scores, const double (*v)[D], const int *allowed,
+                      int n)
+{
+    attn_mlu_empty_f64(&s->st, s->u, D);
+    for (int j = 0; j < n; j++)
+        if (allowed[j])
+            attn_mlu_push_f64(&s->st, s->u, scores[j], v[j], D);
+}
+
+/* seed 0x02G worked_empty_middle */
+static const double g_scores[7] = {4, -1, 0, 0, 3, -2, 1};
+static const double g_values[7][D] = {{1, 0}, {0, 2}, {99, 99}, {-99, -99}, {2, 3}, {-1, 4}, {4, -2}};
+static const int g_allowed[7] = {1, 1, 0, 0, 1, 1, 1};
+
+static void make_g_splits(split s[3])
+{
+    summarise(&s[0], g_scores, g_values, g_allowed, 2);
+    summarise(&s[1], g_scores + 2, g_values + 2, g_allowed + 2, 2);
+    summarise(&s[2], g_scores + 4, g_values + 4, g_allowed + 4, 3);
+}
+
+static void test_worked_empty_middle(void **state)
+{
+    (void)state;
+    split s[3];
+    make_g_splits(s);
+    assert_true(s[0].st.valid);
+    assert_float_equal(s[0].st.m, 4, 0);
+    assert_float_equal(s[0].st.l, 1.0067379469990854, 1e-15);
+    assert_float_equal(s[0].u[1], 0.013475893998170934, 1e-15);
+    assert_false(s[1].st.valid);
+    assert_true(isinf(s[1].st.m) && s[1].st.m < 0);
+    assert_float_equal(s[1].st.l, 0, 0);
+    assert_float_equal(s[2].st.m, 3, 0);
+    assert_float_equal(s[2].st.l, 1.142073230235698, 1e-15);
+    assert_float_equal(s[2].u[0], 2.5346031859473657, 1e-15);
+    assert_float_equal(s[2].u[1], 2.7562812215231167, 1e-15);
+
+    /* sequential: ((0 + 1) + 2) */
+    split acc = s[0];
+    attn_mlu_merge_f64(&acc.st, acc.u, &s[1].st, s[1].u, D);
+    assert_memory_equal(&acc, &s[0], sizeof acc); /* x (+) e = x exactly */
+    attn_mlu_merge_f64(&acc.st, acc.u, &s[2].st, s[2].u, D);
+    double o[D], lse;
+    attn_mlu_finalize_f64(&acc.st, acc.u, D, o, &lse);
+    assert_float_equal(acc.st.m, 4, 0);
+    assert_float_equal(acc.st.l, 1.4268832087150578, 1e-15);
+    assert_float_equal(acc.u[0], 1.9324284036376742, 1e-15);
+    assert_float_equal(acc.u[1], 1.0274550894834356, 1e-15);
+    assert_float_equal(o[0], 1.3543003322450418, 1e-15);
+    assert_float_equal(o[1], 0.7200695075868776, 1e-15);
+    assert_float_equal(lse, 4.355492491217523, 1e-15);
+
+    /* balanced: (0 + (1 + 2)) and permuted: ((2 + 1) + 0) agree within 1e-15 */
+    split bal = s[1];
+    attn_mlu_merge_f64(&bal.st, bal.u, &s[2].st, s[2].u, D);
+    split left = s[0];
+    attn_mlu_merge_f64(&left.st, left.u, &bal.st, bal.u, D);
+    split perm = s[2];
+    attn_mlu_merge_f64(&perm.st, perm.u, &s[1].st, s[1].u, D);
+    attn_mlu_merge_f64(&perm.st, perm.u, &s[0].st, s[0].u, D);
+    double ob[D], lb, op[D], lp;
+    attn_mlu_finalize_f64(&left.st, left.u, D, ob, &lb);
+    attn_mlu_finalize_f64(&perm.st, perm.u, D, op, &lp);
+    for (int i = 0; i < D; i++) {
+        assert_float_equal(ob[i], o[i], 1e-15);
+        assert_float_equal(op[i], o[i], 1e-15);
+    }
+    assert_float_equal(lb, lse, 1e-15);
+    assert_float_equal(lp, lse, 1e-15);
+
+    /* unsplit reference */
+    split whole;
+    summarise(&whole, g_scores, g_values, g_allowed, 7);
+    double ow[D], lw;
+    attn_mlu_finalize_f64(&whole.st, whole.u, D, ow, &lw);
+    assert_float_equal(ow[0], o[0], 1e-15);
+    assert_float_equal(lw, lse, 1e-15);
+}
+
+/* seed 0x02F: averaging normalised outputs gives 50.5; the LSE merge gives 1.0044943890. */
+static void test_lse_merge_not_average(void **state)
+{
+    (void)state;
+    attn_lseo_f64 a = {10 + log(2.0)}, b = {log(2.0)};
+    double oa[1] = {1}, ob[1] = {100};
+    double naive = (oa[0] + ob[0]) / 2;
+    assert_float_equal(naive, 50.5, 0);
+    attn_lseo_merge_f64(&a, oa, &b, ob, 1);
+    assert_float_equal(oa[0], 1.0044943890, 1e-10);
+
+    /* the same through the (m, l, u) ABI and the exact conversions */
+    attn_lseo_f64 a2 = {10 + log(2.0)}, b2 = {log(2.0)};
+    double x[1] = {1}, y[1] = {100};
+    attn_mlu_f64 ma, mb;
+    attn_lseo_to_mlu_f64(&a2, x, 1, &ma, x);
+    attn_lseo_to_mlu_f64(&b2, y, 1, &mb, y);
+    attn_mlu_merge_f64(&ma, x, &mb, y, 1);
+    double o, lse;
+    attn_mlu_finalize_f64(&ma, x, 1, &o, &lse);
+    assert_float_equal(o, oa[0], 1e-14);
+    assert_float_equal(lse, a.lse, 1e-14);
+}
+
+/* seed 0x02C: e (+) e = e without NaN; the all-masked row gives O = 0, LSE = -inf. */
+static void test_empty_identity(void **state)
+{
+    (void)state;
+    attn_mlu_f32 a, b;
+    float ua[3], ub[3];
+    attn_mlu_empty_f32(&a, ua, 3);
+    attn_mlu_empty_f32(&b, ub, 3);
+    attn_mlu_merge_f32(&a, ua, &b, ub, 3);
+    assert_false(a.valid);
+    assert_true(isinf(a.m) && a.m < 0);
+    float o[3] = {NAN, NAN, NAN}, lse = NAN;
+    attn_mlu_finalize_f32(&a, ua, 3, o, &lse);
+    for (int i = 0; i < 3; i++)
+        assert_true(o[i] == 0.0f);
+    assert_true(isinf(lse) && lse < 0);
+
+    attn_lseo_f32 x = {-INFINITY}, y = {-INFINITY};
+    float ox[2] = {0, 0}, oy[2] = {0, 0};
+    attn_lseo_merge_f32(&x, ox, &y, oy, 2);
+    assert_true(isinf(x.lse) && !isnan(ox[0]) && ox[0] == 0.0f);
+
+    /* e on either side leaves a valid state bit-identical */
+    attn_mlu_f32 v;
+    float uv[3] = {0}, row[3] = {1, 2, 3};
+    attn_mlu_empty_f32(&v, uv, 3);
+    attn_mlu_push_f32(&v, uv, 0.5f, row, 3);
+    attn_mlu_f32 v0 = v;
+    float u0[3] = {uv[0], uv[1], uv[2]};
+    attn_mlu_empty_f32(&b, ub, 3);
+    attn_mlu_merge_f32(&v, uv, &b, ub, 3);
+    assert_memory_equal(&v, &v0, sizeof v);
+    assert_memory_equal(uv, u0, sizeof u0);
+    attn_mlu_merge_f32(&b, ub, &v0, u0, 3);
+    assert_memory_equal(&b, &v0, sizeof v);
+    assert_memory_equal(ub, u0, sizeof u0);
+}
+
+/* Extreme scores: a frame shift of 1e4 underflows to 0 but never produces NaN. */
+static void test_extreme_scores(void **state)
+{
+    (void)state;
+    attn_mlu_f32 a, b;
+    float ua[1], ub[1], one[1] = {1}, two[1] = {2};
+    attn_mlu_empty_f32(&a, ua, 1);
+    attn_mlu_empty_f32(&b, ub, 1);
+    attn_mlu_push_f32(&a, ua, 1e4f, one, 1);
+    attn_mlu_push_f32(&b, ub, -1e4f, two, 1);
+    attn_mlu_merge_f32(&a, ua, &b, ub, 1);
+    float o, lse;
+    attn_mlu_finalize_f32(&a, ua, 1, &o, &lse);
+    assert_float_equal(o, 1.0f, 0);
+    assert_float_equal(lse, 1e4f, 0);
+}
+
+static void test_error_names(void **state)
+{
+    (void)state;
+    int e = 0;
+    assert_string_equal(attn_err_name(ATTN_E_PAGE_OUT_OF_POOL), "E_PAGE_OUT_OF_POOL");
+    assert_string_equal(attn_err_name(0), "OK");
+    assert_true(attn_err_from_name("E_STALE_PLAN", &e));
+    assert_int_equal(e, ATTN_E_STALE_PLAN);
+    assert_false(attn_err_from_name("E_NOPE", &e));
+    assert_string_equal(attn_err_name(12345), "E_UNKNOWN");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_worked_empty_middle), cmocka_unit_test(test_lse_merge_not_average),
+        cmocka_unit_test(test_empty_identity),      cmocka_unit_test(test_extreme_scores),
+        cmocka_unit_test(test_error_names),
+    };
+    return cmocka_run_group_tests_name("state", tests, NULL, NULL);
+}
