@@ -15,9 +15,9 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -I. -MMD -MP
-LDLIBS  := -lnng -luv -lmsgpackc -lcrypto -lpthread -lm -ldl -lrt
+LDLIBS  := -lnng -luv -lmsgpackc -ljansson -lcrypto -lpthread -lm -ldl -lrt
 ifeq ($(STATIC),1)
-LDLIBS  := -Wl,-Bstatic -lnng -luv_a -lmsgpackc -lcrypto -Wl,-Bdynamic -lpthread -lm -ldl -lrt -latomic
+LDLIBS  := -Wl,-Bstatic -lnng -luv_a -lmsgpackc -ljansson -lcrypto -Wl,-Bdynamic -lpthread -lm -ldl -lrt -latomic
 endif
 ifeq ($(SAN),1)
 CFLAGS  := $(filter-out -O2,$(CFLAGS)) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

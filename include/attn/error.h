@@ -75,6 +75,23 @@ typedef enum attn_err {
 #undef ATTN__ERR_ENUM
 } attn_err;
 
+/* A failure with the path of the offending field (PROTOCOL.md error reply):
+ * code "E_LAST_PAGE_LEN", field "kv.last_page_len[3]", one human sentence. */
+typedef struct attn_error_detail {
+    int code;
+    char field[128];
+    char message[256];
+} attn_error_detail;
+
+/* Fill `d` (when not NULL) and return `code`, so validators can write
+ * `return attn_error_set(d, ATTN_E_RANGE, "qo_indptr[2]", "must be >= %d", x);`.
+ * The field is a plain string; the message is printf-formatted. */
+int attn_error_set(attn_error_detail *d, int code, const char *field, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
 /* The wire name of an error ("E_PAGE_OUT_OF_POOL"); "OK" for 0, "E_UNKNOWN" otherwise. */
 const char *attn_err_name(int err);
 

@@ -1,4 +1,6 @@
 /* Name and message tables generated from the one error list. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attn/error.h"
@@ -37,4 +39,17 @@ int attn_err_from_name(const char *name, int *err)
     ATTN_ERRORS(ATTN__ERR_FIND)
 #undef ATTN__ERR_FIND
     return 0;
+}
+
+int attn_error_set(attn_error_detail *d, int code, const char *field, const char *fmt, ...)
+{
+    if (d != NULL) {
+        va_list ap;
+        d->code = code;
+        snprintf(d->field, sizeof d->field, "%s", field != NULL ? field : "");
+        va_start(ap, fmt);
+        vsnprintf(d->message, sizeof d->message, fmt, ap);
+        va_end(ap);
+    }
+    return code;
 }
