@@ -40,6 +40,7 @@ DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
 CLIENT_SRCS := $(wildcard client/lib/*.c)
 CTL_SRCS    := $(wildcard client/attnctl/*.c)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+SRVT_SRCS   := $(wildcard tests/daemon/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
 TESTLIB_SRCS:= $(wildcard tests/lib/*.c)
 
@@ -50,6 +51,7 @@ CLIENT_OBJS := $(call obj,$(CLIENT_SRCS))
 CTL_OBJS    := $(call obj,$(CTL_SRCS))
 TESTLIB_OBJS:= $(call obj,$(TESTLIB_SRCS))
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+SRVT_BINS   := $(patsubst tests/daemon/%.c,$(BUILD)/tests/%,$(SRVT_SRCS))
 INTEG_BINS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
 
 ifeq ($(CUDA),1)
@@ -67,7 +69,7 @@ ATTND     := $(BUILD)/attnd
 ATTNCTL   := $(BUILD)/attnctl
 ENGINE_LIBS := $(LIBCUDA) $(LIBCORE)
 
-.PHONY: all deps test unit integration test-asan lint demo bench-cpu install clean gpu-check
+.PHONY: all deps test unit unit-core integration test-asan lint demo bench-cpu install clean gpu-check
 all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(LIBCLIENT_SO)
 
 deps:
@@ -106,7 +108,13 @@ $(ATTND): $(BUILD)/obj/daemon/main.o $(LIBSRV) $(ENGINE_LIBS)
 $(ATTNCTL): $(CTL_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS)
+# tests/unit: pure modules (core library only); tests/daemon: server and
+# client modules in-process; tests/integration: a daemon subprocess.
+$(BUILD)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJS) $(LIBCORE) -lcmocka $(LDLIBS)
+
+$(BUILD)/tests/%: tests/daemon/%.c $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) -lcmocka $(LDLIBS)
 
@@ -114,15 +122,19 @@ $(BUILD)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) -lcmocka $(LDLIBS)
 
-unit: deps $(UNIT_BINS)
+unit: deps $(UNIT_BINS) $(SRVT_BINS)
+	ATTN_SRCDIR=$(CURDIR) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS)
+
+# Only the pure modules (what most developers iterate on).
+unit-core: deps $(UNIT_BINS)
 	ATTN_SRCDIR=$(CURDIR) ./scripts/run-tests.sh $(UNIT_BINS)
 
 integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS)
 	ATTN_SRCDIR=$(CURDIR) ATTND=$(CURDIR)/$(ATTND) ATTNCTL=$(CURDIR)/$(ATTNCTL) ./scripts/run-tests.sh $(INTEG_BINS)
 
 # The README's test command: every suite, one summary line at the end.
-test: deps $(UNIT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(CURDIR)/$(ATTND) ATTNCTL=$(CURDIR)/$(ATTNCTL) ./scripts/run-tests.sh $(UNIT_BINS) $(INTEG_BINS)
+test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS)
+	ATTN_SRCDIR=$(CURDIR) ATTND=$(CURDIR)/$(ATTND) ATTNCTL=$(CURDIR)/$(ATTNCTL) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS)
 
 # Unit suite under AddressSanitizer and UndefinedBehaviorSanitizer (CUDA off:
 # the sanitizers do not instrument nvcc's objects and no GPU runs here).
