@@ -75,11 +75,11 @@ all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(LIBCLIENT_SO)
 deps:
 	@./scripts/deps.sh
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu
+$(BUILD)/obj/%.cu.o: %.cu | deps
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
