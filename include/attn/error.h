@@ -26,6 +26,7 @@ extern "C" {
     X(DEPTH, -9, "nesting too deep")                                              \
     X(SHAPE, -10, "tensor byte length does not match its shape")                  \
     X(DTYPE, -11, "unsupported or mismatched dtype")                              \
+    X(UNKNOWN_KEY, -12, "key not allowed in this message")                        \
     /* daemon state */                                                            \
     X(UNKNOWN_POOL, -20, "no pool with that name")                                \
     X(POOL_EXISTS, -21, "a pool with that name already exists")                   \

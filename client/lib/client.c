@@ -1,0 +1,326 @@
+/* libattn: typed requests over nng REQ contexts (include/attn/client.h).
+ *
+ * Every call, synchronous or not, opens its own REQ context on the one
+ * socket: contexts are nng's unit of concurrency for REQ, so threads never
+ * share a pending request and replies cannot cross.  The request is encoded
+ * before the call returns; the reply's nng message becomes the reply's
+ * backing buffer (its tensors and diag point into it, zero copy).
+ */
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/client.h"
+#include "protocol/codec.h"
+
+struct attn_client {
+    nng_socket sock;
+    atomic_uint_fast64_t next_id;
+    atomic_int timeout_ms;
+};
+
+static int io_fail(attn_reply *rep, int nrv, const char *what)
+{
+    rep->ok = false;
+    return attn_error_set(&rep->error, ATTN_E_IO, "", "%s: %s", what, nng_strerror(nrv));
+}
+
+int attn_client_open(attn_client **out, const char *url)
+{
+    int rv;
+    attn_client *c = calloc(1, sizeof *c);
+    *out = NULL;
+    if (c == NULL)
+        return ATTN_E_NOMEM;
+    if ((rv = nng_req0_open(&c->sock)) != 0) {
+        free(c);
+        return ATTN_E_IO;
+    }
+    /* replies carry whole O tensors: no 1 MiB receive cap on our side; and
+     * never resend a request on our own (a resent plan would plan twice) */
+    if ((rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+        (rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
+        (rv = nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
+        nng_close(c->sock);
+        free(c);
+        return rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? ATTN_E_RANGE : ATTN_E_IO;
+    }
+    atomic_init(&c->next_id, 1);
+    atomic_init(&c->timeout_ms, 30000);
+    *out = c;
+    return 0;
+}
+
+void attn_client_close(attn_client *c)
+{
+    if (c == NULL)
+        return;
+    nng_close(c->sock);
+    free(c);
+}
+
+void attn_client_set_timeout(attn_client *c, int ms)
+{
+    atomic_store(&c->timeout_ms, ms);
+}
+
+static nng_duration call_timeout(attn_client *c)
+{
+    int ms = atomic_load(&c->timeout_ms);
+    return ms > 0 ? (nng_duration)ms : NNG_DURATION_INFINITE;
+}
+
+/* Encode `req` (assigning an id when zero) into a new nng message. */
+static int request_msg(attn_client *c, attn_request *req, nng_msg **msg, attn_reply *rep)
+{
+    attn_buf b;
+    int rv;
+    if (req->id == 0)
+        req->id = atomic_fetch_add(&c->next_id, 1);
+    req->v = ATTN_PROTOCOL_VERSION;
+    if ((rv = attn_request_encode(req, &b, &rep->error)) != 0)
+        return rv;
+    if (nng_msg_alloc(msg, 0) != 0) {
+        attn_buf_free(&b);
+        return attn_error_set(&rep->error, ATTN_E_NOMEM, "", "no memory for the request");
+    }
+    if (nng_msg_append(*msg, b.data, b.len) != 0) {
+        nng_msg_free(*msg);
+        attn_buf_free(&b);
+        return attn_error_set(&rep->error, ATTN_E_NOMEM, "", "no memory for the request");
+    }
+    attn_buf_free(&b);
+    return 0;
+}
+
+static void msg_free(void *p)
+{
+    nng_msg_free((nng_msg *)p);
+}
+
+/* Decode the reply message into `rep` (taking the message) and map the
+ * outcome to the call's return value. */
+static int finish_reply(nng_msg *msg, uint64_t id, attn_op op, attn_reply *rep)
+{
+    attn_error_detail e;
+    int rv = attn_reply_decode(nng_msg_body(msg), nng_msg_len(msg), NULL, rep, &e);
+    if (rv != 0) {
+        nng_msg_free(msg);
+        rep->ok = false;
+        rep->error = e;
+        return rv;
+    }
+    rep->backing = msg;
+    rep->backing_free = msg_free;
+    if (rep->id != id || (rep->op != ATTN_OP_COUNT && rep->op != op)) {
+        rep->ok = false;
+        return attn_error_set(&rep->error, ATTN_E_PROTOCOL, "id",
+                              "reply %llu (%s) does not answer request %llu (%s)",
+                              (unsigned long long)rep->id, attn_op_name(rep->op),
+                              (unsigned long long)id, attn_op_name(op));
+    }
+    return rep->ok ? 0 : (rep->error.code != 0 ? rep->error.code : ATTN_E_INTERNAL);
+}
+
+int attn_call(attn_client *c, attn_request *req, attn_reply *rep)
+{
+    nng_ctx ctx;
+    nng_aio *aio;
+    nng_msg *msg = NULL;
+    int rv, nrv;
+    memset(rep, 0, sizeof *rep);
+    rep->op = req->op;
+    if ((rv = request_msg(c, req, &msg, rep)) != 0)
+        return rv;
+    /* nng 1.5 has no nng_ctx_sendmsg: a private aio, waited on, does it */
+    if ((nrv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
+        nng_msg_free(msg);
+        return io_fail(rep, nrv, "cannot allocate an aio");
+    }
+    if ((nrv = nng_ctx_open(&ctx, c->sock)) != 0) {
+        nng_aio_free(aio);
+        nng_msg_free(msg);
+        return io_fail(rep, nrv, "cannot open a request context");
+    }
+    nng_aio_set_timeout(aio, call_timeout(c));
+    nng_aio_set_msg(aio, msg);
+    nng_ctx_send(ctx, aio);
+    nng_aio_wait(aio);
+    if ((nrv = nng_aio_result(aio)) != 0) {
+        nng_msg_free(nng_aio_get_msg(aio)); /* a failed send leaves the message with us */
+        rv = io_fail(rep, nrv, "cannot send the request");
+    } else {
+        nng_ctx_recv(ctx, aio);
+        nng_aio_wait(aio);
+        if ((nrv = nng_aio_result(aio)) != 0)
+            rv = io_fail(rep, nrv, "no reply");
+        else
+            rv = finish_reply(nng_aio_get_msg(aio), req->id, req->op, rep);
+    }
+    nng_ctx_close(ctx);
+    nng_aio_free(aio);
+    return rv;
+}
+
+/* ---- asynchronous calls -------------------------------------------------- */
+
+typedef struct async_call {
+    nng_ctx ctx;
+    nng_aio *aio;
+    bool sent;
+    uint64_t id;
+    attn_op op;
+    attn_reply_cb cb;
+    void *arg;
+    attn_reply *rep; /* allocated up front: the callback always gets one */
+} async_call;
+
+/* Runs on an nng thread after the send, then after the receive. */
+static void async_step(void *p)
+{
+    async_call *ac = p;
+    int nrv = nng_aio_result(ac->aio);
+    attn_reply *rep = ac->rep;
+    int rv;
+    if (!ac->sent) {
+        if (nrv != 0) {
+            nng_msg_free(nng_aio_get_msg(ac->aio)); /* a failed send leaves it with us */
+            rv = io_fail(rep, nrv, "cannot send the request");
+            goto done;
+        }
+        ac->sent = true;
+        nng_ctx_recv(ac->ctx, ac->aio);
+        return;
+    }
+    if (nrv != 0) {
+        rv = io_fail(rep, nrv, "no reply");
+        goto done;
+    }
+    rv = finish_reply(nng_aio_get_msg(ac->aio), ac->id, ac->op, rep);
+done:
+    nng_ctx_close(ac->ctx);
+    nng_aio_reap(ac->aio); /* nng_aio_free may not run in its own callback */
+    ac->cb(ac->arg, rv, rep);
+    free(ac);
+}
+
+int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *arg)
+{
+    async_call *ac = calloc(1, sizeof *ac);
+    attn_reply *rep = calloc(1, sizeof *rep);
+    nng_msg *msg = NULL;
+    int rv;
+    if (ac == NULL || rep == NULL) {
+        free(ac);
+        free(rep);
+        return ATTN_E_NOMEM;
+    }
+    if ((rv = request_msg(c, req, &msg, rep)) != 0) {
+        free(ac);
+        free(rep);
+        return rv;
+    }
+    rep->op = req->op;
+    ac->rep = rep;
+    ac->id = req->id;
+    ac->op = req->op;
+    ac->cb = cb;
+    ac->arg = arg;
+    if (nng_ctx_open(&ac->ctx, c->sock) != 0) {
+        rv = ATTN_E_IO;
+    } else if (nng_aio_alloc(&ac->aio, async_step, ac) != 0) {
+        nng_ctx_close(ac->ctx);
+        rv = ATTN_E_NOMEM;
+    } else {
+        nng_aio_set_timeout(ac->aio, call_timeout(c));
+        nng_aio_set_msg(ac->aio, msg);
+        nng_ctx_send(ac->ctx, ac->aio);
+        return 0;
+    }
+    nng_msg_free(msg);
+    free(rep);
+    free(ac);
+    return rv;
+}
+
+/* ---- one call per operation ---------------------------------------------- */
+
+static int call_op(attn_client *c, attn_request *req, attn_reply *rep)
+{
+    req->v = ATTN_PROTOCOL_VERSION;
+    return attn_call(c, req, rep);
+}
+
+int attn_hello(attn_client *c, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_HELLO};
+    return call_op(c, &req, rep);
+}
+
+int attn_stats(attn_client *c, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_STATS};
+    return call_op(c, &req, rep);
+}
+
+int attn_pool_create(attn_client *c, const attn_pool_geometry *g, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_POOL_CREATE, .geom = *g};
+    return call_op(c, &req, rep);
+}
+
+/* pool_drop and pool_info name one pool. */
+static int pool_op(attn_client *c, attn_op op, const char *pool, attn_reply *rep)
+{
+    attn_request req = {.op = op};
+    size_t n = strlen(pool);
+    if (n == 0 || n >= sizeof req.pool) {
+        memset(rep, 0, sizeof *rep);
+        return attn_error_set(&rep->error, ATTN_E_RANGE, "pool", "pool names have 1 to %zu bytes",
+                              sizeof req.pool - 1);
+    }
+    memcpy(req.pool, pool, n + 1);
+    return call_op(c, &req, rep);
+}
+
+int attn_pool_drop(attn_client *c, const char *pool, attn_reply *rep)
+{
+    return pool_op(c, ATTN_OP_POOL_DROP, pool, rep);
+}
+
+int attn_pool_info(attn_client *c, const char *pool, attn_reply *rep)
+{
+    return pool_op(c, ATTN_OP_POOL_INFO, pool, rep);
+}
+
+int attn_kv_write(attn_client *c, const attn_kv_args *a, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_KV_WRITE, .kv = *a};
+    return call_op(c, &req, rep);
+}
+
+int attn_kv_read(attn_client *c, const attn_kv_args *a, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_KV_READ, .kv = *a};
+    return call_op(c, &req, rep);
+}
+
+int attn_plan(attn_client *c, const attn_manifest *m, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_PLAN, .manifest = *m};
+    return call_op(c, &req, rep);
+}
+
+int attn_run(attn_client *c, const attn_run_args *a, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_RUN, .run = *a};
+    return call_op(c, &req, rep);
+}
+
+int attn_attend(attn_client *c, const attn_manifest *m, const attn_run_args *a, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_ATTEND, .manifest = *m, .run = *a};
+    return call_op(c, &req, rep);
+}

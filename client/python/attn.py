@@ -1,0 +1,219 @@
+"""attn: a pure-Python client of attnd (wire protocol v1, docs/protocol.md).
+
+No C extension and no nng binding: this module speaks nng's REQ/REP
+scalability protocol itself over ipc:// (Unix socket) or tcp://, which is a
+small, documented framing, and encodes messages with the `msgpack` package
+(``pip install msgpack``).  One Client is one connection; it is not
+thread-safe (use one Client per thread, or the C library for shared use).
+
+    import attn
+    c = attn.Client("ipc:///run/attnd/attnd.sock")
+    print(c.hello()["server"])
+    c.pool_create("main", layers=1, num_pages=16, page_size=4, num_kv_heads=1,
+                  head_dim_qk=2, head_dim_vo=2, kv_dtype="fp32")
+    r = c.attend(manifest, layer=0, q=attn.tensor(q, "fp32"), ...)
+    o = attn.untensor(r["o"], r["o_dtype"])
+
+Errors come back as AttnError(code, field, message), e.g.
+AttnError("E_MASK_POLARITY", "mask.polarity", "a dense mask needs ...").
+"""
+
+import math
+import socket
+import struct
+
+import msgpack
+
+PROTOCOL_VERSION = 1
+
+# nng scalability protocol numbers (the SP header's protocol field)
+_NNG_REQ0 = 0x30
+_NNG_REP0 = 0x31
+
+
+class AttnError(Exception):
+    """A failed reply: `code` is the wire name ("E_RANGE"), `field` the path."""
+
+    def __init__(self, code, field, message):
+        super().__init__("%s %s: %s" % (code, field, message))
+        self.code = code
+        self.field = field
+        self.message = message
+
+
+# ---- tensors: little-endian values of a dtype, as the protocol carries them
+
+
+def _f32_to_bf16_bits(x):
+    """Round an fp32 to bf16 bits, nearest-even (NaN stays a quiet NaN)."""
+    (u,) = struct.unpack("<I", struct.pack("<f", x))
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return ((u >> 16) | 0x40) & 0xFFFF
+    u += 0x7FFF + ((u >> 16) & 1)
+    return (u >> 16) & 0xFFFF
+
+
+def tensor(values, dtype):
+    """Pack a flat sequence of numbers as a `bin` payload of `dtype`."""
+    vals = [float(v) for v in values]
+    if dtype == "fp32":
+        return struct.pack("<%df" % len(vals), *vals)
+    if dtype == "fp16":
+        # struct's 'e' rounds to nearest-even and overflows to an error:
+        # clamp to inf first, as the C conversion does
+        out = []
+        for v in vals:
+            if not math.isnan(v) and abs(v) >= 65520.0:
+                v = math.copysign(math.inf, v)
+            out.append(v)
+        return struct.pack("<%de" % len(out), *out)
+    if dtype == "bf16":
+        return struct.pack("<%dH" % len(vals), *[_f32_to_bf16_bits(v) for v in vals])
+    raise ValueError("dtype must be fp32, fp16 or bf16, not %r" % (dtype,))
+
+
+def untensor(data, dtype):
+    """Unpack a `bin` payload of `dtype` into a list of floats."""
+    if dtype == "fp32":
+        return list(struct.unpack("<%df" % (len(data) // 4), data))
+    if dtype == "fp16":
+        return list(struct.unpack("<%de" % (len(data) // 2), data))
+    if dtype == "bf16":
+        bits = struct.unpack("<%dH" % (len(data) // 2), data)
+        return [struct.unpack("<f", struct.pack("<I", b << 16))[0] for b in bits]
+    raise ValueError("dtype must be fp32, fp16 or bf16, not %r" % (dtype,))
+
+
+def i32(values):
+    """Pack integers as little-endian int32 (page tables, indptr arrays)."""
+    return struct.pack("<%di" % len(values), *values)
+
+
+# ---- nng REQ over ipc:// or tcp://
+
+
+class _SPConnection:
+    """One SP pipe: the 8-byte handshake, then length-prefixed messages."""
+
+    def __init__(self, url, timeout):
+        if url.startswith("ipc://"):
+            self.ipc = True
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(url[len("ipc://"):])
+        elif url.startswith("tcp://"):
+            self.ipc = False
+            host, _, port = url[len("tcp://"):].rpartition(":")
+            self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout)
+        else:
+            raise ValueError("url must be ipc:// or tcp://, not %r" % (url,))
+        self.sock.sendall(b"\x00SP\x00" + struct.pack(">H", _NNG_REQ0) + b"\x00\x00")
+        hdr = self._recv_exact(8)
+        if hdr[:4] != b"\x00SP\x00" or struct.unpack(">H", hdr[4:6])[0] != _NNG_REP0:
+            raise ConnectionError("peer is not an nng REP socket")
+
+    def _recv_exact(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("attnd closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def send(self, payload):
+        # ipc frames carry a message-type byte (1) before the 64-bit length
+        prefix = b"\x01" if self.ipc else b""
+        self.sock.sendall(prefix + struct.pack(">Q", len(payload)) + payload)
+
+    def recv(self):
+        if self.ipc:
+            self._recv_exact(1)
+        (n,) = struct.unpack(">Q", self._recv_exact(8))
+        return self._recv_exact(n)
+
+    def close(self):
+        self.sock.close()
+
+
+class Client:
+    """A connection to attnd; one method per operation of PROTOCOL.md."""
+
+    def __init__(self, url="ipc:///run/attnd/attnd.sock", timeout=30.0):
+        self._conn = _SPConnection(url, timeout)
+        self._next = 1
+
+    def close(self):
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def call(self, op, **fields):
+        """Send one request; return the reply map or raise AttnError."""
+        rid = self._next
+        self._next += 1
+        msg = {"v": PROTOCOL_VERSION, "op": op, "id": rid}
+        msg.update({k: v for k, v in fields.items() if v is not None})
+        # the REQ header: a 32-bit request id with the high bit set
+        tag = struct.pack(">I", 0x80000000 | (rid & 0x7FFFFFFF))
+        self._conn.send(tag + msgpack.packb(msg, use_bin_type=True))
+        while True:
+            data = self._conn.recv()
+            if data[:4] == tag:
+                break  # a reply to an abandoned earlier request is dropped
+        rep = msgpack.unpackb(data[4:], raw=False, strict_map_key=True)
+        if not rep.get("ok"):
+            err = rep.get("error", {})
+            raise AttnError(err.get("code", "E_UNKNOWN"), err.get("field", ""),
+                            err.get("message", ""))
+        return rep
+
+    def hello(self):
+        return self.call("hello")
+
+    def stats(self):
+        return self.call("stats")
+
+    def pool_create(self, pool, layers, num_pages, page_size, num_kv_heads, head_dim_qk,
+                    head_dim_vo, kv_dtype="bf16", layout="NHD", device=None):
+        return self.call("pool_create", pool=pool, layers=layers, num_pages=num_pages,
+                         page_size=page_size, num_kv_heads=num_kv_heads,
+                         head_dim_qk=head_dim_qk, head_dim_vo=head_dim_vo,
+                         kv_dtype=kv_dtype, layout=layout, device=device)
+
+    def pool_drop(self, pool):
+        return self.call("pool_drop", pool=pool)
+
+    def pool_info(self, pool):
+        return self.call("pool_info", pool=pool)
+
+    def kv_write(self, pool, layer, pages, k, v, kv_dtype=None):
+        """Write pages (in the pool's layout); k and v are `bin` bytes."""
+        return self.call("kv_write", pool=pool, layer=layer, pages=i32(pages),
+                         tensors={"k": k, "v": v}, kv_dtype=kv_dtype)
+
+    def kv_read(self, pool, layer, pages):
+        """Returns (k, v) bytes of the named pages, and the reply."""
+        rep = self.call("kv_read", pool=pool, layer=layer, pages=i32(pages))
+        return rep["tensors"]["k"], rep["tensors"]["v"], rep
+
+    def plan(self, manifest):
+        """`manifest`: a dict with the plan fields of PROTOCOL.md."""
+        return self.call("plan", **manifest)
+
+    def run(self, plan_id, layer, q, k_new, v_new, return_lse=False, trace=False, verify=False):
+        return self.call("run", plan_id=plan_id, layer=layer, q=q, k_new=k_new, v_new=v_new,
+                         return_lse=return_lse or None, trace=trace or None,
+                         verify=verify or None)
+
+    def attend(self, manifest, layer, q, k_new, v_new, return_lse=False, trace=False,
+               verify=False):
+        fields = dict(manifest)
+        fields.update(layer=layer, q=q, k_new=k_new, v_new=v_new,
+                      return_lse=return_lse or None, trace=trace or None,
+                      verify=verify or None)
+        return self.call("attend", **fields)

@@ -1,0 +1,1864 @@
+/* msgpack encode/decode of every PROTOCOL.md message (docs/protocol.md).
+ *
+ * Decoding is two passes over one map: index_map records where each known
+ * key's value starts (skipping values with the depth-bounded skipper), then
+ * the op's fields are read from those positions in a fixed order, so error
+ * precedence does not depend on the sender's key order: id, v, op, then the
+ * op's fields.  Integer arrays accept `bin` (int32 little-endian, one
+ * memcpy) or a msgpack array; tensors must be `bin` (the JSON form converts
+ * its number arrays to `bin` before decoding).
+ */
+#include <math.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/common/dtype.h"
+#include "protocol/codec.h"
+#include "protocol/manifest.h"
+#include "protocol/msg.h"
+#include "protocol/wire.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "attnd's wire payloads are little-endian and copied verbatim: big-endian hosts unsupported"
+#endif
+
+#define ABSENT SIZE_MAX
+
+void attn_codec_limits_default(attn_codec_limits *lim)
+{
+    lim->max_depth = 16;
+    lim->max_requests = 65536;
+    lim->max_array = 16u << 20;
+    lim->max_bin_bytes = 4ull << 30;
+    lim->max_map_keys = 4096;
+}
+
+void attn_buf_free(attn_buf *b)
+{
+    if (b == NULL)
+        return;
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+}
+
+/* ---- decoding ------------------------------------------------------------ */
+
+typedef struct dec {
+    attn_wire_reader r;
+    attn_codec_limits lim;
+    attn_error_detail *err;
+    char unknown[160]; /* first unknown top-level key of a lenient index */
+} dec;
+
+static int wire_fail(dec *d, int rv, const char *field)
+{
+    switch (rv) {
+    case ATTN_E_TRUNCATED:
+        return attn_error_set(d->err, rv, field, "the message ends inside %s",
+                              field[0] ? field : "the top-level value");
+    case ATTN_E_TOO_LARGE:
+        return attn_error_set(d->err, rv, field,
+                              "%s declares more entries than the message has bytes",
+                              field[0] ? field : "the top-level value");
+    case ATTN_E_DEPTH:
+        return attn_error_set(d->err, rv, field, "%s nests deeper than %u levels",
+                              field[0] ? field : "the message", d->lim.max_depth);
+    default:
+        return attn_error_set(d->err, rv, field, "%s is not valid msgpack",
+                              field[0] ? field : "the message");
+    }
+}
+
+/* Read the header at `pos` (a position index_map recorded). */
+static int item_at(dec *d, size_t pos, const char *field, attn_wire_item *it)
+{
+    d->r.pos = pos;
+    int rv = attn_wire_next(&d->r, it);
+    return rv != 0 ? wire_fail(d, rv, field) : 0;
+}
+
+static const char *type_name(attn_wire_type t)
+{
+    static const char *const names[] = {"nil", "bool", "integer", "integer", "float",
+                                        "str", "bin",  "array",   "map",     "ext"};
+    return names[t];
+}
+
+static int type_fail(dec *d, const char *field, const char *want, attn_wire_type got)
+{
+    return attn_error_set(d->err, ATTN_E_TYPE, field, "%s must be %s, not %s", field, want,
+                          type_name(got));
+}
+
+/* Index a map whose header was just read: for every entry, find its key in
+ * `names` and record the value position in pos[]; skip the value with the
+ * remaining depth budget.  Unknown keys are an error when `strict`, except
+ * the documented extension prefix "x_". */
+static int index_map(dec *d, const attn_wire_item *map, uint32_t depth, const char *path,
+                     const char *const *names, size_t n, size_t *pos, bool strict)
+{
+    for (size_t k = 0; k < n; k++)
+        pos[k] = ABSENT;
+    if (map->len > d->lim.max_map_keys)
+        return attn_error_set(d->err, ATTN_E_TOO_LARGE, path, "map %s has %u keys (limit %u)",
+                              path[0] ? path : "(top)", map->len, d->lim.max_map_keys);
+    if (depth > d->lim.max_depth)
+        return wire_fail(d, ATTN_E_DEPTH, path);
+    for (uint32_t e = 0; e < map->len; e++) {
+        attn_wire_item key;
+        int rv = attn_wire_next(&d->r, &key);
+        if (rv != 0)
+            return wire_fail(d, rv, path);
+        if (key.type != ATTN_WT_STR)
+            return attn_error_set(d->err, ATTN_E_TYPE, path, "keys of %s must be strings, not %s",
+                                  path[0] ? path : "the message", type_name(key.type));
+        size_t k = 0;
+        while (k < n && !attn_wire_str_eq(&key, names[k]))
+            k++;
+        /* the field path is built only for an error (hot loop otherwise) */
+        char field[160];
+#define KEY_FIELD()                                                                                \
+    snprintf(field, sizeof field, "%s%s%.*s", path, path[0] ? "." : "",                            \
+             (int)(key.len > 64 ? 64 : key.len), (const char *)key.ptr)
+        if (k == n && !(key.len >= 2 && memcmp(key.ptr, "x_", 2) == 0)) {
+            KEY_FIELD();
+            if (strict)
+                return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY, field, "key %s is not part of %s",
+                                      field, path[0] ? path : "this message");
+            if (!d->unknown[0]) /* reported once the header (id) is known */
+                snprintf(d->unknown, sizeof d->unknown, "%s", field);
+        }
+        if (k < n) {
+            if (pos[k] != ABSENT) {
+                KEY_FIELD();
+                return attn_error_set(d->err, ATTN_E_PROTOCOL, field, "key %s appears twice",
+                                      field);
+            }
+            pos[k] = d->r.pos;
+        }
+        rv = attn_wire_skip(&d->r, d->lim.max_depth - depth);
+        if (rv != 0) {
+            KEY_FIELD();
+            return wire_fail(d, rv, field);
+        }
+#undef KEY_FIELD
+    }
+    return 0;
+}
+
+/* Open the map at `pos` and index it. */
+static int open_map(dec *d, size_t pos, uint32_t depth, const char *path, const char *const *names,
+                    size_t n, size_t *idx, bool strict)
+{
+    attn_wire_item it;
+    int rv = item_at(d, pos, path, &it);
+    if (rv != 0)
+        return rv;
+    if (it.type != ATTN_WT_MAP)
+        return type_fail(d, path, "a map", it.type);
+    return index_map(d, &it, depth, path, names, n, idx, strict);
+}
+
+static int missing(dec *d, const char *field)
+{
+    return attn_error_set(d->err, ATTN_E_MISSING, field, "required field %s is missing", field);
+}
+
+static int get_uint(dec *d, size_t pos, const char *field, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    attn_wire_item it;
+    int rv;
+    if (pos == ABSENT)
+        return missing(d, field);
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type == ATTN_WT_INT)
+        return attn_error_set(d->err, ATTN_E_RANGE, field, "%s is %lld but must be >= %llu", field,
+                              (long long)it.i, (unsigned long long)lo);
+    if (it.type != ATTN_WT_UINT)
+        return type_fail(d, field, "an unsigned integer", it.type);
+    if (it.u < lo || it.u > hi)
+        return attn_error_set(d->err, ATTN_E_RANGE, field, "%s is %llu, outside [%llu, %llu]",
+                              field, (unsigned long long)it.u, (unsigned long long)lo,
+                              (unsigned long long)hi);
+    *out = it.u;
+    return 0;
+}
+
+static int get_u32(dec *d, size_t pos, const char *field, uint32_t lo, uint32_t *out)
+{
+    uint64_t v = 0;
+    int rv = get_uint(d, pos, field, lo, UINT32_MAX, &v);
+    if (rv == 0)
+        *out = (uint32_t)v;
+    return rv;
+}
+
+static int get_bool(dec *d, size_t pos, const char *field, bool dflt, bool *out)
+{
+    attn_wire_item it;
+    int rv;
+    if (pos == ABSENT) {
+        *out = dflt;
+        return 0;
+    }
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type != ATTN_WT_BOOL)
+        return type_fail(d, field, "a bool", it.type);
+    *out = it.b;
+    return 0;
+}
+
+/* A str into a fixed buffer: 1..cap-1 bytes, no NUL inside. */
+static int get_str(dec *d, size_t pos, const char *field, char *dst, size_t cap)
+{
+    attn_wire_item it;
+    int rv;
+    if (pos == ABSENT)
+        return missing(d, field);
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type != ATTN_WT_STR)
+        return type_fail(d, field, "a string", it.type);
+    if (it.len == 0 || it.len >= cap)
+        return attn_error_set(d->err, ATTN_E_RANGE, field, "%s must have 1 to %zu bytes, not %u",
+                              field, cap - 1, it.len);
+    if (memchr(it.ptr, 0, it.len) != NULL)
+        return attn_error_set(d->err, ATTN_E_RANGE, field, "%s contains a NUL byte", field);
+    memcpy(dst, it.ptr, it.len);
+    dst[it.len] = '\0';
+    return 0;
+}
+
+/* A str that must be one of `names`; *out is its index.  A bad value is
+ * `code` (e.g. ATTN_E_DTYPE for dtypes, ATTN_E_POLICY inside policy). */
+static int get_enum(dec *d, size_t pos, const char *field, const char *const *names, int n,
+                    int code, int *out)
+{
+    char s[32];
+    int rv = get_str(d, pos, field, s, sizeof s);
+    if (rv == ATTN_E_RANGE)
+        return attn_error_set(d->err, code, field, "%s has an unknown value", field);
+    if (rv != 0)
+        return rv;
+    for (int k = 0; k < n; k++)
+        if (strcmp(s, names[k]) == 0) {
+            *out = k;
+            return 0;
+        }
+    return attn_error_set(d->err, code, field, "%s \"%s\" is not one of the allowed values", field,
+                          s);
+}
+
+static const char *const g_dtypes[] = {"fp32", "fp16", "bf16"};
+static const char *const g_layouts[] = {"NHD", "HND"};
+
+static int get_dtype(dec *d, size_t pos, const char *field, attn_dtype *out)
+{
+    int k, rv = get_enum(d, pos, field, g_dtypes, 3, ATTN_E_DTYPE, &k);
+    if (rv == 0)
+        *out = (attn_dtype)k;
+    return rv;
+}
+
+/* An int32 array: `bin` of little-endian int32 (one memcpy) or a msgpack
+ * array of integers in int32 range.  Always returns a non-NULL array. */
+static int get_i32s(dec *d, size_t pos, const char *field, int32_t **out, uint32_t *n_out)
+{
+    attn_wire_item it;
+    int rv;
+    if (pos == ABSENT)
+        return missing(d, field);
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    uint32_t n;
+    if (it.type == ATTN_WT_BIN) {
+        if (it.len % 4 != 0)
+            return attn_error_set(d->err, ATTN_E_SHAPE, field,
+                                  "%s has %u bytes, not a whole number of int32", field, it.len);
+        n = it.len / 4;
+    } else if (it.type == ATTN_WT_ARRAY) {
+        n = it.len;
+    } else {
+        return type_fail(d, field, "an int32 array (bin or array)", it.type);
+    }
+    if (n > d->lim.max_array)
+        return attn_error_set(d->err, ATTN_E_TOO_LARGE, field, "%s has %u entries (limit %u)",
+                              field, n, d->lim.max_array);
+    int32_t *a = malloc((size_t)(n ? n : 1) * sizeof *a);
+    if (a == NULL)
+        return attn_error_set(d->err, ATTN_E_NOMEM, field, "no memory for %s", field);
+    if (it.type == ATTN_WT_BIN) {
+        if (n)
+            memcpy(a, it.ptr, (size_t)n * 4);
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            attn_wire_item e;
+            char f[192];
+            if ((rv = attn_wire_next(&d->r, &e)) != 0) {
+                free(a);
+                snprintf(f, sizeof f, "%s[%u]", field, i);
+                return wire_fail(d, rv, f);
+            }
+            if ((e.type != ATTN_WT_UINT && e.type != ATTN_WT_INT) || e.i < INT32_MIN ||
+                e.i > INT32_MAX || (e.type == ATTN_WT_UINT && e.u > INT32_MAX)) {
+                free(a);
+                snprintf(f, sizeof f, "%s[%u]", field, i);
+                if (e.type != ATTN_WT_UINT && e.type != ATTN_WT_INT)
+                    return type_fail(d, f, "an integer", e.type);
+                return attn_error_set(d->err, ATTN_E_RANGE, f, "%s does not fit int32", f);
+            }
+            a[i] = (int32_t)e.i;
+        }
+    }
+    *out = a;
+    *n_out = n;
+    return 0;
+}
+
+/* Bytes: `bin`, or (for mask bits) a msgpack array of integers 0..255. */
+static int get_u8s(dec *d, size_t pos, const char *field, uint8_t **out, uint64_t *n_out)
+{
+    attn_wire_item it;
+    int rv;
+    if (pos == ABSENT)
+        return missing(d, field);
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type != ATTN_WT_BIN && it.type != ATTN_WT_ARRAY)
+        return type_fail(d, field, "bytes (bin or array)", it.type);
+    if (it.len > d->lim.max_bin_bytes)
+        return attn_error_set(d->err, ATTN_E_TOO_LARGE, field, "%s has %u bytes", field, it.len);
+    uint8_t *a = malloc(it.len ? it.len : 1);
+    if (a == NULL)
+        return attn_error_set(d->err, ATTN_E_NOMEM, field, "no memory for %s", field);
+    if (it.type == ATTN_WT_BIN) {
+        if (it.len)
+            memcpy(a, it.ptr, it.len);
+    } else {
+        for (uint32_t i = 0; i < it.len; i++) {
+            attn_wire_item e;
+            char f[192];
+            if ((rv = attn_wire_next(&d->r, &e)) != 0) {
+                free(a);
+                snprintf(f, sizeof f, "%s[%u]", field, i);
+                return wire_fail(d, rv, f);
+            }
+            if (e.type != ATTN_WT_UINT || e.u > 255) {
+                free(a);
+                snprintf(f, sizeof f, "%s[%u]", field, i);
+                return e.type == ATTN_WT_UINT || e.type == ATTN_WT_INT
+                           ? attn_error_set(d->err, ATTN_E_RANGE, f, "%s is not a byte", f)
+                           : type_fail(d, f, "a byte", e.type);
+            }
+            a[i] = (uint8_t)e.u;
+        }
+    }
+    *out = a;
+    *n_out = it.len;
+    return 0;
+}
+
+/* A tensor: a `bin`, kept as a pointer into the message (zero copy). */
+static int get_tensor(dec *d, size_t pos, const char *field, bool required, attn_bytes *out)
+{
+    attn_wire_item it;
+    int rv;
+    out->data = NULL;
+    out->len = 0;
+    if (pos == ABSENT)
+        return required ? missing(d, field) : 0;
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type != ATTN_WT_BIN)
+        return type_fail(d, field, "a bin of little-endian elements", it.type);
+    if (it.len > d->lim.max_bin_bytes)
+        return attn_error_set(d->err, ATTN_E_TOO_LARGE, field, "%s has %u bytes", field, it.len);
+    out->data = it.ptr;
+    out->len = it.len;
+    return 0;
+}
+
+/* The value bytes at `pos` (one complete object), e.g. the opaque diag. */
+static int get_raw(dec *d, size_t pos, uint32_t depth, const char *field, attn_bytes *out)
+{
+    d->r.pos = pos;
+    int rv = attn_wire_skip(&d->r, d->lim.max_depth - depth);
+    if (rv != 0)
+        return wire_fail(d, rv, field);
+    out->data = d->r.p + pos;
+    out->len = d->r.pos - pos;
+    return 0;
+}
+
+/* Top-level keys of every request and reply. */
+enum {
+    K_V,
+    K_OP,
+    K_ID,
+    K_POOL,
+    K_LAYERS,
+    K_NUM_PAGES,
+    K_PAGE_SIZE,
+    K_NUM_KV_HEADS,
+    K_HEAD_DIM_QK,
+    K_HEAD_DIM_VO,
+    K_KV_DTYPE,
+    K_LAYOUT,
+    K_DEVICE,
+    K_NUM_QO_HEADS,
+    K_REQUESTS,
+    K_QO_INDPTR,
+    K_KV,
+    K_MASK,
+    K_SM_SCALE,
+    K_Q_DTYPE,
+    K_POLICY,
+    K_PLAN_ID,
+    K_LAYER,
+    K_Q,
+    K_K_NEW,
+    K_V_NEW,
+    K_RETURN_LSE,
+    K_TRACE,
+    K_VERIFY,
+    K_PAGES,
+    K_TENSORS,
+    /* reply only */
+    K_OK,
+    K_ERROR,
+    K_SERVER,
+    K_BYTES,
+    K_PLAN_KEY,
+    K_O,
+    K_O_DTYPE,
+    K_LSE,
+    K_DIAG,
+    K_COUNTERS,
+    K_PLAN_CACHE,
+    K_POOLS,
+    K_COUNT
+};
+
+static const char *const g_keys[K_COUNT] = {
+    "v",         "op",           "id",          "pool",        "layers",   "num_pages",
+    "page_size", "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype", "layout",
+    "device",    "num_qo_heads", "requests",    "qo_indptr",   "kv",       "mask",
+    "sm_scale",  "q_dtype",      "policy",      "plan_id",     "layer",    "q",
+    "k_new",     "v_new",        "return_lse",  "trace",       "verify",   "pages",
+    "tensors",   "ok",           "error",       "server",      "bytes",    "plan_key",
+    "o",         "o_dtype",      "lse",         "diag",        "counters", "plan_cache",
+    "pools"};
+
+#define B(k) (1ull << (k))
+#define GEOM_KEYS                                                                                  \
+    (B(K_POOL) | B(K_LAYERS) | B(K_NUM_PAGES) | B(K_PAGE_SIZE) | B(K_NUM_KV_HEADS) |               \
+     B(K_HEAD_DIM_QK) | B(K_HEAD_DIM_VO) | B(K_KV_DTYPE) | B(K_LAYOUT) | B(K_DEVICE))
+#define PLAN_KEYS                                                                                  \
+    (B(K_POOL) | B(K_NUM_QO_HEADS) | B(K_REQUESTS) | B(K_QO_INDPTR) | B(K_KV) | B(K_MASK) |        \
+     B(K_SM_SCALE) | B(K_Q_DTYPE) | B(K_POLICY))
+#define RUN_KEYS                                                                                   \
+    (B(K_LAYER) | B(K_Q) | B(K_K_NEW) | B(K_V_NEW) | B(K_RETURN_LSE) | B(K_TRACE) | B(K_VERIFY))
+
+/* Which top-level keys each request op allows (besides v, op, id). */
+static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
+    [ATTN_OP_HELLO] = 0,
+    [ATTN_OP_POOL_CREATE] = GEOM_KEYS,
+    [ATTN_OP_POOL_DROP] = B(K_POOL),
+    [ATTN_OP_POOL_INFO] = B(K_POOL),
+    [ATTN_OP_PLAN] = PLAN_KEYS,
+    [ATTN_OP_RUN] = RUN_KEYS | B(K_PLAN_ID) | B(K_Q_DTYPE),
+    [ATTN_OP_ATTEND] = PLAN_KEYS | RUN_KEYS,
+    [ATTN_OP_KV_READ] = B(K_POOL) | B(K_LAYER) | B(K_PAGES),
+    [ATTN_OP_KV_WRITE] = B(K_POOL) | B(K_LAYER) | B(K_PAGES) | B(K_TENSORS) | B(K_KV_DTYPE),
+    [ATTN_OP_STATS] = 0,
+};
+
+static int decode_geometry(dec *d, const size_t *pos, attn_pool_geometry *g, bool *has_device)
+{
+    int rv, k;
+    if ((rv = get_str(d, pos[K_POOL], "pool", g->name, sizeof g->name)) ||
+        (rv = get_u32(d, pos[K_LAYERS], "layers", 1, &g->layers)) ||
+        (rv = get_u32(d, pos[K_NUM_PAGES], "num_pages", 1, &g->num_pages)) ||
+        (rv = get_u32(d, pos[K_PAGE_SIZE], "page_size", 1, &g->page_size)) ||
+        (rv = get_u32(d, pos[K_NUM_KV_HEADS], "num_kv_heads", 1, &g->num_kv_heads)) ||
+        (rv = get_u32(d, pos[K_HEAD_DIM_QK], "head_dim_qk", 1, &g->head_dim_qk)) ||
+        (rv = get_u32(d, pos[K_HEAD_DIM_VO], "head_dim_vo", 1, &g->head_dim_vo)) ||
+        (rv = get_dtype(d, pos[K_KV_DTYPE], "kv_dtype", &g->kv_dtype)))
+        return rv;
+    if ((rv = get_enum(d, pos[K_LAYOUT], "layout", g_layouts, 2, ATTN_E_RANGE, &k)) != 0)
+        return pos[K_LAYOUT] == ABSENT ? missing(d, "layout") : rv;
+    g->layout = (attn_layout)k;
+    *has_device = pos[K_DEVICE] != ABSENT;
+    if (!*has_device)
+        return 0;
+    if ((rv = get_str(d, pos[K_DEVICE], "device", g->device, sizeof g->device)) != 0)
+        return rv;
+    /* "cpu" or "cuda:N" with N a decimal ordinal */
+    if (strcmp(g->device, "cpu") == 0)
+        return 0;
+    const char *p = g->device + 5;
+    if (strncmp(g->device, "cuda:", 5) == 0 && *p != '\0' && strspn(p, "0123456789") == strlen(p))
+        return 0;
+    return attn_error_set(d->err, ATTN_E_RANGE, "device",
+                          "device \"%s\" is neither \"cpu\" nor \"cuda:N\"", g->device);
+}
+
+enum { RQ_ID, RQ_CACHE_LEN, RQ_NEW_LEN, RQ_COUNT };
+static const char *const g_req_keys[RQ_COUNT] = {"id", "cache_len", "new_len"};
+
+/* "requests[b]" or "requests[b].name" into buf (>= 48 bytes), without
+ * printf: this runs for every request of every plan. */
+static const char *req_field(char *buf, uint32_t b, const char *name)
+{
+    char digits[12];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + b % 10);
+        b /= 10;
+    } while (b != 0);
+    char *p = buf;
+    memcpy(p, "requests[", 9);
+    p += 9;
+    while (n > 0)
+        *p++ = digits[--n];
+    *p++ = ']';
+    if (name != NULL) {
+        size_t len = strlen(name);
+        *p++ = '.';
+        memcpy(p, name, len);
+        p += len;
+    }
+    *p = '\0';
+    return buf;
+}
+
+/* One requests[b] map, read in a single pass: this runs B times per plan,
+ * so there is no index and no field path unless something is wrong.
+ * Errors are reported in the entry's wire order, missing keys after. */
+static int decode_one_request(dec *d, uint32_t b, attn_request_desc *q)
+{
+    attn_wire_item map, key, val;
+    char f[64];
+    bool seen[RQ_COUNT] = {false, false, false};
+    int rv;
+    if ((rv = attn_wire_next(&d->r, &map)) != 0)
+        return wire_fail(d, rv, req_field(f, b, NULL));
+    if (map.type != ATTN_WT_MAP)
+        return type_fail(d, req_field(f, b, NULL), "a map", map.type);
+    if (map.len > d->lim.max_map_keys)
+        return attn_error_set(d->err, ATTN_E_TOO_LARGE, req_field(f, b, NULL), "%s has %u keys", f,
+                              map.len);
+    for (uint32_t e = 0; e < map.len; e++) {
+        if ((rv = attn_wire_next(&d->r, &key)) != 0)
+            return wire_fail(d, rv, req_field(f, b, NULL));
+        if (key.type != ATTN_WT_STR)
+            return attn_error_set(d->err, ATTN_E_TYPE, req_field(f, b, NULL),
+                                  "keys of %s must be strings", f);
+        int k = 0;
+        while (k < RQ_COUNT && !attn_wire_str_eq(&key, g_req_keys[k]))
+            k++;
+        if (k == RQ_COUNT) {
+            char path[32];
+            snprintf(f, sizeof f, "%s.%.*s", req_field(path, b, NULL),
+                     (int)(key.len > 24 ? 24 : key.len), (const char *)key.ptr);
+            return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY, f, "key %s is not part of a request",
+                                  f);
+        }
+#define F() req_field(f, b, g_req_keys[k])
+        if (seen[k])
+            return attn_error_set(d->err, ATTN_E_PROTOCOL, F(), "key %s appears twice", f);
+        seen[k] = true;
+        if ((rv = attn_wire_next(&d->r, &val)) != 0)
+            return wire_fail(d, rv, F());
+        if (k == RQ_ID) {
+            if (val.type == ATTN_WT_UINT) {
+                snprintf(q->id, sizeof q->id, "%llu", (unsigned long long)val.u);
+            } else if (val.type == ATTN_WT_STR) {
+                if (val.len == 0 || val.len >= sizeof q->id || memchr(val.ptr, 0, val.len) != NULL)
+                    return attn_error_set(d->err, ATTN_E_RANGE, F(),
+                                          "%s must have 1 to %zu bytes and no NUL", f,
+                                          sizeof q->id - 1);
+                memcpy(q->id, val.ptr, val.len);
+                q->id[val.len] = '\0';
+            } else {
+                return type_fail(d, F(), "an unsigned integer or a string", val.type);
+            }
+            continue;
+        }
+        if (val.type == ATTN_WT_INT || (val.type == ATTN_WT_UINT && val.u > INT32_MAX))
+            return attn_error_set(d->err, ATTN_E_RANGE, F(), "%s must be in [0, %d]", f, INT32_MAX);
+        if (val.type != ATTN_WT_UINT)
+            return type_fail(d, F(), "an unsigned integer", val.type);
+        if (k == RQ_CACHE_LEN)
+            q->cache_len = (int64_t)val.u;
+        else
+            q->new_len = (int64_t)val.u;
+#undef F
+    }
+    for (int k = 0; k < RQ_COUNT; k++)
+        if (!seen[k])
+            return missing(d, req_field(f, b, g_req_keys[k]));
+    return 0;
+}
+
+static int decode_requests(dec *d, size_t pos, attn_manifest *m)
+{
+    attn_wire_item it;
+    int rv;
+    if (pos == ABSENT)
+        return missing(d, "requests");
+    if ((rv = item_at(d, pos, "requests", &it)) != 0)
+        return rv;
+    if (it.type != ATTN_WT_ARRAY)
+        return type_fail(d, "requests", "an array of maps", it.type);
+    if (it.len > d->lim.max_requests)
+        return attn_error_set(d->err, ATTN_E_TOO_LARGE, "requests",
+                              "requests has %u entries (limit %u)", it.len, d->lim.max_requests);
+    m->num_requests = it.len;
+    m->requests = calloc(it.len ? it.len : 1, sizeof *m->requests);
+    if (m->requests == NULL)
+        return attn_error_set(d->err, ATTN_E_NOMEM, "requests", "no memory for requests");
+    for (uint32_t b = 0; b < it.len; b++)
+        if ((rv = decode_one_request(d, b, &m->requests[b])) != 0)
+            return rv;
+    return 0;
+}
+
+/* An int32 array whose length must be `want` (`code` otherwise). */
+static int get_i32s_len(dec *d, size_t pos, const char *field, uint64_t want, int code,
+                        int32_t **out)
+{
+    uint32_t n;
+    int rv = get_i32s(d, pos, field, out, &n);
+    if (rv != 0)
+        return rv;
+    if (n != want) {
+        free(*out);
+        *out = NULL;
+        return attn_error_set(d->err, code, field, "%s has %u entries, expected %llu", field, n,
+                              (unsigned long long)want);
+    }
+    return 0;
+}
+
+/* block_table: B arrays of max_blocks int32, or one flat int32 array or
+ * bin of B * max_blocks entries, row-major. */
+static int get_block_table(dec *d, size_t pos, uint32_t nb, attn_kv_table *kv)
+{
+    attn_wire_item it;
+    int rv;
+    const char *field = "kv.block_table";
+    if (pos == ABSENT)
+        return missing(d, field);
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type == ATTN_WT_ARRAY && it.len > 0) {
+        attn_wire_item row;
+        if ((rv = attn_wire_next(&d->r, &row)) != 0)
+            return wire_fail(d, rv, field);
+        if (row.type == ATTN_WT_ARRAY) {
+            /* nested form: read row by row */
+            if (it.len != nb)
+                return attn_error_set(d->err, ATTN_E_SHAPE, field, "%s has %u rows, expected %u",
+                                      field, it.len, nb);
+            uint32_t mb = row.len;
+            if (nb != 0 && mb > d->lim.max_array / nb)
+                return attn_error_set(d->err, ATTN_E_TOO_LARGE, field, "%s is too large", field);
+            int32_t *t = malloc((size_t)nb * mb * sizeof *t + 4);
+            if (t == NULL)
+                return attn_error_set(d->err, ATTN_E_NOMEM, field, "no memory for %s", field);
+            d->r.pos = pos;
+            attn_wire_next(&d->r, &it);
+            for (uint32_t b = 0; b < nb; b++) {
+                char f[64];
+                snprintf(f, sizeof f, "%s[%u]", field, b);
+                if ((rv = attn_wire_next(&d->r, &row)) != 0 || row.type != ATTN_WT_ARRAY ||
+                    row.len != mb) {
+                    free(t);
+                    if (rv != 0)
+                        return wire_fail(d, rv, f);
+                    return row.type != ATTN_WT_ARRAY
+                               ? type_fail(d, f, "an array", row.type)
+                               : attn_error_set(d->err, ATTN_E_SHAPE, f,
+                                                "%s has %u entries but row 0 has %u", f, row.len,
+                                                mb);
+                }
+                for (uint32_t j = 0; j < mb; j++) {
+                    attn_wire_item e;
+                    if ((rv = attn_wire_next(&d->r, &e)) != 0 ||
+                        (e.type != ATTN_WT_UINT && e.type != ATTN_WT_INT) || e.i < INT32_MIN ||
+                        e.i > INT32_MAX) {
+                        free(t);
+                        snprintf(f, sizeof f, "%s[%u][%u]", field, b, j);
+                        if (rv != 0)
+                            return wire_fail(d, rv, f);
+                        return e.type != ATTN_WT_UINT && e.type != ATTN_WT_INT
+                                   ? type_fail(d, f, "an integer", e.type)
+                                   : attn_error_set(d->err, ATTN_E_RANGE, f,
+                                                    "%s does not fit int32", f);
+                    }
+                    t[(size_t)b * mb + j] = (int32_t)e.i;
+                }
+            }
+            kv->block_table = t;
+            kv->max_blocks = mb;
+            return 0;
+        }
+    }
+    uint32_t n;
+    if ((rv = get_i32s(d, pos, field, &kv->block_table, &n)) != 0)
+        return rv;
+    if (nb == 0 ? n != 0 : n % nb != 0) {
+        free(kv->block_table);
+        kv->block_table = NULL;
+        return attn_error_set(d->err, ATTN_E_SHAPE, field,
+                              "%s has %u entries, not a multiple of B = %u", field, n, nb);
+    }
+    kv->max_blocks = nb ? n / nb : 0;
+    return 0;
+}
+
+enum {
+    KV_FORMAT,
+    KV_PAGE_INDPTR,
+    KV_PAGE_INDICES,
+    KV_LAST_PAGE_LEN,
+    KV_BLOCK_TABLE,
+    KV_LENS,
+    KV_COUNT
+};
+static const char *const g_kv_keys[KV_COUNT] = {"format",        "page_indptr", "page_indices",
+                                                "last_page_len", "block_table", "lens"};
+
+static int decode_kv(dec *d, size_t pos, uint32_t nb, attn_kv_table *kv)
+{
+    static const char *const formats[] = {"csr", "dense"};
+    size_t idx[KV_COUNT];
+    int rv, k;
+    if (pos == ABSENT)
+        return missing(d, "kv");
+    if ((rv = open_map(d, pos, 2, "kv", g_kv_keys, KV_COUNT, idx, true)) != 0)
+        return rv;
+    if (idx[KV_FORMAT] == ABSENT)
+        return missing(d, "kv.format");
+    if ((rv = get_enum(d, idx[KV_FORMAT], "kv.format", formats, 2, ATTN_E_RANGE, &k)) != 0)
+        return rv;
+    kv->format = (attn_kv_format)k;
+    /* keys of the other format are not silently ignored */
+    const int other[2][3] = {{KV_BLOCK_TABLE, KV_LENS, KV_LENS},
+                             {KV_PAGE_INDPTR, KV_PAGE_INDICES, KV_LAST_PAGE_LEN}};
+    for (int j = 0; j < 3; j++)
+        if (idx[other[k][j]] != ABSENT) {
+            char f[48];
+            snprintf(f, sizeof f, "kv.%s", g_kv_keys[other[k][j]]);
+            return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY, f, "%s is not part of a %s table", f,
+                                  formats[k]);
+        }
+    if (kv->format == ATTN_KV_CSR) {
+        if ((rv = get_i32s_len(d, idx[KV_PAGE_INDPTR], "kv.page_indptr", (uint64_t)nb + 1,
+                               ATTN_E_INDPTR, &kv->page_indptr)) ||
+            (rv = get_i32s(d, idx[KV_PAGE_INDICES], "kv.page_indices", &kv->page_indices,
+                           &kv->num_page_indices)) ||
+            (rv = get_i32s_len(d, idx[KV_LAST_PAGE_LEN], "kv.last_page_len", nb, ATTN_E_SHAPE,
+                               &kv->last_page_len)))
+            return rv;
+        return 0;
+    }
+    if ((rv = get_block_table(d, idx[KV_BLOCK_TABLE], nb, kv)) != 0)
+        return rv;
+    return get_i32s_len(d, idx[KV_LENS], "kv.lens", nb, ATTN_E_SHAPE, &kv->lens);
+}
+
+enum {
+    MK_KIND,
+    MK_LEFT,
+    MK_SINKS,
+    MK_CAUSAL,
+    MK_LTS,
+    MK_LTE,
+    MK_UTS,
+    MK_UTE,
+    MK_POLARITY,
+    MK_BITS,
+    MK_COUNT
+};
+static const char *const g_mask_keys[MK_COUNT] = {"kind", "left", "sinks", "causal",   "lts",
+                                                  "lte",  "uts",  "ute",   "polarity", "bits"};
+
+static int decode_mask(dec *d, size_t pos, attn_mask *mk)
+{
+    static const char *const kinds[] = {"causal", "none", "window", "sink", "flashmask", "dense"};
+    static const char *const polarities[] = {"true_means_masked", "true_means_allowed"};
+    /* keys each kind allows, besides "kind" */
+    static const uint32_t allowed[6] = {0,
+                                        0,
+                                        1u << MK_LEFT,
+                                        (1u << MK_LEFT) | (1u << MK_SINKS),
+                                        (1u << MK_CAUSAL) | (1u << MK_LTS) | (1u << MK_LTE) |
+                                            (1u << MK_UTS) | (1u << MK_UTE),
+                                        (1u << MK_POLARITY) | (1u << MK_BITS)};
+    size_t idx[MK_COUNT];
+    int rv, k;
+    uint64_t v;
+    memset(mk, 0, sizeof *mk);
+    mk->kind = ATTN_MASK_CAUSAL; /* PROTOCOL.md: the default */
+    if (pos == ABSENT)
+        return 0;
+    if ((rv = open_map(d, pos, 2, "mask", g_mask_keys, MK_COUNT, idx, true)) != 0)
+        return rv;
+    if (idx[MK_KIND] == ABSENT)
+        return missing(d, "mask.kind");
+    if ((rv = get_enum(d, idx[MK_KIND], "mask.kind", kinds, 6, ATTN_E_MASK_KIND, &k)) != 0)
+        return rv;
+    mk->kind = (attn_mask_kind)k;
+    for (int j = 1; j < MK_COUNT; j++)
+        if (idx[j] != ABSENT && !(allowed[k] & (1u << j))) {
+            char f[32];
+            snprintf(f, sizeof f, "mask.%s", g_mask_keys[j]);
+            return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY, f, "%s is not part of a %s mask", f,
+                                  kinds[k]);
+        }
+    switch (mk->kind) {
+    case ATTN_MASK_SINK:
+        if ((rv = get_uint(d, idx[MK_SINKS], "mask.sinks", 0, INT32_MAX, &v)) != 0)
+            return rv;
+        mk->sinks = (int32_t)v;
+        /* a sink mask also has a window */
+        /* fall through */
+    case ATTN_MASK_WINDOW:
+        if ((rv = get_uint(d, idx[MK_LEFT], "mask.left", 0, INT32_MAX, &v)) != 0)
+            return rv;
+        mk->left = (int32_t)v;
+        return 0;
+    case ATTN_MASK_FLASHMASK: {
+        /* seed 0x06A: four endpoint vectors, one entry per key column;
+         * upper-triangle vectors are optional (absent = no masked run). */
+        int32_t **vec[4] = {&mk->fm_lts, &mk->fm_lte, &mk->fm_uts, &mk->fm_ute};
+        uint32_t n[4] = {0, 0, 0, 0};
+        if ((rv = get_bool(d, idx[MK_CAUSAL], "mask.causal", false, &mk->fm_causal)) != 0)
+            return rv;
+        for (int j = 0; j < 4; j++) {
+            char f[16];
+            snprintf(f, sizeof f, "mask.%s", g_mask_keys[MK_LTS + j]);
+            if (j >= 2 && idx[MK_LTS + j] == ABSENT) {
+                *vec[j] = calloc(n[0] ? n[0] : 1, sizeof(int32_t));
+                if (*vec[j] == NULL)
+                    return attn_error_set(d->err, ATTN_E_NOMEM, f, "no memory for %s", f);
+                n[j] = n[0];
+            } else if ((rv = get_i32s(d, idx[MK_LTS + j], f, vec[j], &n[j])) != 0) {
+                return rv;
+            }
+            if (n[j] != n[0])
+                return attn_error_set(d->err, ATTN_E_MASK_INTERVAL, f,
+                                      "%s has %u entries but mask.lts has %u", f, n[j], n[0]);
+        }
+        mk->fm_len = n[0];
+        return 0;
+    }
+    case ATTN_MASK_DENSE:
+        /* seed 0x05B: polarity is bound before the kernel, never guessed */
+        if (idx[MK_POLARITY] == ABSENT)
+            return attn_error_set(d->err, ATTN_E_MASK_POLARITY, "mask.polarity",
+                                  "a dense mask needs an explicit polarity");
+        if ((rv = get_enum(d, idx[MK_POLARITY], "mask.polarity", polarities, 2,
+                           ATTN_E_MASK_POLARITY, &k)) != 0)
+            return rv;
+        mk->polarity = k == 0 ? ATTN_POLARITY_TRUE_MEANS_MASKED : ATTN_POLARITY_TRUE_MEANS_ALLOWED;
+        return get_u8s(d, idx[MK_BITS], "mask.bits", &mk->dense_bits, &mk->dense_bytes);
+    default:
+        return 0;
+    }
+}
+
+enum {
+    PO_BACKEND,
+    PO_SCHEDULE,
+    PO_SPLITS,
+    PO_SPLIT_POLICY,
+    PO_STATE_ABI,
+    PO_DETERMINISTIC,
+    PO_GRAPH,
+    PO_COUNT
+};
+static const char *const g_policy_keys[PO_COUNT] = {
+    "backend", "schedule", "splits", "split_policy", "state_abi", "deterministic", "graph"};
+static const char *const g_schedules[] = {"auto", "partition", "unified"};
+static const char *const g_split_policies[] = {"auto", "fa", "fi", "global", "fixed"};
+static const char *const g_abis[] = {"lse_o", "mlu"};
+
+static int decode_policy(dec *d, size_t pos, attn_policy *p)
+{
+    size_t idx[PO_COUNT];
+    int rv, k;
+    memset(p, 0, sizeof *p);
+    snprintf(p->backend, sizeof p->backend, "auto");
+    if (pos == ABSENT)
+        return 0;
+    if ((rv = open_map(d, pos, 2, "policy", g_policy_keys, PO_COUNT, idx, true)) != 0)
+        return rv;
+    if (idx[PO_BACKEND] != ABSENT &&
+        (rv = get_str(d, idx[PO_BACKEND], "policy.backend", p->backend, sizeof p->backend)) != 0)
+        return rv == ATTN_E_RANGE ? attn_error_set(d->err, ATTN_E_POLICY, "policy.backend",
+                                                   "policy.backend must name a backend")
+                                  : rv;
+    if (idx[PO_SCHEDULE] != ABSENT) {
+        if ((rv = get_enum(d, idx[PO_SCHEDULE], "policy.schedule", g_schedules, 3, ATTN_E_POLICY,
+                           &k)) != 0)
+            return rv;
+        p->schedule = (attn_schedule_policy)k;
+    }
+    if (idx[PO_SPLIT_POLICY] != ABSENT) {
+        if ((rv = get_enum(d, idx[PO_SPLIT_POLICY], "policy.split_policy", g_split_policies, 5,
+                           ATTN_E_POLICY, &k)) != 0)
+            return rv;
+        p->split_policy = (attn_split_policy)k;
+    }
+    if (idx[PO_SPLITS] != ABSENT) {
+        attn_wire_item it;
+        uint64_t v;
+        if ((rv = item_at(d, idx[PO_SPLITS], "policy.splits", &it)) != 0)
+            return rv;
+        if (it.type == ATTN_WT_STR) {
+            if (!attn_wire_str_eq(&it, "auto"))
+                return attn_error_set(d->err, ATTN_E_POLICY, "policy.splits",
+                                      "policy.splits must be \"auto\" or a count >= 1");
+        } else {
+            if ((rv = get_uint(d, idx[PO_SPLITS], "policy.splits", 1, 65535, &v)) != 0)
+                return rv == ATTN_E_RANGE ? attn_error_set(d->err, ATTN_E_POLICY, "policy.splits",
+                                                           "policy.splits must be in [1, 65535]")
+                                          : rv;
+            p->splits = (uint32_t)v;
+            /* a count is a fixed split policy unless one was named */
+            if (idx[PO_SPLIT_POLICY] == ABSENT)
+                p->split_policy = ATTN_SPLIT_FIXED;
+        }
+    }
+    if (p->split_policy == ATTN_SPLIT_FIXED && p->splits == 0)
+        return attn_error_set(d->err, ATTN_E_POLICY, "policy.splits",
+                              "split_policy \"fixed\" needs a split count");
+    if (idx[PO_STATE_ABI] != ABSENT) {
+        if ((rv = get_enum(d, idx[PO_STATE_ABI], "policy.state_abi", g_abis, 2, ATTN_E_POLICY,
+                           &k)) != 0)
+            return rv;
+        p->state_abi = (attn_state_abi)k;
+    }
+    if ((rv = get_bool(d, idx[PO_DETERMINISTIC], "policy.deterministic", false,
+                       &p->deterministic)) != 0)
+        return rv;
+    return get_bool(d, idx[PO_GRAPH], "policy.graph", false, &p->graph);
+}
+
+static int decode_manifest(dec *d, const size_t *pos, attn_manifest *m)
+{
+    int rv;
+    if ((rv = get_str(d, pos[K_POOL], "pool", m->pool, sizeof m->pool)) ||
+        (rv = get_u32(d, pos[K_NUM_QO_HEADS], "num_qo_heads", 1, &m->num_qo_heads)) ||
+        (rv = decode_requests(d, pos[K_REQUESTS], m)) ||
+        (rv = get_i32s_len(d, pos[K_QO_INDPTR], "qo_indptr", (uint64_t)m->num_requests + 1,
+                           ATTN_E_QO_INDPTR, &m->qo_indptr)) ||
+        (rv = decode_kv(d, pos[K_KV], m->num_requests, &m->kv)) ||
+        (rv = decode_mask(d, pos[K_MASK], &m->mask)) ||
+        (rv = get_dtype(d, pos[K_Q_DTYPE], "q_dtype", &m->q_dtype)) ||
+        (rv = decode_policy(d, pos[K_POLICY], &m->policy)))
+        return rv;
+    m->has_sm_scale = pos[K_SM_SCALE] != ABSENT;
+    if (m->has_sm_scale) {
+        attn_wire_item it;
+        if ((rv = item_at(d, pos[K_SM_SCALE], "sm_scale", &it)) != 0)
+            return rv;
+        double s = it.type == ATTN_WT_FLOAT  ? it.f
+                   : it.type == ATTN_WT_UINT ? (double)it.u
+                   : it.type == ATTN_WT_INT  ? (double)it.i
+                                             : NAN;
+        if (it.type != ATTN_WT_FLOAT && it.type != ATTN_WT_UINT && it.type != ATTN_WT_INT)
+            return type_fail(d, "sm_scale", "a number", it.type);
+        if (!(s > 0) || !isfinite(s) || !isfinite((float)s))
+            return attn_error_set(d->err, ATTN_E_RANGE, "sm_scale",
+                                  "sm_scale must be finite and > 0, not %g", s);
+        m->sm_scale = (float)s;
+    }
+    return 0;
+}
+
+static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
+{
+    int rv;
+    if (op == ATTN_OP_RUN) {
+        if ((rv = get_uint(d, pos[K_PLAN_ID], "plan_id", 0, UINT64_MAX, &a->plan_id)) != 0)
+            return rv;
+        a->has_q_dtype = pos[K_Q_DTYPE] != ABSENT;
+        if (a->has_q_dtype && (rv = get_dtype(d, pos[K_Q_DTYPE], "q_dtype", &a->q_dtype)) != 0)
+            return rv;
+    }
+    if ((rv = get_u32(d, pos[K_LAYER], "layer", 0, &a->layer)) ||
+        (rv = get_tensor(d, pos[K_Q], "q", true, &a->q)) ||
+        (rv = get_tensor(d, pos[K_K_NEW], "k_new", true, &a->k_new)) ||
+        (rv = get_tensor(d, pos[K_V_NEW], "v_new", true, &a->v_new)) ||
+        (rv = get_bool(d, pos[K_RETURN_LSE], "return_lse", false, &a->return_lse)) ||
+        (rv = get_bool(d, pos[K_TRACE], "trace", false, &a->trace)))
+        return rv;
+    return get_bool(d, pos[K_VERIFY], "verify", false, &a->verify);
+}
+
+static const char *const g_tensor_keys[2] = {"k", "v"};
+
+static int decode_kv_args(dec *d, const size_t *pos, attn_op op, attn_kv_args *a)
+{
+    int rv;
+    if ((rv = get_str(d, pos[K_POOL], "pool", a->pool, sizeof a->pool)) ||
+        (rv = get_u32(d, pos[K_LAYER], "layer", 0, &a->layer)) ||
+        (rv = get_i32s(d, pos[K_PAGES], "pages", &a->pages, &a->num_pages)))
+        return rv;
+    if (op != ATTN_OP_KV_WRITE)
+        return 0;
+    a->has_kv_dtype = pos[K_KV_DTYPE] != ABSENT;
+    if (a->has_kv_dtype && (rv = get_dtype(d, pos[K_KV_DTYPE], "kv_dtype", &a->kv_dtype)) != 0)
+        return rv;
+    size_t idx[2];
+    if (pos[K_TENSORS] == ABSENT)
+        return missing(d, "tensors");
+    if ((rv = open_map(d, pos[K_TENSORS], 2, "tensors", g_tensor_keys, 2, idx, true)) ||
+        (rv = get_tensor(d, idx[0], "tensors.k", true, &a->k)))
+        return rv;
+    return get_tensor(d, idx[1], "tensors.v", true, &a->v);
+}
+
+/* id, v and op, in that order, so that an error reply can carry the id. */
+static int decode_header(dec *d, const size_t *pos, uint32_t *v, attn_op *op, uint64_t *id,
+                         bool *has_id)
+{
+    int rv;
+    uint64_t ver;
+    char name[24];
+    if ((rv = get_uint(d, pos[K_ID], "id", 0, UINT64_MAX, id)) != 0)
+        return rv;
+    *has_id = true;
+    if ((rv = get_uint(d, pos[K_V], "v", 0, UINT64_MAX, &ver)) != 0)
+        return rv == ATTN_E_RANGE
+                   ? attn_error_set(d->err, ATTN_E_VERSION, "v", "protocol version must be %d",
+                                    ATTN_PROTOCOL_VERSION)
+                   : rv;
+    if (ver != ATTN_PROTOCOL_VERSION)
+        return attn_error_set(d->err, ATTN_E_VERSION, "v",
+                              "protocol version %llu is not supported (this build speaks %d)",
+                              (unsigned long long)ver, ATTN_PROTOCOL_VERSION);
+    *v = (uint32_t)ver;
+    if ((rv = get_str(d, pos[K_OP], "op", name, sizeof name)) != 0)
+        return rv == ATTN_E_RANGE
+                   ? attn_error_set(d->err, ATTN_E_UNKNOWN_OP, "op", "op is not a known operation")
+                   : rv;
+    if (!attn_op_from_name(name, op))
+        return attn_error_set(d->err, ATTN_E_UNKNOWN_OP, "op", "op \"%s\" is not a known operation",
+                              name);
+    return 0;
+}
+
+static void dec_init(dec *d, const void *buf, size_t len, const attn_codec_limits *lim,
+                     attn_error_detail *err)
+{
+    attn_wire_init(&d->r, buf, len);
+    if (lim != NULL)
+        d->lim = *lim;
+    else
+        attn_codec_limits_default(&d->lim);
+    if (d->lim.max_depth < 1)
+        d->lim.max_depth = 1;
+    d->err = err;
+    d->unknown[0] = '\0';
+}
+
+/* The top-level map, indexed; `strict` for requests. */
+static int decode_top(dec *d, size_t *pos, bool strict)
+{
+    attn_wire_item top;
+    int rv = attn_wire_next(&d->r, &top);
+    if (rv != 0)
+        return wire_fail(d, rv, "");
+    if (top.type != ATTN_WT_MAP)
+        return attn_error_set(d->err, ATTN_E_TYPE, "", "a message must be a map, not %s",
+                              type_name(top.type));
+    if ((rv = index_map(d, &top, 1, "", g_keys, K_COUNT, pos, strict)) != 0)
+        return rv;
+    if (attn_wire_remaining(&d->r) != 0)
+        return attn_error_set(d->err, ATTN_E_PROTOCOL, "", "%zu bytes follow the message map",
+                              attn_wire_remaining(&d->r));
+    return 0;
+}
+
+int attn_request_decode(const void *buf, size_t len, const attn_codec_limits *lim,
+                        attn_request *req, attn_error_detail *err)
+{
+    dec d;
+    size_t pos[K_COUNT];
+    int rv;
+    memset(req, 0, sizeof *req);
+    dec_init(&d, buf, len, lim, err);
+    if ((rv = decode_top(&d, pos, false)) != 0 ||
+        (rv = decode_header(&d, pos, &req->v, &req->op, &req->id, &req->has_id)) != 0)
+        goto fail;
+    if (d.unknown[0]) {
+        rv = attn_error_set(err, ATTN_E_UNKNOWN_KEY, d.unknown, "key %s is not part of any request",
+                            d.unknown);
+        goto fail;
+    }
+    /* the keys the op does not allow (extensions "x_*" were never indexed) */
+    uint64_t allowed = g_req_allowed[req->op] | B(K_V) | B(K_OP) | B(K_ID);
+    for (int k = 0; k < K_COUNT; k++)
+        if (pos[k] != ABSENT && !(allowed & B(k))) {
+            rv = attn_error_set(err, ATTN_E_UNKNOWN_KEY, g_keys[k], "key %s is not part of %s",
+                                g_keys[k], attn_op_name(req->op));
+            goto fail;
+        }
+    switch (req->op) {
+    case ATTN_OP_POOL_CREATE:
+        rv = decode_geometry(&d, pos, &req->geom, &req->has_device);
+        break;
+    case ATTN_OP_POOL_DROP:
+    case ATTN_OP_POOL_INFO:
+        rv = get_str(&d, pos[K_POOL], "pool", req->pool, sizeof req->pool);
+        break;
+    case ATTN_OP_PLAN:
+        rv = decode_manifest(&d, pos, &req->manifest);
+        break;
+    case ATTN_OP_RUN:
+        rv = decode_run(&d, pos, req->op, &req->run);
+        break;
+    case ATTN_OP_ATTEND:
+        if ((rv = decode_manifest(&d, pos, &req->manifest)) == 0)
+            rv = decode_run(&d, pos, req->op, &req->run);
+        break;
+    case ATTN_OP_KV_READ:
+    case ATTN_OP_KV_WRITE:
+        rv = decode_kv_args(&d, pos, req->op, &req->kv);
+        break;
+    default:
+        rv = 0;
+        break;
+    }
+    if (rv == 0)
+        return 0;
+fail:;
+    /* nothing stays owned after a failure; keep what an error reply needs */
+    uint64_t id = req->id;
+    bool has_id = req->has_id;
+    attn_op op = req->op;
+    attn_request_free(req);
+    memset(req, 0, sizeof *req);
+    req->id = id;
+    req->has_id = has_id;
+    req->op = has_id ? op : ATTN_OP_COUNT;
+    return rv;
+}
+
+/* ---- reply decoding (the client side; unknown keys are ignored) ---------- */
+
+enum { ER_CODE, ER_FIELD, ER_MESSAGE, ER_COUNT };
+static const char *const g_err_keys[ER_COUNT] = {"code", "field", "message"};
+
+static int decode_error(dec *d, size_t pos, attn_error_detail *e)
+{
+    size_t idx[ER_COUNT];
+    int rv;
+    char code[48];
+    if (pos == ABSENT)
+        return missing(d, "error");
+    if ((rv = open_map(d, pos, 2, "error", g_err_keys, ER_COUNT, idx, false)) ||
+        (rv = get_str(d, idx[ER_CODE], "error.code", code, sizeof code)))
+        return rv;
+    if (!attn_err_from_name(code, &e->code))
+        e->code = ATTN_E_INTERNAL; /* a newer server's code: keep its text */
+    e->field[0] = e->message[0] = '\0';
+    /* field may be empty (a whole-message error), so read it as raw str */
+    attn_wire_item it;
+    if (idx[ER_FIELD] != ABSENT && item_at(d, idx[ER_FIELD], "error.field", &it) == 0 &&
+        it.type == ATTN_WT_STR)
+        snprintf(e->field, sizeof e->field, "%.*s", (int)it.len, (const char *)it.ptr);
+    if (idx[ER_MESSAGE] != ABSENT && item_at(d, idx[ER_MESSAGE], "error.message", &it) == 0 &&
+        it.type == ATTN_WT_STR)
+        snprintf(e->message, sizeof e->message, "%.*s", (int)it.len, (const char *)it.ptr);
+    return 0;
+}
+
+/* A str into a fixed buffer, truncating (reply side: display only). */
+static int get_text(dec *d, size_t pos, const char *field, char *dst, size_t cap)
+{
+    attn_wire_item it;
+    int rv;
+    dst[0] = '\0';
+    if (pos == ABSENT)
+        return 0;
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type != ATTN_WT_STR)
+        return type_fail(d, field, "a string", it.type);
+    snprintf(dst, cap, "%.*s", (int)it.len, (const char *)it.ptr);
+    return 0;
+}
+
+/* Open the array or map at `pos` (type `want`); *n is its entry count and
+ * the cursor stands on its first entry. */
+static int get_container(dec *d, size_t pos, const char *field, attn_wire_type want, uint32_t *n)
+{
+    attn_wire_item it;
+    int rv;
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type != want)
+        return type_fail(d, field, want == ATTN_WT_MAP ? "a map" : "an array", it.type);
+    *n = it.len;
+    return 0;
+}
+
+enum { SV_VERSION, SV_BUILD_ID, SV_ARTIFACT, SV_BACKENDS, SV_DEVICES, SV_COUNT };
+static const char *const g_server_keys[SV_COUNT] = {"version", "build_id", "artifact", "backends",
+                                                    "devices"};
+enum { BK_NAME, BK_AVAILABLE, BK_REASON, BK_COUNT };
+static const char *const g_backend_keys[BK_COUNT] = {"name", "available", "reason"};
+
+static int decode_server(dec *d, size_t pos, attn_server_info *s)
+{
+    size_t idx[SV_COUNT];
+    int rv;
+    if (pos == ABSENT)
+        return missing(d, "server");
+    if ((rv = open_map(d, pos, 2, "server", g_server_keys, SV_COUNT, idx, false)) ||
+        (rv = get_text(d, idx[SV_VERSION], "server.version", s->version, sizeof s->version)) ||
+        (rv = get_text(d, idx[SV_BUILD_ID], "server.build_id", s->build_id, sizeof s->build_id)) ||
+        (rv = get_text(d, idx[SV_ARTIFACT], "server.artifact", s->artifact, sizeof s->artifact)))
+        return rv;
+    if (idx[SV_BACKENDS] != ABSENT) {
+        uint32_t n;
+        if ((rv = get_container(d, idx[SV_BACKENDS], "server.backends", ATTN_WT_ARRAY, &n)) != 0)
+            return rv;
+        size_t next = d->r.pos;
+        for (uint32_t b = 0; b < n; b++) {
+            char path[40];
+            size_t bi[BK_COUNT];
+            snprintf(path, sizeof path, "server.backends[%u]", b);
+            if ((rv = open_map(d, next, 3, path, g_backend_keys, BK_COUNT, bi, false)) != 0)
+                return rv;
+            next = d->r.pos;
+            if (b >= ATTN_HELLO_MAX_BACKENDS)
+                continue;
+            attn_backend_info *bk = &s->backends[s->num_backends++];
+            if ((rv = get_text(d, bi[BK_NAME], path, bk->name, sizeof bk->name)) ||
+                (rv = get_bool(d, bi[BK_AVAILABLE], path, false, &bk->available)) ||
+                (rv = get_text(d, bi[BK_REASON], path, bk->reason, sizeof bk->reason)))
+                return rv;
+        }
+    }
+    if (idx[SV_DEVICES] != ABSENT) {
+        uint32_t n;
+        if ((rv = get_container(d, idx[SV_DEVICES], "server.devices", ATTN_WT_ARRAY, &n)) != 0)
+            return rv;
+        for (uint32_t k = 0; k < n; k++) {
+            attn_wire_item e;
+            if ((rv = attn_wire_next(&d->r, &e)) != 0)
+                return wire_fail(d, rv, "server.devices");
+            if (e.type != ATTN_WT_STR)
+                return type_fail(d, "server.devices", "an array of strings", e.type);
+            if (k < ATTN_HELLO_MAX_DEVICES)
+                snprintf(s->devices[s->num_devices++], ATTN_NAME_MAX, "%.*s", (int)e.len,
+                         (const char *)e.ptr);
+        }
+    }
+    return 0;
+}
+
+enum { PC_ENTRIES, PC_CAPACITY, PC_HITS, PC_MISSES, PC_REPLANS, PC_EVICTIONS, PC_COUNT };
+static const char *const g_pc_keys[PC_COUNT] = {"entries", "capacity", "hits",
+                                                "misses",  "replans",  "evictions"};
+
+static int decode_stats(dec *d, const size_t *pos, attn_stats_info *s)
+{
+    int rv;
+    if (pos[K_COUNTERS] != ABSENT) {
+        uint32_t n;
+        if ((rv = get_container(d, pos[K_COUNTERS], "counters", ATTN_WT_MAP, &n)) != 0)
+            return rv;
+        for (uint32_t k = 0; k < n; k++) {
+            attn_wire_item key, val;
+            if ((rv = attn_wire_next(&d->r, &key)) != 0 || (rv = attn_wire_next(&d->r, &val)) != 0)
+                return wire_fail(d, rv, "counters");
+            if (key.type != ATTN_WT_STR || val.type != ATTN_WT_UINT)
+                return type_fail(d, "counters", "a map of string to unsigned integer",
+                                 key.type != ATTN_WT_STR ? key.type : val.type);
+            if (s->num_counters < ATTN_STATS_MAX_COUNTERS) {
+                snprintf(s->counters[s->num_counters].name, sizeof s->counters[0].name, "%.*s",
+                         (int)key.len, (const char *)key.ptr);
+                s->counters[s->num_counters++].value = val.u;
+            }
+        }
+    }
+    if (pos[K_PLAN_CACHE] != ABSENT) {
+        size_t idx[PC_COUNT];
+        uint64_t *dst[PC_COUNT] = {&s->plan_cache.entries, &s->plan_cache.capacity,
+                                   &s->plan_cache.hits,    &s->plan_cache.misses,
+                                   &s->plan_cache.replans, &s->plan_cache.evictions};
+        if ((rv = open_map(d, pos[K_PLAN_CACHE], 2, "plan_cache", g_pc_keys, PC_COUNT, idx,
+                           false)) != 0)
+            return rv;
+        for (int k = 0; k < PC_COUNT; k++)
+            if (idx[k] != ABSENT &&
+                (rv = get_uint(d, idx[k], "plan_cache", 0, UINT64_MAX, dst[k])) != 0)
+                return rv;
+    }
+    if (pos[K_POOLS] != ABSENT) {
+        static const char *const pk[2] = {"pool", "bytes"};
+        uint32_t n;
+        if ((rv = get_container(d, pos[K_POOLS], "pools", ATTN_WT_ARRAY, &n)) != 0)
+            return rv;
+        size_t next = d->r.pos;
+        for (uint32_t k = 0; k < n; k++) {
+            size_t idx[2];
+            if ((rv = open_map(d, next, 3, "pools", pk, 2, idx, false)) != 0)
+                return rv;
+            next = d->r.pos;
+            if (s->num_pools >= ATTN_STATS_MAX_POOLS)
+                continue;
+            if ((rv = get_text(d, idx[0], "pools.pool", s->pools[s->num_pools].name,
+                               sizeof s->pools[0].name)) ||
+                (idx[1] != ABSENT && (rv = get_uint(d, idx[1], "pools.bytes", 0, UINT64_MAX,
+                                                    &s->pools[s->num_pools].bytes))))
+                return rv;
+            s->num_pools++;
+        }
+    }
+    return 0;
+}
+
+int attn_reply_decode(const void *buf, size_t len, const attn_codec_limits *lim, attn_reply *rep,
+                      attn_error_detail *err)
+{
+    dec d;
+    size_t pos[K_COUNT];
+    int rv;
+    uint64_t ver;
+    char name[24];
+    memset(rep, 0, sizeof *rep);
+    dec_init(&d, buf, len, lim, err);
+    if ((rv = decode_top(&d, pos, false)) ||
+        (rv = get_uint(&d, pos[K_V], "v", 0, UINT64_MAX, &ver)))
+        goto fail;
+    if (ver != ATTN_PROTOCOL_VERSION) {
+        rv = attn_error_set(err, ATTN_E_VERSION, "v", "reply version %llu is not %d",
+                            (unsigned long long)ver, ATTN_PROTOCOL_VERSION);
+        goto fail;
+    }
+    rep->v = (uint32_t)ver;
+    if ((rv = get_uint(&d, pos[K_ID], "id", 0, UINT64_MAX, &rep->id)) ||
+        (rv = get_bool(&d, pos[K_OK], "ok", false, &rep->ok)))
+        goto fail;
+    if (pos[K_OK] == ABSENT) {
+        rv = missing(&d, "ok");
+        goto fail;
+    }
+    rep->op = ATTN_OP_COUNT;
+    if (pos[K_OP] != ABSENT) {
+        if ((rv = get_str(&d, pos[K_OP], "op", name, sizeof name)) != 0)
+            goto fail;
+        if (!attn_op_from_name(name, &rep->op)) {
+            rv = attn_error_set(err, ATTN_E_UNKNOWN_OP, "op", "reply op \"%s\" is unknown", name);
+            goto fail;
+        }
+    }
+    if (!rep->ok) {
+        rv = decode_error(&d, pos[K_ERROR], &rep->error);
+        goto done;
+    }
+    if (pos[K_DIAG] != ABSENT && (rv = get_raw(&d, pos[K_DIAG], 1, "diag", &rep->diag)) != 0)
+        goto fail;
+    switch (rep->op) {
+    case ATTN_OP_HELLO:
+        rv = decode_server(&d, pos[K_SERVER], &rep->server);
+        break;
+    case ATTN_OP_POOL_INFO:
+        rv = decode_geometry(&d, pos, &rep->geom, &(bool){false});
+        if (rv == 0)
+            snprintf(rep->pool, sizeof rep->pool, "%s", rep->geom.name);
+        /* bytes follow, as for pool_create */
+        /* fall through */
+    case ATTN_OP_POOL_CREATE:
+        if (rv == 0 && rep->op == ATTN_OP_POOL_CREATE)
+            rv = get_str(&d, pos[K_POOL], "pool", rep->pool, sizeof rep->pool);
+        if (rv == 0)
+            rv = get_uint(&d, pos[K_BYTES], "bytes", 0, UINT64_MAX, &rep->bytes);
+        break;
+    case ATTN_OP_PLAN:
+    case ATTN_OP_RUN:
+    case ATTN_OP_ATTEND:
+        if (rep->op != ATTN_OP_RUN &&
+            ((rv = get_uint(&d, pos[K_PLAN_ID], "plan_id", 0, UINT64_MAX, &rep->plan_id)) ||
+             (rv = get_text(&d, pos[K_PLAN_KEY], "plan_key", rep->plan_key, sizeof rep->plan_key))))
+            break;
+        if (rep->op == ATTN_OP_PLAN)
+            break;
+        if ((rv = get_tensor(&d, pos[K_O], "o", true, &rep->o)) ||
+            (rv = get_dtype(&d, pos[K_O_DTYPE], "o_dtype", &rep->o_dtype)) ||
+            (rv = get_tensor(&d, pos[K_LSE], "lse", false, &rep->lse)))
+            break;
+        rep->has_lse = pos[K_LSE] != ABSENT;
+        break;
+    case ATTN_OP_KV_READ: {
+        size_t idx[2];
+        if ((rv = get_dtype(&d, pos[K_KV_DTYPE], "kv_dtype", &rep->kv_dtype)) ||
+            (rv = pos[K_TENSORS] == ABSENT ? missing(&d, "tensors") : 0) ||
+            (rv = open_map(&d, pos[K_TENSORS], 2, "tensors", g_tensor_keys, 2, idx, false)) ||
+            (rv = get_tensor(&d, idx[0], "tensors.k", true, &rep->k)))
+            break;
+        rv = get_tensor(&d, idx[1], "tensors.v", true, &rep->v_data);
+        break;
+    }
+    case ATTN_OP_STATS:
+        rv = decode_stats(&d, pos, &rep->stats);
+        break;
+    default:
+        rv = 0;
+        break;
+    }
+    if (rv != 0)
+        goto fail;
+done:
+    if (rv == 0)
+        return 0;
+fail:;
+    uint64_t id = rep->id;
+    memset(rep, 0, sizeof *rep);
+    rep->id = id;
+    rep->op = ATTN_OP_COUNT;
+    return rv;
+}
+
+/* ---- encoding ------------------------------------------------------------ */
+
+/* A packer over an sbuffer whose maps get their count patched at the end,
+ * so optional keys need no counting pass (map32 is valid msgpack). */
+typedef struct enc {
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+    size_t map_at[8];
+    uint32_t map_n[8];
+    int depth;
+} enc;
+
+static void enc_init(enc *e)
+{
+    memset(e, 0, sizeof *e);
+    msgpack_sbuffer_init(&e->sb);
+    msgpack_packer_init(&e->pk, &e->sb, msgpack_sbuffer_write);
+}
+
+static void map_begin(enc *e)
+{
+    static const char hdr[5] = {(char)0xdf, 0, 0, 0, 0};
+    e->map_at[e->depth] = e->sb.size;
+    e->map_n[e->depth++] = 0;
+    e->rc |= msgpack_sbuffer_write(&e->sb, hdr, sizeof hdr);
+}
+
+static void map_end(enc *e)
+{
+    int k = --e->depth;
+    if (e->rc != 0)
+        return;
+    uint8_t *p = (uint8_t *)e->sb.data + e->map_at[k] + 1;
+    uint32_t n = e->map_n[k];
+    p[0] = (uint8_t)(n >> 24);
+    p[1] = (uint8_t)(n >> 16);
+    p[2] = (uint8_t)(n >> 8);
+    p[3] = (uint8_t)n;
+}
+
+static void put_str(enc *e, const char *s)
+{
+    size_t n = strlen(s);
+    e->rc |= msgpack_pack_str(&e->pk, n);
+    e->rc |= msgpack_pack_str_body(&e->pk, s, n);
+}
+
+static void key(enc *e, const char *k)
+{
+    e->map_n[e->depth - 1]++;
+    put_str(e, k);
+}
+
+static void kv_str(enc *e, const char *k, const char *s)
+{
+    key(e, k);
+    put_str(e, s);
+}
+
+static void kv_u64(enc *e, const char *k, uint64_t v)
+{
+    key(e, k);
+    e->rc |= msgpack_pack_uint64(&e->pk, v);
+}
+
+static void kv_bool(enc *e, const char *k, bool v)
+{
+    key(e, k);
+    e->rc |= v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk);
+}
+
+static void put_bin(enc *e, const void *p, uint64_t n)
+{
+    if (n > UINT32_MAX) {
+        e->rc |= 2; /* bin32 cannot say it */
+        return;
+    }
+    e->rc |= msgpack_pack_bin(&e->pk, (size_t)n);
+    if (n)
+        e->rc |= msgpack_pack_bin_body(&e->pk, p, (size_t)n);
+}
+
+static void kv_bin(enc *e, const char *k, attn_bytes b)
+{
+    key(e, k);
+    put_bin(e, b.data, b.len);
+}
+
+static void kv_i32s(enc *e, const char *k, const int32_t *a, uint64_t n)
+{
+    key(e, k);
+    put_bin(e, a, n * 4);
+}
+
+static int enc_finish(enc *e, attn_buf *out, attn_error_detail *err)
+{
+    if (e->rc != 0) {
+        msgpack_sbuffer_destroy(&e->sb);
+        out->data = NULL;
+        out->len = 0;
+        return e->rc & 2 ? attn_error_set(err, ATTN_E_TOO_LARGE, "", "a payload exceeds 4 GiB")
+                         : attn_error_set(err, ATTN_E_NOMEM, "", "no memory to encode");
+    }
+    out->len = e->sb.size;
+    out->data = (uint8_t *)msgpack_sbuffer_release(&e->sb);
+    return 0;
+}
+
+static void enc_geometry(enc *e, const attn_pool_geometry *g, bool with_device)
+{
+    kv_str(e, "pool", g->name);
+    kv_u64(e, "layers", g->layers);
+    kv_u64(e, "num_pages", g->num_pages);
+    kv_u64(e, "page_size", g->page_size);
+    kv_u64(e, "num_kv_heads", g->num_kv_heads);
+    kv_u64(e, "head_dim_qk", g->head_dim_qk);
+    kv_u64(e, "head_dim_vo", g->head_dim_vo);
+    kv_str(e, "kv_dtype", attn_dtype_name(g->kv_dtype));
+    kv_str(e, "layout", g->layout == ATTN_HND ? "HND" : "NHD");
+    if (with_device && g->device[0])
+        kv_str(e, "device", g->device);
+}
+
+static void enc_mask(enc *e, const attn_mask *mk)
+{
+    static const char *const kinds[] = {"causal", "none", "window", "sink", "flashmask", "dense"};
+    key(e, "mask");
+    map_begin(e);
+    kv_str(e, "kind", (unsigned)mk->kind < 6 ? kinds[mk->kind] : "?");
+    switch (mk->kind) {
+    case ATTN_MASK_SINK:
+        kv_u64(e, "sinks", (uint64_t)mk->sinks);
+        /* fall through */
+    case ATTN_MASK_WINDOW:
+        kv_u64(e, "left", (uint64_t)mk->left);
+        break;
+    case ATTN_MASK_FLASHMASK:
+        kv_bool(e, "causal", mk->fm_causal);
+        kv_i32s(e, "lts", mk->fm_lts, mk->fm_len);
+        kv_i32s(e, "lte", mk->fm_lte, mk->fm_len);
+        if (mk->fm_uts != NULL)
+            kv_i32s(e, "uts", mk->fm_uts, mk->fm_len);
+        if (mk->fm_ute != NULL)
+            kv_i32s(e, "ute", mk->fm_ute, mk->fm_len);
+        break;
+    case ATTN_MASK_DENSE:
+        if (mk->polarity != ATTN_POLARITY_UNSET)
+            kv_str(e, "polarity",
+                   mk->polarity == ATTN_POLARITY_TRUE_MEANS_MASKED ? "true_means_masked"
+                                                                   : "true_means_allowed");
+        key(e, "bits");
+        put_bin(e, mk->dense_bits, mk->dense_bytes);
+        break;
+    default:
+        break;
+    }
+    map_end(e);
+}
+
+static void enc_manifest(enc *e, const attn_manifest *m)
+{
+    kv_str(e, "pool", m->pool);
+    kv_u64(e, "num_qo_heads", m->num_qo_heads);
+    key(e, "requests");
+    e->rc |= msgpack_pack_array(&e->pk, m->num_requests);
+    for (uint32_t b = 0; b < m->num_requests; b++) {
+        map_begin(e);
+        kv_str(e, "id", m->requests[b].id);
+        kv_u64(e, "cache_len", (uint64_t)m->requests[b].cache_len);
+        kv_u64(e, "new_len", (uint64_t)m->requests[b].new_len);
+        map_end(e);
+    }
+    kv_i32s(e, "qo_indptr", m->qo_indptr, m->qo_indptr ? (uint64_t)m->num_requests + 1 : 0);
+    key(e, "kv");
+    map_begin(e);
+    if (m->kv.format == ATTN_KV_CSR) {
+        kv_str(e, "format", "csr");
+        kv_i32s(e, "page_indptr", m->kv.page_indptr,
+                m->kv.page_indptr ? (uint64_t)m->num_requests + 1 : 0);
+        kv_i32s(e, "page_indices", m->kv.page_indices, m->kv.num_page_indices);
+        kv_i32s(e, "last_page_len", m->kv.last_page_len, m->kv.last_page_len ? m->num_requests : 0);
+    } else {
+        kv_str(e, "format", "dense");
+        kv_i32s(e, "block_table", m->kv.block_table, (uint64_t)m->num_requests * m->kv.max_blocks);
+        kv_i32s(e, "lens", m->kv.lens, m->kv.lens ? m->num_requests : 0);
+    }
+    map_end(e);
+    enc_mask(e, &m->mask);
+    if (m->has_sm_scale) {
+        key(e, "sm_scale");
+        e->rc |= msgpack_pack_float(&e->pk, m->sm_scale);
+    }
+    kv_str(e, "q_dtype", attn_dtype_name(m->q_dtype));
+    const attn_policy *p = &m->policy;
+    key(e, "policy");
+    map_begin(e);
+    kv_str(e, "backend", p->backend[0] ? p->backend : "auto");
+    kv_str(e, "schedule", (unsigned)p->schedule < 3 ? g_schedules[p->schedule] : "?");
+    if (p->splits == 0)
+        kv_str(e, "splits", "auto");
+    else
+        kv_u64(e, "splits", p->splits);
+    kv_str(e, "split_policy",
+           (unsigned)p->split_policy < 5 ? g_split_policies[p->split_policy] : "?");
+    kv_str(e, "state_abi", (unsigned)p->state_abi < 2 ? g_abis[p->state_abi] : "?");
+    kv_bool(e, "deterministic", p->deterministic);
+    kv_bool(e, "graph", p->graph);
+    map_end(e);
+}
+
+static void enc_run(enc *e, const attn_run_args *a, attn_op op)
+{
+    if (op == ATTN_OP_RUN) {
+        kv_u64(e, "plan_id", a->plan_id);
+        if (a->has_q_dtype)
+            kv_str(e, "q_dtype", attn_dtype_name(a->q_dtype));
+    }
+    kv_u64(e, "layer", a->layer);
+    kv_bin(e, "q", a->q);
+    kv_bin(e, "k_new", a->k_new);
+    kv_bin(e, "v_new", a->v_new);
+    if (a->return_lse)
+        kv_bool(e, "return_lse", true);
+    if (a->trace)
+        kv_bool(e, "trace", true);
+    if (a->verify)
+        kv_bool(e, "verify", true);
+}
+
+static void enc_tensors(enc *e, attn_bytes k, attn_bytes v)
+{
+    key(e, "tensors");
+    map_begin(e);
+    kv_bin(e, "k", k);
+    kv_bin(e, "v", v);
+    map_end(e);
+}
+
+int attn_request_encode(const attn_request *req, attn_buf *out, attn_error_detail *err)
+{
+    enc e;
+    if ((unsigned)req->op >= ATTN_OP_COUNT)
+        return attn_error_set(err, ATTN_E_UNKNOWN_OP, "op", "op %d is not a known operation",
+                              (int)req->op);
+    enc_init(&e);
+    map_begin(&e);
+    kv_u64(&e, "v", req->v ? req->v : ATTN_PROTOCOL_VERSION);
+    kv_str(&e, "op", attn_op_name(req->op));
+    kv_u64(&e, "id", req->id);
+    switch (req->op) {
+    case ATTN_OP_POOL_CREATE:
+        enc_geometry(&e, &req->geom, true);
+        break;
+    case ATTN_OP_POOL_DROP:
+    case ATTN_OP_POOL_INFO:
+        kv_str(&e, "pool", req->pool);
+        break;
+    case ATTN_OP_PLAN:
+        enc_manifest(&e, &req->manifest);
+        break;
+    case ATTN_OP_ATTEND:
+        enc_manifest(&e, &req->manifest);
+        /* fall through */
+    case ATTN_OP_RUN:
+        enc_run(&e, &req->run, req->op);
+        break;
+    case ATTN_OP_KV_READ:
+    case ATTN_OP_KV_WRITE:
+        kv_str(&e, "pool", req->kv.pool);
+        kv_u64(&e, "layer", req->kv.layer);
+        kv_i32s(&e, "pages", req->kv.pages, req->kv.num_pages);
+        if (req->op == ATTN_OP_KV_WRITE) {
+            if (req->kv.has_kv_dtype)
+                kv_str(&e, "kv_dtype", attn_dtype_name(req->kv.kv_dtype));
+            enc_tensors(&e, req->kv.k, req->kv.v);
+        }
+        break;
+    default:
+        break;
+    }
+    map_end(&e);
+    return enc_finish(&e, out, err);
+}
+
+static void enc_error(enc *e, const attn_error_detail *d)
+{
+    kv_bool(e, "ok", false);
+    key(e, "error");
+    map_begin(e);
+    kv_str(e, "code", attn_err_name(d->code));
+    kv_str(e, "field", d->field);
+    kv_str(e, "message", d->message[0] ? d->message : attn_err_message(d->code));
+    map_end(e);
+}
+
+static void enc_server(enc *e, const attn_server_info *s)
+{
+    key(e, "server");
+    map_begin(e);
+    kv_str(e, "version", s->version);
+    kv_str(e, "build_id", s->build_id);
+    kv_str(e, "artifact", s->artifact);
+    key(e, "backends");
+    uint32_t nb =
+        s->num_backends < ATTN_HELLO_MAX_BACKENDS ? s->num_backends : ATTN_HELLO_MAX_BACKENDS;
+    e->rc |= msgpack_pack_array(&e->pk, nb);
+    for (uint32_t b = 0; b < nb; b++) {
+        map_begin(e);
+        kv_str(e, "name", s->backends[b].name);
+        kv_bool(e, "available", s->backends[b].available);
+        kv_str(e, "reason", s->backends[b].reason);
+        map_end(e);
+    }
+    key(e, "devices");
+    uint32_t nd = s->num_devices < ATTN_HELLO_MAX_DEVICES ? s->num_devices : ATTN_HELLO_MAX_DEVICES;
+    e->rc |= msgpack_pack_array(&e->pk, nd);
+    for (uint32_t k = 0; k < nd; k++)
+        put_str(e, s->devices[k]);
+    map_end(e);
+}
+
+static void enc_stats(enc *e, const attn_stats_info *s)
+{
+    key(e, "counters");
+    map_begin(e);
+    for (uint32_t k = 0; k < s->num_counters && k < ATTN_STATS_MAX_COUNTERS; k++)
+        kv_u64(e, s->counters[k].name, s->counters[k].value);
+    map_end(e);
+    key(e, "plan_cache");
+    map_begin(e);
+    kv_u64(e, "entries", s->plan_cache.entries);
+    kv_u64(e, "capacity", s->plan_cache.capacity);
+    kv_u64(e, "hits", s->plan_cache.hits);
+    kv_u64(e, "misses", s->plan_cache.misses);
+    kv_u64(e, "replans", s->plan_cache.replans);
+    kv_u64(e, "evictions", s->plan_cache.evictions);
+    map_end(e);
+    key(e, "pools");
+    uint32_t np = s->num_pools < ATTN_STATS_MAX_POOLS ? s->num_pools : ATTN_STATS_MAX_POOLS;
+    e->rc |= msgpack_pack_array(&e->pk, np);
+    for (uint32_t k = 0; k < np; k++) {
+        map_begin(e);
+        kv_str(e, "pool", s->pools[k].name);
+        kv_u64(e, "bytes", s->pools[k].bytes);
+        map_end(e);
+    }
+}
+
+int attn_reply_encode(const attn_reply *rep, attn_buf *out, attn_error_detail *err)
+{
+    enc e;
+    enc_init(&e);
+    map_begin(&e);
+    kv_u64(&e, "v", ATTN_PROTOCOL_VERSION);
+    kv_u64(&e, "id", rep->id);
+    if ((unsigned)rep->op < ATTN_OP_COUNT)
+        kv_str(&e, "op", attn_op_name(rep->op));
+    if (!rep->ok) {
+        enc_error(&e, &rep->error);
+        map_end(&e);
+        return enc_finish(&e, out, err);
+    }
+    kv_bool(&e, "ok", true);
+    switch (rep->op) {
+    case ATTN_OP_HELLO:
+        enc_server(&e, &rep->server);
+        break;
+    case ATTN_OP_POOL_CREATE:
+        kv_str(&e, "pool", rep->pool);
+        kv_u64(&e, "bytes", rep->bytes);
+        break;
+    case ATTN_OP_POOL_INFO:
+        enc_geometry(&e, &rep->geom, true);
+        kv_u64(&e, "bytes", rep->bytes);
+        break;
+    case ATTN_OP_PLAN:
+    case ATTN_OP_ATTEND:
+        kv_u64(&e, "plan_id", rep->plan_id);
+        kv_str(&e, "plan_key", rep->plan_key);
+        if (rep->op == ATTN_OP_PLAN)
+            break;
+        /* fall through */
+    case ATTN_OP_RUN:
+        kv_bin(&e, "o", rep->o);
+        kv_str(&e, "o_dtype", attn_dtype_name(rep->o_dtype));
+        if (rep->has_lse)
+            kv_bin(&e, "lse", rep->lse);
+        break;
+    case ATTN_OP_KV_READ:
+        kv_str(&e, "kv_dtype", attn_dtype_name(rep->kv_dtype));
+        enc_tensors(&e, rep->k, rep->v_data);
+        break;
+    case ATTN_OP_STATS:
+        enc_stats(&e, &rep->stats);
+        break;
+    default:
+        break;
+    }
+    if (rep->diag.len > 0) {
+        /* the diagnostic arrives pre-encoded: splice its bytes verbatim, once
+         * checked to be exactly one object (else the reply would be corrupt) */
+        attn_wire_reader r;
+        attn_wire_init(&r, rep->diag.data, (size_t)rep->diag.len);
+        if (attn_wire_skip(&r, 32) != 0 || attn_wire_remaining(&r) != 0) {
+            msgpack_sbuffer_destroy(&e.sb);
+            out->data = NULL;
+            out->len = 0;
+            return attn_error_set(err, ATTN_E_INTERNAL, "diag",
+                                  "diag is not exactly one msgpack object");
+        }
+        key(&e, "diag");
+        e.rc |= msgpack_sbuffer_write(&e.sb, rep->diag.data, (size_t)rep->diag.len);
+    }
+    map_end(&e);
+    return enc_finish(&e, out, err);
+}
+
+int attn_error_reply_encode(uint64_t id, attn_op op, const attn_error_detail *d, attn_buf *out)
+{
+    attn_reply rep;
+    memset(&rep, 0, sizeof rep);
+    rep.id = id;
+    rep.op = op;
+    rep.ok = false;
+    rep.error = *d;
+    return attn_reply_encode(&rep, out, NULL);
+}

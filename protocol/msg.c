@@ -1,0 +1,127 @@
+/* Typed messages: op names, ownership, and the shape checks of PROTOCOL.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/common/dtype.h"
+#include "protocol/manifest.h"
+#include "protocol/msg.h"
+
+static const char *const g_op_names[ATTN_OP_COUNT] = {
+    "hello", "pool_create", "pool_drop", "pool_info", "plan",
+    "run",   "attend",      "kv_read",   "kv_write",  "stats",
+};
+
+const char *attn_op_name(attn_op op)
+{
+    return (unsigned)op < ATTN_OP_COUNT ? g_op_names[op] : "?";
+}
+
+int attn_op_from_name(const char *name, attn_op *op)
+{
+    for (unsigned k = 0; k < ATTN_OP_COUNT; k++)
+        if (strcmp(name, g_op_names[k]) == 0) {
+            *op = (attn_op)k;
+            return 1;
+        }
+    return 0;
+}
+
+void attn_request_free(attn_request *req)
+{
+    if (req == NULL)
+        return;
+    attn_manifest_free(&req->manifest);
+    free(req->kv.pages);
+    req->kv.pages = NULL;
+    req->kv.num_pages = 0;
+}
+
+void attn_reply_free(attn_reply *rep)
+{
+    if (rep == NULL)
+        return;
+    if (rep->backing != NULL && rep->backing_free != NULL)
+        rep->backing_free(rep->backing);
+    memset(rep, 0, sizeof *rep);
+}
+
+uint64_t attn_tensor_bytes(uint64_t n0, uint64_t n1, uint64_t n2, attn_dtype dt, bool *ok)
+{
+    uint64_t es = attn_dtype_size(dt);
+    uint64_t r = es;
+    const uint64_t dims[3] = {n0, n1, n2};
+    *ok = es != 0;
+    for (int k = 0; k < 3 && *ok; k++) {
+        if (dims[k] != 0 && r > UINT64_MAX / dims[k])
+            *ok = false;
+        else
+            r *= dims[k];
+    }
+    return *ok ? r : 0;
+}
+
+/* One tensor's byte length against its shape (ATTN_E_SHAPE with the field). */
+static int check_tensor(const attn_bytes *t, const char *field, uint64_t n0, uint64_t n1,
+                        uint64_t n2, attn_dtype dt, attn_error_detail *err)
+{
+    bool ok;
+    uint64_t want = attn_tensor_bytes(n0, n1, n2, dt, &ok);
+    if (!ok)
+        return attn_error_set(err, ATTN_E_TOO_LARGE, field, "%s shape [%llu, %llu, %llu] overflows",
+                              field, (unsigned long long)n0, (unsigned long long)n1,
+                              (unsigned long long)n2);
+    if (t->len != want || (want > 0 && t->data == NULL))
+        return attn_error_set(
+            err, ATTN_E_SHAPE, field, "%s has %llu bytes but [%llu, %llu, %llu] %s needs %llu",
+            field, (unsigned long long)t->len, (unsigned long long)n0, (unsigned long long)n1,
+            (unsigned long long)n2, attn_dtype_name(dt), (unsigned long long)want);
+    return 0;
+}
+
+int attn_run_check_shapes(const attn_run_args *a, const attn_manifest *m,
+                          const attn_pool_geometry *g, attn_error_detail *err)
+{
+    int rv;
+    if (a->has_q_dtype && a->q_dtype != m->q_dtype)
+        return attn_error_set(err, ATTN_E_DTYPE, "q_dtype",
+                              "run says q_dtype %s but the plan has %s",
+                              attn_dtype_name(a->q_dtype), attn_dtype_name(m->q_dtype));
+    if (m->qo_indptr == NULL || m->qo_indptr[m->num_requests] < 0)
+        return attn_error_set(err, ATTN_E_QO_INDPTR, "qo_indptr",
+                              "qo_indptr is missing or negative");
+    uint64_t total_q = (uint64_t)m->qo_indptr[m->num_requests];
+    if ((rv = check_tensor(&a->q, "q", total_q, m->num_qo_heads, g->head_dim_qk, m->q_dtype, err)))
+        return rv;
+    if ((rv = check_tensor(&a->k_new, "k_new", total_q, g->num_kv_heads, g->head_dim_qk,
+                           g->kv_dtype, err)))
+        return rv;
+    return check_tensor(&a->v_new, "v_new", total_q, g->num_kv_heads, g->head_dim_vo, g->kv_dtype,
+                        err);
+}
+
+int attn_kv_check(const attn_kv_args *a, attn_op op, const attn_pool_geometry *g,
+                  attn_error_detail *err)
+{
+    int rv;
+    if (a->layer >= g->layers)
+        return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u is outside [0, %u)", a->layer,
+                              g->layers);
+    if (a->has_kv_dtype && a->kv_dtype != g->kv_dtype)
+        return attn_error_set(err, ATTN_E_DTYPE, "kv_dtype", "kv_dtype %s but the pool holds %s",
+                              attn_dtype_name(a->kv_dtype), attn_dtype_name(g->kv_dtype));
+    for (uint32_t i = 0; i < a->num_pages; i++)
+        if (a->pages[i] < 0 || (uint32_t)a->pages[i] >= g->num_pages) {
+            char f[32];
+            snprintf(f, sizeof f, "pages[%u]", i);
+            return attn_error_set(err, ATTN_E_PAGE_OUT_OF_POOL, f, "page %d is outside [0, %u)",
+                                  a->pages[i], g->num_pages);
+        }
+    if (op != ATTN_OP_KV_WRITE)
+        return 0;
+    /* NHD [n, P, H, d] and HND [n, H, P, d] have the same byte length. */
+    uint64_t rows = (uint64_t)a->num_pages * g->page_size;
+    if ((rv = check_tensor(&a->k, "k", rows, g->num_kv_heads, g->head_dim_qk, g->kv_dtype, err)))
+        return rv;
+    return check_tensor(&a->v, "v", rows, g->num_kv_heads, g->head_dim_vo, g->kv_dtype, err);
+}

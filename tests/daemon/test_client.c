@@ -1,0 +1,398 @@
+/* libattn against an in-process REP peer that speaks the protocol through
+ * protocol/codec (so the client and the server sides meet on the wire):
+ * every op synchronously, server errors with code and field, an async call,
+ * concurrent calls from several threads on one client, and a timeout.
+ */
+#include <math.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "attn/client.h"
+#include "protocol/codec.h"
+#include "protocol/json.h"
+
+/* diag {"selected": "cpu_ref"} as the admission module would pre-encode it */
+static const uint8_t g_diag[] = {0x81, 0xa8, 's', 'e', 'l', 'e', 'c', 't', 'e',
+                                 'd',  0xa7, 'c', 'p', 'u', '_', 'r', 'e', 'f'};
+
+typedef struct peer {
+    nng_socket sock;
+    pthread_t thread;
+    char url[64];
+    int workers;
+} peer;
+
+/* Answer one request the way attnd would, from the typed request. */
+static void answer(const attn_request *req, int drv, const attn_error_detail *derr, attn_reply *rep,
+                   float *scratch)
+{
+    memset(rep, 0, sizeof *rep);
+    rep->id = req->id;
+    rep->op = req->op;
+    rep->ok = drv == 0;
+    if (drv != 0) {
+        rep->error = *derr;
+        return;
+    }
+    switch (req->op) {
+    case ATTN_OP_HELLO:
+        snprintf(rep->server.version, sizeof rep->server.version, "test-peer");
+        rep->server.num_backends = 1;
+        snprintf(rep->server.backends[0].name, ATTN_NAME_MAX, "cpu_ref");
+        rep->server.backends[0].available = true;
+        break;
+    case ATTN_OP_POOL_CREATE:
+        snprintf(rep->pool, sizeof rep->pool, "%s", req->geom.name);
+        rep->bytes = (uint64_t)req->geom.layers * req->geom.num_pages * req->geom.page_size *
+                     req->geom.num_kv_heads * (req->geom.head_dim_qk + req->geom.head_dim_vo) * 2;
+        break;
+    case ATTN_OP_POOL_INFO:
+    case ATTN_OP_POOL_DROP:
+        if (strcmp(req->pool, "main") != 0) {
+            rep->ok = false;
+            attn_error_set(&rep->error, ATTN_E_UNKNOWN_POOL, "pool", "no pool named %s", req->pool);
+            break;
+        }
+        snprintf(rep->geom.name, sizeof rep->geom.name, "main");
+        rep->geom.layers = 1;
+        rep->geom.num_pages = 8;
+        rep->geom.page_size = 4;
+        rep->geom.num_kv_heads = 1;
+        rep->geom.head_dim_qk = rep->geom.head_dim_vo = 2;
+        rep->bytes = 256;
+        break;
+    case ATTN_OP_PLAN:
+        rep->plan_id = 100 + req->manifest.num_requests;
+        snprintf(rep->plan_key, sizeof rep->plan_key, "key-%s", req->manifest.requests[0].id);
+        rep->diag = (attn_bytes){g_diag, sizeof g_diag};
+        break;
+    case ATTN_OP_RUN:
+    case ATTN_OP_ATTEND:
+        /* echo q as o, and lse = the layer, so the caller can check routing */
+        rep->o = req->run.q;
+        rep->o_dtype = ATTN_FP32;
+        if (req->run.return_lse) {
+            scratch[0] = (float)req->run.layer;
+            scratch[1] = -INFINITY;
+            rep->has_lse = true;
+            rep->lse = (attn_bytes){scratch, 2 * sizeof(float)};
+        }
+        rep->plan_id = req->op == ATTN_OP_ATTEND ? 7 : 0;
+        rep->diag = (attn_bytes){g_diag, sizeof g_diag};
+        break;
+    case ATTN_OP_KV_READ:
+        rep->k = (attn_bytes){req->kv.pages, req->kv.num_pages * 4ull};
+        rep->v_data = (attn_bytes){req->kv.pages, req->kv.num_pages * 4ull};
+        rep->kv_dtype = ATTN_FP32;
+        break;
+    case ATTN_OP_KV_WRITE:
+        if (req->kv.k.len != req->kv.v.len) {
+            rep->ok = false;
+            attn_error_set(&rep->error, ATTN_E_SHAPE, "tensors.v", "v and k differ");
+        }
+        break;
+    case ATTN_OP_STATS:
+        rep->stats.num_counters = 1;
+        snprintf(rep->stats.counters[0].name, 48, "requests");
+        rep->stats.counters[0].value = 5;
+        break;
+    default:
+        break;
+    }
+}
+
+static void *peer_worker(void *arg)
+{
+    peer *p = arg;
+    nng_ctx ctx;
+    nng_aio *aio;
+    if (nng_ctx_open(&ctx, p->sock) != 0 || nng_aio_alloc(&aio, NULL, NULL) != 0)
+        return NULL;
+    for (;;) {
+        nng_ctx_recv(ctx, aio);
+        nng_aio_wait(aio);
+        if (nng_aio_result(aio) != 0)
+            break;
+        nng_msg *msg = nng_aio_get_msg(aio);
+        attn_request req;
+        attn_error_detail derr;
+        attn_reply rep;
+        attn_buf out;
+        float scratch[2];
+        int drv = attn_request_decode(nng_msg_body(msg), nng_msg_len(msg), NULL, &req, &derr);
+        answer(&req, drv, &derr, &rep, scratch);
+        if (attn_reply_encode(&rep, &out, &derr) != 0)
+            break;
+        attn_request_free(&req);
+        nng_msg_clear(msg);
+        nng_msg_append(msg, out.data, out.len);
+        attn_buf_free(&out);
+        nng_aio_set_msg(aio, msg);
+        nng_ctx_send(ctx, aio);
+        nng_aio_wait(aio);
+        if (nng_aio_result(aio) != 0)
+            nng_msg_free(msg);
+    }
+    nng_aio_free(aio);
+    nng_ctx_close(ctx);
+    return NULL;
+}
+
+static pthread_t g_workers[4];
+
+static int peer_start(void **state)
+{
+    static peer p;
+    static int n;
+    snprintf(p.url, sizeof p.url, "inproc://attn-client-test-%d-%d", (int)getpid(), n++);
+    assert_int_equal(nng_rep0_open(&p.sock), 0);
+    assert_int_equal(nng_socket_set_size(p.sock, NNG_OPT_RECVMAXSZ, 0), 0);
+    assert_int_equal(nng_listen(p.sock, p.url, NULL, 0), 0);
+    p.workers = 4;
+    for (int i = 0; i < p.workers; i++)
+        pthread_create(&g_workers[i], NULL, peer_worker, &p);
+    *state = &p;
+    return 0;
+}
+
+static int peer_stop(void **state)
+{
+    peer *p = *state;
+    nng_close(p->sock);
+    for (int i = 0; i < p->workers; i++)
+        pthread_join(g_workers[i], NULL);
+    return 0;
+}
+
+static attn_client *open_client(void **state)
+{
+    peer *p = *state;
+    attn_client *c;
+    assert_int_equal(attn_client_open(&c, p->url), 0);
+    attn_client_set_timeout(c, 5000);
+    return c;
+}
+
+static void test_every_op_sync(void **state)
+{
+    attn_client *c = open_client(state);
+    attn_reply rep;
+
+    assert_int_equal(attn_hello(c, &rep), 0);
+    assert_string_equal(rep.server.version, "test-peer");
+    assert_true(rep.server.backends[0].available);
+    attn_reply_free(&rep);
+
+    attn_pool_geometry g = {.layers = 2,
+                            .num_pages = 16,
+                            .page_size = 4,
+                            .num_kv_heads = 2,
+                            .head_dim_qk = 8,
+                            .head_dim_vo = 8,
+                            .kv_dtype = ATTN_BF16};
+    snprintf(g.name, sizeof g.name, "main");
+    assert_int_equal(attn_pool_create(c, &g, &rep), 0);
+    assert_string_equal(rep.pool, "main");
+    assert_int_equal(rep.bytes, 2ull * 16 * 4 * 2 * 16 * 2);
+    attn_reply_free(&rep);
+
+    assert_int_equal(attn_pool_info(c, "main", &rep), 0);
+    assert_int_equal(rep.geom.num_pages, 8);
+    assert_int_equal(rep.bytes, 256);
+    attn_reply_free(&rep);
+
+    /* the server's error comes back as the return value with its field */
+    assert_int_equal(attn_pool_drop(c, "nope", &rep), ATTN_E_UNKNOWN_POOL);
+    assert_false(rep.ok);
+    assert_string_equal(rep.error.field, "pool");
+    assert_string_equal(rep.error.message, "no pool named nope");
+    attn_reply_free(&rep);
+
+    /* seed 0x08F mixed batch */
+    attn_request_desc reqs[3] = {{"mix_prefill", 0, 4}, {"mix_append", 6, 2}, {"mix_decode", 9, 1}};
+    int32_t qo[4] = {0, 4, 6, 7}, pind[4] = {0, 1, 3, 6}, pidx[6] = {0, 1, 2, 7, 3, 9};
+    int32_t last[3] = {4, 4, 2};
+    attn_manifest m = {.num_qo_heads = 2, .num_requests = 3, .requests = reqs, .qo_indptr = qo};
+    snprintf(m.pool, sizeof m.pool, "main");
+    m.kv.format = ATTN_KV_CSR;
+    m.kv.page_indptr = pind;
+    m.kv.page_indices = pidx;
+    m.kv.num_page_indices = 6;
+    m.kv.last_page_len = last;
+    m.q_dtype = ATTN_FP32;
+    assert_int_equal(attn_plan(c, &m, &rep), 0);
+    assert_int_equal(rep.plan_id, 103);
+    assert_string_equal(rep.plan_key, "key-mix_prefill");
+    /* the diag arrives as the same msgpack bytes, and renders as JSON */
+    assert_int_equal(rep.diag.len, sizeof g_diag);
+    assert_memory_equal(rep.diag.data, g_diag, sizeof g_diag);
+    char *js;
+    attn_error_detail e;
+    assert_int_equal(attn_reply_diag_json(&rep, &js, &e), 0);
+    assert_non_null(strstr(js, "\"selected\": \"cpu_ref\""));
+    free(js);
+    attn_reply_free(&rep);
+
+    float q[4] = {1.5f, -2.0f, 0.25f, 8.0f};
+    attn_run_args a = {.plan_id = 103, .layer = 1, .return_lse = true};
+    a.q = (attn_bytes){q, sizeof q};
+    a.k_new = (attn_bytes){q, 8};
+    a.v_new = (attn_bytes){q, 8};
+    assert_int_equal(attn_run(c, &a, &rep), 0);
+    assert_int_equal(rep.o.len, sizeof q);
+    assert_memory_equal(rep.o.data, q, sizeof q);
+    assert_true(rep.has_lse);
+    float lse[2];
+    memcpy(lse, rep.lse.data, sizeof lse);
+    assert_true(lse[0] == 1.0f && isinf(lse[1]) && lse[1] < 0);
+    attn_reply_free(&rep);
+
+    assert_int_equal(attn_attend(c, &m, &a, &rep), 0);
+    assert_int_equal(rep.plan_id, 7);
+    assert_memory_equal(rep.o.data, q, sizeof q);
+    attn_reply_free(&rep);
+
+    int32_t pages[3] = {7, 3, 9};
+    attn_kv_args kv = {.layer = 0, .pages = pages, .num_pages = 3};
+    snprintf(kv.pool, sizeof kv.pool, "main");
+    assert_int_equal(attn_kv_read(c, &kv, &rep), 0);
+    assert_int_equal(rep.k.len, 12);
+    assert_memory_equal(rep.k.data, pages, 12);
+    attn_reply_free(&rep);
+    kv.k = (attn_bytes){q, 16};
+    kv.v = (attn_bytes){q, 12};
+    assert_int_equal(attn_kv_write(c, &kv, &rep), ATTN_E_SHAPE);
+    assert_string_equal(rep.error.field, "tensors.v");
+    attn_reply_free(&rep);
+    kv.v.len = 16;
+    assert_int_equal(attn_kv_write(c, &kv, &rep), 0);
+    attn_reply_free(&rep);
+
+    assert_int_equal(attn_stats(c, &rep), 0);
+    assert_string_equal(rep.stats.counters[0].name, "requests");
+    assert_int_equal(rep.stats.counters[0].value, 5);
+    attn_reply_free(&rep);
+
+    /* a request the client itself cannot encode never leaves */
+    attn_request bad = {.op = ATTN_OP_COUNT};
+    assert_int_equal(attn_call(c, &bad, &rep), ATTN_E_UNKNOWN_OP);
+    attn_reply_free(&rep);
+    attn_client_close(c);
+}
+
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    int rv;
+    uint64_t counter;
+} waiter;
+
+static void on_reply(void *arg, int rv, attn_reply *rep)
+{
+    waiter *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->rv = rv;
+    w->counter = rep->stats.counters[0].value;
+    w->done++;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    attn_reply_free(rep);
+    free(rep);
+}
+
+static void test_async_call(void **state)
+{
+    attn_client *c = open_client(state);
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1, 0};
+    attn_request req = {.op = ATTN_OP_STATS};
+    assert_int_equal(attn_call_async(c, &req, on_reply, &w), 0);
+    assert_true(req.id != 0); /* assigned by the client */
+    pthread_mutex_lock(&w.mu);
+    while (w.done == 0)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    assert_int_equal(w.rv, 0);
+    assert_int_equal(w.counter, 5);
+    attn_client_close(c);
+}
+
+typedef struct hammer {
+    attn_client *c;
+    int failures;
+    uint32_t layer;
+} hammer;
+
+/* Each thread runs with its own layer; every reply must be its own. */
+static void *hammer_thread(void *arg)
+{
+    hammer *h = arg;
+    for (int i = 0; i < 50; i++) {
+        float q[2] = {(float)h->layer, (float)i};
+        attn_run_args a = {.plan_id = 1, .layer = h->layer, .return_lse = true};
+        attn_reply rep;
+        a.q = (attn_bytes){q, sizeof q};
+        a.k_new = a.v_new = a.q;
+        int rv = attn_run(h->c, &a, &rep);
+        float lse0 = -1;
+        if (rv == 0)
+            memcpy(&lse0, rep.lse.data, sizeof lse0);
+        if (rv != 0 || rep.o.len != sizeof q || memcmp(rep.o.data, q, sizeof q) != 0 ||
+            lse0 != (float)h->layer)
+            h->failures++;
+        attn_reply_free(&rep);
+    }
+    return NULL;
+}
+
+static void test_concurrent_calls_one_client(void **state)
+{
+    attn_client *c = open_client(state);
+    pthread_t t[4];
+    hammer h[4];
+    for (int i = 0; i < 4; i++) {
+        h[i] = (hammer){c, 0, (uint32_t)i + 10};
+        pthread_create(&t[i], NULL, hammer_thread, &h[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(h[i].failures, 0);
+    }
+    attn_client_close(c);
+}
+
+static void test_no_server_times_out(void **state)
+{
+    (void)state;
+    attn_client *c;
+    attn_reply rep;
+    assert_int_equal(attn_client_open(&c, "inproc://attn-nobody-listens"), 0);
+    attn_client_set_timeout(c, 100);
+    assert_int_equal(attn_hello(c, &rep), ATTN_E_IO);
+    assert_false(rep.ok);
+    assert_true(strlen(rep.error.message) > 0);
+    attn_reply_free(&rep);
+    attn_client_close(c);
+    assert_int_equal(attn_client_open(&c, "bogus://x"), ATTN_E_RANGE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_every_op_sync, peer_start, peer_stop),
+        cmocka_unit_test_setup_teardown(test_async_call, peer_start, peer_stop),
+        cmocka_unit_test_setup_teardown(test_concurrent_calls_one_client, peer_start, peer_stop),
+        cmocka_unit_test(test_no_server_times_out),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
