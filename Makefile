@@ -12,9 +12,13 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvc
 CUDA    ?= $(if $(NVCC),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
+# The build id names the source revision (seed 0x0BA: a version string is not
+# a loaded-artifact identity, so replies carry the commit and the flags).
+ATTN_BUILD_ID ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -I. -MMD -MP
+CFLAGS  += -DATTN_BUILD_ID='"$(ATTN_BUILD_ID)"' -DATTN_BUILD_FLAGS='"CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)"'
 LDLIBS  := -lnng -luv -lmsgpackc -ljansson -lcrypto -lpthread -lm -ldl -lrt
 ifeq ($(STATIC),1)
 LDLIBS  := -Wl,-Bstatic -lnng -luv_a -lmsgpackc -ljansson -lcrypto -Wl,-Bdynamic -lpthread -lm -ldl -lrt -latomic
