@@ -1,0 +1,294 @@
+/* attnctl hello, pool create|drop|info, stats, run FILE.json. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnctl.h"
+#include "protocol/codec.h"
+#include "protocol/json.h"
+
+/* Common flags: --url U, --local; returns the index of the first other argument. */
+typedef struct common_opts {
+    const char *url;
+    int local;
+    int pretty;
+} common_opts;
+
+static int take_common(int *i, int argc, char **argv, common_opts *o)
+{
+    if (strcmp(argv[*i], "--url") == 0 && *i + 1 < argc) {
+        o->url = argv[++*i];
+        return 1;
+    }
+    if (strcmp(argv[*i], "--local") == 0) {
+        o->local = 1;
+        return 1;
+    }
+    if (strcmp(argv[*i], "--compact") == 0) {
+        o->pretty = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* Send a typed request and print the reply as JSON; exit status 0 when ok. */
+static int simple_call(const common_opts *o, attn_request *req)
+{
+    actl_conn c;
+    attn_buf b = {0};
+    attn_error_detail err;
+    void *rb = NULL;
+    size_t rl = 0;
+    attn_reply rep;
+    int rc;
+    if (actl_open(&c, actl_url(o->url), o->local, NULL) != 0)
+        return 1;
+    req->v = ATTN_PROTOCOL_VERSION;
+    if (req->id == 0)
+        req->id = 1;
+    if ((rc = attn_request_encode(req, &b, &err)) != 0) {
+        fprintf(stderr, "attnctl: %s: %s\n", err.field, err.message);
+        actl_close(&c);
+        return 1;
+    }
+    rc = actl_call(&c, b.data, b.len, &rb, &rl);
+    attn_buf_free(&b);
+    if (rc != 0) {
+        actl_close(&c);
+        return 1;
+    }
+    actl_print_frame(rb, rl, o->pretty);
+    putchar('\n');
+    memset(&rep, 0, sizeof rep);
+    rc = attn_reply_decode(rb, rl, NULL, &rep, &err) == 0 && rep.ok ? 0 : 1;
+    free(rb);
+    actl_close(&c);
+    return rc;
+}
+
+int actl_cmd_hello(int argc, char **argv)
+{
+    common_opts o = {NULL, 0, 1};
+    attn_request req;
+    for (int i = 1; i < argc; i++) {
+        if (!take_common(&i, argc, argv, &o)) {
+            fprintf(stderr, "usage: attnctl hello [--url U | --local]\n");
+            return 2;
+        }
+    }
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_HELLO;
+    return simple_call(&o, &req);
+}
+
+int actl_cmd_stats(int argc, char **argv)
+{
+    common_opts o = {NULL, 0, 1};
+    attn_request req;
+    for (int i = 1; i < argc; i++) {
+        if (!take_common(&i, argc, argv, &o)) {
+            fprintf(stderr, "usage: attnctl stats [--url U]\n");
+            return 2;
+        }
+    }
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_STATS;
+    return simple_call(&o, &req);
+}
+
+static const char pool_usage[] =
+    "usage: attnctl pool create NAME --layers L --pages N --page-size P --kv-heads H --head-dim D\n"
+    "                           [--head-dim-vo D] [--dtype fp32|fp16|bf16] [--layout NHD|HND]\n"
+    "                           [--device cpu] [--url U]\n"
+    "       attnctl pool drop NAME [--url U]\n"
+    "       attnctl pool info NAME [--url U]\n";
+
+int actl_cmd_pool(int argc, char **argv)
+{
+    common_opts o = {NULL, 0, 1};
+    attn_request req;
+    attn_pool_geometry *g = &req.geom;
+    const char *what, *name;
+    memset(&req, 0, sizeof req);
+    if (argc < 3) {
+        fputs(pool_usage, stderr);
+        return 2;
+    }
+    what = argv[1];
+    name = argv[2];
+    if (strlen(name) >= ATTN_NAME_MAX) {
+        fprintf(stderr, "attnctl: pool name too long\n");
+        return 2;
+    }
+    snprintf(req.pool, sizeof req.pool, "%s", name);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    g->kv_dtype = ATTN_FP32;
+    g->layout = ATTN_NHD;
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (take_common(&i, argc, argv, &o))
+            continue;
+        if (v == NULL) {
+            fputs(pool_usage, stderr);
+            return 2;
+        }
+        i++;
+        if (strcmp(a, "--layers") == 0)
+            g->layers = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(a, "--pages") == 0)
+            g->num_pages = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(a, "--page-size") == 0)
+            g->page_size = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(a, "--kv-heads") == 0)
+            g->num_kv_heads = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(a, "--head-dim") == 0)
+            g->head_dim_qk = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(a, "--head-dim-vo") == 0)
+            g->head_dim_vo = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(a, "--dtype") == 0) {
+            if (attnd_dtype_parse(v, &g->kv_dtype) != 0) {
+                fprintf(stderr, "attnctl: unknown dtype %s\n", v);
+                return 2;
+            }
+        } else if (strcmp(a, "--layout") == 0)
+            g->layout = strcmp(v, "HND") == 0 ? ATTN_HND : ATTN_NHD;
+        else if (strcmp(a, "--device") == 0) {
+            snprintf(g->device, sizeof g->device, "%.15s", v);
+            req.has_device = true;
+        } else {
+            fputs(pool_usage, stderr);
+            return 2;
+        }
+    }
+    if (g->head_dim_vo == 0)
+        g->head_dim_vo = g->head_dim_qk;
+    if (strcmp(what, "create") == 0)
+        req.op = ATTN_OP_POOL_CREATE;
+    else if (strcmp(what, "drop") == 0)
+        req.op = ATTN_OP_POOL_DROP;
+    else if (strcmp(what, "info") == 0)
+        req.op = ATTN_OP_POOL_INFO;
+    else {
+        fputs(pool_usage, stderr);
+        return 2;
+    }
+    return simple_call(&o, &req);
+}
+
+/* attnctl run FILE.json: one request or an array of requests in JSON form;
+ * "plan_id": "last" names the plan of the latest plan/attend reply. */
+int actl_cmd_run(int argc, char **argv)
+{
+    common_opts o = {NULL, 0, 1};
+    const char *file = NULL;
+    json_error_t je;
+    json_t *root, *arr;
+    attn_json_hints hints;
+    actl_conn c;
+    uint64_t last_plan = 0;
+    int failures = 0;
+    size_t i;
+    json_t *el;
+
+    for (int k = 1; k < argc; k++) {
+        if (take_common(&k, argc, argv, &o))
+            continue;
+        if (file == NULL && argv[k][0] != '-') {
+            file = argv[k];
+            continue;
+        }
+        fprintf(stderr, "usage: attnctl run FILE.json [--url U | --local] [--compact]\n");
+        return 2;
+    }
+    if (file == NULL) {
+        fprintf(stderr, "usage: attnctl run FILE.json [--url U | --local] [--compact]\n");
+        return 2;
+    }
+    root = json_load_file(file, JSON_DECODE_ANY, &je);
+    if (root == NULL) {
+        fprintf(stderr, "attnctl: %s:%d:%d: %s\n", file, je.line, je.column, je.text);
+        return 2;
+    }
+    if (json_is_array(root)) {
+        arr = root;
+    } else {
+        arr = json_array();
+        json_array_append(arr, root);
+    }
+    if (actl_open(&c, actl_url(o.url), o.local, NULL) != 0) {
+        json_decref(root);
+        if (arr != root)
+            json_decref(arr);
+        return 1;
+    }
+    memset(&hints, 0, sizeof hints);
+    printf("[");
+    json_array_foreach(arr, i, el)
+    {
+        attn_buf b = {0};
+        attn_error_detail err;
+        void *rb = NULL;
+        size_t rl = 0;
+        char *text;
+        json_t *pid, *op, *qd, *kd;
+        attn_reply rep;
+
+        memset(&err, 0, sizeof err);
+        if (i > 0)
+            printf(",");
+        printf("\n");
+        pid = json_object_get(el, "plan_id");
+        if (json_is_string(pid) && strcmp(json_string_value(pid), "last") == 0)
+            json_object_set_new(el, "plan_id", json_integer((json_int_t)last_plan));
+        if (json_object_get(el, "id") == NULL)
+            json_object_set_new(el, "id", json_integer((json_int_t)(i + 1)));
+        if (json_object_get(el, "v") == NULL)
+            json_object_set_new(el, "v", json_integer(1));
+        op = json_object_get(el, "op");
+        qd = json_object_get(el, "q_dtype");
+        kd = json_object_get(el, "kv_dtype");
+        if (json_is_string(qd) && attnd_dtype_parse(json_string_value(qd), &hints.q_dtype) == 0)
+            hints.has_q_dtype = true;
+        if (json_is_string(op) && strcmp(json_string_value(op), "pool_create") == 0) {
+            hints.has_kv_dtype = true;
+            hints.kv_dtype = ATTN_FP32;
+            if (json_is_string(kd))
+                attnd_dtype_parse(json_string_value(kd), &hints.kv_dtype);
+        }
+        text = json_dumps(el, JSON_COMPACT);
+        if (text == NULL || attn_json_to_msgpack(text, strlen(text), &hints, &b, &err) != 0) {
+            printf("{\"ok\": false, \"error\": {\"code\": \"%s\", \"field\": \"%s\", \"message\": "
+                   "\"request %zu: not converted to msgpack\"}}",
+                   attn_err_name(err.code), err.field, i);
+            free(text);
+            failures++;
+            continue;
+        }
+        free(text);
+        if (actl_call(&c, b.data, b.len, &rb, &rl) != 0) {
+            attn_buf_free(&b);
+            failures++;
+            break;
+        }
+        attn_buf_free(&b);
+        actl_print_frame(rb, rl, o.pretty);
+        memset(&rep, 0, sizeof rep);
+        if (attn_reply_decode(rb, rl, NULL, &rep, &err) == 0) {
+            if (!rep.ok)
+                failures++;
+            else if (rep.plan_id != 0)
+                last_plan = rep.plan_id;
+        } else {
+            failures++;
+        }
+        free(rb);
+    }
+    printf("\n]\n");
+    actl_close(&c);
+    if (arr != root)
+        json_decref(arr);
+    json_decref(root);
+    return failures == 0 ? 0 : 1;
+}

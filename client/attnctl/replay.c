@@ -1,0 +1,426 @@
+/* attnctl replay: send a capture's requests to a daemon (history included,
+ * so a fresh daemon reproduces the state), compare every reply with the
+ * recorded one, print a table per request and exit non-zero on any
+ * mismatch.
+ *
+ * Comparison (--verify): ok and error code always; O and LSE bit for bit
+ * when both replies are fp32 from the CPU reference engine, else within the
+ * tolerance the call declares (planner/key.h attn_tolerance_for); kv_read
+ * pages bit for bit; plan keys equal.  Plan ids are remapped: a run names
+ * the id the replaying daemon gave, not the recorded one.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnctl.h"
+#include "daemon/capture.h"
+#include "kernels/common/dtype.h"
+#include "planner/key.h"
+#include "protocol/codec.h"
+#include "protocol/json.h"
+#include "protocol/manifest.h"
+
+#define MAX_PLAN_MAP 4096
+
+typedef struct plan_map {
+    uint64_t from[MAX_PLAN_MAP], to[MAX_PLAN_MAP];
+    char phases[MAX_PLAN_MAP][32];
+    uint32_t n;
+} plan_map;
+
+static int map_find(const plan_map *m, uint64_t from)
+{
+    for (uint32_t i = m->n; i-- > 0;)
+        if (m->from[i] == from)
+            return (int)i;
+    return -1;
+}
+
+static void map_put(plan_map *m, uint64_t from, uint64_t to, const char *phases)
+{
+    int i = map_find(m, from);
+    if (i < 0) {
+        if (m->n == MAX_PLAN_MAP) /* forget the oldest half: plans are used soon after */
+        {
+            memmove(m->from, m->from + MAX_PLAN_MAP / 2, sizeof m->from / 2);
+            memmove(m->to, m->to + MAX_PLAN_MAP / 2, sizeof m->to / 2);
+            memmove(m->phases, m->phases + MAX_PLAN_MAP / 2, sizeof m->phases / 2);
+            m->n = MAX_PLAN_MAP / 2;
+        }
+        i = (int)m->n++;
+    }
+    m->from[i] = from;
+    m->to[i] = to;
+    snprintf(m->phases[i], sizeof m->phases[i], "%s", phases);
+}
+
+/* "2P+1A+3D" for a manifest. */
+static void phase_mix(const attn_manifest *m, char *buf, size_t n)
+{
+    uint32_t cnt[3] = {0, 0, 0};
+    const char tag[3] = {'P', 'A', 'D'};
+    size_t used = 0;
+    for (uint32_t b = 0; b < m->num_requests; b++) {
+        attn_phase ph;
+        if (attn_phase_classify(m->requests[b].cache_len, m->requests[b].new_len, &ph) == 0)
+            cnt[ph]++;
+    }
+    buf[0] = '\0';
+    for (int i = 0; i < 3; i++) {
+        if (cnt[i] == 0 || used >= n)
+            continue;
+        used += (size_t)snprintf(buf + used, n - used, "%s%u%c", used ? "+" : "", cnt[i], tag[i]);
+    }
+    if (buf[0] == '\0')
+        snprintf(buf, n, "-");
+}
+
+/* Backend, split summary and plan-cache event from a reply's diagnostic. */
+static void diag_summary(const attn_reply *r, char *backend, size_t nb, char *splits, size_t ns,
+                         char *event, size_t ne)
+{
+    char *js = NULL;
+    json_t *d;
+    attn_error_detail err;
+    snprintf(backend, nb, "-");
+    snprintf(splits, ns, "-");
+    snprintf(event, ne, "-");
+    if (r->diag.len == 0 ||
+        attn_msgpack_to_json(r->diag.data, r->diag.len, 0, false, &js, &err) != 0)
+        return;
+    d = json_loads(js, 0, NULL);
+    free(js);
+    if (d == NULL)
+        return;
+    if (json_is_string(json_object_get(d, "selected")))
+        snprintf(backend, nb, "%s", json_string_value(json_object_get(d, "selected")));
+    {
+        json_t *sc = json_object_get(d, "schedule");
+        json_t *sp = json_object_get(sc, "splits");
+        if (json_is_array(sp)) {
+            json_int_t mx = 0, tot = 0;
+            size_t i;
+            json_t *v;
+            json_array_foreach(sp, i, v)
+            {
+                json_int_t x = json_integer_value(v);
+                tot += x;
+                if (x > mx)
+                    mx = x;
+            }
+            snprintf(splits, ns, "%s max%lld/%lld",
+                     json_is_string(json_object_get(sc, "split_policy"))
+                         ? json_string_value(json_object_get(sc, "split_policy"))
+                         : "?",
+                     (long long)mx, (long long)tot);
+        }
+    }
+    if (json_is_string(json_object_get(json_object_get(d, "plan_cache"), "event")))
+        snprintf(event, ne, "%s",
+                 json_string_value(json_object_get(json_object_get(d, "plan_cache"), "event")));
+    json_decref(d);
+}
+
+static float elem_f32(const void *p, size_t i, attn_dtype dt)
+{
+    if (dt == ATTN_FP32) {
+        float f;
+        memcpy(&f, (const char *)p + 4 * i, 4);
+        return f;
+    }
+    {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return dt == ATTN_BF16 ? attn_bf16_to_f32(h) : attn_f16_to_f32(h);
+    }
+}
+
+/* Compare two tensors: exact, or relative L2 within rtol. */
+static int tensors_match(const attn_bytes *a, const attn_bytes *b, attn_dtype dt, int exact,
+                         double rtol, char *why, size_t n, const char *what)
+{
+    size_t es = dt == ATTN_FP32 ? 4 : 2, cnt;
+    double num = 0, den = 0;
+    if (a->len != b->len) {
+        snprintf(why, n, "%s: %llu bytes, recorded %llu", what, (unsigned long long)a->len,
+                 (unsigned long long)b->len);
+        return 0;
+    }
+    if (a->len == 0 || memcmp(a->data, b->data, a->len) == 0)
+        return 1;
+    if (exact) {
+        snprintf(why, n, "%s differs bitwise", what);
+        return 0;
+    }
+    cnt = a->len / es;
+    for (size_t i = 0; i < cnt; i++) {
+        double x = elem_f32(a->data, i, dt), y = elem_f32(b->data, i, dt);
+        if (isinf(x) || isinf(y)) {
+            if (x != y) {
+                snprintf(why, n, "%s[%zu]: %g vs recorded %g", what, i, x, y);
+                return 0;
+            }
+            continue;
+        }
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    if (sqrt(num) > rtol * (sqrt(den) + 1e-30)) {
+        snprintf(why, n, "%s rel L2 %.3g > %.3g", what, sqrt(num) / (sqrt(den) + 1e-30), rtol);
+        return 0;
+    }
+    return 1;
+}
+
+static int compare_replies(const attn_reply *now, const attn_reply *rec, const char *backend_now,
+                           const char *backend_rec, attn_dtype kv_dtype, char *why, size_t n)
+{
+    int exact;
+    attn_tolerance tol;
+    if (now->ok != rec->ok) {
+        snprintf(why, n, "ok=%d, recorded ok=%d (%s)", now->ok, rec->ok,
+                 now->ok ? attn_err_name(rec->error.code) : attn_err_name(now->error.code));
+        return 0;
+    }
+    if (!now->ok) {
+        if (now->error.code != rec->error.code || strcmp(now->error.field, rec->error.field) != 0) {
+            snprintf(why, n, "%s %.40s, recorded %s %.40s", attn_err_name(now->error.code),
+                     now->error.field, attn_err_name(rec->error.code), rec->error.field);
+            return 0;
+        }
+        return 1;
+    }
+    switch (now->op) {
+    case ATTN_OP_PLAN:
+        if (strcmp(now->plan_key, rec->plan_key) != 0) {
+            snprintf(why, n, "plan key differs");
+            return 0;
+        }
+        return 1;
+    case ATTN_OP_RUN:
+    case ATTN_OP_ATTEND:
+        /* seed 0x02H: another engine may reorder the reduction; the CPU
+         * reference in fp32 is deterministic, so it must agree bit for bit */
+        exact = now->o_dtype == ATTN_FP32 && strcmp(backend_now, "cpu_ref") == 0 &&
+                strcmp(backend_rec, "cpu_ref") == 0;
+        tol = attn_tolerance_for(now->o_dtype, kv_dtype);
+        if (now->o_dtype != rec->o_dtype) {
+            snprintf(why, n, "o dtype differs");
+            return 0;
+        }
+        if (!tensors_match(&now->o, &rec->o, now->o_dtype, exact, tol.rtol, why, n, "o"))
+            return 0;
+        if (now->has_lse != rec->has_lse) {
+            snprintf(why, n, "lse presence differs");
+            return 0;
+        }
+        return tensors_match(&now->lse, &rec->lse, ATTN_FP32, exact,
+                             tol.lse_atol > 0 ? tol.lse_atol : 1e-5, why, n, "lse");
+    case ATTN_OP_KV_READ:
+        if (!tensors_match(&now->k, &rec->k, now->kv_dtype, 1, 0, why, n, "k") ||
+            !tensors_match(&now->v_data, &rec->v_data, now->kv_dtype, 1, 0, why, n, "v"))
+            return 0;
+        return 1;
+    case ATTN_OP_POOL_CREATE:
+    case ATTN_OP_POOL_INFO:
+        if (now->bytes != rec->bytes) {
+            snprintf(why, n, "pool bytes %llu, recorded %llu", (unsigned long long)now->bytes,
+                     (unsigned long long)rec->bytes);
+            return 0;
+        }
+        return 1;
+    default:
+        return 1;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int actl_cmd_replay(int argc, char **argv)
+{
+    const char *file = NULL, *url = NULL;
+    int local = 0, verify = 0, quiet = 0;
+    uint32_t repeat = 1;
+    attnd_capture_reader *rd = NULL;
+    attnd_capture_header h;
+    attn_error_detail err;
+    actl_conn c;
+    plan_map *pm;
+    uint64_t count = 0, mismatches = 0, failures = 0, bitwise = 0;
+    attn_dtype kv_dtype = ATTN_FP32;
+    double total_us = 0;
+    int rc;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
+            url = argv[++i];
+        else if (strcmp(argv[i], "--local") == 0)
+            local = 1;
+        else if (strcmp(argv[i], "--verify") == 0)
+            verify = 1;
+        else if (strcmp(argv[i], "--quiet") == 0)
+            quiet = 1;
+        else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
+            repeat = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (file == NULL && argv[i][0] != '-')
+            file = argv[i];
+        else
+            file = NULL, i = argc;
+    }
+    if (file == NULL || repeat == 0 || repeat > 100000) {
+        fprintf(
+            stderr,
+            "usage: attnctl replay FILE [--url U | --local] [--verify] [--repeat N] [--quiet]\n");
+        return 2;
+    }
+    if (attnd_capture_reader_open(&rd, file, &h, &err) != 0) {
+        fprintf(stderr, "attnctl replay: %s\n", err.message);
+        return 2;
+    }
+    if (actl_open(&c, actl_url(url), local, NULL) != 0) {
+        attnd_capture_reader_close(rd);
+        return 1;
+    }
+    pm = calloc(1, sizeof *pm);
+    if (pm == NULL)
+        return 1;
+    /* pools that existed before the capture began */
+    for (uint32_t p = 0; p < h.num_pools; p++) {
+        attn_request req;
+        attn_reply rep;
+        memset(&req, 0, sizeof req);
+        req.v = ATTN_PROTOCOL_VERSION;
+        req.op = ATTN_OP_POOL_CREATE;
+        req.id = 1;
+        req.geom = h.pools[p];
+        req.has_device = true;
+        snprintf(req.pool, sizeof req.pool, "%s", h.pools[p].name);
+        rc = actl_call_typed(&c, &req, &rep, &err);
+        if (rc != 0)
+            fprintf(stderr, "attnctl replay: pool %s from the header: %s\n", h.pools[p].name,
+                    err.message);
+        attn_reply_free(&rep);
+    }
+    printf("replay %s (attnd %s, build %s) %s\n", file, h.attnd, h.build,
+           verify ? "verifying" : "");
+    printf("%5s  %-11s %-10s %-9s %-16s %-7s %10s  %s\n", "#", "op", "phases", "backend", "splits",
+           "plan", "us", "result");
+    for (;;) {
+        void *req = NULL, *rec = NULL, *now = NULL, *sendbuf;
+        size_t req_len = 0, rec_len = 0, now_len = 0, send_len;
+        attn_request r;
+        attn_reply rnow, rrec;
+        attn_buf re = {0};
+        char phases[32] = "-", backend[48], splits[48], event[16], brec[48], srec[48], erec[16];
+        char why[320] = "";
+        int decoded, ok_now = 0, ok_rec = 0, match = 1;
+        double *times;
+        uint32_t reps;
+
+        rc = attnd_capture_next(rd, &req, &req_len, &rec, &rec_len, &err);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            fprintf(stderr, "attnctl replay: %s\n", err.message);
+            failures++;
+            break;
+        }
+        count++;
+        sendbuf = req;
+        send_len = req_len;
+        memset(&r, 0, sizeof r);
+        decoded = attn_request_decode(req, req_len, NULL, &r, &err) == 0;
+        if (decoded && (r.op == ATTN_OP_PLAN || r.op == ATTN_OP_ATTEND))
+            phase_mix(&r.manifest, phases, sizeof phases);
+        if (decoded && r.op == ATTN_OP_POOL_CREATE)
+            kv_dtype = r.geom.kv_dtype;
+        if (decoded && r.op == ATTN_OP_RUN) {
+            int mi = map_find(pm, r.run.plan_id);
+            if (mi >= 0) {
+                snprintf(phases, sizeof phases, "%s", pm->phases[mi]);
+                if (pm->to[mi] != r.run.plan_id) {
+                    r.run.plan_id = pm->to[mi];
+                    if (attn_request_encode(&r, &re, &err) == 0) {
+                        sendbuf = re.data;
+                        send_len = re.len;
+                    }
+                }
+            }
+        }
+        /* only operations without side effects beyond their first run repeat */
+        reps =
+            decoded && (r.op == ATTN_OP_RUN || r.op == ATTN_OP_HELLO || r.op == ATTN_OP_KV_READ ||
+                        r.op == ATTN_OP_STATS || r.op == ATTN_OP_POOL_INFO)
+                ? repeat
+                : 1;
+        times = calloc(reps, sizeof *times);
+        for (uint32_t k = 0; k < reps && times != NULL; k++) {
+            double t0 = actl_now_us();
+            free(now);
+            now = NULL;
+            if (actl_call(&c, sendbuf, send_len, &now, &now_len) != 0) {
+                failures++;
+                break;
+            }
+            times[k] = actl_now_us() - t0;
+        }
+        memset(&rnow, 0, sizeof rnow);
+        memset(&rrec, 0, sizeof rrec);
+        if (now != NULL)
+            ok_now = attn_reply_decode(now, now_len, NULL, &rnow, &err) == 0;
+        ok_rec = attn_reply_decode(rec, rec_len, NULL, &rrec, &err) == 0;
+        diag_summary(&rnow, backend, sizeof backend, splits, sizeof splits, event, sizeof event);
+        diag_summary(&rrec, brec, sizeof brec, srec, sizeof srec, erec, sizeof erec);
+        if (!ok_now || !ok_rec) {
+            match = 0;
+            snprintf(why, sizeof why, "%s", now == NULL ? "no reply" : "reply not decodable");
+        } else if (verify) {
+            match = compare_replies(&rnow, &rrec, backend, brec, kv_dtype, why, sizeof why);
+        }
+        if (ok_now && ok_rec && rnow.ok && rrec.ok && rrec.plan_id != 0 &&
+            (rnow.op == ATTN_OP_PLAN || rnow.op == ATTN_OP_ATTEND))
+            map_put(pm, rrec.plan_id, rnow.plan_id, phases);
+        if (!match) {
+            mismatches++;
+            if (strstr(why, "bitwise") != NULL)
+                bitwise++;
+        }
+        if (times != NULL && reps > 0) {
+            qsort(times, reps, sizeof *times, cmp_double);
+            total_us += times[reps / 2];
+        }
+        if (!quiet || !match)
+            printf("%5llu  %-11s %-10s %-9.9s %-16.16s %-7s %10.1f  %s%s%s\n",
+                   (unsigned long long)count, decoded ? attn_op_name(r.op) : "(bad)", phases,
+                   backend, splits, event, times != NULL && reps > 0 ? times[reps / 2] : 0.0,
+                   !verify ? (ok_now && rnow.ok ? "ok" : "error")
+                   : match ? "verified"
+                           : "MISMATCH",
+                   match ? "" : ": ", why);
+        if (ok_now && !rnow.ok && !quiet && match)
+            printf("%5s  %s %s: %s\n", "", attn_err_name(rnow.error.code), rnow.error.field,
+                   rnow.error.message);
+        free(times);
+        attn_buf_free(&re);
+        if (decoded)
+            attn_request_free(&r);
+        free(req);
+        free(rec);
+        free(now);
+    }
+    printf("%llu requests, %llu mismatches, %llu transport failures, %.1f us total (median per "
+           "request%s)\n",
+           (unsigned long long)count, (unsigned long long)mismatches, (unsigned long long)failures,
+           total_us, repeat > 1 ? " over repeats" : "");
+    free(pm);
+    actl_close(&c);
+    attnd_capture_reader_close(rd);
+    return mismatches == 0 && failures == 0 && count > 0 ? 0 : 1;
+}

@@ -1,0 +1,75 @@
+/* attnd configuration: defaults, a JSON configuration file, then flags.
+ *
+ * Hard limits are configuration with safe defaults (STYLE.md, redis habit):
+ * the frame-size cap, the plan-cache bound and the pool-byte budget are all
+ * here and documented in docs/daemon.md.  Flags override the file.
+ */
+#ifndef ATTN_DAEMON_CONFIG_H
+#define ATTN_DAEMON_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/error.h"
+#include "attn/types.h"
+
+#define ATTND_DEFAULT_URL "ipc:///run/attnd/attnd.sock"
+#define ATTND_DEFAULT_MAX_MSG (64u << 20)      /* 64 MiB frame cap (NNG_OPT_RECVMAXSZ) */
+#define ATTND_DEFAULT_MAX_PLANS 256            /* plan-cache entries */
+#define ATTND_DEFAULT_POOL_BUDGET (8ull << 30) /* host pool bytes, all pools together */
+#define ATTND_DEFAULT_CONTEXTS 16              /* nng REP contexts (concurrent requests) */
+#define ATTND_MAX_CONFIG_POOLS 16
+
+typedef enum attnd_engine_pref {
+    ATTND_ENGINE_AUTO = 0,
+    ATTND_ENGINE_CPU = 1,
+    ATTND_ENGINE_CUDA = 2,
+} attnd_engine_pref;
+
+typedef struct attnd_config {
+    char listen[512];
+    attnd_engine_pref engine;
+    uint32_t threads;  /* CPU engine threads; 0 = online CPUs */
+    uint32_t workers;  /* request worker threads (libuv pool); 0 = 2 */
+    uint32_t contexts; /* nng REP contexts */
+    size_t max_msg;    /* frame-size cap in bytes */
+    uint32_t max_plans;
+    uint64_t pool_budget;
+    int ipc_mode; /* permission bits of the IPC socket, default 0660 */
+    char capture[512];
+    int ready_fd;     /* write "READY\n" here when serving (tests); -1 when unset */
+    int inline_cheap; /* answer hello/stats in the nng callback (default 1; 0 to measure) */
+    uint32_t num_pools;
+    attn_pool_geometry pools[ATTND_MAX_CONFIG_POOLS];
+} attnd_config;
+
+/* Fill `c` with the documented defaults. */
+void attnd_config_defaults(attnd_config *c);
+
+/* Apply a JSON configuration file (keys as the long flags, plus "pools": an
+ * array of pool_create maps); unknown keys are an error with their path. */
+int attnd_config_load_file(attnd_config *c, const char *path, attn_error_detail *err);
+
+/* Apply command-line flags (argv[0] skipped); --config FILE is applied at its
+ * position, so later flags override the file. */
+int attnd_config_parse_args(attnd_config *c, int argc, char **argv, attn_error_detail *err);
+
+/* Parse "NAME:LAYERS:PAGES:PAGE_SIZE:HKV:D[:DTYPE[:LAYOUT[:DEVICE]]]" (the --pool flag). */
+int attnd_pool_spec_parse(const char *spec, attn_pool_geometry *g, attn_error_detail *err);
+
+/* Parse an engine name ("cpu", "cuda", "auto"). */
+int attnd_engine_parse(const char *s, attnd_engine_pref *out);
+
+/* Parse a dtype name ("fp32", "fp16", "bf16"); returns 0 or ATTN_E_DTYPE. */
+int attnd_dtype_parse(const char *s, attn_dtype *out);
+
+/* The wire name of a dtype. */
+const char *attnd_dtype_name(attn_dtype d);
+
+/* Bytes of one element of a dtype. */
+size_t attnd_dtype_size(attn_dtype d);
+
+/* The text printed by --help. */
+const char *attnd_config_usage(void);
+
+#endif

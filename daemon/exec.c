@@ -1,0 +1,409 @@
+/* How one request flows (ARCHITECTURE.md "where a newcomer starts reading"):
+ * decode (server.c) -> validate the manifest completely (protocol/manifest.h)
+ * -> select a backend (planner/registry.h) -> plan the splits (backend->plan)
+ * -> cache the plan -> run (backend->run with commit) -> reply with O, LSE
+ * and the dispatch diagnostic.
+ *
+ * Nothing lost, nothing half-applied (seed 0x08H/0x08I "mutate cache before
+ * validating"): a manifest is validated completely before any pool byte can
+ * change; the run's tensors are shape-checked before the engine is called;
+ * the engine stages the new rows and commits them only after attention
+ * succeeded, so a failure leaves the pool as it was, and the reply says so.
+ */
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/server_int.h"
+#include "planner/diag.h"
+#include "planner/ledger.h"
+#include "protocol/diag.h"
+#include "daemon/verify.h"
+#include "kernels/cuda/cupti_trace.h"
+#include "planner/split.h"
+#include "protocol/manifest.h"
+#include "protocol/msg.h"
+
+#define SCRATCH_O 1
+#define SCRATCH_LSE 2
+#define SCRATCH_DIAG 3
+#define SCRATCH_Q 4
+#define SCRATCH_K 5
+#define SCRATCH_V 6
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+void attnd_plan_free(void *obj)
+{
+    attnd_plan *p = obj;
+    if (p == NULL)
+        return;
+    attn_manifest_free(&p->m);
+    attn_split_plan_free(&p->split);
+    attn_key_fini(&p->call_key);
+    free(p->sel);
+    free(p);
+}
+
+/* ---- the diagnostic --------------------------------------------------------- */
+
+/* The dispatch diagnostic (PROTOCOL.md "diag", planner/diag.h): call key,
+ * candidates and selection (from plan time), schedule, workspace by field,
+ * plan key and cache event, kernels as the engine reports them, timing and
+ * the evidence level.  Packed with protocol/diag.h into scratch. */
+/* Kernels a tracer observed for one run (seed 0x0BF), when it ran. */
+typedef struct traced_kernels {
+    uint32_t n;
+    attn_diag_kernel k[ATTN_KERNELS_MAX];
+} traced_kernels;
+
+static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
+                       const attn_exec_report *rep, double exec_us, const attn_verify_result *vr,
+                       const traced_kernels *tk, void **scratch, attn_bytes *out)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    attn_diag *dg = calloc(1, sizeof *dg);
+    int rc;
+
+    if (dg == NULL)
+        return ATTN_E_NOMEM;
+    if ((rc = attn_diag_init(dg, &p->call_key)) != 0) {
+        free(dg);
+        return rc;
+    }
+    attn_diag_set_selection(dg, p->sel);
+    attn_diag_set_schedule(dg, &p->split, p->m.policy.schedule, p->m.policy.state_abi);
+    for (uint32_t i = 0; i < p->ledger.num_fields; i++)
+        attn_diag_add_workspace(dg, p->ledger.fields[i].name, p->ledger.fields[i].bytes);
+    attn_diag_set_plan(dg, p->plan_key_sha, &p->decision, plan_id);
+    if (rep != NULL) {
+        /* a host engine records what it executed; a device engine only declares */
+        attn_kernel_source src = rep->kernels_observed ? (p->backend->platform == ATTN_PLATFORM_CPU
+                                                              ? ATTN_KERNELS_HOST
+                                                              : ATTN_KERNELS_TRACED)
+                                                       : ATTN_KERNELS_DECLARED;
+        attn_diag_set_report(dg, rep, src);
+        attn_diag_set_timing(dg, exec_us, rep->timing_method[0] ? rep->timing_method : "host_clock",
+                             "daemon exec: shape checks, engine run, commit");
+    } else {
+        attn_diag_set_timing(dg, p->plan_us, "host_clock", "validate, select, split, cache");
+    }
+    if (vr != NULL && vr->done)
+        attn_diag_set_verify(dg, vr);
+    if (tk != NULL && tk->n > 0)
+        attn_diag_set_traced(dg, tk->k, tk->n, "cupti activity");
+    attn_diag_finish(dg, s->artifact_sha[0] ? s->artifact_sha : NULL, s->source_identified);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    rc = attn_diag_pack(dg, &pk);
+    free(dg);
+    if (rc != 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return rc;
+    }
+    scratch[SCRATCH_DIAG] = sb.data;
+    out->data = sb.data;
+    out->len = sb.size;
+    return 0;
+}
+
+/* ---- plan ------------------------------------------------------------------- */
+
+/* The partial-state workspace of the plan, by field (seed 0x03E). */
+static void workspace_ledger(attnd_plan *p)
+{
+    attn_ledger_spec spec;
+    int64_t *qlen = malloc(sizeof(int64_t) * (p->m.num_requests + 1));
+    if (qlen == NULL)
+        return;
+    for (uint32_t b = 0; b < p->m.num_requests; b++)
+        qlen[b] = p->m.requests[b].new_len;
+    memset(&spec, 0, sizeof spec);
+    spec.abi = p->m.policy.state_abi;
+    spec.states = attn_plan_num_states(&p->split, qlen, p->m.num_qo_heads, true);
+    spec.head_dim_vo = p->geom.head_dim_vo;
+    spec.vec_dtype = ATTN_FP32;
+    spec.scalar_dtype = ATTN_FP32;
+    if (attn_ledger_layout(&spec, NULL, 0, &p->ledger, NULL) != 0)
+        memset(&p->ledger, 0, sizeof p->ledger);
+    free(qlen);
+}
+
+/* Validate, select and split one manifest (moved out of `req` on success);
+ * inserts the plan into the cache and returns it referenced in *out. */
+static int plan_core(attn_server *s, attn_request *req, attnd_plan **out, uint64_t *id,
+                     attn_error_detail *err)
+{
+    double t0 = now_us();
+    attn_manifest *m = &req->manifest;
+    attnd_pool *pool = NULL;
+    attn_selection *sel = NULL;
+    attnd_plan *p = NULL;
+    attn_key pk;
+    attn_key_env env;
+    void *obj;
+    int rc;
+
+    attn_key_init(&pk);
+    if ((rc = attnd_pool_acquire(s->pools, m->pool, "pool", &pool, err)) != 0)
+        return rc;
+    /* seed 0x08I: the complete mutation contract is checked before anything */
+    if ((rc = attn_manifest_validate(m, &pool->geom, err)) != 0)
+        goto out;
+    p = calloc(1, sizeof *p);
+    if (p != NULL) {
+        attn_key_init(&p->call_key);
+        p->sel = sel = calloc(1, sizeof *sel);
+    }
+    if (p == NULL || sel == NULL) {
+        rc = attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");
+        goto out;
+    }
+    if ((rc = attn_registry_select(&s->registry, m, &pool->geom, sel, err)) != 0)
+        goto out;
+    p->backend = sel->backend;
+    p->geom = pool->geom;
+    p->pool_generation = pool->generation;
+    snprintf(p->pool, sizeof p->pool, "%s", pool->geom.name);
+    p->m = *m; /* move the arrays: the request no longer owns them */
+    memset(m, 0, sizeof *m);
+    if ((rc = p->backend->plan(p->backend, &p->m, &p->geom, &p->split)) != 0) {
+        attn_error_set(err, rc, "policy", "backend %s could not plan this call: %s",
+                       p->backend->name, attn_err_message(rc));
+        goto out;
+    }
+    attn_selection_note_plan(sel, &p->m.policy, &p->split);
+    env.device_type = "cpu";
+    env.compute_capability = 0;
+    env.device = p->geom.device;
+    env.workspace_device = "cpu";
+    if ((rc = attn_call_key_build(&p->m, &p->geom, &env, &p->call_key)) != 0 ||
+        (rc = attn_plan_key_build(&p->call_key, &pk)) != 0 ||
+        (rc = attn_key_sha256(&pk, p->plan_key_sha)) != 0) {
+        attn_error_set(err, rc, "", "cannot build the call key");
+        goto out;
+    }
+    workspace_ledger(p);
+    p->plan_us = now_us() - t0;
+    rc = attnd_plan_cache_insert(s->plans, p->pool, &pk, p, id, &p->decision);
+    if (rc != 0) {
+        p = NULL; /* the cache freed it */
+        attn_error_set(err, rc, "", "cannot cache the plan");
+        goto out;
+    }
+    obj = p;
+    p = NULL;
+    /* hold it for the caller (attend runs it at once) */
+    rc = attnd_plan_cache_acquire(s->plans, *id, &obj, err);
+    if (rc == 0)
+        *out = obj;
+out:
+    if (rc != 0 && p != NULL) {
+        /* give the arrays back so the request frees them */
+        if (p->m.requests != NULL && m->requests == NULL) {
+            *m = p->m;
+            memset(&p->m, 0, sizeof p->m);
+        }
+        attnd_plan_free(p);
+    }
+    attn_key_fini(&pk);
+    attnd_pool_release(s->pools, pool);
+    return rc;
+}
+
+static void fill_plan_reply(const attnd_plan *p, uint64_t id, attn_reply *rep)
+{
+    rep->plan_id = id;
+    snprintf(rep->plan_key, sizeof rep->plan_key, "%s", p->plan_key_sha);
+    snprintf(rep->pool, sizeof rep->pool, "%s", p->pool);
+}
+
+int attnd_exec_plan(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
+                    attn_error_detail *err)
+{
+    attnd_plan *p = NULL;
+    uint64_t id = 0;
+    int rc = plan_core(s, req, &p, &id, err);
+    if (rc != 0)
+        return rc;
+    fill_plan_reply(p, id, rep);
+    rc = encode_diag(s, p, id, NULL, 0, NULL, NULL, scratch, &rep->diag);
+    attnd_plan_cache_release(s->plans, p);
+    return rc;
+}
+
+/* ---- run -------------------------------------------------------------------- */
+
+/* A tensor borrowed from the frame may sit at any byte offset; engines read
+ * it as float or uint16, so copy it to aligned memory when it is not. */
+static int aligned_view(attn_bytes *t, void **scratch, int slot, attn_error_detail *err,
+                        const char *field)
+{
+    void *c;
+    if (t->data == NULL || ((uintptr_t)t->data & 7u) == 0)
+        return 0;
+    c = malloc(t->len + 1);
+    if (c == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, field, "cannot copy %llu bytes",
+                              (unsigned long long)t->len);
+    memcpy(c, t->data, t->len);
+    scratch[slot] = c;
+    t->data = c;
+    return 0;
+}
+
+static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_args *ra,
+                    attn_reply *rep, void **scratch, attn_error_detail *err)
+{
+    double t0 = now_us();
+    attnd_pool *pool = NULL;
+    attn_exec_args a;
+    attn_exec_report report;
+    attn_verify_result vr;
+    traced_kernels *tk = NULL;
+    int tracing = 0, exclusive;
+    double exec_us;
+    uint64_t total_q, o_bytes;
+    size_t esz = p->m.q_dtype == ATTN_FP32 ? 4 : 2;
+    int rc;
+
+    if ((rc = attnd_pool_acquire(s->pools, p->pool, "plan_id", &pool, err)) != 0)
+        return attn_error_set(err, ATTN_E_STALE_PLAN, "plan_id", "the plan's pool '%s' was dropped",
+                              p->pool);
+    if (pool->generation != p->pool_generation) {
+        rc = attn_error_set(err, ATTN_E_STALE_PLAN, "plan_id",
+                            "pool '%s' was dropped and created again since this plan", p->pool);
+        goto out;
+    }
+    if (ra->layer >= pool->geom.layers) {
+        rc = attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside [0, %u)", ra->layer,
+                            pool->geom.layers);
+        goto out;
+    }
+    if ((rc = attn_run_check_shapes(ra, &p->m, &pool->geom, err)) != 0)
+        goto out;
+    if ((rc = aligned_view(&ra->q, scratch, SCRATCH_Q, err, "q")) != 0 ||
+        (rc = aligned_view(&ra->k_new, scratch, SCRATCH_K, err, "k_new")) != 0 ||
+        (rc = aligned_view(&ra->v_new, scratch, SCRATCH_V, err, "v_new")) != 0)
+        goto out;
+    total_q = (uint64_t)attn_manifest_total_q(&p->m);
+    o_bytes = total_q * p->m.num_qo_heads * pool->geom.head_dim_vo * esz;
+    scratch[SCRATCH_O] = malloc(o_bytes + 1);
+    if (ra->return_lse)
+        scratch[SCRATCH_LSE] = malloc(total_q * p->m.num_qo_heads * sizeof(float) + 1);
+    if (scratch[SCRATCH_O] == NULL || (ra->return_lse && scratch[SCRATCH_LSE] == NULL)) {
+        rc = attn_error_set(err, ATTN_E_NOMEM, "q", "cannot allocate the output");
+        goto out;
+    }
+    memset(&a, 0, sizeof a);
+    memset(&report, 0, sizeof report);
+    a.m = &p->m;
+    a.plan = &p->split;
+    a.pool = &pool->view;
+    a.layer = ra->layer;
+    a.q = ra->q.data;
+    a.k_new = ra->k_new.data;
+    a.v_new = ra->v_new.data;
+    a.o = scratch[SCRATCH_O];
+    a.lse = scratch[SCRATCH_LSE];
+    a.commit = true;
+    memset(&vr, 0, sizeof vr);
+    /* seed 0x0BF: a CUPTI window is device-wide, so a traced device run
+     * runs alone (every other run holds the trace lock shared) */
+    exclusive = ra->trace && p->backend->platform == ATTN_PLATFORM_CUDA;
+    if (exclusive) {
+        pthread_rwlock_wrlock(&s->trace_lock);
+        tk = calloc(1, sizeof *tk);
+        tracing = tk != NULL && attn_cupti_begin(NULL) == 0;
+    } else {
+        pthread_rwlock_rdlock(&s->trace_lock);
+    }
+    /* one writer per pool: the staged rows commit while nobody reads them */
+    pthread_mutex_lock(&pool->lock);
+    rc = p->backend->run(p->backend, &a, &report);
+    exec_us = now_us() - t0;
+    /* the engine's run copied O back to the host: the device is synchronised */
+    if (tracing && attn_cupti_end(tk->k, ATTN_KERNELS_MAX, &tk->n, NULL, NULL) != 0)
+        tk->n = 0;
+    if (rc == 0 && ra->verify && pool->view.platform == ATTN_PLATFORM_CPU) {
+        /* seed 0x0BG: recompute in fp64 with the reference and compare at the
+         * declared tolerance; under the pool lock, the layer as committed */
+        attn_verify_call vc;
+        attn_error_detail verr;
+        memset(&vc, 0, sizeof vc);
+        vc.m = &p->m;
+        vc.g = &pool->geom;
+        vc.k_store = pool->layer_k[ra->layer];
+        vc.v_store = pool->layer_v[ra->layer];
+        vc.q = ra->q.data;
+        vc.k_new = ra->k_new.data;
+        vc.v_new = ra->v_new.data;
+        vc.o = a.o;
+        vc.lse = a.lse;
+        vc.committed = true;
+        if (attn_verify_run(&vc, &vr, &verr) != 0)
+            memset(&vr, 0, sizeof vr);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    pthread_rwlock_unlock(&s->trace_lock);
+    if (rc != 0) {
+        atomic_fetch_add(&s->engine_failures, 1);
+        attn_error_set(err, rc, "", "engine %s failed (%s); the pool is unchanged",
+                       p->backend->name, attn_err_message(rc));
+        goto out;
+    }
+    rep->o.data = scratch[SCRATCH_O];
+    rep->o.len = o_bytes;
+    rep->o_dtype = p->m.q_dtype;
+    rep->has_lse = ra->return_lse;
+    if (ra->return_lse) {
+        rep->lse.data = scratch[SCRATCH_LSE];
+        rep->lse.len = total_q * p->m.num_qo_heads * sizeof(float);
+    }
+    rc = encode_diag(s, p, plan_id, &report, exec_us, &vr, tk, scratch, &rep->diag);
+out:
+    free(tk);
+    attnd_pool_release(s->pools, pool);
+    return rc;
+}
+
+int attnd_exec_run(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
+                   attn_error_detail *err)
+{
+    void *obj = NULL;
+    attnd_plan *p;
+    int rc = attnd_plan_cache_acquire(s->plans, req->run.plan_id, &obj, err);
+    if (rc != 0)
+        return rc;
+    p = obj;
+    rc = run_core(s, p, req->run.plan_id, &req->run, rep, scratch, err);
+    if (rc == 0) {
+        rep->plan_id = req->run.plan_id;
+        snprintf(rep->plan_key, sizeof rep->plan_key, "%s", p->plan_key_sha);
+    }
+    attnd_plan_cache_release(s->plans, p);
+    return rc;
+}
+
+int attnd_exec_attend(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
+                      attn_error_detail *err)
+{
+    attnd_plan *p = NULL;
+    uint64_t id = 0;
+    int rc = plan_core(s, req, &p, &id, err);
+    if (rc != 0)
+        return rc;
+    rc = run_core(s, p, id, &req->run, rep, scratch, err);
+    if (rc == 0)
+        fill_plan_reply(p, id, rep);
+    attnd_plan_cache_release(s->plans, p);
+    return rc;
+}

@@ -1,0 +1,10 @@
+/* systemd readiness notification without libsystemd: one datagram of
+ * "KEY=VALUE" lines to the AF_UNIX socket named by $NOTIFY_SOCKET. */
+#ifndef ATTN_DAEMON_NOTIFY_H
+#define ATTN_DAEMON_NOTIFY_H
+
+/* Send `state` (e.g. "READY=1\nSTATUS=serving") when $NOTIFY_SOCKET is set;
+ * returns 1 when sent, 0 when there is no socket, -1 on a send error. */
+int attnd_notify(const char *state);
+
+#endif

@@ -1,0 +1,409 @@
+/* attnd host pools (see pool.h). */
+#include "daemon/pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/config.h"
+#ifdef ATTN_WITH_CUDA
+#include "kernels/cuda/cuda_engine.h"
+#endif
+
+#define ATTND_MAX_POOLS 64
+
+struct attnd_pool_table {
+    pthread_mutex_t lock;
+    uint64_t budget;
+    uint64_t used;
+    uint64_t next_generation;
+    uint32_t n;
+    attnd_pool *pools[ATTND_MAX_POOLS];
+};
+
+int attnd_pool_table_create(attnd_pool_table **t, uint64_t budget)
+{
+    attnd_pool_table *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return ATTN_E_NOMEM;
+    pthread_mutex_init(&x->lock, NULL);
+    x->budget = budget;
+    x->next_generation = 1;
+    *t = x;
+    return 0;
+}
+
+static void pool_free(attnd_pool *p)
+{
+    if (p == NULL)
+        return;
+    for (uint32_t l = 0; l < p->geom.layers; l++) {
+#ifdef ATTN_WITH_CUDA
+        if (p->view.platform == ATTN_PLATFORM_CUDA) {
+            if (p->layer_k != NULL)
+                attn_cuda_pool_free(p->view.device, p->layer_k[l]);
+            if (p->layer_v != NULL)
+                attn_cuda_pool_free(p->view.device, p->layer_v[l]);
+            continue;
+        }
+#endif
+        if (p->layer_k != NULL)
+            free(p->layer_k[l]);
+        if (p->layer_v != NULL)
+            free(p->layer_v[l]);
+    }
+    free(p->layer_k);
+    free(p->layer_v);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+void attnd_pool_table_destroy(attnd_pool_table *t)
+{
+    if (t == NULL)
+        return;
+    for (uint32_t i = 0; i < t->n; i++)
+        pool_free(t->pools[i]);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static int find_locked(attnd_pool_table *t, const char *name)
+{
+    for (uint32_t i = 0; i < t->n; i++)
+        if (strcmp(t->pools[i]->geom.name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Geometry limits: each dimension positive and the products far from overflow. */
+static int check_geometry(const attn_pool_geometry *g, uint64_t *pk, uint64_t *pv,
+                          attn_error_detail *err)
+{
+    uint64_t es = attnd_dtype_size(g->kv_dtype);
+    if (g->name[0] == '\0')
+        return attn_error_set(err, ATTN_E_RANGE, "pool", "pool name is empty");
+    if (g->layers == 0 || g->layers > 1024)
+        return attn_error_set(err, ATTN_E_RANGE, "layers", "must be in [1, 1024], got %u",
+                              g->layers);
+    if (g->num_pages == 0 || g->num_pages > (1u << 30))
+        return attn_error_set(err, ATTN_E_RANGE, "num_pages", "must be in [1, 2^30], got %u",
+                              g->num_pages);
+    if (g->page_size == 0 || g->page_size > 65536)
+        return attn_error_set(err, ATTN_E_RANGE, "page_size", "must be in [1, 65536], got %u",
+                              g->page_size);
+    if (g->num_kv_heads == 0 || g->num_kv_heads > 1024)
+        return attn_error_set(err, ATTN_E_RANGE, "num_kv_heads", "must be in [1, 1024], got %u",
+                              g->num_kv_heads);
+    if (g->head_dim_qk == 0 || g->head_dim_qk > 1024)
+        return attn_error_set(err, ATTN_E_RANGE, "head_dim_qk", "must be in [1, 1024], got %u",
+                              g->head_dim_qk);
+    if (g->head_dim_vo == 0 || g->head_dim_vo > 1024)
+        return attn_error_set(err, ATTN_E_RANGE, "head_dim_vo", "must be in [1, 1024], got %u",
+                              g->head_dim_vo);
+    if (g->kv_dtype != ATTN_FP32 && g->kv_dtype != ATTN_FP16 && g->kv_dtype != ATTN_BF16)
+        return attn_error_set(err, ATTN_E_DTYPE, "kv_dtype", "unknown dtype");
+    if (g->layout != ATTN_NHD && g->layout != ATTN_HND)
+        return attn_error_set(err, ATTN_E_RANGE, "layout", "layout must be NHD or HND");
+    /* each factor < 2^30 and page*heads*dim < 2^40: the products fit in 64 bits */
+    *pk = (uint64_t)g->page_size * g->num_kv_heads * g->head_dim_qk * es;
+    *pv = (uint64_t)g->page_size * g->num_kv_heads * g->head_dim_vo * es;
+    return 0;
+}
+
+int attnd_pool_create(attnd_pool_table *t, const attn_pool_geometry *g, uint64_t *bytes,
+                      attn_error_detail *err)
+{
+    uint64_t pk = 0, pv = 0, total;
+    attnd_pool *p;
+    int rc = check_geometry(g, &pk, &pv, err);
+    if (rc != 0)
+        return rc;
+    int device = -1;
+    if (strcmp(g->device, "") != 0 && strcmp(g->device, "cpu") != 0) {
+#ifdef ATTN_WITH_CUDA
+        char *end = NULL;
+        long dv = strncmp(g->device, "cuda:", 5) == 0 ? strtol(g->device + 5, &end, 10) : -1;
+        int ndev = 0;
+        char why[160];
+        if (dv < 0 || end == NULL || *end != '\0' || dv > 64)
+            return attn_error_set(err, ATTN_E_RANGE, "device",
+                                  "device must be \"cpu\" or \"cuda:N\"");
+        if (!attn_cuda_available(&ndev, why, sizeof why) || dv >= ndev)
+            return attn_error_set(err, ATTN_E_RANGE, "device", "device '%s' is not available: %s",
+                                  g->device, ndev > 0 ? "ordinal out of range" : why);
+        device = (int)dv;
+#else
+        /* device pools need the CUDA engine's pool API (built with CUDA=1) */
+        return attn_error_set(err, ATTN_E_RANGE, "device",
+                              "device '%s' has no pool allocator in this build; use \"cpu\"",
+                              g->device);
+#endif
+    }
+    if ((pk + pv) > UINT64_MAX / g->num_pages / g->layers)
+        return attn_error_set(err, ATTN_E_TOO_LARGE, "num_pages", "pool size overflows");
+    total = (pk + pv) * g->num_pages * g->layers;
+
+    pthread_mutex_lock(&t->lock);
+    if (find_locked(t, g->name) >= 0) {
+        pthread_mutex_unlock(&t->lock);
+        return attn_error_set(err, ATTN_E_POOL_EXISTS, "pool", "pool '%s' already exists", g->name);
+    }
+    if (t->n >= ATTND_MAX_POOLS) {
+        pthread_mutex_unlock(&t->lock);
+        return attn_error_set(err, ATTN_E_BUSY, "pool", "at most %d pools", ATTND_MAX_POOLS);
+    }
+    if (total > t->budget - t->used) {
+        uint64_t left = t->budget - t->used;
+        pthread_mutex_unlock(&t->lock);
+        return attn_error_set(err, ATTN_E_TOO_LARGE, "num_pages",
+                              "pool needs %llu bytes, the pool budget has %llu left",
+                              (unsigned long long)total, (unsigned long long)left);
+    }
+    t->used += total; /* reserve before allocating outside the lock */
+    pthread_mutex_unlock(&t->lock);
+
+    p = calloc(1, sizeof *p);
+    if (p == NULL)
+        goto nomem;
+    p->geom = *g;
+    if (p->geom.device[0] == '\0')
+        snprintf(p->geom.device, sizeof p->geom.device, "cpu");
+    pthread_mutex_init(&p->lock, NULL);
+    p->page_bytes_k = pk;
+    p->page_bytes_v = pv;
+    p->bytes = total;
+    p->layer_k = calloc(g->layers, sizeof(void *));
+    p->layer_v = calloc(g->layers, sizeof(void *));
+    if (p->layer_k == NULL || p->layer_v == NULL)
+        goto nomem;
+    p->view.platform = device >= 0 ? ATTN_PLATFORM_CUDA : ATTN_PLATFORM_CPU;
+    p->view.device = device;
+    for (uint32_t l = 0; l < g->layers; l++) {
+#ifdef ATTN_WITH_CUDA
+        if (device >= 0) {
+            if (attn_cuda_pool_alloc(device, pk * g->num_pages, &p->layer_k[l], NULL) != 0 ||
+                attn_cuda_pool_alloc(device, pv * g->num_pages, &p->layer_v[l], NULL) != 0)
+                goto nomem;
+            continue;
+        }
+#endif
+        p->layer_k[l] = calloc(g->num_pages, pk);
+        p->layer_v[l] = calloc(g->num_pages, pv);
+        if (p->layer_k[l] == NULL || p->layer_v[l] == NULL)
+            goto nomem;
+    }
+    p->view.geom = &p->geom;
+    p->view.k = p->layer_k;
+    p->view.v = p->layer_v;
+
+    pthread_mutex_lock(&t->lock);
+    if (find_locked(t, g->name) >= 0) { /* lost a race with a concurrent create */
+        t->used -= total;
+        pthread_mutex_unlock(&t->lock);
+        pool_free(p);
+        return attn_error_set(err, ATTN_E_POOL_EXISTS, "pool", "pool '%s' already exists", g->name);
+    }
+    p->generation = t->next_generation++;
+    p->refs = 1; /* the table's own reference */
+    t->pools[t->n++] = p;
+    pthread_mutex_unlock(&t->lock);
+    if (bytes != NULL)
+        *bytes = total;
+    return 0;
+
+nomem:
+    pool_free(p);
+    pthread_mutex_lock(&t->lock);
+    t->used -= total;
+    pthread_mutex_unlock(&t->lock);
+    return attn_error_set(err, ATTN_E_NOMEM, "num_pages", "cannot allocate %llu bytes",
+                          (unsigned long long)total);
+}
+
+int attnd_pool_drop(attnd_pool_table *t, const char *name, attn_error_detail *err)
+{
+    attnd_pool *p;
+    int i;
+    pthread_mutex_lock(&t->lock);
+    i = find_locked(t, name);
+    if (i < 0) {
+        pthread_mutex_unlock(&t->lock);
+        return attn_error_set(err, ATTN_E_UNKNOWN_POOL, "pool", "no pool named '%s'", name);
+    }
+    p = t->pools[i];
+    t->pools[i] = t->pools[--t->n];
+    t->used -= p->bytes;
+    if (--p->refs == 0) {
+        pthread_mutex_unlock(&t->lock);
+        pool_free(p);
+        return 0;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+int attnd_pool_acquire(attnd_pool_table *t, const char *name, const char *field, attnd_pool **out,
+                       attn_error_detail *err)
+{
+    int i;
+    pthread_mutex_lock(&t->lock);
+    i = find_locked(t, name);
+    if (i < 0) {
+        pthread_mutex_unlock(&t->lock);
+        return attn_error_set(err, ATTN_E_UNKNOWN_POOL, field, "no pool named '%s'", name);
+    }
+    *out = t->pools[i];
+    (*out)->refs++;
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+void attnd_pool_release(attnd_pool_table *t, attnd_pool *p)
+{
+    int last;
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&t->lock);
+    last = --p->refs == 0;
+    pthread_mutex_unlock(&t->lock);
+    if (last)
+        pool_free(p);
+}
+
+int attnd_pool_check_pages(const attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n,
+                           attn_error_detail *err)
+{
+    if (layer >= p->geom.layers)
+        return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside [0, %u)", layer,
+                              p->geom.layers);
+    for (uint32_t i = 0; i < n; i++) {
+        if (pages[i] < 0 || (uint32_t)pages[i] >= p->geom.num_pages) {
+            char field[48];
+            snprintf(field, sizeof field, "pages[%u]", i);
+            return attn_error_set(err, ATTN_E_PAGE_OUT_OF_POOL, field, "page %d outside [0, %u)",
+                                  pages[i], p->geom.num_pages);
+        }
+    }
+    return 0;
+}
+
+int attnd_pool_read(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, void *k,
+                    void *v, attn_error_detail *err)
+{
+    int rc = attnd_pool_check_pages(p, layer, pages, n, err);
+    if (rc != 0)
+        return rc;
+#ifdef ATTN_WITH_CUDA
+    if (p->view.platform == ATTN_PLATFORM_CUDA) {
+        pthread_mutex_lock(&p->lock);
+        rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_k[layer], 0, pages, n, k, 0,
+                                  err);
+        if (rc == 0)
+            rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_v[layer], 1, pages, n, v,
+                                      0, err);
+        pthread_mutex_unlock(&p->lock);
+        return rc;
+    }
+#endif
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy((char *)k + i * p->page_bytes_k,
+               (char *)p->layer_k[layer] + pages[i] * p->page_bytes_k, p->page_bytes_k);
+        memcpy((char *)v + i * p->page_bytes_v,
+               (char *)p->layer_v[layer] + pages[i] * p->page_bytes_v, p->page_bytes_v);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+int attnd_pool_write(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, const void *k,
+                     const void *v, attn_error_detail *err)
+{
+    int rc = attnd_pool_check_pages(p, layer, pages, n, err);
+    if (rc != 0)
+        return rc;
+#ifdef ATTN_WITH_CUDA
+    if (p->view.platform == ATTN_PLATFORM_CUDA) {
+        /* pages were checked above; a failing K copy leaves V untouched, and
+         * the K pages it wrote held data the caller is replacing anyway */
+        pthread_mutex_lock(&p->lock);
+        rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_k[layer], 0, pages, n,
+                                  (void *)k, 1, err);
+        if (rc == 0)
+            rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_v[layer], 1, pages, n,
+                                      (void *)v, 1, err);
+        pthread_mutex_unlock(&p->lock);
+        return rc;
+    }
+#endif
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy((char *)p->layer_k[layer] + pages[i] * p->page_bytes_k,
+               (const char *)k + i * p->page_bytes_k, p->page_bytes_k);
+        memcpy((char *)p->layer_v[layer] + pages[i] * p->page_bytes_v,
+               (const char *)v + i * p->page_bytes_v, p->page_bytes_v);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+static uint64_t fnv1a(uint64_t h, const unsigned char *b, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+uint64_t attnd_pool_checksum(attnd_pool *p)
+{
+    uint64_t h = 1469598103934665603ull;
+#ifdef ATTN_WITH_CUDA
+    if (p->view.platform == ATTN_PLATFORM_CUDA) {
+        /* one page at a time through the host */
+        char *buf = malloc(p->page_bytes_k + p->page_bytes_v);
+        if (buf == NULL)
+            return 0;
+        for (uint32_t l = 0; l < p->geom.layers; l++) {
+            for (uint32_t pg = 0; pg < p->geom.num_pages; pg++) {
+                int32_t id = (int32_t)pg;
+                if (attnd_pool_read(p, l, &id, 1, buf, buf + p->page_bytes_k, NULL) != 0) {
+                    free(buf);
+                    return 0;
+                }
+                h = fnv1a(h, (unsigned char *)buf, p->page_bytes_k + p->page_bytes_v);
+            }
+        }
+        free(buf);
+        return h;
+    }
+#endif
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t l = 0; l < p->geom.layers; l++) {
+        h = fnv1a(h, p->layer_k[l], p->page_bytes_k * p->geom.num_pages);
+        h = fnv1a(h, p->layer_v[l], p->page_bytes_v * p->geom.num_pages);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return h;
+}
+
+void attnd_pool_table_usage(attnd_pool_table *t, uint32_t *num_pools, uint64_t *bytes)
+{
+    pthread_mutex_lock(&t->lock);
+    *num_pools = t->n;
+    *bytes = t->used;
+    pthread_mutex_unlock(&t->lock);
+}
+
+uint32_t attnd_pool_table_list(attnd_pool_table *t, attn_pool_geometry *out, uint32_t max)
+{
+    uint32_t n;
+    pthread_mutex_lock(&t->lock);
+    n = t->n < max ? t->n : max;
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = t->pools[i]->geom;
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}

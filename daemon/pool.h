@@ -1,0 +1,78 @@
+/* attnd pools: named paged K/V stores, per layer one K and one V store in the
+ * fixed layout of kernels/common/addr.h (NHD: page -> slot -> head -> dim,
+ * HND: page -> head -> slot -> dim), so one page is contiguous either way.
+ *
+ * The scheduler owns page allocation; attnd only reads and writes the pages
+ * manifests and kv_write name.  A pool is reference-counted so pool_drop while
+ * a run uses it is safe; each pool has one mutex that serialises writers
+ * (kv_write, run commits) and readers that must not see a half commit.
+ */
+#ifndef ATTN_DAEMON_POOL_H
+#define ATTN_DAEMON_POOL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "attn/error.h"
+#include "attn/types.h"
+#include "planner/backend.h"
+
+typedef struct attnd_pool {
+    attn_pool_geometry geom;
+    attn_pool_view view; /* what an engine sees; k/v point into layer_k/layer_v */
+    void **layer_k;
+    void **layer_v;
+    uint64_t page_bytes_k; /* one page of one layer's K store */
+    uint64_t page_bytes_v;
+    uint64_t bytes;      /* all layers, K and V */
+    uint64_t generation; /* distinct per created pool: a plan names the pool it was built on */
+    pthread_mutex_t lock;
+    int refs; /* guarded by the table lock */
+} attnd_pool;
+
+typedef struct attnd_pool_table attnd_pool_table;
+
+/* Create an empty table whose pools together may hold at most `budget` bytes. */
+int attnd_pool_table_create(attnd_pool_table **t, uint64_t budget);
+
+/* Drop every pool and free the table. */
+void attnd_pool_table_destroy(attnd_pool_table *t);
+
+/* Validate the geometry and create a zero-filled pool (E_POOL_EXISTS, E_RANGE
+ * with the field, E_TOO_LARGE over the budget, E_NOMEM). */
+int attnd_pool_create(attnd_pool_table *t, const attn_pool_geometry *g, uint64_t *bytes,
+                      attn_error_detail *err);
+
+/* Remove a pool from the table; its memory goes when the last user releases it. */
+int attnd_pool_drop(attnd_pool_table *t, const char *name, attn_error_detail *err);
+
+/* Find a pool and take a reference (E_UNKNOWN_POOL with field `field`). */
+int attnd_pool_acquire(attnd_pool_table *t, const char *name, const char *field, attnd_pool **out,
+                       attn_error_detail *err);
+
+/* Release a reference taken by attnd_pool_acquire. */
+void attnd_pool_release(attnd_pool_table *t, attnd_pool *p);
+
+/* Check a page list against the pool and the layer (E_LAYER, E_PAGE_OUT_OF_POOL). */
+int attnd_pool_check_pages(const attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n,
+                           attn_error_detail *err);
+
+/* Copy the named pages of one layer out (k: n*page_bytes_k, v: n*page_bytes_v);
+ * takes the pool lock; checks pages first. */
+int attnd_pool_read(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, void *k,
+                    void *v, attn_error_detail *err);
+
+/* Write the named pages of one layer; everything is checked before the first byte changes. */
+int attnd_pool_write(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, const void *k,
+                     const void *v, attn_error_detail *err);
+
+/* FNV-1a 64 over every K and V byte of every layer (tests: "pool unchanged"). */
+uint64_t attnd_pool_checksum(attnd_pool *p);
+
+/* Number of pools and total bytes in use. */
+void attnd_pool_table_usage(attnd_pool_table *t, uint32_t *num_pools, uint64_t *bytes);
+
+/* Copy up to `max` pool geometries (for stats and the capture header); returns the count. */
+uint32_t attnd_pool_table_list(attnd_pool_table *t, attn_pool_geometry *out, uint32_t max);
+
+#endif

@@ -1,0 +1,464 @@
+/* attnd request dispatch: decode, route by op, encode (see server.h).
+ * plan/run/attend live in exec.c; pools, kv, hello and stats here. */
+#include "daemon/server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/artifact.h"
+#include "daemon/server_int.h"
+#include "kernels/cpu/engine.h"
+#ifdef ATTN_WITH_CUDA
+#include "kernels/cuda/cuda_engine.h"
+#endif
+#include "protocol/manifest.h"
+#include "protocol/msg.h"
+#include "protocol/wire.h"
+
+#ifndef ATTN_BUILD_ID
+#define ATTN_BUILD_ID "dev-" __DATE__ " " __TIME__
+#endif
+
+attnd_metrics *attn_server_metrics(attn_server *s)
+{
+    return &s->metrics;
+}
+
+/* Register the engines this build has; the CUDA engine is declared with its
+ * reason when it was not built (seed 0x07C: hello lists it, forcing it fails
+ * with that reason). */
+static int register_engines(attn_server *s, attn_error_detail *err)
+{
+    attn_cpu_options opt;
+    int rc;
+    memset(&opt, 0, sizeof opt);
+    opt.num_threads = s->cfg.threads;
+    opt.acc = ATTN_CPU_ACC_F32;
+    attn_cpu_backend_configure(&opt);
+    attn_registry_init(&s->registry);
+    if ((rc = attn_registry_add(&s->registry, attn_cpu_backend(), err)) != 0)
+        return rc;
+#ifdef ATTN_WITH_CUDA
+    {
+        int ndev = 0;
+        char why[160] = "";
+        if (s->cfg.engine != ATTND_ENGINE_CPU && attn_cuda_available(&ndev, why, sizeof why))
+            return attn_registry_add(&s->registry, attn_cuda_backend(), err);
+        if (s->cfg.engine == ATTND_ENGINE_CUDA)
+            return attn_error_set(err, ATTN_E_UNKNOWN_BACKEND, "engine", "--engine cuda: %s", why);
+        return attn_registry_declare(
+            &s->registry, "cuda_decode", ATTN_PLATFORM_CUDA, 1u << ATTN_PHASE_DECODE, 0,
+            s->cfg.engine == ATTND_ENGINE_CPU ? "disabled by --engine cpu" : why, err);
+    }
+#else
+    if (s->cfg.engine == ATTND_ENGINE_CUDA)
+        return attn_error_set(err, ATTN_E_UNKNOWN_BACKEND, "engine",
+                              "--engine cuda: this attnd was built without the CUDA engine");
+    return attn_registry_declare(&s->registry, "cuda_decode", ATTN_PLATFORM_CUDA,
+                                 1u << ATTN_PHASE_DECODE, 0,
+                                 "not compiled into this attnd (built with CUDA=0)", err);
+#endif
+}
+
+int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_detail *err)
+{
+    attn_server *s = calloc(1, sizeof *s);
+    int rc;
+    if (s == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");
+    s->cfg = *cfg;
+    pthread_rwlock_init(&s->trace_lock, NULL);
+    attn_codec_limits_default(&s->limits);
+    snprintf(s->build_id, sizeof s->build_id, "%s", ATTN_BUILD_ID);
+    {
+        /* seed 0x0BA: the loaded-artifact identity, hashed once at start */
+        const attn_artifact *a = attn_artifact_get();
+        if (a != NULL && a->sha256[0] != '\0') {
+            snprintf(s->artifact, sizeof s->artifact, "sha256:%s", a->sha256);
+            snprintf(s->artifact_sha, sizeof s->artifact_sha, "%s", a->sha256);
+            s->source_identified = attn_artifact_source_identified(a);
+            if (strcmp(a->build_id, "unknown") != 0)
+                snprintf(s->build_id, sizeof s->build_id, "%s", a->build_id);
+        } else {
+            snprintf(s->artifact, sizeof s->artifact, "attnd %s %s", ATTND_VERSION, s->build_id);
+        }
+    }
+    if ((rc = register_engines(s, err)) != 0)
+        goto fail;
+    if ((rc = attnd_pool_table_create(&s->pools, cfg->pool_budget)) != 0) {
+        attn_error_set(err, rc, "", "out of memory");
+        goto fail;
+    }
+    if ((rc = attnd_plan_cache_create(&s->plans, cfg->max_plans, attnd_plan_free)) != 0) {
+        attn_error_set(err, rc, "max_plans", "cannot create the plan cache");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < cfg->num_pools; i++) {
+        if ((rc = attnd_pool_create(s->pools, &cfg->pools[i], NULL, err)) != 0) {
+            char msg[sizeof err->message];
+            snprintf(msg, sizeof msg, "%s", err->message);
+            snprintf(err->message, sizeof err->message, "configured pool %u: %.200s", i, msg);
+            goto fail;
+        }
+    }
+    if (cfg->capture[0] != '\0') {
+        attnd_capture_header h;
+        memset(&h, 0, sizeof h);
+        h.version = ATTND_CAPTURE_VERSION;
+        snprintf(h.attnd, sizeof h.attnd, "%s", ATTND_VERSION);
+        snprintf(h.build, sizeof h.build, "%s", s->build_id);
+        snprintf(h.engine, sizeof h.engine, "%s",
+                 cfg->engine == ATTND_ENGINE_CUDA  ? "cuda"
+                 : cfg->engine == ATTND_ENGINE_CPU ? "cpu"
+                                                   : "auto");
+        h.num_pools = attnd_pool_table_list(s->pools, h.pools, ATTND_CAPTURE_MAX_POOLS);
+        if ((rc = attnd_capture_open(&s->capture, cfg->capture, &h, err)) != 0)
+            goto fail;
+    }
+    *out = s;
+    return 0;
+fail:
+    attn_server_destroy(s);
+    return rc;
+}
+
+void attn_server_destroy(attn_server *s)
+{
+    if (s == NULL)
+        return;
+    attnd_capture_close(s->capture);
+    attnd_plan_cache_destroy(s->plans);
+    attnd_pool_table_destroy(s->pools);
+    pthread_rwlock_destroy(&s->trace_lock);
+    free(s);
+}
+
+struct attn_registry *attn_server_registry(attn_server *s)
+{
+    return &s->registry;
+}
+
+int attn_server_pool_checksum(attn_server *s, const char *pool, uint64_t *sum)
+{
+    attnd_pool *p;
+    int rc = attnd_pool_acquire(s->pools, pool, "pool", &p, NULL);
+    if (rc != 0)
+        return rc;
+    *sum = attnd_pool_checksum(p);
+    attnd_pool_release(s->pools, p);
+    return 0;
+}
+
+/* ---- the cheap ops -------------------------------------------------------- */
+
+static int do_hello(attn_server *s, attn_reply *rep)
+{
+    attn_server_info *si = &rep->server;
+    snprintf(si->version, sizeof si->version, "%s", ATTND_VERSION);
+    snprintf(si->build_id, sizeof si->build_id, "%s", s->build_id);
+    snprintf(si->artifact, sizeof si->artifact, "%s", s->artifact);
+    for (uint32_t i = 0; i < s->registry.num_entries && i < ATTN_HELLO_MAX_BACKENDS; i++) {
+        const attn_registry_entry *e = &s->registry.entries[i];
+        attn_backend_info *b = &si->backends[si->num_backends++];
+        snprintf(b->name, sizeof b->name, "%s", e->name);
+        b->available = e->backend != NULL && e->enabled;
+        snprintf(b->reason, sizeof b->reason, "%s", e->unavailable);
+    }
+    si->num_devices = 1;
+    snprintf(si->devices[0], sizeof si->devices[0], "cpu:%u", attn_cpu_online_threads());
+    return 0;
+}
+
+static void add_counter(attn_stats_info *st, const char *name, uint64_t v)
+{
+    if (st->num_counters >= ATTN_STATS_MAX_COUNTERS)
+        return;
+    snprintf(st->counters[st->num_counters].name, sizeof st->counters[0].name, "%s", name);
+    st->counters[st->num_counters++].value = v;
+}
+
+static int do_stats(attn_server *s, attn_reply *rep)
+{
+    attn_stats_info *st = &rep->stats;
+    attnd_plan_cache_stats pc;
+    attn_pool_geometry g[ATTN_STATS_MAX_POOLS];
+    uint32_t np;
+    uint64_t wops = atomic_load(&s->metrics.worker_ops);
+    add_counter(st, "requests", atomic_load(&s->metrics.requests));
+    add_counter(st, "replies", atomic_load(&s->metrics.replies));
+    add_counter(st, "errors", atomic_load(&s->metrics.errors));
+    add_counter(st, "in_flight", atomic_load(&s->metrics.in_flight));
+    add_counter(st, "inline_ops", atomic_load(&s->metrics.inline_ops));
+    add_counter(st, "worker_ops", wops);
+    add_counter(st, "handoff_ns_total", atomic_load(&s->metrics.handoff_ns));
+    add_counter(st, "handoff_ns_mean", wops ? atomic_load(&s->metrics.handoff_ns) / wops : 0);
+    add_counter(st, "handoff_ns_max", atomic_load(&s->metrics.handoff_max_ns));
+    add_counter(st, "engine_failures", atomic_load(&s->engine_failures));
+    add_counter(st, "shutting_down_replies", atomic_load(&s->metrics.shutting_down_replies));
+    for (int op = 0; op < ATTN_OP_COUNT; op++) {
+        char name[48];
+        snprintf(name, sizeof name, "op_%s", attn_op_name((attn_op)op));
+        add_counter(st, name, atomic_load(&s->op_count[op]));
+    }
+    attnd_plan_cache_stats_get(s->plans, &pc);
+    add_counter(st, "plan_cache_stale", pc.stale);
+    st->plan_cache.entries = pc.entries;
+    st->plan_cache.capacity = pc.capacity;
+    st->plan_cache.hits = pc.hits;
+    st->plan_cache.misses = pc.misses;
+    st->plan_cache.replans = pc.replans;
+    st->plan_cache.evictions = pc.evictions;
+    np = attnd_pool_table_list(s->pools, g, ATTN_STATS_MAX_POOLS);
+    for (uint32_t i = 0; i < np; i++) {
+        attnd_pool *p;
+        memcpy(st->pools[i].name, g[i].name, sizeof st->pools[i].name);
+        st->pools[i].name[sizeof st->pools[i].name - 1] = '\0';
+        if (attnd_pool_acquire(s->pools, g[i].name, "pool", &p, NULL) == 0) {
+            st->pools[i].bytes = p->bytes;
+            attnd_pool_release(s->pools, p);
+        }
+    }
+    st->num_pools = np;
+    return 0;
+}
+
+/* ---- pools and K/V pages -------------------------------------------------- */
+
+static int do_pool_create(attn_server *s, attn_request *req, attn_reply *rep,
+                          attn_error_detail *err)
+{
+    attn_pool_geometry g = req->geom;
+    int rc;
+    if (g.name[0] == '\0')
+        snprintf(g.name, sizeof g.name, "%s", req->pool);
+    if (!req->has_device || g.device[0] == '\0')
+        snprintf(g.device, sizeof g.device, "cpu");
+    if ((rc = attn_pool_geometry_validate(&g, err)) != 0)
+        return rc;
+    if ((rc = attnd_pool_create(s->pools, &g, &rep->bytes, err)) != 0)
+        return rc;
+    snprintf(rep->pool, sizeof rep->pool, "%s", g.name);
+    return 0;
+}
+
+static int do_pool_info(attn_server *s, attn_request *req, attn_reply *rep, attn_error_detail *err)
+{
+    attnd_pool *p;
+    int rc = attnd_pool_acquire(s->pools, req->pool, "pool", &p, err);
+    if (rc != 0)
+        return rc;
+    snprintf(rep->pool, sizeof rep->pool, "%s", p->geom.name);
+    rep->geom = p->geom;
+    rep->bytes = p->bytes;
+    attnd_pool_release(s->pools, p);
+    return 0;
+}
+
+static int do_kv(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
+                 attn_error_detail *err)
+{
+    attnd_pool *p;
+    attn_kv_args *a = &req->kv;
+    int rc = attnd_pool_acquire(s->pools, a->pool, "pool", &p, err);
+    if (rc != 0)
+        return rc;
+    if ((rc = attn_kv_check(a, req->op, &p->geom, err)) != 0)
+        goto out;
+    if (req->op == ATTN_OP_KV_WRITE) {
+        /* checked completely above: nothing is written unless all of it can be */
+        rc = attnd_pool_write(p, a->layer, a->pages, a->num_pages, a->k.data, a->v.data, err);
+    } else {
+        uint64_t kb = (uint64_t)a->num_pages * p->page_bytes_k;
+        uint64_t vb = (uint64_t)a->num_pages * p->page_bytes_v;
+        char *buf = malloc(kb + vb + 1);
+        if (buf == NULL) {
+            rc = attn_error_set(err, ATTN_E_NOMEM, "pages", "cannot allocate %llu bytes",
+                                (unsigned long long)(kb + vb));
+            goto out;
+        }
+        scratch[0] = buf;
+        rc = attnd_pool_read(p, a->layer, a->pages, a->num_pages, buf, buf + kb, err);
+        rep->k.data = buf;
+        rep->k.len = kb;
+        rep->v_data.data = buf + kb;
+        rep->v_data.len = vb;
+        rep->kv_dtype = p->geom.kv_dtype;
+    }
+    snprintf(rep->pool, sizeof rep->pool, "%s", p->geom.name);
+out:
+    attnd_pool_release(s->pools, p);
+    return rc;
+}
+
+/* ---- dispatch --------------------------------------------------------------- */
+
+#define ATTND_SCRATCH 8
+
+static int encode_error(attn_server *s, uint64_t id, attn_op op, const attn_error_detail *e,
+                        void **reply, size_t *reply_len)
+{
+    attn_buf b = {0};
+    int rc = attn_error_reply_encode(id, op, e, &b);
+    atomic_fetch_add(&s->metrics.errors, 1);
+    if (rc != 0)
+        return rc;
+    *reply = b.data;
+    *reply_len = b.len;
+    return 0;
+}
+
+int attn_server_handle(attn_server *s, const void *frame, size_t len, void **reply,
+                       size_t *reply_len)
+{
+    attn_request req;
+    attn_reply rep;
+    attn_error_detail err;
+    void *scratch[ATTND_SCRATCH] = {0};
+    attn_buf out = {0};
+    int rc;
+
+    memset(&err, 0, sizeof err);
+    memset(&req, 0, sizeof req);
+    memset(&rep, 0, sizeof rep);
+    *reply = NULL;
+    *reply_len = 0;
+    rc = attn_request_decode(frame, len, &s->limits, &req, &err);
+    if (rc != 0) {
+        rc = encode_error(s, req.has_id ? req.id : 0, ATTN_OP_COUNT, &err, reply, reply_len);
+        goto capture;
+    }
+    if ((unsigned)req.op < ATTN_OP_COUNT)
+        atomic_fetch_add(&s->op_count[req.op], 1);
+    rep.v = ATTN_PROTOCOL_VERSION;
+    rep.op = req.op;
+    rep.id = req.id;
+    rep.ok = true;
+    switch (req.op) {
+    case ATTN_OP_HELLO:
+        rc = do_hello(s, &rep);
+        break;
+    case ATTN_OP_STATS:
+        rc = do_stats(s, &rep);
+        break;
+    case ATTN_OP_POOL_CREATE:
+        rc = do_pool_create(s, &req, &rep, &err);
+        break;
+    case ATTN_OP_POOL_DROP:
+        rc = attnd_pool_drop(s->pools, req.pool, &err);
+        snprintf(rep.pool, sizeof rep.pool, "%s", req.pool);
+        break;
+    case ATTN_OP_POOL_INFO:
+        rc = do_pool_info(s, &req, &rep, &err);
+        break;
+    case ATTN_OP_KV_READ:
+    case ATTN_OP_KV_WRITE:
+        rc = do_kv(s, &req, &rep, scratch, &err);
+        break;
+    case ATTN_OP_PLAN:
+        rc = attnd_exec_plan(s, &req, &rep, scratch, &err);
+        break;
+    case ATTN_OP_RUN:
+        rc = attnd_exec_run(s, &req, &rep, scratch, &err);
+        break;
+    case ATTN_OP_ATTEND:
+        rc = attnd_exec_attend(s, &req, &rep, scratch, &err);
+        break;
+    default:
+        rc = attn_error_set(&err, ATTN_E_UNKNOWN_OP, "op", "unknown operation");
+        break;
+    }
+    if (rc == 0) {
+        rc = attn_reply_encode(&rep, &out, &err);
+        if (rc == 0) {
+            *reply = out.data;
+            *reply_len = out.len;
+        }
+    }
+    if (rc != 0)
+        rc = encode_error(s, req.id, req.op, &err, reply, reply_len);
+    attn_request_free(&req);
+    for (int i = 0; i < ATTND_SCRATCH; i++)
+        free(scratch[i]);
+capture:
+    if (rc == 0 && s->capture != NULL)
+        attnd_capture_append(s->capture, frame, len, *reply, *reply_len);
+    return rc;
+}
+
+/* Find the top-level "op" string without decoding the whole frame. */
+static int peek_op(const void *frame, size_t len, attn_op *op)
+{
+    attn_wire_reader r;
+    attn_wire_item it, k, v;
+    attn_wire_init(&r, frame, len);
+    if (attn_wire_next(&r, &it) != 0 || it.type != ATTN_WT_MAP || it.len > 64)
+        return 0;
+    for (uint32_t i = 0; i < it.len; i++) {
+        if (attn_wire_next(&r, &k) != 0 || k.type != ATTN_WT_STR)
+            return 0;
+        if (attn_wire_str_eq(&k, "op")) {
+            char name[32];
+            if (attn_wire_next(&r, &v) != 0 || v.type != ATTN_WT_STR || v.len >= sizeof name)
+                return 0;
+            memcpy(name, v.ptr, v.len);
+            name[v.len] = '\0';
+            return attn_op_from_name(name, op);
+        }
+        if (attn_wire_skip(&r, 16) != 0)
+            return 0;
+    }
+    return 0;
+}
+
+int attn_server_is_cheap(attn_server *s, const void *frame, size_t len)
+{
+    attn_op op;
+    (void)s;
+    if (len > 4096 || !peek_op(frame, len, &op))
+        return 0;
+    return op == ATTN_OP_HELLO || op == ATTN_OP_STATS;
+}
+
+int attn_server_refuse(attn_server *s, const void *frame, size_t len, void **reply,
+                       size_t *reply_len)
+{
+    attn_error_detail err;
+    attn_wire_reader r;
+    attn_wire_item it, k, v;
+    uint64_t id = 0;
+    attn_op op = ATTN_OP_COUNT;
+    /* the id, when readable, so the client can match the refusal */
+    attn_wire_init(&r, frame, len);
+    if (attn_wire_next(&r, &it) == 0 && it.type == ATTN_WT_MAP) {
+        for (uint32_t i = 0; i < it.len && i < 64; i++) {
+            if (attn_wire_next(&r, &k) != 0 || k.type != ATTN_WT_STR)
+                break;
+            if (attn_wire_str_eq(&k, "id")) {
+                if (attn_wire_next(&r, &v) == 0 && v.type == ATTN_WT_UINT)
+                    id = v.u;
+                break;
+            }
+            if (attn_wire_skip(&r, 16) != 0)
+                break;
+        }
+    }
+    peek_op(frame, len, &op);
+    attn_error_set(&err, ATTN_E_SHUTTING_DOWN, "", "attnd is shutting down; retry elsewhere");
+    return encode_error(s, id, op, &err, reply, reply_len);
+}
+
+int attn_server_handle_cb(void *arg, const void *req, size_t len, void **reply, size_t *reply_len)
+{
+    return attn_server_handle(arg, req, len, reply, reply_len);
+}
+
+int attn_server_is_cheap_cb(void *arg, const void *req, size_t len)
+{
+    return attn_server_is_cheap(arg, req, len);
+}
+
+int attn_server_refuse_cb(void *arg, const void *req, size_t len, void **reply, size_t *reply_len)
+{
+    return attn_server_refuse(arg, req, len, reply, reply_len);
+}

@@ -1,0 +1,58 @@
+/* attnd's request handler: the daemon state (pools, plans, registry,
+ * capture, counters) and the one function that turns a request frame into a
+ * reply frame.  The socket loop and `attnctl run --local` both call
+ * attn_server_handle, so there is one code path.
+ */
+#ifndef ATTN_DAEMON_SERVER_H
+#define ATTN_DAEMON_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/error.h"
+#include "daemon/config.h"
+#include "daemon/metrics.h"
+
+typedef struct attn_server attn_server;
+
+/* Build the state from a configuration: register the engines, create the
+ * configured pools, open the capture file.  E_* with the field on failure. */
+int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_detail *err);
+
+/* Free everything (the capture file is flushed and closed). */
+void attn_server_destroy(attn_server *s);
+
+/* Answer one request frame: decode, validate, execute, encode.  *reply is
+ * malloc'ed (free it); an error is an error reply, so this returns 0 unless
+ * not even an error reply could be built (ATTN_E_NOMEM).  Thread-safe. */
+int attn_server_handle(attn_server *s, const void *req, size_t len, void **reply,
+                       size_t *reply_len);
+
+/* 1 when the frame is a hello or stats request (answered without the
+ * loop/worker hand-off, which costs more than they do). */
+int attn_server_is_cheap(attn_server *s, const void *req, size_t len);
+
+/* The E_SHUTTING_DOWN reply for a request that arrived after shutdown began. */
+int attn_server_refuse(attn_server *s, const void *req, size_t len, void **reply,
+                       size_t *reply_len);
+
+/* The counters the loop updates (hand-off time, in-flight requests). */
+attnd_metrics *attn_server_metrics(attn_server *s);
+
+/* Checksum of a pool's bytes (tests: a rejected call leaves the pool as it was). */
+int attn_server_pool_checksum(attn_server *s, const char *pool, uint64_t *sum);
+
+/* The server's backend registry (tests register a test double of the
+ * engine interface through it; the daemon itself never changes it after start). */
+struct attn_registry *attn_server_registry(attn_server *s);
+
+/* The handler signature of daemon/loop.h, bound to a server (arg = the server). */
+int attn_server_handle_cb(void *arg, const void *req, size_t len, void **reply, size_t *reply_len);
+
+/* attn_server_is_cheap for daemon/loop.h. */
+int attn_server_is_cheap_cb(void *arg, const void *req, size_t len);
+
+/* attn_server_refuse for daemon/loop.h. */
+int attn_server_refuse_cb(void *arg, const void *req, size_t len, void **reply, size_t *reply_len);
+
+#endif

@@ -1,0 +1,73 @@
+/* Private to daemon/: the server state shared by server.c (dispatch, pools,
+ * hello, stats) and exec.c (plan, run, attend). */
+#ifndef ATTN_DAEMON_SERVER_INT_H
+#define ATTN_DAEMON_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "attn/client.h"
+#include "daemon/capture.h"
+#include "daemon/plan_cache.h"
+#include "daemon/pool.h"
+#include "daemon/server.h"
+#include "planner/key.h"
+#include "planner/ledger.h"
+#include "planner/registry.h"
+#include "protocol/codec.h"
+
+#define ATTND_VERSION "0.1.0"
+
+struct attn_server {
+    attnd_config cfg;
+    attnd_pool_table *pools;
+    attnd_plan_cache *plans;
+    attn_registry registry;
+    attnd_capture *capture;
+    attnd_metrics metrics;
+    attn_codec_limits limits;
+    _Atomic uint64_t op_count[ATTN_OP_COUNT];
+    _Atomic uint64_t engine_failures;
+    char build_id[64];
+    char artifact[128];
+    char artifact_sha[ATTN_SHA256_HEX]; /* "" until the artifact identity is known */
+    bool source_identified;
+    pthread_rwlock_t trace_lock; /* a traced device run holds it exclusively */
+};
+
+/* What a `plan` (or the plan half of an `attend`) froze: the validated
+ * manifest, its pool, the selected backend and its split plan. */
+typedef struct attnd_plan {
+    attn_manifest m;
+    char pool[ATTN_NAME_MAX];
+    uint64_t pool_generation;
+    attn_pool_geometry geom;
+    const attn_backend *backend;
+    attn_split_plan split;
+    attn_key call_key;
+    attn_selection *sel; /* candidates, reasons, fallback: reported by every reply */
+    char plan_key_sha[ATTN_SHA256_HEX];
+    attn_plan_decision decision;
+    attn_ledger ledger; /* workspace bytes by field */
+    double plan_us;
+} attnd_plan;
+
+/* Free a plan object (the plan cache's free callback). */
+void attnd_plan_free(void *obj);
+
+/* plan: validate, select, split, cache; fills rep (plan_id, plan_key, diag). */
+int attnd_exec_plan(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
+                    attn_error_detail *err);
+
+/* run: look the plan up, check shapes, run the engine with commit; fills rep. */
+int attnd_exec_run(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
+                   attn_error_detail *err);
+
+/* attend: plan then run in one request. */
+int attnd_exec_attend(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
+                      attn_error_detail *err);
+
+/* Release what an exec call left in `scratch` (output buffers, diag bytes). */
+void attnd_exec_scratch_free(void **scratch);
+
+#endif

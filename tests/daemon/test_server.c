@@ -1,0 +1,787 @@
+/* attnd modules in-process: configuration, pools, the plan cache, capture
+ * files, and attn_server_handle (the one request path) including the
+ * "nothing half-applied" rules: a rejected manifest and a failing engine
+ * leave the pool byte-identical and say so.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "daemon/capture.h"
+#include "daemon/loop.h"
+#include "daemon/notify.h"
+#include "daemon/config.h"
+#include "daemon/plan_cache.h"
+#include "daemon/pool.h"
+#include "daemon/server.h"
+#include "kernels/cpu/engine.h"
+#include "planner/registry.h"
+#include "protocol/codec.h"
+#include "tests/lib/random_batch.h"
+
+/* ---- config --------------------------------------------------------------- */
+
+static void test_config_flags(void **state)
+{
+    attnd_config c;
+    attn_error_detail e;
+    char *argv[] = {"attnd",
+                    "--listen",
+                    "ipc:///tmp/x.sock",
+                    "--engine",
+                    "cpu",
+                    "--max-msg=4096",
+                    "--ipc-mode",
+                    "0600",
+                    "--pool",
+                    "p0:2:8:16:2:64:bf16:HND",
+                    NULL};
+    (void)state;
+    attnd_config_defaults(&c);
+    assert_int_equal(c.max_msg, ATTND_DEFAULT_MAX_MSG);
+    assert_int_equal(c.ipc_mode, 0660);
+    assert_int_equal(attnd_config_parse_args(&c, 10, argv, &e), 0);
+    assert_string_equal(c.listen, "ipc:///tmp/x.sock");
+    assert_int_equal(c.engine, ATTND_ENGINE_CPU);
+    assert_int_equal(c.max_msg, 4096);
+    assert_int_equal(c.ipc_mode, 0600);
+    assert_int_equal(c.num_pools, 1);
+    assert_string_equal(c.pools[0].name, "p0");
+    assert_int_equal(c.pools[0].layers, 2);
+    assert_int_equal(c.pools[0].num_pages, 8);
+    assert_int_equal(c.pools[0].page_size, 16);
+    assert_int_equal(c.pools[0].kv_dtype, ATTN_BF16);
+    assert_int_equal(c.pools[0].layout, ATTN_HND);
+}
+
+static void test_config_errors(void **state)
+{
+    attnd_config c;
+    attn_error_detail e;
+    char *bad_engine[] = {"attnd", "--engine", "tpu"};
+    char *bad_msg[] = {"attnd", "--max-msg", "12"};
+    char *unknown[] = {"attnd", "--frobnicate", "1"};
+    char *no_value[] = {"attnd", "--listen"};
+    char *bad_pool[] = {"attnd", "--pool", "p:1:0:16:2:64"};
+    (void)state;
+    attnd_config_defaults(&c);
+    assert_int_equal(attnd_config_parse_args(&c, 3, bad_engine, &e), ATTN_E_UNKNOWN_BACKEND);
+    assert_string_equal(e.field, "engine");
+    assert_int_equal(attnd_config_parse_args(&c, 3, bad_msg, &e), ATTN_E_RANGE);
+    assert_string_equal(e.field, "max-msg");
+    assert_int_equal(attnd_config_parse_args(&c, 3, unknown, &e), ATTN_E_PROTOCOL);
+    assert_int_equal(attnd_config_parse_args(&c, 2, no_value, &e), ATTN_E_MISSING);
+    assert_int_equal(attnd_config_parse_args(&c, 3, bad_pool, &e), ATTN_E_RANGE);
+}
+
+static void test_config_file(void **state)
+{
+    char path[] = "/tmp/attnd-config-XXXXXX";
+    int fd = mkstemp(path);
+    attnd_config c;
+    attn_error_detail e;
+    const char *text =
+        "{\"listen\": \"ipc:///tmp/y.sock\", \"workers\": 3, \"ipc_mode\": \"0640\",\n"
+        " \"pools\": [{\"pool\": \"a\", \"layers\": 1, \"num_pages\": 4, \"page_size\": 2,\n"
+        "            \"num_kv_heads\": 1, \"head_dim_qk\": 8, \"kv_dtype\": \"fp16\"}]}";
+    (void)state;
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+    attnd_config_defaults(&c);
+    assert_int_equal(attnd_config_load_file(&c, path, &e), 0);
+    assert_string_equal(c.listen, "ipc:///tmp/y.sock");
+    assert_int_equal(c.workers, 3);
+    assert_int_equal(c.ipc_mode, 0640);
+    assert_int_equal(c.num_pools, 1);
+    assert_int_equal(c.pools[0].head_dim_vo, 8);
+    assert_int_equal(c.pools[0].kv_dtype, ATTN_FP16);
+    /* an unknown key inside a pool names its path */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    text = "{\"pools\": [{\"pool\": \"a\", \"layers\": 1, \"colour\": \"red\"}]}";
+    assert_int_equal(write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+    assert_int_equal(attnd_config_load_file(&c, path, &e), ATTN_E_PROTOCOL);
+    assert_string_equal(e.field, "pools[0].colour");
+    unlink(path);
+}
+
+/* ---- pools ---------------------------------------------------------------- */
+
+static attn_pool_geometry small_geom(const char *name)
+{
+    attn_pool_geometry g;
+    memset(&g, 0, sizeof g);
+    snprintf(g.name, sizeof g.name, "%s", name);
+    g.layers = 2;
+    g.num_pages = 4;
+    g.page_size = 2;
+    g.num_kv_heads = 1;
+    g.head_dim_qk = g.head_dim_vo = 2;
+    g.kv_dtype = ATTN_FP32;
+    snprintf(g.device, sizeof g.device, "cpu");
+    return g;
+}
+
+static void test_pool_table(void **state)
+{
+    attnd_pool_table *t;
+    attnd_pool *p;
+    attn_error_detail e;
+    attn_pool_geometry g = small_geom("a");
+    uint64_t bytes = 0, sum0;
+    float k[8], v[8], rk[8], rv[8];
+    int32_t pages[2] = {3, 1}, bad[2] = {1, 4};
+    (void)state;
+    /* budget: exactly one pool of 2 layers x 4 pages x 2 rows x 2 dims x 4 B x (K+V) = 256 B */
+    assert_int_equal(attnd_pool_table_create(&t, 256), 0);
+    assert_int_equal(attnd_pool_create(t, &g, &bytes, &e), 0);
+    assert_int_equal(bytes, 256);
+    assert_int_equal(attnd_pool_create(t, &g, &bytes, &e), ATTN_E_POOL_EXISTS);
+    g = small_geom("b");
+    assert_int_equal(attnd_pool_create(t, &g, &bytes, &e), ATTN_E_TOO_LARGE);
+    g.page_size = 0;
+    assert_int_equal(attnd_pool_create(t, &g, &bytes, &e), ATTN_E_RANGE);
+    assert_string_equal(e.field, "page_size");
+
+    assert_int_equal(attnd_pool_acquire(t, "a", "pool", &p, &e), 0);
+    for (int i = 0; i < 8; i++) {
+        k[i] = (float)i;
+        v[i] = (float)-i;
+    }
+    sum0 = attnd_pool_checksum(p);
+    /* a bad page anywhere in the list: nothing is written */
+    assert_int_equal(attnd_pool_write(p, 0, bad, 2, k, v, &e), ATTN_E_PAGE_OUT_OF_POOL);
+    assert_string_equal(e.field, "pages[1]");
+    assert_int_equal(attnd_pool_write(p, 2, pages, 2, k, v, &e), ATTN_E_LAYER);
+    assert_true(attnd_pool_checksum(p) == sum0);
+    assert_int_equal(attnd_pool_write(p, 1, pages, 2, k, v, &e), 0);
+    assert_true(attnd_pool_checksum(p) != sum0);
+    assert_int_equal(attnd_pool_read(p, 1, pages, 2, rk, rv, &e), 0);
+    assert_memory_equal(k, rk, sizeof k);
+    assert_memory_equal(v, rv, sizeof v);
+    /* dropped while referenced: the reference stays valid, the name is gone */
+    assert_int_equal(attnd_pool_drop(t, "a", &e), 0);
+    assert_int_equal(attnd_pool_acquire(t, "a", "pool", &p, &e) == 0 ? 1 : e.code,
+                     ATTN_E_UNKNOWN_POOL);
+    assert_int_equal(attnd_pool_read(p, 1, pages, 2, rk, rv, &e), 0);
+    assert_memory_equal(k, rk, sizeof k);
+    attnd_pool_release(t, p);
+    g = small_geom("b");
+    assert_int_equal(attnd_pool_create(t, &g, &bytes, &e), 0); /* the budget came back */
+    assert_int_equal(attnd_pool_drop(t, "zz", &e), ATTN_E_UNKNOWN_POOL);
+    attnd_pool_table_destroy(t);
+}
+
+/* ---- plan cache ----------------------------------------------------------- */
+
+static int g_freed;
+static void count_free(void *p)
+{
+    g_freed++;
+    free(p);
+}
+
+static void test_plan_cache(void **state)
+{
+    attnd_plan_cache *c;
+    attn_key k1, k2;
+    attn_plan_decision d;
+    attnd_plan_cache_stats st;
+    attn_error_detail e;
+    uint64_t id1, id2, id3;
+    void *obj;
+    (void)state;
+    g_freed = 0;
+    attn_key_init(&k1);
+    attn_key_init(&k2);
+    attn_key_set_int(&k1, "head_dim_qk", 128);
+    attn_key_set_int(&k2, "head_dim_qk", 256);
+    assert_int_equal(attnd_plan_cache_create(&c, 2, count_free), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, malloc(8), &id1, &d), 0);
+    assert_int_equal(d.event, ATTN_PLAN_MISS);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, malloc(8), &id2, &d), 0);
+    assert_int_equal(d.event, ATTN_PLAN_HIT);
+    assert_true(id2 != id1);
+    /* seed 0x07F: d 128 -> 256 replans, and the reason names the field */
+    assert_int_equal(attnd_plan_cache_acquire(c, id1, &obj, &e), 0); /* id1 in use */
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k2, malloc(8), &id3, &d), 0);
+    assert_int_equal(d.event, ATTN_PLAN_REPLAN);
+    assert_non_null(strstr(d.reason, "head_dim_qk"));
+    /* full: the least recently used entry nobody holds (id2) was evicted */
+    assert_int_equal(attnd_plan_cache_acquire(c, id2, &obj, &e), ATTN_E_STALE_PLAN);
+    assert_string_equal(e.field, "plan_id");
+    assert_int_equal(g_freed, 1);
+    assert_int_equal(attnd_plan_cache_acquire(c, 999, &obj, &e), ATTN_E_STALE_PLAN);
+    attnd_plan_cache_stats_get(c, &st);
+    assert_int_equal(st.hits, 1);
+    assert_int_equal(st.misses, 1);
+    assert_int_equal(st.replans, 1);
+    assert_int_equal(st.evictions, 1);
+    assert_int_equal(st.entries, 2);
+    assert_int_equal(st.stale, 2);
+    assert_int_equal(attnd_plan_cache_acquire(c, id1, &obj, &e), 0);
+    attnd_plan_cache_release(c, obj);
+    attnd_plan_cache_release(c, obj);
+    attnd_plan_cache_destroy(c);
+    assert_int_equal(g_freed, 3);
+    attn_key_fini(&k1);
+    attn_key_fini(&k2);
+}
+
+/* ---- capture -------------------------------------------------------------- */
+
+static void test_capture_roundtrip(void **state)
+{
+    char path[] = "/tmp/attnd-capture-XXXXXX";
+    int fd = mkstemp(path);
+    attnd_capture *c;
+    attnd_capture_reader *r;
+    attnd_capture_header h, h2;
+    attn_error_detail e;
+    void *a, *b;
+    size_t al, bl;
+    FILE *f;
+    (void)state;
+    close(fd);
+    memset(&h, 0, sizeof h);
+    h.version = ATTND_CAPTURE_VERSION;
+    snprintf(h.attnd, sizeof h.attnd, "0.1.0");
+    snprintf(h.build, sizeof h.build, "test");
+    snprintf(h.engine, sizeof h.engine, "cpu");
+    h.num_pools = 1;
+    h.pools[0] = small_geom("pool-x");
+    h.pools[0].layout = ATTN_HND;
+    h.pools[0].kv_dtype = ATTN_BF16;
+    assert_int_equal(attnd_capture_open(&c, path, &h, &e), 0);
+    assert_int_equal(attnd_capture_append(c, "req1", 4, "reply-1", 7), 0);
+    assert_int_equal(attnd_capture_append(c, "", 0, "r2", 2), 0);
+    attnd_capture_close(c);
+
+    assert_int_equal(attnd_capture_reader_open(&r, path, &h2, &e), 0);
+    assert_string_equal(h2.build, "test");
+    assert_int_equal(h2.num_pools, 1);
+    assert_memory_equal(&h2.pools[0], &h.pools[0], sizeof h.pools[0]);
+    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 1);
+    assert_int_equal(al, 4);
+    assert_memory_equal(a, "req1", 4);
+    assert_memory_equal(b, "reply-1", 7);
+    free(a);
+    free(b);
+    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 1);
+    assert_int_equal(al, 0);
+    free(a);
+    free(b);
+    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 0);
+    attnd_capture_reader_close(r);
+
+    /* a record cut in the middle is E_TRUNCATED, not a silent end */
+    f = fopen(path, "ab");
+    fwrite("\x09\x00\x00\x00"
+           "abc",
+           1, 7, f);
+    fclose(f);
+    assert_int_equal(attnd_capture_reader_open(&r, path, &h2, &e), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 1);
+        free(a);
+        free(b);
+    }
+    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), ATTN_E_TRUNCATED);
+    attnd_capture_reader_close(r);
+    /* not a capture */
+    f = fopen(path, "wb");
+    fwrite("hello world!", 1, 12, f);
+    fclose(f);
+    assert_int_equal(attnd_capture_reader_open(&r, path, &h2, &e), ATTN_E_PROTOCOL);
+    unlink(path);
+}
+
+/* ---- the request path ----------------------------------------------------- */
+
+static attn_server *new_server(void)
+{
+    attnd_config cfg;
+    attn_error_detail e;
+    attn_server *s = NULL;
+    attnd_config_defaults(&cfg);
+    cfg.engine = ATTND_ENGINE_CPU;
+    assert_int_equal(attn_server_create(&s, &cfg, &e), 0);
+    return s;
+}
+
+/* Encode, handle, decode; returns the reply's error code (0 when ok). */
+static int call(attn_server *s, attn_request *req, attn_reply *rep, void **keep)
+{
+    attn_buf b = {0};
+    attn_error_detail e;
+    void *out = NULL;
+    size_t len = 0;
+    req->v = ATTN_PROTOCOL_VERSION;
+    if (req->id == 0)
+        req->id = 42;
+    assert_int_equal(attn_request_encode(req, &b, &e), 0);
+    assert_int_equal(attn_server_handle(s, b.data, b.len, &out, &len), 0);
+    attn_buf_free(&b);
+    memset(rep, 0, sizeof *rep);
+    assert_int_equal(attn_reply_decode(out, len, NULL, rep, &e), 0);
+    assert_int_equal(rep->id, req->id);
+    *keep = out;
+    return rep->ok ? 0 : rep->error.code;
+}
+
+/* Create the batch's pool in the server and load its pages. */
+static void load_batch(attn_server *s, attn_rb *rb, const char *name)
+{
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    int32_t *pages = malloc(sizeof(int32_t) * rb->g.num_pages);
+    snprintf(rb->g.name, sizeof rb->g.name, "%s", name);
+    snprintf(rb->m.pool, sizeof rb->m.pool, "%s", name);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_CREATE;
+    req.geom = rb->g;
+    snprintf(req.pool, sizeof req.pool, "%s", name);
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    for (uint32_t i = 0; i < rb->g.num_pages; i++)
+        pages[i] = (int32_t)i;
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_KV_WRITE;
+    snprintf(req.kv.pool, sizeof req.kv.pool, "%s", name);
+    req.kv.pages = pages;
+    req.kv.num_pages = rb->g.num_pages;
+    req.kv.k = (attn_bytes){rb->k, rb->k_bytes};
+    req.kv.v = (attn_bytes){rb->v, rb->v_bytes};
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    free(pages);
+}
+
+static void run_args(const attn_rb *rb, attn_run_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->q = (attn_bytes){rb->q, rb->q_bytes};
+    a->k_new = (attn_bytes){rb->k_new, rb->k_new_bytes};
+    a->v_new = (attn_bytes){rb->v_new, rb->v_new_bytes};
+    a->return_lse = true;
+}
+
+/* attend through the server equals the CPU engine called directly, bit for
+ * bit (fp32), and the committed rows equal the staged ones. */
+static void test_attend_matches_engine(void **state)
+{
+    attn_server *s = new_server();
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    attn_cpu_call cc;
+    attn_error_detail e;
+    void *keep;
+    float *o, *lse;
+    void *k2, *v2;
+    uint64_t sum_engine, sum_server;
+    (void)state;
+    memset(&spec, 0, sizeof spec);
+    spec.num_requests = 5;
+    spec.spare_pages = 2;
+    assert_int_equal(attn_rb_make(&rb, &spec, 1234), 0);
+    load_batch(s, &rb, "m");
+
+    /* the reference: the same engine, in-process, on a copy of the pool */
+    k2 = malloc(rb.k_bytes);
+    v2 = malloc(rb.v_bytes);
+    memcpy(k2, rb.k, rb.k_bytes);
+    memcpy(v2, rb.v, rb.v_bytes);
+    o = calloc(rb.o_elems, sizeof *o);
+    lse = calloc(rb.lse_elems, sizeof *lse);
+    memset(&cc, 0, sizeof cc);
+    cc.m = &rb.m;
+    cc.g = &rb.g;
+    cc.k_store = k2;
+    cc.v_store = v2;
+    cc.q = rb.q;
+    cc.k_new = rb.k_new;
+    cc.v_new = rb.v_new;
+    cc.o = o;
+    cc.lse = lse;
+    cc.commit = true;
+    assert_int_equal(attn_cpu_attend(&cc, NULL, &e), 0);
+    sum_engine = attn_rb_checksum(k2, rb.k_bytes) ^ attn_rb_checksum(v2, rb.v_bytes);
+
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    run_args(&rb, &req.run);
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    assert_int_equal(rep.o.len, rb.o_elems * sizeof(float));
+    assert_memory_equal(rep.o.data, o, rep.o.len);
+    assert_int_equal(rep.lse.len, rb.lse_elems * sizeof(float));
+    assert_memory_equal(rep.lse.data, lse, rep.lse.len);
+    assert_true(rep.plan_id != 0);
+    assert_true(rep.diag.len > 0);
+    free(keep);
+
+    /* the committed pool equals the engine's committed copy */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_KV_READ;
+    snprintf(req.kv.pool, sizeof req.kv.pool, "m");
+    req.kv.num_pages = rb.g.num_pages;
+    req.kv.pages = malloc(sizeof(int32_t) * rb.g.num_pages);
+    for (uint32_t i = 0; i < rb.g.num_pages; i++)
+        req.kv.pages[i] = (int32_t)i;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    sum_server =
+        attn_rb_checksum(rep.k.data, rep.k.len) ^ attn_rb_checksum(rep.v_data.data, rep.v_data.len);
+    assert_true(sum_server == sum_engine);
+    free(keep);
+    free(req.kv.pages);
+    free(k2);
+    free(v2);
+    free(o);
+    free(lse);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
+/* plan then run; a run naming an unknown id, or a plan whose pool was
+ * dropped and created again, gets E_STALE_PLAN; wrong q size E_SHAPE; and
+ * none of these changes the pool. */
+static void test_plan_run_stale(void **state)
+{
+    attn_server *s = new_server();
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t plan_id, sum0, sum1;
+    (void)state;
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 99), 0);
+    load_batch(s, &rb, "p");
+
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    plan_id = rep.plan_id;
+    assert_true(plan_id != 0);
+    assert_int_equal(strlen(rep.plan_key), 64);
+    free(keep);
+
+    assert_int_equal(attn_server_pool_checksum(s, "p", &sum0), 0);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_RUN;
+    run_args(&rb, &req.run);
+    req.run.plan_id = plan_id + 1000;
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_STALE_PLAN);
+    assert_string_equal(rep.error.field, "plan_id");
+    free(keep);
+    req.run.plan_id = plan_id;
+    req.run.q.len -= 4;
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_SHAPE);
+    assert_string_equal(rep.error.field, "q");
+    free(keep);
+    req.run.q.len += 4;
+    req.run.layer = 1;
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_LAYER);
+    free(keep);
+    assert_int_equal(attn_server_pool_checksum(s, "p", &sum1), 0);
+    assert_true(sum0 == sum1);
+    req.run.layer = 0;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+
+    /* drop and recreate the pool: the old plan must not run on the new pool */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_DROP;
+    snprintf(req.pool, sizeof req.pool, "p");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    load_batch(s, &rb, "p");
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_RUN;
+    run_args(&rb, &req.run);
+    req.run.plan_id = plan_id;
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_STALE_PLAN);
+    free(keep);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
+/* A backend whose run fails: the reply names the failure and the pool is
+ * unchanged (the daemon commits nothing itself). */
+static int failing_run(const attn_backend *self, const attn_exec_args *a, attn_exec_report *rep)
+{
+    (void)self;
+    (void)a;
+    (void)rep;
+    return ATTN_E_ENGINE;
+}
+
+static void test_engine_failure(void **state)
+{
+    attn_server *s = new_server();
+    attn_backend fail = *attn_cpu_backend();
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t sum0, sum1;
+    (void)state;
+    fail.name = "failing_test_double";
+    fail.priority = -1;
+    fail.run = failing_run;
+    assert_int_equal(attn_registry_add(attn_server_registry(s), &fail, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 5), 0);
+    load_batch(s, &rb, "f");
+    assert_int_equal(attn_server_pool_checksum(s, "f", &sum0), 0);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "failing_test_double");
+    run_args(&rb, &req.run);
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_ENGINE);
+    assert_non_null(strstr(rep.error.message, "unchanged"));
+    free(keep);
+    assert_int_equal(attn_server_pool_checksum(s, "f", &sum1), 0);
+    assert_true(sum0 == sum1);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
+/* hello/stats are cheap (answered on the loop thread); undecodable bytes
+ * still get an error reply; refusal carries the request id. */
+static void test_cheap_and_refuse(void **state)
+{
+    attn_server *s = new_server();
+    attn_request req;
+    attn_buf b = {0};
+    attn_error_detail e;
+    attn_reply rep;
+    void *out;
+    size_t len;
+    static const uint8_t junk[] = {0xdd, 0xff, 0x00, 0x00, 0x00};
+    (void)state;
+    memset(&req, 0, sizeof req);
+    req.v = 1;
+    req.op = ATTN_OP_HELLO;
+    req.id = 77;
+    assert_int_equal(attn_request_encode(&req, &b, &e), 0);
+    assert_true(attn_server_is_cheap(s, b.data, b.len));
+    assert_int_equal(attn_server_refuse(s, b.data, b.len, &out, &len), 0);
+    memset(&rep, 0, sizeof rep);
+    assert_int_equal(attn_reply_decode(out, len, NULL, &rep, &e), 0);
+    assert_false(rep.ok);
+    assert_int_equal(rep.error.code, ATTN_E_SHUTTING_DOWN);
+    assert_int_equal(rep.id, 77);
+    free(out);
+    attn_buf_free(&b);
+    req.op = ATTN_OP_POOL_INFO;
+    snprintf(req.pool, sizeof req.pool, "x");
+    assert_int_equal(attn_request_encode(&req, &b, &e), 0);
+    assert_false(attn_server_is_cheap(s, b.data, b.len));
+    attn_buf_free(&b);
+    assert_false(attn_server_is_cheap(s, junk, sizeof junk));
+    assert_int_equal(attn_server_handle(s, junk, sizeof junk, &out, &len), 0);
+    memset(&rep, 0, sizeof rep);
+    assert_int_equal(attn_reply_decode(out, len, NULL, &rep, &e), 0);
+    assert_false(rep.ok);
+    assert_true(rep.error.code == ATTN_E_TOO_LARGE || rep.error.code == ATTN_E_TRUNCATED);
+    free(out);
+    attn_server_destroy(s);
+}
+
+/* --capture records every request with its reply, in order. */
+static void test_server_capture(void **state)
+{
+    char path[] = "/tmp/attnd-cap2-XXXXXX";
+    int fd = mkstemp(path);
+    attnd_config cfg;
+    attn_error_detail e;
+    attn_server *s;
+    attn_request req;
+    attn_buf b = {0};
+    attnd_capture_reader *r;
+    attnd_capture_header h;
+    void *out, *a, *c;
+    size_t len, al, cl;
+    (void)state;
+    close(fd);
+    attnd_config_defaults(&cfg);
+    cfg.engine = ATTND_ENGINE_CPU;
+    snprintf(cfg.capture, sizeof cfg.capture, "%s", path);
+    cfg.num_pools = 1;
+    cfg.pools[0] = small_geom("cfgpool");
+    assert_int_equal(attn_server_create(&s, &cfg, &e), 0);
+    memset(&req, 0, sizeof req);
+    req.v = 1;
+    req.op = ATTN_OP_POOL_INFO;
+    req.id = 5;
+    snprintf(req.pool, sizeof req.pool, "cfgpool");
+    assert_int_equal(attn_request_encode(&req, &b, &e), 0);
+    assert_int_equal(attn_server_handle(s, b.data, b.len, &out, &len), 0);
+    attn_server_destroy(s);
+    assert_int_equal(attnd_capture_reader_open(&r, path, &h, &e), 0);
+    assert_int_equal(h.num_pools, 1);
+    assert_string_equal(h.pools[0].name, "cfgpool");
+    assert_int_equal(attnd_capture_next(r, &a, &al, &c, &cl, &e), 1);
+    assert_int_equal(al, b.len);
+    assert_memory_equal(a, b.data, al);
+    assert_int_equal(cl, len);
+    assert_memory_equal(c, out, cl);
+    free(a);
+    free(c);
+    assert_int_equal(attnd_capture_next(r, &a, &al, &c, &cl, &e), 0);
+    attnd_capture_reader_close(r);
+    attn_buf_free(&b);
+    free(out);
+    unlink(path);
+}
+
+/* sd_notify by hand: the datagram arrives on $NOTIFY_SOCKET as written. */
+static void test_notify(void **state)
+{
+    char path[] = "/tmp/attnd-notify-XXXXXX";
+    struct sockaddr_un sa;
+    char buf[128];
+    ssize_t n;
+    int fd;
+    (void)state;
+    unsetenv("NOTIFY_SOCKET");
+    assert_int_equal(attnd_notify("READY=1"), 0); /* no socket: nothing to do */
+    assert_non_null(mkdtemp(path));
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/n.sock", path);
+    fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    setenv("NOTIFY_SOCKET", sa.sun_path, 1);
+    assert_int_equal(attnd_notify("READY=1\nSTATUS=serving"), 1);
+    n = recv(fd, buf, sizeof buf - 1, 0);
+    assert_int_equal(n, 22);
+    buf[n] = '\0';
+    assert_string_equal(buf, "READY=1\nSTATUS=serving");
+    unsetenv("NOTIFY_SOCKET");
+    close(fd);
+    unlink(sa.sun_path);
+    rmdir(path);
+}
+
+static void *loop_thread(void *arg)
+{
+    attnd_loop *l = arg;
+    return (void *)(intptr_t)attnd_loop_run(l);
+}
+
+/* The whole loop in-process over inproc://: a hello answered directly, a
+ * pool_info through the worker pool, a stop request, and the libuv loop
+ * closes cleanly (uv_loop_close() == 0 inside attnd_loop_destroy). */
+static void test_loop_inproc(void **state)
+{
+    attn_server *s;
+    attnd_loop *l;
+    attnd_loop_opts o;
+    attn_error_detail e;
+    attnd_config cfg;
+    pthread_t th;
+    nng_socket c;
+    void *ret;
+    attnd_metrics *m;
+    (void)state;
+    attnd_config_defaults(&cfg);
+    cfg.engine = ATTND_ENGINE_CPU;
+    cfg.num_pools = 1;
+    cfg.pools[0] = small_geom("lp");
+    assert_int_equal(attn_server_create(&s, &cfg, &e), 0);
+    memset(&o, 0, sizeof o);
+    o.url = "inproc://attnd-loop-test";
+    o.max_msg = 1 << 20;
+    o.contexts = 4;
+    o.workers = 2;
+    o.ready_fd = -1;
+    o.handler = attn_server_handle_cb;
+    o.is_cheap = attn_server_is_cheap_cb;
+    o.refuse = attn_server_refuse_cb;
+    o.arg = s;
+    o.metrics = m = attn_server_metrics(s);
+    assert_int_equal(attnd_loop_create(&l, &o, &e), 0);
+    assert_int_equal(pthread_create(&th, NULL, loop_thread, l), 0);
+    assert_int_equal(nng_req0_open(&c), 0);
+    nng_socket_set_ms(c, NNG_OPT_RECVTIMEO, 5000);
+    for (int i = 0; i < 50; i++) /* the listener starts inside the thread */
+        if (nng_dial(c, o.url, NULL, 0) == 0)
+            break;
+        else
+            usleep(10000);
+    for (int k = 0; k < 2; k++) {
+        attn_request req;
+        attn_reply rep;
+        attn_buf b = {0};
+        void *buf = NULL;
+        size_t len = 0;
+        memset(&req, 0, sizeof req);
+        req.v = 1;
+        req.id = 100 + (uint64_t)k;
+        req.op = k == 0 ? ATTN_OP_HELLO : ATTN_OP_POOL_INFO;
+        snprintf(req.pool, sizeof req.pool, "lp");
+        assert_int_equal(attn_request_encode(&req, &b, &e), 0);
+        assert_int_equal(nng_send(c, b.data, b.len, 0), 0);
+        assert_int_equal(nng_recv(c, &buf, &len, NNG_FLAG_ALLOC), 0);
+        memset(&rep, 0, sizeof rep);
+        assert_int_equal(attn_reply_decode(buf, len, NULL, &rep, &e), 0);
+        assert_true(rep.ok);
+        assert_int_equal(rep.id, req.id);
+        nng_free(buf, len);
+        attn_buf_free(&b);
+    }
+    assert_int_equal(atomic_load(&m->inline_ops), 1);
+    assert_int_equal(atomic_load(&m->worker_ops), 1);
+    nng_close(c);
+    attnd_loop_stop(l);
+    assert_int_equal(pthread_join(th, &ret), 0);
+    assert_int_equal((intptr_t)ret, 0);
+    assert_int_equal(attnd_loop_destroy(l), 0);
+    attn_server_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_flags),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_file),
+        cmocka_unit_test(test_pool_table),
+        cmocka_unit_test(test_plan_cache),
+        cmocka_unit_test(test_capture_roundtrip),
+        cmocka_unit_test(test_attend_matches_engine),
+        cmocka_unit_test(test_plan_run_stale),
+        cmocka_unit_test(test_engine_failure),
+        cmocka_unit_test(test_cheap_and_refuse),
+        cmocka_unit_test(test_server_capture),
+        cmocka_unit_test(test_notify),
+        cmocka_unit_test(test_loop_inproc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
