@@ -45,10 +45,17 @@ static void cpu_admit(const attn_backend *self, const attn_manifest *m, const at
     out->admitted = out->num_reasons == 0;
 }
 
+/* The daemon plans for a fixed virtual grid, not for this machine's thread
+ * count: the split plan decides the reduction order, so a capture recorded
+ * on a 2-core machine must replay bit for bit on a 16-core one (seed 0x02H:
+ * freeze the reduction tree for a determinism contract).  Threads only
+ * schedule the plan's items. */
+#define ATTN_CPU_PLAN_GRID 16
+
 static int cpu_plan(const attn_backend *self, const attn_manifest *m, const attn_pool_geometry *g,
                     attn_split_plan *out)
 {
-    return attn_cpu_plan(m, g, g_cpu_options.num_threads, out, NULL);
+    return attn_cpu_plan(m, g, ATTN_CPU_PLAN_GRID, out, NULL);
 }
 
 static void report_kernel(attn_exec_report *rep, const char *symbol)
