@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""Paged decode benchmark on one GPU: attnd's kernels (via ctypes on
+libattn_cuda_bench.so), FlashInfer's BatchDecodeWithPagedKVCacheWrapper,
+PyTorch SDPA (cuDNN backend) on the same K/V laid out contiguously, and
+gather-then-SDPA, all in one process on the same random data.
+
+Every peer is timed the same way: N calls captured in one CUDA graph,
+replayed R times, median per call (CUDA events).  Effective TB/s counts
+the unique K/V bytes (sum of lengths x H_kv x d x 2 tensors x 2 bytes).
+Writes <out>/decode-h200-<date>.json and .md.
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+P = 16
+SHAPES = [
+    dict(name="B1_T32768", B=1, T=32768),
+    dict(name="B1_T131072", B=1, T=131072),
+    dict(name="B4_T16384", B=4, T=16384),
+    dict(name="B16_T8192", B=16, T=8192),
+    dict(name="B64_T4096", B=64, T=4096),
+    dict(name="B128_T8192", B=128, T=8192),
+    dict(name="B256_T2048", B=256, T=2048),
+    dict(name="ragged64_256-16384", B=64, ragged=(256, 16384)),
+    dict(name="group16_B8_T16384", B=8, T=16384, hq=64, hkv=4),
+    dict(name="d256_B32_T4096", B=32, T=4096, d=256),
+]
+POLICIES = {"fa": 1, "fi": 2, "global": 3}
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def load_lib(path):
+    lib = ctypes.CDLL(path)
+    vp, u32 = ctypes.c_void_p, ctypes.c_uint32
+    lib.attnb_create.restype = vp
+    lib.attnb_create.argtypes = [u32, vp, vp, vp, u32, u32, u32, u32, u32, u32, u32, u32, u32,
+                                 u32, ctypes.c_int64]
+    lib.attnb_run.restype = ctypes.c_int
+    lib.attnb_run.argtypes = [vp, vp, vp, vp, vp, vp, vp]
+    lib.attnb_update.restype = ctypes.c_int
+    lib.attnb_update.argtypes = [vp, vp, vp, vp]
+    lib.attnb_info.argtypes = [vp, vp]
+    lib.attnb_destroy.argtypes = [vp]
+    lib.attnb_set_simt.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    lib.attnb_set_waves.argtypes = [u32]
+    return lib
+
+
+def i32ptr(t):
+    assert t.dtype == torch.int32 and t.device.type == "cpu" and t.is_contiguous()
+    return ctypes.c_void_p(t.data_ptr())
+
+
+class Attnd:
+    def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
+                 simt=False, heads_fast=True, waves=1, prefetch=True):
+        self.lib = lib
+        self.lens, self.indptr, self.indices = lens.int(), indptr.int(), indices.int()
+        lib.attnb_set_waves(waves)
+        self.h = lib.attnb_create(len(lens), i32ptr(self.lens), i32ptr(self.indptr),
+                                  i32ptr(self.indices), hq, hkv, d, P, 0, 2, 2, policy, abi,
+                                  graph_splits, 0)
+        if not self.h:
+            raise RuntimeError("attnb_create failed")
+        lib.attnb_set_waves(1)
+        lib.attnb_set_simt(self.h, 1 if simt else 0, 1 if heads_fast else 0, 1 if prefetch else 0)
+        info = (ctypes.c_uint32 * 4)()
+        lib.attnb_info(self.h, info)
+        self.info = dict(items=info[0], slots=info[1], ctas_per_sm=info[2], grid_capacity=info[3])
+
+    def update(self, lens, indptr, indices):
+        self.lens, self.indptr, self.indices = lens.int(), indptr.int(), indices.int()
+        rv = self.lib.attnb_update(self.h, i32ptr(self.lens), i32ptr(self.indptr),
+                                   i32ptr(self.indices))
+        if rv != 0:
+            raise RuntimeError(f"attnb_update {rv}")
+
+    def run(self, q, k, v, o, lse):
+        rv = self.lib.attnb_run(self.h, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                lse.data_ptr(), torch.cuda.current_stream().cuda_stream)
+        if rv != 0:
+            raise RuntimeError(f"attnb_run {rv}")
+
+    def close(self):
+        self.lib.attnb_destroy(self.h)
+
+
+def time_fn(fn, iters=20, reps=9):
+    """Median microseconds per call: `iters` calls in one CUDA graph."""
+    fn()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fn()
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(iters):
+                fn()
+        g.replay()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(reps):
+            e0.record()
+            g.replay()
+            e1.record()
+            e1.synchronize()
+            ts.append(e0.elapsed_time(e1) * 1000.0 / iters)
+        del g
+        return statistics.median(ts), "cuda_graph"
+    except Exception as ex:  # some peer refuses capture: plain stream timing
+        log("    graph capture failed, timing on the stream:", repr(ex)[:200])
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(reps):
+            e0.record()
+            for _ in range(iters):
+                fn()
+            e1.record()
+            e1.synchronize()
+            ts.append(e0.elapsed_time(e1) * 1000.0 / iters)
+        return statistics.median(ts), "stream_events"
+
+
+def rel_l2(a, b):
+    a, b = a.float(), b.float()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def make_batch(shape, gen):
+    B = shape["B"]
+    hq, hkv, d = shape.get("hq", 32), shape.get("hkv", 8), shape.get("d", 128)
+    if "ragged" in shape:
+        lo, hi = shape["ragged"]
+        lens = torch.randint(lo, hi + 1, (B,), generator=gen, dtype=torch.int64)
+    else:
+        lens = torch.full((B,), shape["T"], dtype=torch.int64)
+    npages = (lens + P - 1) // P
+    need = int(npages.sum())
+    pool = need + need // 16 + 8  # unused pages exist
+    indptr = torch.zeros(B + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(npages, 0)
+    indices = torch.randperm(pool, generator=gen)[:need]  # random physical order
+    last = lens - (npages - 1) * P
+    dev = "cuda"
+    k = torch.randn(pool, P, hkv, d, dtype=torch.bfloat16, device=dev)
+    v = torch.randn(pool, P, hkv, d, dtype=torch.bfloat16, device=dev)
+    q = torch.randn(B, hq, d, dtype=torch.bfloat16, device=dev)
+    return dict(B=B, hq=hq, hkv=hkv, d=d, lens=lens, indptr=indptr, indices=indices, last=last,
+                k=k, v=v, q=q, pool=pool)
+
+
+def ref_decode(bt):
+    """fp32 reference over the first few requests (gathered through the page table)."""
+    outs = []
+    g = bt["hq"] // bt["hkv"]
+    for b in range(min(bt["B"], 4)):
+        pg = bt["indices"][bt["indptr"][b]:bt["indptr"][b + 1]].cuda()
+        L = int(bt["lens"][b])
+        K = bt["k"][pg].reshape(-1, bt["hkv"], bt["d"])[:L].float()
+        V = bt["v"][pg].reshape(-1, bt["hkv"], bt["d"])[:L].float()
+        qb = bt["q"][b].float().view(bt["hkv"], g, bt["d"])
+        s = torch.einsum("hgd,lhd->hgl", qb, K) / math.sqrt(bt["d"])
+        p = torch.softmax(s, -1)
+        outs.append(torch.einsum("hgl,lhd->hgd", p, V).reshape(bt["hq"], bt["d"]))
+    return torch.stack(outs)
+
+
+def bench_shape(lib, shape, fi, gen, res):
+    bt = make_batch(shape, gen)
+    B, hq, hkv, d = bt["B"], bt["hq"], bt["hkv"], bt["d"]
+    kv_bytes = int(bt["lens"].sum()) * hkv * d * 2 * 2
+    row = dict(shape=shape["name"], B=B, hq=hq, hkv=hkv, d=d, page_size=P,
+               sum_len=int(bt["lens"].sum()), kv_bytes=kv_bytes, peers={})
+    ref = ref_decode(bt)
+    q, k, v = bt["q"], bt["k"], bt["v"]
+
+    # attnd: every split policy (tensor cores), and the CUDA-core producer
+    runs = [(p, pid, {}) for p, pid in POLICIES.items()] + [
+        ("fi_simt", 2, dict(simt=True)), ("fi_noprefetch", 2, dict(prefetch=False)),
+        ("fi_itemsfast", 2, dict(heads_fast=False)),
+        ("fi_2waves", 2, dict(waves=2)), ("fi_4waves", 2, dict(waves=4)),
+        ("global_4waves", 3, dict(waves=4))]
+    for pname, pid, kw in runs:
+        try:
+            a = Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid, **kw)
+            o = torch.full((B, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
+            lse = torch.full((B, hq), float("nan"), dtype=torch.float32, device="cuda")
+            a.run(q, k, v, o, lse)
+            torch.cuda.synchronize()
+            err = rel_l2(o[:ref.shape[0]], ref)
+            nan = bool(torch.isnan(o).any().item() or torch.isnan(lse).any().item())
+            us, how = time_fn(lambda: a.run(q, k, v, o, lse))
+            row["peers"][f"attnd_{pname}"] = dict(us=us, tbps=kv_bytes / us / 1e6, rel_l2=err,
+                                                  nan=nan, timing=how, **a.info)
+            a.close()
+        except Exception as ex:
+            row["peers"][f"attnd_{pname}"] = dict(error=repr(ex)[:300])
+            traceback.print_exc()
+
+    # FlashInfer: its CUDA-core decode (default) and its tensor-core path
+    for label, tc in (("flashinfer", False), ("flashinfer_tc", True)):
+        if fi is None:
+            break
+        try:
+            ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+            w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tc)
+            w.plan(bt["indptr"].int().cuda(), bt["indices"].int().cuda(), bt["last"].int().cuda(),
+                   hq, hkv, d, P, q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+            o_fi = w.run(q, (k, v))
+            torch.cuda.synchronize()
+            err = rel_l2(o_fi[:ref.shape[0]], ref)
+            us, how = time_fn(lambda: w.run(q, (k, v)))
+            row["peers"][label] = dict(us=us, tbps=kv_bytes / us / 1e6, rel_l2=err, timing=how)
+            del w, ws
+        except Exception as ex:
+            row["peers"][label] = dict(error=repr(ex)[:300])
+            log("   ", label, "failed:", repr(ex)[:300])
+
+    # SDPA (cuDNN) on contiguous K/V, and gather-then-SDPA (uniform lengths only)
+    if "ragged" not in shape:
+        T = shape["T"]
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        pg = bt["indices"].cuda()
+        Kc = k[pg].reshape(B, T, hkv, d).transpose(1, 2).contiguous()
+        Vc = v[pg].reshape(B, T, hkv, d).transpose(1, 2).contiguous()
+        q4 = q.view(B, hq, 1, d)
+
+        def sdpa(Kx, Vx):
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(q4, Kx, Vx, enable_gqa=True)
+
+        for label, fn in (("sdpa_cudnn_contiguous", lambda: sdpa(Kc, Vc)),
+                          ("gather_then_sdpa_cudnn", lambda: sdpa(
+                              k[pg].view(B, T, hkv, d).transpose(1, 2),
+                              v[pg].view(B, T, hkv, d).transpose(1, 2)))):
+            try:
+                o_s = fn()
+                torch.cuda.synchronize()
+                err = rel_l2(o_s.view(B, hq, d)[:ref.shape[0]], ref)
+                us, how = time_fn(fn)
+                row["peers"][label] = dict(us=us, tbps=kv_bytes / us / 1e6, rel_l2=err, timing=how)
+            except Exception as ex:
+                row["peers"][label] = dict(error=repr(ex)[:300])
+                log("   ", label, "failed:", repr(ex)[:200])
+        del Kc, Vc
+    best = min((p for p in POLICIES if "us" in row["peers"].get(f"attnd_{p}", {})),
+               key=lambda p: row["peers"][f"attnd_{p}"]["us"], default=None)
+    row["attnd_best_policy"] = best
+    res["shapes"].append(row)
+    log(f"  {row['shape']:>22}: " + "  ".join(
+        f"{n}={p['us']:.1f}us/{p['tbps']:.2f}TB/s" if "us" in p else f"{n}=ERR"
+        for n, p in row["peers"].items()))
+    del bt
+    torch.cuda.empty_cache()
+
+
+def bench_graph(lib, gen, res, layers=32, B=16, T=8192, hq=32, hkv=8, d=128):
+    """A 32-layer decode step captured as one CUDA graph; then lengths change
+    inside the capacity envelope and the same graph replays correctly."""
+    out = dict(layers=layers, B=B, T=T)
+    cap_pages = T // P
+    indptr = torch.arange(0, (B + 1) * cap_pages, cap_pages, dtype=torch.int64)
+    pool = B * cap_pages + 8
+    indices = torch.randperm(pool, generator=gen)[:B * cap_pages]
+    ks = [torch.randn(pool, P, hkv, d, dtype=torch.bfloat16, device="cuda") for _ in range(layers)]
+    vs = [torch.randn(pool, P, hkv, d, dtype=torch.bfloat16, device="cuda") for _ in range(layers)]
+    q = torch.randn(B, hq, d, dtype=torch.bfloat16, device="cuda")
+    os_ = [torch.empty(B, hq, d, dtype=torch.bfloat16, device="cuda") for _ in range(layers)]
+    lse = torch.empty(B, hq, dtype=torch.float32, device="cuda")
+    lens = torch.full((B,), T, dtype=torch.int64)
+    # graph mode: fixed grid, FIXED splits per request, identity slots
+    splits = 16
+    a = Attnd(lib, lens, indptr, indices, hq, hkv, d, 4, graph_splits=splits)
+    single, _ = time_fn(lambda: a.run(q, ks[0], vs[0], os_[0], lse))
+    def step():
+        for l in range(layers):
+            a.run(q, ks[l], vs[l], os_[l], lse)
+    step()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ts = []
+    for _ in range(9):
+        e0.record(); g.replay(); e1.record(); e1.synchronize()
+        ts.append(e0.elapsed_time(e1) * 1000.0)
+    step_us = statistics.median(ts)
+    out.update(single_layer_us=single, step_us=step_us, per_layer_us=step_us / layers,
+               per_layer_overhead_us=step_us / layers - single, splits=splits)
+    # lengths change; the captured graph replays with the refreshed plan
+    errs = []
+    for trial in range(3):
+        new = torch.randint(1, T + 1, (B,), generator=gen, dtype=torch.int64)
+        a.update(new, indptr, indices)
+        for o in os_:
+            o.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        bt = dict(B=B, hq=hq, hkv=hkv, d=d, lens=new, indptr=indptr, indices=indices,
+                  k=ks[layers - 1], v=vs[layers - 1], q=q)
+        ref = ref_decode(bt)
+        errs.append(rel_l2(os_[layers - 1][:ref.shape[0]], ref))
+        out.setdefault("nan_after_update", False)
+        out["nan_after_update"] |= bool(torch.isnan(os_[layers - 1]).any().item())
+    out["rel_l2_after_length_change"] = errs
+    a.close()
+    res["graph"] = out
+    log("  graph:", json.dumps(out))
+    del ks, vs
+    torch.cuda.empty_cache()
+
+
+def write_md(res, path):
+    L = [f"# attnd paged decode on {res['device']} ({res['date']})", "",
+         f"Command: `{res['command']}`", "",
+         f"torch {res['torch']}, flashinfer {res.get('flashinfer_version')}, cuda {res['cuda']}. "
+         "Median per call of 20 calls captured in one CUDA graph, 9 replays; TB/s = unique K/V "
+         "bytes / time. bf16, page 16, NHD, random page permutation.", ""]
+    peers = ["attnd", "flashinfer", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]
+    L.append("| shape | attnd µs | attnd TB/s | policy | FI µs | FI TB/s | ×FI | FI-TC µs | ×FI-TC | "
+             "cuDNN µs | cuDNN TB/s | ×cuDNN | gather+SDPA µs | ×gather | attnd FA/FI/GLOBAL µs | "
+             "attnd CUDA-core µs | rel L2 |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in res["shapes"]:
+        pol = r.get("attnd_default_policy") or r.get("attnd_best_policy")
+        a = r["peers"].get(f"attnd_{pol}", {})
+        def cell(name):
+            p = r["peers"].get(name, {})
+            if "us" not in p:
+                return ("n/a", "n/a", "n/a")
+            return (f"{p['us']:.1f}", f"{p['tbps']:.2f}",
+                    f"{p['us'] / a['us']:.2f}" if "us" in a else "n/a")
+        fi, cd, ga = cell("flashinfer"), cell("sdpa_cudnn_contiguous"), cell("gather_then_sdpa_cudnn")
+        ft, sm = cell("flashinfer_tc"), cell("attnd_fi_simt")
+        pols = "/".join(f"{r['peers'].get('attnd_' + p, {}).get('us', float('nan')):.1f}"
+                        for p in POLICIES)
+        L.append(f"| {r['shape']} | {a.get('us', float('nan')):.1f} | {a.get('tbps', float('nan')):.2f} | "
+                 f"{pol} | {fi[0]} | {fi[1]} | {fi[2]} | {ft[0]} | {ft[2]} | {cd[0]} | {cd[1]} | {cd[2]} | "
+                 f"{ga[0]} | {ga[2]} | {pols} | {sm[0]} | {a.get('rel_l2', float('nan')):.1e} |")
+    L.append("")
+    L.append("×peer = peer time / attnd time (above 1 means attnd is faster).")
+    for k in ("summary", "graph", "errors"):
+        if k in res:
+            L += ["", f"## {k}", "", "```", json.dumps(res[k], indent=1), "```"]
+    open(path, "w").write("\n".join(L) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default="build-gpu/lib/libattn_cuda_bench.so")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--only", default="")
+    ap.add_argument("--no-graph", action="store_true")
+    args = ap.parse_args()
+    torch.manual_seed(int(time.time()))
+    gen = torch.Generator().manual_seed(int(time.time()))
+    lib = load_lib(args.lib)
+    date = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None).strftime("%Y-%m-%d")
+    res = dict(date=datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None).isoformat() + "Z",
+               device=torch.cuda.get_device_name(0), torch=torch.__version__,
+               cuda=torch.version.cuda, command=" ".join(sys.argv), shapes=[], errors=[])
+    fi = None
+    try:
+        import flashinfer
+        fi = flashinfer
+        res["flashinfer_version"] = getattr(flashinfer, "__version__", "?")
+    except Exception as ex:
+        res["errors"].append("import flashinfer: " + repr(ex)[:500])
+        traceback.print_exc()
+    log("device", res["device"], "flashinfer", res.get("flashinfer_version"))
+    for sh in SHAPES:
+        if args.only and args.only not in sh["name"]:
+            continue
+        t0 = time.time()
+        try:
+            bench_shape(lib, sh, fi, gen, res)
+        except Exception as ex:
+            res["errors"].append(f"{sh['name']}: {ex!r}"[:500])
+            traceback.print_exc()
+        log(f"    ({time.time() - t0:.1f}s)")
+    # the default policy: best geometric mean over all shapes
+    geo = {}
+    for p in POLICIES:
+        xs = [r["peers"].get(f"attnd_{p}", {}).get("us") for r in res["shapes"]]
+        xs = [x for x in xs if x]
+        if xs and len(xs) == len(res["shapes"]):
+            geo[p] = math.exp(sum(math.log(x) for x in xs) / len(xs))
+    default = min(geo, key=geo.get) if geo else None
+    summ = dict(policy_geomean_us=geo, default_policy=default)
+    for r in res["shapes"]:
+        r["attnd_default_policy"] = default
+    if default:
+        ratios = {}
+        for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
+                     "attnd_fi_simt", "attnd_fi_noprefetch", "attnd_fi_itemsfast", "attnd_fi_2waves",
+                     "attnd_fi_4waves", "attnd_global_4waves"):
+            xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
+                  for r in res["shapes"] if "us" in r["peers"].get(peer, {})
+                  and "us" in r["peers"].get(f"attnd_{default}", {})]
+            if xs:
+                ratios[peer] = dict(min=min(x for x, _ in xs),
+                                    geomean=math.exp(sum(math.log(x) for x, _ in xs) / len(xs)),
+                                    geomean_B_le_4=(math.exp(sum(math.log(x) for x, b in xs if b <= 4)
+                                                    / max(1, sum(1 for _, b in xs if b <= 4)))))
+        summ["ratios_vs_attnd_default"] = ratios
+    res["summary"] = summ
+    log("summary", json.dumps(summ))
+    if not args.no_graph:
+        try:
+            bench_graph(lib, gen, res)
+        except Exception as ex:
+            res["errors"].append(f"graph: {ex!r}"[:500])
+            traceback.print_exc()
+    base = os.path.join(args.out, f"decode-h200-{date}")
+    json.dump(res, open(base + ".json", "w"), indent=1)
+    write_md(res, base + ".md")
+    log("wrote", base + ".json", base + ".md")
+
+
+if __name__ == "__main__":
+    main()

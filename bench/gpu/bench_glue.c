@@ -1,0 +1,209 @@
+/* ctypes entry points of libattn_cuda_bench.so: attnd's decode kernels on
+ * buffers the benchmark (PyTorch) owns, so every peer reads the same bytes
+ * in one process.  Plans with the engine's own split policies and grid
+ * capacity (SMs x measured occupancy); the graph-mode handle keeps a fixed
+ * grid and refreshes its plan in place so a captured graph replays with
+ * new lengths (seed 0x03G).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "attn/error.h"
+#include "kernels/cuda/decode_launch.h"
+#include "planner/split.h"
+
+typedef struct attnb {
+    attn_cuda_decode_params p;
+    void *meta; /* device: counts | reqs | items | pages */
+    size_t meta_cap, off_reqs, off_items, off_pages;
+    void *ws; /* device workspace */
+    uint32_t B, page_cap, item_cap, slot_cap;
+    uint32_t graph_splits;
+    attn_split_policy policy;
+    uint32_t num_items, num_slots, occupancy, grid_capacity;
+} attnb;
+
+static uint32_t g_waves = 1;
+
+/* Grid capacity multiplier for the next attnb_create (1 = one wave). */
+void attnb_set_waves(uint32_t w)
+{
+    g_waves = w ? w : 1;
+}
+
+static size_t a256(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+/* Re-plan for new lengths and upload (same capacities). */
+int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
+                 const int32_t *page_indices)
+{
+    int sms = 0, dev = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    uint32_t group = h->p.num_qo_heads / h->p.num_kv_heads;
+    int occ = attn_cuda_decode_occupancy(h->p.head_dim, h->p.kv_dtype, group);
+    if (occ <= 0)
+        return ATTN_E_SHAPE;
+    attn_split_params sp;
+    memset(&sp, 0, sizeof sp);
+    sp.policy = h->policy;
+    sp.default_policy = ATTN_SPLIT_FI;
+    sp.fixed_splits = h->policy == ATTN_SPLIT_FIXED ? h->graph_splits : 0;
+    sp.grid_capacity = (uint32_t)(sms * occ) * g_waves;
+    sp.units_per_split =
+        h->p.num_kv_heads * attn_cuda_decode_head_chunks(h->p.head_dim, h->p.kv_dtype, group);
+    sp.kv_block = 1u << h->p.page_shift;
+    sp.min_chunk = 256;
+    sp.graph_splits = h->graph_splits;
+    int64_t *kv = malloc(sizeof *kv * h->B);
+    if (!kv)
+        return ATTN_E_NOMEM;
+    for (uint32_t b = 0; b < h->B; b++)
+        kv[b] = lens[b];
+    attn_split_plan plan;
+    attn_error_detail err;
+    int rv = attn_split_plan_build_lengths(h->B, kv, NULL, &sp, &plan, &err);
+    free(kv);
+    if (rv)
+        return rv;
+    h->num_items = plan.num_items;
+    h->num_slots = plan.num_slots;
+    h->occupancy = (uint32_t)occ;
+    h->grid_capacity = sp.grid_capacity;
+    if (h->item_cap && (plan.num_items > h->item_cap || plan.num_slots > h->slot_cap ||
+                        page_indptr[h->B] > (int32_t)h->page_cap)) {
+        attn_split_plan_free(&plan);
+        return ATTN_E_CAPACITY;
+    }
+    if (!h->item_cap) { /* first plan sets the envelope */
+        h->item_cap = plan.num_items;
+        h->slot_cap = plan.num_slots;
+        h->page_cap = (uint32_t)page_indptr[h->B];
+        h->off_reqs = a256(sizeof(attn_cuda_counts));
+        h->off_items = h->off_reqs + a256(sizeof(attn_cuda_req) * h->B);
+        h->off_pages = h->off_items + a256(sizeof(attn_work_item) * h->item_cap);
+        h->meta_cap = h->off_pages + a256(sizeof(int32_t) * (h->page_cap + 1));
+        size_t ws = (size_t)h->slot_cap * h->p.num_qo_heads * (h->p.head_dim + 2) * 4 + 1024;
+        if (cudaMalloc(&h->meta, h->meta_cap) != cudaSuccess ||
+            cudaMalloc(&h->ws, ws) != cudaSuccess)
+            return ATTN_E_NOMEM;
+        float *w = h->ws;
+        size_t states = (size_t)h->slot_cap * h->p.num_qo_heads;
+        h->p.part_vec = w;
+        h->p.part_m = w + a256(states * h->p.head_dim * 4) / 4;
+        h->p.part_l = h->p.part_m + a256(states * 4) / 4;
+    }
+    char *hm = calloc(1, h->meta_cap);
+    if (!hm)
+        return ATTN_E_NOMEM;
+    attn_cuda_counts *c = (attn_cuda_counts *)hm;
+    c->num_items = (int32_t)plan.num_items;
+    c->num_requests = (int32_t)h->B;
+    attn_cuda_req *rq = (attn_cuda_req *)(hm + h->off_reqs);
+    int any = 0;
+    for (uint32_t b = 0; b < h->B; b++) {
+        rq[b].lo0 = 0;
+        rq[b].hi0 = lens[b];
+        rq[b].lo1 = rq[b].hi1 = 0;
+        rq[b].qrow = (int32_t)b;
+        rq[b].page_begin = page_indptr[b];
+        rq[b].slot_begin = (int32_t)plan.slot_indptr[b];
+        rq[b].num_slots = (int32_t)(plan.slot_indptr[b + 1] - plan.slot_indptr[b]);
+        any |= rq[b].num_slots > 1;
+    }
+    memcpy(hm + h->off_items, plan.items, sizeof(attn_work_item) * plan.num_items);
+    memcpy(hm + h->off_pages, page_indices, sizeof(int32_t) * (size_t)page_indptr[h->B]);
+    rv = cudaMemcpy(h->meta, hm, h->meta_cap, cudaMemcpyHostToDevice) == cudaSuccess ? 0
+                                                                                     : ATTN_E_CUDA;
+    free(hm);
+    h->p.any_split = any;
+    h->p.force_merge = h->graph_splits > 0;
+    attn_split_plan_free(&plan);
+    return rv;
+}
+
+/* A handle for one batch geometry; policy 1 = FA, 2 = FI, 3 = GLOBAL,
+ * 4 = FIXED (graph_splits each); graph_splits > 0 turns graph mode on. */
+attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
+                    const int32_t *page_indices, uint32_t hq, uint32_t hkv, uint32_t d,
+                    uint32_t page_size, uint32_t layout, uint32_t kv_dtype, uint32_t q_dtype,
+                    uint32_t policy, uint32_t abi, uint32_t graph_splits, int64_t num_pages)
+{
+    attnb *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->B = B;
+    h->policy = (attn_split_policy)policy;
+    h->graph_splits = graph_splits;
+    attn_cuda_decode_params *p = &h->p;
+    p->num_qo_heads = hq;
+    p->num_kv_heads = hkv;
+    p->head_dim = d;
+    while ((1u << p->page_shift) < page_size)
+        p->page_shift++;
+    p->row_stride = layout ? (int64_t)d : (int64_t)hkv * d;
+    p->head_stride = layout ? (int64_t)page_size * d : (int64_t)d;
+    p->page_stride = (int64_t)page_size * hkv * d;
+    p->kv_dtype = (attn_dtype)kv_dtype;
+    p->q_dtype = (attn_dtype)q_dtype;
+    p->abi = (attn_state_abi)abi;
+    p->sm_scale = 1.0f / sqrtf((float)d);
+    (void)num_pages;
+    if (attnb_update(h, lens, page_indptr, page_indices) != 0) {
+        free(h);
+        return NULL;
+    }
+    p->counts = (const attn_cuda_counts *)h->meta;
+    p->reqs = (const attn_cuda_req *)((char *)h->meta + h->off_reqs);
+    p->items = (const attn_work_item *)((char *)h->meta + h->off_items);
+    p->page_indices = (const int32_t *)((char *)h->meta + h->off_pages);
+    p->item_capacity = h->item_cap;
+    p->request_capacity = B;
+    return h;
+}
+
+/* Select the CUDA-core producer (simt != 0), the grid order and the
+ * page-table prefetch of the tensor-core producer. */
+void attnb_set_simt(attnb *h, int simt, int heads_fast, int row_prefetch)
+{
+    h->p.simt = simt;
+    h->p.row_prefetch = row_prefetch;
+    h->p.heads_fast = heads_fast && h->item_cap <= 65535u;
+}
+
+/* Launch producer (+ reducer) on `stream` over the caller's device buffers. */
+int attnb_run(attnb *h, void *q, void *k, void *v, void *o, float *lse, void *stream)
+{
+    h->p.q = q;
+    h->p.k = k;
+    h->p.v = v;
+    h->p.o = o;
+    h->p.lse = lse;
+    return attn_cuda_decode_launch(&h->p, stream);
+}
+
+/* What the plan used: items, slots, CTAs per SM, grid capacity. */
+void attnb_info(const attnb *h, uint32_t *out4)
+{
+    out4[0] = h->num_items;
+    out4[1] = h->num_slots;
+    out4[2] = h->occupancy;
+    out4[3] = h->grid_capacity;
+}
+
+/* Free the handle and its device buffers. */
+void attnb_destroy(attnb *h)
+{
+    if (!h)
+        return;
+    cudaFree(h->meta);
+    cudaFree(h->ws);
+    free(h);
+}

@@ -1,0 +1,109 @@
+/* Launch glue of the CUDA decode kernels (private to kernels/cuda, the GPU
+ * tests and the benchmark library).
+ *
+ * Every pointer in attn_cuda_decode_params is a DEVICE pointer.  The kernels
+ * take the struct by value (flashinfer's habit, STYLE.md), never allocate,
+ * and read every count that changes between steps (items, requests) from
+ * device memory, so one captured CUDA graph replays correctly while lengths
+ * change inside its capacity envelope (seed 0x03G, issue 4 "graph mode").
+ */
+#ifndef ATTN_CUDA_DECODE_LAUNCH_H
+#define ATTN_CUDA_DECODE_LAUNCH_H
+
+#include <stdint.h>
+
+#include "attn/types.h"
+#include "planner/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Counts the kernels read from device memory (graph mode changes them
+ * between replays without touching the captured launch parameters). */
+typedef struct attn_cuda_counts {
+    int32_t num_items;    /* producer CTAs at or past this exit at once */
+    int32_t num_requests; /* reducer CTAs at or past this exit at once */
+} attn_cuda_counts;
+
+/* Per-request metadata of one decode step (device array of B entries).
+ * Visible keys are [lo0, hi0) U [lo1, hi1): the mask program of a C = 1
+ * query row already applied, so the producer never tests a cell (seed
+ * 0x05E: decode needs only length masks). */
+typedef struct attn_cuda_req {
+    int64_t lo0, hi0, lo1, hi1;
+    int32_t qrow;       /* row of q / o / lse (qo_indptr[b]) */
+    int32_t page_begin; /* first entry of this request in page_indices */
+    int32_t slot_begin; /* slot_indptr[b] */
+    int32_t num_slots;  /* slot_indptr[b+1] - slot_indptr[b]; 1 = direct path */
+} attn_cuda_req;
+
+typedef struct attn_cuda_decode_params {
+    const void *q; /* [rows, H_q, d] in q_dtype */
+    const void *k; /* the layer's K store */
+    const void *v; /* the layer's V store */
+    void *o;       /* [rows, H_q, d] in q_dtype */
+    float *lse;    /* [rows, H_q] natural log, or NULL */
+    /* workspace (carved from the ledger): state index = slot * H_q + h_q */
+    float *part_vec;                /* [slot_capacity * H_q, d]: u (MLU) or O (LSE_O) */
+    float *part_m;                  /* [slot_capacity * H_q]: m (MLU) or LSE (LSE_O) */
+    float *part_l;                  /* [slot_capacity * H_q]: l (MLU only) */
+    const attn_cuda_req *reqs;      /* [request_capacity] */
+    const int32_t *page_indices;    /* flattened page list of every request */
+    const attn_work_item *items;    /* [item_capacity] */
+    const attn_cuda_counts *counts; /* device */
+    uint32_t item_capacity;         /* producer grid.x */
+    uint32_t request_capacity;      /* reducer grid.x */
+    uint32_t num_qo_heads, num_kv_heads, head_dim;
+    uint32_t page_shift;                          /* log2(page_size) */
+    int64_t page_stride, head_stride, row_stride; /* elements (seed 0x04D) */
+    attn_dtype q_dtype, kv_dtype;
+    attn_state_abi abi;
+    float sm_scale;
+    int force_merge;  /* launch the reducer even when no request is split (graph mode) */
+    int any_split;    /* some request has more than one slot */
+    int heads_fast;   /* grid (H_kv, items, chunks) instead of (items, H_kv, chunks) */
+    int row_prefetch; /* tensor-core producer: walk the page table ST tiles ahead */
+    int simt;         /* run the CUDA-core producer instead of the tensor-core one
+                       * (also forced by the environment ATTN_CUDA_SIMT=1) */
+} attn_cuda_decode_params;
+
+/* Threads per producer CTA and the group heads one CTA serves. */
+typedef struct attn_cuda_launch_shape {
+    uint32_t bdx, bdy, bdz; /* lanes per row, heads, row groups */
+    uint32_t head_chunks;   /* grid.z: CTAs that share one (item, kv head) */
+    uint32_t smem_bytes;
+} attn_cuda_launch_shape;
+
+/* The CUDA-core producer's block shape for head dim d and group size g. */
+void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_cuda_launch_shape *s);
+
+/* Resident producer CTAs per SM measured by the occupancy API for this
+ * shape (0 when the configuration has no kernel). */
+int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);
+
+/* CTAs that share one (item, kv head): query-head chunks of the producer. */
+uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);
+
+/* Launch producer (+ reducer when a request is split) on `stream`
+ * (a cudaStream_t).  Returns 0 or ATTN_E_CUDA / ATTN_E_DTYPE / ATTN_E_SHAPE. */
+int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *stream);
+
+/* Symbols of the kernels attn_cuda_decode_launch uses for `p`, for the
+ * dispatch diagnostic ("declared"); returns how many were written. */
+int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const char **producer,
+                             const char **reducer);
+
+/* Append: for row r and kv head h, swap the pool row at element offset
+ * row_off[r] + h * head_stride with new_k/new_v (saving the old bytes into
+ * save_k/save_v), or, with restore != 0, put the saved bytes back.  Rows
+ * are [rows, H_kv, d] in kv_dtype. */
+int attn_cuda_append_launch(void *k, void *v, const int64_t *row_off, uint32_t rows,
+                            uint32_t num_kv_heads, uint32_t head_dim, int64_t head_stride,
+                            attn_dtype kv_dtype, const void *new_k, const void *new_v, void *save_k,
+                            void *save_v, int restore, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,451 @@
+/* GPU tests of the CUDA decode engine (run on a machine with a GPU:
+ * tests/gpu/build.sh builds, bench/gpu/run_device.sh runs).
+ *
+ * Every run draws fresh random manifests (the seed is printed, ATTN_SEED
+ * replays one): ragged lengths up to 131,072 keys, pages in random physical
+ * order with unused pages, page tails and the append slots filled with NaN
+ * (tests/lib/random_batch.c), device outputs and workspace poisoned with NaN
+ * before every run.  Each is compared with the CPU engine (kernels/cpu,
+ * fp64 accumulation): relative L2 of O <= 1e-2, |LSE error| <= 1e-3, no NaN
+ * anywhere.  Commit and no-commit runs are checked against the pool bytes.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "kernels/common/addr.h"
+#include "kernels/common/dtype.h"
+#include "kernels/cpu/engine.h"
+#include "kernels/cuda/cuda_engine.h"
+#include "planner/split.h"
+#include "tests/lib/random_batch.h"
+
+static uint64_t g_seed;
+static double g_worst_rel, g_worst_lse;
+
+typedef struct gpu_case {
+    const char *name;
+    uint32_t B;
+    int64_t min_len, max_len; /* T + 1 drawn in [min_len, max_len] */
+    int64_t long_len;         /* when > 0, request 0 has exactly this many keys */
+    uint32_t hq, hkv, d, page;
+    attn_dtype kv;
+    attn_layout layout;
+    attn_kv_format format;
+    attn_mask_kind mask;
+    attn_split_policy policy; /* AUTO = random among FA, FI, GLOBAL */
+    uint32_t fixed_splits;
+    bool graph;
+} gpu_case;
+
+static attn_split_policy pick_policy(uint64_t *s, attn_split_policy p)
+{
+    static const attn_split_policy all[] = {ATTN_SPLIT_FA, ATTN_SPLIT_FI, ATTN_SPLIT_GLOBAL};
+    return p != ATTN_SPLIT_AUTO ? p : all[attn_rb_range(s, 0, 2)];
+}
+
+/* Locate logical row t of request b in a host copy of a store. */
+static int64_t row_elem(const attn_rb *rb, uint32_t b, int64_t t, uint32_t h, uint32_t d)
+{
+    attn_kv_addr a;
+    attn_kv_addr_from_table(&a, &rb->m.kv, rb->m.num_requests, &rb->g);
+    int64_t page, slot;
+    if (!attn_kv_addr_locate(&a, b, t, &page, &slot))
+        return -1;
+    return attn_kv_addr_elem(&a, page, slot, h, 0, d);
+}
+
+static void run_case(const gpu_case *gc, uint64_t seed)
+{
+    uint64_t s = seed;
+    int64_t *T = calloc(gc->B, sizeof *T), *C = calloc(gc->B, sizeof *C);
+    assert_non_null(T);
+    assert_non_null(C);
+    for (uint32_t b = 0; b < gc->B; b++) {
+        T[b] = attn_rb_range(&s, gc->min_len, gc->max_len) - 1;
+        if (T[b] < 1)
+            T[b] = 1;
+        C[b] = 1;
+    }
+    if (gc->long_len > 0)
+        T[0] = gc->long_len - 1;
+    attn_rb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = gc->B;
+    sp.max_cache_len = gc->max_len;
+    sp.phase_mask = 1u << ATTN_PHASE_DECODE;
+    sp.num_qo_heads = gc->hq;
+    sp.num_kv_heads = gc->hkv;
+    sp.head_dim_qk = gc->d;
+    sp.head_dim_vo = gc->d;
+    sp.page_size = gc->page;
+    sp.spare_pages = (uint32_t)attn_rb_range(&s, 1, 9);
+    sp.kv_dtype = gc->kv;
+    sp.q_dtype = (attn_dtype)attn_rb_range(&s, 0, 2);
+    sp.layout = gc->layout;
+    sp.format = gc->format;
+    sp.mask_kind = gc->mask;
+    sp.poison = true;
+    attn_rb rb;
+    assert_int_equal(attn_rb_make_lengths(&rb, &sp, T, C, seed), 0);
+    rb.m.policy.state_abi = (attn_state_abi)attn_rb_range(&s, 0, 1);
+    rb.m.policy.split_policy = gc->fixed_splits ? ATTN_SPLIT_FIXED : pick_policy(&s, gc->policy);
+    rb.m.policy.splits = gc->fixed_splits;
+    rb.m.policy.graph = gc->graph;
+    const bool commit = attn_rb_range(&s, 0, 1) != 0;
+    /* one run in four on the CUDA-core producer; the grid order either way */
+    const int simt = attn_rb_range(&s, 0, 3) == 0, heads_fast = (int)attn_rb_range(&s, 0, 1);
+    const int prefetch = (int)attn_rb_range(&s, 0, 1);
+    attn_cuda_set_producer(simt, heads_fast, prefetch);
+
+    /* the device pool: the same bytes, NaN poison included */
+    attn_pool_geometry g = rb.g;
+    snprintf(g.device, sizeof g.device, "cuda:0");
+    void *dk = NULL, *dv = NULL;
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(attn_cuda_pool_alloc(0, rb.k_bytes, &dk, &err), 0);
+    assert_int_equal(attn_cuda_pool_alloc(0, rb.v_bytes, &dv, &err), 0);
+    int32_t *all = malloc(sizeof *all * g.num_pages);
+    assert_non_null(all);
+    for (uint32_t p = 0; p < g.num_pages; p++)
+        all[p] = (int32_t)p;
+    assert_int_equal(attn_cuda_pool_pages(&g, 0, dk, 0, all, g.num_pages, rb.k, 1, &err), 0);
+    assert_int_equal(attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
+
+    attn_split_plan plan;
+    attn_cuda_plan_info info;
+    int rv = attn_cuda_plan(&rb.m, &g, ATTN_SPLIT_AUTO, &plan, &info, &err);
+    if (rv)
+        fprintf(stderr, "plan: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
+    assert_int_equal(rv, 0);
+
+    attn_admission adm;
+    attn_cuda_admit(&rb.m, &g, &adm);
+    if (!adm.admitted)
+        fprintf(stderr, "rejected: %s\n", adm.reasons[0].text);
+    assert_true(adm.admitted);
+
+    size_t qs = attn_dtype_size(rb.m.q_dtype);
+    void *o = malloc(rb.o_elems * qs), *o_ref = malloc(rb.o_elems * qs);
+    float *lse = malloc(sizeof *lse * rb.lse_elems), *lse_ref = malloc(sizeof *lse * rb.lse_elems);
+    assert_true(o && o_ref && lse && lse_ref);
+    void *kd[1] = {dk}, *vd[1] = {dv};
+    attn_pool_view pv = {.geom = &g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = kd, .v = vd};
+    attn_exec_args a = {.m = &rb.m,
+                        .plan = &plan,
+                        .pool = &pv,
+                        .layer = 0,
+                        .q = rb.q,
+                        .k_new = rb.k_new,
+                        .v_new = rb.v_new,
+                        .o = o,
+                        .lse = lse,
+                        .commit = commit};
+    attn_exec_report rep;
+    attn_cuda_debug_poison(1);
+    rv = attn_cuda_backend()->run(attn_cuda_backend(), &a, &rep);
+    assert_int_equal(rv, 0);
+    assert_true(rep.num_kernels >= 2);
+
+    attn_cpu_call cc = {.m = &rb.m,
+                        .g = &rb.g,
+                        .plan = NULL,
+                        .addr = NULL,
+                        .k_store = rb.k,
+                        .v_store = rb.v,
+                        .q = rb.q,
+                        .k_new = rb.k_new,
+                        .v_new = rb.v_new,
+                        .o = o_ref,
+                        .lse = lse_ref,
+                        .commit = false};
+    attn_cpu_options opt = {.acc = ATTN_CPU_ACC_F64};
+    rv = attn_cpu_attend(&cc, &opt, &err);
+    if (rv)
+        fprintf(stderr, "cpu: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
+    assert_int_equal(rv, 0);
+
+    double num = 0, den = 0, lse_err = 0;
+    size_t nan = 0, inf_mismatch = 0;
+    for (size_t i = 0; i < rb.o_elems; i++) {
+        double x = attn_load_f32(o, rb.m.q_dtype, i), r = attn_load_f32(o_ref, rb.m.q_dtype, i);
+        if (isnan(x))
+            nan++;
+        num += (x - r) * (x - r);
+        den += r * r;
+    }
+    for (size_t i = 0; i < rb.lse_elems; i++) {
+        if (isnan(lse[i]))
+            nan++;
+        else if (isinf(lse[i]) || isinf(lse_ref[i]))
+            inf_mismatch += lse[i] != lse_ref[i];
+        else if (fabs(lse[i] - lse_ref[i]) > lse_err)
+            lse_err = fabs(lse[i] - lse_ref[i]);
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    printf("  %-28s seed=%llu B=%u g=%u d=%u P=%u %s %s q=%s abi=%s policy=%s slots=%u items=%u "
+           "occ=%u %s%s%s rel=%.2e lse=%.2e nan=%zu %s\n",
+           gc->name, (unsigned long long)seed, gc->B, gc->hq / gc->hkv, gc->d, gc->page,
+           attn_dtype_name(gc->kv), gc->layout == ATTN_HND ? "HND" : "NHD",
+           attn_dtype_name(rb.m.q_dtype), rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o",
+           attn_split_policy_label(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
+           simt ? "simt" : "tc", heads_fast ? "/hf" : "/if", prefetch ? "/pre" : "", rel, lse_err,
+           nan, commit ? "commit" : "no-commit");
+    if (rel > g_worst_rel)
+        g_worst_rel = rel;
+    if (lse_err > g_worst_lse)
+        g_worst_lse = lse_err;
+    assert_int_equal(nan, 0);
+    assert_int_equal(inf_mismatch, 0);
+    assert_true(rel <= 1e-2);
+    assert_true(lse_err <= 1e-3);
+
+    /* the pool after the run: unchanged without commit; with commit, the
+     * new row of every request sits at logical row T_b and nothing else moved */
+    void *kb = malloc(rb.k_bytes), *vb = malloc(rb.v_bytes);
+    assert_true(kb && vb);
+    assert_int_equal(attn_cuda_pool_pages(&g, 0, dk, 0, all, g.num_pages, kb, 0, &err), 0);
+    assert_int_equal(attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, vb, 0, &err), 0);
+    if (commit) {
+        size_t es = attn_dtype_size(g.kv_dtype);
+        for (uint32_t b = 0; b < rb.m.num_requests; b++)
+            for (uint32_t h = 0; h < g.num_kv_heads; h++) {
+                int64_t e = row_elem(&rb, b, rb.m.requests[b].cache_len, h, g.head_dim_qk);
+                assert_true(e >= 0);
+                size_t src = ((size_t)rb.m.qo_indptr[b] * g.num_kv_heads + h) * g.head_dim_qk;
+                assert_memory_equal((char *)kb + e * es, (char *)rb.k_new + src * es,
+                                    g.head_dim_qk * es);
+                assert_memory_equal((char *)vb + e * es, (char *)rb.v_new + src * es,
+                                    g.head_dim_qk * es);
+                /* write the same into the host copy, so the checksums compare */
+                memcpy((char *)rb.k + e * es, (char *)rb.k_new + src * es, g.head_dim_qk * es);
+                memcpy((char *)rb.v + e * es, (char *)rb.v_new + src * es, g.head_dim_qk * es);
+            }
+    }
+    assert_true(attn_rb_checksum(kb, rb.k_bytes) == attn_rb_checksum(rb.k, rb.k_bytes));
+    assert_true(attn_rb_checksum(vb, rb.v_bytes) == attn_rb_checksum(rb.v, rb.v_bytes));
+
+    free(kb);
+    free(vb);
+    free(o);
+    free(o_ref);
+    free(lse);
+    free(lse_ref);
+    free(all);
+    attn_split_plan_free(&plan);
+    attn_cuda_pool_free(0, dk);
+    attn_cuda_pool_free(0, dv);
+    attn_rb_free(&rb);
+    attn_cuda_set_producer(0, 1, 1);
+    free(T);
+    free(C);
+}
+
+static const gpu_case k_cases[] = {
+    {"ragged-bf16-nhd-p16", 16, 1, 16384, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+    {"page1-fp16-hnd", 8, 1, 4096, 0, 32, 8, 128, 1, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+    {"d64-mha-p32-window", 12, 1, 6000, 0, 8, 8, 64, 32, ATTN_BF16, ATTN_NHD, ATTN_KV_DENSE,
+     ATTN_MASK_WINDOW, ATTN_SPLIT_AUTO, 0, false},
+    {"d256-p64-hnd-sink", 6, 1, 5000, 0, 8, 4, 256, 64, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_SINK, ATTN_SPLIT_AUTO, 0, false},
+    {"group16-p128", 4, 1, 9000, 0, 64, 4, 128, 128, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+    {"group3-d64-dense-none", 9, 1, 3000, 0, 12, 4, 64, 16, ATTN_FP16, ATTN_NHD, ATTN_KV_DENSE,
+     ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false},
+    {"group5-hnd-p32", 5, 1, 7000, 0, 10, 2, 128, 32, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+    {"group32-headchunks", 3, 1, 5000, 0, 64, 2, 256, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+    {"long-131072", 3, 1, 2000, 131072, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+    {"batch64-global", 64, 1, 2048, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_SINK, ATTN_SPLIT_GLOBAL, 0, false},
+    {"graph-identity-slots", 7, 1, 5, 0, 16, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_FIXED, 8, true},
+    {"fixed-splits-window", 5, 1, 3000, 0, 16, 2, 64, 64, ATTN_FP16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_WINDOW, ATTN_SPLIT_FIXED, 7, false},
+};
+
+static int g_quick; /* ATTN_GPU_QUICK=1: small sweep for compute-sanitizer */
+
+static void test_random_sweep(void **state)
+{
+    (void)state;
+    size_t n = sizeof k_cases / sizeof k_cases[0];
+    int rounds = g_quick ? 1 : 2;
+    for (int r = 0; r < rounds; r++)
+        for (size_t i = 0; i < n; i++) {
+            if (g_quick && (k_cases[i].long_len > 0 || k_cases[i].B > 16))
+                continue;
+            gpu_case gc = k_cases[i];
+            if (g_quick && gc.max_len > 600)
+                gc.max_len = 600;
+            run_case(&gc, g_seed + 1000u * (uint64_t)r + i);
+        }
+    printf("  worst rel L2 %.3e, worst |LSE err| %.3e\n", g_worst_rel, g_worst_lse);
+}
+
+/* Seed 0x02G worked trace: scores [4, -1 | masked, masked | 3, -2, 1] with a
+ * sink mask (sinks 2, window 2) hiding the middle keys, whose values are
+ * +-99; three fixed splits.  O = [1.3543003322450418, 0.7200695075868776],
+ * LSE = 4.355492491217523.  The CUDA-core producer keeps p in fp32 (1e-5);
+ * the tensor-core producer feeds p to the P V product as bf16, whose
+ * relative rounding 2^-9 times max |v| = 4 bounds the O error by 8e-3
+ * (LSE still sums p in fp32). */
+static void test_seed_0x02G_known_answer(void **state)
+{
+    (void)state;
+    const float scores[7] = {4, -1, 99, 99, 3, -2, 1};
+    const float vals[7][2] = {{1, 0}, {0, 2}, {99, 99}, {-99, -99}, {2, 3}, {-1, 4}, {4, -2}};
+    for (int simt = 0; simt < 2; simt++)
+        for (int layout = 0; layout < 2; layout++)
+            for (int abi = 0; abi < 2; abi++) {
+                int64_t T = 6, C = 1;
+                attn_rb_spec sp;
+                memset(&sp, 0, sizeof sp);
+                sp.num_requests = 1;
+                sp.max_cache_len = 6;
+                sp.phase_mask = 1u << ATTN_PHASE_DECODE;
+                sp.num_qo_heads = 1;
+                sp.num_kv_heads = 1;
+                sp.head_dim_qk = sp.head_dim_vo = 64;
+                sp.page_size = 4;
+                sp.spare_pages = 2;
+                sp.kv_dtype = ATTN_BF16;
+                sp.q_dtype = ATTN_FP32;
+                sp.layout = (attn_layout)layout;
+                sp.mask_kind = ATTN_MASK_SINK;
+                sp.poison = true;
+                attn_rb rb;
+                assert_int_equal(attn_rb_make_lengths(&rb, &sp, &T, &C, 7), 0);
+                rb.m.mask.sinks = 2;
+                rb.m.mask.left = 2;
+                rb.m.has_sm_scale = true;
+                rb.m.sm_scale = 1.0f;
+                rb.m.policy.split_policy = ATTN_SPLIT_FIXED;
+                rb.m.policy.splits = 3;
+                rb.m.policy.state_abi = (attn_state_abi)abi;
+                float *q = rb.q;
+                for (int i = 0; i < 64; i++)
+                    q[i] = i == 0 ? 1.f : 0.f;
+                for (int t = 0; t < 7; t++) {
+                    uint16_t *kr, *vr;
+                    if (t < 6) {
+                        int64_t e = row_elem(&rb, 0, t, 0, 64);
+                        assert_true(e >= 0);
+                        kr = (uint16_t *)rb.k + e;
+                        vr = (uint16_t *)rb.v + e;
+                    } else {
+                        kr = rb.k_new;
+                        vr = rb.v_new;
+                    }
+                    for (int i = 0; i < 64; i++) {
+                        kr[i] = attn_f32_to_bf16(i == 0 ? scores[t] : 0.f);
+                        vr[i] = attn_f32_to_bf16(i < 2 ? vals[t][i] : 0.f);
+                    }
+                }
+                attn_pool_geometry g = rb.g;
+                snprintf(g.device, sizeof g.device, "cuda:0");
+                void *dk, *dv;
+                attn_error_detail err;
+                assert_int_equal(attn_cuda_pool_alloc(0, rb.k_bytes, &dk, &err), 0);
+                assert_int_equal(attn_cuda_pool_alloc(0, rb.v_bytes, &dv, &err), 0);
+                int32_t all[16];
+                for (uint32_t p = 0; p < g.num_pages; p++)
+                    all[p] = (int32_t)p;
+                assert_int_equal(
+                    attn_cuda_pool_pages(&g, 0, dk, 0, all, g.num_pages, rb.k, 1, &err), 0);
+                assert_int_equal(
+                    attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
+                attn_split_plan plan;
+                assert_int_equal(attn_cuda_plan(&rb.m, &g, ATTN_SPLIT_AUTO, &plan, NULL, &err), 0);
+                assert_int_equal(plan.num_slots, 3);
+                float o[64], lse;
+                void *kd[1] = {dk}, *vd[1] = {dv};
+                attn_pool_view pv = {.geom = &g, .platform = ATTN_PLATFORM_CUDA, .k = kd, .v = vd};
+                attn_exec_args a = {.m = &rb.m,
+                                    .plan = &plan,
+                                    .pool = &pv,
+                                    .q = rb.q,
+                                    .k_new = rb.k_new,
+                                    .v_new = rb.v_new,
+                                    .o = o,
+                                    .lse = &lse};
+                attn_cuda_set_producer(simt, layout, abi);
+                assert_int_equal(attn_cuda_backend()->run(attn_cuda_backend(), &a, NULL), 0);
+                attn_cuda_set_producer(0, 1, 1);
+                const double tol = simt ? 1e-5 : 8e-3;
+                assert_float_equal(o[0], 1.3543003322450418, tol);
+                assert_float_equal(o[1], 0.7200695075868776, tol);
+                for (int i = 2; i < 64; i++)
+                    assert_float_equal(o[i], 0.0, 1e-7);
+                assert_float_equal(lse, 4.355492491217523, 1e-5);
+                attn_split_plan_free(&plan);
+                attn_cuda_pool_free(0, dk);
+                attn_cuda_pool_free(0, dv);
+                attn_rb_free(&rb);
+            }
+}
+
+/* Admission says every reason at once (seed 0x07B). */
+static void test_admission_reasons(void **state)
+{
+    (void)state;
+    attn_rb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = 2;
+    sp.phase_mask = 1u << ATTN_PHASE_APPEND;
+    sp.head_dim_qk = sp.head_dim_vo = 80;
+    sp.page_size = 12;
+    sp.kv_dtype = ATTN_FP32;
+    sp.mask_kind = ATTN_MASK_DENSE;
+    attn_rb rb;
+    assert_int_equal(attn_rb_make(&rb, &sp, 3), 0);
+    attn_admission adm;
+    attn_cuda_admit(&rb.m, &rb.g, &adm); /* rb's pool is a cpu pool */
+    assert_false(adm.admitted);
+    bool seen[ATTN_ADMIT_NUM_FACTORS] = {0};
+    for (uint32_t i = 0; i < adm.num_reasons; i++)
+        seen[adm.reasons[i].factor] = true;
+    assert_true(seen[ATTN_ADMIT_HARDWARE]);
+    assert_true(seen[ATTN_ADMIT_PHASE]);
+    assert_true(seen[ATTN_ADMIT_KV_DTYPE]);
+    assert_true(seen[ATTN_ADMIT_SHAPE]);
+    assert_true(seen[ATTN_ADMIT_LAYOUT]);
+    assert_true(seen[ATTN_ADMIT_MASK]);
+    attn_rb_free(&rb);
+}
+
+int main(void)
+{
+    const char *e = getenv("ATTN_SEED");
+    g_seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
+    g_quick = getenv("ATTN_GPU_QUICK") != NULL;
+    printf("test_decode_gpu: seed %llu (replay with ATTN_SEED)\n", (unsigned long long)g_seed);
+    char why[160];
+    if (!attn_cuda_available(NULL, why, sizeof why)) {
+        printf("no GPU: %s\n", why);
+        const struct CMUnitTest only[] = {cmocka_unit_test(test_admission_reasons)};
+        return cmocka_run_group_tests(only, NULL, NULL);
+    }
+    attn_cuda_device_info di;
+    if (attn_cuda_device_info_get(0, &di, NULL) == 0)
+        printf("device: %s cc %d.%d, %d SMs, driver %d runtime %d image %s\n", di.name, di.cc_major,
+               di.cc_minor, di.sm_count, di.driver_version, di.runtime_version, di.image_id);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_admission_reasons),
+        cmocka_unit_test(test_seed_0x02G_known_answer),
+        cmocka_unit_test(test_random_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
