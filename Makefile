@@ -21,7 +21,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -I. -MMD -MP
 CFLAGS  += -DATTN_BUILD_ID='"$(ATTN_BUILD_ID)"' -DATTN_BUILD_FLAGS='"CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)"'
 LDLIBS  := -lnng -luv -lmsgpackc -ljansson -lcrypto -lpthread -lm -ldl -lrt
 ifeq ($(STATIC),1)
-LDLIBS  := -Wl,-Bstatic -lnng -luv_a -lmsgpackc -ljansson -lcrypto -Wl,-Bdynamic -lpthread -lm -ldl -lrt -latomic
+LDLIBS  := -Wl,-Bstatic -lnng -lmbedtls -lmbedx509 -lmbedcrypto -luv_a -lmsgpackc -ljansson -lcrypto -Wl,-Bdynamic -lpthread -lm -ldl -lrt -latomic
 endif
 ifeq ($(SAN),1)
 CFLAGS  := $(filter-out -O2,$(CFLAGS)) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -74,7 +74,9 @@ ATTNCTL   := $(BUILD)/attnctl
 ENGINE_LIBS := $(LIBCUDA) $(LIBCORE)
 
 .PHONY: all deps test unit unit-core integration test-asan lint demo bench-cpu install clean gpu-check
-all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(LIBCLIENT_SO)
+# STATIC=1 (self-contained binaries for machines without the -dev packages)
+# links nng, libuv, msgpack-c, jansson and libcrypto statically; no .so then.
+all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
 
 deps:
 	@./scripts/deps.sh
@@ -145,9 +147,19 @@ test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS)
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=1 CUDA=0 unit
 
+# clang-format checks every tracked or new (untracked, not ignored) source
+# file.  LINT_WIP names folders still being written (the CUDA engine): their
+# unformatted files are listed but do not fail lint; empty it once they land.
+LINT_SRCS := '*.c' '*.h' '*.cu' '*.cuh'
+LINT_WIP  ?= kernels/cuda tests/gpu bench/gpu
 lint: deps
-	@files=$$(git ls-files '*.c' '*.h' '*.cu' '*.cuh'); \
+	@files=$$(git ls-files --cached --others --exclude-standard -- $(LINT_SRCS) \
+		$(foreach d,$(LINT_WIP),':!$(d)')); \
 	clang-format --dry-run --Werror $$files && echo "clang-format: clean"
+	@wip=$$(git ls-files --cached --others --exclude-standard -- $(foreach d,$(LINT_WIP),'$(d)/*') \
+		| grep -E '\.(c|h|cu|cuh)$$'); \
+	for f in $$wip; do clang-format --dry-run --Werror "$$f" >/dev/null 2>&1 || todo="$$todo $$f"; done; \
+	if [ -n "$$todo" ]; then echo "clang-format: not yet formatted (LINT_WIP, not failing):$$todo"; fi
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
 		--suppress=missingIncludeSystem --inline-suppr -Iinclude -I. \
 		kernels/common planner protocol kernels/cpu daemon client && echo "cppcheck: clean"

@@ -3,7 +3,7 @@
 # Called by the Makefile before any build; quick when everything is present.
 set -eu
 need=(build-essential pkg-config libuv1-dev libnng-dev libmsgpack-dev libcmocka-dev
-      libssl-dev libjansson-dev cppcheck clang-format python3)
+      libssl-dev libjansson-dev libmbedtls-dev cppcheck clang-format python3)
 missing=()
 for p in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
