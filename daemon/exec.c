@@ -85,12 +85,9 @@ static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
         attn_diag_add_workspace(dg, p->ledger.fields[i].name, p->ledger.fields[i].bytes);
     attn_diag_set_plan(dg, p->plan_key_sha, &p->decision, plan_id);
     if (rep != NULL) {
-        /* a host engine records what it executed; a device engine only declares */
-        attn_kernel_source src = rep->kernels_observed ? (p->backend->platform == ATTN_PLATFORM_CPU
-                                                              ? ATTN_KERNELS_HOST
-                                                              : ATTN_KERNELS_TRACED)
-                                                       : ATTN_KERNELS_DECLARED;
-        attn_diag_set_report(dg, rep, src);
+        /* seed 0x0BF: a host engine's record of the functions it executed is an
+         * observation; a device engine only declares until a tracer saw it */
+        attn_diag_set_report(dg, rep, attn_kernel_source_for(p->backend, rep, false));
         attn_diag_set_timing(dg, exec_us, rep->timing_method[0] ? rep->timing_method : "host_clock",
                              "daemon exec: shape checks, engine run, commit");
     } else {
@@ -260,6 +257,30 @@ static int aligned_view(attn_bytes *t, void **scratch, int slot, attn_error_deta
     return 0;
 }
 
+/* Copy one layer of a device pool to host memory, laid out as the pool's
+ * own store, for the fp64 reference.  Caller holds the pool lock. */
+static int layer_to_host(attnd_pool *pool, uint32_t layer, void **k, void **v,
+                         attn_error_detail *err)
+{
+    uint32_t n = pool->geom.num_pages;
+    int32_t *pages = malloc((size_t)n * sizeof *pages);
+    *k = malloc((size_t)n * pool->page_bytes_k);
+    *v = malloc((size_t)n * pool->page_bytes_v);
+    int rc = ATTN_E_NOMEM;
+    if (pages != NULL && *k != NULL && *v != NULL) {
+        for (uint32_t i = 0; i < n; i++)
+            pages[i] = (int32_t)i;
+        rc = attnd_pool_read_held(pool, layer, pages, n, *k, *v, err);
+    }
+    free(pages);
+    if (rc != 0) {
+        free(*k);
+        free(*v);
+        *k = *v = NULL;
+    }
+    return rc;
+}
+
 static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_args *ra,
                     attn_reply *rep, void **scratch, attn_error_detail *err)
 {
@@ -333,24 +354,34 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     /* the engine's run copied O back to the host: the device is synchronised */
     if (tracing && attn_cupti_end(tk->k, ATTN_KERNELS_MAX, &tk->n, NULL, NULL) != 0)
         tk->n = 0;
-    if (rc == 0 && ra->verify && pool->view.platform == ATTN_PLATFORM_CPU) {
+    if (rc == 0 && ra->verify) {
         /* seed 0x0BG: recompute in fp64 with the reference and compare at the
-         * declared tolerance; under the pool lock, the layer as committed */
+         * declared tolerance; under the pool lock, the layer as committed
+         * (a device layer through a host copy of it) */
         attn_verify_call vc;
         attn_error_detail verr;
+        void *host_k = NULL, *host_v = NULL;
         memset(&vc, 0, sizeof vc);
         vc.m = &p->m;
         vc.g = &pool->geom;
         vc.k_store = pool->layer_k[ra->layer];
         vc.v_store = pool->layer_v[ra->layer];
+        if (pool->view.platform != ATTN_PLATFORM_CPU &&
+            layer_to_host(pool, ra->layer, &host_k, &host_v, &verr) == 0) {
+            vc.k_store = host_k;
+            vc.v_store = host_v;
+        }
         vc.q = ra->q.data;
         vc.k_new = ra->k_new.data;
         vc.v_new = ra->v_new.data;
         vc.o = a.o;
         vc.lse = a.lse;
         vc.committed = true;
-        if (attn_verify_run(&vc, &vr, &verr) != 0)
+        if ((pool->view.platform != ATTN_PLATFORM_CPU && host_k == NULL) ||
+            attn_verify_run(&vc, &vr, &verr) != 0)
             memset(&vr, 0, sizeof vr);
+        free(host_k);
+        free(host_v);
     }
     pthread_mutex_unlock(&pool->lock);
     pthread_rwlock_unlock(&s->trace_lock);

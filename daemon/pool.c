@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon/config.h"
+#include "kernels/common/dtype.h"
 #ifdef ATTN_WITH_CUDA
 #include "kernels/cuda/cuda_engine.h"
 #endif
@@ -76,31 +77,30 @@ static int find_locked(attnd_pool_table *t, const char *name)
     return -1;
 }
 
+/* One geometry dimension must lie in [1, max]; `max_text` is how the error names max. */
+static int check_dim(const char *field, uint32_t v, uint32_t max, const char *max_text,
+                     attn_error_detail *err)
+{
+    if (v == 0 || v > max)
+        return attn_error_set(err, ATTN_E_RANGE, field, "must be in [1, %s], got %u", max_text, v);
+    return 0;
+}
+
 /* Geometry limits: each dimension positive and the products far from overflow. */
 static int check_geometry(const attn_pool_geometry *g, uint64_t *pk, uint64_t *pv,
                           attn_error_detail *err)
 {
-    uint64_t es = attnd_dtype_size(g->kv_dtype);
+    uint64_t es = attn_dtype_size(g->kv_dtype);
+    int rv;
     if (g->name[0] == '\0')
         return attn_error_set(err, ATTN_E_RANGE, "pool", "pool name is empty");
-    if (g->layers == 0 || g->layers > 1024)
-        return attn_error_set(err, ATTN_E_RANGE, "layers", "must be in [1, 1024], got %u",
-                              g->layers);
-    if (g->num_pages == 0 || g->num_pages > (1u << 30))
-        return attn_error_set(err, ATTN_E_RANGE, "num_pages", "must be in [1, 2^30], got %u",
-                              g->num_pages);
-    if (g->page_size == 0 || g->page_size > 65536)
-        return attn_error_set(err, ATTN_E_RANGE, "page_size", "must be in [1, 65536], got %u",
-                              g->page_size);
-    if (g->num_kv_heads == 0 || g->num_kv_heads > 1024)
-        return attn_error_set(err, ATTN_E_RANGE, "num_kv_heads", "must be in [1, 1024], got %u",
-                              g->num_kv_heads);
-    if (g->head_dim_qk == 0 || g->head_dim_qk > 1024)
-        return attn_error_set(err, ATTN_E_RANGE, "head_dim_qk", "must be in [1, 1024], got %u",
-                              g->head_dim_qk);
-    if (g->head_dim_vo == 0 || g->head_dim_vo > 1024)
-        return attn_error_set(err, ATTN_E_RANGE, "head_dim_vo", "must be in [1, 1024], got %u",
-                              g->head_dim_vo);
+    if ((rv = check_dim("layers", g->layers, 1024, "1024", err)) != 0 ||
+        (rv = check_dim("num_pages", g->num_pages, 1u << 30, "2^30", err)) != 0 ||
+        (rv = check_dim("page_size", g->page_size, 65536, "65536", err)) != 0 ||
+        (rv = check_dim("num_kv_heads", g->num_kv_heads, 1024, "1024", err)) != 0 ||
+        (rv = check_dim("head_dim_qk", g->head_dim_qk, 1024, "1024", err)) != 0 ||
+        (rv = check_dim("head_dim_vo", g->head_dim_vo, 1024, "1024", err)) != 0)
+        return rv;
     if (g->kv_dtype != ATTN_FP32 && g->kv_dtype != ATTN_FP16 && g->kv_dtype != ATTN_BF16)
         return attn_error_set(err, ATTN_E_DTYPE, "kv_dtype", "unknown dtype");
     if (g->layout != ATTN_NHD && g->layout != ATTN_HND)
@@ -288,33 +288,38 @@ int attnd_pool_check_pages(const attnd_pool *p, uint32_t layer, const int32_t *p
     return 0;
 }
 
-int attnd_pool_read(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, void *k,
-                    void *v, attn_error_detail *err)
+int attnd_pool_read_held(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n,
+                         void *k, void *v, attn_error_detail *err)
 {
     int rc = attnd_pool_check_pages(p, layer, pages, n, err);
     if (rc != 0)
         return rc;
 #ifdef ATTN_WITH_CUDA
     if (p->view.platform == ATTN_PLATFORM_CUDA) {
-        pthread_mutex_lock(&p->lock);
         rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_k[layer], 0, pages, n, k, 0,
                                   err);
         if (rc == 0)
             rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_v[layer], 1, pages, n, v,
                                       0, err);
-        pthread_mutex_unlock(&p->lock);
         return rc;
     }
 #endif
-    pthread_mutex_lock(&p->lock);
     for (uint32_t i = 0; i < n; i++) {
         memcpy((char *)k + i * p->page_bytes_k,
                (char *)p->layer_k[layer] + pages[i] * p->page_bytes_k, p->page_bytes_k);
         memcpy((char *)v + i * p->page_bytes_v,
                (char *)p->layer_v[layer] + pages[i] * p->page_bytes_v, p->page_bytes_v);
     }
-    pthread_mutex_unlock(&p->lock);
     return 0;
+}
+
+int attnd_pool_read(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, void *k,
+                    void *v, attn_error_detail *err)
+{
+    pthread_mutex_lock(&p->lock);
+    int rc = attnd_pool_read_held(p, layer, pages, n, k, v, err);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
 }
 
 int attnd_pool_write(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, const void *k,

@@ -2,6 +2,7 @@
  * plan/run/attend live in exec.c; pools, kv, hello and stats here. */
 #include "daemon/server.h"
 
+#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,20 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
             s->source_identified = attn_artifact_source_identified(a);
             if (strcmp(a->build_id, "unknown") != 0)
                 snprintf(s->build_id, sizeof s->build_id, "%s", a->build_id);
+            msgpack_sbuffer sb;
+            msgpack_packer pk;
+            msgpack_sbuffer_init(&sb);
+            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+            if (attn_artifact_pack(a, &pk) == 0) {
+                s->identity = sb.data; /* ownership moves to the server */
+                s->identity_len = sb.size;
+            } else {
+                msgpack_sbuffer_destroy(&sb);
+            }
+            if (a->has_device)
+                snprintf(s->device_desc, sizeof s->device_desc, "cuda:0 %.24s cc%d.%d %dsm %lluGiB",
+                         a->device_name, a->cc_major, a->cc_minor, a->sm_count,
+                         (unsigned long long)(a->device_memory >> 30));
         } else {
             snprintf(s->artifact, sizeof s->artifact, "attnd %s %s", ATTND_VERSION, s->build_id);
         }
@@ -131,6 +146,7 @@ void attn_server_destroy(attn_server *s)
     attnd_plan_cache_destroy(s->plans);
     attnd_pool_table_destroy(s->pools);
     pthread_rwlock_destroy(&s->trace_lock);
+    free(s->identity);
     free(s);
 }
 
@@ -167,6 +183,10 @@ static int do_hello(attn_server *s, attn_reply *rep)
     }
     si->num_devices = 1;
     snprintf(si->devices[0], sizeof si->devices[0], "cpu:%u", attn_cpu_online_threads());
+    if (s->device_desc[0] != '\0')
+        snprintf(si->devices[si->num_devices++], sizeof si->devices[0], "%s", s->device_desc);
+    si->identity.data = s->identity;
+    si->identity.len = s->identity_len;
     return 0;
 }
 

@@ -167,13 +167,31 @@ static int missing(dec *d, const char *field)
     return attn_error_set(d->err, ATTN_E_MISSING, field, "required field %s is missing", field);
 }
 
+/* Read the header of a required field: E_MISSING when the key was absent. */
+static int item_required(dec *d, size_t pos, const char *field, attn_wire_item *it)
+{
+    if (pos == ABSENT)
+        return missing(d, field);
+    return item_at(d, pos, field, it);
+}
+
+/* The next element of an array being read; a wire error names field[i]. */
+static int next_elem(dec *d, const char *field, uint32_t i, attn_wire_item *e)
+{
+    int rv = attn_wire_next(&d->r, e);
+    if (rv != 0) {
+        char f[192];
+        snprintf(f, sizeof f, "%s[%u]", field, i);
+        return wire_fail(d, rv, f);
+    }
+    return 0;
+}
+
 static int get_uint(dec *d, size_t pos, const char *field, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     attn_wire_item it;
     int rv;
-    if (pos == ABSENT)
-        return missing(d, field);
-    if ((rv = item_at(d, pos, field, &it)) != 0)
+    if ((rv = item_required(d, pos, field, &it)) != 0)
         return rv;
     if (it.type == ATTN_WT_INT)
         return attn_error_set(d->err, ATTN_E_RANGE, field, "%s is %lld but must be >= %llu", field,
@@ -218,9 +236,7 @@ static int get_str(dec *d, size_t pos, const char *field, char *dst, size_t cap)
 {
     attn_wire_item it;
     int rv;
-    if (pos == ABSENT)
-        return missing(d, field);
-    if ((rv = item_at(d, pos, field, &it)) != 0)
+    if ((rv = item_required(d, pos, field, &it)) != 0)
         return rv;
     if (it.type != ATTN_WT_STR)
         return type_fail(d, field, "a string", it.type);
@@ -271,9 +287,7 @@ static int get_i32s(dec *d, size_t pos, const char *field, int32_t **out, uint32
 {
     attn_wire_item it;
     int rv;
-    if (pos == ABSENT)
-        return missing(d, field);
-    if ((rv = item_at(d, pos, field, &it)) != 0)
+    if ((rv = item_required(d, pos, field, &it)) != 0)
         return rv;
     uint32_t n;
     if (it.type == ATTN_WT_BIN) {
@@ -299,10 +313,9 @@ static int get_i32s(dec *d, size_t pos, const char *field, int32_t **out, uint32
         for (uint32_t i = 0; i < n; i++) {
             attn_wire_item e;
             char f[192];
-            if ((rv = attn_wire_next(&d->r, &e)) != 0) {
+            if ((rv = next_elem(d, field, i, &e)) != 0) {
                 free(a);
-                snprintf(f, sizeof f, "%s[%u]", field, i);
-                return wire_fail(d, rv, f);
+                return rv;
             }
             if ((e.type != ATTN_WT_UINT && e.type != ATTN_WT_INT) || e.i < INT32_MIN ||
                 e.i > INT32_MAX || (e.type == ATTN_WT_UINT && e.u > INT32_MAX)) {
@@ -325,9 +338,7 @@ static int get_u8s(dec *d, size_t pos, const char *field, uint8_t **out, uint64_
 {
     attn_wire_item it;
     int rv;
-    if (pos == ABSENT)
-        return missing(d, field);
-    if ((rv = item_at(d, pos, field, &it)) != 0)
+    if ((rv = item_required(d, pos, field, &it)) != 0)
         return rv;
     if (it.type != ATTN_WT_BIN && it.type != ATTN_WT_ARRAY)
         return type_fail(d, field, "bytes (bin or array)", it.type);
@@ -343,10 +354,9 @@ static int get_u8s(dec *d, size_t pos, const char *field, uint8_t **out, uint64_
         for (uint32_t i = 0; i < it.len; i++) {
             attn_wire_item e;
             char f[192];
-            if ((rv = attn_wire_next(&d->r, &e)) != 0) {
+            if ((rv = next_elem(d, field, i, &e)) != 0) {
                 free(a);
-                snprintf(f, sizeof f, "%s[%u]", field, i);
-                return wire_fail(d, rv, f);
+                return rv;
             }
             if (e.type != ATTN_WT_UINT || e.u > 255) {
                 free(a);
@@ -610,9 +620,7 @@ static int decode_requests(dec *d, size_t pos, attn_manifest *m)
 {
     attn_wire_item it;
     int rv;
-    if (pos == ABSENT)
-        return missing(d, "requests");
-    if ((rv = item_at(d, pos, "requests", &it)) != 0)
+    if ((rv = item_required(d, pos, "requests", &it)) != 0)
         return rv;
     if (it.type != ATTN_WT_ARRAY)
         return type_fail(d, "requests", "an array of maps", it.type);
@@ -653,9 +661,7 @@ static int get_block_table(dec *d, size_t pos, uint32_t nb, attn_kv_table *kv)
     attn_wire_item it;
     int rv;
     const char *field = "kv.block_table";
-    if (pos == ABSENT)
-        return missing(d, field);
-    if ((rv = item_at(d, pos, field, &it)) != 0)
+    if ((rv = item_required(d, pos, field, &it)) != 0)
         return rv;
     if (it.type == ATTN_WT_ARRAY && it.len > 0) {
         attn_wire_item row;
@@ -790,9 +796,12 @@ enum {
 static const char *const g_mask_keys[MK_COUNT] = {"kind", "left", "sinks", "causal",   "lts",
                                                   "lte",  "uts",  "ute",   "polarity", "bits"};
 
+/* Wire names of attn_mask_kind, in enum order (decode and encode). */
+static const char *const g_mask_kinds[] = {"causal", "none",      "window",
+                                           "sink",   "flashmask", "dense"};
+
 static int decode_mask(dec *d, size_t pos, attn_mask *mk)
 {
-    static const char *const kinds[] = {"causal", "none", "window", "sink", "flashmask", "dense"};
     static const char *const polarities[] = {"true_means_masked", "true_means_allowed"};
     /* keys each kind allows, besides "kind" */
     static const uint32_t allowed[6] = {0,
@@ -813,7 +822,7 @@ static int decode_mask(dec *d, size_t pos, attn_mask *mk)
         return rv;
     if (idx[MK_KIND] == ABSENT)
         return missing(d, "mask.kind");
-    if ((rv = get_enum(d, idx[MK_KIND], "mask.kind", kinds, 6, ATTN_E_MASK_KIND, &k)) != 0)
+    if ((rv = get_enum(d, idx[MK_KIND], "mask.kind", g_mask_kinds, 6, ATTN_E_MASK_KIND, &k)) != 0)
         return rv;
     mk->kind = (attn_mask_kind)k;
     for (int j = 1; j < MK_COUNT; j++)
@@ -821,7 +830,7 @@ static int decode_mask(dec *d, size_t pos, attn_mask *mk)
             char f[32];
             snprintf(f, sizeof f, "mask.%s", g_mask_keys[j]);
             return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY, f, "%s is not part of a %s mask", f,
-                                  kinds[k]);
+                                  g_mask_kinds[k]);
         }
     switch (mk->kind) {
     case ATTN_MASK_SINK:
@@ -1214,9 +1223,9 @@ static int get_container(dec *d, size_t pos, const char *field, attn_wire_type w
     return 0;
 }
 
-enum { SV_VERSION, SV_BUILD_ID, SV_ARTIFACT, SV_BACKENDS, SV_DEVICES, SV_COUNT };
+enum { SV_VERSION, SV_BUILD_ID, SV_ARTIFACT, SV_BACKENDS, SV_DEVICES, SV_IDENTITY, SV_COUNT };
 static const char *const g_server_keys[SV_COUNT] = {"version", "build_id", "artifact", "backends",
-                                                    "devices"};
+                                                    "devices", "identity"};
 enum { BK_NAME, BK_AVAILABLE, BK_REASON, BK_COUNT };
 static const char *const g_backend_keys[BK_COUNT] = {"name", "available", "reason"};
 
@@ -1230,6 +1239,9 @@ static int decode_server(dec *d, size_t pos, attn_server_info *s)
         (rv = get_text(d, idx[SV_VERSION], "server.version", s->version, sizeof s->version)) ||
         (rv = get_text(d, idx[SV_BUILD_ID], "server.build_id", s->build_id, sizeof s->build_id)) ||
         (rv = get_text(d, idx[SV_ARTIFACT], "server.artifact", s->artifact, sizeof s->artifact)))
+        return rv;
+    if (idx[SV_IDENTITY] != ABSENT &&
+        (rv = get_raw(d, idx[SV_IDENTITY], 2, "server.identity", &s->identity)) != 0)
         return rv;
     if (idx[SV_BACKENDS] != ABSENT) {
         uint32_t n;
@@ -1560,10 +1572,9 @@ static void enc_geometry(enc *e, const attn_pool_geometry *g, bool with_device)
 
 static void enc_mask(enc *e, const attn_mask *mk)
 {
-    static const char *const kinds[] = {"causal", "none", "window", "sink", "flashmask", "dense"};
     key(e, "mask");
     map_begin(e);
-    kv_str(e, "kind", (unsigned)mk->kind < 6 ? kinds[mk->kind] : "?");
+    kv_str(e, "kind", (unsigned)mk->kind < 6 ? g_mask_kinds[mk->kind] : "?");
     switch (mk->kind) {
     case ATTN_MASK_SINK:
         kv_u64(e, "sinks", (uint64_t)mk->sinks);
@@ -1730,6 +1741,20 @@ static void enc_error(enc *e, const attn_error_detail *d)
     map_end(e);
 }
 
+/* Splice a pre-encoded value (the diag, the server identity) under key `k`,
+ * once checked to be exactly one msgpack object (else the reply would be
+ * corrupt).  Returns false, splicing nothing, when it is not. */
+static bool splice_raw(enc *e, const char *k, const attn_bytes *b)
+{
+    attn_wire_reader r;
+    attn_wire_init(&r, b->data, (size_t)b->len);
+    if (attn_wire_skip(&r, 32) != 0 || attn_wire_remaining(&r) != 0)
+        return false;
+    key(e, k);
+    e->rc |= msgpack_sbuffer_write(&e->sb, b->data, (size_t)b->len);
+    return true;
+}
+
 static void enc_server(enc *e, const attn_server_info *s)
 {
     key(e, "server");
@@ -1753,6 +1778,8 @@ static void enc_server(enc *e, const attn_server_info *s)
     e->rc |= msgpack_pack_array(&e->pk, nd);
     for (uint32_t k = 0; k < nd; k++)
         put_str(e, s->devices[k]);
+    if (s->identity.len > 0 && !splice_raw(e, "identity", &s->identity))
+        e->rc |= -1;
     map_end(e);
 }
 
@@ -1833,20 +1860,12 @@ int attn_reply_encode(const attn_reply *rep, attn_buf *out, attn_error_detail *e
     default:
         break;
     }
-    if (rep->diag.len > 0) {
-        /* the diagnostic arrives pre-encoded: splice its bytes verbatim, once
-         * checked to be exactly one object (else the reply would be corrupt) */
-        attn_wire_reader r;
-        attn_wire_init(&r, rep->diag.data, (size_t)rep->diag.len);
-        if (attn_wire_skip(&r, 32) != 0 || attn_wire_remaining(&r) != 0) {
-            msgpack_sbuffer_destroy(&e.sb);
-            out->data = NULL;
-            out->len = 0;
-            return attn_error_set(err, ATTN_E_INTERNAL, "diag",
-                                  "diag is not exactly one msgpack object");
-        }
-        key(&e, "diag");
-        e.rc |= msgpack_sbuffer_write(&e.sb, rep->diag.data, (size_t)rep->diag.len);
+    if (rep->diag.len > 0 && !splice_raw(&e, "diag", &rep->diag)) {
+        msgpack_sbuffer_destroy(&e.sb);
+        out->data = NULL;
+        out->len = 0;
+        return attn_error_set(err, ATTN_E_INTERNAL, "diag",
+                              "diag is not exactly one msgpack object");
     }
     map_end(&e);
     return enc_finish(&e, out, err);

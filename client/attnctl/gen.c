@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "attnctl.h"
+#include "kernels/common/dtype.h"
 
 typedef struct gen_opts {
     const char *out;
@@ -24,6 +25,8 @@ typedef struct gen_opts {
     uint32_t requests, steps, layers, kv_heads, qo_heads, head_dim, page_size;
     uint32_t min_len, max_len;
     attn_dtype dtype;
+    bool trace;  /* every run asks for CUPTI kernel records (seed 0x0BF) */
+    bool verify; /* every run asks for the fp64 CPU recomputation (seed 0x0BG) */
 } gen_opts;
 
 static uint64_t rng_next(uint64_t *s)
@@ -104,7 +107,9 @@ static const char gen_usage[] =
     "                   [--requests B] [--steps S] [--min-len T] [--max-len T]\n"
     "                   [--dist uniform|longtail] [--layers L] [--kv-heads H] [--qo-heads H]\n"
     "                   [--head-dim D] [--page-size P] [--dtype fp32|fp16|bf16] [--device "
-    "cpu|cuda:N]\n";
+    "cpu|cuda:N]\n"
+    "                   [--trace] [--verify]   (ask every run for kernel records / an fp64 "
+    "check)\n";
 
 static int parse_gen(int argc, char **argv, gen_opts *o)
 {
@@ -124,8 +129,14 @@ static int parse_gen(int argc, char **argv, gen_opts *o)
     o->min_len = 8;
     o->max_len = 96;
     o->dtype = ATTN_FP32;
+    o->trace = false;
+    o->verify = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--trace") == 0 || strcmp(a, "--verify") == 0) {
+            *(a[2] == 't' ? &o->trace : &o->verify) = true;
+            continue;
+        }
         const char *v = i + 1 < argc ? argv[++i] : NULL;
         uint32_t *u = NULL;
         if (v == NULL)
@@ -217,7 +228,7 @@ int actl_cmd_gen(int argc, char **argv)
     }
     B = o.requests;
     P = o.page_size;
-    es = attnd_dtype_size(o.dtype);
+    es = attn_dtype_size(o.dtype);
     rs = o.seed * 0x9E3779B97F4A7C15ull + 1;
     T = calloc(B, sizeof *T);
     C = calloc(o.steps, sizeof *C);
@@ -395,6 +406,8 @@ int actl_cmd_gen(int argc, char **argv)
             rr.run.v_new.data = vn;
             rr.run.v_new.len = ke * es;
             rr.run.return_lse = true;
+            rr.run.trace = o.trace;
+            rr.run.verify = o.verify;
             if ((rc = send_req(&g, &rr, &rep)) != 0)
                 goto step_done;
             attn_reply_free(&rep);

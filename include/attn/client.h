@@ -124,6 +124,11 @@ typedef struct attn_server_info {
     attn_backend_info backends[ATTN_HELLO_MAX_BACKENDS];
     uint32_t num_devices;
     char devices[ATTN_HELLO_MAX_DEVICES][ATTN_NAME_MAX];
+    /* The full loaded-artifact identity (seed 0x0BA: build id and flags,
+     * compiler versions, SHA-256 of the binary and every loaded object, the
+     * kernel image hash, device properties, driver and runtime): one
+     * pre-encoded msgpack map, spliced verbatim; empty when absent. */
+    attn_bytes identity;
 } attn_server_info;
 
 /* The `stats` reply. */
