@@ -29,7 +29,7 @@ typedef enum attn_kernel_source {
 } attn_kernel_source;
 
 typedef struct attn_diag_kernel {
-    char symbol[96];
+    char symbol[256]; /* the exact (mangled) symbol as the tracer reported it */
     uint32_t launches;
     uint32_t grid[3], block[3]; /* 0 when not traced */
     double gpu_us;              /* summed device duration, 0 when not traced */

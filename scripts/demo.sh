@@ -58,6 +58,16 @@ for cap in "${captures[@]}"; do
 done
 
 if [ "$engine" = auto ]; then
+    # The shipped captures recorded on a CUDA device (bf16, cuda:0 pools):
+    # replayed on the CUDA engine, compared within the call's tolerance.
+    for cap in "$here"/examples/cuda/*.capture; do
+        echo "== replay cuda/$(basename "$cap") on the CUDA engine"
+        if ! "$ATTNCTL" replay "$cap" --url "$url" --verify; then
+            echo "demo: cuda/$(basename "$cap") did NOT verify" >&2
+            fail=1
+        fi
+        echo
+    done
     # The GPU engine: a decode workload on a device pool, recorded by this
     # build's in-process server and replayed through the daemon (replies of
     # a device engine are compared within the call's declared tolerance).
