@@ -136,11 +136,11 @@ unit-core: deps $(UNIT_BINS)
 	ATTN_SRCDIR=$(CURDIR) ./scripts/run-tests.sh $(UNIT_BINS)
 
 integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(CURDIR)/$(ATTND) ATTNCTL=$(CURDIR)/$(ATTNCTL) ./scripts/run-tests.sh $(INTEG_BINS)
+	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(INTEG_BINS)
 
 # The README's test command: every suite, one summary line at the end.
 test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(CURDIR)/$(ATTND) ATTNCTL=$(CURDIR)/$(ATTNCTL) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS)
+	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS)
 
 # Unit suite under AddressSanitizer and UndefinedBehaviorSanitizer (CUDA off:
 # the sanitizers do not instrument nvcc's objects and no GPU runs here).

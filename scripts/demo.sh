@@ -7,8 +7,9 @@
 set -u
 BUILD=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
-ATTND="$here/$BUILD/attnd"
-ATTNCTL="$here/$BUILD/attnctl"
+case "$BUILD" in /*) bdir=$BUILD ;; *) bdir=$here/$BUILD ;; esac
+ATTND="$bdir/attnd"
+ATTNCTL="$bdir/attnctl"
 [ -x "$ATTND" ] && [ -x "$ATTNCTL" ] || { echo "demo: build first ($ATTND, $ATTNCTL)" >&2; exit 2; }
 
 tmp=$(mktemp -d /tmp/attnd-demo-XXXXXX)
