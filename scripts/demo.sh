@@ -86,12 +86,22 @@ if [ "$engine" = auto ]; then
 fi
 
 if [ -f "$here/examples/mixed.json" ]; then
-    echo "== run examples/mixed.json (JSON form; replies in $tmp/mixed.reply.json)"
-    if "$ATTNCTL" run "$here/examples/mixed.json" --url "$url" --compact >"$tmp/mixed.reply.json"; then
-        echo "mixed.json: every reply ok ($(grep -c '"ok":true' "$tmp/mixed.reply.json") ok replies)"
+    # The shipped mixed prefill + append + decode manifest in JSON form: its
+    # attend asks for verify, so the reply carries the fp64 check.
+    echo "== run examples/mixed.json (prefill + append + decode in one attend)"
+    replies="$tmp/mixed.reply.json"
+    if "$ATTNCTL" run "$here/examples/mixed.json" --url "$url" --compact >"$replies"; then
+        echo "mixed.json: every reply ok ($(grep -c '"ok":true' "$replies") ok replies)"
+        echo "attend O   (q rows x heads x d_vo): $(grep -o '"o":\[[^]]*\]' "$replies" | head -1)"
+        echo "attend LSE (q rows x heads):        $(grep -o '"lse":\[[^]]*\]' "$replies" | head -1)"
+        "$ATTNCTL" explain "$replies"
+        grep -q '"passed":true' "$replies" || {
+            echo "demo: the attend of mixed.json did not pass its verify" >&2
+            fail=1
+        }
     else
         echo "demo: examples/mixed.json had a failed reply:" >&2
-        grep -o '"error":{[^}]*}' "$tmp/mixed.reply.json" >&2
+        grep -o '"error":{[^}]*}' "$replies" >&2
         fail=1
     fi
     echo
