@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "daemon/config.h"
+#include "kernels/common/dtype.h"
 #include "protocol/wire.h"
 
 #define HEADER_MAX (1u << 20)
@@ -65,7 +66,7 @@ int attnd_capture_header_encode(const attnd_capture_header *h, void **buf, size_
         pack_str(&pk, "head_dim_vo");
         msgpack_pack_uint32(&pk, g->head_dim_vo);
         pack_str(&pk, "kv_dtype");
-        pack_str(&pk, attnd_dtype_name(g->kv_dtype));
+        pack_str(&pk, attn_dtype_name(g->kv_dtype));
         pack_str(&pk, "layout");
         pack_str(&pk, g->layout == ATTN_HND ? "HND" : "NHD");
         pack_str(&pk, "device");

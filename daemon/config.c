@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/common/dtype.h"
+
 void attnd_config_defaults(attnd_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -38,33 +40,12 @@ int attnd_engine_parse(const char *s, attnd_engine_pref *out)
 
 int attnd_dtype_parse(const char *s, attn_dtype *out)
 {
-    if (strcmp(s, "fp32") == 0)
-        *out = ATTN_FP32;
-    else if (strcmp(s, "fp16") == 0)
-        *out = ATTN_FP16;
-    else if (strcmp(s, "bf16") == 0)
-        *out = ATTN_BF16;
-    else
-        return ATTN_E_DTYPE;
-    return 0;
-}
-
-const char *attnd_dtype_name(attn_dtype d)
-{
-    switch (d) {
-    case ATTN_FP32:
-        return "fp32";
-    case ATTN_FP16:
-        return "fp16";
-    case ATTN_BF16:
-        return "bf16";
-    }
-    return "?";
-}
-
-size_t attnd_dtype_size(attn_dtype d)
-{
-    return d == ATTN_FP32 ? 4 : 2;
+    for (int k = ATTN_FP32; k <= ATTN_BF16; k++)
+        if (strcmp(s, attn_dtype_name((attn_dtype)k)) == 0) {
+            *out = (attn_dtype)k;
+            return 0;
+        }
+    return ATTN_E_DTYPE;
 }
 
 /* Parse an unsigned decimal (or 0-prefixed octal/0x hex) that must fit `max`. */

@@ -63,12 +63,6 @@ int attnd_engine_parse(const char *s, attnd_engine_pref *out);
 /* Parse a dtype name ("fp32", "fp16", "bf16"); returns 0 or ATTN_E_DTYPE. */
 int attnd_dtype_parse(const char *s, attn_dtype *out);
 
-/* The wire name of a dtype. */
-const char *attnd_dtype_name(attn_dtype d);
-
-/* Bytes of one element of a dtype. */
-size_t attnd_dtype_size(attn_dtype d);
-
 /* The text printed by --help. */
 const char *attnd_config_usage(void);
 

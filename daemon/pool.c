@@ -288,8 +288,8 @@ int attnd_pool_check_pages(const attnd_pool *p, uint32_t layer, const int32_t *p
     return 0;
 }
 
-int attnd_pool_read_held(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n,
-                         void *k, void *v, attn_error_detail *err)
+int attnd_pool_read_held(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, void *k,
+                         void *v, attn_error_detail *err)
 {
     int rc = attnd_pool_check_pages(p, layer, pages, n, err);
     if (rc != 0)

@@ -64,8 +64,8 @@ int attnd_pool_read(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_
 
 /* attnd_pool_read for a caller that already holds p->lock (a run's verify
  * reads the layer exactly as it committed it). */
-int attnd_pool_read_held(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n,
-                         void *k, void *v, attn_error_detail *err);
+int attnd_pool_read_held(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, void *k,
+                         void *v, attn_error_detail *err);
 
 /* Write the named pages of one layer; everything is checked before the first byte changes. */
 int attnd_pool_write(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, const void *k,

@@ -32,10 +32,10 @@ struct attn_server {
     char artifact[128];
     char artifact_sha[ATTN_SHA256_HEX]; /* "" until the artifact identity is known */
     bool source_identified;
-    void *identity;      /* the artifact identity as one msgpack map (hello) */
+    void *identity; /* the artifact identity as one msgpack map (hello) */
     size_t identity_len;
     char device_desc[ATTN_NAME_MAX]; /* "cuda:0 NVIDIA H200 cc9.0 132sm 139GiB" or "" */
-    pthread_rwlock_t trace_lock; /* a traced device run holds it exclusively */
+    pthread_rwlock_t trace_lock;     /* a traced device run holds it exclusively */
 };
 
 /* What a `plan` (or the plan half of an `attend`) froze: the validated

@@ -29,7 +29,7 @@ typedef enum attn_admit_factor {
     ATTN_ADMIT_HEAD_RATIO,
     ATTN_ADMIT_LAYOUT, /* layout, strides, page size */
     ATTN_ADMIT_MASK,
-    ATTN_ADMIT_NUMERICS, /* numerics and determinism */
+    ATTN_ADMIT_NUMERICS,  /* numerics and determinism */
     ATTN_ADMIT_LIFECYCLE, /* graph, workspace, lifecycle */
     ATTN_ADMIT_NUM_FACTORS
 } attn_admit_factor;
@@ -38,8 +38,8 @@ typedef enum attn_admit_factor {
 
 typedef struct attn_reason {
     attn_admit_factor factor;
-    char field[48];  /* e.g. "head_dim_qk" */
-    char text[160];  /* one sentence: "head_dim_qk 80 not in {64, 128, 256}" */
+    char field[48]; /* e.g. "head_dim_qk" */
+    char text[160]; /* one sentence: "head_dim_qk 80 not in {64, 128, 256}" */
 } attn_reason;
 
 typedef struct attn_admission {
@@ -53,15 +53,15 @@ typedef struct attn_admission {
 typedef struct attn_pool_view {
     const attn_pool_geometry *geom;
     attn_platform platform;
-    int device;    /* CUDA ordinal, -1 for host */
-    void **k;      /* [layers] */
-    void **v;      /* [layers] */
+    int device; /* CUDA ordinal, -1 for host */
+    void **k;   /* [layers] */
+    void **v;   /* [layers] */
 } attn_pool_view;
 
 /* Everything one `run` needs.  Inputs and outputs are host buffers in wire
  * dtypes (q, o in q_dtype; k_new, v_new in the pool's kv_dtype). */
 typedef struct attn_exec_args {
-    const attn_manifest *m;   /* validated */
+    const attn_manifest *m; /* validated */
     const attn_split_plan *plan;
     const attn_pool_view *pool;
     uint32_t layer;
@@ -91,10 +91,10 @@ typedef struct attn_exec_report {
 typedef struct attn_backend attn_backend;
 
 struct attn_backend {
-    const char *name;       /* "cpu_ref", "cuda_decode", ... */
+    const char *name; /* "cpu_ref", "cuda_decode", ... */
     attn_platform platform;
-    uint32_t phases;        /* bit (1u << attn_phase) per phase in the candidate domain */
-    int priority;           /* lower runs first under `auto` */
+    uint32_t phases; /* bit (1u << attn_phase) per phase in the candidate domain */
+    int priority;    /* lower runs first under `auto` */
     /* Fill `out` with every reason this backend cannot run the call. */
     void (*admit)(const attn_backend *self, const attn_manifest *m, const attn_pool_geometry *g,
                   attn_admission *out);

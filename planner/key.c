@@ -7,7 +7,11 @@
 
 #include <openssl/evp.h>
 
+#include "kernels/common/dtype.h"
+#include "kernels/common/mask.h"
 #include "planner/key.h"
+#include "planner/split.h"
+#include "protocol/manifest.h"
 
 void attn_key_init(attn_key *k)
 {
@@ -443,51 +447,6 @@ int attn_key_sha256(const attn_key *k, char hex[ATTN_SHA256_HEX])
     return rv;
 }
 
-const char *attn_key_dtype_name(attn_dtype t)
-{
-    switch (t) {
-    case ATTN_FP32:
-        return "fp32";
-    case ATTN_FP16:
-        return "fp16";
-    case ATTN_BF16:
-        return "bf16";
-    }
-    return "unknown";
-}
-
-const char *attn_key_phase_name(attn_phase p)
-{
-    switch (p) {
-    case ATTN_PHASE_PREFILL:
-        return "prefill";
-    case ATTN_PHASE_APPEND:
-        return "append";
-    case ATTN_PHASE_DECODE:
-        return "decode";
-    }
-    return "unknown";
-}
-
-const char *attn_key_mask_name(attn_mask_kind k)
-{
-    switch (k) {
-    case ATTN_MASK_CAUSAL:
-        return "causal";
-    case ATTN_MASK_NONE:
-        return "none";
-    case ATTN_MASK_WINDOW:
-        return "window";
-    case ATTN_MASK_SINK:
-        return "sink";
-    case ATTN_MASK_FLASHMASK:
-        return "flashmask";
-    case ATTN_MASK_DENSE:
-        return "dense";
-    }
-    return "unknown";
-}
-
 const char *attn_key_schedule_name(attn_schedule_policy s)
 {
     switch (s) {
@@ -506,23 +465,6 @@ const char *attn_key_abi_name(attn_state_abi a)
     return a == ATTN_ABI_MLU ? "mlu" : a == ATTN_ABI_LSE_O ? "lse_o" : "unknown";
 }
 
-const char *attn_key_split_name(attn_split_policy p)
-{
-    switch (p) {
-    case ATTN_SPLIT_AUTO:
-        return "auto";
-    case ATTN_SPLIT_FA:
-        return "fa";
-    case ATTN_SPLIT_FI:
-        return "fi";
-    case ATTN_SPLIT_GLOBAL:
-        return "global";
-    case ATTN_SPLIT_FIXED:
-        return "fixed";
-    }
-    return "unknown";
-}
-
 attn_tolerance attn_tolerance_for(attn_dtype q_dtype, attn_dtype kv_dtype)
 {
     attn_tolerance t;
@@ -537,18 +479,6 @@ attn_tolerance attn_tolerance_for(attn_dtype q_dtype, attn_dtype kv_dtype)
         t.lse_atol = 1e-3;
     }
     return t;
-}
-
-/* Phase of one request from (T, C) (seed 0x08C); -1 when neither. */
-static int request_phase(const attn_request_desc *r)
-{
-    if (r->cache_len == 0 && r->new_len > 0)
-        return ATTN_PHASE_PREFILL;
-    if (r->cache_len > 0 && r->new_len == 1)
-        return ATTN_PHASE_DECODE;
-    if (r->cache_len > 0 && r->new_len > 1)
-        return ATTN_PHASE_APPEND;
-    return -1;
 }
 
 /* SHA-256 of the mask payload, so the key changes when the mask program
@@ -593,8 +523,8 @@ int attn_call_key_build(const attn_manifest *m, const attn_pool_geometry *g,
     uint32_t phases = 0;
     int64_t total_q = 0;
     for (uint32_t b = 0; b < B; b++) {
-        int ph = request_phase(&m->requests[b]);
-        if (ph >= 0)
+        attn_phase ph;
+        if (attn_phase_classify(m->requests[b].cache_len, m->requests[b].new_len, &ph) == 0)
             phases |= 1u << ph;
         q_len[b] = m->requests[b].new_len;
         kv_len[b] = m->requests[b].cache_len + m->requests[b].new_len;
@@ -602,7 +532,7 @@ int attn_call_key_build(const attn_manifest *m, const attn_pool_geometry *g,
     }
     const char *phase = "invalid";
     if (phases != 0 && (phases & (phases - 1)) == 0)
-        phase = attn_key_phase_name((attn_phase)__builtin_ctz(phases));
+        phase = attn_phase_name((attn_phase)__builtin_ctz(phases));
     else if (phases != 0)
         phase = "mixed"; /* seed 0x08F: a mixed batch is its own operation coordinate */
 
@@ -641,14 +571,14 @@ int attn_call_key_build(const attn_manifest *m, const attn_pool_geometry *g,
     TRY(attn_key_set_int(out, "num_kv_heads", g->num_kv_heads));
     TRY(attn_key_set_int(out, "head_dim_qk", g->head_dim_qk));
     TRY(attn_key_set_int(out, "head_dim_vo", g->head_dim_vo));
-    TRY(attn_key_set_str(out, "q_dtype", attn_key_dtype_name(m->q_dtype)));
-    TRY(attn_key_set_str(out, "kv_dtype", attn_key_dtype_name(g->kv_dtype)));
+    TRY(attn_key_set_str(out, "q_dtype", attn_dtype_name(m->q_dtype)));
+    TRY(attn_key_set_str(out, "kv_dtype", attn_dtype_name(g->kv_dtype)));
     TRY(attn_key_set_str(out, "cache_layout", layout));
     TRY(attn_key_set_str(out, "kv_format", m->kv.format == ATTN_KV_DENSE ? "dense" : "csr"));
     TRY(attn_key_set_int(out, "page_size", g->page_size));
     TRY(attn_key_set_bool(out, "last_dim_contiguous", true)); /* wire tensors are row-major */
     /* semantics S */
-    TRY(attn_key_set_str(out, "mask_kind", attn_key_mask_name(m->mask.kind)));
+    TRY(attn_key_set_str(out, "mask_kind", attn_mask_kind_name(m->mask.kind)));
     TRY(attn_key_set_int(out, "mask_left", m->mask.left));
     TRY(attn_key_set_int(out, "mask_sinks", m->mask.sinks));
     TRY(attn_key_set_str(out, "mask_polarity", polarity));
@@ -659,7 +589,7 @@ int attn_call_key_build(const attn_manifest *m, const attn_pool_geometry *g,
     TRY(attn_key_set_str(out, "backend_request",
                          m->policy.backend[0] ? m->policy.backend : "auto"));
     TRY(attn_key_set_str(out, "schedule", attn_key_schedule_name(m->policy.schedule)));
-    TRY(attn_key_set_str(out, "split_policy", attn_key_split_name(m->policy.split_policy)));
+    TRY(attn_key_set_str(out, "split_policy", attn_split_policy_label(m->policy.split_policy)));
     TRY(attn_key_set_int(out, "splits", m->policy.splits));
     TRY(attn_key_set_str(out, "state_abi", attn_key_abi_name(m->policy.state_abi)));
     TRY(attn_key_set_bool(out, "requires_deterministic", m->policy.deterministic));

@@ -4,32 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/common/dtype.h"
 #include "planner/ledger.h"
-
-uint32_t attn_ledger_dtype_bytes(attn_dtype t)
-{
-    switch (t) {
-    case ATTN_FP32:
-        return 4;
-    case ATTN_FP16:
-    case ATTN_BF16:
-        return 2;
-    }
-    return 0;
-}
-
-static const char *dtype_label(attn_dtype t)
-{
-    switch (t) {
-    case ATTN_FP32:
-        return "fp32";
-    case ATTN_FP16:
-        return "fp16";
-    case ATTN_BF16:
-        return "bf16";
-    }
-    return "unknown";
-}
 
 /* The aligned bump allocator: base == NULL only advances the cursor. */
 typedef struct carver {
@@ -74,8 +50,8 @@ int attn_ledger_layout(const attn_ledger_spec *spec, void *base, uint64_t capaci
 {
     int rv;
     memset(out, 0, sizeof(*out));
-    uint32_t vb = attn_ledger_dtype_bytes(spec->vec_dtype);
-    uint32_t sb = attn_ledger_dtype_bytes(spec->scalar_dtype);
+    uint32_t vb = (uint32_t)attn_dtype_size(spec->vec_dtype);
+    uint32_t sb = (uint32_t)attn_dtype_size(spec->scalar_dtype);
     if (vb == 0)
         return attn_error_set(err, ATTN_E_DTYPE, "vec_dtype", "unknown partial vector dtype %d",
                               (int)spec->vec_dtype);
@@ -106,7 +82,7 @@ int attn_ledger_layout(const attn_ledger_spec *spec, void *base, uint64_t capaci
                               (unsigned long long)spec->states);
 
     carver c = {(char *)base, capacity, align, 0};
-    const char *vd = dtype_label(spec->vec_dtype), *sd = dtype_label(spec->scalar_dtype);
+    const char *vd = attn_dtype_name(spec->vec_dtype), *sd = attn_dtype_name(spec->scalar_dtype);
     /* seed 0x03E: every field of the ABI with its own dtype, none omitted */
     if (spec->abi == ATTN_ABI_MLU) {
         if ((rv = carve_field(&c, out, "partial_u", vd, vb, spec->states * dpad, err)) != 0 ||
@@ -155,7 +131,7 @@ void attn_ledger_reduction_traffic(const attn_ledger *l, uint64_t out_states, ui
     /* seed 0x03F: 2 M_partial + B H_q d_v b_O + [LSE] B H_q b_state */
     t->partial_write = l->payload_bytes;
     t->partial_read = l->payload_bytes;
-    t->output_write = out_states * head_dim_vo * attn_ledger_dtype_bytes(o_dtype);
+    t->output_write = out_states * head_dim_vo * attn_dtype_size(o_dtype);
     t->lse_write = write_lse ? out_states * 4u : 0;
     t->total = t->partial_write + t->partial_read + t->output_write + t->lse_write;
 }
@@ -163,8 +139,8 @@ void attn_ledger_reduction_traffic(const attn_ledger *l, uint64_t out_states, ui
 void attn_plan_load_traffic(const attn_split_plan *plan, const int64_t *q_len,
                             const attn_load_spec *s, attn_load_traffic *t)
 {
-    uint64_t qb = attn_ledger_dtype_bytes(s->q_dtype);
-    uint64_t kvb = attn_ledger_dtype_bytes(s->kv_dtype);
+    uint64_t qb = attn_dtype_size(s->q_dtype);
+    uint64_t kvb = attn_dtype_size(s->kv_dtype);
     uint64_t row_kv = (uint64_t)(s->head_dim_qk + s->head_dim_vo) * kvb;
     uint64_t row_q = (uint64_t)s->head_dim_qk * qb * s->num_qo_heads;
     memset(t, 0, sizeof(*t));

@@ -55,9 +55,6 @@ typedef struct attn_ledger {
     uint64_t total_bytes;     /* end of the last field, with offset alignment */
 } attn_ledger;
 
-/* Bytes of one element of a wire dtype. */
-uint32_t attn_ledger_dtype_bytes(attn_dtype t);
-
 /* Lay out the fields of `spec`.  base == NULL counts only; otherwise every
  * field gets a pointer into [base, base + capacity) and a workspace smaller
  * than total_bytes is E_WORKSPACE.  Returns 0 or an attn_err. */

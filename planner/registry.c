@@ -6,6 +6,8 @@
 
 #include "planner/key.h"
 #include "planner/registry.h"
+#include "planner/split.h"
+#include "protocol/manifest.h"
 
 void attn_registry_init(attn_registry *r)
 {
@@ -265,9 +267,7 @@ static void admit_entry(const attn_registry_entry *e, const attn_manifest *m,
             if ((phases & ~e->phases) & (1u << ph)) {
                 size_t o = strlen(list);
                 snprintf(list + o, sizeof list - o, "%s%s", o ? "," : "",
-                         ph == ATTN_PHASE_PREFILL  ? "prefill"
-                         : ph == ATTN_PHASE_APPEND ? "append"
-                                                   : "decode");
+                         attn_phase_name((attn_phase)ph));
             }
         attn_admission_reject(a, ATTN_ADMIT_PHASE, "requests", "phase %s not supported", list);
     }
@@ -429,7 +429,7 @@ void attn_selection_note_plan(attn_selection *sel, const attn_policy *p,
         sel->fallback = ATTN_FALLBACK_ALGORITHMIC;
         snprintf(sel->fallback_reason, sizeof sel->fallback_reason,
                  "policy asked split policy %s; the plan used %s",
-                 attn_key_split_name(p->split_policy), attn_key_split_name(plan->policy));
+                 attn_split_policy_label(p->split_policy), attn_split_policy_label(plan->policy));
     }
 }
 

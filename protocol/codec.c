@@ -15,6 +15,9 @@
 #include <string.h>
 
 #include "kernels/common/dtype.h"
+#include "kernels/common/mask.h"
+#include "planner/key.h"
+#include "planner/split.h"
 #include "protocol/codec.h"
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
@@ -270,12 +273,14 @@ static int get_enum(dec *d, size_t pos, const char *field, const char *const *na
                           s);
 }
 
-static const char *const g_dtypes[] = {"fp32", "fp16", "bf16"};
 static const char *const g_layouts[] = {"NHD", "HND"};
 
 static int get_dtype(dec *d, size_t pos, const char *field, attn_dtype *out)
 {
-    int k, rv = get_enum(d, pos, field, g_dtypes, 3, ATTN_E_DTYPE, &k);
+    /* the wire names have one home, attn_dtype_name; index k is dtype k */
+    const char *const names[3] = {attn_dtype_name(ATTN_FP32), attn_dtype_name(ATTN_FP16),
+                                  attn_dtype_name(ATTN_BF16)};
+    int k, rv = get_enum(d, pos, field, names, 3, ATTN_E_DTYPE, &k);
     if (rv == 0)
         *out = (attn_dtype)k;
     return rv;
@@ -796,12 +801,13 @@ enum {
 static const char *const g_mask_keys[MK_COUNT] = {"kind", "left", "sinks", "causal",   "lts",
                                                   "lte",  "uts",  "ute",   "polarity", "bits"};
 
-/* Wire names of attn_mask_kind, in enum order (decode and encode). */
-static const char *const g_mask_kinds[] = {"causal", "none",      "window",
-                                           "sink",   "flashmask", "dense"};
-
 static int decode_mask(dec *d, size_t pos, attn_mask *mk)
 {
+    /* wire names from their one home (kernels/common/mask.h); index k is kind k */
+    const char *const kinds[6] = {
+        attn_mask_kind_name(ATTN_MASK_CAUSAL),    attn_mask_kind_name(ATTN_MASK_NONE),
+        attn_mask_kind_name(ATTN_MASK_WINDOW),    attn_mask_kind_name(ATTN_MASK_SINK),
+        attn_mask_kind_name(ATTN_MASK_FLASHMASK), attn_mask_kind_name(ATTN_MASK_DENSE)};
     static const char *const polarities[] = {"true_means_masked", "true_means_allowed"};
     /* keys each kind allows, besides "kind" */
     static const uint32_t allowed[6] = {0,
@@ -822,7 +828,7 @@ static int decode_mask(dec *d, size_t pos, attn_mask *mk)
         return rv;
     if (idx[MK_KIND] == ABSENT)
         return missing(d, "mask.kind");
-    if ((rv = get_enum(d, idx[MK_KIND], "mask.kind", g_mask_kinds, 6, ATTN_E_MASK_KIND, &k)) != 0)
+    if ((rv = get_enum(d, idx[MK_KIND], "mask.kind", kinds, 6, ATTN_E_MASK_KIND, &k)) != 0)
         return rv;
     mk->kind = (attn_mask_kind)k;
     for (int j = 1; j < MK_COUNT; j++)
@@ -830,7 +836,7 @@ static int decode_mask(dec *d, size_t pos, attn_mask *mk)
             char f[32];
             snprintf(f, sizeof f, "mask.%s", g_mask_keys[j]);
             return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY, f, "%s is not part of a %s mask", f,
-                                  g_mask_kinds[k]);
+                                  kinds[k]);
         }
     switch (mk->kind) {
     case ATTN_MASK_SINK:
@@ -896,12 +902,20 @@ enum {
 };
 static const char *const g_policy_keys[PO_COUNT] = {
     "backend", "schedule", "splits", "split_policy", "state_abi", "deterministic", "graph"};
-static const char *const g_schedules[] = {"auto", "partition", "unified"};
-static const char *const g_split_policies[] = {"auto", "fa", "fi", "global", "fixed"};
-static const char *const g_abis[] = {"lse_o", "mlu"};
 
 static int decode_policy(dec *d, size_t pos, attn_policy *p)
 {
+    /* wire names from their one home each (the key's and the split
+     * planner's); index k is enum value k */
+    const char *const schedules[3] = {attn_key_schedule_name(ATTN_SCHED_AUTO),
+                                      attn_key_schedule_name(ATTN_SCHED_PARTITION),
+                                      attn_key_schedule_name(ATTN_SCHED_UNIFIED)};
+    const char *const split_policies[5] = {
+        attn_split_policy_label(ATTN_SPLIT_AUTO), attn_split_policy_label(ATTN_SPLIT_FA),
+        attn_split_policy_label(ATTN_SPLIT_FI), attn_split_policy_label(ATTN_SPLIT_GLOBAL),
+        attn_split_policy_label(ATTN_SPLIT_FIXED)};
+    const char *const abis[2] = {attn_key_abi_name(ATTN_ABI_LSE_O),
+                                 attn_key_abi_name(ATTN_ABI_MLU)};
     size_t idx[PO_COUNT];
     int rv, k;
     memset(p, 0, sizeof *p);
@@ -916,13 +930,13 @@ static int decode_policy(dec *d, size_t pos, attn_policy *p)
                                                    "policy.backend must name a backend")
                                   : rv;
     if (idx[PO_SCHEDULE] != ABSENT) {
-        if ((rv = get_enum(d, idx[PO_SCHEDULE], "policy.schedule", g_schedules, 3, ATTN_E_POLICY,
+        if ((rv = get_enum(d, idx[PO_SCHEDULE], "policy.schedule", schedules, 3, ATTN_E_POLICY,
                            &k)) != 0)
             return rv;
         p->schedule = (attn_schedule_policy)k;
     }
     if (idx[PO_SPLIT_POLICY] != ABSENT) {
-        if ((rv = get_enum(d, idx[PO_SPLIT_POLICY], "policy.split_policy", g_split_policies, 5,
+        if ((rv = get_enum(d, idx[PO_SPLIT_POLICY], "policy.split_policy", split_policies, 5,
                            ATTN_E_POLICY, &k)) != 0)
             return rv;
         p->split_policy = (attn_split_policy)k;
@@ -951,8 +965,8 @@ static int decode_policy(dec *d, size_t pos, attn_policy *p)
         return attn_error_set(d->err, ATTN_E_POLICY, "policy.splits",
                               "split_policy \"fixed\" needs a split count");
     if (idx[PO_STATE_ABI] != ABSENT) {
-        if ((rv = get_enum(d, idx[PO_STATE_ABI], "policy.state_abi", g_abis, 2, ATTN_E_POLICY,
-                           &k)) != 0)
+        if ((rv = get_enum(d, idx[PO_STATE_ABI], "policy.state_abi", abis, 2, ATTN_E_POLICY, &k)) !=
+            0)
             return rv;
         p->state_abi = (attn_state_abi)k;
     }
@@ -1224,8 +1238,8 @@ static int get_container(dec *d, size_t pos, const char *field, attn_wire_type w
 }
 
 enum { SV_VERSION, SV_BUILD_ID, SV_ARTIFACT, SV_BACKENDS, SV_DEVICES, SV_IDENTITY, SV_COUNT };
-static const char *const g_server_keys[SV_COUNT] = {"version", "build_id", "artifact", "backends",
-                                                    "devices", "identity"};
+static const char *const g_server_keys[SV_COUNT] = {"version",  "build_id", "artifact",
+                                                    "backends", "devices",  "identity"};
 enum { BK_NAME, BK_AVAILABLE, BK_REASON, BK_COUNT };
 static const char *const g_backend_keys[BK_COUNT] = {"name", "available", "reason"};
 
@@ -1574,7 +1588,7 @@ static void enc_mask(enc *e, const attn_mask *mk)
 {
     key(e, "mask");
     map_begin(e);
-    kv_str(e, "kind", (unsigned)mk->kind < 6 ? g_mask_kinds[mk->kind] : "?");
+    kv_str(e, "kind", (unsigned)mk->kind < 6 ? attn_mask_kind_name(mk->kind) : "?");
     switch (mk->kind) {
     case ATTN_MASK_SINK:
         kv_u64(e, "sinks", (uint64_t)mk->sinks);
@@ -1643,14 +1657,14 @@ static void enc_manifest(enc *e, const attn_manifest *m)
     key(e, "policy");
     map_begin(e);
     kv_str(e, "backend", p->backend[0] ? p->backend : "auto");
-    kv_str(e, "schedule", (unsigned)p->schedule < 3 ? g_schedules[p->schedule] : "?");
+    kv_str(e, "schedule", (unsigned)p->schedule < 3 ? attn_key_schedule_name(p->schedule) : "?");
     if (p->splits == 0)
         kv_str(e, "splits", "auto");
     else
         kv_u64(e, "splits", p->splits);
     kv_str(e, "split_policy",
-           (unsigned)p->split_policy < 5 ? g_split_policies[p->split_policy] : "?");
-    kv_str(e, "state_abi", (unsigned)p->state_abi < 2 ? g_abis[p->state_abi] : "?");
+           (unsigned)p->split_policy < 5 ? attn_split_policy_label(p->split_policy) : "?");
+    kv_str(e, "state_abi", (unsigned)p->state_abi < 2 ? attn_key_abi_name(p->state_abi) : "?");
     kv_bool(e, "deterministic", p->deterministic);
     kv_bool(e, "graph", p->graph);
     map_end(e);

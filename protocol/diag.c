@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "attn/error.h"
+#include "planner/split.h"
 #include "protocol/diag.h"
 
 /* A structure emitter: msgpack writes straight to a packer (counts are
@@ -271,7 +272,7 @@ static int emit_schedule(emitter *e, const attn_diag *dg)
     const attn_split_plan *p = dg->plan;
     int rv = e->map(e, 6);
     rv |= kv_str(e, "schedule", attn_key_schedule_name(dg->schedule));
-    rv |= kv_str(e, "split_policy", p ? attn_key_split_name(p->policy) : NULL);
+    rv |= kv_str(e, "split_policy", p ? attn_split_policy_label(p->policy) : NULL);
     rv |= kv_str(e, "state_abi", attn_key_abi_name(dg->state_abi));
     rv |= e->str(e, "splits") | e->arr(e, p ? p->num_requests : 0);
     for (uint32_t b = 0; p && b < p->num_requests; b++)

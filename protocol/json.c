@@ -58,10 +58,11 @@ typedef struct dtypes {
 
 static int dtype_parse(const char *s, size_t n)
 {
-    static const char *const names[] = {"fp32", "fp16", "bf16"};
-    for (int k = 0; k < 3; k++)
-        if (strlen(names[k]) == n && memcmp(names[k], s, n) == 0)
+    for (int k = ATTN_FP32; k <= ATTN_BF16; k++) {
+        const char *name = attn_dtype_name((attn_dtype)k);
+        if (strlen(name) == n && memcmp(name, s, n) == 0)
             return k;
+    }
     return -1;
 }
 

@@ -12,62 +12,62 @@ extern "C" {
 #endif
 
 /* X(NAME, number, message) */
-#define ATTN_ERRORS(X)                                                            \
-    X(OK, 0, "success")                                                           \
-    /* framing and decoding */                                                    \
-    X(VERSION, -1, "unsupported protocol version")                                \
-    X(PROTOCOL, -2, "malformed message")                                          \
-    X(TRUNCATED, -3, "message ends before a declared value")                      \
-    X(TYPE, -4, "field has the wrong type")                                       \
-    X(MISSING, -5, "required field is missing")                                   \
-    X(RANGE, -6, "value out of range")                                            \
-    X(TOO_LARGE, -7, "declared size exceeds a configured limit")                  \
-    X(UNKNOWN_OP, -8, "unknown operation")                                        \
-    X(DEPTH, -9, "nesting too deep")                                              \
-    X(SHAPE, -10, "tensor byte length does not match its shape")                  \
-    X(DTYPE, -11, "unsupported or mismatched dtype")                              \
-    X(UNKNOWN_KEY, -12, "key not allowed in this message")                        \
-    /* daemon state */                                                            \
-    X(UNKNOWN_POOL, -20, "no pool with that name")                                \
-    X(POOL_EXISTS, -21, "a pool with that name already exists")                   \
-    X(STALE_PLAN, -22, "plan id unknown or evicted")                              \
-    X(LAYER, -23, "layer index outside the pool")                                 \
-    X(BUSY, -24, "server is at a configured limit")                               \
-    X(SHUTTING_DOWN, -25, "server is shutting down")                              \
-    /* phases and manifests (seed 0x08) */                                        \
-    X(PHASE, -30, "(cache_len, new_len) is not prefill, append or decode")        \
-    X(QO_INDPTR, -31, "qo_indptr is not monotone or disagrees with new_len")      \
-    X(DUPLICATE_REQUEST, -32, "two requests share one id")                        \
-    X(HEADS, -33, "num_qo_heads is not a multiple of num_kv_heads")               \
-    X(EMPTY_BATCH, -34, "manifest has no requests")                               \
-    /* address translation (seed 0x04) */                                         \
-    X(PAGE_OUT_OF_POOL, -40, "page id outside the pool")                          \
-    X(UNMAPPED_BLOCK, -41, "a visible logical block has no physical page")        \
-    X(LAST_PAGE_LEN, -42, "last_page_len outside [1, page_size]")                 \
-    X(INDPTR, -43, "indptr is not monotone or does not match its array")          \
-    X(COVERAGE, -44, "pages do not cover exactly cache_len + new_len rows")       \
-    X(DUPLICATE_CACHE, -45, "two requests claim the same cache rows")             \
-    X(CACHE_ROW, -46, "cache row remap outside the cache or not injective")       \
-    /* masks (seed 0x05, 0x06) */                                                 \
-    X(MASK_KIND, -50, "unknown mask kind")                                        \
-    X(MASK_POLARITY, -51, "dense mask without an explicit polarity")              \
-    X(MASK_INTERVAL, -52, "malformed mask interval")                              \
-    X(MASK_UNREPRESENTABLE, -53, "mask not representable in that form")           \
-    /* splits, ledgers, schedules (seed 0x03, 0x09) */                            \
-    X(SPLIT, -60, "split count or bounds invalid")                                \
-    X(CAPACITY, -61, "launch capacity exceeds the workspace capacity")            \
-    X(WORKSPACE, -62, "workspace too small for the plan")                         \
-    /* admission and selection (seed 0x07) */                                     \
-    X(NO_BACKEND, -70, "no backend admits this call")                             \
-    X(BACKEND_REJECTED, -71, "the forced backend rejects this call")              \
-    X(UNKNOWN_BACKEND, -72, "no backend with that name is registered")            \
-    X(POLICY, -73, "malformed policy")                                            \
-    X(SEMANTIC, -74, "call is semantically invalid")                              \
-    /* execution */                                                               \
-    X(ENGINE, -80, "engine failed; the pool is unchanged")                        \
-    X(CUDA, -81, "CUDA runtime error")                                            \
-    X(NOMEM, -90, "out of memory")                                                \
-    X(IO, -91, "input/output error")                                              \
+#define ATTN_ERRORS(X)                                                                             \
+    X(OK, 0, "success")                                                                            \
+    /* framing and decoding */                                                                     \
+    X(VERSION, -1, "unsupported protocol version")                                                 \
+    X(PROTOCOL, -2, "malformed message")                                                           \
+    X(TRUNCATED, -3, "message ends before a declared value")                                       \
+    X(TYPE, -4, "field has the wrong type")                                                        \
+    X(MISSING, -5, "required field is missing")                                                    \
+    X(RANGE, -6, "value out of range")                                                             \
+    X(TOO_LARGE, -7, "declared size exceeds a configured limit")                                   \
+    X(UNKNOWN_OP, -8, "unknown operation")                                                         \
+    X(DEPTH, -9, "nesting too deep")                                                               \
+    X(SHAPE, -10, "tensor byte length does not match its shape")                                   \
+    X(DTYPE, -11, "unsupported or mismatched dtype")                                               \
+    X(UNKNOWN_KEY, -12, "key not allowed in this message")                                         \
+    /* daemon state */                                                                             \
+    X(UNKNOWN_POOL, -20, "no pool with that name")                                                 \
+    X(POOL_EXISTS, -21, "a pool with that name already exists")                                    \
+    X(STALE_PLAN, -22, "plan id unknown or evicted")                                               \
+    X(LAYER, -23, "layer index outside the pool")                                                  \
+    X(BUSY, -24, "server is at a configured limit")                                                \
+    X(SHUTTING_DOWN, -25, "server is shutting down")                                               \
+    /* phases and manifests (seed 0x08) */                                                         \
+    X(PHASE, -30, "(cache_len, new_len) is not prefill, append or decode")                         \
+    X(QO_INDPTR, -31, "qo_indptr is not monotone or disagrees with new_len")                       \
+    X(DUPLICATE_REQUEST, -32, "two requests share one id")                                         \
+    X(HEADS, -33, "num_qo_heads is not a multiple of num_kv_heads")                                \
+    X(EMPTY_BATCH, -34, "manifest has no requests")                                                \
+    /* address translation (seed 0x04) */                                                          \
+    X(PAGE_OUT_OF_POOL, -40, "page id outside the pool")                                           \
+    X(UNMAPPED_BLOCK, -41, "a visible logical block has no physical page")                         \
+    X(LAST_PAGE_LEN, -42, "last_page_len outside [1, page_size]")                                  \
+    X(INDPTR, -43, "indptr is not monotone or does not match its array")                           \
+    X(COVERAGE, -44, "pages do not cover exactly cache_len + new_len rows")                        \
+    X(DUPLICATE_CACHE, -45, "two requests claim the same cache rows")                              \
+    X(CACHE_ROW, -46, "cache row remap outside the cache or not injective")                        \
+    /* masks (seed 0x05, 0x06) */                                                                  \
+    X(MASK_KIND, -50, "unknown mask kind")                                                         \
+    X(MASK_POLARITY, -51, "dense mask without an explicit polarity")                               \
+    X(MASK_INTERVAL, -52, "malformed mask interval")                                               \
+    X(MASK_UNREPRESENTABLE, -53, "mask not representable in that form")                            \
+    /* splits, ledgers, schedules (seed 0x03, 0x09) */                                             \
+    X(SPLIT, -60, "split count or bounds invalid")                                                 \
+    X(CAPACITY, -61, "launch capacity exceeds the workspace capacity")                             \
+    X(WORKSPACE, -62, "workspace too small for the plan")                                          \
+    /* admission and selection (seed 0x07) */                                                      \
+    X(NO_BACKEND, -70, "no backend admits this call")                                              \
+    X(BACKEND_REJECTED, -71, "the forced backend rejects this call")                               \
+    X(UNKNOWN_BACKEND, -72, "no backend with that name is registered")                             \
+    X(POLICY, -73, "malformed policy")                                                             \
+    X(SEMANTIC, -74, "call is semantically invalid")                                               \
+    /* execution */                                                                                \
+    X(ENGINE, -80, "engine failed; the pool is unchanged")                                         \
+    X(CUDA, -81, "CUDA runtime error")                                                             \
+    X(NOMEM, -90, "out of memory")                                                                 \
+    X(IO, -91, "input/output error")                                                               \
     X(INTERNAL, -99, "internal error")
 
 typedef enum attn_err {

@@ -51,14 +51,14 @@ typedef enum attn_kv_format { ATTN_KV_CSR = 0, ATTN_KV_DENSE = 1 } attn_kv_forma
 typedef struct attn_kv_table {
     attn_kv_format format;
     /* csr */
-    int32_t *page_indptr;   /* [B + 1] */
-    int32_t *page_indices;  /* [page_indptr[B]] */
+    int32_t *page_indptr;  /* [B + 1] */
+    int32_t *page_indices; /* [page_indptr[B]] */
     uint32_t num_page_indices;
     int32_t *last_page_len; /* [B], each in [1, P] */
     /* dense */
-    int32_t *block_table;   /* [B][max_blocks]; entries past the visible blocks may be -1 */
+    int32_t *block_table; /* [B][max_blocks]; entries past the visible blocks may be -1 */
     uint32_t max_blocks;
-    int32_t *lens;          /* [B]: rows after the append, must equal T_b + C_b */
+    int32_t *lens; /* [B]: rows after the append, must equal T_b + C_b */
 } attn_kv_table;
 
 typedef enum attn_mask_kind {
@@ -135,7 +135,7 @@ typedef struct attn_request_desc {
 typedef struct attn_manifest {
     char pool[ATTN_NAME_MAX];
     uint32_t num_qo_heads;
-    uint32_t num_requests; /* B */
+    uint32_t num_requests;       /* B */
     attn_request_desc *requests; /* [B] */
     int32_t *qo_indptr;          /* [B + 1] */
     attn_kv_table kv;

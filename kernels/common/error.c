@@ -8,8 +8,8 @@
 const char *attn_err_name(int err)
 {
     switch (err) {
-#define ATTN__ERR_NAME(name, num, msg) \
-    case (num):                        \
+#define ATTN__ERR_NAME(name, num, msg)                                                             \
+    case (num):                                                                                    \
         return (num) == 0 ? "OK" : "E_" #name;
         ATTN_ERRORS(ATTN__ERR_NAME)
 #undef ATTN__ERR_NAME
@@ -20,8 +20,8 @@ const char *attn_err_name(int err)
 const char *attn_err_message(int err)
 {
     switch (err) {
-#define ATTN__ERR_MSG(name, num, msg) \
-    case (num):                       \
+#define ATTN__ERR_MSG(name, num, msg)                                                              \
+    case (num):                                                                                    \
         return (msg);
         ATTN_ERRORS(ATTN__ERR_MSG)
 #undef ATTN__ERR_MSG
@@ -31,10 +31,10 @@ const char *attn_err_message(int err)
 
 int attn_err_from_name(const char *name, int *err)
 {
-#define ATTN__ERR_FIND(n, num, msg)                                              \
-    if (strcmp(name, (num) == 0 ? "OK" : "E_" #n) == 0) {                        \
-        *err = (num);                                                            \
-        return 1;                                                                \
+#define ATTN__ERR_FIND(n, num, msg)                                                                \
+    if (strcmp(name, (num) == 0 ? "OK" : "E_" #n) == 0) {                                          \
+        *err = (num);                                                                              \
+        return 1;                                                                                  \
     }
     ATTN_ERRORS(ATTN__ERR_FIND)
 #undef ATTN__ERR_FIND

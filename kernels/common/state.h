@@ -22,161 +22,159 @@
 
 #include "hd.h"
 
-#define ATTN__STATE_DEFINE(T, S, EXP, LOG)                                                      \
-    /* Scalars of one (valid, m, l, u) state. */                                               \
-    typedef struct attn_mlu_##S {                                                              \
-        bool valid;                                                                            \
-        T m;                                                                                   \
-        T l;                                                                                   \
-    } attn_mlu_##S;                                                                            \
-                                                                                               \
-    /* Scalars of one (LSE, O) state; LSE = -inf marks the empty state. */                     \
-    typedef struct attn_lseo_##S {                                                             \
-        T lse;                                                                                 \
-    } attn_lseo_##S;                                                                           \
-                                                                                               \
-    /* The empty identity e = (false, -inf, 0, 0). */                                          \
-    ATTN_HD void attn_mlu_empty_##S(attn_mlu_##S *st, T *u, int d)                             \
-    {                                                                                          \
-        st->valid = false;                                                                     \
-        st->m = -(T)INFINITY;                                                                  \
-        st->l = 0;                                                                             \
-        for (int i = 0; i < d; i++)                                                            \
-            u[i] = 0;                                                                          \
-    }                                                                                          \
-                                                                                               \
-    /* Online update with one allowed score s and its value row v (seed 0x02A).               \
-     * Masked positions are never pushed: masking happens before max and sum. */              \
-    ATTN_HD void attn_mlu_push_##S(attn_mlu_##S *st, T *u, T s, const T *v, int d)             \
-    {                                                                                          \
-        if (!st->valid) {                                                                      \
-            st->valid = true;                                                                  \
-            st->m = s;                                                                         \
-            st->l = 1;                                                                         \
-            for (int i = 0; i < d; i++)                                                        \
-                u[i] = v[i];                                                                   \
-            return;                                                                            \
-        }                                                                                      \
-        if (s > st->m) {                                                                       \
-            T alpha = EXP(st->m - s);                                                          \
-            st->l = st->l * alpha + 1;                                                         \
-            for (int i = 0; i < d; i++)                                                        \
-                u[i] = u[i] * alpha + v[i];                                                    \
-            st->m = s;                                                                         \
-        } else {                                                                               \
-            T p = EXP(s - st->m);                                                              \
-            st->l += p;                                                                        \
-            for (int i = 0; i < d; i++)                                                        \
-                u[i] += p * v[i];                                                              \
-        }                                                                                      \
-    }                                                                                          \
-                                                                                               \
-    /* Frame-conversion factors of a binary merge (seed 0x02B/C).  Returns false               \
-     * (and leaves the outputs untouched) when both operands are empty; an                     \
-     * empty operand gets factor 0 without evaluating an exponential. */                       \
-    ATTN_HD bool attn_mlu_merge_factors_##S(bool va, T ma, bool vb, T mb, T *m, T *alpha,       \
-                                            T *beta)                                           \
-    {                                                                                          \
-        if (!va && !vb)                                                                        \
-            return false;                                                                      \
-        if (!va) {                                                                             \
-            *m = mb;                                                                           \
-            *alpha = 0;                                                                        \
-            *beta = 1;                                                                         \
-            return true;                                                                       \
-        }                                                                                      \
-        if (!vb) {                                                                             \
-            *m = ma;                                                                           \
-            *alpha = 1;                                                                        \
-            *beta = 0;                                                                         \
-            return true;                                                                       \
-        }                                                                                      \
-        *m = ma > mb ? ma : mb;                                                                \
-        *alpha = EXP(ma - *m);                                                                 \
-        *beta = EXP(mb - *m);                                                                  \
-        return true;                                                                           \
-    }                                                                                          \
-                                                                                               \
-    /* a := a (+) b in place (seed 0x02C merge_state). */                                      \
-    ATTN_HD void attn_mlu_merge_##S(attn_mlu_##S *a, T *ua, const attn_mlu_##S *b,             \
-                                    const T *ub, int d)                                        \
-    {                                                                                          \
-        T m, alpha, beta;                                                                      \
-        if (!b->valid)                                                                         \
-            return; /* a (+) e = a: nothing to touch */                                        \
-        if (!attn_mlu_merge_factors_##S(a->valid, a->m, b->valid, b->m, &m, &alpha, &beta))    \
-            return;                                                                            \
-        if (!a->valid) {                                                                       \
-            *a = *b;                                                                           \
-            for (int i = 0; i < d; i++)                                                        \
-                ua[i] = ub[i];                                                                 \
-            return;                                                                            \
-        }                                                                                      \
-        a->m = m;                                                                              \
-        a->l = alpha * a->l + beta * b->l;                                                     \
-        for (int i = 0; i < d; i++)                                                            \
-            ua[i] = alpha * ua[i] + beta * ub[i];                                              \
-    }                                                                                          \
-                                                                                               \
-    /* O = u / l and LSE = m + log l; the all-masked row gives O = 0 and                       \
-     * LSE = -inf (the declared policy of seed 0x02C), never NaN. */                           \
-    ATTN_HD void attn_mlu_finalize_##S(const attn_mlu_##S *st, const T *u, int d, T *o,        \
-                                       T *lse)                                                 \
-    {                                                                                          \
-        if (!st->valid || !(st->l > 0)) {                                                      \
-            for (int i = 0; i < d; i++)                                                        \
-                o[i] = 0;                                                                      \
-            *lse = -(T)INFINITY;                                                               \
-            return;                                                                            \
-        }                                                                                      \
-        T inv = (T)1 / st->l;                                                                  \
-        for (int i = 0; i < d; i++)                                                            \
-            o[i] = u[i] * inv;                                                                 \
-        *lse = st->m + LOG(st->l);                                                             \
-    }                                                                                          \
-                                                                                               \
-    /* (valid, m, l, u) -> (LSE, O).  In place allowed (o may alias u). */                     \
-    ATTN_HD void attn_mlu_to_lseo_##S(const attn_mlu_##S *st, const T *u, int d,               \
-                                      attn_lseo_##S *out, T *o)                                \
-    {                                                                                          \
-        attn_mlu_finalize_##S(st, u, d, o, &out->lse);                                         \
-    }                                                                                          \
-                                                                                               \
-    /* (LSE, O) -> (valid, m, l, u) in the frame m = LSE, where l = 1 and u = O.              \
-     * In place allowed (u may alias o). */                                                    \
-    ATTN_HD void attn_lseo_to_mlu_##S(const attn_lseo_##S *in, const T *o, int d,              \
-                                      attn_mlu_##S *st, T *u)                                  \
-    {                                                                                          \
-        if (!(in->lse > -(T)INFINITY)) {                                                       \
-            attn_mlu_empty_##S(st, u, d);                                                      \
-            return;                                                                            \
-        }                                                                                      \
-        st->valid = true;                                                                      \
-        st->m = in->lse;                                                                       \
-        st->l = 1;                                                                             \
-        for (int i = 0; i < d; i++)                                                            \
-            u[i] = o[i];                                                                       \
-    }                                                                                          \
-                                                                                               \
-    /* (LSE, O) merge with a stable pivot (seed 0x02F): a := a (+) b. */                       \
-    ATTN_HD void attn_lseo_merge_##S(attn_lseo_##S *a, T *oa, const attn_lseo_##S *b,          \
-                                     const T *ob, int d)                                       \
-    {                                                                                          \
-        bool va = a->lse > -(T)INFINITY, vb = b->lse > -(T)INFINITY;                           \
-        if (!vb)                                                                               \
-            return;                                                                            \
-        if (!va) {                                                                             \
-            *a = *b;                                                                           \
-            for (int i = 0; i < d; i++)                                                        \
-                oa[i] = ob[i];                                                                 \
-            return;                                                                            \
-        }                                                                                      \
-        T p = a->lse > b->lse ? a->lse : b->lse;                                               \
-        T lse = p + LOG(EXP(a->lse - p) + EXP(b->lse - p));                                    \
-        T wa = EXP(a->lse - lse), wb = EXP(b->lse - lse);                                      \
-        for (int i = 0; i < d; i++)                                                            \
-            oa[i] = wa * oa[i] + wb * ob[i];                                                   \
-        a->lse = lse;                                                                          \
+#define ATTN__STATE_DEFINE(T, S, EXP, LOG)                                                         \
+    /* Scalars of one (valid, m, l, u) state. */                                                   \
+    typedef struct attn_mlu_##S {                                                                  \
+        bool valid;                                                                                \
+        T m;                                                                                       \
+        T l;                                                                                       \
+    } attn_mlu_##S;                                                                                \
+                                                                                                   \
+    /* Scalars of one (LSE, O) state; LSE = -inf marks the empty state. */                         \
+    typedef struct attn_lseo_##S {                                                                 \
+        T lse;                                                                                     \
+    } attn_lseo_##S;                                                                               \
+                                                                                                   \
+    /* The empty identity e = (false, -inf, 0, 0). */                                              \
+    ATTN_HD void attn_mlu_empty_##S(attn_mlu_##S *st, T *u, int d)                                 \
+    {                                                                                              \
+        st->valid = false;                                                                         \
+        st->m = -(T)INFINITY;                                                                      \
+        st->l = 0;                                                                                 \
+        for (int i = 0; i < d; i++)                                                                \
+            u[i] = 0;                                                                              \
+    }                                                                                              \
+                                                                                                   \
+    /* Online update with one allowed score s and its value row v (seed 0x02A).                    \
+     * Masked positions are never pushed: masking happens before max and sum. */                   \
+    ATTN_HD void attn_mlu_push_##S(attn_mlu_##S *st, T *u, T s, const T *v, int d)                 \
+    {                                                                                              \
+        if (!st->valid) {                                                                          \
+            st->valid = true;                                                                      \
+            st->m = s;                                                                             \
+            st->l = 1;                                                                             \
+            for (int i = 0; i < d; i++)                                                            \
+                u[i] = v[i];                                                                       \
+            return;                                                                                \
+        }                                                                                          \
+        if (s > st->m) {                                                                           \
+            T alpha = EXP(st->m - s);                                                              \
+            st->l = st->l * alpha + 1;                                                             \
+            for (int i = 0; i < d; i++)                                                            \
+                u[i] = u[i] * alpha + v[i];                                                        \
+            st->m = s;                                                                             \
+        } else {                                                                                   \
+            T p = EXP(s - st->m);                                                                  \
+            st->l += p;                                                                            \
+            for (int i = 0; i < d; i++)                                                            \
+                u[i] += p * v[i];                                                                  \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* Frame-conversion factors of a binary merge (seed 0x02B/C).  Returns false                   \
+     * (and leaves the outputs untouched) when both operands are empty; an                         \
+     * empty operand gets factor 0 without evaluating an exponential. */                           \
+    ATTN_HD bool attn_mlu_merge_factors_##S(bool va, T ma, bool vb, T mb, T *m, T *alpha, T *beta) \
+    {                                                                                              \
+        if (!va && !vb)                                                                            \
+            return false;                                                                          \
+        if (!va) {                                                                                 \
+            *m = mb;                                                                               \
+            *alpha = 0;                                                                            \
+            *beta = 1;                                                                             \
+            return true;                                                                           \
+        }                                                                                          \
+        if (!vb) {                                                                                 \
+            *m = ma;                                                                               \
+            *alpha = 1;                                                                            \
+            *beta = 0;                                                                             \
+            return true;                                                                           \
+        }                                                                                          \
+        *m = ma > mb ? ma : mb;                                                                    \
+        *alpha = EXP(ma - *m);                                                                     \
+        *beta = EXP(mb - *m);                                                                      \
+        return true;                                                                               \
+    }                                                                                              \
+                                                                                                   \
+    /* a := a (+) b in place (seed 0x02C merge_state). */                                          \
+    ATTN_HD void attn_mlu_merge_##S(attn_mlu_##S *a, T *ua, const attn_mlu_##S *b, const T *ub,    \
+                                    int d)                                                         \
+    {                                                                                              \
+        T m, alpha, beta;                                                                          \
+        if (!b->valid)                                                                             \
+            return; /* a (+) e = a: nothing to touch */                                            \
+        if (!attn_mlu_merge_factors_##S(a->valid, a->m, b->valid, b->m, &m, &alpha, &beta))        \
+            return;                                                                                \
+        if (!a->valid) {                                                                           \
+            *a = *b;                                                                               \
+            for (int i = 0; i < d; i++)                                                            \
+                ua[i] = ub[i];                                                                     \
+            return;                                                                                \
+        }                                                                                          \
+        a->m = m;                                                                                  \
+        a->l = alpha * a->l + beta * b->l;                                                         \
+        for (int i = 0; i < d; i++)                                                                \
+            ua[i] = alpha * ua[i] + beta * ub[i];                                                  \
+    }                                                                                              \
+                                                                                                   \
+    /* O = u / l and LSE = m + log l; the all-masked row gives O = 0 and                           \
+     * LSE = -inf (the declared policy of seed 0x02C), never NaN. */                               \
+    ATTN_HD void attn_mlu_finalize_##S(const attn_mlu_##S *st, const T *u, int d, T *o, T *lse)    \
+    {                                                                                              \
+        if (!st->valid || !(st->l > 0)) {                                                          \
+            for (int i = 0; i < d; i++)                                                            \
+                o[i] = 0;                                                                          \
+            *lse = -(T)INFINITY;                                                                   \
+            return;                                                                                \
+        }                                                                                          \
+        T inv = (T)1 / st->l;                                                                      \
+        for (int i = 0; i < d; i++)                                                                \
+            o[i] = u[i] * inv;                                                                     \
+        *lse = st->m + LOG(st->l);                                                                 \
+    }                                                                                              \
+                                                                                                   \
+    /* (valid, m, l, u) -> (LSE, O).  In place allowed (o may alias u). */                         \
+    ATTN_HD void attn_mlu_to_lseo_##S(const attn_mlu_##S *st, const T *u, int d,                   \
+                                      attn_lseo_##S *out, T *o)                                    \
+    {                                                                                              \
+        attn_mlu_finalize_##S(st, u, d, o, &out->lse);                                             \
+    }                                                                                              \
+                                                                                                   \
+    /* (LSE, O) -> (valid, m, l, u) in the frame m = LSE, where l = 1 and u = O.                   \
+     * In place allowed (u may alias o). */                                                        \
+    ATTN_HD void attn_lseo_to_mlu_##S(const attn_lseo_##S *in, const T *o, int d,                  \
+                                      attn_mlu_##S *st, T *u)                                      \
+    {                                                                                              \
+        if (!(in->lse > -(T)INFINITY)) {                                                           \
+            attn_mlu_empty_##S(st, u, d);                                                          \
+            return;                                                                                \
+        }                                                                                          \
+        st->valid = true;                                                                          \
+        st->m = in->lse;                                                                           \
+        st->l = 1;                                                                                 \
+        for (int i = 0; i < d; i++)                                                                \
+            u[i] = o[i];                                                                           \
+    }                                                                                              \
+                                                                                                   \
+    /* (LSE, O) merge with a stable pivot (seed 0x02F): a := a (+) b. */                           \
+    ATTN_HD void attn_lseo_merge_##S(attn_lseo_##S *a, T *oa, const attn_lseo_##S *b, const T *ob, \
+                                     int d)                                                        \
+    {                                                                                              \
+        bool va = a->lse > -(T)INFINITY, vb = b->lse > -(T)INFINITY;                               \
+        if (!vb)                                                                                   \
+            return;                                                                                \
+        if (!va) {                                                                                 \
+            *a = *b;                                                                               \
+            for (int i = 0; i < d; i++)                                                            \
+                oa[i] = ob[i];                                                                     \
+            return;                                                                                \
+        }                                                                                          \
+        T p = a->lse > b->lse ? a->lse : b->lse;                                                   \
+        T lse = p + LOG(EXP(a->lse - p) + EXP(b->lse - p));                                        \
+        T wa = EXP(a->lse - lse), wb = EXP(b->lse - lse);                                          \
+        for (int i = 0; i < d; i++)                                                                \
+            oa[i] = wa * oa[i] + wb * ob[i];                                                       \
+        a->lse = lse;                                                                              \
     }
 
 ATTN__STATE_DEFINE(double, f64, exp, log)

@@ -20,6 +20,7 @@
 #include "attn/client.h"
 #include "protocol/codec.h"
 #include "protocol/json.h"
+#include "tests/lib/rep_serve.h"
 
 /* diag {"selected": "cpu_ref"} as the admission module would pre-encode it */
 static const uint8_t g_diag[] = {0x81, 0xa8, 's', 'e', 'l', 'e', 'c', 't', 'e',
@@ -111,40 +112,29 @@ static void answer(const attn_request *req, int drv, const attn_error_detail *de
     }
 }
 
+/* Decode, answer and encode one request; an encode failure stops the peer. */
+static int peer_handle(void *arg, const void *body, size_t len, void **reply, size_t *reply_len)
+{
+    attn_request req;
+    attn_error_detail derr;
+    attn_reply rep;
+    attn_buf out;
+    float scratch[2];
+    (void)arg;
+    int drv = attn_request_decode(body, len, NULL, &req, &derr);
+    answer(&req, drv, &derr, &rep, scratch);
+    if (attn_reply_encode(&rep, &out, &derr) != 0)
+        return -1;
+    attn_request_free(&req);
+    *reply = out.data;
+    *reply_len = out.len;
+    return 0;
+}
+
 static void *peer_worker(void *arg)
 {
     peer *p = arg;
-    nng_ctx ctx;
-    nng_aio *aio;
-    if (nng_ctx_open(&ctx, p->sock) != 0 || nng_aio_alloc(&aio, NULL, NULL) != 0)
-        return NULL;
-    for (;;) {
-        nng_ctx_recv(ctx, aio);
-        nng_aio_wait(aio);
-        if (nng_aio_result(aio) != 0)
-            break;
-        nng_msg *msg = nng_aio_get_msg(aio);
-        attn_request req;
-        attn_error_detail derr;
-        attn_reply rep;
-        attn_buf out;
-        float scratch[2];
-        int drv = attn_request_decode(nng_msg_body(msg), nng_msg_len(msg), NULL, &req, &derr);
-        answer(&req, drv, &derr, &rep, scratch);
-        if (attn_reply_encode(&rep, &out, &derr) != 0)
-            break;
-        attn_request_free(&req);
-        nng_msg_clear(msg);
-        nng_msg_append(msg, out.data, out.len);
-        attn_buf_free(&out);
-        nng_aio_set_msg(aio, msg);
-        nng_ctx_send(ctx, aio);
-        nng_aio_wait(aio);
-        if (nng_aio_result(aio) != 0)
-            nng_msg_free(msg);
-    }
-    nng_aio_free(aio);
-    nng_ctx_close(ctx);
+    attn_rep_serve(p->sock, peer_handle, p);
     return NULL;
 }
 

@@ -24,6 +24,7 @@
 #include "attn/client.h"
 #include "daemon/config.h"
 #include "daemon/server.h"
+#include "tests/lib/rep_serve.h"
 
 #define P 4
 #define HKV 1
@@ -38,33 +39,18 @@ typedef struct rig {
     attn_client *c;
 } rig;
 
+/* The real request handler: bytes in, reply bytes out. */
+static int handle(void *arg, const void *body, size_t len, void **reply, size_t *reply_len)
+{
+    rig *r = arg;
+    attn_server_handle(r->srv, body, len, reply, reply_len);
+    return 0;
+}
+
 static void *serve(void *arg)
 {
     rig *r = arg;
-    nng_ctx ctx;
-    nng_aio *aio;
-    if (nng_ctx_open(&ctx, r->sock) != 0 || nng_aio_alloc(&aio, NULL, NULL) != 0)
-        return NULL;
-    for (;;) {
-        nng_ctx_recv(ctx, aio);
-        nng_aio_wait(aio);
-        if (nng_aio_result(aio) != 0)
-            break;
-        nng_msg *msg = nng_aio_get_msg(aio);
-        void *reply = NULL;
-        size_t len = 0;
-        attn_server_handle(r->srv, nng_msg_body(msg), nng_msg_len(msg), &reply, &len);
-        nng_msg_clear(msg);
-        nng_msg_append(msg, reply, len);
-        free(reply);
-        nng_aio_set_msg(aio, msg);
-        nng_ctx_send(ctx, aio);
-        nng_aio_wait(aio);
-        if (nng_aio_result(aio) != 0)
-            nng_msg_free(msg);
-    }
-    nng_aio_free(aio);
-    nng_ctx_close(ctx);
+    attn_rep_serve(r->sock, handle, r);
     return NULL;
 }
 

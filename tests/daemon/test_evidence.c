@@ -21,6 +21,7 @@
 #include "planner/diag.h"
 #include "planner/registry.h"
 #include "protocol/diag.h"
+#include "tests/lib/batch_call.h"
 #include "tests/lib/random_batch.h"
 
 /* SHA-256 of a whole file, computed here independently of the module. */
@@ -112,17 +113,7 @@ static void test_artifact_identity(void **state)
 static void run_candidate(attn_rb *rb, void *o, float *lse, bool commit)
 {
     attn_cpu_call c;
-    memset(&c, 0, sizeof c);
-    c.m = &rb->m;
-    c.g = &rb->g;
-    c.k_store = rb->k;
-    c.v_store = rb->v;
-    c.q = rb->q;
-    c.k_new = rb->k_new;
-    c.v_new = rb->v_new;
-    c.o = o;
-    c.lse = lse;
-    c.commit = commit;
+    attn_rb_cpu_call(rb, NULL, NULL, o, lse, commit, &c);
     attn_cpu_options opt = {.num_threads = 2, .acc = ATTN_CPU_ACC_F32};
     attn_error_detail err;
     int rv = attn_cpu_attend(&c, &opt, &err);

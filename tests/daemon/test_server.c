@@ -30,6 +30,7 @@
 #include "kernels/cpu/engine.h"
 #include "planner/registry.h"
 #include "protocol/codec.h"
+#include "tests/lib/batch_call.h"
 #include "tests/lib/random_batch.h"
 
 /* ---- config --------------------------------------------------------------- */
@@ -358,27 +359,10 @@ static void load_batch(attn_server *s, attn_rb *rb, const char *name)
     snprintf(req.pool, sizeof req.pool, "%s", name);
     assert_int_equal(call(s, &req, &rep, &keep), 0);
     free(keep);
-    for (uint32_t i = 0; i < rb->g.num_pages; i++)
-        pages[i] = (int32_t)i;
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_KV_WRITE;
-    snprintf(req.kv.pool, sizeof req.kv.pool, "%s", name);
-    req.kv.pages = pages;
-    req.kv.num_pages = rb->g.num_pages;
-    req.kv.k = (attn_bytes){rb->k, rb->k_bytes};
-    req.kv.v = (attn_bytes){rb->v, rb->v_bytes};
+    attn_rb_kv_write_all(rb, pages, &req);
     assert_int_equal(call(s, &req, &rep, &keep), 0);
     free(keep);
     free(pages);
-}
-
-static void run_args(const attn_rb *rb, attn_run_args *a)
-{
-    memset(a, 0, sizeof *a);
-    a->q = (attn_bytes){rb->q, rb->q_bytes};
-    a->k_new = (attn_bytes){rb->k_new, rb->k_new_bytes};
-    a->v_new = (attn_bytes){rb->v_new, rb->v_new_bytes};
-    a->return_lse = true;
 }
 
 /* attend through the server equals the CPU engine called directly, bit for
@@ -390,7 +374,6 @@ static void test_attend_matches_engine(void **state)
     attn_rb_spec spec;
     attn_request req;
     attn_reply rep;
-    attn_cpu_call cc;
     attn_error_detail e;
     void *keep;
     float *o, *lse;
@@ -404,30 +387,13 @@ static void test_attend_matches_engine(void **state)
     load_batch(s, &rb, "m");
 
     /* the reference: the same engine, in-process, on a copy of the pool */
-    k2 = malloc(rb.k_bytes);
-    v2 = malloc(rb.v_bytes);
-    memcpy(k2, rb.k, rb.k_bytes);
-    memcpy(v2, rb.v, rb.v_bytes);
-    o = calloc(rb.o_elems, sizeof *o);
-    lse = calloc(rb.lse_elems, sizeof *lse);
-    memset(&cc, 0, sizeof cc);
-    cc.m = &rb.m;
-    cc.g = &rb.g;
-    cc.k_store = k2;
-    cc.v_store = v2;
-    cc.q = rb.q;
-    cc.k_new = rb.k_new;
-    cc.v_new = rb.v_new;
-    cc.o = o;
-    cc.lse = lse;
-    cc.commit = true;
-    assert_int_equal(attn_cpu_attend(&cc, NULL, &e), 0);
+    assert_int_equal(attn_rb_cpu_attend_copy(&rb, &k2, &v2, &o, &lse, &e), 0);
     sum_engine = attn_rb_checksum(k2, rb.k_bytes) ^ attn_rb_checksum(v2, rb.v_bytes);
 
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_ATTEND;
     req.manifest = rb.m;
-    run_args(&rb, &req.run);
+    attn_rb_run_args(&rb, &req.run);
     assert_int_equal(call(s, &req, &rep, &keep), 0);
     assert_int_equal(rep.o.len, rb.o_elems * sizeof(float));
     assert_memory_equal(rep.o.data, o, rep.o.len);
@@ -488,7 +454,7 @@ static void test_plan_run_stale(void **state)
     assert_int_equal(attn_server_pool_checksum(s, "p", &sum0), 0);
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_RUN;
-    run_args(&rb, &req.run);
+    attn_rb_run_args(&rb, &req.run);
     req.run.plan_id = plan_id + 1000;
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_STALE_PLAN);
     assert_string_equal(rep.error.field, "plan_id");
@@ -517,7 +483,7 @@ static void test_plan_run_stale(void **state)
     load_batch(s, &rb, "p");
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_RUN;
-    run_args(&rb, &req.run);
+    attn_rb_run_args(&rb, &req.run);
     req.run.plan_id = plan_id;
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_STALE_PLAN);
     free(keep);
@@ -560,7 +526,7 @@ static void test_engine_failure(void **state)
     req.manifest = rb.m;
     snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
              "failing_test_double");
-    run_args(&rb, &req.run);
+    attn_rb_run_args(&rb, &req.run);
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_ENGINE);
     assert_non_null(strstr(rep.error.message, "unchanged"));
     free(keep);

@@ -21,6 +21,7 @@
 #include "attn/client.h"
 #include "kernels/cpu/engine.h"
 #include "protocol/codec.h"
+#include "tests/lib/batch_call.h"
 #include "tests/lib/daemon_proc.h"
 #include "tests/lib/random_batch.h"
 
@@ -188,15 +189,7 @@ static void load_batch(const char *name, uint64_t seed)
     assert_int_equal(call(&req, &rep, &keep), 0);
     free(keep);
     g_all_pages = malloc(sizeof(int32_t) * g_rb.g.num_pages);
-    for (uint32_t i = 0; i < g_rb.g.num_pages; i++)
-        g_all_pages[i] = (int32_t)i;
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_KV_WRITE;
-    snprintf(req.kv.pool, sizeof req.kv.pool, "%s", name);
-    req.kv.pages = g_all_pages;
-    req.kv.num_pages = g_rb.g.num_pages;
-    req.kv.k = (attn_bytes){g_rb.k, g_rb.k_bytes};
-    req.kv.v = (attn_bytes){g_rb.v, g_rb.v_bytes};
+    attn_rb_kv_write_all(&g_rb, g_all_pages, &req);
     assert_int_equal(call(&req, &rep, &keep), 0);
     free(keep);
 }
@@ -232,15 +225,6 @@ static uint64_t pool_checksum(void)
     return h;
 }
 
-static void run_args(attn_run_args *a)
-{
-    memset(a, 0, sizeof *a);
-    a->q = (attn_bytes){g_rb.q, g_rb.q_bytes};
-    a->k_new = (attn_bytes){g_rb.k_new, g_rb.k_new_bytes};
-    a->v_new = (attn_bytes){g_rb.v_new, g_rb.v_new_bytes};
-    a->return_lse = true;
-}
-
 /* kv_write/kv_read round trip; plan + run over the socket equals the CPU
  * engine in this process bit for bit, and the committed pages equal the
  * engine's committed copy. */
@@ -248,7 +232,6 @@ static void test_plan_run_bitexact(void **state)
 {
     attn_request req;
     attn_reply rep;
-    attn_cpu_call cc;
     attn_error_detail e;
     void *keep, *k2, *v2;
     float *o, *lse;
@@ -266,24 +249,7 @@ static void test_plan_run_bitexact(void **state)
     assert_memory_equal(rep.v_data.data, g_rb.v, g_rb.v_bytes);
     free(keep);
 
-    k2 = malloc(g_rb.k_bytes);
-    v2 = malloc(g_rb.v_bytes);
-    memcpy(k2, g_rb.k, g_rb.k_bytes);
-    memcpy(v2, g_rb.v, g_rb.v_bytes);
-    o = calloc(g_rb.o_elems, sizeof *o);
-    lse = calloc(g_rb.lse_elems, sizeof *lse);
-    memset(&cc, 0, sizeof cc);
-    cc.m = &g_rb.m;
-    cc.g = &g_rb.g;
-    cc.k_store = k2;
-    cc.v_store = v2;
-    cc.q = g_rb.q;
-    cc.k_new = g_rb.k_new;
-    cc.v_new = g_rb.v_new;
-    cc.o = o;
-    cc.lse = lse;
-    cc.commit = true;
-    assert_int_equal(attn_cpu_attend(&cc, NULL, &e), 0);
+    assert_int_equal(attn_rb_cpu_attend_copy(&g_rb, &k2, &v2, &o, &lse, &e), 0);
 
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_PLAN;
@@ -294,7 +260,7 @@ static void test_plan_run_bitexact(void **state)
     free(keep);
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_RUN;
-    run_args(&req.run);
+    attn_rb_run_args(&g_rb, &req.run);
     req.run.plan_id = plan_id;
     assert_int_equal(call(&req, &rep, &keep), 0);
     assert_int_equal(rep.o.len, g_rb.o_elems * 4);
@@ -305,7 +271,7 @@ static void test_plan_run_bitexact(void **state)
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_ATTEND;
     req.manifest = g_rb.m;
-    run_args(&req.run);
+    attn_rb_run_args(&g_rb, &req.run);
     assert_int_equal(call(&req, &rep, &keep), 0);
     assert_memory_equal(rep.o.data, o, g_rb.o_elems * 4);
     free(keep);
@@ -391,7 +357,7 @@ static void test_bad_inputs(void **state)
     req.id = 31;
     req.op = ATTN_OP_ATTEND;
     req.manifest = g_rb.m;
-    run_args(&req.run);
+    attn_rb_run_args(&g_rb, &req.run);
     assert_int_equal(attn_request_encode(&req, &good, &e), 0);
     expect_raw(good.data, good.len - 7, ATTN_E_TRUNCATED, NULL);
     expect_raw(good.data, 3, ATTN_E_TRUNCATED, NULL);
@@ -435,7 +401,7 @@ static void test_bad_inputs(void **state)
     /* stale plan id */
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_RUN;
-    run_args(&req.run);
+    attn_rb_run_args(&g_rb, &req.run);
     req.run.plan_id = 987654321;
     expect_req(&req, ATTN_E_STALE_PLAN, "plan_id");
 
@@ -444,7 +410,7 @@ static void test_bad_inputs(void **state)
     req.op = ATTN_OP_ATTEND;
     req.manifest = g_rb.m;
     snprintf(req.manifest.pool, sizeof req.manifest.pool, "nosuchpool");
-    run_args(&req.run);
+    attn_rb_run_args(&g_rb, &req.run);
     expect_req(&req, ATTN_E_UNKNOWN_POOL, "pool");
 
     /* page id out of pool */
@@ -503,7 +469,7 @@ static void test_bad_inputs(void **state)
 
     /* tensor byte length not matching its shape */
     req.manifest = g_rb.m;
-    run_args(&req.run);
+    attn_rb_run_args(&g_rb, &req.run);
     req.run.k_new.len -= 4;
     expect_req(&req, ATTN_E_SHAPE, "k_new");
 

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/common/dtype.h"
+#include "kernels/common/mask.h"
 #include "planner/backend.h"
 #include "planner/key.h"
 #include "planner/registry.h"
@@ -93,6 +95,14 @@ static inline attn_key_env fx_env(const fx_call *c)
     return e;
 }
 
+/* Initialise `k` and build the call key of `c` in its environment. */
+static inline int fx_call_key(const fx_call *c, attn_key *k)
+{
+    attn_key_env env = fx_env(c);
+    attn_key_init(k);
+    return attn_call_key_build(&c->m, &c->g, &env, k);
+}
+
 /* ---- test doubles of the engine interface ---------------------------- */
 
 typedef struct fx_device {
@@ -114,11 +124,11 @@ static inline void fx_cuda_decode_admit(const attn_backend *self, const attn_man
         }
     if (g->kv_dtype != ATTN_FP16 && g->kv_dtype != ATTN_BF16)
         attn_admission_reject(out, ATTN_ADMIT_KV_DTYPE, "kv_dtype",
-                              "kv_dtype %s not in {fp16, bf16}", attn_key_dtype_name(g->kv_dtype));
+                              "kv_dtype %s not in {fp16, bf16}", attn_dtype_name(g->kv_dtype));
     if (m->q_dtype != g->kv_dtype)
         attn_admission_reject(out, ATTN_ADMIT_Q_DTYPE, "q_dtype",
-                              "q_dtype %s differs from kv_dtype %s",
-                              attn_key_dtype_name(m->q_dtype), attn_key_dtype_name(g->kv_dtype));
+                              "q_dtype %s differs from kv_dtype %s", attn_dtype_name(m->q_dtype),
+                              attn_dtype_name(g->kv_dtype));
     uint32_t dims[2] = {g->head_dim_qk, g->head_dim_vo};
     const char *dim_names[2] = {"head_dim_qk", "head_dim_vo"};
     for (int i = 0; i < 2; i++)
@@ -133,7 +143,7 @@ static inline void fx_cuda_decode_admit(const attn_backend *self, const attn_man
                               "page_size %u not in {1,16,32,64,128}", P);
     if (m->mask.kind == ATTN_MASK_FLASHMASK || m->mask.kind == ATTN_MASK_DENSE)
         attn_admission_reject(out, ATTN_ADMIT_MASK, "mask.kind", "mask_kind=%s unsupported",
-                              attn_key_mask_name(m->mask.kind));
+                              attn_mask_kind_name(m->mask.kind));
     out->admitted = out->num_reasons == 0;
 }
 

@@ -18,6 +18,7 @@
 #include "kernels/cpu/engine.h"
 #include "planner/split.h"
 #include "protocol/manifest.h"
+#include "tests/lib/batch_call.h"
 #include "tests/lib/random_batch.h"
 
 /* Fresh random inputs every run: the base seed comes from ATTN_TEST_SEED
@@ -126,22 +127,12 @@ static int run_rb(attn_rb *rb, const attn_split_plan *plan, const attn_kv_addr *
 {
     attn_cpu_call c;
     attn_cpu_options opt;
-    memset(&c, 0, sizeof c);
+    attn_rb_cpu_call(rb, ks, vs, u->o, u->lse, commit, &c);
     memset(&opt, 0, sizeof opt);
-    c.m = &rb->m;
-    c.g = &rb->g;
     c.plan = plan;
     c.addr = addr;
-    c.k_store = ks ? ks : rb->k;
-    c.v_store = vs ? vs : rb->v;
-    c.q = rb->q;
-    c.k_new = rb->k_new;
-    c.v_new = rb->v_new;
-    c.o = u->o;
-    c.lse = u->lse;
     c.o64 = u->o64;
     c.lse64 = u->lse64;
-    c.commit = commit;
     opt.acc = acc;
     opt.num_threads = threads;
     opt.block_keys = 0;

@@ -67,9 +67,7 @@ static built *build(void)
     b->dev.present = 1;
     fx_registry(&b->reg, &b->cuda, &b->cpu, &b->dev);
     assert_int_equal(attn_registry_select(&b->reg, &b->c.m, &b->c.g, &b->sel, NULL), 0);
-    attn_key_env env = fx_env(&b->c);
-    attn_key_init(&b->key);
-    assert_int_equal(attn_call_key_build(&b->c.m, &b->c.g, &env, &b->key), 0);
+    assert_int_equal(fx_call_key(&b->c, &b->key), 0);
     b->splits[0] = 3;
     b->slot_indptr[1] = 3;
     for (uint32_t i = 0; i < 3; i++)
@@ -220,9 +218,7 @@ static void test_error_diag_encodes(void **state)
     fx_registry(&b->reg, &b->cuda, &b->cpu, &b->dev);
     assert_int_equal(attn_registry_select(&b->reg, &b->c.m, &b->c.g, &b->sel, NULL),
                      ATTN_E_NO_BACKEND);
-    attn_key_env env = fx_env(&b->c);
-    attn_key_init(&b->key);
-    assert_int_equal(attn_call_key_build(&b->c.m, &b->c.g, &env, &b->key), 0);
+    assert_int_equal(fx_call_key(&b->c, &b->key), 0);
     assert_int_equal(attn_diag_init(&b->dg, &b->key), 0);
     attn_diag_set_selection(&b->dg, &b->sel);
     attn_diag_finish(&b->dg, "ab12", true);

@@ -185,10 +185,8 @@ static void test_call_key_readable_fields(void **state)
 /* Digest of the call key of `c`. */
 static void call_digest(const fx_call *c, char hex[ATTN_SHA256_HEX])
 {
-    attn_key_env env = fx_env(c);
     attn_key k;
-    attn_key_init(&k);
-    assert_int_equal(attn_call_key_build(&c->m, &c->g, &env, &k), 0);
+    assert_int_equal(fx_call_key(c, &k), 0);
     assert_int_equal(attn_key_sha256(&k, hex), 0);
     attn_key_fini(&k);
 }
@@ -345,10 +343,8 @@ static void test_call_key_sensitive_to_every_field(void **state)
             assert_string_not_equal(prev[26], prev[31]);
     }
     /* and every field of the key, perturbed alone, changes the digest */
-    attn_key_env env = fx_env(&base);
     attn_key k;
-    attn_key_init(&k);
-    assert_int_equal(attn_call_key_build(&base.m, &base.g, &env, &k), 0);
+    assert_int_equal(fx_call_key(&base, &k), 0);
     for (uint32_t i = 0; i < k.num_fields; i++) {
         attn_key p;
         attn_key_init(&p);
@@ -411,11 +407,9 @@ static void test_call_key_stable_across_processes(void **state)
     assert_string_equal(mine, theirs);
 
     /* reversed insertion order, same digest */
-    attn_key_env env = fx_env(&c);
     attn_key k, r;
-    attn_key_init(&k);
     attn_key_init(&r);
-    assert_int_equal(attn_call_key_build(&c.m, &c.g, &env, &k), 0);
+    assert_int_equal(fx_call_key(&c, &k), 0);
     for (int i = (int)k.num_fields - 1; i >= 0; i--) {
         attn_key one;
         attn_key_init(&one);
@@ -448,10 +442,8 @@ static void test_call_key_stable_across_processes(void **state)
 
 static void plan_key_of(const fx_call *c, attn_key *pk)
 {
-    attn_key_env env = fx_env(c);
     attn_key k;
-    attn_key_init(&k);
-    assert_int_equal(attn_call_key_build(&c->m, &c->g, &env, &k), 0);
+    assert_int_equal(fx_call_key(c, &k), 0);
     assert_int_equal(attn_plan_key_build(&k, pk), 0);
     attn_key_fini(&k);
 }

@@ -18,6 +18,7 @@
 #include "kernels/cpu/engine.h"
 #include "planner/split.h"
 #include "protocol/manifest.h"
+#include "tests/lib/batch_call.h"
 #include "tests/lib/random_batch.h"
 
 /* The base batch: append (5, 3), prefill (0, 4), decode (9, 1) (seed 0x08C
@@ -51,19 +52,11 @@ static void expect_rejected(attn_rb *rb, const attn_manifest *m, const attn_pool
     float *lse = calloc(rb->lse_elems + 64, sizeof(float));
     assert_non_null(o);
     assert_non_null(lse);
-    memset(&c, 0, sizeof c);
+    attn_rb_cpu_call(rb, NULL, NULL, o, lse, true, &c);
     memset(&e, 0, sizeof e);
     c.m = m;
     c.g = g;
     c.plan = plan;
-    c.k_store = rb->k;
-    c.v_store = rb->v;
-    c.q = rb->q;
-    c.k_new = rb->k_new;
-    c.v_new = rb->v_new;
-    c.o = o;
-    c.lse = lse;
-    c.commit = true;
     uint64_t before = attn_rb_pool_checksum(rb);
     int rv = attn_cpu_attend(&c, NULL, &e);
     if (rv != code || (field && strcmp(e.field, field) != 0))
@@ -311,17 +304,8 @@ static void test_cache_row_remap_rows(void **state)
         attn_cpu_call c;
         attn_error_detail e;
         attn_kv_addr_contiguous(&a, ATTN_NHD, 3, 2, 4, 10, k ? out : dup, lens);
-        memset(&c, 0, sizeof c);
-        c.m = &rb.m;
-        c.g = &rb.g;
+        attn_rb_cpu_call(&rb, ks, vs, o, NULL, true, &c);
         c.addr = &a;
-        c.k_store = ks;
-        c.v_store = vs;
-        c.q = rb.q;
-        c.k_new = rb.k_new;
-        c.v_new = rb.v_new;
-        c.o = o;
-        c.commit = true;
         uint64_t before = attn_rb_checksum(ks, n * sizeof(float));
         assert_int_equal(attn_cpu_attend(&c, NULL, &e), ATTN_E_CACHE_ROW);
         assert_non_null(strstr(e.field, "cache_batch_idx"));
@@ -464,16 +448,8 @@ static void test_split_rows(void **state)
     {
         attn_cpu_call c;
         float *o = calloc(rb.o_elems, sizeof(float));
-        memset(&c, 0, sizeof c);
-        c.m = &rb.m;
-        c.g = &rb.g;
+        attn_rb_cpu_call(&rb, NULL, NULL, o, NULL, false, &c);
         c.plan = &pb.p;
-        c.k_store = rb.k;
-        c.v_store = rb.v;
-        c.q = rb.q;
-        c.k_new = rb.k_new;
-        c.v_new = rb.v_new;
-        c.o = o;
         assert_int_equal(attn_cpu_attend(&c, NULL, NULL), 0);
         free(o);
     }

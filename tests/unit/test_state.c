@@ -28,7 +28,8 @@ static void summarise(split *s, const double *scores, const double (*v)[D], cons
 
 /* seed 0x02G worked_empty_middle */
 static const double g_scores[7] = {4, -1, 0, 0, 3, -2, 1};
-static const double g_values[7][D] = {{1, 0}, {0, 2}, {99, 99}, {-99, -99}, {2, 3}, {-1, 4}, {4, -2}};
+static const double g_values[7][D] = {{1, 0}, {0, 2},  {99, 99}, {-99, -99},
+                                      {2, 3}, {-1, 4}, {4, -2}};
 static const int g_allowed[7] = {1, 1, 0, 0, 1, 1, 1};
 
 static void make_g_splits(split s[3])
