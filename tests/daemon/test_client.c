@@ -31,6 +31,7 @@ typedef struct peer {
     pthread_t thread;
     char url[64];
     int workers;
+    atomic_int stop; /* set before the socket closes */
 } peer;
 
 /* Answer one request the way attnd would, from the typed request. */
@@ -134,7 +135,7 @@ static int peer_handle(void *arg, const void *body, size_t len, void **reply, si
 static void *peer_worker(void *arg)
 {
     peer *p = arg;
-    attn_rep_serve(p->sock, peer_handle, p);
+    attn_rep_serve(p->sock, peer_handle, p, &p->stop);
     return NULL;
 }
 
@@ -149,6 +150,7 @@ static int peer_start(void **state)
     assert_int_equal(nng_socket_set_size(p.sock, NNG_OPT_RECVMAXSZ, 0), 0);
     assert_int_equal(nng_listen(p.sock, p.url, NULL, 0), 0);
     p.workers = 4;
+    atomic_store(&p.stop, 0);
     for (int i = 0; i < p.workers; i++)
         pthread_create(&g_workers[i], NULL, peer_worker, &p);
     *state = &p;
@@ -158,9 +160,10 @@ static int peer_start(void **state)
 static int peer_stop(void **state)
 {
     peer *p = *state;
-    nng_close(p->sock);
+    atomic_store(&p->stop, 1);
     for (int i = 0; i < p->workers; i++)
         pthread_join(g_workers[i], NULL);
+    nng_close(p->sock);
     return 0;
 }
 

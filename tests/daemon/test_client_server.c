@@ -37,6 +37,7 @@ typedef struct rig {
     pthread_t worker;
     char url[80];
     attn_client *c;
+    atomic_int stop; /* set before the socket closes */
 } rig;
 
 /* The real request handler: bytes in, reply bytes out. */
@@ -50,7 +51,7 @@ static int handle(void *arg, const void *body, size_t len, void **reply, size_t 
 static void *serve(void *arg)
 {
     rig *r = arg;
-    attn_rep_serve(r->sock, handle, r);
+    attn_rep_serve(r->sock, handle, r, &r->stop);
     return NULL;
 }
 
@@ -70,6 +71,7 @@ static int rig_up(void **state)
     if (nng_rep0_open(&r.sock) != 0 || nng_socket_set_size(r.sock, NNG_OPT_RECVMAXSZ, 0) != 0 ||
         nng_listen(r.sock, r.url, NULL, 0) != 0)
         return -1;
+    atomic_store(&r.stop, 0);
     pthread_create(&r.worker, NULL, serve, &r);
     if (attn_client_open(&r.c, r.url) != 0)
         return -1;
@@ -82,8 +84,9 @@ static int rig_down(void **state)
 {
     rig *r = *state;
     attn_client_close(r->c);
-    nng_close(r->sock);
+    atomic_store(&r->stop, 1);
     pthread_join(r->worker, NULL);
+    nng_close(r->sock);
     attn_server_destroy(r->srv);
     return 0;
 }
