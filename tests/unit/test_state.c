@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "attn/error.h"
+#include "kernels/common/dtype.h"
 #include "kernels/common/state.h"
 
 #define D 2
@@ -177,6 +178,79 @@ static void test_extreme_scores(void **state)
     assert_float_equal(lse, 1e4f, 0);
 }
 
+/* Round to fp16 and back: the "round after every operation" model of 0x02H. */
+static float r16(float x)
+{
+    return attn_f16_to_f32(attn_f32_to_f16(x));
+}
+
+/* a := a (+) b for one-element states of one-wide values, every product and
+ * sum rounded to fp16 (the merge algebra of state.h, in the seed's model). */
+static void merge_r16(attn_mlu_f32 *a, float *ua, const attn_mlu_f32 *b, const float *ub)
+{
+    float m, alpha, beta;
+    if (!attn_mlu_merge_factors_f32(a->valid, a->m, b->valid, b->m, &m, &alpha, &beta))
+        return;
+    a->valid = true;
+    a->m = m;
+    a->l = r16(r16(alpha * a->l) + r16(beta * b->l));
+    ua[0] = r16(r16(alpha * ua[0]) + r16(beta * ub[0]));
+}
+
+static float reduce_r16(const float *values, const int *order, int balanced)
+{
+    attn_mlu_f32 st[4];
+    float u[4];
+    for (int i = 0; i < 4; i++) {
+        float v = values[order[i]];
+        attn_mlu_empty_f32(&st[i], &u[i], 1);
+        attn_mlu_push_f32(&st[i], &u[i], 0.0f, &v, 1); /* four equal scores */
+    }
+    if (balanced) {
+        merge_r16(&st[0], &u[0], &st[1], &u[1]);
+        merge_r16(&st[2], &u[2], &st[3], &u[3]);
+        merge_r16(&st[0], &u[0], &st[2], &u[2]);
+    } else {
+        for (int i = 1; i < 4; i++)
+            merge_r16(&st[0], &u[0], &st[i], &u[i]);
+    }
+    return r16(u[0] / st[0].l);
+}
+
+/* seed 0x02H: [2048, 1, -2048, 1] under equal scores; exact output 0.5, but
+ * fp16 rounding after each operation gives 0.25 (sequential), 0.25
+ * (balanced) and 0.50 (a permuted order): the order changes the result, not
+ * the target.  The fp64 merge of the same states gives 0.5 for all three. */
+static void test_reduction_order_fp16(void **state)
+{
+    (void)state;
+    const float values[4] = {2048, 1, -2048, 1};
+    const int original[4] = {0, 1, 2, 3}, permuted[4] = {1, 3, 0, 2};
+    float seq = reduce_r16(values, original, 0);
+    float bal = reduce_r16(values, original, 1);
+    float perm = reduce_r16(values, permuted, 0);
+    assert_float_equal(seq, 0.25f, 0);
+    assert_float_equal(bal, 0.25f, 0);
+    assert_float_equal(perm, 0.50f, 0);
+    assert_float_equal(perm - seq, 0.25f, 0); /* the order spread */
+
+    const int *orders[3] = {original, original, permuted};
+    for (int k = 0; k < 3; k++) {
+        attn_mlu_f64 acc, one;
+        double ua, uo;
+        attn_mlu_empty_f64(&acc, &ua, 1);
+        for (int i = 0; i < 4; i++) {
+            double v = values[orders[k][i]];
+            attn_mlu_empty_f64(&one, &uo, 1);
+            attn_mlu_push_f64(&one, &uo, 0.0, &v, 1);
+            attn_mlu_merge_f64(&acc, &ua, &one, &uo, 1);
+        }
+        double o, lse;
+        attn_mlu_finalize_f64(&acc, &ua, 1, &o, &lse);
+        assert_float_equal(o, 0.5, 0);
+    }
+}
+
 static void test_error_names(void **state)
 {
     (void)state;
@@ -192,9 +266,9 @@ static void test_error_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_worked_empty_middle), cmocka_unit_test(test_lse_merge_not_average),
-        cmocka_unit_test(test_empty_identity),      cmocka_unit_test(test_extreme_scores),
-        cmocka_unit_test(test_error_names),
+        cmocka_unit_test(test_worked_empty_middle),  cmocka_unit_test(test_lse_merge_not_average),
+        cmocka_unit_test(test_empty_identity),       cmocka_unit_test(test_extreme_scores),
+        cmocka_unit_test(test_reduction_order_fp16), cmocka_unit_test(test_error_names),
     };
     return cmocka_run_group_tests_name("state", tests, NULL, NULL);
 }
