@@ -81,8 +81,10 @@ static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
     }
     attn_diag_set_selection(dg, p->sel);
     attn_diag_set_schedule(dg, &p->split, p->m.policy.schedule, p->m.policy.state_abi);
+    attn_diag_set_requests(dg, p->m.requests, p->m.num_requests);
     for (uint32_t i = 0; i < p->ledger.num_fields; i++)
-        attn_diag_add_workspace(dg, p->ledger.fields[i].name, p->ledger.fields[i].bytes);
+        attn_diag_add_workspace_field(dg, p->ledger.fields[i].name, p->ledger.fields[i].dtype,
+                                      p->ledger.fields[i].elems, p->ledger.fields[i].bytes);
     attn_diag_set_plan(dg, p->plan_key_sha, &p->decision, plan_id);
     if (rep != NULL) {
         /* seed 0x0BF: a host engine's record of the functions it executed is an

@@ -79,14 +79,28 @@ void attn_diag_set_schedule(attn_diag *dg, const attn_split_plan *plan,
     dg->state_abi = abi;
 }
 
-int attn_diag_add_workspace(attn_diag *dg, const char *field, uint64_t bytes)
+int attn_diag_add_workspace_field(attn_diag *dg, const char *field, const char *dtype,
+                                  uint64_t elems, uint64_t bytes)
 {
     if (dg->num_workspace == ATTN_DIAG_WS_MAX)
         return ATTN_E_TOO_LARGE;
     attn_diag_workspace *w = &dg->workspace[dg->num_workspace++];
     snprintf(w->field, sizeof w->field, "%s", field);
+    snprintf(w->dtype, sizeof w->dtype, "%s", dtype != NULL ? dtype : "");
+    w->elems = elems;
     w->bytes = bytes;
     return 0;
+}
+
+int attn_diag_add_workspace(attn_diag *dg, const char *field, uint64_t bytes)
+{
+    return attn_diag_add_workspace_field(dg, field, NULL, 0, bytes);
+}
+
+void attn_diag_set_requests(attn_diag *dg, const attn_request_desc *requests, uint32_t n)
+{
+    dg->requests = requests;
+    dg->num_requests = requests != NULL ? n : 0;
 }
 
 void attn_diag_set_plan(attn_diag *dg, const char plan_key_sha256[ATTN_SHA256_HEX],

@@ -35,8 +35,11 @@ typedef struct attn_diag_kernel {
     double gpu_us;              /* summed device duration, 0 when not traced */
 } attn_diag_kernel;
 
+/* One field of the workspace ledger (seed 0x03D-H): name, dtype, elements, bytes. */
 typedef struct attn_diag_workspace {
     char field[32];
+    char dtype[8]; /* "" when only the byte count is known */
+    uint64_t elems;
     uint64_t bytes;
 } attn_diag_workspace;
 
@@ -77,6 +80,8 @@ typedef struct attn_diag {
     char call_key_sha256[ATTN_SHA256_HEX];
     const attn_selection *sel; /* NULL when the call failed before selection */
     /* schedule */
+    const attn_request_desc *requests; /* borrowed; the phase of each request */
+    uint32_t num_requests;
     const attn_split_plan *plan; /* NULL when not planned */
     attn_schedule_policy schedule;
     attn_state_abi state_abi;
@@ -120,6 +125,14 @@ void attn_diag_set_schedule(attn_diag *dg, const attn_split_plan *plan,
 
 /* Add one workspace field; ATTN_E_TOO_LARGE beyond ATTN_DIAG_WS_MAX. */
 int attn_diag_add_workspace(attn_diag *dg, const char *field, uint64_t bytes);
+
+/* Append one ledger field with its dtype and element count. */
+int attn_diag_add_workspace_field(attn_diag *dg, const char *field, const char *dtype,
+                                  uint64_t elems, uint64_t bytes);
+
+/* Record the manifest's requests (borrowed), so the diagnostic states the
+ * phase of each request (seed 0x08F: a mixed batch has no single phase). */
+void attn_diag_set_requests(attn_diag *dg, const attn_request_desc *requests, uint32_t n);
 
 /* Record the plan key digest, the lifecycle event and the plan id. */
 void attn_diag_set_plan(attn_diag *dg, const char plan_key_sha256[ATTN_SHA256_HEX],

@@ -4,6 +4,7 @@
 
 #include "attn/error.h"
 #include "planner/split.h"
+#include "protocol/manifest.h"
 #include "protocol/diag.h"
 
 /* A structure emitter: msgpack writes straight to a packer (counts are
@@ -270,8 +271,16 @@ static int emit_candidates(emitter *e, const attn_selection *s)
 static int emit_schedule(emitter *e, const attn_diag *dg)
 {
     const attn_split_plan *p = dg->plan;
-    int rv = e->map(e, 6);
+    int rv = e->map(e, 7);
     rv |= kv_str(e, "schedule", attn_key_schedule_name(dg->schedule));
+    /* seed 0x08F: one phase per request, in manifest order */
+    rv |= e->str(e, "phases") | e->arr(e, dg->num_requests);
+    for (uint32_t b = 0; b < dg->num_requests; b++) {
+        attn_phase ph;
+        int bad = attn_phase_classify(dg->requests[b].cache_len, dg->requests[b].new_len, &ph);
+        rv |= e->str(e, bad ? "invalid" : attn_phase_name(ph));
+    }
+    rv |= e->end(e);
     rv |= kv_str(e, "split_policy", p ? attn_split_policy_label(p->policy) : NULL);
     rv |= kv_str(e, "state_abi", attn_key_abi_name(dg->state_abi));
     rv |= e->str(e, "splits") | e->arr(e, p ? p->num_requests : 0);
@@ -329,8 +338,8 @@ static int emit_verify(emitter *e, const attn_verify_result *v)
     return rv | e->end(e);
 }
 
-/* Top-level keys: the same 21 every time, null where a stage did not happen. */
-#define DIAG_KEYS 21
+/* Top-level keys: the same 22 every time, null where a stage did not happen. */
+#define DIAG_KEYS 22
 
 static int emit_diag(emitter *e, const attn_diag *dg)
 {
@@ -353,6 +362,17 @@ static int emit_diag(emitter *e, const attn_diag *dg)
     rv |= e->str(e, "workspace") | e->map(e, dg->num_workspace);
     for (uint32_t i = 0; i < dg->num_workspace; i++)
         rv |= kv_u64(e, dg->workspace[i].field, dg->workspace[i].bytes);
+    rv |= e->end(e);
+    /* the same ledger with each field's dtype and element count (seed 0x03H) */
+    rv |= e->str(e, "workspace_ledger") | e->arr(e, dg->num_workspace);
+    for (uint32_t i = 0; i < dg->num_workspace; i++) {
+        rv |= e->map(e, 4);
+        rv |= kv_str(e, "field", dg->workspace[i].field);
+        rv |= kv_str(e, "dtype", dg->workspace[i].dtype);
+        rv |= kv_u64(e, "elems", dg->workspace[i].elems);
+        rv |= kv_u64(e, "bytes", dg->workspace[i].bytes);
+        rv |= e->end(e);
+    }
     rv |= e->end(e);
     rv |= kv_str(e, "plan_key_sha256", dg->planned ? dg->plan_key_sha256 : NULL);
     rv |= e->str(e, "plan_cache");
@@ -458,7 +478,25 @@ int attn_diag_explain(const json_t *diag, FILE *out)
         {
             fprintf(out, "%s%lld", i ? " " : "", (long long)json_integer_value(v));
         }
+        fprintf(out, "]\nphases   [");
+        json_array_foreach(json_object_get(sc, "phases"), i, v)
+        {
+            fprintf(out, "%s%s", i ? " " : "", json_string_value(v));
+        }
         fprintf(out, "]\n");
+    }
+    const json_t *wl = json_object_get(diag, "workspace_ledger");
+    if (json_array_size(wl) > 0) {
+        const json_t *w;
+        fprintf(out, "workspace");
+        json_array_foreach(wl, i, w)
+        {
+            fprintf(out, "%s %s %s x%lld = %lld B", i ? "," : "", jstr(w, "field", "?"),
+                    jstr(w, "dtype", "?"),
+                    (long long)json_integer_value(json_object_get(w, "elems")),
+                    (long long)json_integer_value(json_object_get(w, "bytes")));
+        }
+        fprintf(out, "\n");
     }
     const json_t *pc = json_object_get(diag, "plan_cache");
     if (json_is_object(pc))

@@ -76,7 +76,10 @@ static built *build(void)
     assert_int_equal(attn_diag_init(&b->dg, &b->key), 0);
     attn_diag_set_selection(&b->dg, &b->sel);
     attn_diag_set_schedule(&b->dg, &b->plan, ATTN_SCHED_PARTITION, ATTN_ABI_LSE_O);
-    assert_int_equal(attn_diag_add_workspace(&b->dg, "partial_o", 3 * 32 * 80 * 4), 0);
+    attn_diag_set_requests(&b->dg, b->c.m.requests, b->c.m.num_requests);
+    assert_int_equal(
+        attn_diag_add_workspace_field(&b->dg, "partial_o", "fp32", 3 * 32 * 80, 3 * 32 * 80 * 4),
+        0);
     assert_int_equal(attn_diag_add_workspace(&b->dg, "partial_lse", 3 * 32 * 4), 0);
     attn_key pk;
     attn_key_init(&pk);
@@ -144,11 +147,11 @@ static void test_msgpack_and_json_agree(void **state)
     assert_int_equal(off, sb.size); /* declared counts match what was written */
     const msgpack_object *root = &up.data;
     assert_int_equal(root->type, MSGPACK_OBJECT_MAP);
-    assert_int_equal(root->via.map.size, 21);
+    assert_int_equal(root->via.map.size, 22);
 
     json_t *js = attn_diag_to_json(&b->dg);
     assert_non_null(js);
-    assert_int_equal(json_object_size(js), 21);
+    assert_int_equal(json_object_size(js), 22);
     for (uint32_t i = 0; i < root->via.map.size; i++) {
         char k[64];
         const msgpack_object_kv *kv = &root->via.map.ptr[i];
@@ -186,6 +189,14 @@ static void test_msgpack_and_json_agree(void **state)
     assert_int_equal(mp_get(sch, "splits")->via.array.ptr[0].via.u64, 3);
     assert_true(mp_str_is(mp_get(sch, "state_abi"), "lse_o"));
     assert_int_equal(mp_get(mp_get(root, "workspace"), "partial_o")->via.u64, 3 * 32 * 80 * 4);
+    /* the phase of each request (the fixture is one decode) and the ledger's dtypes */
+    const msgpack_object *ph = mp_get(sch, "phases");
+    assert_int_equal(ph->via.array.size, b->c.m.num_requests);
+    assert_true(mp_str_is(&ph->via.array.ptr[0], "decode"));
+    const msgpack_object *wl = mp_get(root, "workspace_ledger");
+    assert_int_equal(wl->via.array.size, 2);
+    assert_true(mp_str_is(mp_get(&wl->via.array.ptr[0], "dtype"), "fp32"));
+    assert_int_equal(mp_get(&wl->via.array.ptr[0], "elems")->via.u64, 3 * 32 * 80);
     assert_true(mp_str_is(mp_get(mp_get(root, "plan_cache"), "event"), "miss"));
     assert_int_equal(mp_get(mp_get(root, "plan_cache"), "plan_id")->via.u64, 7);
     const msgpack_object *ks = mp_get(root, "kernels");
