@@ -46,6 +46,7 @@ CTL_SRCS    := $(wildcard client/attnctl/*.c)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 SRVT_SRCS   := $(wildcard tests/daemon/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
+PY_TESTS    := $(wildcard client/python/test_*.py)
 TESTLIB_SRCS:= $(wildcard tests/lib/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -136,11 +137,11 @@ unit-core: deps $(UNIT_BINS)
 	ATTN_SRCDIR=$(CURDIR) ./scripts/run-tests.sh $(UNIT_BINS)
 
 integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(INTEG_BINS)
+	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(INTEG_BINS) $(PY_TESTS)
 
 # The README's test command: every suite, one summary line at the end.
 test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS)
+	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS) $(PY_TESTS)
 
 # Unit suite under AddressSanitizer and UndefinedBehaviorSanitizer (CUDA off:
 # the sanitizers do not instrument nvcc's objects and no GPU runs here).

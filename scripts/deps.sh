@@ -8,10 +8,17 @@ missing=()
 for p in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "deps: installing ${missing[*]}" >&2
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "deps: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The Python binding's test speaks msgpack (PyPI), for whichever python3 is first on PATH.
+if ! python3 -c 'import msgpack' 2>/dev/null; then
+    echo "deps: installing the msgpack Python package" >&2
+    python3 -m pip install -q msgpack >/dev/null 2>&1 ||
+        python3 -m pip install -q --break-system-packages msgpack >/dev/null
+fi
