@@ -58,20 +58,22 @@ typedef struct dec {
 
 static int wire_fail(dec *d, int rv, const char *field)
 {
+    /* the frame itself: the field is "message", the sentence names no field */
+    const char *named = strcmp(field, "message") == 0 ? "" : field;
     switch (rv) {
     case ATTN_E_TRUNCATED:
         return attn_error_set(d->err, rv, field, "the message ends inside %s",
-                              field[0] ? field : "the top-level value");
+                              named[0] ? named : "the top-level value");
     case ATTN_E_TOO_LARGE:
         return attn_error_set(d->err, rv, field,
                               "%s declares more entries than the message has bytes",
-                              field[0] ? field : "the top-level value");
+                              named[0] ? named : "the top-level value");
     case ATTN_E_DEPTH:
         return attn_error_set(d->err, rv, field, "%s nests deeper than %u levels",
-                              field[0] ? field : "the message", d->lim.max_depth);
+                              named[0] ? named : "the message", d->lim.max_depth);
     default:
         return attn_error_set(d->err, rv, field, "%s is not valid msgpack",
-                              field[0] ? field : "the message");
+                              named[0] ? named : "the message");
     }
 }
 
@@ -103,21 +105,23 @@ static int type_fail(dec *d, const char *field, const char *want, attn_wire_type
 static int index_map(dec *d, const attn_wire_item *map, uint32_t depth, const char *path,
                      const char *const *names, size_t n, size_t *pos, bool strict)
 {
+    /* errors of the map itself name its path, or "message" for the top level */
+    const char *where = path[0] ? path : "message";
     for (size_t k = 0; k < n; k++)
         pos[k] = ABSENT;
     if (map->len > d->lim.max_map_keys)
-        return attn_error_set(d->err, ATTN_E_TOO_LARGE, path, "map %s has %u keys (limit %u)",
-                              path[0] ? path : "(top)", map->len, d->lim.max_map_keys);
+        return attn_error_set(d->err, ATTN_E_TOO_LARGE, where, "map %s has %u keys (limit %u)",
+                              where, map->len, d->lim.max_map_keys);
     if (depth > d->lim.max_depth)
-        return wire_fail(d, ATTN_E_DEPTH, path);
+        return wire_fail(d, ATTN_E_DEPTH, where);
     for (uint32_t e = 0; e < map->len; e++) {
         attn_wire_item key;
         int rv = attn_wire_next(&d->r, &key);
         if (rv != 0)
-            return wire_fail(d, rv, path);
+            return wire_fail(d, rv, where);
         if (key.type != ATTN_WT_STR)
-            return attn_error_set(d->err, ATTN_E_TYPE, path, "keys of %s must be strings, not %s",
-                                  path[0] ? path : "the message", type_name(key.type));
+            return attn_error_set(d->err, ATTN_E_TYPE, where, "keys of %s must be strings, not %s",
+                                  where, type_name(key.type));
         size_t k = 0;
         while (k < n && !attn_wire_str_eq(&key, names[k]))
             k++;
@@ -1100,16 +1104,17 @@ static int decode_top(dec *d, size_t *pos, bool strict)
 {
     attn_wire_item top;
     int rv = attn_wire_next(&d->r, &top);
+    /* a failure of the frame itself names the field "message" */
     if (rv != 0)
-        return wire_fail(d, rv, "");
+        return wire_fail(d, rv, "message");
     if (top.type != ATTN_WT_MAP)
-        return attn_error_set(d->err, ATTN_E_TYPE, "", "a message must be a map, not %s",
+        return attn_error_set(d->err, ATTN_E_TYPE, "message", "a message must be a map, not %s",
                               type_name(top.type));
     if ((rv = index_map(d, &top, 1, "", g_keys, K_COUNT, pos, strict)) != 0)
         return rv;
     if (attn_wire_remaining(&d->r) != 0)
-        return attn_error_set(d->err, ATTN_E_PROTOCOL, "", "%zu bytes follow the message map",
-                              attn_wire_remaining(&d->r));
+        return attn_error_set(d->err, ATTN_E_PROTOCOL, "message",
+                              "%zu bytes follow the message map", attn_wire_remaining(&d->r));
     return 0;
 }
 

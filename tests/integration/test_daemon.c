@@ -359,13 +359,13 @@ static void test_bad_inputs(void **state)
     req.manifest = g_rb.m;
     attn_rb_run_args(&g_rb, &req.run);
     assert_int_equal(attn_request_encode(&req, &good, &e), 0);
-    expect_raw(good.data, good.len - 7, ATTN_E_TRUNCATED, NULL);
-    expect_raw(good.data, 3, ATTN_E_TRUNCATED, NULL);
+    expect_raw(good.data, good.len - 7, ATTN_E_TRUNCATED, "message");
+    expect_raw(good.data, 3, ATTN_E_TRUNCATED, "message");
     attn_buf_free(&good);
 
     /* huge declared counts: no allocation, an error */
-    expect_raw(huge_bin, sizeof huge_bin, ATTN_E_TOO_LARGE, NULL);
-    expect_raw(huge_map, sizeof huge_map, ATTN_E_TOO_LARGE, NULL);
+    expect_raw(huge_bin, sizeof huge_bin, ATTN_E_TOO_LARGE, "op");
+    expect_raw(huge_map, sizeof huge_map, ATTN_E_TOO_LARGE, "message");
 
     /* wrong types, unknown op, wrong version */
     msgpack_sbuffer_init(&sb);
@@ -431,11 +431,11 @@ static void test_bad_inputs(void **state)
     /* coverage != T + C: one row too many on the last page */
     if (g_rb.m.kv.last_page_len[2] < (int32_t)g_rb.g.page_size) {
         g_rb.m.kv.last_page_len[2]++;
-        expect_req(&req, ATTN_E_COVERAGE, NULL);
+        expect_req(&req, ATTN_E_COVERAGE, "kv.last_page_len[2]");
         g_rb.m.kv.last_page_len[2]--;
     } else {
         g_rb.m.kv.last_page_len[2]--;
-        expect_req(&req, ATTN_E_COVERAGE, NULL);
+        expect_req(&req, ATTN_E_COVERAGE, "kv.last_page_len[2]");
         g_rb.m.kv.last_page_len[2]++;
     }
 

@@ -506,9 +506,9 @@ static void test_huge_declared_counts(void **state)
     (void)state;
     /* array32 of 0xff000000 entries in 5 bytes: msgpack-c would reserve ~96 GB */
     static const uint8_t arr[] = {0xdd, 0xff, 0x00, 0x00, 0x00};
-    expect_bytes(arr, sizeof arr, ATTN_E_TOO_LARGE, "");
+    expect_bytes(arr, sizeof arr, ATTN_E_TOO_LARGE, "message");
     static const uint8_t map[] = {0xdf, 0xff, 0xff, 0xff, 0xff};
-    expect_bytes(map, sizeof map, ATTN_E_TOO_LARGE, "");
+    expect_bytes(map, sizeof map, ATTN_E_TOO_LARGE, "message");
     /* {"id": array32 of 4G} */
     static const uint8_t inner[] = {0x81, 0xa2, 'i', 'd', 0xdd, 0xff, 0xff, 0xff, 0xff};
     expect_bytes(inner, sizeof inner, ATTN_E_TOO_LARGE, "id");
@@ -519,11 +519,11 @@ static void test_huge_declared_counts(void **state)
     expect_bytes(str, sizeof str, ATTN_E_TRUNCATED, "op");
     /* map16 claiming 65535 entries (fits the bytes rule only if they were there) */
     static const uint8_t map16[] = {0xde, 0xff, 0xff, 0xa1, 'v'};
-    expect_bytes(map16, sizeof map16, ATTN_E_TOO_LARGE, "");
+    expect_bytes(map16, sizeof map16, ATTN_E_TOO_LARGE, "message");
     /* the reserved byte */
     static const uint8_t c1[] = {0xc1};
-    expect_bytes(c1, sizeof c1, ATTN_E_PROTOCOL, "");
-    expect_bytes("", 0, ATTN_E_TRUNCATED, "");
+    expect_bytes(c1, sizeof c1, ATTN_E_PROTOCOL, "message");
+    expect_bytes("", 0, ATTN_E_TRUNCATED, "message");
 }
 
 static void test_odd_encodings(void **state)
@@ -537,7 +537,7 @@ static void test_odd_encodings(void **state)
     expect_bytes(dup, sizeof dup, ATTN_E_PROTOCOL, "id");
     /* {1: 1}: keys are strings */
     static const uint8_t intkey[] = {0x81, 0x01, 0x01};
-    expect_bytes(intkey, sizeof intkey, ATTN_E_TYPE, "");
+    expect_bytes(intkey, sizeof intkey, ATTN_E_TYPE, "message");
     /* non-minimal encodings are still msgpack: {"v": uint64 1, "op": str8 "hello",
      * "id": int8 5} decodes */
     static const uint8_t wide[] = {0x83, 0xa1, 'v', 0xcf, 0,    0,   0,    0,    0,
@@ -664,7 +664,7 @@ static void test_wrong_types_and_ranges(void **state)
     expect_json("{\"v\":1,\"op\":\"hello\",\"id\":\"seven\"}", ATTN_E_TYPE, "id");
     expect_json("{\"v\":1,\"op\":\"hello\",\"id\":-1}", ATTN_E_RANGE, "id");
     expect_json("{\"v\":1,\"op\":7,\"id\":1}", ATTN_E_TYPE, "op");
-    expect_json("[1,2]", ATTN_E_TYPE, "");
+    expect_json("[1,2]", ATTN_E_TYPE, "message");
     expect_json(PLAN_HEAD "\"num_qo_heads\":\"8\"," REQS QO KV "\"q_dtype\":\"bf16\"}", ATTN_E_TYPE,
                 "num_qo_heads");
     expect_json(PLAN_HEAD "\"num_qo_heads\":0," REQS QO KV "\"q_dtype\":\"bf16\"}", ATTN_E_RANGE,
