@@ -4,7 +4,8 @@
 FROM debian:bookworm AS build
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
         build-essential pkg-config libuv1-dev libnng-dev libmsgpack-dev libcmocka-dev \
-        libssl-dev libjansson-dev cppcheck clang-format python3 ca-certificates \
+        libssl-dev libjansson-dev libmbedtls-dev cppcheck clang-format python3 \
+        python3-msgpack ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

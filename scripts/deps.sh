@@ -20,5 +20,6 @@ fi
 if ! python3 -c 'import msgpack' 2>/dev/null; then
     echo "deps: installing the msgpack Python package" >&2
     python3 -m pip install -q msgpack >/dev/null 2>&1 ||
-        python3 -m pip install -q --break-system-packages msgpack >/dev/null
+        python3 -m pip install -q --break-system-packages msgpack >/dev/null 2>&1 ||
+        $SUDO apt-get install -y -qq --no-install-recommends python3-msgpack >/dev/null
 fi
