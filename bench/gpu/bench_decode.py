@@ -57,6 +57,7 @@ def load_lib(path):
     lib.attnb_destroy.argtypes = [vp]
     lib.attnb_set_simt.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     lib.attnb_set_waves.argtypes = [u32]
+    lib.attnb_set_fused.argtypes = [ctypes.c_int]
     return lib
 
 
@@ -67,8 +68,9 @@ def i32ptr(t):
 
 class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
-                 simt=False, heads_fast=True, waves=1, prefetch=True):
+                 simt=False, heads_fast=True, waves=1, prefetch=True, fused=True):
         self.lib = lib
+        lib.attnb_set_fused(int(fused))  # process-wide, kept until close()
         self.lens, self.indptr, self.indices = lens.int(), indptr.int(), indices.int()
         lib.attnb_set_waves(waves)
         self.h = lib.attnb_create(len(lens), i32ptr(self.lens), i32ptr(self.indptr),
@@ -80,7 +82,8 @@ class Attnd:
         lib.attnb_set_simt(self.h, 1 if simt else 0, 1 if heads_fast else 0, 1 if prefetch else 0)
         info = (ctypes.c_uint32 * 4)()
         lib.attnb_info(self.h, info)
-        self.info = dict(items=info[0], slots=info[1], ctas_per_sm=info[2], grid_capacity=info[3])
+        self.info = dict(items=info[0], slots=info[1], ctas_per_sm=info[2], grid_capacity=info[3],
+                         fused_merge=bool(fused and not simt))
 
     def update(self, lens, indptr, indices):
         self.lens, self.indptr, self.indices = lens.int(), indptr.int(), indices.int()
@@ -97,6 +100,7 @@ class Attnd:
 
     def close(self):
         self.lib.attnb_destroy(self.h)
+        self.lib.attnb_set_fused(1)
 
 
 def time_fn(fn, iters=20, reps=9):
@@ -195,10 +199,7 @@ def bench_shape(lib, shape, fi, gen, res):
 
     # attnd: every split policy (tensor cores), and the CUDA-core producer
     runs = [(p, pid, {}) for p, pid in POLICIES.items()] + [
-        ("fi_simt", 2, dict(simt=True)), ("fi_noprefetch", 2, dict(prefetch=False)),
-        ("fi_itemsfast", 2, dict(heads_fast=False)),
-        ("fi_2waves", 2, dict(waves=2)), ("fi_4waves", 2, dict(waves=4)),
-        ("global_4waves", 3, dict(waves=4))]
+        ("fi_simt", 2, dict(simt=True)), ("fi_reducer", 2, dict(fused=False))]
     for pname, pid, kw in runs:
         try:
             a = Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid, **kw)
@@ -412,8 +413,7 @@ def main():
     if default:
         ratios = {}
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
-                     "attnd_fi_simt", "attnd_fi_noprefetch", "attnd_fi_itemsfast", "attnd_fi_2waves",
-                     "attnd_fi_4waves", "attnd_global_4waves"):
+                     "attnd_fi_simt", "attnd_fi_reducer"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
                   and "us" in r["peers"].get(f"attnd_{default}", {})]
@@ -435,6 +435,19 @@ def main():
     json.dump(res, open(base + ".json", "w"), indent=1)
     write_md(res, base + ".md")
     log("wrote", base + ".json", base + ".md")
+    # compact table last (the device reply carries the end of the output)
+    cols = ["attnd_fi", "attnd_fa", "attnd_global", "attnd_fi_reducer", "attnd_fi_simt",
+            "flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]
+    log("us: " + " ".join(c.replace("attnd_", "").replace("sdpa_cudnn_contiguous", "cudnn")
+                          .replace("gather_then_sdpa_cudnn", "gather") for c in cols))
+    for r in res["shapes"]:
+        log(f"{r['shape'][:18]:>18} " + " ".join(
+            f"{r['peers'].get(c, {}).get('us', float('nan')):.1f}" for c in cols))
+    if "graph" in res:
+        g = res["graph"]
+        log("graph per-layer overhead us", round(g.get("per_layer_overhead_us", float("nan")), 2),
+            "rel_l2 after change", [round(x, 5) for x in g.get("rel_l2_after_length_change", [])],
+            "nan", g.get("nan_after_update"))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ typedef struct attnb {
     attn_cuda_decode_params p;
     void *meta; /* device: counts | reqs | items | pages */
     size_t meta_cap, off_reqs, off_items, off_pages;
-    void *ws; /* device workspace */
+    void *ws;  /* device workspace */
+    void *cnt; /* fused-reducer counters (zero between launches) */
     uint32_t B, page_cap, item_cap, slot_cap;
     uint32_t graph_splits;
     attn_split_policy policy;
@@ -91,9 +92,14 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
         h->off_pages = h->off_items + a256(sizeof(attn_work_item) * h->item_cap);
         h->meta_cap = h->off_pages + a256(sizeof(int32_t) * (h->page_cap + 1));
         size_t ws = (size_t)h->slot_cap * h->p.num_qo_heads * (h->p.head_dim + 2) * 4 + 1024;
+        size_t cnt = (size_t)h->B * h->p.num_kv_heads *
+                     attn_cuda_decode_head_chunks(h->p.head_dim, h->p.kv_dtype, group) *
+                     sizeof(int32_t);
         if (cudaMalloc(&h->meta, h->meta_cap) != cudaSuccess ||
-            cudaMalloc(&h->ws, ws) != cudaSuccess)
+            cudaMalloc(&h->ws, ws) != cudaSuccess || cudaMalloc(&h->cnt, cnt) != cudaSuccess ||
+            cudaMemset(h->cnt, 0, cnt) != cudaSuccess)
             return ATTN_E_NOMEM;
+        h->p.merge_counters = (int32_t *)h->cnt;
         float *w = h->ws;
         size_t states = (size_t)h->slot_cap * h->p.num_qo_heads;
         h->p.part_vec = w;
@@ -178,6 +184,12 @@ void attnb_set_simt(attnb *h, int simt, int heads_fast, int row_prefetch)
     h->p.heads_fast = heads_fast && h->item_cap <= 65535u;
 }
 
+/* Fused reducer on/off for the handles created next (process-wide). */
+void attnb_set_fused(int on)
+{
+    attn_cuda_decode_set_fused_merge(on);
+}
+
 /* Launch producer (+ reducer) on `stream` over the caller's device buffers. */
 int attnb_run(attnb *h, void *q, void *k, void *v, void *o, float *lse, void *stream)
 {
@@ -205,5 +217,6 @@ void attnb_destroy(attnb *h)
         return;
     cudaFree(h->meta);
     cudaFree(h->ws);
+    cudaFree(h->cnt);
     free(h);
 }

@@ -324,6 +324,7 @@ template <int D> struct tc_cfg {
     static constexpr int CH = D / 8; /* 16-byte chunks per row */
     static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
     static constexpr int TILE_VECS = kTcKeys * CH;
+    static constexpr int WARP_VECS = 16 * CH; /* one warp's 16 rows of a tile */
     static constexpr int PIPE_BYTES = 2 * STAGES * TILE_VECS * 16;
     static constexpr int Q_BYTES = 2 * 16 * D * 2;         /* hi and lo */
     static constexpr int ROW_BYTES = STAGES * kTcKeys * 8; /* prefetched row offsets */
@@ -401,11 +402,89 @@ template <int CH> __device__ __forceinline__ int swz(int r, int c)
     return r * CH + (c ^ (r & 7));
 }
 
+/* The fold of one request's slots for query head hq, lanes [lane0, lane0+4):
+ * exactly the slots [slot_begin, slot_begin + num_slots) in slot order, with
+ * the state.h merge (seed 0x02C, 0x03I).  Slots are fetched kMergeBatch at a
+ * time (independent loads in flight), then folded one by one: the order
+ * stays fixed while the memory latency is paid once per batch instead of
+ * once per slot.  Loads go through L2 (__ldcg): in the fused path the slots
+ * were written by other CTAs of the same launch.  Used by the reducer kernel
+ * and by the last producer CTA of a (request, K/V head, head chunk). */
+constexpr int kMergeBatch = 8;
+constexpr int kMergeLanes = 4;
+
+template <int D>
+__device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
+                                           const attn_cuda_req &rq, int hq, int lane0)
+{
+    constexpr int LANES = kMergeLanes;
+    const bool mlu = p.abi == ATTN_ABI_MLU;
+    float acc[LANES];
+    attn_mlu_f32 st;
+    attn_lseo_f32 sl;
+    attn_mlu_empty_f32(&st, acc, LANES);
+    sl.lse = -INFINITY;
+    const int end = rq.slot_begin + rq.num_slots;
+    for (int s0 = rq.slot_begin; s0 < end; s0 += kMergeBatch) {
+        float bm[kMergeBatch], bl[kMergeBatch];
+        float4 bv[kMergeBatch];
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++) {
+            if (s0 + j < end) {
+                const size_t idx = (size_t)(s0 + j) * p.num_qo_heads + hq;
+                bm[j] = __ldcg(p.part_m + idx);
+                bl[j] = mlu ? __ldcg(p.part_l + idx) : 0.f;
+                bv[j] = __ldcg(reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++) {
+            if (s0 + j >= end)
+                break;
+            const float ou[LANES] = {bv[j].x, bv[j].y, bv[j].z, bv[j].w};
+            if (mlu) {
+                attn_mlu_f32 o;
+                o.m = bm[j];
+                o.l = bl[j];
+                o.valid = o.l > 0.f; /* seed 0x03D: emptiness by sentinel, branched on */
+                attn_mlu_merge_f32(&st, acc, &o, ou, LANES);
+            } else {
+                attn_lseo_f32 o;
+                o.lse = bm[j];
+                attn_lseo_merge_f32(&sl, acc, &o, ou, LANES);
+            }
+        }
+    }
+    float lse;
+    if (mlu)
+        attn_mlu_finalize_f32(&st, acc, LANES, acc, &lse);
+    else
+        lse = sl.lse; /* an all-empty row keeps LSE = -inf and O = 0 */
+    const size_t ooff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + lane0;
+#pragma unroll
+    for (int i = 0; i < LANES; i++)
+        attn_store_f32(p.o, p.q_dtype, ooff + i, acc[i]);
+    if (p.lse && lane0 == 0)
+        p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
+}
+
+/* Every warp runs its own pipeline: warp w copies, waits for and reads only
+ * rows [16 w, 16 w + 16) of each 64-key tile (its K rows for S = Q K^T, its
+ * V rows for O += P V, its page-table offsets), so the main loop needs no
+ * CTA barrier, only __syncwarp; the four warps drift apart and one late
+ * copy stalls one warp instead of the whole CTA.  The key -> warp mapping
+ * is the same as with a CTA-wide pipeline.  Inside a tile the dependent
+ * chain is kept short: Q's A fragments stay in registers (d <= 128), K
+ * fragments are fetched four ldmatrix at a time, and S accumulates in two
+ * independent mma chains (even / odd k-steps) summed at the end. */
 template <int D, typename KV>
 __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_decode_params p)
 {
     using C = tc_cfg<D>;
-    constexpr int CH = C::CH, ST = C::STAGES, TV = C::TILE_VECS, NB = D / 8;
+    constexpr int CH = C::CH, ST = C::STAGES, TV = C::TILE_VECS, WV = C::WARP_VECS, NB = D / 8;
+    constexpr int KS = D / 16;      /* k-steps of S = Q K^T */
+    constexpr bool QREG = D <= 128; /* Q fragments in registers */
+    constexpr int KG = 4;           /* K fragments fetched per group */
     extern __shared__ uint4 smem[];
     uint4 *ks = smem;
     uint4 *vs = smem + ST * TV;
@@ -413,6 +492,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
     uint4 *ql = qh + 16 * CH;
     int64_t *rowoff = reinterpret_cast<int64_t *>(ql + 16 * CH); /* [ST][kTcKeys] */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int wrow0 = warp * 16; /* this warp's rows of every tile */
 
     /* heads_fast: the H_kv CTAs of one item are neighbours in launch order,
      * so they stream the same pages (NHD rows are H_kv x d contiguous) */
@@ -436,12 +516,13 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
     const int32_t *pages = p.page_indices + rq.page_begin;
     const int64_t pmask = ((int64_t)1 << p.page_shift) - 1;
 
+    /* Issue this warp's rows of tile `t` into stage `s`. */
     auto issue = [&](int t, int s) {
     /* partial unroll: enough loads in flight, fewer live registers */
 #pragma unroll 4
-        for (int j = 0; j < TV / kTcThreads; j++) {
-            const int vi = tid + j * kTcThreads;
-            const int r = vi / CH, c = vi % CH;
+        for (int j = 0; j < WV / 32; j++) {
+            const int vi = lane + j * 32;
+            const int r = wrow0 + vi / CH, c = vi % CH;
             const int64_t v = (int64_t)t * kTcKeys + r;
             const bool ok = v < n;
             int64_t off = 0;
@@ -458,7 +539,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
     /* row_prefetch: the page-table walk of a tile (one row offset per key,
      * -1 past the item) runs ST tiles ahead into shared memory, so issuing a
      * tile's copies waits on no global load (seed 0x04E: translate once per
-     * segment row, not per lane). */
+     * segment row, not per lane).  Lanes 0..15 of a warp own its 16 rows. */
     auto row_off = [&](int t, int r) -> int64_t {
         const int64_t v = (int64_t)t * kTcKeys + r;
         if (v >= n)
@@ -466,12 +547,11 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
         const int64_t key = walk_key(v, a0, na, b0);
         return (int64_t)pages[key >> p.page_shift] * p.page_stride + (key & pmask) * p.row_stride;
     };
-    auto issue_pre = [&](int t, int s) {
-        (void)t;
+    auto issue_pre = [&](int s) {
 #pragma unroll 4
-        for (int j = 0; j < TV / kTcThreads; j++) {
-            const int vi = tid + j * kTcThreads;
-            const int r = vi / CH, c = vi % CH;
+        for (int j = 0; j < WV / 32; j++) {
+            const int vi = lane + j * 32;
+            const int r = wrow0 + vi / CH, c = vi % CH;
             const int64_t ro = rowoff[s * kTcKeys + r];
             const bool ok = ro >= 0;
             const int64_t off = ok ? ro + c * 8 : 0;
@@ -480,19 +560,24 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
         }
     };
     const bool pre = p.row_prefetch != 0;
-    int64_t nxt = -1;
+    /* the offsets of tile t + ST are loaded into a register one iteration
+     * before they are stored (end of iteration t), so a page-table load that
+     * misses L1 has two tiles of math to return in */
+    int64_t nxt = -1, nxt2 = -1;
     if (pre) {
-        if (tid < kTcKeys)
+        if (lane < 16) {
             for (int s = 0; s < ST; s++)
-                rowoff[s * kTcKeys + tid] = row_off(s, tid);
-        __syncthreads();
+                rowoff[s * kTcKeys + wrow0 + lane] = row_off(s, wrow0 + lane);
+            nxt = row_off(ST, wrow0 + lane);
+        }
+        __syncwarp();
     }
 
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) {
         if (s < ntiles) {
             if (pre)
-                issue_pre(s, s);
+                issue_pre(s);
             else
                 issue(s, s);
         }
@@ -525,6 +610,17 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
         qh[swz<CH>(r, c)] = vh;
         ql[swz<CH>(r, c)] = vl;
     }
+    __syncthreads(); /* Q is read by every warp; the only barrier before the epilogue */
+
+    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
+    const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
+    const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    uint32_t qa[QREG ? KS : 1][4];
+    if (QREG) {
+#pragma unroll
+        for (int kk = 0; kk < (QREG ? KS : 0); kk++)
+            ldsm_x4(qa[kk], qh + swz<CH>(qrow, kk * 2 + (lane >> 4)));
+    }
 
     float o[NB][4];
 #pragma unroll
@@ -532,40 +628,66 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
         o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const float sc = p.sm_scale * kLog2e;
-    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
-    const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
-    const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
 
+    int st = 0, sn = ST - 1; /* stages of tile t and of tile t + ST - 1 */
     for (int t = 0; t < ntiles; t++) {
-        const int st = t % ST;
         if (t + ST - 1 < ntiles) {
             if (pre)
-                issue_pre(t + ST - 1, (t + ST - 1) % ST);
+                issue_pre(sn);
             else
-                issue(t + ST - 1, (t + ST - 1) % ST);
+                issue(t + ST - 1, sn);
         }
         cp_async_commit();
-        if (pre && tid < kTcKeys && t + ST < ntiles)
-            nxt = row_off(t + ST, tid); /* in flight during this tile's math */
+        if (pre && lane < 16 && t + ST + 1 < ntiles)
+            nxt2 = row_off(t + ST + 1, wrow0 + lane); /* in flight for two tiles' math */
         cp_async_wait<ST - 1>();
-        __syncthreads();
+        __syncwarp(); /* the warp's rows of tile t, copied by its own lanes, are visible */
         const uint4 *kt = ks + st * TV;
         const uint4 *vt = vs + st * TV;
 
+        /* S = Q K^T over the warp's 16 keys: even and odd k-steps in two
+         * accumulator chains; the lo half of q (when q is not the cache
+         * dtype) goes into the same chains right after its hi half */
         float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t a[4], b[4];
-            ldsm_x4(a, qh + swz<CH>(qrow, kk * 2 + (lane >> 4)));
-            ldsm_x4(b, kt + swz<CH>(krow, kk * 2 + ((lane >> 3) & 1)));
-            mma16816<KV>(s[0], a, b[0], b[1]);
-            mma16816<KV>(s[1], a, b[2], b[3]);
+        for (int k0 = 0; k0 < KS; k0 += KG) {
+            uint32_t b[KG][4];
+#pragma unroll
+            for (int j = 0; j < KG; j++)
+                ldsm_x4(b[j], kt + swz<CH>(krow, (k0 + j) * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+            for (int j = 0; j < KG; j++) {
+                const int kk = k0 + j;
+                float(*acc)[4] = (kk & 1) ? s2 : s;
+                uint32_t a[4];
+                if (QREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        a[e] = qa[QREG ? kk : 0][e];
+                } else {
+                    ldsm_x4(a, qh + swz<CH>(qrow, kk * 2 + (lane >> 4)));
+                }
+                mma16816<KV>(acc[0], a, b[j][0], b[j][1]);
+                mma16816<KV>(acc[1], a, b[j][2], b[j][3]);
+            }
             if (need_lo) {
-                ldsm_x4(a, ql + swz<CH>(qrow, kk * 2 + (lane >> 4)));
-                mma16816<KV>(s[0], a, b[0], b[1]);
-                mma16816<KV>(s[1], a, b[2], b[3]);
+#pragma unroll
+                for (int j = 0; j < KG; j++) {
+                    const int kk = k0 + j;
+                    float(*acc)[4] = (kk & 1) ? s2 : s;
+                    uint32_t a[4];
+                    ldsm_x4(a, ql + swz<CH>(qrow, kk * 2 + (lane >> 4)));
+                    mma16816<KV>(acc[0], a, b[j][0], b[j][1]);
+                    mma16816<KV>(acc[1], a, b[j][2], b[j][3]);
+                }
             }
         }
+#pragma unroll
+        for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                s[nb][i] += s2[nb][i];
         /* scale into the base-2 frame; keys past the item are masked
          * before max and sum (seed 0x05C) */
         const int64_t kb = (int64_t)t * kTcKeys + warp * 16 + (lane & 3) * 2;
@@ -610,16 +732,25 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
         pa[2] = pack2<KV>(s[1][0], s[1][1]);
         pa[3] = pack2<KV>(s[1][2], s[1][3]);
 #pragma unroll
-        for (int dg = 0; dg < D / 16; dg++) {
-            uint32_t b[4];
-            ldsm_x4_t(b, vt + swz<CH>(vrow, dg * 2 + (lane >> 4)));
-            mma16816<KV>(o[2 * dg], pa, b[0], b[1]);
-            mma16816<KV>(o[2 * dg + 1], pa, b[2], b[3]);
+        for (int d0 = 0; d0 < D / 16; d0 += KG) {
+            uint32_t b[KG][4];
+#pragma unroll
+            for (int j = 0; j < KG; j++)
+                ldsm_x4_t(b[j], vt + swz<CH>(vrow, (d0 + j) * 2 + (lane >> 4)));
+#pragma unroll
+            for (int j = 0; j < KG; j++) {
+                mma16816<KV>(o[2 * (d0 + j)], pa, b[j][0], b[j][1]);
+                mma16816<KV>(o[2 * (d0 + j) + 1], pa, b[j][2], b[j][3]);
+            }
         }
         /* tile t + ST reuses the offset slot of tile t, issued long ago */
-        if (pre && tid < kTcKeys && t + ST < ntiles)
-            rowoff[st * kTcKeys + tid] = nxt;
-        __syncthreads();
+        if (pre && lane < 16 && t + ST < ntiles) {
+            rowoff[st * kTcKeys + wrow0 + lane] = nxt;
+            nxt = nxt2;
+        }
+        __syncwarp(); /* every lane's reads of stage st precede its refill */
+        st = st + 1 == ST ? 0 : st + 1;
+        sn = sn + 1 == ST ? 0 : sn + 1;
     }
     cp_async_wait<0>();
     __syncthreads();
@@ -650,67 +781,88 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
     constexpr int EPT = D / 8; /* lanes of one row per thread */
     const int row = tid >> 3, seg = tid & 7;
     const int hl = h0 + row;
-    if (hl >= g)
-        return;
-    const int hq = hkv * g + hl;
-    float u[EPT];
-    attn_mlu_f32 stt;
-    stt.m = red_m[row];
-    stt.l = red_l[row];
-    stt.valid = stt.l > 0.f;
-#pragma unroll
-    for (int i = 0; i < EPT; i++)
-        u[i] = red_o[row * D + seg * EPT + i];
-    for (int w = 1; w < 4; w++) {
-        attn_mlu_f32 ot;
-        ot.m = red_m[w * 16 + row];
-        ot.l = red_l[w * 16 + row];
-        ot.valid = ot.l > 0.f;
-        attn_mlu_merge_f32(&stt, u, &ot, red_o + (w * 16 + row) * D + seg * EPT, EPT);
-    }
-    if (rq.num_slots == 1) {
-        float ov[EPT], lse;
-        attn_mlu_finalize_f32(&stt, u, EPT, ov, &lse);
-        const size_t ooff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + seg * EPT;
+    if (hl < g) {
+        const int hq = hkv * g + hl;
+        float u[EPT];
+        attn_mlu_f32 stt;
+        stt.m = red_m[row];
+        stt.l = red_l[row];
+        stt.valid = stt.l > 0.f;
 #pragma unroll
         for (int i = 0; i < EPT; i++)
-            attn_store_f32(p.o, p.q_dtype, ooff + i, ov[i]);
-        if (p.lse && seg == 0)
-            p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
-        return;
-    }
-    const size_t sidx = (size_t)it.slot * p.num_qo_heads + hq;
-    float *pv = p.part_vec + sidx * D + seg * EPT;
-    if (p.abi == ATTN_ABI_MLU) {
-#pragma unroll
-        for (int i = 0; i < EPT; i++)
-            pv[i] = stt.valid ? u[i] : 0.f;
-        if (seg == 0) {
-            p.part_m[sidx] = stt.valid ? stt.m : -INFINITY;
-            p.part_l[sidx] = stt.valid ? stt.l : 0.f;
+            u[i] = red_o[row * D + seg * EPT + i];
+        for (int w = 1; w < 4; w++) {
+            attn_mlu_f32 ot;
+            ot.m = red_m[w * 16 + row];
+            ot.l = red_l[w * 16 + row];
+            ot.valid = ot.l > 0.f;
+            attn_mlu_merge_f32(&stt, u, &ot, red_o + (w * 16 + row) * D + seg * EPT, EPT);
         }
-    } else {
-        attn_lseo_f32 lo;
-        float ov[EPT];
-        attn_mlu_to_lseo_f32(&stt, u, EPT, &lo, ov);
+        if (rq.num_slots == 1) {
+            float ov[EPT], lse;
+            attn_mlu_finalize_f32(&stt, u, EPT, ov, &lse);
+            const size_t ooff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + seg * EPT;
 #pragma unroll
-        for (int i = 0; i < EPT; i++)
-            pv[i] = ov[i];
-        if (seg == 0)
-            p.part_m[sidx] = lo.lse;
+            for (int i = 0; i < EPT; i++)
+                attn_store_f32(p.o, p.q_dtype, ooff + i, ov[i]);
+            if (p.lse && seg == 0)
+                p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
+        } else {
+            const size_t sidx = (size_t)it.slot * p.num_qo_heads + hq;
+            float *pv = p.part_vec + sidx * D + seg * EPT;
+            if (p.abi == ATTN_ABI_MLU) {
+#pragma unroll
+                for (int i = 0; i < EPT; i++)
+                    pv[i] = stt.valid ? u[i] : 0.f;
+                if (seg == 0) {
+                    p.part_m[sidx] = stt.valid ? stt.m : -INFINITY;
+                    p.part_l[sidx] = stt.valid ? stt.l : 0.f;
+                }
+            } else {
+                attn_lseo_f32 lo;
+                float ov[EPT];
+                attn_mlu_to_lseo_f32(&stt, u, EPT, &lo, ov);
+#pragma unroll
+                for (int i = 0; i < EPT; i++)
+                    pv[i] = ov[i];
+                if (seg == 0)
+                    p.part_m[sidx] = lo.lse;
+            }
+        }
     }
+    if (rq.num_slots == 1 || !p.merge_counters)
+        return; /* direct path, or the reducer kernel folds the slots */
+
+    /* Fused reducer: the last of the request's num_slots CTAs for this
+     * (K/V head, head chunk) folds the slots.  Which CTA is last varies;
+     * the fold does not: merge_fold reads the slots in slot order, so the
+     * result is bit-identical to the reducer kernel's. */
+    __shared__ int s_last;
+    __threadfence(); /* this CTA's slot is visible device-wide before it counts */
+    __syncthreads();
+    if (tid == 0) {
+        int *cnt =
+            p.merge_counters + ((size_t)it.req * p.num_kv_heads + hkv) * gridDim.z + blockIdx.z;
+        const int prev = atomicAdd(cnt, 1);
+        s_last = prev == rq.num_slots - 1;
+        if (s_last)
+            *cnt = 0; /* every slot has arrived: ready for the next launch */
+    }
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    const int heads = min(16, g - h0);
+    constexpr int UPH = D / kMergeLanes; /* fold units per head */
+    for (int u = tid; u < heads * UPH; u += kTcThreads)
+        merge_fold<D>(p, rq, hkv * g + h0 + u / UPH, (u % UPH) * kMergeLanes);
 }
 
 /* Reducer: one CTA per (request, 4 query heads); each thread folds 4 lanes
- * of one head over exactly the slots its plan names, in slot order.  Slots
- * are fetched kMergeBatch at a time (independent loads in flight), then
- * folded one by one with the state.h merge: the order stays fixed while
- * the memory latency is paid once per batch instead of once per slot. */
-constexpr int kMergeBatch = 8;
-
+ * of one head (merge_fold).  Launched only when the producer does not fold
+ * (CUDA-core producer, or no merge counters). */
 template <int D> __global__ void attn_decode_merge(attn_cuda_decode_params p)
 {
-    constexpr int LANES = 4;
     const int b = blockIdx.x;
     if (b >= p.counts->num_requests)
         return;
@@ -720,55 +872,7 @@ template <int D> __global__ void attn_decode_merge(attn_cuda_decode_params p)
     const int hq = blockIdx.y * kMergeHeads + threadIdx.y;
     if (hq >= (int)p.num_qo_heads)
         return;
-    const int lane0 = threadIdx.x * LANES;
-    const bool mlu = p.abi == ATTN_ABI_MLU;
-    float acc[LANES];
-    attn_mlu_f32 st;
-    attn_lseo_f32 sl;
-    attn_mlu_empty_f32(&st, acc, LANES);
-    sl.lse = -INFINITY;
-    const int end = rq.slot_begin + rq.num_slots;
-    for (int s0 = rq.slot_begin; s0 < end; s0 += kMergeBatch) {
-        float bm[kMergeBatch], bl[kMergeBatch];
-        float4 bv[kMergeBatch];
-#pragma unroll
-        for (int j = 0; j < kMergeBatch; j++) {
-            if (s0 + j < end) {
-                const size_t idx = (size_t)(s0 + j) * p.num_qo_heads + hq;
-                bm[j] = p.part_m[idx];
-                bl[j] = mlu ? p.part_l[idx] : 0.f;
-                bv[j] = *reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0);
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < kMergeBatch; j++) {
-            if (s0 + j >= end)
-                break;
-            const float ou[LANES] = {bv[j].x, bv[j].y, bv[j].z, bv[j].w};
-            if (mlu) {
-                attn_mlu_f32 o;
-                o.m = bm[j];
-                o.l = bl[j];
-                o.valid = o.l > 0.f; /* seed 0x03D: emptiness by sentinel, branched on */
-                attn_mlu_merge_f32(&st, acc, &o, ou, LANES);
-            } else {
-                attn_lseo_f32 o;
-                o.lse = bm[j];
-                attn_lseo_merge_f32(&sl, acc, &o, ou, LANES);
-            }
-        }
-    }
-    float lse;
-    if (mlu)
-        attn_mlu_finalize_f32(&st, acc, LANES, acc, &lse);
-    else
-        lse = sl.lse; /* an all-empty row keeps LSE = -inf and O = 0 */
-    const size_t ooff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + lane0;
-#pragma unroll
-    for (int i = 0; i < LANES; i++)
-        attn_store_f32(p.o, p.q_dtype, ooff + i, acc[i]);
-    if (p.lse && threadIdx.x == 0)
-        p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
+    merge_fold<D>(p, rq, hq, threadIdx.x * kMergeLanes);
 }
 
 /* Append (seed 0x08H): swap one new row per (row, kv head) into its page
@@ -909,6 +1013,35 @@ static bool use_simt(const attn_cuda_decode_params *p)
     return p->simt || g_force_simt == 1;
 }
 
+static int g_fused_merge = -1; /* -1 = not read yet */
+
+/* The tensor-core producer folds split requests itself (last CTA per
+ * request / K/V head / head chunk) when the caller gave merge counters and
+ * the fused reducer is on (ATTN_CUDA_FUSED_MERGE=1 or
+ * attn_cuda_decode_set_fused_merge(1)).  Off by default: it measured within
+ * 0.5% of the reducer kernel (geomean over the benchmark shapes, H200), and
+ * a separate reducer launch keeps the merge observable as its own kernel in
+ * a trace (seed 0x0BF). */
+static bool fused_merge(const attn_cuda_decode_params *p)
+{
+    if (g_fused_merge < 0) {
+        const char *e = getenv("ATTN_CUDA_FUSED_MERGE");
+        g_fused_merge = e && *e == '1' ? 1 : 0;
+    }
+    if (g_fused_merge != 1 || p->merge_counters == nullptr || use_simt(p) || p->num_kv_heads == 0)
+        return false;
+    /* only where one round of 128 threads folds every lane of the chunk's
+     * heads (g <= 4 at d = 128): more rounds serialize L2 round trips in
+     * the last CTA, and the reducer kernel is faster (group 16: measured) */
+    const uint32_t g = p->num_qo_heads / p->num_kv_heads, heads = g < 16 ? g : 16;
+    return heads * (p->head_dim / kMergeLanes) <= (uint32_t)kTcThreads;
+}
+
+extern "C" void attn_cuda_decode_set_fused_merge(int on)
+{
+    g_fused_merge = on ? 1 : 0;
+}
+
 extern "C" int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group)
 {
     attn_cuda_decode_params p;
@@ -947,7 +1080,7 @@ extern "C" int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const 
     const char *ms = nullptr;
     find_merge(p->head_dim, &ms);
     *producer = e ? e->symbol : nullptr;
-    *reducer = (p->any_split || p->force_merge) ? ms : nullptr;
+    *reducer = (p->any_split || p->force_merge) && !fused_merge(p) ? ms : nullptr;
     return (e ? 1 : 0) + (*reducer ? 1 : 0);
 }
 
@@ -971,14 +1104,19 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
         dim3 grid = p->heads_fast ? dim3(p->num_kv_heads, p->item_capacity, sh.head_chunks)
                                   : dim3(p->item_capacity, p->num_kv_heads, sh.head_chunks);
         dim3 block(sh.bdx, sh.bdy, sh.bdz);
-        e->fn<<<grid, block, sh.smem_bytes, st>>>(*p);
+        attn_cuda_decode_params pp = *p;
+        if (!fused_merge(p))
+            pp.merge_counters = nullptr; /* the producer then never counts nor folds */
+        e->fn<<<grid, block, sh.smem_bytes, st>>>(pp);
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;
     }
-    if ((p->any_split || p->force_merge) && p->request_capacity > 0) {
+    if ((p->any_split || p->force_merge) && p->request_capacity > 0 && !fused_merge(p)) {
         dim3 grid(p->request_capacity, (p->num_qo_heads + kMergeHeads - 1) / kMergeHeads);
-        dim3 block(p->head_dim / 4, kMergeHeads);
-        mf<<<grid, block, 0, st>>>(*p);
+        dim3 block(p->head_dim / kMergeLanes, kMergeHeads);
+        attn_cuda_decode_params pp = *p;
+        pp.merge_counters = nullptr;
+        mf<<<grid, block, 0, st>>>(pp);
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;
     }

@@ -66,6 +66,10 @@ typedef struct attn_cuda_decode_params {
     int row_prefetch; /* tensor-core producer: walk the page table ST tiles ahead */
     int simt;         /* run the CUDA-core producer instead of the tensor-core one
                        * (also forced by the environment ATTN_CUDA_SIMT=1) */
+    /* Fused reducer: [request_capacity * H_kv * head_chunks] int32 counters,
+     * zero before the first launch (the kernel leaves them zero again), or
+     * NULL for the separate reducer kernel. */
+    int32_t *merge_counters;
 } attn_cuda_decode_params;
 
 /* Threads per producer CTA and the group heads one CTA serves. */
@@ -81,6 +85,11 @@ void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_cuda_launch_
 /* Resident producer CTAs per SM measured by the occupancy API for this
  * shape (0 when the configuration has no kernel). */
 int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);
+
+/* Fused reducer on (default) or off, process-wide: with merge counters,
+ * the tensor-core producer's last CTA of each split (request, K/V head,
+ * head chunk) folds the slots in slot order and no reducer is launched. */
+void attn_cuda_decode_set_fused_merge(int on);
 
 /* CTAs that share one (item, kv head): query-head chunks of the producer. */
 uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);

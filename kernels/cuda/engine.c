@@ -118,9 +118,13 @@ void attn_cuda_admit(const attn_manifest *m, const attn_pool_geometry *g, attn_a
     if (g->head_dim_qk != g->head_dim_vo)
         add_reason(out, ATTN_ADMIT_SHAPE, "head_dim_vo",
                    "head_dim_vo %u differs from head_dim_qk %u", g->head_dim_vo, g->head_dim_qk);
+    /* seed 0x07D: each unsupported head dimension is its own reason */
     if (g->head_dim_qk != 64 && g->head_dim_qk != 128 && g->head_dim_qk != 256)
         add_reason(out, ATTN_ADMIT_SHAPE, "head_dim_qk", "head_dim_qk %u not in {64, 128, 256}",
                    g->head_dim_qk);
+    if (g->head_dim_vo != 64 && g->head_dim_vo != 128 && g->head_dim_vo != 256)
+        add_reason(out, ATTN_ADMIT_SHAPE, "head_dim_vo", "head_dim_vo %u not in {64, 128, 256}",
+                   g->head_dim_vo);
     if (g->num_kv_heads == 0 || m->num_qo_heads % g->num_kv_heads)
         add_reason(out, ATTN_ADMIT_HEAD_RATIO, "num_qo_heads",
                    "num_qo_heads %u is not a multiple of num_kv_heads %u", m->num_qo_heads,
@@ -382,6 +386,8 @@ typedef struct cuda_ctx {
     size_t dev_io_cap;
     void *dev_ws; /* partial states */
     size_t dev_ws_cap;
+    void *dev_cnt; /* fused-reducer counters, zero between runs */
+    size_t dev_cnt_cap;
 } cuda_ctx;
 
 static cuda_ctx g_ctx = {.mu = PTHREAD_MUTEX_INITIALIZER, .device = -1};
@@ -637,6 +643,19 @@ static int run_locked(cuda_ctx *c, const attn_exec_args *a, attn_exec_report *re
     p.simt = g_simt;
     p.row_prefetch = g_row_prefetch;
     p.heads_fast = g_heads_fast && plan->num_items <= 65535u;
+    {
+        /* fused reducer: one counter per (request, K/V head, head chunk),
+         * zeroed when allocated and left zero by every completed launch */
+        const size_t cnt_bytes = (size_t)B * Hkv *
+                                 attn_cuda_decode_head_chunks(d, g->kv_dtype, Hq / Hkv) *
+                                 sizeof(int32_t);
+        if (cnt_bytes > c->dev_cnt_cap) {
+            if ((rv = grow_dev(&c->dev_cnt, &c->dev_cnt_cap, cnt_bytes)) != 0)
+                goto fail;
+            CK(cudaMemsetAsync(c->dev_cnt, 0, c->dev_cnt_cap, st));
+        }
+        p.merge_counters = (int32_t *)c->dev_cnt;
+    }
     if ((rv = attn_cuda_decode_launch(&p, st)) != 0)
         goto fail;
     CK(cudaMemcpyAsync(a->o, io + o_o, q_bytes, cudaMemcpyDeviceToHost, st));
@@ -673,6 +692,8 @@ static int run_locked(cuda_ctx *c, const attn_exec_args *a, attn_exec_report *re
     return 0;
 
 fail:
+    if (c->dev_cnt) /* a launch that failed may have left counts behind */
+        cudaMemsetAsync(c->dev_cnt, 0, c->dev_cnt_cap, st);
     if (swapped) {
         /* put the old rows back so the pool is unchanged (backend.h contract) */
         attn_cuda_append_launch(kst, vst, (const int64_t *)(dm + off_rows), total_q, Hkv, d,

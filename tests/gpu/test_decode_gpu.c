@@ -105,10 +105,9 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     const int simt = attn_rb_range(&s, 0, 3) == 0, heads_fast = (int)attn_rb_range(&s, 0, 1);
     const int prefetch = (int)attn_rb_range(&s, 0, 1);
     attn_cuda_set_producer(simt, heads_fast, prefetch);
-    /* tensor-core pipeline depth: the default, or 2..5 stages (a depth that
-     * does not fit in shared memory keeps the default) */
-    const int depth = attn_rb_range(&s, 0, 2) == 0 ? 0 : (int)attn_rb_range(&s, 2, 5);
-    assert_int_equal(attn_cuda_decode_set_tc_stages(depth), 0);
+    /* split requests folded by the producer's last CTA (3 in 4) or the reducer kernel */
+    const int fused = attn_rb_range(&s, 0, 3) != 0;
+    attn_cuda_decode_set_fused_merge(fused);
 
     /* the device pool: the same bytes, NaN poison included */
     attn_pool_geometry g = rb.g;
@@ -197,14 +196,13 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     }
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     printf("  %-28s seed=%llu B=%u g=%u d=%u P=%u %s %s q=%s abi=%s policy=%s slots=%u items=%u "
-           "occ=%u %s%s%s/st%d rel=%.2e lse=%.2e nan=%zu %s\n",
+           "occ=%u %s%s%s%s rel=%.2e lse=%.2e nan=%zu %s\n",
            gc->name, (unsigned long long)seed, gc->B, gc->hq / gc->hkv, gc->d, gc->page,
            attn_dtype_name(gc->kv), gc->layout == ATTN_HND ? "HND" : "NHD",
            attn_dtype_name(rb.m.q_dtype), rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o",
            attn_split_policy_label(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
            simt ? "simt" : "tc", heads_fast ? "/hf" : "/if", prefetch ? "/pre" : "",
-           attn_cuda_decode_tc_stages(gc->d), rel, lse_err,
-           nan, commit ? "commit" : "no-commit");
+           fused && !simt ? "/fused" : "", rel, lse_err, nan, commit ? "commit" : "no-commit");
     if (rel > g_worst_rel)
         g_worst_rel = rel;
     if (lse_err > g_worst_lse)
@@ -388,7 +386,18 @@ static void test_seed_0x02G_known_answer(void **state)
                                     .o = o,
                                     .lse = &lse};
                 attn_cuda_set_producer(simt, layout, abi);
+                attn_cuda_decode_set_fused_merge(1);
                 assert_int_equal(attn_cuda_backend()->run(attn_cuda_backend(), &a, NULL), 0);
+                /* the fused reducer (last CTA folds) and the reducer kernel
+                 * fold the same slots in the same order: bit-identical */
+                float o2[64], lse2;
+                a.o = o2;
+                a.lse = &lse2;
+                attn_cuda_decode_set_fused_merge(0);
+                assert_int_equal(attn_cuda_backend()->run(attn_cuda_backend(), &a, NULL), 0);
+                attn_cuda_decode_set_fused_merge(1);
+                assert_memory_equal(o, o2, sizeof o);
+                assert_memory_equal(&lse, &lse2, sizeof lse);
                 attn_cuda_set_producer(0, 1, 1);
                 const double tol = simt ? 1e-5 : 8e-3;
                 assert_float_equal(o[0], 1.3543003322450418, tol);
