@@ -66,14 +66,15 @@ static void report(const char *what, double *s, int n, FILE *out)
 /* The part of a reply's diagnostic after its key: selection, schedule,
  * workspace, plan event, kernels, evidence, then the msgpack encoding. */
 static void diag_fill_and_pack(attn_diag *dg, const attn_selection *sel,
-                               const attn_split_plan *plan, const char *plan_sha,
-                               const attn_plan_decision *ev, const attn_exec_report *rep,
-                               msgpack_sbuffer *sb, msgpack_packer *pk)
+                               const attn_request_desc *req, const attn_split_plan *plan,
+                               const char *plan_sha, const attn_plan_decision *ev,
+                               const attn_exec_report *rep, msgpack_sbuffer *sb, msgpack_packer *pk)
 {
     attn_diag_set_selection(dg, sel);
+    attn_diag_set_requests(dg, req, plan->num_requests);
     attn_diag_set_schedule(dg, plan, ATTN_SCHED_PARTITION, ATTN_ABI_LSE_O);
-    attn_diag_add_workspace(dg, "partial_o", 1u << 20);
-    attn_diag_add_workspace(dg, "partial_lse", 1u << 12);
+    attn_diag_add_workspace_field(dg, "partial_O", "fp32", 1u << 18, 1u << 20);
+    attn_diag_add_workspace_field(dg, "partial_LSE", "fp32", 1u << 10, 1u << 12);
     attn_diag_set_plan(dg, plan_sha, ev, 42);
     attn_diag_set_report(dg, rep, ATTN_KERNELS_DECLARED);
     attn_diag_finish(dg, plan_sha, true);
@@ -159,7 +160,7 @@ int main(int argc, char **argv)
         attn_call_key_build(&m, &g, &env, &key);
         attn_diag_init(dg, &key); /* SHA-256 of the canonical key */
         double t2 = now_ns();
-        diag_fill_and_pack(dg, sel, &plan, plan_sha, &ev, &rep, &sb, &pk);
+        diag_fill_and_pack(dg, sel, req, &plan, plan_sha, &ev, &rep, &sb, &pk);
         double t3 = now_ns();
         bytes = sb.size;
         /* a `run` of a cached plan: the call key and its digest exist already */
@@ -167,7 +168,7 @@ int main(int argc, char **argv)
             memcpy(planned_sha, dg->call_key_sha256, sizeof planned_sha);
         double t4 = now_ns();
         attn_diag_init_digest(dg, &key, planned_sha);
-        diag_fill_and_pack(dg, sel, &plan, plan_sha, &ev, &rep, &sb, &pk);
+        diag_fill_and_pack(dg, sel, req, &plan, plan_sha, &ev, &rep, &sb, &pk);
         double t5 = now_ns();
         if (it >= WARM) {
             t_sel[it - WARM] = t1 - t0;

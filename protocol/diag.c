@@ -1,5 +1,6 @@
 /* msgpack and JSON forms of the diagnostic, and its human explanation. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn/error.h"
@@ -273,14 +274,22 @@ static int emit_schedule(emitter *e, const attn_diag *dg)
     const attn_split_plan *p = dg->plan;
     int rv = e->map(e, 7);
     rv |= kv_str(e, "schedule", attn_key_schedule_name(dg->schedule));
-    /* seed 0x08F: one phase per request, in manifest order */
-    rv |= e->str(e, "phases") | e->arr(e, dg->num_requests);
-    for (uint32_t b = 0; b < dg->num_requests; b++) {
+    /* seed 0x08F: one phase per request, in manifest order, one letter each
+     * (P prefill, A append, D decode): one string, not B of them, so a
+     * B = 256 reply stays inside the diagnostic's cost budget */
+    char small[256], *letters = small;
+    uint32_t nb = dg->num_requests;
+    if (nb + 1 > sizeof small && (letters = malloc(nb + 1)) == NULL)
+        return ATTN_E_NOMEM;
+    for (uint32_t b = 0; b < nb; b++) {
         attn_phase ph;
         int bad = attn_phase_classify(dg->requests[b].cache_len, dg->requests[b].new_len, &ph);
-        rv |= e->str(e, bad ? "invalid" : attn_phase_name(ph));
+        letters[b] = bad ? '?' : "PAD"[ph];
     }
-    rv |= e->end(e);
+    letters[nb] = '\0';
+    rv |= kv_str(e, "phases", letters);
+    if (letters != small)
+        free(letters);
     rv |= kv_str(e, "split_policy", p ? attn_split_policy_label(p->policy) : NULL);
     rv |= kv_str(e, "state_abi", attn_key_abi_name(dg->state_abi));
     rv |= e->str(e, "splits") | e->arr(e, p ? p->num_requests : 0);
@@ -479,10 +488,13 @@ int attn_diag_explain(const json_t *diag, FILE *out)
             fprintf(out, "%s%lld", i ? " " : "", (long long)json_integer_value(v));
         }
         fprintf(out, "]\nphases   [");
-        json_array_foreach(json_object_get(sc, "phases"), i, v)
-        {
-            fprintf(out, "%s%s", i ? " " : "", json_string_value(v));
-        }
+        const char *ph = jstr(sc, "phases", "");
+        for (size_t k = 0; ph[k] != '\0'; k++)
+            fprintf(out, "%s%s", k ? " " : "",
+                    ph[k] == 'P'   ? "prefill"
+                    : ph[k] == 'A' ? "append"
+                    : ph[k] == 'D' ? "decode"
+                                   : "?");
         fprintf(out, "]\n");
     }
     const json_t *wl = json_object_get(diag, "workspace_ledger");
