@@ -148,7 +148,6 @@ static int plan_core(attn_server *s, attn_request *req, attnd_plan **out, uint64
     attnd_plan *p = NULL;
     attn_key pk;
     attn_key_env env;
-    void *obj;
     int rc;
 
     attn_key_init(&pk);
@@ -198,12 +197,9 @@ static int plan_core(attn_server *s, attn_request *req, attnd_plan **out, uint64
         attn_error_set(err, rc, "", "cannot cache the plan");
         goto out;
     }
-    obj = p;
+    /* the insert returned it held for the caller (attend runs it at once) */
+    *out = p;
     p = NULL;
-    /* hold it for the caller (attend runs it at once) */
-    rc = attnd_plan_cache_acquire(s->plans, *id, &obj, err);
-    if (rc == 0)
-        *out = obj;
 out:
     if (rc != 0 && p != NULL) {
         /* give the arrays back so the request frees them */

@@ -107,7 +107,9 @@ int attnd_plan_cache_insert(attnd_plan_cache *c, const char *pool, const attn_ke
     }
     snprintf(x->pool, sizeof x->pool, "%s", pool);
     x->obj = obj;
-    x->refs = 1;
+    /* the cache's reference and the caller's: an entry the caller has not
+     * used yet must not be evicted by a concurrent insert */
+    x->refs = 2;
 
     pthread_mutex_lock(&c->lock);
     for (uint32_t i = 0; i < c->n; i++) {

@@ -32,7 +32,9 @@ void attnd_plan_cache_destroy(attnd_plan_cache *c);
 
 /* Insert a plan object under its plan key (copied) for pool `pool`: assigns
  * the id, decides the event (hit/miss/replan + reason) and evicts the least
- * recently used entry when full.  The cache owns `obj` from now on. */
+ * recently used entry nobody holds when full.  The cache owns `obj` from now
+ * on, and the caller holds one reference to it (as after
+ * attnd_plan_cache_acquire): release it when done. */
 int attnd_plan_cache_insert(attnd_plan_cache *c, const char *pool, const attn_key *plan_key,
                             void *obj, uint64_t *id, attn_plan_decision *dec);
 

@@ -212,14 +212,18 @@ static void test_plan_cache(void **state)
     attn_key_set_int(&k1, "head_dim_qk", 128);
     attn_key_set_int(&k2, "head_dim_qk", 256);
     assert_int_equal(attnd_plan_cache_create(&c, 2, count_free), 0);
-    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, malloc(8), &id1, &d), 0);
+    void *o1 = malloc(8), *o2 = malloc(8), *o3 = malloc(8);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, o1, &id1, &d), 0);
+    attnd_plan_cache_release(c, o1); /* the insert hands back a held reference */
     assert_int_equal(d.event, ATTN_PLAN_MISS);
-    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, malloc(8), &id2, &d), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, o2, &id2, &d), 0);
+    attnd_plan_cache_release(c, o2);
     assert_int_equal(d.event, ATTN_PLAN_HIT);
     assert_true(id2 != id1);
     /* seed 0x07F: d 128 -> 256 replans, and the reason names the field */
     assert_int_equal(attnd_plan_cache_acquire(c, id1, &obj, &e), 0); /* id1 in use */
-    assert_int_equal(attnd_plan_cache_insert(c, "p", &k2, malloc(8), &id3, &d), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k2, o3, &id3, &d), 0);
+    attnd_plan_cache_release(c, o3);
     assert_int_equal(d.event, ATTN_PLAN_REPLAN);
     assert_non_null(strstr(d.reason, "head_dim_qk"));
     /* full: the least recently used entry nobody holds (id2) was evicted */
@@ -239,6 +243,46 @@ static void test_plan_cache(void **state)
     attnd_plan_cache_release(c, obj);
     attnd_plan_cache_destroy(c);
     assert_int_equal(g_freed, 3);
+    attn_key_fini(&k1);
+    attn_key_fini(&k2);
+}
+
+/* Two plans inserted before either caller has used its own (two workers
+ * planning at once) with room for one: neither may be evicted while its
+ * caller still holds it; the cache trims back to its bound on release.
+ * (Before the fix the second insert evicted the first, and the first
+ * caller's acquire got a spurious E_STALE_PLAN.) */
+static void test_plan_cache_insert_holds(void **state)
+{
+    attnd_plan_cache *c;
+    attnd_plan_cache_stats st;
+    attn_plan_decision d;
+    attn_error_detail e;
+    attn_key k1, k2;
+    uint64_t id1, id2;
+    void *o1 = malloc(8), *o2 = malloc(8), *obj;
+    (void)state;
+    g_freed = 0;
+    attn_key_init(&k1);
+    attn_key_init(&k2);
+    attn_key_set_int(&k1, "head_dim_qk", 64);
+    attn_key_set_int(&k2, "head_dim_qk", 128);
+    assert_int_equal(attnd_plan_cache_create(&c, 1, count_free), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, o1, &id1, &d), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "q", &k2, o2, &id2, &d), 0);
+    assert_int_equal(g_freed, 0); /* both callers still hold theirs */
+    assert_int_equal(attnd_plan_cache_acquire(c, id1, &obj, &e), 0);
+    assert_ptr_equal(obj, o1);
+    attnd_plan_cache_release(c, obj);
+    attnd_plan_cache_release(c, o1); /* the first caller is done: over the bound, evicted */
+    attnd_plan_cache_stats_get(c, &st);
+    assert_int_equal(st.entries, 1);
+    assert_int_equal(g_freed, 1);
+    assert_int_equal(attnd_plan_cache_acquire(c, id2, &obj, &e), 0);
+    attnd_plan_cache_release(c, obj);
+    attnd_plan_cache_release(c, o2);
+    attnd_plan_cache_destroy(c);
+    assert_int_equal(g_freed, 2);
     attn_key_fini(&k1);
     attn_key_fini(&k2);
 }
@@ -740,6 +784,7 @@ int main(void)
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_pool_table),
         cmocka_unit_test(test_plan_cache),
+        cmocka_unit_test(test_plan_cache_insert_holds),
         cmocka_unit_test(test_capture_roundtrip),
         cmocka_unit_test(test_attend_matches_engine),
         cmocka_unit_test(test_plan_run_stale),
