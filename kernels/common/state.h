@@ -118,10 +118,12 @@
     }                                                                                              \
                                                                                                    \
     /* O = u / l and LSE = m + log l; the all-masked row gives O = 0 and                           \
-     * LSE = -inf (the declared policy of seed 0x02C), never NaN. */                               \
+     * LSE = -inf (the declared policy of seed 0x02C), never NaN.  Only an                         \
+     * empty state is all-masked: a non-finite score (NaN or inf input)                            \
+     * reaches the output as NaN instead of passing for a masked row. */                           \
     ATTN_HD void attn_mlu_finalize_##S(const attn_mlu_##S *st, const T *u, int d, T *o, T *lse)    \
     {                                                                                              \
-        if (!st->valid || !(st->l > 0)) {                                                          \
+        if (!st->valid) {                                                                          \
             for (int i = 0; i < d; i++)                                                            \
                 o[i] = 0;                                                                          \
             *lse = -(T)INFINITY;                                                                   \
@@ -145,7 +147,7 @@
     ATTN_HD void attn_lseo_to_mlu_##S(const attn_lseo_##S *in, const T *o, int d,                  \
                                       attn_mlu_##S *st, T *u)                                      \
     {                                                                                              \
-        if (!(in->lse > -(T)INFINITY)) {                                                           \
+        if (in->lse == -(T)INFINITY) {                                                             \
             attn_mlu_empty_##S(st, u, d);                                                          \
             return;                                                                                \
         }                                                                                          \
@@ -160,7 +162,8 @@
     ATTN_HD void attn_lseo_merge_##S(attn_lseo_##S *a, T *oa, const attn_lseo_##S *b, const T *ob, \
                                      int d)                                                        \
     {                                                                                              \
-        bool va = a->lse > -(T)INFINITY, vb = b->lse > -(T)INFINITY;                               \
+        /* only -inf is empty: a NaN state stays NaN through the merge */                          \
+        bool va = a->lse != -(T)INFINITY, vb = b->lse != -(T)INFINITY;                             \
         if (!vb)                                                                                   \
             return;                                                                                \
         if (!va) {                                                                                 \

@@ -259,9 +259,11 @@ FN(block_body)(const cpu_run *r, FN(scratch) * sc, uint32_t b, int64_t i, int64_
             s[k] = EXPF(s[k] - m);
             l += s[k];
         }
-        /* Finite inputs give l >= 1; a non-finite score makes the block
-         * invalid rather than spreading NaN through the merge frame. */
-        MLU blk = {m > -(ACC)INFINITY && m < (ACC)INFINITY, m, l};
+        /* Every key here is allowed (masked keys were dropped above), so the
+         * block is valid; finite inputs give l >= 1, and a non-finite score
+         * (NaN or inf in q or K) makes the row NaN rather than passing for
+         * a masked block or a smaller key set. */
+        MLU blk = {true, m, l};
         /* u_blk = sum_k p_k v_k, one chunk of lanes at a time so the
          * partial sums stay in registers across the block's keys */
         ACC *restrict ub = sc->ub + (size_t)hh * DV;

@@ -251,6 +251,44 @@ static void test_reduction_order_fp16(void **state)
     }
 }
 
+/* A non-finite score is a data error, not a mask: it must reach the output
+ * as NaN, never pass for the all-masked row (O = 0, LSE = -inf) or silently
+ * drop the finite keys beside it (found in review: both used to happen). */
+static void test_nonfinite_is_not_masked(void **state)
+{
+    (void)state;
+    const float one[1] = {1};
+    const float scores[2] = {NAN, INFINITY};
+    for (int c = 0; c < 2; c++) {
+        attn_mlu_f32 a, b;
+        float ua[1], ub[1], o = 0, lse = 0;
+        attn_mlu_empty_f32(&a, ua, 1);
+        attn_mlu_push_f32(&a, ua, 2.0f, one, 1);
+        attn_mlu_empty_f32(&b, ub, 1);
+        attn_mlu_push_f32(&b, ub, 1.0f, one, 1);
+        attn_mlu_push_f32(&b, ub, scores[c], one, 1);
+        if (c == 1) { /* the block frame of a +inf score: exp(inf - inf) */
+            b.m = INFINITY;
+            b.l = NAN;
+        }
+        attn_mlu_merge_f32(&a, ua, &b, ub, 1);
+        attn_mlu_finalize_f32(&a, ua, 1, &o, &lse);
+        assert_true(isnan(lse));
+        assert_true(isnan(o));
+    }
+    /* (LSE, O): a NaN state is not the empty state */
+    attn_lseo_f32 x = {1.0f}, y = {NAN};
+    float ox[1] = {1}, oy[1] = {NAN};
+    attn_lseo_merge_f32(&x, ox, &y, oy, 1);
+    assert_true(isnan(x.lse) && isnan(ox[0]));
+    attn_mlu_f32 st;
+    float u[1];
+    attn_lseo_f32 z = {NAN};
+    float oz[1] = {NAN};
+    attn_lseo_to_mlu_f32(&z, oz, 1, &st, u);
+    assert_true(st.valid);
+}
+
 static void test_error_names(void **state)
 {
     (void)state;
@@ -268,7 +306,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_empty_middle),  cmocka_unit_test(test_lse_merge_not_average),
         cmocka_unit_test(test_empty_identity),       cmocka_unit_test(test_extreme_scores),
-        cmocka_unit_test(test_reduction_order_fp16), cmocka_unit_test(test_error_names),
+        cmocka_unit_test(test_reduction_order_fp16), cmocka_unit_test(test_nonfinite_is_not_masked),
+        cmocka_unit_test(test_error_names),
     };
     return cmocka_run_group_tests_name("state", tests, NULL, NULL);
 }
