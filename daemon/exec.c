@@ -385,8 +385,14 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     pthread_rwlock_unlock(&s->trace_lock);
     if (rc != 0) {
         atomic_fetch_add(&s->engine_failures, 1);
-        attn_error_set(err, rc, "", "engine %s failed (%s); the pool is unchanged",
-                       p->backend->name, attn_err_message(rc));
+        if (rc == ATTN_E_POOL_UNRESTORED)
+            attn_error_set(err, rc, "",
+                           "engine %s failed and could not restore the pool: "
+                           "the rows of this run may be partly written",
+                           p->backend->name);
+        else
+            attn_error_set(err, rc, "", "engine %s failed (%s); the pool is unchanged",
+                           p->backend->name, attn_err_message(rc));
         goto out;
     }
     rep->o.data = scratch[SCRATCH_O];

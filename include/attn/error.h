@@ -66,6 +66,7 @@ extern "C" {
     /* execution */                                                                                \
     X(ENGINE, -80, "engine failed; the pool is unchanged")                                         \
     X(CUDA, -81, "CUDA runtime error")                                                             \
+    X(POOL_UNRESTORED, -82, "engine failed and could not restore the pool")                        \
     X(NOMEM, -90, "out of memory")                                                                 \
     X(IO, -91, "input/output error")                                                               \
     X(INTERNAL, -99, "internal error")

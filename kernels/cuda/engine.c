@@ -695,10 +695,13 @@ fail:
     if (c->dev_cnt) /* a launch that failed may have left counts behind */
         cudaMemsetAsync(c->dev_cnt, 0, c->dev_cnt_cap, st);
     if (swapped) {
-        /* put the old rows back so the pool is unchanged (backend.h contract) */
-        attn_cuda_append_launch(kst, vst, (const int64_t *)(dm + off_rows), total_q, Hkv, d,
-                                head_stride, g->kv_dtype, NULL, NULL, io + o_sk, io + o_sv, 1, st);
-        cudaStreamSynchronize(st);
+        /* put the old rows back so the pool is unchanged (backend.h contract);
+         * when even that fails, say so instead of claiming an unchanged pool */
+        int back = attn_cuda_append_launch(kst, vst, (const int64_t *)(dm + off_rows), total_q, Hkv,
+                                           d, head_stride, g->kv_dtype, NULL, NULL, io + o_sk,
+                                           io + o_sv, 1, st);
+        if (back != 0 || cudaStreamSynchronize(st) != cudaSuccess)
+            rv = ATTN_E_POOL_UNRESTORED;
     }
     attn_mask_prog_free(&mp);
     return rv;
