@@ -183,7 +183,7 @@ int attn_key_field_equal(const attn_key_field *a, const attn_key_field *b)
 /* Shortest round-trip decimal of a double, laid out the way Python's repr
  * does (fixed notation for exponents in [-4, 16), always a fractional part),
  * so our digests equal the fixtures' json.dumps digests (seed 0x07D). */
-static void format_double(double x, char *out, size_t n)
+static void format_double_uncached(double x, char *out, size_t n)
 {
     if (isnan(x)) {
         snprintf(out, n, "NaN");
@@ -260,6 +260,30 @@ static void format_double(double x, char *out, size_t n)
     snprintf(out, n, "%s", buf);
 }
 
+/* The shortest round trip costs a few snprintf/strtod probes (about 2 us a
+ * value, most of a B = 256 call key's canonical form); a call key repeats
+ * the same few doubles (sm_scale, tolerances), so each thread keeps the
+ * last ones it formatted, keyed by their bit pattern. */
+#define FMT_CACHE 8
+static _Thread_local struct fmt_cache_entry {
+    uint64_t bits;
+    bool used;
+    char s[40];
+} g_fmt_cache[FMT_CACHE];
+
+static void format_double(double x, char *out, size_t n)
+{
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    struct fmt_cache_entry *c = &g_fmt_cache[(bits ^ (bits >> 17) ^ (bits >> 41)) % FMT_CACHE];
+    if (!c->used || c->bits != bits) {
+        format_double_uncached(x, c->s, sizeof c->s);
+        c->bits = bits;
+        c->used = true;
+    }
+    snprintf(out, n, "%s", c->s);
+}
+
 /* A growable output buffer for the canonical writer. */
 typedef struct key_buf {
     char *p;
@@ -267,10 +291,11 @@ typedef struct key_buf {
     int err;
 } key_buf;
 
-static void kb_put(key_buf *b, const char *s, size_t n)
+/* Make room for n more bytes (and the NUL); false once out of memory. */
+static bool kb_reserve(key_buf *b, size_t n)
 {
     if (b->err)
-        return;
+        return false;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 1024;
         while (b->len + n + 1 > cap)
@@ -278,11 +303,18 @@ static void kb_put(key_buf *b, const char *s, size_t n)
         char *p = realloc(b->p, cap);
         if (p == NULL) {
             b->err = ATTN_E_NOMEM;
-            return;
+            return false;
         }
         b->p = p;
         b->cap = cap;
     }
+    return true;
+}
+
+static void kb_put(key_buf *b, const char *s, size_t n)
+{
+    if (!kb_reserve(b, n))
+        return;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
@@ -321,18 +353,81 @@ static void kb_json_string(key_buf *b, const char *s)
 }
 
 /* Decimal of an int64 without printf (the key of a large batch has one per request). */
+/* Decimal digits of v written in place (room for 20 reserved by the caller).
+ * Two digits per step from a table, written back to front once the length
+ * is known: a B = 256 call key formats 512 of these per reply. */
+static size_t int_digits(char *out, int64_t v)
+{
+    static const char pairs[] =
+        "000102030405060708091011121314151617181920212223242526272829303132333435363738394041424344"
+        "454647484950515253545556575859606162636465666768697071727374757677787980818283848586878889"
+        "90919293949596979899";
+    static const uint64_t pow10[20] = {1ull,
+                                       10ull,
+                                       100ull,
+                                       1000ull,
+                                       10000ull,
+                                       100000ull,
+                                       1000000ull,
+                                       10000000ull,
+                                       100000000ull,
+                                       1000000000ull,
+                                       10000000000ull,
+                                       100000000000ull,
+                                       1000000000000ull,
+                                       10000000000000ull,
+                                       100000000000000ull,
+                                       1000000000000000ull,
+                                       10000000000000000ull,
+                                       100000000000000000ull,
+                                       1000000000000000000ull,
+                                       10000000000000000000ull};
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    size_t sign = v < 0, len = 1;
+    while (len < 20 && u >= pow10[len])
+        len++;
+    if (sign)
+        out[0] = '-';
+    char *p = out + sign + len;
+    while (u >= 100) {
+        size_t i = (size_t)(u % 100) * 2;
+        u /= 100;
+        *--p = pairs[i + 1];
+        *--p = pairs[i];
+    }
+    if (u >= 10) {
+        *--p = pairs[u * 2 + 1];
+        *--p = pairs[u * 2];
+    } else {
+        *--p = (char)('0' + u);
+    }
+    return sign + len;
+}
+
 static void kb_int(key_buf *b, int64_t v)
 {
-    char tmp[24];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[sizeof tmp - 1 - n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    if (v < 0)
-        tmp[sizeof tmp - 1 - n++] = '-';
-    kb_put(b, tmp + sizeof tmp - n, (size_t)n);
+    if (!kb_reserve(b, 20))
+        return;
+    b->len += int_digits(b->p + b->len, v);
+    b->p[b->len] = '\0';
+}
+
+/* "[a,b,...]" with one reservation for the whole array: a call key carries
+ * q_len and kv_len of every request, the bulk of a B = 256 key. */
+static void kb_ints(key_buf *b, const int64_t *v, uint32_t n)
+{
+    if (!kb_reserve(b, (size_t)n * 21 + 2))
+        return;
+    char *p = b->p + b->len;
+    *p++ = '[';
+    for (uint32_t i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        p += int_digits(p, v[i]);
+    }
+    *p++ = ']';
+    b->len = (size_t)(p - b->p);
+    b->p[b->len] = '\0';
 }
 
 static void kb_field_value(key_buf *b, const attn_key_field *f)
@@ -353,13 +448,7 @@ static void kb_field_value(key_buf *b, const attn_key_field *f)
         kb_json_string(b, f->s);
         break;
     case ATTN_KEY_INTS:
-        kb_put(b, "[", 1);
-        for (uint32_t i = 0; i < f->num_ints; i++) {
-            if (i)
-                kb_put(b, ",", 1);
-            kb_int(b, f->ints[i]);
-        }
-        kb_put(b, "]", 1);
+        kb_ints(b, f->ints, f->num_ints);
         break;
     }
 }

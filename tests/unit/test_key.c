@@ -549,9 +549,55 @@ static void test_tolerance_per_dtype(void **state)
     assert_string_equal(t.metric, "rel_l2");
 }
 
+/* The canonical form writes integers with its own digit writer (the call
+ * key's hot path): it must equal printf's "%lld" on every edge value. */
+static void test_canonical_ints_equal_printf(void **state)
+{
+    (void)state;
+    const int64_t vals[] = {0,
+                            1,
+                            9,
+                            10,
+                            11,
+                            99,
+                            100,
+                            101,
+                            999,
+                            1000,
+                            12345,
+                            -1,
+                            -9,
+                            -10,
+                            -100,
+                            -12345,
+                            INT64_MAX,
+                            INT64_MIN,
+                            INT64_MIN + 1,
+                            1000000000000000000LL,
+                            999999999999999999LL,
+                            4294967295LL};
+    const int n = (int)(sizeof vals / sizeof vals[0]);
+    attn_key k;
+    attn_key_init(&k);
+    assert_int_equal(attn_key_set_ints(&k, "a", vals, (uint32_t)n), 0);
+    assert_int_equal(attn_key_set_int(&k, "b", INT64_MIN), 0);
+    char *out = NULL, want[1024];
+    size_t len, o = (size_t)snprintf(want, sizeof want, "{\"a\":[");
+    for (int i = 0; i < n; i++)
+        o +=
+            (size_t)snprintf(want + o, sizeof want - o, "%s%lld", i ? "," : "", (long long)vals[i]);
+    snprintf(want + o, sizeof want - o, "],\"b\":%lld}", (long long)INT64_MIN);
+    assert_int_equal(attn_key_canonical(&k, &out, &len), 0);
+    assert_string_equal(out, want);
+    assert_int_equal(len, strlen(want));
+    free(out);
+    attn_key_fini(&k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_canonical_ints_equal_printf),
         cmocka_unit_test(test_seed_teaching_key_digest),
         cmocka_unit_test(test_seed_plan_key_digest),
         cmocka_unit_test(test_double_canonical_form),
