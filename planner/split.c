@@ -464,13 +464,16 @@ int attn_split_plan_build_lengths(uint32_t num_requests, const int64_t *kv_len,
         return rv;
     for (uint32_t b = 0; b < num_requests; b++) {
         char field[48];
-        snprintf(field, sizeof(field), "requests[%u]", b);
-        if (kv_len[b] < 0)
+        if (kv_len[b] < 0) {
+            snprintf(field, sizeof(field), "requests[%u]", b);
             return attn_error_set(err, ATTN_E_RANGE, field, "key length %lld is negative",
                                   (long long)kv_len[b]);
-        if (q_len != NULL && q_len[b] < 0)
+        }
+        if (q_len != NULL && q_len[b] < 0) {
+            snprintf(field, sizeof(field), "requests[%u]", b);
             return attn_error_set(err, ATTN_E_RANGE, field, "query length %lld is negative",
                                   (long long)q_len[b]);
+        }
     }
 
     split_ctx c;

@@ -138,13 +138,16 @@ int attn_qo_indptr_check(const attn_request_desc *reqs, uint32_t num_requests,
         return attn_error_set(err, ATTN_E_QO_INDPTR, "qo_indptr[0]",
                               "qo_indptr must start at 0, got %d", qo_indptr[0]);
     for (uint32_t b = 0; b < num_requests; b++) {
-        snprintf(field, sizeof field, "qo_indptr[%u]", b + 1);
-        if (qo_indptr[b + 1] < qo_indptr[b])
+        /* the field path is formatted only for an error (hot loop otherwise) */
+        if (qo_indptr[b + 1] < qo_indptr[b]) {
+            snprintf(field, sizeof field, "qo_indptr[%u]", b + 1);
             return attn_error_set(err, ATTN_E_QO_INDPTR, field,
                                   "qo_indptr is not monotone: %d after %d", qo_indptr[b + 1],
                                   qo_indptr[b]);
+        }
         if ((int64_t)qo_indptr[b + 1] - qo_indptr[b] != reqs[b].new_len)
-            return attn_error_set(err, ATTN_E_QO_INDPTR, field,
+            return attn_error_set(err, ATTN_E_QO_INDPTR,
+                                  (snprintf(field, sizeof field, "qo_indptr[%u]", b + 1), field),
                                   "qo_indptr[%u] - qo_indptr[%u] = %lld but new_len is %lld", b + 1,
                                   b, (long long)qo_indptr[b + 1] - qo_indptr[b],
                                   (long long)reqs[b].new_len);
@@ -192,46 +195,53 @@ int attn_pool_geometry_validate(const attn_pool_geometry *g, attn_error_detail *
 static int check_request_ids(const attn_manifest *m, attn_error_detail *err)
 {
     char field[64];
-    for (uint32_t b = 0; b < m->num_requests; b++) {
+    uint32_t B = m->num_requests;
+    for (uint32_t b = 0; b < B; b++) {
         const char *id = m->requests[b].id;
-        snprintf(field, sizeof field, "requests[%u].id", b);
-        if (memchr(id, '\0', ATTN_NAME_MAX) == NULL)
+        if (memchr(id, '\0', ATTN_NAME_MAX) == NULL || id[0] == '\0') {
+            snprintf(field, sizeof field, "requests[%u].id", b);
+            if (id[0] == '\0')
+                return attn_error_set(err, ATTN_E_MISSING, field, "request id is empty");
             return attn_error_set(err, ATTN_E_TOO_LARGE, field, "request id longer than %d bytes",
                                   ATTN_NAME_MAX - 1);
-        if (id[0] == '\0')
-            return attn_error_set(err, ATTN_E_MISSING, field, "request id is empty");
+        }
     }
-    /* B is bounded by the wire limits; a sorted index keeps this O(B log B) */
-    uint32_t *ix = malloc(sizeof *ix * m->num_requests);
-    if (ix == NULL)
+    /* seed 0x08F: unique request identities.  An open-addressing set of
+     * FNV-1a hashes, O(B); ids are compared only when their hashes meet. */
+    uint32_t cap = 16;
+    while (cap < 2 * B)
+        cap *= 2;
+    uint32_t *slot = malloc(sizeof *slot * cap); /* request index + 1, 0 = empty */
+    uint32_t *hash = malloc(sizeof *hash * cap);
+    if (slot == NULL || hash == NULL) {
+        free(slot);
+        free(hash);
         return attn_error_set(err, ATTN_E_NOMEM, "requests", "out of memory checking ids");
-    for (uint32_t b = 0; b < m->num_requests; b++)
-        ix[b] = b;
-    /* insertion sort for small batches, shell gaps keep large ones fast */
-    for (uint32_t gap = m->num_requests / 2 + 1;; gap = gap > 1 ? gap / 2 : 0) {
-        for (uint32_t i = gap; i < m->num_requests; i++) {
-            uint32_t v = ix[i], j = i;
-            while (j >= gap && strcmp(m->requests[ix[j - gap]].id, m->requests[v].id) > 0) {
-                ix[j] = ix[j - gap];
-                j -= gap;
-            }
-            ix[j] = v;
-        }
-        if (gap <= 1)
-            break;
     }
+    memset(slot, 0, sizeof *slot * cap);
     int rv = 0;
-    for (uint32_t i = 1; i < m->num_requests && rv == 0; i++) {
-        uint32_t a = ix[i - 1], c = ix[i];
-        if (strcmp(m->requests[a].id, m->requests[c].id) == 0) {
-            uint32_t later = a > c ? a : c, first = a > c ? c : a;
-            snprintf(field, sizeof field, "requests[%u].id", later);
-            rv = attn_error_set(err, ATTN_E_DUPLICATE_REQUEST, field,
-                                "request id \"%s\" already used by requests[%u]",
-                                m->requests[later].id, first);
+    for (uint32_t b = 0; b < B && rv == 0; b++) {
+        uint32_t h = 2166136261u;
+        for (const unsigned char *c = (const unsigned char *)m->requests[b].id; *c; c++)
+            h = (h ^ *c) * 16777619u;
+        for (uint32_t i = h & (cap - 1);; i = (i + 1) & (cap - 1)) {
+            if (slot[i] == 0) {
+                slot[i] = b + 1;
+                hash[i] = h;
+                break;
+            }
+            uint32_t first = slot[i] - 1;
+            if (hash[i] == h && strcmp(m->requests[first].id, m->requests[b].id) == 0) {
+                snprintf(field, sizeof field, "requests[%u].id", b);
+                rv = attn_error_set(err, ATTN_E_DUPLICATE_REQUEST, field,
+                                    "request id \"%s\" already used by requests[%u]",
+                                    m->requests[b].id, first);
+                break;
+            }
         }
     }
-    free(ix);
+    free(slot);
+    free(hash);
     return rv;
 }
 

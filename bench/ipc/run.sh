@@ -12,6 +12,11 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
 B="$here/$BUILD"
 LIBS="$B/libattn_server.a $B/libattn_cuda.a $B/libattn_core.a -lnng -luv -lmsgpackc -ljansson -lcrypto -lpthread -lm -ldl -lrt"
+# a CUDA build's engine library needs the CUDA runtime (static, as attnd links it)
+if [ -n "$(ar t "$B/libattn_cuda.a" 2>/dev/null | grep '\.cu\.o$')" ]; then
+    cuda_home=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+    LIBS="$LIBS -L$cuda_home/lib64 -lcudart_static -lstdc++"
+fi
 tmp=$(mktemp -d /tmp/attnd-bench-XXXXXX)
 cc -O2 -std=c11 -D_GNU_SOURCE -o "$tmp/echo" bench/ipc/echo.c -lnng -lpthread
 cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -I. -o "$tmp/server_cost" bench/ipc/server_cost.c $LIBS
