@@ -268,7 +268,7 @@ static void format_double_uncached(double x, char *out, size_t n)
 static _Thread_local struct fmt_cache_entry {
     uint64_t bits;
     bool used;
-    char s[40];
+    char s[64]; /* format_double_uncached writes at most 64 bytes */
 } g_fmt_cache[FMT_CACHE];
 
 static void format_double(double x, char *out, size_t n)
