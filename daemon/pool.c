@@ -330,15 +330,39 @@ int attnd_pool_write(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32
         return rc;
 #ifdef ATTN_WITH_CUDA
     if (p->view.platform == ATTN_PLATFORM_CUDA) {
-        /* pages were checked above; a failing K copy leaves V untouched, and
-         * the K pages it wrote held data the caller is replacing anyway */
+        /* nothing half-applied: the old bytes of the named pages are saved
+         * first, and put back when a copy fails part way (a device error;
+         * the pages were checked above).  kv_write loads history, off the
+         * per-layer path, so the extra read is affordable. */
+        void *old_k = malloc((size_t)n * p->page_bytes_k + 1);
+        void *old_v = malloc((size_t)n * p->page_bytes_v + 1);
+        if (old_k == NULL || old_v == NULL) {
+            free(old_k);
+            free(old_v);
+            return attn_error_set(err, ATTN_E_NOMEM, "pages", "cannot stage %u pages", n);
+        }
         pthread_mutex_lock(&p->lock);
-        rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_k[layer], 0, pages, n,
-                                  (void *)k, 1, err);
-        if (rc == 0)
-            rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_v[layer], 1, pages, n,
-                                      (void *)v, 1, err);
+        rc = attnd_pool_read_held(p, layer, pages, n, old_k, old_v, err);
+        if (rc == 0) {
+            rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_k[layer], 0, pages, n,
+                                      (void *)k, 1, err);
+            if (rc == 0)
+                rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_v[layer], 1, pages, n,
+                                          (void *)v, 1, err);
+            if (rc != 0) {
+                attn_error_detail ignored;
+                if (attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_k[layer], 0, pages, n,
+                                         old_k, 1, &ignored) != 0 ||
+                    attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_v[layer], 1, pages, n,
+                                         old_v, 1, &ignored) != 0)
+                    rc = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "pages",
+                                        "copying the pages failed and so did putting the old "
+                                        "bytes back: the named pages may be partly written");
+            }
+        }
         pthread_mutex_unlock(&p->lock);
+        free(old_k);
+        free(old_v);
         return rc;
     }
 #endif
