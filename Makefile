@@ -19,9 +19,18 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -I. -MMD -MP
 CFLAGS  += -DATTN_BUILD_ID='"$(ATTN_BUILD_ID)"' -DATTN_BUILD_FLAGS='"CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)"'
-LDLIBS  := -lnng -luv -lmsgpackc -ljansson -lcrypto -lpthread -lm -ldl -lrt
+# nng older than the fix for its issue 1518 (Debian 12's 1.5.2) is replaced by
+# the private static build that scripts/deps.sh makes outside the clone.
+NNG_PREFIX := $(shell ./scripts/deps.sh --nng-prefix)
+ifneq ($(NNG_PREFIX),)
+CFLAGS  += -I$(NNG_PREFIX)/include
+NNG_LIBS := $(NNG_PREFIX)/lib/libnng.a -lmbedtls -lmbedx509 -lmbedcrypto
+else
+NNG_LIBS := -lnng
+endif
+LDLIBS  := $(NNG_LIBS) -luv -lmsgpackc -ljansson -lcrypto -lpthread -lm -ldl -lrt
 ifeq ($(STATIC),1)
-LDLIBS  := -Wl,-Bstatic -lnng -lmbedtls -lmbedx509 -lmbedcrypto -luv_a -lmsgpackc -ljansson -lcrypto -Wl,-Bdynamic -lpthread -lm -ldl -lrt -latomic
+LDLIBS  := -Wl,-Bstatic $(NNG_LIBS) -lmbedtls -lmbedx509 -lmbedcrypto -luv_a -lmsgpackc -ljansson -lcrypto -Wl,-Bdynamic -lpthread -lm -ldl -lrt -latomic
 endif
 ifeq ($(SAN),1)
 CFLAGS  := $(filter-out -O2,$(CFLAGS)) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
