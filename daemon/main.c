@@ -25,7 +25,8 @@ int main(int argc, char **argv)
     }
     memset(&err, 0, sizeof err);
     attnd_config_defaults(&cfg);
-    if (attnd_config_parse_args(&cfg, argc, argv, &err) != 0) {
+    if (attnd_config_parse_args(&cfg, argc, argv, &err) != 0 ||
+        attnd_config_check(&cfg, &err) != 0) {
         fprintf(stderr, "attnd: %s: %s (%s)\n%s", err.field, err.message, attn_err_name(err.code),
                 attnd_config_usage());
         return 2;
@@ -45,6 +46,16 @@ int main(int argc, char **argv)
     o.is_cheap = cfg.inline_cheap ? attn_server_is_cheap_cb : NULL;
     o.refuse = attn_server_refuse_cb;
     o.arg = srv;
+    o.max_conns = (uint32_t)cfg.max_conns;
+    o.conn_inflight = (uint32_t)cfg.conn_inflight;
+    o.send_timeout_ms = cfg.send_timeout_ms;
+    o.idle_timeout_ms = cfg.idle_timeout_ms;
+    o.drain_timeout_ms = cfg.drain_timeout_ms;
+    if (cfg.tls_cert[0] != '\0') {
+        o.tls_cert = cfg.tls_cert;
+        o.tls_key = cfg.tls_key;
+        o.tls_ca = cfg.tls_ca;
+    }
     o.metrics = attn_server_metrics(srv);
     if (attnd_loop_create(&loop, &o, &err) != 0) {
         fprintf(stderr, "attnd: %s: %s\n", err.field, err.message);

@@ -440,7 +440,7 @@ int attn_server_is_cheap(attn_server *s, const void *frame, size_t len)
     return op == ATTN_OP_HELLO || op == ATTN_OP_STATS;
 }
 
-int attn_server_refuse(attn_server *s, const void *frame, size_t len, void **reply,
+int attn_server_refuse(attn_server *s, const void *frame, size_t len, int code, void **reply,
                        size_t *reply_len)
 {
     attn_error_detail err;
@@ -464,7 +464,12 @@ int attn_server_refuse(attn_server *s, const void *frame, size_t len, void **rep
         }
     }
     peek_op(frame, len, &op);
-    attn_error_set(&err, ATTN_E_SHUTTING_DOWN, "", "attnd is shutting down; retry elsewhere");
+    if (code == ATTN_E_BUSY)
+        attn_error_set(&err, ATTN_E_BUSY, "conn_inflight",
+                       "this connection already has --conn-inflight requests in progress; "
+                       "wait for a reply first");
+    else
+        attn_error_set(&err, ATTN_E_SHUTTING_DOWN, "", "attnd is shutting down; retry elsewhere");
     return encode_error(s, id, op, &err, reply, reply_len);
 }
 
@@ -478,7 +483,8 @@ int attn_server_is_cheap_cb(void *arg, const void *req, size_t len)
     return attn_server_is_cheap(arg, req, len);
 }
 
-int attn_server_refuse_cb(void *arg, const void *req, size_t len, void **reply, size_t *reply_len)
+int attn_server_refuse_cb(void *arg, const void *req, size_t len, int code, void **reply,
+                          size_t *reply_len)
 {
-    return attn_server_refuse(arg, req, len, reply, reply_len);
+    return attn_server_refuse(arg, req, len, code, reply, reply_len);
 }

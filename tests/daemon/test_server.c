@@ -599,7 +599,7 @@ static void test_cheap_and_refuse(void **state)
     req.id = 77;
     assert_int_equal(attn_request_encode(&req, &b, &e), 0);
     assert_true(attn_server_is_cheap(s, b.data, b.len));
-    assert_int_equal(attn_server_refuse(s, b.data, b.len, &out, &len), 0);
+    assert_int_equal(attn_server_refuse(s, b.data, b.len, ATTN_E_SHUTTING_DOWN, &out, &len), 0);
     memset(&rep, 0, sizeof rep);
     assert_int_equal(attn_reply_decode(out, len, NULL, &rep, &e), 0);
     assert_false(rep.ok);

@@ -124,6 +124,80 @@ static int raw_connect(const char *path)
     return fd;
 }
 
+/* A raw SP/REQ connection over the ipc socket that we drive byte by byte:
+ * the 8-byte SP header (REQ, protocol 48), then frames of a type byte, a
+ * 64-bit big-endian length and a 32-bit request id with the high bit set. */
+static int sp_connect(const char *path)
+{
+    static const unsigned char hdr[8] = {0, 'S', 'P', 0, 0, 48, 0, 0};
+    int fd = raw_connect(path);
+    if (fd >= 0 && write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Write an ipc frame header (message type 1, then the 64-bit big-endian
+ * length) declaring `body` bytes after the request id, then the id. */
+static int sp_frame_header(int fd, uint64_t body, uint32_t reqid)
+{
+    unsigned char h[13];
+    uint64_t n = body + 4;
+    h[0] = 1;
+    for (int i = 0; i < 8; i++)
+        h[1 + i] = (unsigned char)(n >> (56 - 8 * i));
+    reqid |= 0x80000000u;
+    for (int i = 0; i < 4; i++)
+        h[9 + i] = (unsigned char)(reqid >> (24 - 8 * i));
+    return write(fd, h, sizeof h) == (ssize_t)sizeof h ? 0 : -1;
+}
+
+/* One whole request on a raw connection (its reply is never read). */
+static int sp_send(int fd, attn_request *req, uint32_t reqid)
+{
+    attn_buf b;
+    int rc;
+    encode(req, &b);
+    rc = sp_frame_header(fd, b.len, reqid) == 0 && write(fd, b.data, b.len) == (ssize_t)b.len ? 0
+                                                                                              : -1;
+    attn_buf_free(&b);
+    return rc;
+}
+
+/* Whether the daemon closed a raw connection within timeout_ms (EOF or reset
+ * after whatever it sent). */
+static int closed_by_peer(int fd, int timeout_ms)
+{
+    char buf[4096];
+    double t0 = now_ms();
+    while (now_ms() - t0 < timeout_ms) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 50) == 1) {
+            ssize_t n = read(fd, buf, sizeof buf);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* The daemon's virtual size in MiB (/proc), or -1. */
+static long vm_size_mib(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmSize: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb < 0 ? -1 : kb / 1024;
+}
+
 /* SIGTERM; asserts a clean exit (0, socket removed) within the helper's 10 s. */
 static void stop_clean(attn_daemon_proc *d)
 {
@@ -183,6 +257,197 @@ static void test_second_listener(void **state)
     stop_clean(&g_d);
 }
 
+/* A kv_read of two 4 MiB pages (K + V): an 8 MiB reply. */
+static void kv_read_req(attn_request *req, int32_t *pages)
+{
+    memset(req, 0, sizeof *req);
+    req->op = ATTN_OP_KV_READ;
+    snprintf(req->kv.pool, sizeof req->kv.pool, "big");
+    req->kv.pages = pages;
+    req->kv.num_pages = 2;
+}
+
+/* Issue 9 item 1: 40 kv_reads of 8 MiB from one connection that reads
+ * nothing held all 16 REP contexts; every other client's hello timed out
+ * and SIGTERM did not complete while that client stayed. */
+static void test_stuck_reader(void **state)
+{
+    const char *extra[] = {"--engine", "cpu", "--pool", "big:1:2:256:16:128:fp32", NULL};
+    int32_t pages[2] = {0, 1};
+    attn_request req;
+    int fd;
+    double ms, worst = 0;
+    (void)state;
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    fd = sp_connect(g_d.sock);
+    assert_true(fd >= 0);
+    kv_read_req(&req, pages);
+    for (uint32_t i = 0; i < 40; i++)
+        if (sp_send(fd, &req, i + 1) != 0)
+            break; /* attnd closed the connection: also fine */
+    usleep(300000);
+    for (int i = 0; i < 5; i++) {
+        ms = hello_ms(g_d.url, 1000);
+        assert_true(ms >= 0);
+        worst = ms > worst ? ms : worst;
+    }
+    printf("hello with a stuck reader: worst of 5 %.2f ms\n", worst);
+    assert_true(worst < 1000);
+    stop_clean(&g_d); /* the stuck client is still connected */
+    close(fd);
+}
+
+/* Issue 9 item 5: a connection cap; connections beyond it are closed at once
+ * and the ones within it keep being served. */
+static void test_conn_cap(void **state)
+{
+    const char *extra[] = {"--engine", "cpu", "--max-conns", "4", NULL};
+    int fds[4];
+    (void)state;
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    for (int i = 0; i < 4; i++) {
+        fds[i] = sp_connect(g_d.sock);
+        assert_true(fds[i] >= 0);
+    }
+    usleep(100000);
+    assert_true(hello_ms(g_d.url, 500) < 0); /* a fifth connection */
+    close(fds[0]);
+    usleep(100000);
+    assert_true(hello_ms(g_d.url, 1000) >= 0);
+    for (int i = 1; i < 4; i++)
+        close(fds[i]);
+    stop_clean(&g_d);
+}
+
+/* Issue 9 item 5: 20 connections that declare a 60 MiB frame and send 1 KiB
+ * are closed after --idle-timeout-ms, and what nng allocated for them goes. */
+static void test_stalled_partial_frames(void **state)
+{
+    const char *extra[] = {"--engine", "cpu", "--idle-timeout-ms", "500", NULL};
+    char kib[1024] = {0};
+    int fds[20];
+    long vm_before, vm_stalled, vm_after;
+    (void)state;
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    vm_before = vm_size_mib(g_d.pid);
+    for (int i = 0; i < 20; i++) {
+        fds[i] = sp_connect(g_d.sock);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(sp_frame_header(fds[i], 60u << 20, 1), 0);
+        assert_true(write(fds[i], kib, sizeof kib) == (ssize_t)sizeof kib);
+    }
+    usleep(200000);
+    vm_stalled = vm_size_mib(g_d.pid);
+    for (int i = 0; i < 20; i++)
+        assert_true(closed_by_peer(fds[i], 3000));
+    usleep(200000);
+    vm_after = vm_size_mib(g_d.pid);
+    printf("virtual size: %ld MiB idle, %ld MiB with 20 stalled 60 MiB frames, %ld MiB after "
+           "the idle timeout\n",
+           vm_before, vm_stalled, vm_after);
+    assert_true(vm_after < vm_stalled);
+    for (int i = 0; i < 20; i++)
+        close(fds[i]);
+    assert_true(hello_ms(g_d.url, 1000) >= 0);
+    stop_clean(&g_d);
+}
+
+/* Wait up to ms for the daemon to exit; its status, or -1 when it did not. */
+static int wait_exit(attn_daemon_proc *d, int ms)
+{
+    int st;
+    for (int i = 0; i < ms / 10; i++) {
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            d->pid = -1;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* Issue 9 item 6: requests refused with E_SHUTTING_DOWN reset the quiet
+ * period; a hello every 50 ms kept attnd from exiting. */
+static void test_shutdown_not_postponed(void **state)
+{
+    const char *extra[] = {"--engine", "cpu", NULL};
+    nng_socket s;
+    attn_request req;
+    int st = -1, refused = 0;
+    double t0;
+    (void)state;
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    assert_int_equal(dial(&s, g_d.url, 500), 0);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_HELLO;
+    assert_int_equal(roundtrip(s, &req), 0);
+    kill(g_d.pid, SIGTERM);
+    t0 = now_ms();
+    while (now_ms() - t0 < 5000) {
+        int rc = roundtrip(s, &req);
+        refused += rc == ATTN_E_SHUTTING_DOWN;
+        if ((st = wait_exit(&g_d, 50)) >= 0)
+            break;
+    }
+    printf("exit %d %.0f ms after SIGTERM under a hello every 50 ms (%d refused)\n", st,
+           now_ms() - t0, refused);
+    nng_close(s);
+    assert_int_equal(st, 0);
+    assert_true(now_ms() - t0 < 2000);
+    assert_int_equal(attn_daemon_cleanup(&g_d), 0);
+}
+
+/* Issue 9 item 6: the drain has a hard deadline: replies a client never
+ * takes (send timeout set longer than the deadline) do not hold the exit. */
+static void test_drain_deadline(void **state)
+{
+    const char *extra[] = {"--engine",
+                           "cpu",
+                           "--pool",
+                           "big:1:2:256:16:128:fp32",
+                           "--send-timeout-ms",
+                           "60000",
+                           "--conn-inflight",
+                           "64",
+                           "--drain-timeout-ms",
+                           "500",
+                           NULL};
+    int32_t pages[2] = {0, 1};
+    attn_request req;
+    int fd, st;
+    double t0;
+    (void)state;
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    fd = sp_connect(g_d.sock);
+    assert_true(fd >= 0);
+    kv_read_req(&req, pages);
+    for (uint32_t i = 0; i < 8; i++)
+        assert_int_equal(sp_send(fd, &req, i + 1), 0);
+    usleep(300000);
+    kill(g_d.pid, SIGTERM);
+    t0 = now_ms();
+    st = wait_exit(&g_d, 5000);
+    printf("exit %d %.0f ms after SIGTERM with 8 untaken 8 MiB replies (deadline 500 ms)\n", st,
+           now_ms() - t0);
+    close(fd);
+    assert_int_equal(st, 0);
+    assert_int_equal(attn_daemon_cleanup(&g_d), 0);
+}
+
+/* Issue 9 item 7: SIGHUP killed attnd (default action: no drain, socket
+ * file left); now it drains and exits 0 with the socket removed. */
+static void test_sighup(void **state)
+{
+    const char *extra[] = {"--engine", "cpu", NULL};
+    int st = -1;
+    (void)state;
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    assert_true(hello_ms(g_d.url, 1000) >= 0);
+    assert_int_equal(attn_daemon_stop(&g_d, SIGHUP, &st), 0);
+    assert_int_equal(st, 0);
+    assert_int_equal(attn_daemon_cleanup(&g_d), 0);
+}
+
 static int kill_left(void **state)
 {
     (void)state;
@@ -198,8 +463,10 @@ static int kill_left(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        HTEST(test_bare_connect_close),
-        HTEST(test_second_listener),
+        HTEST(test_bare_connect_close),     HTEST(test_second_listener),
+        HTEST(test_stuck_reader),           HTEST(test_conn_cap),
+        HTEST(test_stalled_partial_frames), HTEST(test_shutdown_not_postponed),
+        HTEST(test_drain_deadline),         HTEST(test_sighup),
     };
     if (getenv("ATTND") == NULL) {
         printf("[  SKIPPED ] test_hardening: ATTND is not set (run through make integration)\n");
