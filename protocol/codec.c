@@ -1469,14 +1469,27 @@ fail:;
 
 /* A packer over an sbuffer whose maps get their count patched at the end,
  * so optional keys need no counting pass (map32 is valid msgpack). */
+/* Why an encoding failed, as bits of enc.rc: msgpack-c's calls return -1
+ * when an allocation fails, so their results are mapped through enc_ok
+ * rather than or-ed in (which set every bit, TOO_LARGE included). */
+#define ENC_NOMEM 1
+#define ENC_TOO_LARGE 2
+
 typedef struct enc {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    int rc;
+    int rc; /* ENC_* bits */
     size_t map_at[8];
     uint32_t map_n[8];
     int depth;
 } enc;
+
+/* Note a msgpack-c result: nonzero is an allocation failure. */
+static void enc_ok(enc *e, int rc)
+{
+    if (rc != 0)
+        e->rc |= ENC_NOMEM;
+}
 
 static void enc_init(enc *e)
 {
@@ -1490,7 +1503,7 @@ static void map_begin(enc *e)
     static const char hdr[5] = {(char)0xdf, 0, 0, 0, 0};
     e->map_at[e->depth] = e->sb.size;
     e->map_n[e->depth++] = 0;
-    e->rc |= msgpack_sbuffer_write(&e->sb, hdr, sizeof hdr);
+    enc_ok(e, msgpack_sbuffer_write(&e->sb, hdr, sizeof hdr));
 }
 
 static void map_end(enc *e)
@@ -1509,8 +1522,8 @@ static void map_end(enc *e)
 static void put_str(enc *e, const char *s)
 {
     size_t n = strlen(s);
-    e->rc |= msgpack_pack_str(&e->pk, n);
-    e->rc |= msgpack_pack_str_body(&e->pk, s, n);
+    enc_ok(e, msgpack_pack_str(&e->pk, n));
+    enc_ok(e, msgpack_pack_str_body(&e->pk, s, n));
 }
 
 static void key(enc *e, const char *k)
@@ -1528,24 +1541,24 @@ static void kv_str(enc *e, const char *k, const char *s)
 static void kv_u64(enc *e, const char *k, uint64_t v)
 {
     key(e, k);
-    e->rc |= msgpack_pack_uint64(&e->pk, v);
+    enc_ok(e, msgpack_pack_uint64(&e->pk, v));
 }
 
 static void kv_bool(enc *e, const char *k, bool v)
 {
     key(e, k);
-    e->rc |= v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk);
+    enc_ok(e, v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk));
 }
 
 static void put_bin(enc *e, const void *p, uint64_t n)
 {
     if (n > UINT32_MAX) {
-        e->rc |= 2; /* bin32 cannot say it */
+        e->rc |= ENC_TOO_LARGE; /* bin32 cannot say it */
         return;
     }
-    e->rc |= msgpack_pack_bin(&e->pk, (size_t)n);
+    enc_ok(e, msgpack_pack_bin(&e->pk, (size_t)n));
     if (n)
-        e->rc |= msgpack_pack_bin_body(&e->pk, p, (size_t)n);
+        enc_ok(e, msgpack_pack_bin_body(&e->pk, p, (size_t)n));
 }
 
 static void kv_bin(enc *e, const char *k, attn_bytes b)
@@ -1566,8 +1579,9 @@ static int enc_finish(enc *e, attn_buf *out, attn_error_detail *err)
         msgpack_sbuffer_destroy(&e->sb);
         out->data = NULL;
         out->len = 0;
-        return e->rc & 2 ? attn_error_set(err, ATTN_E_TOO_LARGE, "", "a payload exceeds 4 GiB")
-                         : attn_error_set(err, ATTN_E_NOMEM, "", "no memory to encode");
+        return e->rc & ENC_TOO_LARGE
+                   ? attn_error_set(err, ATTN_E_TOO_LARGE, "", "a payload exceeds 4 GiB")
+                   : attn_error_set(err, ATTN_E_NOMEM, "", "no memory to encode");
     }
     out->len = e->sb.size;
     out->data = (uint8_t *)msgpack_sbuffer_release(&e->sb);
@@ -1629,7 +1643,7 @@ static void enc_manifest(enc *e, const attn_manifest *m)
     kv_str(e, "pool", m->pool);
     kv_u64(e, "num_qo_heads", m->num_qo_heads);
     key(e, "requests");
-    e->rc |= msgpack_pack_array(&e->pk, m->num_requests);
+    enc_ok(e, msgpack_pack_array(&e->pk, m->num_requests));
     for (uint32_t b = 0; b < m->num_requests; b++) {
         map_begin(e);
         kv_str(e, "id", m->requests[b].id);
@@ -1655,7 +1669,7 @@ static void enc_manifest(enc *e, const attn_manifest *m)
     enc_mask(e, &m->mask);
     if (m->has_sm_scale) {
         key(e, "sm_scale");
-        e->rc |= msgpack_pack_float(&e->pk, m->sm_scale);
+        enc_ok(e, msgpack_pack_float(&e->pk, m->sm_scale));
     }
     kv_str(e, "q_dtype", attn_dtype_name(m->q_dtype));
     const attn_policy *p = &m->policy;
@@ -1770,7 +1784,7 @@ static bool splice_raw(enc *e, const char *k, const attn_bytes *b)
     if (attn_wire_skip(&r, 32) != 0 || attn_wire_remaining(&r) != 0)
         return false;
     key(e, k);
-    e->rc |= msgpack_sbuffer_write(&e->sb, b->data, (size_t)b->len);
+    enc_ok(e, msgpack_sbuffer_write(&e->sb, b->data, (size_t)b->len));
     return true;
 }
 
@@ -1784,7 +1798,7 @@ static void enc_server(enc *e, const attn_server_info *s)
     key(e, "backends");
     uint32_t nb =
         s->num_backends < ATTN_HELLO_MAX_BACKENDS ? s->num_backends : ATTN_HELLO_MAX_BACKENDS;
-    e->rc |= msgpack_pack_array(&e->pk, nb);
+    enc_ok(e, msgpack_pack_array(&e->pk, nb));
     for (uint32_t b = 0; b < nb; b++) {
         map_begin(e);
         kv_str(e, "name", s->backends[b].name);
@@ -1794,11 +1808,11 @@ static void enc_server(enc *e, const attn_server_info *s)
     }
     key(e, "devices");
     uint32_t nd = s->num_devices < ATTN_HELLO_MAX_DEVICES ? s->num_devices : ATTN_HELLO_MAX_DEVICES;
-    e->rc |= msgpack_pack_array(&e->pk, nd);
+    enc_ok(e, msgpack_pack_array(&e->pk, nd));
     for (uint32_t k = 0; k < nd; k++)
         put_str(e, s->devices[k]);
     if (s->identity.len > 0 && !splice_raw(e, "identity", &s->identity))
-        e->rc |= -1;
+        e->rc |= ENC_NOMEM;
     map_end(e);
 }
 
@@ -1820,7 +1834,7 @@ static void enc_stats(enc *e, const attn_stats_info *s)
     map_end(e);
     key(e, "pools");
     uint32_t np = s->num_pools < ATTN_STATS_MAX_POOLS ? s->num_pools : ATTN_STATS_MAX_POOLS;
-    e->rc |= msgpack_pack_array(&e->pk, np);
+    enc_ok(e, msgpack_pack_array(&e->pk, np));
     for (uint32_t k = 0; k < np; k++) {
         map_begin(e);
         kv_str(e, "pool", s->pools[k].name);
