@@ -291,7 +291,17 @@ static int do_kv(attn_server *s, attn_request *req, attn_reply *rep, void **scra
     } else {
         uint64_t kb = (uint64_t)a->num_pages * p->page_bytes_k;
         uint64_t vb = (uint64_t)a->num_pages * p->page_bytes_v;
-        char *buf = malloc(kb + vb + 1);
+        char *buf;
+        /* a small request can name one large page many times: the reply's
+         * size is checked before anything is allocated for it */
+        if (kb + vb > s->cfg.max_reply) {
+            rc = attn_error_set(err, ATTN_E_TOO_LARGE, "pages",
+                                "%u pages would make a %llu-byte reply, over --max-reply %llu",
+                                a->num_pages, (unsigned long long)(kb + vb),
+                                (unsigned long long)s->cfg.max_reply);
+            goto out;
+        }
+        buf = malloc(kb + vb + 1);
         if (buf == NULL) {
             rc = attn_error_set(err, ATTN_E_NOMEM, "pages", "cannot allocate %llu bytes",
                                 (unsigned long long)(kb + vb));
@@ -390,6 +400,13 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
     }
     if (rc == 0) {
         rc = attn_reply_encode(&rep, &out, &err);
+        if (rc == 0 && out.len > s->cfg.max_reply) {
+            /* every other reply is bounded by its request; this is the backstop */
+            rc = attn_error_set(&err, ATTN_E_TOO_LARGE, "reply",
+                                "the reply would be %zu bytes, over --max-reply %llu", out.len,
+                                (unsigned long long)s->cfg.max_reply);
+            attn_buf_free(&out);
+        }
         if (rc == 0) {
             *reply = out.data;
             *reply_len = out.len;

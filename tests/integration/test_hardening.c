@@ -91,6 +91,32 @@ static int roundtrip(nng_socket s, attn_request *req)
     return rc;
 }
 
+/* roundtrip, also copying the error reply's field into field[64]. */
+static int roundtrip_field(nng_socket s, attn_request *req, char *field)
+{
+    attn_buf b;
+    attn_reply rep;
+    attn_error_detail e;
+    void *buf = NULL;
+    size_t sz = 0;
+    int rc;
+    field[0] = '\0';
+    encode(req, &b);
+    rc = nng_send(s, b.data, b.len, 0);
+    attn_buf_free(&b);
+    if (rc != 0 || nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC) != 0)
+        return ATTN_E_IO;
+    memset(&rep, 0, sizeof rep);
+    rc = attn_reply_decode(buf, sz, NULL, &rep, &e);
+    if (rc == 0)
+        rc = rep.ok ? 0 : rep.error.code;
+    if (rc != 0)
+        snprintf(field, 64, "%.63s", rep.ok ? e.field : rep.error.field);
+    attn_reply_free(&rep);
+    nng_free(buf, sz);
+    return rc;
+}
+
 /* How long a fresh connection's `hello` takes (ms), or -1 when it got no
  * answer within timeout_ms. */
 static double hello_ms(const char *url, int timeout_ms)
@@ -352,6 +378,32 @@ static void test_stalled_partial_frames(void **state)
     stop_clean(&g_d);
 }
 
+/* Issue 9 item 3: a 75-byte kv_read naming one large page 8 times made a
+ * reply of 8 pages; the reply-bytes cap refuses it, naming `pages`, before
+ * anything is allocated, and a read within the cap still works. */
+static void test_reply_cap(void **state)
+{
+    const char *extra[] = {"--engine",    "cpu",      "--pool", "big:1:2:256:16:128:fp32",
+                           "--max-reply", "16777216", NULL};
+    int32_t eight[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int32_t two[2] = {0, 1};
+    attn_request req;
+    nng_socket s;
+    char field[64];
+    (void)state;
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    assert_int_equal(dial(&s, g_d.url, 5000), 0);
+    nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, 0);
+    kv_read_req(&req, eight);
+    req.kv.num_pages = 8;
+    assert_int_equal(roundtrip_field(s, &req, field), ATTN_E_TOO_LARGE);
+    assert_string_equal(field, "pages");
+    kv_read_req(&req, two);
+    assert_int_equal(roundtrip_field(s, &req, field), 0);
+    nng_close(s);
+    stop_clean(&g_d);
+}
+
 /* Wait up to ms for the daemon to exit; its status, or -1 when it did not. */
 static int wait_exit(attn_daemon_proc *d, int ms)
 {
@@ -463,10 +515,15 @@ static int kill_left(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        HTEST(test_bare_connect_close),     HTEST(test_second_listener),
-        HTEST(test_stuck_reader),           HTEST(test_conn_cap),
-        HTEST(test_stalled_partial_frames), HTEST(test_shutdown_not_postponed),
-        HTEST(test_drain_deadline),         HTEST(test_sighup),
+        HTEST(test_bare_connect_close),
+        HTEST(test_second_listener),
+        HTEST(test_stuck_reader),
+        HTEST(test_conn_cap),
+        HTEST(test_stalled_partial_frames),
+        HTEST(test_shutdown_not_postponed),
+        HTEST(test_drain_deadline),
+        HTEST(test_sighup),
+        HTEST(test_reply_cap),
     };
     if (getenv("ATTND") == NULL) {
         printf("[  SKIPPED ] test_hardening: ATTND is not set (run through make integration)\n");
