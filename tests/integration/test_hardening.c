@@ -404,6 +404,47 @@ static void test_reply_cap(void **state)
     stop_clean(&g_d);
 }
 
+/* Issue 9 item 11: capture files were created 0644, followed symlinks and
+ * truncated their target.  Now 0600, never through a symlink, never over a
+ * file that holds something (attnd refuses to start, the file unchanged). */
+static void test_capture_file_rules(void **state)
+{
+    char dir[] = "/tmp/attnd-cap-XXXXXX", cap[128], victim[128], link[128];
+    const char *extra[] = {"--engine", "cpu", "--capture", cap, NULL};
+    struct stat sb;
+    FILE *f;
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(cap, sizeof cap, "%s/new.capture", dir);
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    assert_int_equal(stat(cap, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    stop_clean(&g_d);
+    /* cap now holds a capture: a second daemon must not truncate it */
+    assert_int_equal(stat(cap, &sb), 0);
+    off_t size = sb.st_size;
+    assert_true(size > 0);
+    assert_int_not_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    assert_int_equal(stat(cap, &sb), 0);
+    assert_int_equal(sb.st_size, size);
+    /* a symlink to another file */
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(link, sizeof link, "%s/link.capture", dir);
+    f = fopen(victim, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(symlink(victim, link), 0);
+    snprintf(cap, sizeof cap, "%s", link);
+    assert_int_not_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    assert_int_equal(stat(victim, &sb), 0);
+    assert_int_equal(sb.st_size, 0);
+    unlink(link);
+    unlink(victim);
+    snprintf(cap, sizeof cap, "%s/new.capture", dir);
+    unlink(cap);
+    rmdir(dir);
+}
+
 /* Wait up to ms for the daemon to exit; its status, or -1 when it did not. */
 static int wait_exit(attn_daemon_proc *d, int ms)
 {
@@ -524,6 +565,7 @@ int main(void)
         HTEST(test_drain_deadline),
         HTEST(test_sighup),
         HTEST(test_reply_cap),
+        HTEST(test_capture_file_rules),
     };
     if (getenv("ATTND") == NULL) {
         printf("[  SKIPPED ] test_hardening: ATTND is not set (run through make integration)\n");
