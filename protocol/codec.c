@@ -252,6 +252,8 @@ static int get_str(dec *d, size_t pos, const char *field, char *dst, size_t cap)
                               field, cap - 1, it.len);
     if (memchr(it.ptr, 0, it.len) != NULL)
         return attn_error_set(d->err, ATTN_E_RANGE, field, "%s contains a NUL byte", field);
+    if (!attn_utf8_valid(it.ptr, it.len))
+        return attn_error_set(d->err, ATTN_E_RANGE, field, "%s is not valid UTF-8", field);
     memcpy(dst, it.ptr, it.len);
     dst[it.len] = '\0';
     return 0;
@@ -598,9 +600,10 @@ static int decode_one_request(dec *d, uint32_t b, attn_request_desc *q)
             if (val.type == ATTN_WT_UINT) {
                 snprintf(q->id, sizeof q->id, "%llu", (unsigned long long)val.u);
             } else if (val.type == ATTN_WT_STR) {
-                if (val.len == 0 || val.len >= sizeof q->id || memchr(val.ptr, 0, val.len) != NULL)
+                if (val.len == 0 || val.len >= sizeof q->id ||
+                    memchr(val.ptr, 0, val.len) != NULL || !attn_utf8_valid(val.ptr, val.len))
                     return attn_error_set(d->err, ATTN_E_RANGE, F(),
-                                          "%s must have 1 to %zu bytes and no NUL", f,
+                                          "%s must have 1 to %zu bytes of UTF-8 and no NUL", f,
                                           sizeof q->id - 1);
                 memcpy(q->id, val.ptr, val.len);
                 q->id[val.len] = '\0';

@@ -28,6 +28,7 @@
 
 #include "attn/client.h"
 #include "protocol/codec.h"
+#include "protocol/wire.h"
 #include "tests/lib/daemon_proc.h"
 
 /* The daemon of the running test; the teardown kills it if an assertion
@@ -445,6 +446,58 @@ static void test_capture_file_rules(void **state)
     rmdir(dir);
 }
 
+/* Issue 9 item 8: a pool named b"bad\xff" was created, and every later
+ * stats reply broke strict clients.  Now refused naming `pool`, and stats
+ * carries only valid UTF-8. */
+static void test_non_utf8_refused(void **state)
+{
+    const char *extra[] = {"--engine", "cpu", NULL};
+    static const char *bad[] = {"bad\xff", "\xc0\xaf", "\xed\xa0\x80x", "ok\xe2\x82"};
+    nng_socket s;
+    attn_request req;
+    attn_buf b;
+    attn_reply rep;
+    attn_error_detail e;
+    char field[64];
+    void *buf = NULL;
+    size_t sz = 0;
+    (void)state;
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    assert_int_equal(dial(&s, g_d.url, 5000), 0);
+    for (int i = 0; i < 4; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_POOL_CREATE;
+        snprintf(req.geom.name, sizeof req.geom.name, "%s", bad[i]);
+        snprintf(req.pool, sizeof req.pool, "%s", bad[i]);
+        req.geom.layers = 1;
+        req.geom.num_pages = 4;
+        req.geom.page_size = 16;
+        req.geom.num_kv_heads = 1;
+        req.geom.head_dim_qk = req.geom.head_dim_vo = 8;
+        assert_int_equal(roundtrip_field(s, &req, field), ATTN_E_RANGE);
+        assert_string_equal(field, "pool");
+    }
+    /* a valid multi-byte name is still fine */
+    snprintf(req.geom.name, sizeof req.geom.name, "k\xc3\xa4se");
+    snprintf(req.pool, sizeof req.pool, "k\xc3\xa4se");
+    assert_int_equal(roundtrip_field(s, &req, field), 0);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_STATS;
+    encode(&req, &b);
+    assert_int_equal(nng_send(s, b.data, b.len, 0), 0);
+    attn_buf_free(&b);
+    assert_int_equal(nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC), 0);
+    memset(&rep, 0, sizeof rep);
+    assert_int_equal(attn_reply_decode(buf, sz, NULL, &rep, &e), 0);
+    assert_int_equal(rep.stats.num_pools, 1);
+    for (uint32_t i = 0; i < rep.stats.num_pools; i++)
+        assert_true(attn_utf8_valid(rep.stats.pools[i].name, strlen(rep.stats.pools[i].name)));
+    attn_reply_free(&rep);
+    nng_free(buf, sz);
+    nng_close(s);
+    stop_clean(&g_d);
+}
+
 /* Wait up to ms for the daemon to exit; its status, or -1 when it did not. */
 static int wait_exit(attn_daemon_proc *d, int ms)
 {
@@ -566,6 +619,7 @@ int main(void)
         HTEST(test_sighup),
         HTEST(test_reply_cap),
         HTEST(test_capture_file_rules),
+        HTEST(test_non_utf8_refused),
     };
     if (getenv("ATTND") == NULL) {
         printf("[  SKIPPED ] test_hardening: ATTND is not set (run through make integration)\n");
