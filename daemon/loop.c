@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
-#include <nng/supplemental/tls/tls.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -17,6 +16,7 @@
 
 #include "daemon/conn_table.h"
 #include "daemon/notify.h"
+#include "protocol/tls.h"
 
 /* After the last reply of a shutdown, wait this long without new requests
  * before closing the socket, so replies already queued reach their pipes. */
@@ -409,54 +409,18 @@ static void idle_cb(uv_timer_t *t)
     }
 }
 
-/* The whole text file at `path` (malloc'ed, NUL-terminated), or NULL. */
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-    if (f == NULL)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (1l << 20) &&
-        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL) {
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
 /* The tls+tcp:// listener's configuration: our certificate and key, and
  * client certificates required, chaining to tls_ca. */
 static int setup_tls(attnd_loop *l, attn_error_detail *err)
 {
-    const char *field[3] = {"tls-cert", "tls-key", "tls-ca"};
-    const char *path[3] = {l->o.tls_cert, l->o.tls_key, l->o.tls_ca};
-    char *pem[3] = {NULL, NULL, NULL};
-    nng_tls_config *cfg = NULL;
-    int rv, rc = 0;
-    for (int i = 0; i < 3 && rc == 0; i++)
-        if (path[i] == NULL || (pem[i] = read_text(path[i])) == NULL)
-            rc = attn_error_set(err, ATTN_E_IO, field[i], "cannot read %s: %s",
-                                path[i] ? path[i] : "(unset)", strerror(errno));
-    if (rc == 0 && (rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_SERVER)) != 0)
+    attn_tls_files f = {l->o.tls_cert, l->o.tls_key, l->o.tls_ca, NULL};
+    nng_tls_config *cfg;
+    int rv, rc = attn_tls_config_from_files(&cfg, 1, &f, err);
+    if (rc != 0)
+        return rc;
+    if ((rv = nng_listener_set_ptr(l->lst, NNG_OPT_TLS_CONFIG, cfg)) != 0)
         rc = fail(err, "tls config", rv);
-    if (rc == 0 && (rv = nng_tls_config_own_cert(cfg, pem[0], pem[1], NULL)) != 0)
-        rc = attn_error_set(err, ATTN_E_IO, "tls-cert", "%s with %s: %s", path[0], path[1],
-                            nng_strerror(rv));
-    if (rc == 0 && (rv = nng_tls_config_ca_chain(cfg, pem[2], NULL)) != 0)
-        rc = attn_error_set(err, ATTN_E_IO, "tls-ca", "%s: %s", path[2], nng_strerror(rv));
-    if (rc == 0 && ((rv = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED)) != 0 ||
-                    (rv = nng_listener_set_ptr(l->lst, NNG_OPT_TLS_CONFIG, cfg)) != 0))
-        rc = fail(err, "tls config", rv);
-    if (cfg != NULL)
-        nng_tls_config_free(cfg); /* the listener holds its own reference */
-    for (int i = 0; i < 3; i++)
-        free(pem[i]);
+    nng_tls_config_free(cfg); /* the listener holds its own reference */
     return rc;
 }
 

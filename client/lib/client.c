@@ -14,6 +14,7 @@
 
 #include "attn/client.h"
 #include "protocol/codec.h"
+#include "protocol/tls.h"
 
 struct attn_client {
     nng_socket sock;
@@ -27,12 +28,18 @@ static int io_fail(attn_reply *rep, int nrv, const char *what)
     return attn_error_set(&rep->error, ATTN_E_IO, "", "%s: %s", what, nng_strerror(nrv));
 }
 
-int attn_client_open(attn_client **out, const char *url)
+/* Open the socket and dial url (TLS settings when tls is not NULL). */
+static int client_open(attn_client **out, const char *url, const attn_client_tls *tls)
 {
     int rv;
-    attn_client *c = calloc(1, sizeof *c);
+    attn_client *c;
+    nng_dialer d;
+    if (out == NULL)
+        return ATTN_E_INVALID;
     *out = NULL;
-    if (c == NULL)
+    if (url == NULL)
+        return ATTN_E_INVALID;
+    if ((c = calloc(1, sizeof *c)) == NULL)
         return ATTN_E_NOMEM;
     if ((rv = nng_req0_open(&c->sock)) != 0) {
         free(c);
@@ -42,15 +49,51 @@ int attn_client_open(attn_client **out, const char *url)
      * never resend a request on our own (a resent plan would plan twice) */
     if ((rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
         (rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
-        (rv = nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
+        (rv = nng_dialer_create(&d, c->sock, url)) != 0) {
         nng_close(c->sock);
         free(c);
         return rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? ATTN_E_RANGE : ATTN_E_IO;
+    }
+    if (tls != NULL) {
+        attn_tls_files f = {tls->cert, tls->key, tls->ca, tls->server_name};
+        attn_error_detail err;
+        nng_tls_config *cfg;
+        int rc = attn_tls_config_from_files(&cfg, 0, &f, &err);
+        if (rc == 0) {
+            rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
+            nng_tls_config_free(cfg);
+            rc = rv == 0 ? 0 : ATTN_E_IO;
+        }
+        if (rc != 0) {
+            nng_close(c->sock);
+            free(c);
+            return rc;
+        }
+    }
+    if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
+        nng_close(c->sock);
+        free(c);
+        return ATTN_E_IO;
     }
     atomic_init(&c->next_id, 1);
     atomic_init(&c->timeout_ms, 30000);
     *out = c;
     return 0;
+}
+
+int attn_client_open(attn_client **out, const char *url)
+{
+    return client_open(out, url, NULL);
+}
+
+int attn_client_open_tls(attn_client **out, const char *url, const attn_client_tls *tls)
+{
+    if (tls == NULL) {
+        if (out != NULL)
+            *out = NULL;
+        return ATTN_E_INVALID;
+    }
+    return client_open(out, url, tls);
 }
 
 void attn_client_close(attn_client *c)

@@ -197,6 +197,20 @@ typedef struct attn_client attn_client;
  * the dial is non-blocking, so a daemon started later is still reached. */
 int attn_client_open(attn_client **c, const char *url);
 
+/* TLS client settings for a tls+tcp:// URL (PEM file paths): our
+ * certificate and key (attnd requires a client certificate), the CA the
+ * server's certificate must chain to, and optionally the name to check in it. */
+typedef struct attn_client_tls {
+    const char *cert;
+    const char *key;
+    const char *ca;
+    const char *server_name; /* NULL: not checked beyond the CA */
+} attn_client_tls;
+
+/* attn_client_open for a tls+tcp:// URL with the TLS settings `tls`
+ * (ATTN_E_MISSING / ATTN_E_IO when a file is missing or unreadable). */
+int attn_client_open_tls(attn_client **c, const char *url, const attn_client_tls *tls);
+
 /* Close the connection and free the client (calls in flight must be done). */
 void attn_client_close(attn_client *c);
 
