@@ -105,7 +105,8 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
         attn_error_set(err, rc, "", "out of memory");
         goto fail;
     }
-    if ((rc = attnd_plan_cache_create(&s->plans, cfg->max_plans, attnd_plan_free)) != 0) {
+    if ((rc = attnd_plan_cache_create(&s->plans, cfg->max_plans, cfg->plan_cache_bytes,
+                                      attnd_plan_free)) != 0) {
         attn_error_set(err, rc, "max_plans", "cannot create the plan cache");
         goto fail;
     }
@@ -223,6 +224,9 @@ static int do_stats(attn_server *s, attn_reply *rep)
     }
     attnd_plan_cache_stats_get(s->plans, &pc);
     add_counter(st, "plan_cache_stale", pc.stale);
+    add_counter(st, "plan_cache_bytes", pc.bytes);
+    add_counter(st, "plan_cache_max_bytes", pc.max_bytes);
+    add_counter(st, "plan_cache_refused", pc.refused);
     st->plan_cache.entries = pc.entries;
     st->plan_cache.capacity = pc.capacity;
     st->plan_cache.hits = pc.hits;

@@ -55,6 +55,10 @@ typedef struct attnd_plan {
     double plan_us;
 } attnd_plan;
 
+/* Bytes a plan holds: the struct, its manifest's arrays, its selection and
+ * its split plan (what the plan cache's byte bound counts). */
+uint64_t attnd_plan_bytes(const attnd_plan *p);
+
 /* Free a plan object (the plan cache's free callback). */
 void attnd_plan_free(void *obj);
 

@@ -350,6 +350,23 @@ void attn_manifest_free(attn_manifest *m)
     m->mask.dense_bits = NULL;
 }
 
+uint64_t attn_manifest_heap_bytes(const attn_manifest *m)
+{
+    const attn_kv_table *kv = &m->kv;
+    uint64_t B = m->num_requests;
+    uint64_t n = 0;
+    n += m->requests ? sizeof *m->requests * B : 0;
+    n += m->qo_indptr ? sizeof(int32_t) * (B + 1) : 0;
+    n += kv->page_indptr ? sizeof(int32_t) * (B + 1) : 0;
+    n += kv->page_indices ? sizeof(int32_t) * (uint64_t)kv->num_page_indices : 0;
+    n += kv->last_page_len ? sizeof(int32_t) * B : 0;
+    n += kv->block_table ? sizeof(int32_t) * B * kv->max_blocks : 0;
+    n += kv->lens ? sizeof(int32_t) * B : 0;
+    n += (m->mask.fm_lts ? 4 : 0) * sizeof(int32_t) * m->mask.fm_len;
+    n += m->mask.dense_bits ? m->mask.dense_bytes : 0;
+    return n;
+}
+
 /* malloc'ed copy of n bytes (NULL stays NULL; n == 0 copies nothing). */
 static int dup_bytes(void **dst, const void *src, size_t n)
 {

@@ -22,7 +22,7 @@ if [ "${1:-}" = --nng-prefix ]; then
 fi
 need=(build-essential pkg-config libuv1-dev libnng-dev libmsgpack-dev libcmocka-dev
       libssl-dev libjansson-dev libmbedtls-dev cppcheck clang-format python3
-      cmake dpkg-dev)
+      cmake dpkg-dev openssl)
 missing=()
 for p in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
