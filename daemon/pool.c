@@ -11,8 +11,6 @@
 #include "kernels/cuda/cuda_engine.h"
 #endif
 
-#define ATTND_MAX_POOLS 64
-
 struct attnd_pool_table {
     pthread_mutex_t lock;
     uint64_t budget;
@@ -233,8 +231,10 @@ int attnd_pool_drop(attnd_pool_table *t, const char *name, attn_error_detail *er
     }
     p = t->pools[i];
     t->pools[i] = t->pools[--t->n];
-    t->used -= p->bytes;
+    /* the budget comes back when the memory does: a run still holding the
+     * pool keeps its bytes reserved until its release frees them */
     if (--p->refs == 0) {
+        t->used -= p->bytes;
         pthread_mutex_unlock(&t->lock);
         pool_free(p);
         return 0;
@@ -266,6 +266,8 @@ void attnd_pool_release(attnd_pool_table *t, attnd_pool *p)
         return;
     pthread_mutex_lock(&t->lock);
     last = --p->refs == 0;
+    if (last)
+        t->used -= p->bytes; /* a dropped pool's last holder */
     pthread_mutex_unlock(&t->lock);
     if (last)
         pool_free(p);

@@ -199,6 +199,8 @@ static void add_counter(attn_stats_info *st, const char *name, uint64_t v)
     st->counters[st->num_counters++].value = v;
 }
 
+_Static_assert(ATTN_STATS_MAX_POOLS >= ATTND_MAX_POOLS, "stats must be able to list every pool");
+
 static int do_stats(attn_server *s, attn_reply *rep)
 {
     attn_stats_info *st = &rep->stats;

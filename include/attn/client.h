@@ -106,7 +106,7 @@ typedef struct attn_request {
 #define ATTN_HELLO_MAX_BACKENDS 16
 #define ATTN_HELLO_MAX_DEVICES 16
 #define ATTN_STATS_MAX_COUNTERS 64
-#define ATTN_STATS_MAX_POOLS 32
+#define ATTN_STATS_MAX_POOLS 64 /* attnd's pool limit: stats lists every pool */
 
 /* One backend as `hello` reports it. */
 typedef struct attn_backend_info {

@@ -633,6 +633,63 @@ static void test_tls_client_certs(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Issue 9 item 12: stats listed 32 of up to 64 pools; kv_write with a page
+ * named twice was accepted. */
+static void test_stats_pools_and_kv_duplicates(void **state)
+{
+    const char *extra[] = {"--engine", "cpu", NULL};
+    nng_socket s;
+    attn_request req;
+    attn_buf b;
+    attn_reply rep;
+    attn_error_detail e;
+    char field[64];
+    void *buf = NULL;
+    size_t sz = 0;
+    int32_t pages[3] = {1, 2, 1};
+    float kv[3 * 16 * 8];
+    (void)state;
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    assert_int_equal(dial(&s, g_d.url, 5000), 0);
+    for (int i = 0; i < 40; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_POOL_CREATE;
+        snprintf(req.geom.name, sizeof req.geom.name, "p%d", i);
+        snprintf(req.pool, sizeof req.pool, "p%d", i);
+        req.geom.layers = 1;
+        req.geom.num_pages = 4;
+        req.geom.page_size = 16;
+        req.geom.num_kv_heads = 1;
+        req.geom.head_dim_qk = req.geom.head_dim_vo = 8;
+        assert_int_equal(roundtrip_field(s, &req, field), 0);
+    }
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_STATS;
+    encode(&req, &b);
+    assert_int_equal(nng_send(s, b.data, b.len, 0), 0);
+    attn_buf_free(&b);
+    assert_int_equal(nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC), 0);
+    memset(&rep, 0, sizeof rep);
+    assert_int_equal(attn_reply_decode(buf, sz, NULL, &rep, &e), 0);
+    assert_int_equal(rep.stats.num_pools, 40);
+    attn_reply_free(&rep);
+    nng_free(buf, sz);
+    memset(kv, 0, sizeof kv);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_KV_WRITE;
+    snprintf(req.kv.pool, sizeof req.kv.pool, "p0");
+    req.kv.pages = pages;
+    req.kv.num_pages = 3;
+    req.kv.k.data = req.kv.v.data = kv;
+    req.kv.k.len = req.kv.v.len = sizeof kv;
+    assert_int_equal(roundtrip_field(s, &req, field), ATTN_E_RANGE);
+    assert_string_equal(field, "pages[2]");
+    pages[2] = 3;
+    assert_int_equal(roundtrip_field(s, &req, field), 0);
+    nng_close(s);
+    stop_clean(&g_d);
+}
+
 /* Wait up to ms for the daemon to exit; its status, or -1 when it did not. */
 static int wait_exit(attn_daemon_proc *d, int ms)
 {
@@ -757,6 +814,7 @@ int main(void)
         HTEST(test_non_utf8_refused),
         HTEST(test_tcp_nonloopback_refused),
         HTEST(test_tls_client_certs),
+        HTEST(test_stats_pools_and_kv_duplicates),
     };
     if (getenv("ATTND") == NULL) {
         printf("[  SKIPPED ] test_hardening: ATTND is not set (run through make integration)\n");
