@@ -75,6 +75,10 @@ static int find_locked(attnd_pool_table *t, const char *name)
     return -1;
 }
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+#define HEAD_DIM_TEXT STRINGIFY(ATTN_MAX_HEAD_DIM)
+
 /* One geometry dimension must lie in [1, max]; `max_text` is how the error names max. */
 static int check_dim(const char *field, uint32_t v, uint32_t max, const char *max_text,
                      attn_error_detail *err)
@@ -96,8 +100,9 @@ static int check_geometry(const attn_pool_geometry *g, uint64_t *pk, uint64_t *p
         (rv = check_dim("num_pages", g->num_pages, 1u << 30, "2^30", err)) != 0 ||
         (rv = check_dim("page_size", g->page_size, 65536, "65536", err)) != 0 ||
         (rv = check_dim("num_kv_heads", g->num_kv_heads, 1024, "1024", err)) != 0 ||
-        (rv = check_dim("head_dim_qk", g->head_dim_qk, 1024, "1024", err)) != 0 ||
-        (rv = check_dim("head_dim_vo", g->head_dim_vo, 1024, "1024", err)) != 0)
+        (rv = check_dim("head_dim_qk", g->head_dim_qk, ATTN_MAX_HEAD_DIM, HEAD_DIM_TEXT, err)) !=
+            0 ||
+        (rv = check_dim("head_dim_vo", g->head_dim_vo, ATTN_MAX_HEAD_DIM, HEAD_DIM_TEXT, err)) != 0)
         return rv;
     if (g->kv_dtype != ATTN_FP32 && g->kv_dtype != ATTN_FP16 && g->kv_dtype != ATTN_BF16)
         return attn_error_set(err, ATTN_E_DTYPE, "kv_dtype", "unknown dtype");

@@ -260,8 +260,14 @@ static int do_pool_create(attn_server *s, attn_request *req, attn_reply *rep,
         snprintf(g.name, sizeof g.name, "%s", req->pool);
     if (!req->has_device || g.device[0] == '\0')
         snprintf(g.device, sizeof g.device, "cpu");
-    if ((rc = attn_pool_geometry_validate(&g, err)) != 0)
+    if ((rc = attn_pool_geometry_validate(&g, err)) != 0) {
+        /* the validator names a manifest's pool ("pool.num_pages"); in a
+         * pool_create those are the request's own top-level keys, as
+         * attnd_pool_create names them: one scheme for the op */
+        if (strncmp(err->field, "pool.", 5) == 0)
+            memmove(err->field, err->field + 5, strlen(err->field + 5) + 1);
         return rc;
+    }
     if ((rc = attnd_pool_create(s->pools, &g, &rep->bytes, err)) != 0)
         return rc;
     snprintf(rep->pool, sizeof rep->pool, "%s", g.name);

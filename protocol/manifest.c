@@ -169,12 +169,12 @@ int attn_pool_geometry_validate(const attn_pool_geometry *g, attn_error_detail *
                               g->page_size);
     if (g->num_kv_heads == 0)
         return attn_error_set(err, ATTN_E_RANGE, "pool.num_kv_heads", "num_kv_heads must be > 0");
-    if (g->head_dim_qk == 0 || g->head_dim_qk > 4096)
+    if (g->head_dim_qk == 0 || g->head_dim_qk > ATTN_MAX_HEAD_DIM)
         return attn_error_set(err, ATTN_E_RANGE, "pool.head_dim_qk",
-                              "head_dim_qk %u outside [1, 4096]", g->head_dim_qk);
-    if (g->head_dim_vo == 0 || g->head_dim_vo > 4096)
+                              "head_dim_qk %u outside [1, %u]", g->head_dim_qk, ATTN_MAX_HEAD_DIM);
+    if (g->head_dim_vo == 0 || g->head_dim_vo > ATTN_MAX_HEAD_DIM)
         return attn_error_set(err, ATTN_E_RANGE, "pool.head_dim_vo",
-                              "head_dim_vo %u outside [1, 4096]", g->head_dim_vo);
+                              "head_dim_vo %u outside [1, %u]", g->head_dim_vo, ATTN_MAX_HEAD_DIM);
     if ((unsigned)g->kv_dtype > ATTN_BF16)
         return attn_error_set(err, ATTN_E_DTYPE, "pool.kv_dtype", "unknown kv_dtype %d",
                               (int)g->kv_dtype);

@@ -690,6 +690,43 @@ static void test_stats_pools_and_kv_duplicates(void **state)
     stop_clean(&g_d);
 }
 
+/* Issue 9 item 12: pool_create named its fields two ways (pool.num_pages
+ * from one validator, num_pages from the other) and the two disagreed on the
+ * head-dim limit (4096 against 1024). */
+static void test_pool_create_fields(void **state)
+{
+    const char *extra[] = {"--engine", "cpu", NULL};
+    nng_socket s;
+    attn_request req;
+    char field[64];
+    (void)state;
+    assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
+    assert_int_equal(dial(&s, g_d.url, 5000), 0);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_CREATE;
+    snprintf(req.geom.name, sizeof req.geom.name, "f");
+    snprintf(req.pool, sizeof req.pool, "f");
+    req.geom.layers = 1;
+    req.geom.num_pages = 4;
+    req.geom.page_size = 16;
+    req.geom.num_kv_heads = 1;
+    req.geom.head_dim_qk = req.geom.head_dim_vo = ATTN_MAX_HEAD_DIM + 1;
+    assert_int_equal(roundtrip_field(s, &req, field), ATTN_E_RANGE);
+    assert_string_equal(field, "head_dim_qk");
+    req.geom.head_dim_qk = req.geom.head_dim_vo = 5000; /* over the other validator's 4096 */
+    assert_int_equal(roundtrip_field(s, &req, field), ATTN_E_RANGE);
+    assert_string_equal(field, "head_dim_qk");
+    req.geom.head_dim_qk = req.geom.head_dim_vo = 8;
+    req.geom.num_kv_heads = 0;
+    assert_int_equal(roundtrip_field(s, &req, field), ATTN_E_RANGE);
+    assert_string_equal(field, "num_kv_heads");
+    req.geom.num_kv_heads = 1;
+    req.geom.head_dim_qk = req.geom.head_dim_vo = ATTN_MAX_HEAD_DIM;
+    assert_int_equal(roundtrip_field(s, &req, field), 0);
+    nng_close(s);
+    stop_clean(&g_d);
+}
+
 /* Wait up to ms for the daemon to exit; its status, or -1 when it did not. */
 static int wait_exit(attn_daemon_proc *d, int ms)
 {
@@ -815,6 +852,7 @@ int main(void)
         HTEST(test_tcp_nonloopback_refused),
         HTEST(test_tls_client_certs),
         HTEST(test_stats_pools_and_kv_duplicates),
+        HTEST(test_pool_create_fields),
     };
     if (getenv("ATTND") == NULL) {
         printf("[  SKIPPED ] test_hardening: ATTND is not set (run through make integration)\n");
