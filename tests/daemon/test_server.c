@@ -535,20 +535,23 @@ static void test_plan_run_stale(void **state)
     attn_server_destroy(s);
 }
 
-/* A backend whose run fails: the reply names the failure and the pool is
+/* An engine whose run fails: the reply names the failure and the pool is
  * unchanged (the daemon commits nothing itself). */
-static int failing_run(const attn_backend *self, const attn_exec_args *a, attn_exec_report *rep)
+static int failing_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                       attn_exec_report *rep, attn_error_detail *err)
 {
     (void)self;
-    (void)a;
+    (void)p;
+    (void)io;
     (void)rep;
-    return ATTN_E_ENGINE;
+    return attn_error_set(err, ATTN_E_ENGINE, "layer", "the test double always fails");
 }
 
 static void test_engine_failure(void **state)
 {
     attn_server *s = new_server();
-    attn_backend fail = *attn_cpu_backend();
+    attn_engine_ops fail = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
     attn_error_detail e;
     attn_rb rb;
     attn_rb_spec spec;
@@ -560,7 +563,8 @@ static void test_engine_failure(void **state)
     fail.name = "failing_test_double";
     fail.priority = -1;
     fail.run = failing_run;
-    assert_int_equal(attn_registry_add(attn_server_registry(s), &fail, &e), 0);
+    assert_int_equal(attn_engine_create(&fail, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
     memset(&spec, 0, sizeof spec);
     assert_int_equal(attn_rb_make(&rb, &spec, 5), 0);
     load_batch(s, &rb, "f");
@@ -573,11 +577,15 @@ static void test_engine_failure(void **state)
     attn_rb_run_args(&rb, &req.run);
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_ENGINE);
     assert_non_null(strstr(rep.error.message, "unchanged"));
+    /* the engine's own detail crosses the boundary: its field and sentence */
+    assert_string_equal(rep.error.field, "layer");
+    assert_non_null(strstr(rep.error.message, "the test double always fails"));
     free(keep);
     assert_int_equal(attn_server_pool_checksum(s, "f", &sum1), 0);
     assert_true(sum0 == sum1);
     attn_rb_free(&rb);
-    attn_server_destroy(s);
+    attn_server_destroy(s); /* frees the plans made by `inst` */
+    attn_engine_destroy(inst);
 }
 
 /* hello/stats are cheap (answered on the loop thread); undecodable bytes
