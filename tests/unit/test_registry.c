@@ -378,6 +378,73 @@ static void test_fallback_classes(void **state)
     assert_int_equal(attn_platform_of_device("cudax"), 0);
 }
 
+/* One instance per device: a pool on a device without an instance is an
+ * admission reason naming `device` (not a run-time E_CUDA); a second
+ * instance of the same engine serves its own device. */
+static void test_instance_per_device(void **state)
+{
+    world *w = *state;
+    attn_error_detail err;
+    fx_call c;
+    fx_base(&c);
+    c.m.policy.graph = false;
+    snprintf(c.g.device, sizeof c.g.device, "cuda:1");
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err), 0);
+    assert_string_equal(selected_name(&w->sel), "cpu_ref");
+    assert_int_equal(w->sel.fallback, ATTN_FALLBACK_BACKEND);
+    const attn_candidate *cd = cand(&w->sel, "cuda_decode");
+    assert_true(has_reason(cd, ATTN_ADMIT_HARDWARE, "device"));
+    assert_non_null(strstr(cd->admission.reasons[0].text, "cuda:1"));
+    assert_non_null(strstr(cd->admission.reasons[0].text, "instances: cuda:0"));
+    snprintf(c.m.policy.backend, sizeof c.m.policy.backend, "cuda_decode");
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err),
+                     ATTN_E_BACKEND_REJECTED);
+    assert_non_null(strstr(err.message, "hardware"));
+
+    /* a second instance of the same engine joins its entry */
+    attn_engine second = w->cuda.inst;
+    second.device = 1;
+    snprintf(second.where, sizeof second.where, "cuda:1");
+    assert_int_equal(attn_registry_add(&w->reg, &second, &err), 0);
+    assert_int_equal(attn_registry_find(&w->reg, "cuda_decode")->num_instances, 2);
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err), 0);
+    assert_ptr_equal(w->sel.engine, &second);
+    snprintf(c.g.device, sizeof c.g.device, "cuda:0");
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err), 0);
+    assert_ptr_equal(w->sel.engine, &w->cuda.inst);
+    /* one instance per device */
+    attn_engine dup = second;
+    assert_int_equal(attn_registry_add(&w->reg, &dup, &err), ATTN_E_POLICY);
+    assert_ptr_equal(attn_registry_instance(attn_registry_find(&w->reg, "cuda_decode"), "cuda"),
+                     &w->cuda.inst);
+    assert_null(attn_registry_instance(attn_registry_find(&w->reg, "cuda_decode"), "cuda:7"));
+}
+
+/* seed 0x08G: a schedule an engine does not implement is refused (forced)
+ * or falls back with the reason named, never run under another label. */
+static void test_schedule_not_implemented(void **state)
+{
+    world *w = *state;
+    attn_error_detail err;
+    fx_call c;
+    fx_base(&c);
+    c.m.policy.graph = false;
+    c.m.policy.schedule = ATTN_SCHED_UNIFIED;
+    snprintf(c.m.policy.backend, sizeof c.m.policy.backend, "cuda_decode");
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err),
+                     ATTN_E_BACKEND_REJECTED);
+    assert_true(has_reason(cand(&w->sel, "cuda_decode"), ATTN_ADMIT_PHASE, "policy.schedule"));
+    snprintf(c.m.policy.backend, sizeof c.m.policy.backend, "auto");
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err), 0);
+    assert_string_equal(selected_name(&w->sel), "cpu_ref");
+    assert_int_equal(w->sel.fallback, ATTN_FALLBACK_BACKEND);
+    assert_non_null(strstr(w->sel.fallback_reason, "schedule unified"));
+    /* partition is implemented: the CUDA double keeps the call */
+    c.m.policy.schedule = ATTN_SCHED_PARTITION;
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err), 0);
+    assert_string_equal(selected_name(&w->sel), "cuda_decode");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -388,6 +455,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_priority_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mixed_batch_phase_factor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fallback_classes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_instance_per_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schedule_not_implemented, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
