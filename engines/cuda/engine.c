@@ -223,7 +223,7 @@ int attn_cuda_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
     const uint32_t d = g->head_dim_qk;
     attn_cuda_tuning defaults;
     attn_mask_prog mp;
-    char f[64];
+    char f[96];
     int rv;
 
     memset(&mp, 0, sizeof mp);
