@@ -38,6 +38,10 @@ void attn_cuda_set_default_split(attn_split_policy p);
  * Defaults: tensor cores, heads_fast, row_prefetch (docs/cuda.md). */
 void attn_cuda_set_producer(int simt, int heads_fast, int row_prefetch);
 
+/* Fused reducer on or off (default off): the tensor-core producer's last
+ * CTA of each split folds the slots instead of a reducer launch (docs/cuda.md). */
+void attn_cuda_set_fused_merge(int on);
+
 /* Tests: when on, every run first fills O, LSE and the workspace with NaN
  * bytes on the device, so an element no kernel wrote shows as NaN. */
 void attn_cuda_debug_poison(int on);

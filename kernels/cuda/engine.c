@@ -37,12 +37,18 @@ static int g_poison;
 static int g_simt;
 static int g_heads_fast = 1;
 static int g_row_prefetch = 1;
+static int g_fused_merge;
 
 void attn_cuda_set_producer(int simt, int heads_fast, int row_prefetch)
 {
     g_simt = simt;
     g_heads_fast = heads_fast;
     g_row_prefetch = row_prefetch;
+}
+
+void attn_cuda_set_fused_merge(int on)
+{
+    g_fused_merge = on;
 }
 
 void attn_cuda_debug_poison(int on)
@@ -459,6 +465,7 @@ static int run_locked(cuda_ctx *c, const attn_exec_args *a, attn_exec_report *re
     memset(&mp, 0, sizeof mp);
     char *io = NULL, *dm = NULL;
     void *kst = NULL, *vst = NULL;
+    attn_cuda_append_params ap = {0}; /* set before the swap; the restores reuse it */
     size_t off_rows = 0, o_sk = 0, o_sv = 0;
     int64_t head_stride = 0;
     uint32_t total_q = 0;
@@ -596,9 +603,19 @@ static int run_locked(cuda_ctx *c, const attn_exec_args *a, attn_exec_report *re
         CK(cudaMemsetAsync(io + o_l, 0xff, lse_bytes, st));
         CK(cudaMemsetAsync(c->dev_ws, 0xff, led.total_bytes, st));
     }
-    if ((rv = attn_cuda_append_launch(kst, vst, (const int64_t *)(dm + off_rows), total_q, Hkv, d,
-                                      head_stride, g->kv_dtype, io + o_k, io + o_v, io + o_sk,
-                                      io + o_sv, 0, st)) != 0)
+    ap = (attn_cuda_append_params){.k = kst,
+                                   .v = vst,
+                                   .row_off = (const int64_t *)(dm + off_rows),
+                                   .rows = total_q,
+                                   .num_kv_heads = Hkv,
+                                   .head_dim = d,
+                                   .head_stride = head_stride,
+                                   .kv_dtype = g->kv_dtype,
+                                   .new_k = io + o_k,
+                                   .new_v = io + o_v,
+                                   .save_k = io + o_sk,
+                                   .save_v = io + o_sv};
+    if ((rv = attn_cuda_append_launch(&ap, st)) != 0)
         goto fail;
     swapped = true;
 
@@ -641,6 +658,7 @@ static int run_locked(cuda_ctx *c, const attn_exec_args *a, attn_exec_report *re
     p.any_split = any_split;
     p.force_merge = m->policy.graph;
     p.simt = g_simt;
+    p.fused_merge = g_fused_merge;
     p.row_prefetch = g_row_prefetch;
     p.heads_fast = g_heads_fast && plan->num_items <= 65535u;
     {
@@ -663,9 +681,8 @@ static int run_locked(cuda_ctx *c, const attn_exec_args *a, attn_exec_report *re
         CK(cudaMemcpyAsync(a->lse, io + o_l, lse_bytes, cudaMemcpyDeviceToHost, st));
     if (!a->commit) {
         swapped = false;
-        if ((rv = attn_cuda_append_launch(kst, vst, (const int64_t *)(dm + off_rows), total_q, Hkv,
-                                          d, head_stride, g->kv_dtype, NULL, NULL, io + o_sk,
-                                          io + o_sv, 1, st)) != 0)
+        ap.restore = 1;
+        if ((rv = attn_cuda_append_launch(&ap, st)) != 0)
             goto fail;
     }
     CK(cudaEventRecord(c->ev1, st));
@@ -674,7 +691,7 @@ static int run_locked(cuda_ctx *c, const attn_exec_args *a, attn_exec_report *re
         memset(rep, 0, sizeof *rep);
         const char *ps = NULL, *rs = NULL;
         attn_cuda_decode_symbols(&p, &ps, &rs);
-        const char *syms[3] = {"attn_append_rows", ps, rs};
+        const char *syms[3] = {attn_cuda_append_symbol(), ps, rs};
         uint32_t launches[3] = {a->commit ? 1u : 2u, 1, 1};
         for (int i = 0; i < 3; i++)
             if (syms[i]) {
@@ -697,9 +714,8 @@ fail:
     if (swapped) {
         /* put the old rows back so the pool is unchanged (backend.h contract);
          * when even that fails, say so instead of claiming an unchanged pool */
-        int back = attn_cuda_append_launch(kst, vst, (const int64_t *)(dm + off_rows), total_q, Hkv,
-                                           d, head_stride, g->kv_dtype, NULL, NULL, io + o_sk,
-                                           io + o_sv, 1, st);
+        ap.restore = 1;
+        int back = attn_cuda_append_launch(&ap, st);
         if (back != 0 || cudaStreamSynchronize(st) != cudaSuccess)
             rv = ATTN_E_POOL_UNRESTORED;
     }
