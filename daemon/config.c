@@ -394,6 +394,41 @@ int attnd_config_check(const attnd_config *c, attn_error_detail *err)
     return 0;
 }
 
+const char *attnd_config_restart_setting(const attnd_config *a, const attnd_config *b)
+{
+#define ATTND__SAME(f) (memcmp(&a->f, &b->f, sizeof a->f) == 0)
+    if (strcmp(a->listen, b->listen) != 0)
+        return "listen";
+    if (strcmp(a->capture, b->capture) != 0)
+        return "capture";
+    if (strcmp(a->tls_cert, b->tls_cert) != 0 || strcmp(a->tls_key, b->tls_key) != 0 ||
+        strcmp(a->tls_ca, b->tls_ca) != 0)
+        return "tls";
+    if (!ATTND__SAME(engine))
+        return "engine";
+    if (!ATTND__SAME(threads) || !ATTND__SAME(workers) || !ATTND__SAME(contexts))
+        return "threads/workers/contexts";
+    if (!ATTND__SAME(max_msg))
+        return "max-msg";
+    if (!ATTND__SAME(max_plans) || !ATTND__SAME(plan_cache_bytes))
+        return "max-plans/plan-cache-bytes";
+    if (!ATTND__SAME(pool_budget))
+        return "pool-budget";
+    if (!ATTND__SAME(ipc_mode))
+        return "ipc-mode";
+    if (!ATTND__SAME(inline_cheap))
+        return "inline-cheap";
+    if (!ATTND__SAME(max_conns))
+        return "max-conns";
+    if (!ATTND__SAME(allow_remote))
+        return "allow-remote";
+    if (a->num_pools != b->num_pools ||
+        memcmp(a->pools, b->pools, sizeof a->pools[0] * a->num_pools) != 0)
+        return "pools";
+#undef ATTND__SAME
+    return NULL;
+}
+
 int attnd_config_parse_args(attnd_config *c, int argc, char **argv, attn_error_detail *err)
 {
     for (int i = 1; i < argc; i++) {

@@ -80,6 +80,12 @@ int attnd_config_load_file(attnd_config *c, const char *path, attn_error_detail 
  * requirements); E_* naming the setting. */
 int attnd_config_check(const attnd_config *c, attn_error_detail *err);
 
+/* The first setting that differs between a and b and takes a restart to
+ * change (everything but --max-reply, --conn-inflight, --send-timeout-ms,
+ * --idle-timeout-ms, --drain-timeout-ms, which SIGHUP applies live); NULL
+ * when none does. */
+const char *attnd_config_restart_setting(const attnd_config *a, const attnd_config *b);
+
 /* Apply command-line flags (argv[0] skipped); --config FILE is applied at its
  * position, so later flags override the file. */
 int attnd_config_parse_args(attnd_config *c, int argc, char **argv, attn_error_detail *err);

@@ -130,6 +130,13 @@ size_t attnd_conn_idle(attnd_conn_table *t, uint64_t now_ms, uint64_t idle_ms, u
     return n;
 }
 
+void attnd_conn_set_inflight(attnd_conn_table *t, uint32_t inflight)
+{
+    pthread_mutex_lock(&t->lock);
+    t->inflight_cap = inflight ? inflight : 1;
+    pthread_mutex_unlock(&t->lock);
+}
+
 uint32_t attnd_conn_count(attnd_conn_table *t)
 {
     uint32_t n;

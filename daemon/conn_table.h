@@ -51,6 +51,9 @@ void attnd_conn_end(attnd_conn_table *t, uint32_t id, int was_sending, uint64_t 
 size_t attnd_conn_idle(attnd_conn_table *t, uint64_t now_ms, uint64_t idle_ms, uint32_t *ids,
                        size_t max);
 
+/* Change the per-connection in-flight cap (SIGHUP reload). */
+void attnd_conn_set_inflight(attnd_conn_table *t, uint32_t inflight);
+
 /* Connections now open. */
 uint32_t attnd_conn_count(attnd_conn_table *t);
 

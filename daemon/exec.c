@@ -44,9 +44,14 @@ static double now_us(void)
 
 uint64_t attnd_plan_bytes(const attnd_plan *p)
 {
-    const attn_split_plan *sp = &p->split;
     uint64_t n = sizeof *p + attn_manifest_heap_bytes(&p->m);
     n += p->sel != NULL ? sizeof *p->sel : 0;
+    if (p->eplan == NULL)
+        return n;
+    /* the engine plan: its struct and split arrays (its private data is the
+     * engine's and not counted) */
+    const attn_split_plan *sp = &p->eplan->split;
+    n += sizeof *p->eplan;
     n += sp->num_splits ? sizeof(uint32_t) * (uint64_t)sp->num_requests : 0;
     n += sp->slot_indptr ? sizeof(uint32_t) * ((uint64_t)sp->num_requests + 1) : 0;
     n += sp->items ? sizeof *sp->items * (uint64_t)sp->num_items : 0;

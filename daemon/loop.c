@@ -49,6 +49,10 @@ struct attnd_loop {
     uv_timer_t drain;
     uv_timer_t idle;
     attnd_conn_table *conns;
+    /* live limits (SIGHUP): read on nng threads, written on the loop thread */
+    _Atomic uint64_t send_timeout_ms;
+    _Atomic uint64_t idle_timeout_ms;
+    _Atomic uint64_t drain_timeout_ms;
     uint64_t shutdown_start_ms; /* loop thread only */
     nng_socket sock;
     nng_listener lst;
@@ -259,8 +263,8 @@ static void send_reply(attnd_loop *l, job *j)
     atomic_store(&j->state, JOB_SEND);
     attnd_conn_sending(l->conns, j->pipe);
     j->sending = 1;
-    nng_aio_set_timeout(j->aio, l->o.send_timeout_ms > 0 ? (nng_duration)l->o.send_timeout_ms
-                                                         : NNG_DURATION_INFINITE);
+    uint64_t send_ms = atomic_load(&l->send_timeout_ms);
+    nng_aio_set_timeout(j->aio, send_ms > 0 ? (nng_duration)send_ms : NNG_DURATION_INFINITE);
     nng_aio_set_msg(j->aio, m);
     nng_ctx_send(j->ctx, j->aio);
 }
@@ -303,11 +307,12 @@ static void drain_cb(uv_timer_t *t)
     attnd_loop *l = t->data;
     uint64_t now = now_ms();
     uint64_t pending = atomic_load(&l->pending);
-    if (l->o.drain_timeout_ms > 0 && now - l->shutdown_start_ms >= l->o.drain_timeout_ms) {
+    uint64_t deadline = atomic_load(&l->drain_timeout_ms);
+    if (deadline > 0 && now - l->shutdown_start_ms >= deadline) {
         /* a shutdown cannot be postponed forever (a supervisor would SIGKILL) */
         if (pending != 0)
             fprintf(stderr, "attnd: drain deadline (%llu ms) passed; %llu requests unanswered\n",
-                    (unsigned long long)l->o.drain_timeout_ms, (unsigned long long)pending);
+                    (unsigned long long)deadline, (unsigned long long)pending);
         close_all(l);
         return;
     }
@@ -359,12 +364,35 @@ static void async_cb(uv_async_t *a)
     }
 }
 
+/* SIGHUP with a reload callback: apply the live limits it returns. */
+static void reload(attnd_loop *l)
+{
+    attnd_loop_live live;
+    if (l->o.reload(l->o.reload_arg, &live) != 0) {
+        fprintf(stderr, "attnd: SIGHUP: the configuration was not reloaded (see above)\n");
+        return;
+    }
+    attnd_conn_set_inflight(l->conns, live.conn_inflight);
+    atomic_store(&l->send_timeout_ms, live.send_timeout_ms);
+    atomic_store(&l->idle_timeout_ms, live.idle_timeout_ms);
+    atomic_store(&l->drain_timeout_ms, live.drain_timeout_ms);
+    fprintf(stderr,
+            "attnd: SIGHUP: reloaded (conn-inflight %u, send-timeout-ms %llu, idle-timeout-ms "
+            "%llu, drain-timeout-ms %llu)\n",
+            live.conn_inflight, (unsigned long long)live.send_timeout_ms,
+            (unsigned long long)live.idle_timeout_ms, (unsigned long long)live.drain_timeout_ms);
+}
+
 static void signal_cb(uv_signal_t *s, int signum)
 {
     attnd_loop *l = s->data;
+    if (signum == SIGHUP && l->o.reload != NULL) {
+        if (!l->stopping)
+            reload(l);
+        return;
+    }
     if (signum == SIGHUP && !l->stopping)
-        fprintf(stderr, "attnd: SIGHUP: nothing is reloaded live; draining and exiting so that "
-                        "the supervisor restarts attnd with the new configuration\n");
+        fprintf(stderr, "attnd: SIGHUP: no reload here; draining and exiting\n");
     if (!l->stopping) {
         begin_shutdown(l);
         uv_timer_start(&l->drain, drain_cb, ATTND_DRAIN_TICK_MS, ATTND_DRAIN_TICK_MS);
@@ -402,7 +430,7 @@ static void idle_cb(uv_timer_t *t)
 {
     attnd_loop *l = t->data;
     uint32_t ids[64];
-    size_t n = attnd_conn_idle(l->conns, now_ms(), l->o.idle_timeout_ms, ids, 64);
+    size_t n = attnd_conn_idle(l->conns, now_ms(), atomic_load(&l->idle_timeout_ms), ids, 64);
     for (size_t i = 0; i < n; i++) {
         atomic_fetch_add(&l->o.metrics->conns_closed_idle, 1);
         close_pipe(ids[i]);
@@ -433,6 +461,9 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
     if (l == NULL)
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");
     l->o = *o;
+    atomic_init(&l->send_timeout_ms, o->send_timeout_ms);
+    atomic_init(&l->idle_timeout_ms, o->idle_timeout_ms);
+    atomic_init(&l->drain_timeout_ms, o->drain_timeout_ms);
     if (l->o.metrics == NULL)
         l->o.metrics = &l->local_metrics;
     if (l->o.contexts == 0)

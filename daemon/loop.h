@@ -13,8 +13,9 @@
  * already received (late arrivals get E_SHUTTING_DOWN and do not postpone the
  * close), close the socket, remove the IPC path, close every handle;
  * attnd_loop_run then returns 0.  The drain ends at drain_timeout_ms at the
- * latest, answered or not.  SIGHUP reloads nothing: it drains and exits, so a
- * supervisor restarts attnd with the new configuration.
+ * latest, answered or not.  SIGHUP calls `reload` (the limits of
+ * attnd_loop_live and what the handler applies, e.g. the reply cap); without
+ * one it drains and exits like SIGTERM.
  *
  * What one client can hold (issue 9): at most conn_inflight requests of one
  * connection are in progress (a further one gets E_BUSY, or closes the
@@ -46,6 +47,18 @@ typedef int (*attnd_cheap_fn)(void *arg, const void *req, size_t len);
 typedef int (*attnd_refuse_fn)(void *arg, const void *req, size_t len, int code, void **reply,
                                size_t *reply_len);
 
+/* The limits a SIGHUP can change while serving. */
+typedef struct attnd_loop_live {
+    uint32_t conn_inflight;
+    uint64_t send_timeout_ms;
+    uint64_t idle_timeout_ms;
+    uint64_t drain_timeout_ms;
+} attnd_loop_live;
+
+/* SIGHUP (loop thread): re-read the configuration, apply what the daemon
+ * itself can change live and fill *live; nonzero keeps everything as it was. */
+typedef int (*attnd_reload_fn)(void *arg, attnd_loop_live *live);
+
 typedef struct attnd_loop_opts {
     const char *url;
     size_t max_msg;    /* NNG_OPT_RECVMAXSZ on the listener */
@@ -62,6 +75,8 @@ typedef struct attnd_loop_opts {
     uint64_t idle_timeout_ms;  /* an idle connection is closed after this (0 = never) */
     uint64_t drain_timeout_ms; /* a shutdown closes the socket after this at the latest */
     const char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// listener (PEM files) */
+    attnd_reload_fn reload;                  /* NULL: SIGHUP drains and exits like SIGTERM */
+    void *reload_arg;
     void *arg;
     attnd_metrics *metrics; /* may be NULL */
 } attnd_loop_opts;

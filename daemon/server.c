@@ -26,6 +26,11 @@ attnd_metrics *attn_server_metrics(attn_server *s)
     return &s->metrics;
 }
 
+void attn_server_set_max_reply(attn_server *s, uint64_t bytes)
+{
+    atomic_store(&s->max_reply, bytes);
+}
+
 /* Register the engines this build has; the CUDA engine is declared with its
  * reason when it was not built (seed 0x07C: hello lists it, forcing it fails
  * with that reason). */
@@ -91,6 +96,7 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
     s->cfg = *cfg;
     pthread_rwlock_init(&s->trace_lock, NULL);
     attn_codec_limits_default(&s->limits);
+    atomic_init(&s->max_reply, cfg->max_reply);
     snprintf(s->build_id, sizeof s->build_id, "%s", ATTN_BUILD_ID);
     {
         /* seed 0x0BA: the loaded-artifact identity, hashed once at start */
@@ -328,11 +334,11 @@ static int do_kv(attn_server *s, attn_request *req, attn_reply *rep, void **scra
         char *buf;
         /* a small request can name one large page many times: the reply's
          * size is checked before anything is allocated for it */
-        if (kb + vb > s->cfg.max_reply) {
+        if (kb + vb > atomic_load(&s->max_reply)) {
             rc = attn_error_set(err, ATTN_E_TOO_LARGE, "pages",
                                 "%u pages would make a %llu-byte reply, over --max-reply %llu",
                                 a->num_pages, (unsigned long long)(kb + vb),
-                                (unsigned long long)s->cfg.max_reply);
+                                (unsigned long long)atomic_load(&s->max_reply));
             goto out;
         }
         buf = malloc(kb + vb + 1);
@@ -434,11 +440,11 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
     }
     if (rc == 0) {
         rc = attn_reply_encode(&rep, &out, &err);
-        if (rc == 0 && out.len > s->cfg.max_reply) {
+        if (rc == 0 && out.len > atomic_load(&s->max_reply)) {
             /* every other reply is bounded by its request; this is the backstop */
             rc = attn_error_set(&err, ATTN_E_TOO_LARGE, "reply",
                                 "the reply would be %zu bytes, over --max-reply %llu", out.len,
-                                (unsigned long long)s->cfg.max_reply);
+                                (unsigned long long)atomic_load(&s->max_reply));
             attn_buf_free(&out);
         }
         if (rc == 0) {

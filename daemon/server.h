@@ -38,6 +38,9 @@ int attn_server_is_cheap(attn_server *s, const void *req, size_t len);
 int attn_server_refuse(attn_server *s, const void *req, size_t len, int code, void **reply,
                        size_t *reply_len);
 
+/* Change the reply-bytes cap while serving (SIGHUP reload). */
+void attn_server_set_max_reply(attn_server *s, uint64_t bytes);
+
 /* The counters the loop updates (hand-off time, in-flight requests). */
 attnd_metrics *attn_server_metrics(attn_server *s);
 

@@ -809,18 +809,49 @@ static void test_drain_deadline(void **state)
     assert_int_equal(attn_daemon_cleanup(&g_d), 0);
 }
 
-/* Issue 9 item 7: SIGHUP killed attnd (default action: no drain, socket
- * file left); now it drains and exits 0 with the socket removed. */
-static void test_sighup(void **state)
+/* Write `text` to path. */
+static void write_file(const char *path, const char *text)
 {
-    const char *extra[] = {"--engine", "cpu", NULL};
-    int st = -1;
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Issue 9 item 7: SIGHUP killed attnd (default action: no drain, socket
+ * file left).  Now it re-reads the configuration and applies the limits that
+ * can change live (here --max-reply); a broken file changes nothing; attnd
+ * keeps serving and still stops cleanly. */
+static void test_sighup_reload(void **state)
+{
+    char dir[] = "/tmp/attnd-hup-XXXXXX", conf[128];
+    const char *extra[] = {"--engine", "cpu", "--pool", "big:1:2:256:16:128:fp32",
+                           "--config", conf,  NULL};
+    int32_t two[2] = {0, 1};
+    attn_request req;
+    nng_socket s;
+    char field[64];
     (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(conf, sizeof conf, "%s/attnd.json", dir);
+    write_file(conf, "{\"max_reply\": 1048576}\n");
     assert_int_equal(attn_daemon_start(&g_d, NULL, extra), 0);
-    assert_true(hello_ms(g_d.url, 1000) >= 0);
-    assert_int_equal(attn_daemon_stop(&g_d, SIGHUP, &st), 0);
-    assert_int_equal(st, 0);
-    assert_int_equal(attn_daemon_cleanup(&g_d), 0);
+    assert_int_equal(dial(&s, g_d.url, 5000), 0);
+    nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, 0);
+    kv_read_req(&req, two);
+    assert_int_equal(roundtrip_field(s, &req, field), ATTN_E_TOO_LARGE);
+    write_file(conf, "{\"max_reply\": 67108864}\n");
+    assert_int_equal(kill(g_d.pid, SIGHUP), 0);
+    usleep(300000);
+    assert_int_equal(roundtrip_field(s, &req, field), 0);
+    write_file(conf, "{\"max_reply\": \"many\"}\n"); /* refused: nothing changes */
+    assert_int_equal(kill(g_d.pid, SIGHUP), 0);
+    usleep(300000);
+    assert_int_equal(roundtrip_field(s, &req, field), 0);
+    nng_close(s);
+    stop_clean(&g_d);
+    unlink(conf);
+    rmdir(dir);
 }
 
 static int kill_left(void **state)
@@ -845,7 +876,7 @@ int main(void)
         HTEST(test_stalled_partial_frames),
         HTEST(test_shutdown_not_postponed),
         HTEST(test_drain_deadline),
-        HTEST(test_sighup),
+        HTEST(test_sighup_reload),
         HTEST(test_reply_cap),
         HTEST(test_capture_file_rules),
         HTEST(test_non_utf8_refused),
