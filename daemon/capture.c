@@ -68,7 +68,7 @@ int attnd_capture_header_encode(const attnd_capture_header *h, void **buf, size_
         pack_str(&pk, "kv_dtype");
         pack_str(&pk, attn_dtype_name(g->kv_dtype));
         pack_str(&pk, "layout");
-        pack_str(&pk, g->layout == ATTN_HND ? "HND" : "NHD");
+        pack_str(&pk, attn_layout_name(g->layout));
         pack_str(&pk, "device");
         pack_str(&pk, g->device[0] != '\0' ? g->device : "cpu");
     }
@@ -190,10 +190,12 @@ static int parse_pool(attn_wire_reader *r, attn_pool_geometry *g)
                 return ATTN_E_RANGE;
             if (attn_wire_str_eq(&k, "pool"))
                 snprintf(g->name, sizeof g->name, "%s", s);
-            else if (attn_wire_str_eq(&k, "kv_dtype") && attnd_dtype_parse(s, &g->kv_dtype) != 0)
+            else if (attn_wire_str_eq(&k, "kv_dtype") &&
+                     attn_dtype_parse(s, "kv_dtype", &g->kv_dtype, NULL) != 0)
                 return ATTN_E_DTYPE;
-            else if (attn_wire_str_eq(&k, "layout"))
-                g->layout = strcmp(s, "HND") == 0 ? ATTN_HND : ATTN_NHD;
+            else if (attn_wire_str_eq(&k, "layout") &&
+                     attn_layout_parse(s, "layout", &g->layout, NULL) != 0)
+                return ATTN_E_RANGE;
             else if (attn_wire_str_eq(&k, "device") &&
                      item_str(&v, g->device, sizeof g->device) != 0)
                 return ATTN_E_RANGE;

@@ -123,10 +123,10 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
         h.version = ATTND_CAPTURE_VERSION;
         snprintf(h.attnd, sizeof h.attnd, "%s", ATTND_VERSION);
         snprintf(h.build, sizeof h.build, "%s", s->build_id);
+        /* an engine preference is a platform (same values) or "auto" */
         snprintf(h.engine, sizeof h.engine, "%s",
-                 cfg->engine == ATTND_ENGINE_CUDA  ? "cuda"
-                 : cfg->engine == ATTND_ENGINE_CPU ? "cpu"
-                                                   : "auto");
+                 cfg->engine == ATTND_ENGINE_AUTO ? "auto"
+                                                  : attn_platform_name((attn_platform)cfg->engine));
         h.num_pools = attnd_pool_table_list(s->pools, h.pools, ATTND_CAPTURE_MAX_POOLS);
         if ((rc = attnd_capture_open(&s->capture, cfg->capture, &h, err)) != 0)
             goto fail;

@@ -273,7 +273,7 @@ static int emit_schedule(emitter *e, const attn_diag *dg)
 {
     const attn_split_plan *p = dg->plan;
     int rv = e->map(e, 7);
-    rv |= kv_str(e, "schedule", attn_key_schedule_name(dg->schedule));
+    rv |= kv_str(e, "schedule", attn_schedule_policy_name(dg->schedule));
     /* seed 0x08F: one phase per request, in manifest order, one letter each
      * (P prefill, A append, D decode): one string, not B of them, so a
      * B = 256 reply stays inside the diagnostic's cost budget */
@@ -284,14 +284,14 @@ static int emit_schedule(emitter *e, const attn_diag *dg)
     for (uint32_t b = 0; b < nb; b++) {
         attn_phase ph;
         int bad = attn_phase_classify(dg->requests[b].cache_len, dg->requests[b].new_len, &ph);
-        letters[b] = bad ? '?' : "PAD"[ph];
+        letters[b] = bad ? '?' : attn_phase_letter(ph);
     }
     letters[nb] = '\0';
     rv |= kv_str(e, "phases", letters);
     if (letters != small)
         free(letters);
-    rv |= kv_str(e, "split_policy", p ? attn_split_policy_label(p->policy) : NULL);
-    rv |= kv_str(e, "state_abi", attn_key_abi_name(dg->state_abi));
+    rv |= kv_str(e, "split_policy", p ? attn_split_policy_name(p->policy) : NULL);
+    rv |= kv_str(e, "state_abi", attn_state_abi_name(dg->state_abi));
     rv |= e->str(e, "splits") | e->arr(e, p ? p->num_requests : 0);
     for (uint32_t b = 0; p && b < p->num_requests; b++)
         rv |= e->u64(e, p->num_splits[b]);
@@ -489,12 +489,11 @@ int attn_diag_explain(const json_t *diag, FILE *out)
         }
         fprintf(out, "]\nphases   [");
         const char *ph = jstr(sc, "phases", "");
-        for (size_t k = 0; ph[k] != '\0'; k++)
+        for (size_t k = 0; ph[k] != '\0'; k++) {
+            attn_phase p;
             fprintf(out, "%s%s", k ? " " : "",
-                    ph[k] == 'P'   ? "prefill"
-                    : ph[k] == 'A' ? "append"
-                    : ph[k] == 'D' ? "decode"
-                                   : "?");
+                    attn_phase_of_letter(ph[k], &p) ? attn_phase_name(p) : "?");
+        }
         fprintf(out, "]\n");
     }
     const json_t *wl = json_object_get(diag, "workspace_ledger");

@@ -3,29 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/common/dtype.h"
+#include "attn/names.h"
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
-
-static const char *const g_op_names[ATTN_OP_COUNT] = {
-    "hello", "pool_create", "pool_drop", "pool_info", "plan",
-    "run",   "attend",      "kv_read",   "kv_write",  "stats",
-};
-
-const char *attn_op_name(attn_op op)
-{
-    return (unsigned)op < ATTN_OP_COUNT ? g_op_names[op] : "?";
-}
-
-int attn_op_from_name(const char *name, attn_op *op)
-{
-    for (unsigned k = 0; k < ATTN_OP_COUNT; k++)
-        if (strcmp(name, g_op_names[k]) == 0) {
-            *op = (attn_op)k;
-            return 1;
-        }
-    return 0;
-}
 
 void attn_request_free(attn_request *req)
 {

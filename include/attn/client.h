@@ -32,20 +32,9 @@ extern "C" {
 
 #define ATTN_PROTOCOL_VERSION 1
 
-/* Operations of PROTOCOL.md; the wire name is the lower-case suffix. */
-typedef enum attn_op {
-    ATTN_OP_HELLO = 0,
-    ATTN_OP_POOL_CREATE,
-    ATTN_OP_POOL_DROP,
-    ATTN_OP_POOL_INFO,
-    ATTN_OP_PLAN,
-    ATTN_OP_RUN,
-    ATTN_OP_ATTEND,
-    ATTN_OP_KV_READ,
-    ATTN_OP_KV_WRITE,
-    ATTN_OP_STATS,
-    ATTN_OP_COUNT
-} attn_op;
+/* Operations of PROTOCOL.md (the list ATTN_OPS is in attn/types.h);
+ * ATTN_OP_COUNT follows the last one and means "no operation". */
+typedef enum attn_op { ATTN_OPS(ATTN__ENUM_ENTRY) ATTN_OP_COUNT } attn_op;
 
 /* Wire name of an operation ("pool_create"); "?" when unknown. */
 const char *attn_op_name(attn_op op);

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "attn/error.h"
+#include "attn/names.h" /* attn_mask_kind_name */
 #include "attn/types.h"
 #include "hd.h"
 
@@ -156,12 +157,6 @@ uint32_t attn_mask_needs(const attn_mask *m);
 
 /* A short name for a need bit ("causal", "none", "window", "sink", "interval", "dense"). */
 const char *attn_mask_need_name(uint32_t need);
-
-/* The wire name of a mask kind ("causal", "none", "window", "sink", "flashmask", "dense"). */
-const char *attn_mask_kind_name(attn_mask_kind kind);
-
-/* Parse a wire mask kind name; returns 1 when found. */
-int attn_mask_kind_from_name(const char *name, attn_mask_kind *kind);
 
 /* Convert one request's dense C x (T+C) bit matrix (layout of attn_mask.dense_bits,
  * starting at `bits`) into FlashMask vectors of length T+C.  Rejects with

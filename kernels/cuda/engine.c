@@ -637,7 +637,7 @@ static int run_locked(cuda_ctx *c, const attn_exec_args *a, attn_exec_report *re
     p.q_dtype = m->q_dtype;
     p.kv_dtype = g->kv_dtype;
     p.abi = m->policy.state_abi;
-    p.sm_scale = m->has_sm_scale ? m->sm_scale : 1.0f / sqrtf((float)d);
+    p.sm_scale = attn_manifest_sm_scale(m, g);
     p.any_split = any_split;
     p.force_merge = m->policy.graph;
     p.simt = g_simt;

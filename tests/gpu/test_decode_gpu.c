@@ -200,7 +200,7 @@ static void run_case(const gpu_case *gc, uint64_t seed)
            gc->name, (unsigned long long)seed, gc->B, gc->hq / gc->hkv, gc->d, gc->page,
            attn_dtype_name(gc->kv), gc->layout == ATTN_HND ? "HND" : "NHD",
            attn_dtype_name(rb.m.q_dtype), rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o",
-           attn_split_policy_label(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
+           attn_split_policy_name(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
            simt ? "simt" : "tc", heads_fast ? "/hf" : "/if", prefetch ? "/pre" : "",
            fused && !simt ? "/fused" : "", rel, lse_err, nan, commit ? "commit" : "no-commit");
     if (rel > g_worst_rel)
