@@ -266,7 +266,8 @@ ATTN_HD attn_row_keys attn_mask_row_keys(const attn_mask_prog *p, uint32_t b, in
         }
         break;
     }
-    default: /* flashmask, dense: host-computed hull, per-cell test inside */
+    case ATTN_MASK_FLASHMASK: /* host-computed hull, per-cell test inside */
+    case ATTN_MASK_DENSE:
         k.lo0 = p->row_lo[r->row + i];
         k.hi0 = p->row_hi[r->row + i];
         k.exact = false;
