@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 
 #include "attn/client.h"
-#include "daemon/capture.h"
+#include "protocol/capture.h"
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
@@ -23,7 +23,7 @@ struct attn_server {
     attnd_pool_table *pools;
     attnd_plan_cache *plans;
     attn_registry registry;
-    attnd_capture *capture;
+    attn_capture *capture;
     attnd_metrics metrics;
     attn_codec_limits limits;
     _Atomic uint64_t op_count[ATTN_OP_COUNT];

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "attnctl.h"
-#include "daemon/capture.h"
+#include "protocol/capture.h"
 #include "kernels/common/dtype.h"
 #include "planner/key.h"
 #include "protocol/codec.h"
@@ -248,8 +248,8 @@ int actl_cmd_replay(int argc, char **argv)
     const char *file = NULL, *url = NULL;
     int local = 0, verify = 0, quiet = 0;
     uint32_t repeat = 1;
-    attnd_capture_reader *rd = NULL;
-    attnd_capture_header h;
+    attn_capture_reader *rd = NULL;
+    attn_capture_header h;
     attn_error_detail err;
     actl_conn c;
     plan_map *pm;
@@ -280,12 +280,12 @@ int actl_cmd_replay(int argc, char **argv)
             "usage: attnctl replay FILE [--url U | --local] [--verify] [--repeat N] [--quiet]\n");
         return 2;
     }
-    if (attnd_capture_reader_open(&rd, file, &h, &err) != 0) {
+    if (attn_capture_reader_open(&rd, file, &h, &err) != 0) {
         fprintf(stderr, "attnctl replay: %s\n", err.message);
         return 2;
     }
     if (actl_open(&c, actl_url(url), local, NULL) != 0) {
-        attnd_capture_reader_close(rd);
+        attn_capture_reader_close(rd);
         return 1;
     }
     pm = calloc(1, sizeof *pm);
@@ -324,7 +324,7 @@ int actl_cmd_replay(int argc, char **argv)
         double *times;
         uint32_t reps;
 
-        rc = attnd_capture_next(rd, &req, &req_len, &rec, &rec_len, &err);
+        rc = attn_capture_next(rd, &req, &req_len, &rec, &rec_len, &err);
         if (rc == 0)
             break;
         if (rc < 0) {
@@ -421,6 +421,6 @@ int actl_cmd_replay(int argc, char **argv)
            total_us, repeat > 1 ? " over repeats" : "");
     free(pm);
     actl_close(&c);
-    attnd_capture_reader_close(rd);
+    attn_capture_reader_close(rd);
     return mismatches == 0 && failures == 0 && count > 0 ? 0 : 1;
 }
