@@ -119,8 +119,9 @@ $(LIBCLIENT_SO): $(CLIENT_OBJS) $(CORE_OBJS)
 $(ATTND): $(BUILD)/obj/daemon/main.o $(LIBSRV) $(ENGINE_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
-$(ATTNCTL): $(CTL_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS)
-	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) $(LDLIBS)
+# attnctl is a client: libattn and protocol only (--local starts an attnd).
+$(ATTNCTL): $(CTL_OBJS) $(LIBCLIENT)
+	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCLIENT) $(LDLIBS)
 
 # tests/unit: pure modules (core library only); tests/daemon: server and
 # client modules in-process; tests/integration: a daemon subprocess.

@@ -537,22 +537,6 @@ int attn_key_sha256(const attn_key *k, char hex[ATTN_SHA256_HEX])
     return rv;
 }
 
-attn_tolerance attn_tolerance_for(attn_dtype q_dtype, attn_dtype kv_dtype)
-{
-    attn_tolerance t;
-    if (q_dtype == ATTN_FP32 && kv_dtype == ATTN_FP32) {
-        t.metric = "max_rel";
-        t.rtol = 1e-5;
-        t.lse_atol = 1e-5;
-    } else {
-        /* half-precision storage: normwise error, LSE absolute (device METHOD.md) */
-        t.metric = "rel_l2";
-        t.rtol = 1e-2;
-        t.lse_atol = 1e-3;
-    }
-    return t;
-}
-
 /* SHA-256 of the mask payload, so the key changes when the mask program
  * changes even though the vectors themselves are too large to inline. */
 static int mask_data_digest(const attn_mask *mk, char hex[ATTN_SHA256_HEX])

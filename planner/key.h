@@ -141,16 +141,4 @@ void attn_plan_decide(const attn_key *frozen, const attn_key *now, attn_plan_dec
  * holds); returns 0, or ATTN_E_STALE_PLAN naming the first changed field. */
 int attn_plan_check_named(const attn_key *frozen, const attn_key *now, attn_error_detail *d);
 
-/* The tolerance a call declares for verification (seed 0x0BG: a field of the
- * key, never adjusted after the fact).  fp32 storage: max relative error
- * 1e-5; fp16/bf16: relative L2 error 1e-2 and LSE absolute error 1e-3. */
-typedef struct attn_tolerance {
-    const char *metric; /* "max_rel" or "rel_l2" */
-    double rtol;
-    double lse_atol;
-} attn_tolerance;
-
-/* The declared tolerance of a call with these query and K/V dtypes. */
-attn_tolerance attn_tolerance_for(attn_dtype q_dtype, attn_dtype kv_dtype);
-
 #endif

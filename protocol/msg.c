@@ -1,9 +1,11 @@
 /* Typed messages: op names, ownership, and the shape checks of PROTOCOL.md. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/names.h"
+#include "kernels/common/dtype.h" /* the one fp16/bf16 widening (seed 0x03H) */
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
 
@@ -39,6 +41,26 @@ uint64_t attn_tensor_bytes(uint64_t n0, uint64_t n1, uint64_t n2, attn_dtype dt,
             r *= dims[k];
     }
     return *ok ? r : 0;
+}
+
+float attn_tensor_elem_f32(const attn_bytes *t, attn_dtype dt, size_t i)
+{
+    /* wire payloads may sit at any byte offset inside a frame: memcpy */
+    const char *p = (const char *)t->data;
+    uint16_t h;
+    float f;
+    switch (dt) {
+    case ATTN_FP32:
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    case ATTN_FP16:
+        memcpy(&h, p + 2 * i, 2);
+        return attn_f16_to_f32(h);
+    case ATTN_BF16:
+        memcpy(&h, p + 2 * i, 2);
+        return attn_bf16_to_f32(h);
+    }
+    return NAN;
 }
 
 /* One tensor's byte length against its shape (ATTN_E_SHAPE with the field). */

@@ -1,7 +1,7 @@
 /* attnctl gen: synthetic workloads written as capture files.
  *
- * The workload runs through the in-process server (the daemon's own code
- * path) with capture on, so the file holds every request with the reply the
+ * The workload runs through a private attnd that attnctl starts (--local:
+ * the daemon's own code path) with capture on, so the file holds every request with the reply the
  * CPU engine gave: hello, pool_create, kv_write of each request's history,
  * then per step a plan + one run per layer (or a one-shot attend), kv_read
  * of the committed rows and stats.  Phases: decode (T > 0, C = 1), prefill

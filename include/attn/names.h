@@ -65,6 +65,18 @@ int attn_phase_classify(int64_t cache_len, int64_t new_len, attn_phase *phase);
  * the pool (PROTOCOL.md "sm_scale"); every engine and the call key use it. */
 float attn_manifest_sm_scale(const attn_manifest *m, const attn_pool_geometry *g);
 
+/* The tolerance a call declares for verification (seed 0x0BG: a field of the
+ * key, never adjusted after the fact).  fp32 storage: max relative error
+ * 1e-5; fp16/bf16: relative L2 error 1e-2 and LSE absolute error 1e-3. */
+typedef struct attn_tolerance {
+    const char *metric; /* "max_rel" or "rel_l2" */
+    double rtol;
+    double lse_atol;
+} attn_tolerance;
+
+/* The declared tolerance of a call with these query and K/V dtypes. */
+attn_tolerance attn_tolerance_for(attn_dtype q_dtype, attn_dtype kv_dtype);
+
 #ifdef __cplusplus
 }
 #endif

@@ -161,3 +161,19 @@ float attn_manifest_sm_scale(const attn_manifest *m, const attn_pool_geometry *g
      * for callers (the key) that may see an unvalidated geometry */
     return (float)(1.0 / sqrt((double)(g->head_dim_qk ? g->head_dim_qk : 1)));
 }
+
+attn_tolerance attn_tolerance_for(attn_dtype q_dtype, attn_dtype kv_dtype)
+{
+    attn_tolerance t;
+    if (q_dtype == ATTN_FP32 && kv_dtype == ATTN_FP32) {
+        t.metric = "max_rel";
+        t.rtol = 1e-5;
+        t.lse_atol = 1e-5;
+    } else {
+        /* half-precision storage: normwise error, LSE absolute (device METHOD.md) */
+        t.metric = "rel_l2";
+        t.rtol = 1e-2;
+        t.lse_atol = 1e-3;
+    }
+    return t;
+}
