@@ -46,7 +46,7 @@ CTL_SRCS    := $(wildcard client/attnctl/*.c)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 SRVT_SRCS   := $(wildcard tests/daemon/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
-PY_TESTS    := $(wildcard client/python/test_*.py)
+PY_TESTS    := $(wildcard client/python/test_*.py) $(wildcard tests/lint/test_*.py)
 TESTLIB_SRCS:= $(wildcard tests/lib/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -157,14 +157,16 @@ test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=1 CUDA=0 unit
 
 # clang-format checks every tracked or new (untracked, not ignored) source
-# file; cppcheck the C modules.
+# file; cppcheck the C modules; check-includes.py the arrows between the
+# folders (ARCHITECTURE.md, exceptions in scripts/include-exceptions.txt).
 LINT_SRCS := '*.c' '*.h' '*.cu' '*.cuh'
 lint: deps
+	python3 scripts/check-includes.py
 	@files=$$(git ls-files --cached --others --exclude-standard -- $(LINT_SRCS)); \
 	clang-format --dry-run --Werror $$files && echo "clang-format: clean"
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
 		--suppress=missingIncludeSystem --inline-suppr -Iinclude -I. \
-		kernels/common planner protocol kernels/cpu daemon client && echo "cppcheck: clean"
+		kernels/common planner protocol kernels/cpu $(wildcard engines) daemon client && echo "cppcheck: clean"
 
 # The main job (README): serve the shipped captured workload and verify it.
 demo: all
