@@ -16,7 +16,11 @@
 #include "planner/registry.h"
 #include "protocol/codec.h"
 
-#define ATTND_VERSION "0.1.0"
+/* The version has one home, the VERSION file (the Makefile passes it in). */
+#ifndef ATTN_VERSION
+#error "ATTN_VERSION is defined by the Makefile from the VERSION file"
+#endif
+#define ATTND_VERSION ATTN_VERSION
 
 struct attn_server {
     attnd_config cfg;
