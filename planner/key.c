@@ -600,8 +600,9 @@ int attn_call_key_build(const attn_manifest *m, const attn_pool_geometry *g,
         layout[i] = (char)tolower((unsigned char)layout[i]);
     char mask_hex[ATTN_SHA256_HEX] = "";
     attn_tolerance tol = attn_tolerance_for(m->q_dtype, g->kv_dtype);
-    /* the scale the engines use (one home: attn_manifest_sm_scale) */
-    double sm_scale = (double)attn_manifest_sm_scale(m, g);
+    /* the default in double, as keys have always recorded it (digests of
+     * recorded keys depend on it); the formula's one home is names.c */
+    double sm_scale = m->has_sm_scale ? (double)m->sm_scale : attn_sm_scale_default(g->head_dim_qk);
     const char *polarity = attn_mask_polarity_name(m->mask.polarity);
     attn_key_fini(out);
     if (m->mask.kind == ATTN_MASK_FLASHMASK || m->mask.kind == ATTN_MASK_DENSE)

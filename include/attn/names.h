@@ -61,8 +61,13 @@ int attn_phase_of_letter(char c, attn_phase *out);
  * copy of the phase rule: protocol, planner, engines and attnctl call it. */
 int attn_phase_classify(int64_t cache_len, int64_t new_len, attn_phase *phase);
 
-/* The softmax scale in force: m->sm_scale when given, else 1/sqrt(d_qk) of
- * the pool (PROTOCOL.md "sm_scale"); every engine and the call key use it. */
+/* The default softmax scale 1/sqrt(head_dim_qk) in double precision (the
+ * call key records it so; 1 for a zero head_dim of an unvalidated pool). */
+double attn_sm_scale_default(uint32_t head_dim_qk);
+
+/* The softmax scale in force: m->sm_scale when given, else the default of
+ * the pool's head_dim_qk rounded to float (PROTOCOL.md "sm_scale"); every
+ * engine uses it. */
 float attn_manifest_sm_scale(const attn_manifest *m, const attn_pool_geometry *g);
 
 /* The tolerance a call declares for verification (seed 0x0BG: a field of the

@@ -153,13 +153,16 @@ int attn_phase_classify(int64_t cache_len, int64_t new_len, attn_phase *phase)
     return 0;
 }
 
-float attn_manifest_sm_scale(const attn_manifest *m, const attn_pool_geometry *g)
+double attn_sm_scale_default(uint32_t head_dim_qk)
 {
-    if (m->has_sm_scale)
-        return m->sm_scale;
     /* a zero head_dim is refused by validation; 1 keeps the scale finite
      * for callers (the key) that may see an unvalidated geometry */
-    return (float)(1.0 / sqrt((double)(g->head_dim_qk ? g->head_dim_qk : 1)));
+    return 1.0 / sqrt((double)(head_dim_qk ? head_dim_qk : 1));
+}
+
+float attn_manifest_sm_scale(const attn_manifest *m, const attn_pool_geometry *g)
+{
+    return m->has_sm_scale ? m->sm_scale : (float)attn_sm_scale_default(g->head_dim_qk);
 }
 
 attn_tolerance attn_tolerance_for(attn_dtype q_dtype, attn_dtype kv_dtype)

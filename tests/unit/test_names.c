@@ -3,6 +3,7 @@
  * list's error code, and the facts an entry carries (dtype size, phase
  * letter) come from the list.  The loops walk the lists themselves, so an
  * entry added to a list is tested without touching this file. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -133,6 +134,9 @@ static void test_sm_scale_default(void **state)
     memset(&g, 0, sizeof g);
     g.head_dim_qk = 64;
     assert_true(attn_manifest_sm_scale(&m, &g) == 0.125f);
+    g.head_dim_qk = 128; /* not exact in float: the key keeps the double */
+    assert_true(attn_sm_scale_default(128) == 1.0 / sqrt(128.0));
+    assert_true(attn_manifest_sm_scale(&m, &g) == (float)(1.0 / sqrt(128.0)));
     g.head_dim_qk = 0; /* unvalidated geometry: finite, not a division by zero */
     assert_true(attn_manifest_sm_scale(&m, &g) == 1.0f);
     m.has_sm_scale = true;
