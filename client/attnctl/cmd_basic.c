@@ -257,7 +257,9 @@ int actl_cmd_run(int argc, char **argv)
         if (json_is_string(qd) &&
             attn_dtype_parse(json_string_value(qd), "q_dtype", &hints.q_dtype, NULL) == 0)
             hints.has_q_dtype = true;
-        if (json_is_string(op) && strcmp(json_string_value(op), "pool_create") == 0) {
+        attn_op opv = ATTN_OP_COUNT;
+        if (json_is_string(op) && attn_op_from_name(json_string_value(op), &opv) &&
+            opv == ATTN_OP_POOL_CREATE) {
             hints.has_kv_dtype = true;
             hints.kv_dtype = ATTN_FP32;
             if (json_is_string(kd))
