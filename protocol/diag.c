@@ -72,7 +72,11 @@ int attn_diag_explain(const json_t *diag, FILE *out)
         {
             fprintf(out, "%s%lld", i ? " " : "", (long long)json_integer_value(v));
         }
-        fprintf(out, "]\nphases   [");
+        fprintf(out, "]\n");
+        if (*jstr(sc, "why", ""))
+            fprintf(out, "         (asked %s: %s)\n", jstr(sc, "requested", "?"),
+                    jstr(sc, "why", ""));
+        fprintf(out, "phases   [");
         const char *ph = jstr(sc, "phases", "");
         for (size_t k = 0; ph[k] != '\0'; k++) {
             attn_phase p;
@@ -114,6 +118,10 @@ int attn_diag_explain(const json_t *diag, FILE *out)
     fprintf(out, "timing   %.2f us by %s (%s)\n",
             json_number_value(json_object_get(diag, "timing_us")),
             jstr(diag, "timing_method", "(not timed)"), jstr(diag, "timing_scope", ""));
+    if (json_is_number(json_object_get(diag, "host_timing_us")))
+        fprintf(out, "host     %.2f us by host_clock (%s)\n",
+                json_number_value(json_object_get(diag, "host_timing_us")),
+                jstr(diag, "host_timing_scope", ""));
     const json_t *vf = json_object_get(diag, "verify");
     if (json_is_object(vf))
         fprintf(out,
