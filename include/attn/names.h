@@ -47,8 +47,24 @@ extern "C" {
 ATTN_NAMED_ENUMS(ATTN__NAMES_DECLARE)
 #undef ATTN__NAMES_DECLARE
 
-/* Bytes of one element of `dt` (0 for a value not on the list). */
-size_t attn_dtype_size(attn_dtype dt);
+/* Bytes of one element of `dt` (0 for a value not on the list).  Inline and,
+ * under nvcc, host and device code alike: kernels size rows with it. */
+#if defined(__CUDACC__)
+#define ATTN__NAMES_HD static __host__ __device__ __forceinline__
+#else
+#define ATTN__NAMES_HD static inline
+#endif
+ATTN__NAMES_HD size_t attn_dtype_size(attn_dtype dt)
+{
+    switch (dt) {
+#define ATTN__DTYPE_SIZE_CASE(e, v, s, bytes)                                                      \
+    case e:                                                                                        \
+        return (bytes);
+        ATTN_DTYPES(ATTN__DTYPE_SIZE_CASE)
+#undef ATTN__DTYPE_SIZE_CASE
+    }
+    return 0;
+}
 
 /* The one letter of a phase in the diagnostic's phase string ('?' if unknown). */
 char attn_phase_letter(attn_phase ph);

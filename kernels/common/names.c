@@ -103,18 +103,6 @@ int attn_op_from_name(const char *name, attn_op *op)
 
 /* ---- facts of one entry ------------------------------------------------- */
 
-size_t attn_dtype_size(attn_dtype dt)
-{
-    switch (dt) {
-#define SIZE_CASE(e, v, s, bytes)                                                                  \
-    case e:                                                                                        \
-        return (bytes);
-        ATTN_DTYPES(SIZE_CASE)
-#undef SIZE_CASE
-    }
-    return 0;
-}
-
 char attn_phase_letter(attn_phase ph)
 {
     switch (ph) {
