@@ -573,7 +573,7 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
     printf("  nonfinite %s T0=%-5lld key=%-5lld %s %s policy=%s slots=%u q=%s%s%s%s: "
            "finite O in req 0: %zu, LSE mismatch %zu; req 1 rel=%.2e lse=%.2e nan=%zu\n",
            kinds[kind], (long long)T0, (long long)t, simt ? "simt" : "tc",
-           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", attn_split_policy_label(plan->policy),
+           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", attn_split_policy_name(plan->policy),
            plan->num_slots, attn_dtype_name(rb.m.q_dtype), heads_fast ? "/hf" : "/if",
            prefetch ? "/pre" : "", fused && !simt ? "/fused" : "", finite0, lse_mismatch, rel,
            lse_err, nan1);
