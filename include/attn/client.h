@@ -207,7 +207,7 @@ typedef struct attn_client_tls {
 
 /* attn_client_open for a tls+tcp:// URL with the TLS settings `tls`
  * (ATTN_E_MISSING / ATTN_E_IO when a file is missing or unreadable). */
-int attn_client_open_tls(attn_client **c, const char *url, const attn_client_tls *tls);
+ATTN_EXPORT int attn_client_open_tls(attn_client **c, const char *url, const attn_client_tls *tls);
 
 /* Close the connection and free the client (calls in flight must be done). */
 ATTN_EXPORT void attn_client_close(attn_client *c);
