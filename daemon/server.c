@@ -247,6 +247,11 @@ static int do_stats(attn_server *s, attn_reply *rep)
     add_counter(st, "handoff_ns_max", atomic_load(&s->metrics.handoff_max_ns));
     add_counter(st, "engine_failures", atomic_load(&s->engine_failures));
     add_counter(st, "shutting_down_replies", atomic_load(&s->metrics.shutting_down_replies));
+    add_counter(st, "busy_replies", atomic_load(&s->metrics.busy_replies));
+    add_counter(st, "conns_refused", atomic_load(&s->metrics.conns_refused));
+    add_counter(st, "conns_closed_inflight", atomic_load(&s->metrics.conns_closed_inflight));
+    add_counter(st, "conns_closed_idle", atomic_load(&s->metrics.conns_closed_idle));
+    add_counter(st, "send_timeouts", atomic_load(&s->metrics.send_timeouts));
     for (int op = 0; op < ATTN_OP_COUNT; op++) {
         char name[48];
         snprintf(name, sizeof name, "op_%s", attn_op_name((attn_op)op));

@@ -323,6 +323,40 @@ static void test_stuck_reader(void **state)
     }
     printf("hello with a stuck reader: worst of 5 %.2f ms\n", worst);
     assert_true(worst < 1000);
+    {
+        /* stats says how: the stuck connection holds at most --conn-inflight
+         * (8) contexts; its further requests were answered E_BUSY at once */
+        nng_socket st;
+        attn_request sreq;
+        attn_buf b;
+        attn_reply rep;
+        attn_error_detail e;
+        void *buf = NULL;
+        size_t sz = 0;
+        uint64_t busy = 0, in_flight = 99;
+        assert_int_equal(dial(&st, g_d.url, 2000), 0);
+        memset(&sreq, 0, sizeof sreq);
+        sreq.op = ATTN_OP_STATS;
+        encode(&sreq, &b);
+        assert_int_equal(nng_send(st, b.data, b.len, 0), 0);
+        attn_buf_free(&b);
+        assert_int_equal(nng_recv(st, &buf, &sz, NNG_FLAG_ALLOC), 0);
+        memset(&rep, 0, sizeof rep);
+        assert_int_equal(attn_reply_decode(buf, sz, NULL, &rep, &e), 0);
+        for (uint32_t i = 0; i < rep.stats.num_counters; i++) {
+            if (strcmp(rep.stats.counters[i].name, "busy_replies") == 0)
+                busy = rep.stats.counters[i].value;
+            if (strcmp(rep.stats.counters[i].name, "in_flight") == 0)
+                in_flight = rep.stats.counters[i].value;
+        }
+        printf("stuck reader: busy_replies %llu, in_flight %llu (this stats included)\n",
+               (unsigned long long)busy, (unsigned long long)in_flight);
+        assert_true(busy >= 1);
+        assert_true(in_flight <= 8 + 1);
+        attn_reply_free(&rep);
+        nng_free(buf, sz);
+        nng_close(st);
+    }
     stop_clean(&g_d); /* the stuck client is still connected */
     close(fd);
 }
