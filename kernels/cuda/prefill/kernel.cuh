@@ -59,6 +59,9 @@ template <int D> struct Cfg {
     static constexpr int ON = D > 128 ? 128 : D; /* N of one PV instruction */
     static constexpr int OC = D / ON;            /* PV instructions per k step */
     static constexpr int SMEM = 1024 + Q_BYTES + STAGES * 2 * KV_BYTES + 64 * 8;
+    /* Overlap S_i with P_{i-1} V_{i-1} inside a warpgroup: it holds two
+     * stages at once, so it pays only with three or more (d = 256 has two) */
+    static constexpr bool OVERLAP = STAGES >= 3;
 };
 
 /* The MMA element type of a storage dtype. */
@@ -234,7 +237,9 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
     const uint32_t qs = smem_addr(sm.q);
 
     /* Q: tile rows are packed (token, head); rows past the request are 0 */
-    if (p.q_dtype == Mma<KV>::dtype) {
+    {
+        /* q is in the K/V dtype (the launcher refuses anything else: rounding
+         * an fp32 q to bf16 would cost the LSE its 1e-3 tolerance) */
         const uint16_t *q = static_cast<const uint16_t *>(p.q);
         for (int idx = tid; idx < C::BM * C::PIECES; idx += 128) {
             const int r = idx / C::PIECES, c = idx % C::PIECES;
@@ -247,24 +252,6 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         }
         cp_async_commit();
         cp_async_wait<0>();
-    } else {
-        /* another q dtype: widen, round to the MMA type, store */
-        for (int idx = tid; idx < C::BM * C::PIECES; idx += 128) {
-            const int r = idx / C::PIECES, c = idx % C::PIECES;
-            const int pr = it.row0 + r;
-            const int tok = pr / (int)g, hh = pr % (int)g;
-            uint32_t w[4] = {0, 0, 0, 0};
-            if (tok < rq.C) {
-                const size_t off =
-                    ((size_t)(rq.qrow + tok) * p.num_qo_heads + hkv * g + hh) * D + c * 8;
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    w[e] = Mma<KV>::pack(attn_load_f32(p.q, p.q_dtype, off + 2 * e),
-                                         attn_load_f32(p.q, p.q_dtype, off + 2 * e + 1));
-            }
-            uint4 *dst = reinterpret_cast<uint4 *>(sm.q + swz_offset(r, c, C::BM));
-            *dst = make_uint4(w[0], w[1], w[2], w[3]);
-        }
     }
     fence_proxy_async();
     mbar_arrive(sm.qfull);
@@ -372,12 +359,16 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             M::template ss<BN>(sacc, da, db, k > 0);
         }
         wgmma_commit();
-        if (i > 0) {
+        const bool pv_prev = C::OVERLAP && i > 0;
+        if (pv_prev) {
             pv_product<D, KV>(oacc, pa, vs + sp * C::KV_BYTES);
             wgmma_commit();
         }
-        named_arrive(kSchedBar + (1 - cw), 256);
-        if (i > 0)
+        /* without overlap warpgroup 1 skips its last turn hand-off (it has
+         * one more arrive than warpgroup 0 has syncs) */
+        if (C::OVERLAP || !(cw == 1 && i == num - 1))
+            named_arrive(kSchedBar + (1 - cw), 256);
+        if (pv_prev)
             wgmma_wait<1>();
         else
             wgmma_wait<0>();
@@ -415,7 +406,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             l_run[ri] = l_run[ri] * alpha[ri] + sum;
         }
 
-        if (i > 0) {
+        if (pv_prev) {
             wgmma_wait<0>();
 #pragma unroll
             for (int a = 0; a < OC; a++)
@@ -442,8 +433,20 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             pa[kk][2] = M::pack(sacc[kk * 8 + 4], sacc[kk * 8 + 5]);
             pa[kk][3] = M::pack(sacc[kk * 8 + 6], sacc[kk * 8 + 7]);
         }
+        if (!C::OVERLAP) {
+            wgmma_fence();
+            pv_product<D, KV>(oacc, pa, vs + s * C::KV_BYTES);
+            wgmma_commit();
+            wgmma_wait<0>();
+#pragma unroll
+            for (int a = 0; a < OC; a++)
+                reg_fence(oacc[a]);
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(&sm.empty[s]);
+        }
     }
-    if (num > 0) {
+    if (C::OVERLAP && num > 0) {
         const int sl = (num - 1) % C::STAGES;
         named_sync(kSchedBar + cw, 256);
         wgmma_fence();
