@@ -62,6 +62,12 @@ template <int D> struct Cfg {
     /* Overlap S_i with P_{i-1} V_{i-1} inside a warpgroup: it holds two
      * stages at once, so it pays only with three or more (d = 256 has two) */
     static constexpr bool OVERLAP = STAGES >= 3;
+    /* setmaxnreg moves registers inside the CTA's pool of 168 x 384: what
+     * the producer frees, (168 - P) x 128, must cover what the consumers
+     * take, (C - 168) x 256, or their setmaxnreg.inc waits forever */
+    static constexpr uint32_t PRODUCER_REGS = D > 128 ? 56 : 72;
+    static constexpr uint32_t CONSUMER_REGS = D > 128 ? 224 : 216;
+    static_assert((168 - PRODUCER_REGS) * 128 >= (CONSUMER_REGS - 168) * 256, "register pool");
 };
 
 /* The MMA element type of a storage dtype. */
@@ -623,7 +629,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_
     const uint32_t units = p.num_items * p.num_kv_heads, G = gridDim.x;
     uint32_t gi = 0;
     if (tid < 128) {
-        reg_dealloc<64>();
+        reg_dealloc<C::PRODUCER_REGS>();
         for (uint32_t k = 0;; k++) {
             const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
             if (u >= units)
@@ -633,7 +639,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_
         }
         cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
     } else {
-        reg_alloc<224>();
+        reg_alloc<C::CONSUMER_REGS>();
         for (uint32_t k = 0;; k++) {
             const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
             if (u >= units)
