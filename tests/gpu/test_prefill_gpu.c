@@ -492,6 +492,8 @@ static const pf_case k_cases[] = {
      ATTN_KV_CSR, ATTN_MASK_CAUSAL, FM_RANDOM, 0},
     {"C4096-p128", 1, 0, 1000, 4096, 4096, 2, 1, 64, 128, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+    {"append-p12-not-pow2", 3, 0, 1000, 1, 200, 8, 2, 128, 12, ATTN_BF16, ATTN_HND, ATTN_KV_DENSE,
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0},
     {"append-g16-d64-window", 2, 1000, 20000, 16, 512, 16, 1, 64, 64, ATTN_FP16, ATTN_NHD,
      ATTN_KV_DENSE, ATTN_MASK_WINDOW, FM_RANDOM, 0},
 };

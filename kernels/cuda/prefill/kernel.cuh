@@ -296,6 +296,11 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
      * (a dependent load per row before its copies is the producer's
      * critical path), while the producer waits for the next free stage. */
     constexpr int RPT = C::BN / ROWS_PER_PASS; /* rows of one thread per tile */
+    const uint32_t page_elems = (uint32_t)walk.page_size * p.kv.num_kv_heads * D;
+    const bool hnd = p.kv.layout == ATTN_HND;
+    const uint32_t row_stride = hnd ? D : p.kv.num_kv_heads * D;
+    const uint32_t head_off = hnd ? hkv * (uint32_t)walk.page_size * D : hkv * D;
+    const uint32_t slot_mask = (uint32_t)walk.page_size - 1u;
     int32_t pg[RPT];
     int64_t n_next = 0;
     auto fetch = [&](int ti) {
@@ -315,22 +320,33 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         const int s = gi % C::STAGES;
         mbar_wait(&sm.empty[s], ((gi / C::STAGES) & 1) ^ 1);
         const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
+        if (walk.pages) {
+            /* paged: offset = page * (P H_kv d) + slot * row_stride + head
+             * offset, the last two in 32 bits (seed 0x04B/D, addr.h) */
 #pragma unroll
-        for (int j = 0; j < RPT; j++) {
-            const int r = r_first + j * ROWS_PER_PASS;
-            const int64_t t = n * C::BN + r;
-            const bool ok = t < keys;
-            int64_t off = 0;
-            if (ok) {
-                if (walk.pages)
-                    off = attn_kv_addr_elem(&p.kv, pg[j], t - kv_block_of(walk, t) * walk.page_size,
-                                            hkv, 0, D);
-                else
-                    off = kv_row_elem(p.kv, walk, t, hkv, D);
+            for (int j = 0; j < RPT; j++) {
+                const int r = r_first + j * ROWS_PER_PASS;
+                const int32_t t = (int32_t)n * C::BN + r;
+                const bool ok = t < keys;
+                const uint32_t slot = walk.shift >= 0 ? (uint32_t)t & slot_mask
+                                                      : (uint32_t)t % (uint32_t)walk.page_size;
+                const int64_t off =
+                    ok ? (int64_t)pg[j] * page_elems + (slot * row_stride + head_off + c * 8) : 0;
+                const uint32_t so = swz_offset(r, c, C::BN);
+                cp_async16(kst + so, kb + off, ok);
+                cp_async16(vst + so, vb + off, ok);
             }
-            const uint32_t so = swz_offset(r, c, C::BN);
-            cp_async16(kst + so, kb + off + c * 8, ok);
-            cp_async16(vst + so, vb + off + c * 8, ok);
+        } else {
+#pragma unroll 4
+            for (int j = 0; j < RPT; j++) {
+                const int r = r_first + j * ROWS_PER_PASS;
+                const int64_t t = n * C::BN + r;
+                const bool ok = t < keys;
+                const int64_t off = ok ? kv_row_elem(p.kv, walk, t, hkv, D) + c * 8 : 0;
+                const uint32_t so = swz_offset(r, c, C::BN);
+                cp_async16(kst + so, kb + off, ok);
+                cp_async16(vst + so, vb + off, ok);
+            }
         }
         /* full[s] completes when every producer thread's copies landed */
         cp_async_arrive_noinc(&sm.full[s]);
