@@ -55,7 +55,7 @@ template <int D> struct Cfg {
     static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
-    static constexpr int PIECES = D / 8; /* 16-byte pieces per row */
+    static constexpr int PIECES = D / 8;         /* 16-byte pieces per row */
     static constexpr int ON = D > 128 ? 128 : D; /* N of one PV instruction */
     static constexpr int OC = D / ON;            /* PV instructions per k step */
     static constexpr int SMEM = 1024 + Q_BYTES + STAGES * 2 * KV_BYTES + 64 * 8;
@@ -92,8 +92,8 @@ template <> struct Mma<__nv_bfloat16> {
             wgmma_ss_m64n128k16_Bf16_first(d, a, b);
     }
     template <int N>
-    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4],
-                                              uint64_t b, int acc)
+    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
+                                              int acc)
     {
         if constexpr (N == 64)
             wgmma_rs_m64n64k16_Bf16(d, a, b, acc);
@@ -126,8 +126,8 @@ template <> struct Mma<__half> {
             wgmma_ss_m64n128k16_F16_first(d, a, b);
     }
     template <int N>
-    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4],
-                                              uint64_t b, int acc)
+    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
+                                              int acc)
     {
         if constexpr (N == 64)
             wgmma_rs_m64n64k16_F16(d, a, b, acc);
@@ -436,7 +436,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     };
     /* Mask (PARTIAL only) and online softmax of S_i in place; returns the
      * rescale factors of O. */
-    auto softmax = [&](int i, float (&alpha)[2]) {
+    auto softmax = [&](int i, float(&alpha)[2]) {
         const int32_t code = p.tiles[it.tile_begin + i];
         if (code & 1)
             mask_partial<BN>(p, it, rq, tok, code >> 1, lane, sacc);
@@ -468,7 +468,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     };
     /* O *= alpha, then P_i into the A fragment of m64k16: k-step kk covers
      * keys 16kk .. 16kk+15 (rows r, r+8 x keys 2q, 2q+1 and 2q+8, 2q+9). */
-    auto rescale_convert = [&](const float (&alpha)[2]) {
+    auto rescale_convert = [&](const float(&alpha)[2]) {
 #pragma unroll
         for (int a = 0; a < OC; a++)
 #pragma unroll
@@ -593,8 +593,8 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
 #pragma unroll
                 for (int j = 0; j < ON / 8; j++) {
                     const int col = a * ON + j * 8 + (lane % 4) * 2;
-                    *reinterpret_cast<float2 *>(p.part_vec + srow * D + col) = make_float2(
-                        oacc[a][j * 4 + ri * 2] * sc, oacc[a][j * 4 + ri * 2 + 1] * sc);
+                    *reinterpret_cast<float2 *>(p.part_vec + srow * D + col) =
+                        make_float2(oacc[a][j * 4 + ri * 2] * sc, oacc[a][j * 4 + ri * 2 + 1] * sc);
                 }
             if (lane % 4 == 0) {
                 if (mlu) {
@@ -609,13 +609,14 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
 }
 
 template <int D, typename KV>
-__global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p)
+__global__ void __launch_bounds__(kThreads, 1)
+    attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = Cfg<D>;
     extern __shared__ uint8_t smem_raw[];
-    uint8_t *base = reinterpret_cast<uint8_t *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    uint8_t *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                                ~static_cast<uintptr_t>(1023));
     Smem<D, KV> sm;
     sm.q = base;
     sm.k = sm.q + C::Q_BYTES;
@@ -661,8 +662,8 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_
             if (u >= units)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1,
-                            tid % 128, k, gi);
+            consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1, tid % 128,
+                            k, gi);
         }
     }
 #else
@@ -674,7 +675,9 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_
 
 /* Fold the parts of one split m tile (blockIdx.x = merge, blockIdx.y = K/V
  * head): one warp per packed row, lane x owns lanes x, x + 32, ... of d. */
-template <int D> __global__ void __launch_bounds__(128) attn_prefill_combine(const __grid_constant__ attn_cuda_prefill_params p)
+template <int D>
+__global__ void __launch_bounds__(128)
+    attn_prefill_combine(const __grid_constant__ attn_cuda_prefill_params p)
 {
     constexpr int BM = Cfg<D>::BM, PER = D / 32;
     const attn_prefill_merge mg = p.merges[blockIdx.x];
