@@ -9,9 +9,9 @@
 
 #include "daemon/artifact.h"
 #include "daemon/server_int.h"
-#include "kernels/cpu/engine.h"
+#include "engines/cpu/engine.h"
 #ifdef ATTN_WITH_CUDA
-#include "kernels/cuda/cuda_engine.h"
+#include "engines/cuda/cuda_engine.h"
 #endif
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
@@ -32,20 +32,40 @@ attnd_metrics *attn_server_metrics(attn_server *s)
 static int register_engines(attn_server *s, attn_error_detail *err)
 {
     attn_cpu_options opt;
+    attn_engine_config cfg;
+    attn_engine *e = NULL;
     int rc;
     memset(&opt, 0, sizeof opt);
     opt.num_threads = s->cfg.threads;
     opt.acc = ATTN_CPU_ACC_F32;
-    attn_cpu_backend_configure(&opt);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.device = -1;
+    cfg.num_threads = s->cfg.threads;
+    cfg.tuning = &opt;
     attn_registry_init(&s->registry);
-    if ((rc = attn_registry_add(&s->registry, attn_cpu_backend(), err)) != 0)
+    if ((rc = attn_engine_create(attn_cpu_engine_ops(), &cfg, &e, err)) != 0)
+        return rc;
+    s->engines[s->num_engines++] = e;
+    if ((rc = attn_registry_add(&s->registry, e, err)) != 0)
         return rc;
 #ifdef ATTN_WITH_CUDA
     {
         int ndev = 0;
         char why[160] = "";
-        if (s->cfg.engine != ATTND_ENGINE_CPU && attn_cuda_available(&ndev, why, sizeof why))
-            return attn_registry_add(&s->registry, attn_cuda_backend(), err);
+        if (s->cfg.engine != ATTND_ENGINE_CPU && attn_cuda_available(&ndev, why, sizeof why)) {
+            /* one instance per device, each with its own stream and workspace */
+            for (int d = 0; d < ndev && d < ATTN_ENGINE_DEVICES_MAX; d++) {
+                cfg.device = d;
+                cfg.num_threads = 0;
+                cfg.tuning = NULL;
+                if ((rc = attn_engine_create(attn_cuda_engine_ops(), &cfg, &e, err)) != 0)
+                    return rc;
+                s->engines[s->num_engines++] = e;
+                if ((rc = attn_registry_add(&s->registry, e, err)) != 0)
+                    return rc;
+            }
+            return 0;
+        }
         if (s->cfg.engine == ATTND_ENGINE_CUDA)
             return attn_error_set(err, ATTN_E_UNKNOWN_BACKEND, "engine", "--engine cuda: %s", why);
         return attn_registry_declare(
@@ -118,17 +138,17 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
         }
     }
     if (cfg->capture[0] != '\0') {
-        attnd_capture_header h;
+        attn_capture_header h;
         memset(&h, 0, sizeof h);
-        h.version = ATTND_CAPTURE_VERSION;
+        h.version = ATTN_CAPTURE_VERSION;
         snprintf(h.attnd, sizeof h.attnd, "%s", ATTND_VERSION);
         snprintf(h.build, sizeof h.build, "%s", s->build_id);
+        /* an engine preference is a platform (same values) or "auto" */
         snprintf(h.engine, sizeof h.engine, "%s",
-                 cfg->engine == ATTND_ENGINE_CUDA  ? "cuda"
-                 : cfg->engine == ATTND_ENGINE_CPU ? "cpu"
-                                                   : "auto");
-        h.num_pools = attnd_pool_table_list(s->pools, h.pools, ATTND_CAPTURE_MAX_POOLS);
-        if ((rc = attnd_capture_open(&s->capture, cfg->capture, &h, err)) != 0)
+                 cfg->engine == ATTND_ENGINE_AUTO ? "auto"
+                                                  : attn_platform_name((attn_platform)cfg->engine));
+        h.num_pools = attnd_pool_table_list(s->pools, h.pools, ATTN_CAPTURE_MAX_POOLS);
+        if ((rc = attn_capture_open(&s->capture, cfg->capture, &h, err)) != 0)
             goto fail;
     }
     *out = s;
@@ -142,9 +162,11 @@ void attn_server_destroy(attn_server *s)
 {
     if (s == NULL)
         return;
-    attnd_capture_close(s->capture);
-    attnd_plan_cache_destroy(s->plans);
+    attn_capture_close(s->capture);
+    attnd_plan_cache_destroy(s->plans); /* engine plans go before their engines */
     attnd_pool_table_destroy(s->pools);
+    for (uint32_t i = 0; i < s->num_engines; i++)
+        attn_engine_destroy(s->engines[i]);
     pthread_rwlock_destroy(&s->trace_lock);
     free(s->identity);
     free(s);
@@ -178,7 +200,7 @@ static int do_hello(attn_server *s, attn_reply *rep)
         const attn_registry_entry *e = &s->registry.entries[i];
         attn_backend_info *b = &si->backends[si->num_backends++];
         snprintf(b->name, sizeof b->name, "%s", e->name);
-        b->available = e->backend != NULL && e->enabled;
+        b->available = e->ops != NULL && e->enabled;
         snprintf(b->reason, sizeof b->reason, "%s", e->unavailable);
     }
     si->num_devices = 1;
@@ -402,7 +424,7 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
         free(scratch[i]);
 capture:
     if (rc == 0 && s->capture != NULL)
-        attnd_capture_append(s->capture, frame, len, *reply, *reply_len);
+        attn_capture_append(s->capture, frame, len, *reply, *reply_len);
     return rc;
 }
 

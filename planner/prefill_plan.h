@@ -1,24 +1,9 @@
 /* Host planning of the tensor-core prefill/append kernel (plain C: built
- * and tested without CUDA).
- *
- * From per-request (T, C, q row offset) and a host mask program the planner
- * builds the plain arrays the engine uploads once per plan:
- *
- *   reqs   [B]          T, C, q row of each request
- *   tiles  [num_tiles]  per m tile, the key tiles that are not SKIP, in
- *                       ascending key order: (n << 1) | partial
- *   items  [num_items]  one CTA each (grid.y = K/V head): an m tile of
- *                       tile_m packed rows and a contiguous range of its
- *                       tiles; part >= 0 names the partial-state slot of a
- *                       split item
- *   merges [num_merges] split m tiles: parts [part_begin, +num_parts) are
- *                       folded in that (fixed, ascending key) order
- *
- * Rows are packed for GQA: packed row r of a request is token r / g, query
- * head (kv_head * g + r % g); an m tile holds tile_m packed rows.  The tile
- * classes come from attn_mask_classify_tile (kernels/common/mask.h), the
- * one classifier; a key tile cut short by the end of the request's keys is
- * PARTIAL so the kernel masks the rows past the end.
+ * and tested without CUDA).  From per-request (T, C, q row offset) and a
+ * host mask program it builds the plan of kernels/common/prefill_plan.h.
+ * The tile classes come from attn_mask_classify_tile (kernels/common/
+ * mask.h), the one classifier; a key tile cut short by the end of the
+ * request's keys is PARTIAL so the kernel masks the rows past the end.
  */
 #ifndef ATTN_PLANNER_PREFILL_PLAN_H
 #define ATTN_PLANNER_PREFILL_PLAN_H
@@ -28,40 +13,11 @@
 #include "attn/error.h"
 #include "attn/types.h"
 #include "kernels/common/mask.h"
+#include "kernels/common/prefill_plan.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct attn_prefill_req {
-    int32_t T;    /* committed keys */
-    int32_t C;    /* new query rows */
-    int32_t qrow; /* first row of the request in q / o / lse */
-    int32_t pad;
-} attn_prefill_req;
-
-typedef struct attn_prefill_item {
-    int32_t req;        /* request */
-    int32_t row0;       /* first packed row of the m tile */
-    int32_t tile_begin; /* tiles[tile_begin, tile_end) */
-    int32_t tile_end;
-    int32_t part; /* -1: write O and LSE; else the partial slot */
-} attn_prefill_item;
-
-typedef struct attn_prefill_merge {
-    int32_t req;
-    int32_t row0;
-    int32_t part_begin;
-    int32_t num_parts;
-} attn_prefill_merge;
-
-/* Tile-class ledger of a plan (seed 0x06G): tiles and score cells, counted
- * per K/V head times H_kv (cells in units of one query head's cells). */
-typedef struct attn_prefill_ledger {
-    uint64_t skip_tiles, full_tiles, partial_tiles;
-    uint64_t logical_cells;  /* visible cells x H_q (the mask's ledger) */
-    uint64_t executed_cells; /* (full + partial) tiles x tile_m x tile_n x H_kv */
-} attn_prefill_ledger;
 
 typedef struct attn_prefill_plan_in {
     uint32_t num_requests;
@@ -73,20 +29,6 @@ typedef struct attn_prefill_plan_in {
     uint32_t num_sms;           /* CTAs below which long m tiles are split */
     uint32_t fixed_splits;      /* > 0: split every m tile into this many parts */
 } attn_prefill_plan_in;
-
-typedef struct attn_prefill_plan {
-    uint32_t tile_m, tile_n;
-    attn_prefill_req *reqs;
-    uint32_t num_requests;
-    int32_t *tiles;
-    uint32_t num_tiles;
-    attn_prefill_item *items; /* longest first */
-    uint32_t num_items;
-    attn_prefill_merge *merges;
-    uint32_t num_merges;
-    uint32_t num_parts; /* partial-state slots (0 = no split) */
-    attn_prefill_ledger ledger;
-} attn_prefill_plan;
 
 /* The kernel's tile shape for head dim d: tile_m packed query rows by
  * tile_n keys (128 x 128 for d <= 128, 128 x 64 for d = 256). */

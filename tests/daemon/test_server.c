@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -20,14 +21,15 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "daemon/capture.h"
+#include "protocol/capture.h"
 #include "daemon/loop.h"
 #include "daemon/notify.h"
 #include "daemon/config.h"
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
-#include "kernels/cpu/engine.h"
+#include "attn/client.h"
+#include "engines/cpu/engine.h"
 #include "planner/registry.h"
 #include "protocol/codec.h"
 #include "tests/lib/batch_call.h"
@@ -293,9 +295,9 @@ static void test_capture_roundtrip(void **state)
 {
     char path[] = "/tmp/attnd-capture-XXXXXX";
     int fd = mkstemp(path);
-    attnd_capture *c;
-    attnd_capture_reader *r;
-    attnd_capture_header h, h2;
+    attn_capture *c;
+    attn_capture_reader *r;
+    attn_capture_header h, h2;
     attn_error_detail e;
     void *a, *b;
     size_t al, bl;
@@ -303,7 +305,7 @@ static void test_capture_roundtrip(void **state)
     (void)state;
     close(fd);
     memset(&h, 0, sizeof h);
-    h.version = ATTND_CAPTURE_VERSION;
+    h.version = ATTN_CAPTURE_VERSION;
     snprintf(h.attnd, sizeof h.attnd, "0.1.0");
     snprintf(h.build, sizeof h.build, "test");
     snprintf(h.engine, sizeof h.engine, "cpu");
@@ -311,27 +313,27 @@ static void test_capture_roundtrip(void **state)
     h.pools[0] = small_geom("pool-x");
     h.pools[0].layout = ATTN_HND;
     h.pools[0].kv_dtype = ATTN_BF16;
-    assert_int_equal(attnd_capture_open(&c, path, &h, &e), 0);
-    assert_int_equal(attnd_capture_append(c, "req1", 4, "reply-1", 7), 0);
-    assert_int_equal(attnd_capture_append(c, "", 0, "r2", 2), 0);
-    attnd_capture_close(c);
+    assert_int_equal(attn_capture_open(&c, path, &h, &e), 0);
+    assert_int_equal(attn_capture_append(c, "req1", 4, "reply-1", 7), 0);
+    assert_int_equal(attn_capture_append(c, "", 0, "r2", 2), 0);
+    attn_capture_close(c);
 
-    assert_int_equal(attnd_capture_reader_open(&r, path, &h2, &e), 0);
+    assert_int_equal(attn_capture_reader_open(&r, path, &h2, &e), 0);
     assert_string_equal(h2.build, "test");
     assert_int_equal(h2.num_pools, 1);
     assert_memory_equal(&h2.pools[0], &h.pools[0], sizeof h.pools[0]);
-    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 1);
+    assert_int_equal(attn_capture_next(r, &a, &al, &b, &bl, &e), 1);
     assert_int_equal(al, 4);
     assert_memory_equal(a, "req1", 4);
     assert_memory_equal(b, "reply-1", 7);
     free(a);
     free(b);
-    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 1);
+    assert_int_equal(attn_capture_next(r, &a, &al, &b, &bl, &e), 1);
     assert_int_equal(al, 0);
     free(a);
     free(b);
-    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 0);
-    attnd_capture_reader_close(r);
+    assert_int_equal(attn_capture_next(r, &a, &al, &b, &bl, &e), 0);
+    attn_capture_reader_close(r);
 
     /* a record cut in the middle is E_TRUNCATED, not a silent end */
     f = fopen(path, "ab");
@@ -339,19 +341,19 @@ static void test_capture_roundtrip(void **state)
            "abc",
            1, 7, f);
     fclose(f);
-    assert_int_equal(attnd_capture_reader_open(&r, path, &h2, &e), 0);
+    assert_int_equal(attn_capture_reader_open(&r, path, &h2, &e), 0);
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 1);
+        assert_int_equal(attn_capture_next(r, &a, &al, &b, &bl, &e), 1);
         free(a);
         free(b);
     }
-    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), ATTN_E_TRUNCATED);
-    attnd_capture_reader_close(r);
+    assert_int_equal(attn_capture_next(r, &a, &al, &b, &bl, &e), ATTN_E_TRUNCATED);
+    attn_capture_reader_close(r);
     /* not a capture */
     f = fopen(path, "wb");
     fwrite("hello world!", 1, 12, f);
     fclose(f);
-    assert_int_equal(attnd_capture_reader_open(&r, path, &h2, &e), ATTN_E_PROTOCOL);
+    assert_int_equal(attn_capture_reader_open(&r, path, &h2, &e), ATTN_E_PROTOCOL);
     unlink(path);
 }
 
@@ -535,20 +537,23 @@ static void test_plan_run_stale(void **state)
     attn_server_destroy(s);
 }
 
-/* A backend whose run fails: the reply names the failure and the pool is
+/* An engine whose run fails: the reply names the failure and the pool is
  * unchanged (the daemon commits nothing itself). */
-static int failing_run(const attn_backend *self, const attn_exec_args *a, attn_exec_report *rep)
+static int failing_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                       attn_exec_report *rep, attn_error_detail *err)
 {
     (void)self;
-    (void)a;
+    (void)p;
+    (void)io;
     (void)rep;
-    return ATTN_E_ENGINE;
+    return attn_error_set(err, ATTN_E_ENGINE, "layer", "the test double always fails");
 }
 
 static void test_engine_failure(void **state)
 {
     attn_server *s = new_server();
-    attn_backend fail = *attn_cpu_backend();
+    attn_engine_ops fail = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
     attn_error_detail e;
     attn_rb rb;
     attn_rb_spec spec;
@@ -560,7 +565,8 @@ static void test_engine_failure(void **state)
     fail.name = "failing_test_double";
     fail.priority = -1;
     fail.run = failing_run;
-    assert_int_equal(attn_registry_add(attn_server_registry(s), &fail, &e), 0);
+    assert_int_equal(attn_engine_create(&fail, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
     memset(&spec, 0, sizeof spec);
     assert_int_equal(attn_rb_make(&rb, &spec, 5), 0);
     load_batch(s, &rb, "f");
@@ -573,9 +579,84 @@ static void test_engine_failure(void **state)
     attn_rb_run_args(&rb, &req.run);
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_ENGINE);
     assert_non_null(strstr(rep.error.message, "unchanged"));
+    /* the engine's own detail crosses the boundary: its field and sentence */
+    assert_string_equal(rep.error.field, "layer");
+    assert_non_null(strstr(rep.error.message, "the test double always fails"));
     free(keep);
     assert_int_equal(attn_server_pool_checksum(s, "f", &sum1), 0);
     assert_true(sum0 == sum1);
+    attn_rb_free(&rb);
+    attn_server_destroy(s); /* frees the plans made by `inst` */
+    attn_engine_destroy(inst);
+}
+
+/* The diagnostic reports what the engine did (issue 8): the schedule that
+ * ran with the one asked and why, the engine's timing with its method and
+ * scope and the daemon's host window apart, the key environment and the
+ * ledger of the engine plan.  A mixed batch (prefill, append, decode). */
+static void test_diag_reports_engine_truth(void **state)
+{
+    static const struct {
+        attn_schedule_policy asked;
+        const char *ran, *requested, *why;
+    } cases[] = {
+        {ATTN_SCHED_UNIFIED, "unified", "unified", "as asked"},
+        {ATTN_SCHED_PARTITION, "partition", "partition", "as asked"},
+        {ATTN_SCHED_AUTO, "unified", "auto", "auto"},
+    };
+    attn_server *s = new_server();
+    int64_t T[3] = {0, 21, 9}, C[3] = {4, 3, 1};
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_error_detail e;
+    (void)state;
+    memset(&spec, 0, sizeof spec);
+    spec.num_requests = 3;
+    spec.max_cache_len = 21;
+    spec.max_new_len = 4;
+    assert_int_equal(attn_rb_make_lengths(&rb, &spec, T, C, 99), 0);
+    load_batch(s, &rb, "d");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        attn_request req;
+        attn_reply rep;
+        void *keep;
+        char *js = NULL;
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_ATTEND;
+        req.manifest = rb.m;
+        req.manifest.policy.schedule = cases[k].asked;
+        attn_rb_run_args(&rb, &req.run);
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        assert_int_equal(attn_reply_diag_json(&rep, &js, &e), 0);
+        json_t *d = json_loads(js, 0, NULL);
+        assert_non_null(d);
+        const json_t *sc = json_object_get(d, "schedule");
+        assert_string_equal(json_string_value(json_object_get(sc, "schedule")), cases[k].ran);
+        assert_string_equal(json_string_value(json_object_get(sc, "requested")),
+                            cases[k].requested);
+        assert_non_null(strstr(json_string_value(json_object_get(sc, "why")), cases[k].why));
+        /* the engine's own timing, then the daemon's window, each labelled */
+        assert_string_equal(json_string_value(json_object_get(d, "timing_method")), "host_clock");
+        assert_non_null(
+            strstr(json_string_value(json_object_get(d, "timing_scope")), "cpu engine"));
+        assert_string_equal(json_string_value(json_object_get(d, "host_timing_method")),
+                            "host_clock");
+        assert_true(json_is_number(json_object_get(d, "host_timing_us")));
+        assert_true(json_number_value(json_object_get(d, "host_timing_us")) >=
+                    json_number_value(json_object_get(d, "timing_us")));
+        /* key environment and ledger from the engine plan */
+        const json_t *ck = json_object_get(d, "call_key");
+        assert_string_equal(json_string_value(json_object_get(ck, "device_type")), "cpu");
+        assert_string_equal(json_string_value(json_object_get(ck, "workspace_device")), "cpu");
+        assert_int_equal(json_integer_value(json_object_get(ck, "compute_capability")), 0);
+        const json_t *wl = json_object_get(d, "workspace_ledger");
+        assert_int_equal(json_array_size(wl), 2);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(wl, 1), "field")),
+                            rb.m.policy.state_abi == ATTN_ABI_MLU ? "partial_u" : "partial_O");
+        json_decref(d);
+        free(js);
+        free(keep);
+    }
     attn_rb_free(&rb);
     attn_server_destroy(s);
 }
@@ -632,8 +713,8 @@ static void test_server_capture(void **state)
     attn_server *s;
     attn_request req;
     attn_buf b = {0};
-    attnd_capture_reader *r;
-    attnd_capture_header h;
+    attn_capture_reader *r;
+    attn_capture_header h;
     void *out, *a, *c;
     size_t len, al, cl;
     (void)state;
@@ -652,18 +733,18 @@ static void test_server_capture(void **state)
     assert_int_equal(attn_request_encode(&req, &b, &e), 0);
     assert_int_equal(attn_server_handle(s, b.data, b.len, &out, &len), 0);
     attn_server_destroy(s);
-    assert_int_equal(attnd_capture_reader_open(&r, path, &h, &e), 0);
+    assert_int_equal(attn_capture_reader_open(&r, path, &h, &e), 0);
     assert_int_equal(h.num_pools, 1);
     assert_string_equal(h.pools[0].name, "cfgpool");
-    assert_int_equal(attnd_capture_next(r, &a, &al, &c, &cl, &e), 1);
+    assert_int_equal(attn_capture_next(r, &a, &al, &c, &cl, &e), 1);
     assert_int_equal(al, b.len);
     assert_memory_equal(a, b.data, al);
     assert_int_equal(cl, len);
     assert_memory_equal(c, out, cl);
     free(a);
     free(c);
-    assert_int_equal(attnd_capture_next(r, &a, &al, &c, &cl, &e), 0);
-    attnd_capture_reader_close(r);
+    assert_int_equal(attn_capture_next(r, &a, &al, &c, &cl, &e), 0);
+    attn_capture_reader_close(r);
     attn_buf_free(&b);
     free(out);
     unlink(path);
@@ -789,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_attend_matches_engine),
         cmocka_unit_test(test_plan_run_stale),
         cmocka_unit_test(test_engine_failure),
+        cmocka_unit_test(test_diag_reports_engine_truth),
         cmocka_unit_test(test_cheap_and_refuse),
         cmocka_unit_test(test_server_capture),
         cmocka_unit_test(test_notify),
