@@ -403,6 +403,8 @@ const char *attnd_config_restart_setting(const attnd_config *a, const attnd_conf
         return "inline-cheap";
     if (!ATTND__SAME(max_conns))
         return "max-conns";
+    if (!ATTND__SAME(max_buffers) || !ATTND__SAME(max_buffer_bytes))
+        return "max-buffers/max-buffer-bytes";
     if (!ATTND__SAME(allow_remote))
         return "allow-remote";
     if (a->num_pools != b->num_pools ||

@@ -37,7 +37,11 @@
     X("idle-timeout-ms", "idle_timeout_ms", idle_timeout_ms, 60000, 10, 86400000,                  \
       "a connection with nothing in progress and no complete request for this long is closed")     \
     X("drain-timeout-ms", "drain_timeout_ms", drain_timeout_ms, 10000, 1, 3600000,                 \
-      "hard deadline of a shutdown's drain")
+      "hard deadline of a shutdown's drain")                                                       \
+    X("max-buffers", "max_buffers", max_buffers, 256, 1, 65536,                                    \
+      "registered buffers at once, all connections together")                                      \
+    X("max-buffer-bytes", "max_buffer_bytes", max_buffer_bytes, 16ull << 30, 4096, 1ull << 44,     \
+      "bytes all registered buffers may map together")
 
 /* "auto" or one platform; the values are the attn_platform ones. */
 typedef enum attnd_engine_pref {
@@ -82,7 +86,8 @@ int attnd_config_load_file(attnd_config *c, const char *path, attn_error_detail 
 int attnd_config_check(const attnd_config *c, attn_error_detail *err);
 
 /* The first setting that differs between a and b and takes a restart to
- * change (everything but --max-reply, --conn-inflight, --send-timeout-ms,
+ * change (--max-buffers and --max-buffer-bytes among them; everything but --max-reply,
+ * --conn-inflight, --send-timeout-ms,
  * --idle-timeout-ms, --drain-timeout-ms, which SIGHUP applies live); NULL
  * when none does. */
 const char *attnd_config_restart_setting(const attnd_config *a, const attnd_config *b);

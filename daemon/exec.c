@@ -285,9 +285,57 @@ static int layer_to_host(attnd_pool *pool, uint32_t layer, void **k, void **v,
     return rc;
 }
 
-static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_args *ra,
-                    attn_reply *rep, void **scratch, attn_error_detail *err)
+/* Point the run's referenced tensors into their buffers (held in `h`), after
+ * the shape check: ranges inside buffers of connection `conn`, and no output
+ * overlapping an input or the other output (the engine reads inputs while it
+ * writes outputs).  *o_dst / *lse_dst get where O / LSE go (NULL: the reply). */
+static int resolve_refs(attn_server *s, uint32_t conn, attn_run_args *ra, attnd_buffer_hold *h,
+                        void **o_dst, void **lse_dst, attn_error_detail *err)
 {
+    struct {
+        const char *field;
+        const attn_tensor_ref *ref;
+        attn_bytes *t;
+    } in[3] = {{"q", &ra->q_ref, &ra->q},
+               {"k_new", &ra->k_new_ref, &ra->k_new},
+               {"v_new", &ra->v_new_ref, &ra->v_new}};
+    void *ptr;
+    int rc;
+    *o_dst = *lse_dst = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (in[i].ref->buf == 0)
+            continue;
+        if ((rc = attnd_buffers_resolve(s->buffers, conn, in[i].ref, in[i].field, h, &ptr, err)) !=
+            0)
+            return rc;
+        in[i].t->data = ptr;
+        in[i].t->len = in[i].ref->bytes;
+    }
+    if (ra->o_ref.buf != 0 &&
+        (rc = attnd_buffers_resolve(s->buffers, conn, &ra->o_ref, "o", h, o_dst, err)) != 0)
+        return rc;
+    if (ra->lse_ref.buf != 0 &&
+        (rc = attnd_buffers_resolve(s->buffers, conn, &ra->lse_ref, "lse", h, lse_dst, err)) != 0)
+        return rc;
+    for (int i = 0; i < 3; i++) {
+        if (attnd_refs_overlap(&ra->o_ref, in[i].ref))
+            return attn_error_set(err, ATTN_E_BUFFER_RANGE, "o", "o overlaps %s in buffer %llu",
+                                  in[i].field, (unsigned long long)ra->o_ref.buf);
+        if (attnd_refs_overlap(&ra->lse_ref, in[i].ref))
+            return attn_error_set(err, ATTN_E_BUFFER_RANGE, "lse", "lse overlaps %s in buffer %llu",
+                                  in[i].field, (unsigned long long)ra->lse_ref.buf);
+    }
+    if (attnd_refs_overlap(&ra->o_ref, &ra->lse_ref))
+        return attn_error_set(err, ATTN_E_BUFFER_RANGE, "lse", "lse overlaps o in buffer %llu",
+                              (unsigned long long)ra->lse_ref.buf);
+    return 0;
+}
+
+static int run_core(attn_server *s, uint32_t conn, attnd_plan *p, uint64_t plan_id,
+                    attn_run_args *ra, attn_reply *rep, void **scratch, attn_error_detail *err)
+{
+    attnd_buffer_hold hold = {0};
+    void *o_dst = NULL, *lse_dst = NULL;
     double t0 = now_us();
     attnd_pool *pool = NULL;
     attn_run_io a;
@@ -297,7 +345,8 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     traced_kernels *tk = NULL;
     int tracing = 0, exclusive;
     double exec_us;
-    uint64_t total_q, o_bytes;
+    uint64_t total_q, o_bytes, lse_bytes;
+    void *o_direct = NULL, *lse_direct = NULL;
     size_t esz = p->m.q_dtype == ATTN_FP32 ? 4 : 2;
     int rc;
 
@@ -314,7 +363,8 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
                             pool->geom.layers);
         goto out;
     }
-    if ((rc = attn_run_check_shapes(ra, &p->m, &pool->geom, err)) != 0)
+    if ((rc = attn_run_check_shapes(ra, &p->m, &pool->geom, err)) != 0 ||
+        (rc = resolve_refs(s, conn, ra, &hold, &o_dst, &lse_dst, err)) != 0)
         goto out;
     if ((rc = aligned_view(&ra->q, scratch, SCRATCH_Q, err, "q")) != 0 ||
         (rc = aligned_view(&ra->k_new, scratch, SCRATCH_K, err, "k_new")) != 0 ||
@@ -322,10 +372,19 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
         goto out;
     total_q = (uint64_t)attn_manifest_total_q(&p->m);
     o_bytes = total_q * p->m.num_qo_heads * pool->geom.head_dim_vo * esz;
-    scratch[SCRATCH_O] = malloc(o_bytes + 1);
-    if (ra->return_lse)
-        scratch[SCRATCH_LSE] = malloc(total_q * p->m.num_qo_heads * sizeof(float) + 1);
-    if (scratch[SCRATCH_O] == NULL || (ra->return_lse && scratch[SCRATCH_LSE] == NULL)) {
+    lse_bytes = total_q * p->m.num_qo_heads * sizeof(float);
+    /* an output goes straight into its buffer when aligned for its elements
+     * (engines store float/uint16), else through scratch and one copy */
+    if (o_dst != NULL && ((uintptr_t)o_dst & (esz - 1)) == 0)
+        o_direct = o_dst;
+    if (lse_dst != NULL && ((uintptr_t)lse_dst & (sizeof(float) - 1)) == 0)
+        lse_direct = lse_dst;
+    if (o_direct == NULL)
+        scratch[SCRATCH_O] = malloc(o_bytes + 1);
+    if (ra->return_lse && lse_direct == NULL)
+        scratch[SCRATCH_LSE] = malloc(lse_bytes + 1);
+    if ((o_direct == NULL && scratch[SCRATCH_O] == NULL) ||
+        (ra->return_lse && lse_direct == NULL && scratch[SCRATCH_LSE] == NULL)) {
         rc = attn_error_set(err, ATTN_E_NOMEM, "q", "cannot allocate the output");
         goto out;
     }
@@ -337,8 +396,8 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     a.q = ra->q.data;
     a.k_new = ra->k_new.data;
     a.v_new = ra->v_new.data;
-    a.o = scratch[SCRATCH_O];
-    a.lse = scratch[SCRATCH_LSE];
+    a.o = o_direct != NULL ? o_direct : scratch[SCRATCH_O];
+    a.lse = lse_direct != NULL ? lse_direct : scratch[SCRATCH_LSE];
     a.commit = true;
     memset(&vr, 0, sizeof vr);
     /* seed 0x0BF: a CUPTI window is device-wide, so a traced device run
@@ -403,23 +462,35 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
                            eerr.message[0] ? eerr.message : attn_err_message(rc));
         goto out;
     }
-    rep->o.data = scratch[SCRATCH_O];
-    rep->o.len = o_bytes;
     rep->o_dtype = p->m.q_dtype;
     rep->has_lse = ra->return_lse;
-    if (ra->return_lse) {
-        rep->lse.data = scratch[SCRATCH_LSE];
-        rep->lse.len = total_q * p->m.num_qo_heads * sizeof(float);
+    if (o_dst != NULL) {
+        /* O is in the client's buffer: the reply says where, not what */
+        if (o_direct == NULL)
+            memcpy(o_dst, a.o, o_bytes);
+        rep->o_ref = ra->o_ref;
+    } else {
+        rep->o.data = a.o;
+        rep->o.len = o_bytes;
+    }
+    if (lse_dst != NULL) {
+        if (lse_direct == NULL)
+            memcpy(lse_dst, a.lse, lse_bytes);
+        rep->lse_ref = ra->lse_ref;
+    } else if (ra->return_lse) {
+        rep->lse.data = a.lse;
+        rep->lse.len = lse_bytes;
     }
     rc = encode_diag(s, p, plan_id, &report, exec_us, &vr, tk, scratch, &rep->diag);
 out:
     free(tk);
+    attnd_buffer_hold_release(s->buffers, &hold);
     attnd_pool_release(s->pools, pool);
     return rc;
 }
 
-int attnd_exec_run(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
-                   attn_error_detail *err)
+int attnd_exec_run(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
+                   void **scratch, attn_error_detail *err)
 {
     void *obj = NULL;
     attnd_plan *p;
@@ -427,7 +498,7 @@ int attnd_exec_run(attn_server *s, attn_request *req, attn_reply *rep, void **sc
     if (rc != 0)
         return rc;
     p = obj;
-    rc = run_core(s, p, req->run.plan_id, &req->run, rep, scratch, err);
+    rc = run_core(s, conn, p, req->run.plan_id, &req->run, rep, scratch, err);
     if (rc == 0) {
         rep->plan_id = req->run.plan_id;
         snprintf(rep->plan_key, sizeof rep->plan_key, "%s", p->plan_key_sha);
@@ -436,15 +507,15 @@ int attnd_exec_run(attn_server *s, attn_request *req, attn_reply *rep, void **sc
     return rc;
 }
 
-int attnd_exec_attend(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
-                      attn_error_detail *err)
+int attnd_exec_attend(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
+                      void **scratch, attn_error_detail *err)
 {
     attnd_plan *p = NULL;
     uint64_t id = 0;
     int rc = plan_core(s, req, &p, &id, err);
     if (rc != 0)
         return rc;
-    rc = run_core(s, p, id, &req->run, rep, scratch, err);
+    rc = run_core(s, conn, p, id, &req->run, rep, scratch, err);
     if (rc == 0)
         fill_plan_reply(p, id, rep);
     attnd_plan_cache_release(s->plans, p);

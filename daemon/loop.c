@@ -102,6 +102,8 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
     attnd_loop *l = arg;
     if (ev == NNG_PIPE_EV_REM_POST) {
         attnd_conn_remove(l->conns, nng_pipe_id(p));
+        if (l->o.conn_closed != NULL)
+            l->o.conn_closed(l->o.arg, nng_pipe_id(p));
         return;
     }
     if (atomic_load(&l->refuse_pipes)) {
@@ -110,6 +112,17 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
         atomic_fetch_add(&l->o.metrics->conns_refused, 1);
         nng_pipe_close(p);
     }
+}
+
+/* Run the handler on j's request.  A connection that closed while its
+ * request was handled has that request's leftovers released here (the
+ * REM_POST callback may have run before the request created them). */
+static void handle(attnd_loop *l, job *j)
+{
+    l->o.handler(l->o.arg, j->pipe, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply,
+                 &j->reply_len);
+    if (l->o.conn_closed != NULL && j->pipe != 0 && !attnd_conn_is_open(l->conns, j->pipe))
+        l->o.conn_closed(l->o.arg, j->pipe);
 }
 
 /* Wait for the next request on j's context (no timeout: it may be long). */
@@ -203,8 +216,7 @@ static void aio_cb(void *arg)
             !atomic_load(&l->refuse_pipes) &&
             l->o.is_cheap(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req))) {
             atomic_fetch_add(&l->o.metrics->inline_ops, 1);
-            l->o.handler(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply,
-                         &j->reply_len);
+            handle(l, j);
             send_reply(l, j);
             return;
         }
@@ -276,7 +288,7 @@ static void work_cb(uv_work_t *w)
     attnd_metrics_note_handoff(l->o.metrics, now_ns() - j->t_recv_ns);
     j->reply = NULL;
     j->reply_len = 0;
-    l->o.handler(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply, &j->reply_len);
+    handle(l, j);
 }
 
 static void after_work_cb(uv_work_t *w, int status)
@@ -348,15 +360,13 @@ static void async_cb(uv_async_t *a)
                    l->o.is_cheap(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req))) {
             /* the hand-off costs more than hello/stats themselves (docs/daemon.md) */
             atomic_fetch_add(&l->o.metrics->inline_ops, 1);
-            l->o.handler(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply,
-                         &j->reply_len);
+            handle(l, j);
             send_reply(l, j);
         } else {
             atomic_fetch_add(&l->o.metrics->worker_ops, 1);
             j->work.data = j;
             if (uv_queue_work(&l->loop, &j->work, work_cb, after_work_cb) != 0) {
-                l->o.handler(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply,
-                             &j->reply_len);
+                handle(l, j);
                 send_reply(l, j);
             }
         }

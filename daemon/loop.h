@@ -33,10 +33,17 @@
 #include "attn/error.h"
 #include "daemon/metrics.h"
 
-/* Answer one request frame: *reply is malloc'ed, the caller frees it.
- * Must be thread-safe; returns 0 (an error reply is still 0 + bytes). */
-typedef int (*attnd_handler_fn)(void *arg, const void *req, size_t len, void **reply,
+/* Answer one request frame of connection `conn` (its nng pipe id): *reply
+ * is malloc'ed, the caller frees it.  Must be thread-safe; returns 0 (an
+ * error reply is still 0 + bytes). */
+typedef int (*attnd_handler_fn)(void *arg, uint32_t conn, const void *req, size_t len, void **reply,
                                 size_t *reply_len);
+
+/* Connection `conn` closed (nng thread or a worker): release what it owns.
+ * Called once the pipe is gone, and again after any request of it that was
+ * still being handled then, so state it created meanwhile goes too (the
+ * callee must be idempotent). */
+typedef void (*attnd_conn_closed_fn)(void *arg, uint32_t conn);
 
 /* Whether a frame is cheap enough to answer without the loop/worker hand-off. */
 typedef int (*attnd_cheap_fn)(void *arg, const void *req, size_t len);
@@ -67,8 +74,9 @@ typedef struct attnd_loop_opts {
     uint32_t workers;  /* libuv worker threads */
     int ready_fd;      /* "READY\n" written and closed once listening; -1 = none */
     attnd_handler_fn handler;
-    attnd_cheap_fn is_cheap;   /* NULL: everything goes to a worker */
-    attnd_refuse_fn refuse;    /* NULL: refused requests are dropped without reply */
+    attnd_conn_closed_fn conn_closed; /* NULL: nothing is owned by a connection */
+    attnd_cheap_fn is_cheap;          /* NULL: everything goes to a worker */
+    attnd_refuse_fn refuse;           /* NULL: refused requests are dropped without reply */
     uint32_t max_conns;        /* connections at once; more are closed at once (0 = no cap) */
     uint32_t conn_inflight;    /* one connection's requests in progress (0 = no cap) */
     uint64_t send_timeout_ms;  /* a reply not taken in time closes its connection (0 = none) */

@@ -89,6 +89,7 @@ int main(int argc, char **argv)
     o.workers = cfg.workers;
     o.ready_fd = cfg.ready_fd;
     o.handler = attn_server_handle_cb;
+    o.conn_closed = attn_server_conn_closed_cb;
     o.is_cheap = cfg.inline_cheap ? attn_server_is_cheap_cb : NULL;
     o.refuse = attn_server_refuse_cb;
     o.arg = srv;

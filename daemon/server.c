@@ -131,6 +131,11 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
         attn_error_set(err, rc, "", "out of memory");
         goto fail;
     }
+    if ((rc = attnd_buffers_create(&s->buffers, (uint32_t)cfg->max_buffers,
+                                   cfg->max_buffer_bytes)) != 0) {
+        attn_error_set(err, rc, "max_buffers", "cannot create the buffer table");
+        goto fail;
+    }
     if ((rc = attnd_plan_cache_create(&s->plans, cfg->max_plans, cfg->plan_cache_bytes,
                                       attnd_plan_free)) != 0) {
         attn_error_set(err, rc, "max_plans", "cannot create the plan cache");
@@ -172,6 +177,7 @@ void attn_server_destroy(attn_server *s)
     attn_capture_close(s->capture);
     attnd_plan_cache_destroy(s->plans); /* engine plans go before their engines */
     attnd_pool_table_destroy(s->pools);
+    attnd_buffers_destroy(s->buffers);
     for (uint32_t i = 0; i < s->num_engines; i++)
         attn_engine_destroy(s->engines[i]);
     pthread_rwlock_destroy(&s->trace_lock);
@@ -252,6 +258,16 @@ static int do_stats(attn_server *s, attn_reply *rep)
     add_counter(st, "conns_closed_inflight", atomic_load(&s->metrics.conns_closed_inflight));
     add_counter(st, "conns_closed_idle", atomic_load(&s->metrics.conns_closed_idle));
     add_counter(st, "send_timeouts", atomic_load(&s->metrics.send_timeouts));
+    {
+        attnd_buffer_stats bs;
+        attnd_buffers_stats(s->buffers, &bs);
+        add_counter(st, "buffers", bs.live);
+        add_counter(st, "buffer_bytes", bs.bytes);
+        add_counter(st, "buffers_registered", bs.registered);
+        add_counter(st, "buffers_dropped", bs.dropped);
+        add_counter(st, "buffers_released_on_close", bs.released_on_close);
+        add_counter(st, "buffers_refused", bs.refused);
+    }
     for (int op = 0; op < ATTN_OP_COUNT; op++) {
         char name[48];
         snprintf(name, sizeof name, "op_%s", attn_op_name((attn_op)op));
@@ -386,6 +402,12 @@ static int encode_error(attn_server *s, uint64_t id, attn_op op, const attn_erro
 int attn_server_handle(attn_server *s, const void *frame, size_t len, void **reply,
                        size_t *reply_len)
 {
+    return attn_server_handle_conn(s, 0, frame, len, reply, reply_len);
+}
+
+int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, size_t len,
+                            void **reply, size_t *reply_len)
+{
     attn_request req;
     attn_reply rep;
     attn_error_detail err;
@@ -434,10 +456,16 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
         rc = attnd_exec_plan(s, &req, &rep, scratch, &err);
         break;
     case ATTN_OP_RUN:
-        rc = attnd_exec_run(s, &req, &rep, scratch, &err);
+        rc = attnd_exec_run(s, conn, &req, &rep, scratch, &err);
         break;
     case ATTN_OP_ATTEND:
-        rc = attnd_exec_attend(s, &req, &rep, scratch, &err);
+        rc = attnd_exec_attend(s, conn, &req, &rep, scratch, &err);
+        break;
+    case ATTN_OP_BUFFER_REGISTER:
+        rc = attnd_buffers_register(s->buffers, conn, &req.buffer, &rep.buf, &err);
+        break;
+    case ATTN_OP_BUFFER_DROP:
+        rc = attnd_buffers_drop(s->buffers, conn, req.buffer.buf, &err);
         break;
     default:
         rc = attn_error_set(&err, ATTN_E_UNKNOWN_OP, "op", "unknown operation");
@@ -535,9 +563,20 @@ int attn_server_refuse(attn_server *s, const void *frame, size_t len, int code, 
     return encode_error(s, id, op, &err, reply, reply_len);
 }
 
-int attn_server_handle_cb(void *arg, const void *req, size_t len, void **reply, size_t *reply_len)
+int attn_server_handle_cb(void *arg, uint32_t conn, const void *req, size_t len, void **reply,
+                          size_t *reply_len)
 {
-    return attn_server_handle(arg, req, len, reply, reply_len);
+    return attn_server_handle_conn(arg, conn, req, len, reply, reply_len);
+}
+
+void attn_server_conn_closed(attn_server *s, uint32_t conn)
+{
+    attnd_buffers_drop_conn(s->buffers, conn);
+}
+
+void attn_server_conn_closed_cb(void *arg, uint32_t conn)
+{
+    attn_server_conn_closed(arg, conn);
 }
 
 int attn_server_is_cheap_cb(void *arg, const void *req, size_t len)

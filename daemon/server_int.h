@@ -8,6 +8,7 @@
 
 #include "attn/client.h"
 #include "protocol/capture.h"
+#include "daemon/buffers.h"
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
@@ -26,6 +27,7 @@ struct attn_server {
     attnd_config cfg;
     attnd_pool_table *pools;
     attnd_plan_cache *plans;
+    attnd_buffer_table *buffers; /* registered buffers, by connection */
     attn_registry registry;
     uint32_t num_engines;
     attn_engine *engines[1 + ATTN_ENGINE_DEVICES_MAX]; /* owned; the registry borrows them */
@@ -74,13 +76,14 @@ void attnd_plan_free(void *obj);
 int attnd_exec_plan(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
                     attn_error_detail *err);
 
-/* run: look the plan up, check shapes, run the engine with commit; fills rep. */
-int attnd_exec_run(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
-                   attn_error_detail *err);
+/* run: look the plan up, check shapes, resolve buffer references of
+ * connection `conn`, run the engine with commit; fills rep. */
+int attnd_exec_run(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
+                   void **scratch, attn_error_detail *err);
 
-/* attend: plan then run in one request. */
-int attnd_exec_attend(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
-                      attn_error_detail *err);
+/* attend: plan then run in one request (buffer references of `conn`). */
+int attnd_exec_attend(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
+                      void **scratch, attn_error_detail *err);
 
 /* Release what an exec call left in `scratch` (output buffers, diag bytes). */
 void attnd_exec_scratch_free(void **scratch);

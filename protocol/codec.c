@@ -442,7 +442,11 @@ enum {
     K_VERIFY,
     K_PAGES,
     K_TENSORS,
-    /* reply only */
+    K_KIND,
+    K_NAME,
+    K_HANDLE,
+    K_BUF,
+    /* reply only (o and lse are also a run's output references) */
     K_OK,
     K_ERROR,
     K_SERVER,
@@ -464,9 +468,9 @@ static const char *const g_keys[K_COUNT] = {
     "device",    "num_qo_heads", "requests",    "qo_indptr",   "kv",       "mask",
     "sm_scale",  "q_dtype",      "policy",      "plan_id",     "layer",    "q",
     "k_new",     "v_new",        "return_lse",  "trace",       "verify",   "pages",
-    "tensors",   "ok",           "error",       "server",      "bytes",    "plan_key",
-    "o",         "o_dtype",      "lse",         "diag",        "counters", "plan_cache",
-    "pools"};
+    "tensors",   "kind",         "name",        "handle",      "buf",      "ok",
+    "error",     "server",       "bytes",       "plan_key",    "o",        "o_dtype",
+    "lse",       "diag",         "counters",    "plan_cache",  "pools"};
 
 #define B(k) (1ull << (k))
 #define GEOM_KEYS                                                                                  \
@@ -476,7 +480,8 @@ static const char *const g_keys[K_COUNT] = {
     (B(K_POOL) | B(K_NUM_QO_HEADS) | B(K_REQUESTS) | B(K_QO_INDPTR) | B(K_KV) | B(K_MASK) |        \
      B(K_SM_SCALE) | B(K_Q_DTYPE) | B(K_POLICY))
 #define RUN_KEYS                                                                                   \
-    (B(K_LAYER) | B(K_Q) | B(K_K_NEW) | B(K_V_NEW) | B(K_RETURN_LSE) | B(K_TRACE) | B(K_VERIFY))
+    (B(K_LAYER) | B(K_Q) | B(K_K_NEW) | B(K_V_NEW) | B(K_O) | B(K_LSE) | B(K_RETURN_LSE) |         \
+     B(K_TRACE) | B(K_VERIFY))
 
 /* Which top-level keys each request op allows (besides v, op, id). */
 static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
@@ -490,6 +495,8 @@ static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
     [ATTN_OP_KV_READ] = B(K_POOL) | B(K_LAYER) | B(K_PAGES),
     [ATTN_OP_KV_WRITE] = B(K_POOL) | B(K_LAYER) | B(K_PAGES) | B(K_TENSORS) | B(K_KV_DTYPE),
     [ATTN_OP_STATS] = 0,
+    [ATTN_OP_BUFFER_REGISTER] = B(K_KIND) | B(K_NAME) | B(K_HANDLE) | B(K_BYTES) | B(K_DEVICE),
+    [ATTN_OP_BUFFER_DROP] = B(K_BUF),
 };
 
 static int decode_geometry(dec *d, const size_t *pos, attn_pool_geometry *g, bool *has_device)
@@ -1007,6 +1014,59 @@ static int decode_manifest(dec *d, const size_t *pos, attn_manifest *m)
     return 0;
 }
 
+enum { TR_BUF, TR_OFFSET, TR_BYTES, TR_COUNT };
+static const char *const g_ref_keys[TR_COUNT] = {"buf", "offset", "bytes"};
+
+/* A tensor reference map {"buf", "offset", "bytes"} at `pos`, all three
+ * required; buf 0 is never an id. */
+static int get_ref(dec *d, size_t pos, const char *field, attn_tensor_ref *ref)
+{
+    size_t idx[TR_COUNT];
+    char f[3][48];
+    int rv;
+    for (int k = 0; k < TR_COUNT; k++)
+        snprintf(f[k], sizeof f[k], "%s.%s", field, g_ref_keys[k]);
+    if ((rv = open_map(d, pos, 2, field, g_ref_keys, TR_COUNT, idx, true)) ||
+        (rv = get_uint(d, idx[TR_BUF], f[TR_BUF], 1, UINT64_MAX, &ref->buf)) ||
+        (rv = get_uint(d, idx[TR_OFFSET], f[TR_OFFSET], 0, UINT64_MAX, &ref->offset)))
+        return rv;
+    return get_uint(d, idx[TR_BYTES], f[TR_BYTES], 0, UINT64_MAX, &ref->bytes);
+}
+
+/* A run input: an inline bin, or a reference map into a registered buffer. */
+static int get_tensor_or_ref(dec *d, size_t pos, const char *field, attn_bytes *t,
+                             attn_tensor_ref *ref)
+{
+    attn_wire_item it;
+    int rv;
+    memset(ref, 0, sizeof *ref);
+    if (pos != ABSENT) {
+        if ((rv = item_at(d, pos, field, &it)) != 0)
+            return rv;
+        if (it.type == ATTN_WT_MAP) {
+            t->data = NULL;
+            t->len = 0;
+            return get_ref(d, pos, field, ref);
+        }
+    }
+    return get_tensor(d, pos, field, true, t);
+}
+
+/* A run output reference (optional; an inline output in a request has no meaning). */
+static int get_out_ref(dec *d, size_t pos, const char *field, attn_tensor_ref *ref)
+{
+    attn_wire_item it;
+    int rv;
+    memset(ref, 0, sizeof *ref);
+    if (pos == ABSENT)
+        return 0;
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type != ATTN_WT_MAP)
+        return type_fail(d, field, "a buffer reference {buf, offset, bytes}", it.type);
+    return get_ref(d, pos, field, ref);
+}
+
 static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
 {
     int rv;
@@ -1018,13 +1078,83 @@ static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
             return rv;
     }
     if ((rv = get_u32(d, pos[K_LAYER], "layer", 0, &a->layer)) ||
-        (rv = get_tensor(d, pos[K_Q], "q", true, &a->q)) ||
-        (rv = get_tensor(d, pos[K_K_NEW], "k_new", true, &a->k_new)) ||
-        (rv = get_tensor(d, pos[K_V_NEW], "v_new", true, &a->v_new)) ||
+        (rv = get_tensor_or_ref(d, pos[K_Q], "q", &a->q, &a->q_ref)) ||
+        (rv = get_tensor_or_ref(d, pos[K_K_NEW], "k_new", &a->k_new, &a->k_new_ref)) ||
+        (rv = get_tensor_or_ref(d, pos[K_V_NEW], "v_new", &a->v_new, &a->v_new_ref)) ||
+        (rv = get_out_ref(d, pos[K_O], "o", &a->o_ref)) ||
+        (rv = get_out_ref(d, pos[K_LSE], "lse", &a->lse_ref)) ||
         (rv = get_bool(d, pos[K_RETURN_LSE], "return_lse", false, &a->return_lse)) ||
-        (rv = get_bool(d, pos[K_TRACE], "trace", false, &a->trace)))
+        (rv = get_bool(d, pos[K_TRACE], "trace", false, &a->trace)) ||
+        (rv = get_bool(d, pos[K_VERIFY], "verify", false, &a->verify)))
         return rv;
-    return get_bool(d, pos[K_VERIFY], "verify", false, &a->verify);
+    /* LSE written into a buffer is LSE asked for */
+    if (a->lse_ref.buf != 0)
+        a->return_lse = true;
+    return 0;
+}
+
+/* True when `name` is a portable shm_open name: "/" then 1..126 of
+ * [A-Za-z0-9._-], not starting with "." (so never "/." or "/.."). */
+static bool shm_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 2 || name[0] != '/' || name[1] == '.')
+        return false;
+    return strspn(name + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+           n - 1;
+}
+
+static int decode_buffer_register(dec *d, const size_t *pos, attn_buffer_args *a)
+{
+    char kind[24];
+    int rv;
+    attn_wire_item it;
+    if ((rv = get_str(d, pos[K_KIND], "kind", kind, sizeof kind)) != 0)
+        return rv == ATTN_E_RANGE ? attn_error_set(d->err, ATTN_E_RANGE, "kind",
+                                                   "kind must be \"shm\" or \"cuda_ipc\"")
+                                  : rv;
+    if ((rv = attn_buffer_kind_parse(kind, "kind", &a->kind, d->err)) != 0 ||
+        (rv = get_uint(d, pos[K_BYTES], "bytes", 1, UINT64_MAX, &a->bytes)) != 0)
+        return rv;
+    switch (a->kind) {
+    case ATTN_BUFFER_SHM:
+        if (pos[K_HANDLE] != ABSENT || pos[K_DEVICE] != ABSENT)
+            return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY,
+                                  pos[K_HANDLE] != ABSENT ? "handle" : "device",
+                                  "a shm buffer takes name and bytes only");
+        if ((rv = get_str(d, pos[K_NAME], "name", a->name, sizeof a->name)) != 0)
+            return rv;
+        if (!shm_name_ok(a->name))
+            return attn_error_set(d->err, ATTN_E_RANGE, "name",
+                                  "name \"%s\" is not \"/\" followed by [A-Za-z0-9._-] "
+                                  "(not starting with \".\")",
+                                  a->name);
+        return 0;
+    case ATTN_BUFFER_CUDA_IPC:
+        if (pos[K_NAME] != ABSENT)
+            return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY, "name",
+                                  "a cuda_ipc buffer takes handle, bytes and device, not name");
+        if ((rv = item_required(d, pos[K_HANDLE], "handle", &it)) != 0)
+            return rv;
+        if (it.type != ATTN_WT_BIN)
+            return type_fail(d, "handle", "a bin (cudaIpcMemHandle_t)", it.type);
+        if (it.len != ATTN_CUDA_IPC_HANDLE_BYTES)
+            return attn_error_set(d->err, ATTN_E_RANGE, "handle",
+                                  "handle has %u bytes; a cudaIpcMemHandle_t has %d", it.len,
+                                  ATTN_CUDA_IPC_HANDLE_BYTES);
+        memcpy(a->handle, it.ptr, it.len);
+        if ((rv = get_str(d, pos[K_DEVICE], "device", a->device, sizeof a->device)) != 0)
+            return rv;
+        {
+            const char *p = a->device + 5;
+            if (strncmp(a->device, "cuda:", 5) != 0 || *p == '\0' ||
+                strspn(p, "0123456789") != strlen(p))
+                return attn_error_set(d->err, ATTN_E_RANGE, "device",
+                                      "device \"%s\" is not \"cuda:N\"", a->device);
+        }
+        return 0;
+    }
+    return attn_error_set(d->err, ATTN_E_RANGE, "kind", "unknown buffer kind");
 }
 
 static const char *const g_tensor_keys[2] = {"k", "v"};
@@ -1158,6 +1288,12 @@ int attn_request_decode(const void *buf, size_t len, const attn_codec_limits *li
     case ATTN_OP_KV_READ:
     case ATTN_OP_KV_WRITE:
         rv = decode_kv_args(&d, pos, req->op, &req->kv);
+        break;
+    case ATTN_OP_BUFFER_REGISTER:
+        rv = decode_buffer_register(&d, pos, &req->buffer);
+        break;
+    case ATTN_OP_BUFFER_DROP:
+        rv = get_uint(&d, pos[K_BUF], "buf", 1, UINT64_MAX, &req->buffer.buf);
         break;
     default:
         rv = 0;
@@ -1424,11 +1560,15 @@ int attn_reply_decode(const void *buf, size_t len, const attn_codec_limits *lim,
             break;
         if (rep->op == ATTN_OP_PLAN)
             break;
-        if ((rv = get_tensor(&d, pos[K_O], "o", true, &rep->o)) ||
-            (rv = get_attn_dtype(&d, pos[K_O_DTYPE], "o_dtype", &rep->o_dtype)) ||
-            (rv = get_tensor(&d, pos[K_LSE], "lse", false, &rep->lse)))
+        if ((rv = get_tensor_or_ref(&d, pos[K_O], "o", &rep->o, &rep->o_ref)) ||
+            (rv = get_attn_dtype(&d, pos[K_O_DTYPE], "o_dtype", &rep->o_dtype)))
             break;
         rep->has_lse = pos[K_LSE] != ABSENT;
+        if (rep->has_lse)
+            rv = get_tensor_or_ref(&d, pos[K_LSE], "lse", &rep->lse, &rep->lse_ref);
+        break;
+    case ATTN_OP_BUFFER_REGISTER:
+        rv = get_uint(&d, pos[K_BUF], "buf", 1, UINT64_MAX, &rep->buf);
         break;
     case ATTN_OP_KV_READ: {
         size_t idx[2];
@@ -1562,6 +1702,26 @@ static void kv_bin(enc *e, const char *k, attn_bytes b)
     put_bin(e, b.data, b.len);
 }
 
+/* A tensor reference {"buf", "offset", "bytes"} under key `k`. */
+static void kv_ref(enc *e, const char *k, const attn_tensor_ref *r)
+{
+    key(e, k);
+    map_begin(e);
+    kv_u64(e, "buf", r->buf);
+    kv_u64(e, "offset", r->offset);
+    kv_u64(e, "bytes", r->bytes);
+    map_end(e);
+}
+
+/* A tensor inline, or its reference when r->buf is nonzero. */
+static void kv_tensor(enc *e, const char *k, attn_bytes b, const attn_tensor_ref *r)
+{
+    if (r->buf != 0)
+        kv_ref(e, k, r);
+    else
+        kv_bin(e, k, b);
+}
+
 static void kv_i32s(enc *e, const char *k, const int32_t *a, uint64_t n)
 {
     key(e, k);
@@ -1689,9 +1849,13 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
             kv_str(e, "q_dtype", attn_dtype_name(a->q_dtype));
     }
     kv_u64(e, "layer", a->layer);
-    kv_bin(e, "q", a->q);
-    kv_bin(e, "k_new", a->k_new);
-    kv_bin(e, "v_new", a->v_new);
+    kv_tensor(e, "q", a->q, &a->q_ref);
+    kv_tensor(e, "k_new", a->k_new, &a->k_new_ref);
+    kv_tensor(e, "v_new", a->v_new, &a->v_new_ref);
+    if (a->o_ref.buf != 0)
+        kv_ref(e, "o", &a->o_ref);
+    if (a->lse_ref.buf != 0)
+        kv_ref(e, "lse", &a->lse_ref);
     if (a->return_lse)
         kv_bool(e, "return_lse", true);
     if (a->trace)
@@ -1747,6 +1911,20 @@ int attn_request_encode(const attn_request *req, attn_buf *out, attn_error_detai
                 kv_str(&e, "kv_dtype", attn_dtype_name(req->kv.kv_dtype));
             enc_tensors(&e, req->kv.k, req->kv.v);
         }
+        break;
+    case ATTN_OP_BUFFER_REGISTER:
+        kv_str(&e, "kind", attn_buffer_kind_name(req->buffer.kind));
+        kv_u64(&e, "bytes", req->buffer.bytes);
+        if (req->buffer.kind == ATTN_BUFFER_SHM) {
+            kv_str(&e, "name", req->buffer.name);
+        } else {
+            key(&e, "handle");
+            put_bin(&e, req->buffer.handle, sizeof req->buffer.handle);
+            kv_str(&e, "device", req->buffer.device);
+        }
+        break;
+    case ATTN_OP_BUFFER_DROP:
+        kv_u64(&e, "buf", req->buffer.buf);
         break;
     default:
         break;
@@ -1870,10 +2048,13 @@ int attn_reply_encode(const attn_reply *rep, attn_buf *out, attn_error_detail *e
             break;
         /* fall through */
     case ATTN_OP_RUN:
-        kv_bin(&e, "o", rep->o);
+        kv_tensor(&e, "o", rep->o, &rep->o_ref);
         kv_str(&e, "o_dtype", attn_dtype_name(rep->o_dtype));
         if (rep->has_lse)
-            kv_bin(&e, "lse", rep->lse);
+            kv_tensor(&e, "lse", rep->lse, &rep->lse_ref);
+        break;
+    case ATTN_OP_BUFFER_REGISTER:
+        kv_u64(&e, "buf", rep->buf);
         break;
     case ATTN_OP_KV_READ:
         kv_str(&e, "kv_dtype", attn_dtype_name(rep->kv_dtype));

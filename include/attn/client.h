@@ -59,18 +59,49 @@ typedef struct attn_bytes {
     uint64_t len;
 } attn_bytes;
 
+/* A tensor by reference (PROTOCOL.md v2): `bytes` bytes at byte `offset` of
+ * the registered buffer `buf` (on the wire {"buf", "offset", "bytes"}).
+ * Buffer ids start at 1, so buf == 0 means "no reference": the tensor is
+ * inline (attn_bytes) or, for an output, travels in the reply. */
+typedef struct attn_tensor_ref {
+    uint64_t buf;
+    uint64_t offset;
+    uint64_t bytes;
+} attn_tensor_ref;
+
 /* `run` arguments (also the second half of `attend`).  Shapes (PROTOCOL.md):
  * q [total_q, num_qo_heads, head_dim_qk] in q_dtype; k_new [total_q,
  * num_kv_heads, head_dim_qk] and v_new [total_q, num_kv_heads, head_dim_vo]
- * in the pool's kv_dtype. */
+ * in the pool's kv_dtype.  Each of q, k_new, v_new is either inline (its
+ * attn_bytes) or, when its *_ref.buf is nonzero, a reference into a buffer
+ * this connection registered (the attn_bytes is then ignored).  o_ref and
+ * lse_ref, when nonzero, ask attnd to write O (and LSE; lse_ref implies
+ * return_lse) into a buffer instead of the reply. */
 typedef struct attn_run_args {
     uint64_t plan_id; /* run only */
     uint32_t layer;
     attn_bytes q, k_new, v_new;
+    attn_tensor_ref q_ref, k_new_ref, v_new_ref, o_ref, lse_ref;
     bool return_lse, trace, verify;
     bool has_q_dtype; /* optional cross-check of the plan's q_dtype (run only) */
     attn_dtype q_dtype;
 } attn_run_args;
+
+#define ATTN_SHM_NAME_MAX 128         /* a shm buffer's name, "/" included, with NUL */
+#define ATTN_CUDA_IPC_HANDLE_BYTES 64 /* sizeof(cudaIpcMemHandle_t) */
+
+/* `buffer_register` / `buffer_drop` arguments.  shm: `name` ("/x", the
+ * shm_open name of an existing object of at least `bytes` bytes); cuda_ipc:
+ * `handle` (cudaIpcGetMemHandle's bytes) and `device` ("cuda:N").
+ * buffer_drop uses `buf` only. */
+typedef struct attn_buffer_args {
+    attn_buffer_kind kind;
+    char name[ATTN_SHM_NAME_MAX];
+    uint8_t handle[ATTN_CUDA_IPC_HANDLE_BYTES];
+    char device[ATTN_NAME_MAX];
+    uint64_t bytes;
+    uint64_t buf; /* buffer_drop */
+} attn_buffer_args;
 
 /* `kv_read` / `kv_write` arguments: the named pages in order, each page in
  * the pool's layout and kv_dtype (k and v only for kv_write; on the wire
@@ -87,7 +118,8 @@ typedef struct attn_kv_args {
 
 /* One typed request.  Only the part named by `op` is meaningful:
  * pool_create -> geom; pool_drop/pool_info -> pool; plan -> manifest;
- * run -> run; attend -> manifest + run; kv_read/kv_write -> kv. */
+ * run -> run; attend -> manifest + run; kv_read/kv_write -> kv;
+ * buffer_register/buffer_drop -> buffer. */
 typedef struct attn_request {
     uint32_t v; /* protocol version, ATTN_PROTOCOL_VERSION */
     attn_op op;
@@ -99,6 +131,7 @@ typedef struct attn_request {
     attn_manifest manifest;
     attn_run_args run;
     attn_kv_args kv;
+    attn_buffer_args buffer;
 } attn_request;
 
 #define ATTN_HELLO_MAX_BACKENDS 16
@@ -150,7 +183,10 @@ typedef struct attn_stats_info {
  * sentence; otherwise the part named by `op` is meaningful:
  * hello -> server; pool_create -> pool, bytes; pool_info -> geom, bytes;
  * plan -> plan_id, plan_key, diag; run -> o, lse, diag; attend -> all of
- * plan and run; kv_read -> k, v (kv_dtype); stats -> stats. */
+ * plan and run; kv_read -> k, v (kv_dtype); stats -> stats;
+ * buffer_register -> buf.  A run whose request gave o_ref / lse_ref has O /
+ * LSE in that buffer: the reply then carries the reference (o_ref, lse_ref,
+ * on the wire "o"/"lse" as {"buf", "offset", "bytes"}) and no bytes. */
 typedef struct attn_reply {
     uint32_t v;
     attn_op op;
@@ -166,8 +202,10 @@ typedef struct attn_reply {
     attn_bytes o; /* [total_q, num_qo_heads, head_dim_vo] in o_dtype */
     attn_dtype o_dtype;
     bool has_lse;
-    attn_bytes lse;       /* float32 [total_q, num_qo_heads] */
-    attn_bytes k, v_data; /* kv_read: wire keys "tensors.k" and "tensors.v" */
+    attn_bytes lse;                 /* float32 [total_q, num_qo_heads] */
+    attn_tensor_ref o_ref, lse_ref; /* where O / LSE were written (buf 0: inline) */
+    uint64_t buf;                   /* buffer_register: the new buffer's id */
+    attn_bytes k, v_data;           /* kv_read: wire keys "tensors.k" and "tensors.v" */
     attn_dtype kv_dtype;
     attn_bytes diag; /* the diagnostic: one pre-encoded msgpack map, spliced verbatim */
     attn_stats_info stats;
@@ -258,6 +296,15 @@ ATTN_EXPORT int attn_run(attn_client *c, const attn_run_args *a, attn_reply *rep
 /* attend: plan and run in one call. */
 ATTN_EXPORT int attn_attend(attn_client *c, const attn_manifest *m, const attn_run_args *a,
                             attn_reply *rep);
+
+/* buffer_register kind "shm": let attnd map the existing POSIX shared-memory
+ * object `name` ("/x", at least `bytes` bytes) read-write; *buf gets its id,
+ * valid on this client's connection until attn_buffer_drop or close. */
+ATTN_EXPORT int attn_buffer_register_shm(attn_client *c, const char *name, uint64_t bytes,
+                                         uint64_t *buf, attn_reply *rep);
+
+/* buffer_drop: release buffer `buf` (a run in progress on it finishes first). */
+ATTN_EXPORT int attn_buffer_drop(attn_client *c, uint64_t buf, attn_reply *rep);
 
 /* stats: counters, plan-cache and pool usage (rep->stats). */
 ATTN_EXPORT int attn_stats(attn_client *c, attn_reply *rep);

@@ -1,0 +1,86 @@
+/* attnd's registered buffers (PROTOCOL.md v2, docs/protocol.md "Registered
+ * buffers"): memory a client shares with attnd so that run tensors travel by
+ * reference instead of inside the frame.
+ *
+ * Each buffer belongs to the connection (nng pipe id; 0 for calls without
+ * one, such as `attnctl run --local`) that registered it: only that
+ * connection can name it, and it is released when that connection closes.
+ * Ids count up from 1 and are never reused, so a stale id can never reach
+ * another buffer.  A run holds the buffers it names (attnd_buffer_hold), so
+ * a drop or a close while it runs unmaps them only once it is done.
+ *
+ * Kinds: "shm" (POSIX shm_open + mmap read-write, the object must exist and
+ * hold at least `bytes`); "cuda_ipc" is validated by the codec and refused
+ * here with ATTN_E_BUFFER_UNSUPPORTED until the CUDA engine maps IPC handles.
+ *
+ * Thread-safe (one mutex).  Caps: at most max_buffers buffers and
+ * max_buffer_bytes mapped bytes, all connections together (daemon/config.h).
+ */
+#ifndef ATTN_DAEMON_BUFFERS_H
+#define ATTN_DAEMON_BUFFERS_H
+
+#include <stdint.h>
+
+#include "attn/client.h"
+#include "attn/error.h"
+
+typedef struct attnd_buffer_table attnd_buffer_table;
+typedef struct attnd_buffer attnd_buffer;
+
+/* Counters for `stats`. */
+typedef struct attnd_buffer_stats {
+    uint64_t live;              /* buffers registered now */
+    uint64_t bytes;             /* bytes mapped now (a dropped buffer still in use counts) */
+    uint64_t registered;        /* registrations that succeeded */
+    uint64_t dropped;           /* buffer_drop calls that released one */
+    uint64_t released_on_close; /* buffers released because their connection closed */
+    uint64_t refused;           /* registrations refused (any error) */
+} attnd_buffer_stats;
+
+/* A table for at most `max_buffers` buffers and `max_bytes` mapped bytes. */
+int attnd_buffers_create(attnd_buffer_table **out, uint32_t max_buffers, uint64_t max_bytes);
+
+/* Unmap everything and free the table (no run may hold a buffer any more). */
+void attnd_buffers_destroy(attnd_buffer_table *t);
+
+/* Register the buffer `a` describes for connection `conn`; *id gets its id.
+ * E_BUFFER_UNSUPPORTED "kind" (cuda_ipc), E_IO "name" (shm_open/mmap
+ * failed), E_BUFFER_RANGE "bytes" (the object is smaller), E_TOO_LARGE
+ * "bytes" (over max_buffer_bytes by itself), E_BUSY "max_buffers" /
+ * "max_buffer_bytes" (the caps are reached now). */
+int attnd_buffers_register(attnd_buffer_table *t, uint32_t conn, const attn_buffer_args *a,
+                           uint64_t *id, attn_error_detail *err);
+
+/* Drop buffer `id` of connection `conn` (E_UNKNOWN_BUFFER "buf" when it has none). */
+int attnd_buffers_drop(attnd_buffer_table *t, uint32_t conn, uint64_t id, attn_error_detail *err);
+
+/* Release every buffer of connection `conn` (it closed); returns how many.
+ * Idempotent: a second call for the same connection releases nothing. */
+uint32_t attnd_buffers_drop_conn(attnd_buffer_table *t, uint32_t conn);
+
+/* The buffers one run names, held until attnd_buffer_hold_release. */
+#define ATTND_HOLD_MAX 5
+typedef struct attnd_buffer_hold {
+    uint32_t n;
+    attnd_buffer *held[ATTND_HOLD_MAX];
+} attnd_buffer_hold;
+
+/* Resolve reference `ref` of tensor `field` for connection `conn`: the
+ * buffer must be this connection's and live (E_UNKNOWN_BUFFER "<field>.buf")
+ * and [offset, offset + bytes) inside it (E_BUFFER_RANGE "<field>.offset" /
+ * "<field>.bytes").  On success *ptr points at the bytes and `h` holds the
+ * buffer (a buffer named twice is held twice). */
+int attnd_buffers_resolve(attnd_buffer_table *t, uint32_t conn, const attn_tensor_ref *ref,
+                          const char *field, attnd_buffer_hold *h, void **ptr,
+                          attn_error_detail *err);
+
+/* Release what `h` holds (a buffer dropped meanwhile is unmapped now). */
+void attnd_buffer_hold_release(attnd_buffer_table *t, attnd_buffer_hold *h);
+
+/* True when references a and b name overlapping bytes of one buffer. */
+bool attnd_refs_overlap(const attn_tensor_ref *a, const attn_tensor_ref *b);
+
+/* The counters now. */
+void attnd_buffers_stats(attnd_buffer_table *t, attnd_buffer_stats *st);
+
+#endif
