@@ -105,12 +105,14 @@ int attn_run_check_shapes(const attn_run_args *a, const attn_manifest *m,
         (rv = check_tensor(&a->v_new, &a->v_new_ref, "v_new", total_q, g->num_kv_heads,
                            g->head_dim_vo, g->kv_dtype, err)))
         return rv;
-    /* outputs into a buffer: O [total_q, H_qo, d_vo] in q_dtype, LSE fp32 [total_q, H_qo] */
-    if (a->o_ref.buf != 0 && (rv = check_tensor(NULL, &a->o_ref, "o", total_q, m->num_qo_heads,
+    /* outputs into a buffer: O [total_q, H_qo, d_vo] in q_dtype, LSE fp32 [total_q, H_qo];
+     * they have no inline form, so the byte range stands empty */
+    const attn_bytes none = {NULL, 0};
+    if (a->o_ref.buf != 0 && (rv = check_tensor(&none, &a->o_ref, "o", total_q, m->num_qo_heads,
                                                 g->head_dim_vo, m->q_dtype, err)))
         return rv;
     if (a->lse_ref.buf != 0)
-        return check_tensor(NULL, &a->lse_ref, "lse", total_q, m->num_qo_heads, 1, ATTN_FP32, err);
+        return check_tensor(&none, &a->lse_ref, "lse", total_q, m->num_qo_heads, 1, ATTN_FP32, err);
     return 0;
 }
 
