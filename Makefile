@@ -3,6 +3,10 @@
 # `make demo` is the main job (README).  BUILD=dir builds out of tree, so
 # several builds (asan, static, per-developer) can coexist.
 
+# `make` with no target builds attnd, attnctl and libattn: stamp and include
+# rules below would otherwise be the first target make meets.
+.DEFAULT_GOAL := all
+
 BUILD   ?= build
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -47,6 +51,7 @@ UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 SRVT_SRCS   := $(wildcard tests/daemon/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
 PY_TESTS    := $(wildcard client/python/test_*.py)
+SH_TESTS    := $(wildcard tests/integration/test_*.sh)
 TESTLIB_SRCS:= $(wildcard tests/lib/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -59,11 +64,24 @@ UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 SRVT_BINS   := $(patsubst tests/daemon/%.c,$(BUILD)/tests/%,$(SRVT_SRCS))
 INTEG_BINS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
 
+# A stamp file is rewritten only when its line changes, so a rule that
+# depends on it reruns exactly when that configuration changed.
+write_stamp = $(shell mkdir -p $(BUILD) && (echo '$(2)' | cmp -s - $(1) || echo '$(2)' > $(1)))
+
+# Every object depends on the build configuration: CUDA=0/1 (ATTN_WITH_CUDA
+# and which objects exist), SAN, STATIC, the compilers and their flags.  The
+# build id is left out here, so a new commit does not rebuild everything.
+FLAGS_STAMP := $(BUILD)/flags.stamp
+FLAGS_LINE  := CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC) NVCC=$(NVCC) \
+	CFLAGS=$(filter-out -DATTN_BUILD_ID=%,$(CFLAGS)) NVCCFLAGS=$(NVCCFLAGS) \
+	LDFLAGS=$(LDFLAGS) LDLIBS=$(LDLIBS) CUDA_LIBS=$(CUDA_LIBS)
+$(call write_stamp,$(FLAGS_STAMP),$(subst ',,$(FLAGS_LINE)))
+
 # Objects that embed the build id are rebuilt whenever it changes (a stale id
 # would name another revision than the one that runs).
 BUILD_ID_STAMP := $(BUILD)/build_id.stamp
 BUILD_ID_LINE  := $(ATTN_BUILD_ID) CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)
-$(shell mkdir -p $(BUILD) && (echo '$(BUILD_ID_LINE)' | cmp -s - $(BUILD_ID_STAMP) || echo '$(BUILD_ID_LINE)' > $(BUILD_ID_STAMP)))
+$(call write_stamp,$(BUILD_ID_STAMP),$(BUILD_ID_LINE))
 $(BUILD)/obj/daemon/artifact.o $(BUILD)/obj/daemon/server.o: $(BUILD_ID_STAMP)
 
 ifeq ($(CUDA),1)
@@ -89,11 +107,11 @@ all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(if $(filter 1,$(STATIC)),,$(LIBCLIE
 deps:
 	@./scripts/deps.sh
 
-$(BUILD)/obj/%.o: %.c | deps
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu | deps
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP) | deps
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -101,9 +119,9 @@ $(LIBCORE): $(CORE_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBCUDA): $(CUDA_OBJS)
+$(LIBCUDA): $(CUDA_OBJS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^ $(if $(CUDA_OBJS),,&& true)
+	rm -f $@ && ar rcs $@ $(CUDA_OBJS)
 
 $(LIBSRV): $(DAEMON_OBJS)
 	@mkdir -p $(dir $@)
@@ -144,11 +162,11 @@ unit-core: deps $(UNIT_BINS)
 	ATTN_SRCDIR=$(CURDIR) ./scripts/run-tests.sh $(UNIT_BINS)
 
 integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(INTEG_BINS) $(PY_TESTS)
+	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(INTEG_BINS) $(PY_TESTS) $(SH_TESTS)
 
 # The README's test command: every suite, one summary line at the end.
 test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS) $(PY_TESTS)
+	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS) $(PY_TESTS) $(SH_TESTS)
 
 # Unit suite under AddressSanitizer and UndefinedBehaviorSanitizer (CUDA off:
 # the sanitizers do not instrument nvcc's objects and no GPU runs here).
