@@ -23,6 +23,9 @@ void attnd_config_defaults(attnd_config *c)
     c->ipc_mode = 0660;
     c->ready_fd = -1;
     c->inline_cheap = 1;
+    c->log_level = ATTND_LOG_INFO;
+    c->log_format = ATTND_LOG_FORMAT_AUTO;
+    c->log_rate = ATTND_DEFAULT_LOG_WARN_PER_S;
 }
 
 int attnd_engine_parse(const char *s, attnd_engine_pref *out)
@@ -248,6 +251,16 @@ static int apply_setting(attnd_config *c, const char *key, const char *val, attn
         if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
             return attn_error_set(err, ATTN_E_RANGE, key, "must be 0 or 1");
         c->inline_cheap = val[0] == '1';
+    } else if (strcmp(key, "log-level") == 0 || strcmp(key, "log_level") == 0) {
+        if (attnd_log_level_parse(val, &c->log_level) != 0)
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be error, warn, info or debug");
+    } else if (strcmp(key, "log-format") == 0 || strcmp(key, "log_format") == 0) {
+        if (attnd_log_format_parse(val, &c->log_format) != 0)
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be auto, plain or journal");
+    } else if (strcmp(key, "log-rate") == 0 || strcmp(key, "log_rate") == 0) {
+        if (parse_u64(val, 1000000, &v) != 0 || v == 0)
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be an integer in [1, 1000000]");
+        c->log_rate = (uint32_t)v;
     } else if (strcmp(key, "ready-fd") == 0) {
         if (parse_u64(val, 65535, &v) != 0)
             return attn_error_set(err, ATTN_E_RANGE, key, "must be a file descriptor number");
@@ -353,7 +366,13 @@ const char *attnd_config_usage(void)
            "             [--capture FILE] [--pool "
            "NAME:LAYERS:PAGES:PAGE_SIZE:HKV:D[:DTYPE[:LAYOUT]]]\n"
            "             [--inline-cheap 0|1] [--ready-fd FD]\n"
+           "             [--log-level error|warn|info|debug] [--log-format auto|plain|journal]\n"
+           "             [--log-rate LINES_PER_S]\n"
+           "       attnd --version | --help\n"
            "defaults: --listen " ATTND_DEFAULT_URL " --engine auto --workers 2 --contexts 16\n"
            "          --max-msg 67108864 (64 MiB) --max-plans 256 --pool-budget 8 GiB --ipc-mode "
-           "0660\n";
+           "0660\n"
+           "          --log-level info --log-format auto --log-rate 10\n"
+           "Keys of a --config JSON file are the long flags without \"--\".\n"
+           "Logs go to stderr; docs/daemon.md describes every flag.\n";
 }

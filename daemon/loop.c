@@ -213,6 +213,8 @@ static void begin_shutdown(attnd_loop *l)
         return;
     l->stopping = 1;
     attnd_notify("STOPPING=1\nSTATUS=draining");
+    attnd_log_write(l->o.log, ATTND_LOG_INFO, "shutdown: draining %llu requests in flight",
+                    (unsigned long long)atomic_load(&l->pending));
     /* Stop accepting: new connections are closed by pipe_cb from now on.
      * The listener itself stays open, because closing an nng listener also
      * closes the pipes it accepted, and with them the replies still owed on
@@ -277,7 +279,10 @@ static void async_cb(uv_async_t *a)
 static void signal_cb(uv_signal_t *s, int signum)
 {
     attnd_loop *l = s->data;
-    (void)signum;
+    attnd_log_write(l->o.log, ATTND_LOG_INFO, "signal %s received",
+                    signum == SIGTERM  ? "SIGTERM"
+                    : signum == SIGINT ? "SIGINT"
+                                       : "?");
     if (!l->stopping) {
         begin_shutdown(l);
         uv_timer_start(&l->drain, drain_cb, ATTND_DRAIN_TICK_MS, ATTND_DRAIN_TICK_MS);
@@ -289,6 +294,8 @@ static void close_all(attnd_loop *l)
     if (l->closed)
         return;
     l->closed = 1;
+    if (l->stopping)
+        attnd_log_write(l->o.log, ATTND_LOG_INFO, "shutdown: drained, closing %s", l->url);
     if (l->sock_open) {
         nng_close(l->sock); /* every context's aio completes with NNG_ECLOSED */
         l->sock_open = 0;
@@ -387,7 +394,8 @@ int attnd_loop_run(attnd_loop *l)
     uv_signal_start(&l->sigterm, signal_cb, SIGTERM);
     uv_signal_start(&l->sigint, signal_cb, SIGINT);
     if ((rv = nng_listener_start(l->lst, 0)) != 0) {
-        fprintf(stderr, "attnd: cannot listen on %s: %s\n", l->url, nng_strerror(rv));
+        attnd_log_write(l->o.log, ATTND_LOG_ERROR, "cannot listen on %s: %s", l->url,
+                        nng_strerror(rv));
         l->lst_open = 0;       /* never started; nng_close frees it */
         l->ipc_path[0] = '\0'; /* someone else's socket, or none: not ours to remove */
         close_all(l);
@@ -398,6 +406,10 @@ int attnd_loop_run(attnd_loop *l)
         atomic_store(&l->jobs[i].state, JOB_RECV);
         nng_ctx_recv(l->jobs[i].ctx, l->jobs[i].aio);
     }
+    /* only now: the listener is bound and every context is receiving */
+    attnd_log_write(l->o.log, ATTND_LOG_INFO,
+                    "serving on %s (max frame %zu bytes, %u contexts, %u workers)", l->url,
+                    l->o.max_msg, l->njobs, l->o.workers == 0 ? 2 : l->o.workers);
     if (l->o.ready_fd >= 0) {
         ssize_t w = write(l->o.ready_fd, "READY\n", 6);
         (void)w;
@@ -448,7 +460,7 @@ int attnd_loop_destroy(attnd_loop *l)
         uv_run(&l->loop, UV_RUN_DEFAULT);
         rc = uv_loop_close(&l->loop);
         if (rc != 0)
-            fprintf(stderr, "attnd: uv_loop_close: %s\n", uv_strerror(rc));
+            attnd_log_write(l->o.log, ATTND_LOG_ERROR, "uv_loop_close: %s", uv_strerror(rc));
     }
     free(l->jobs);
     pthread_mutex_destroy(&l->qlock);

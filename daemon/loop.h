@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "attn/error.h"
+#include "daemon/log.h"
 #include "daemon/metrics.h"
 
 /* Answer one request frame: *reply is malloc'ed, the caller frees it.
@@ -46,6 +47,7 @@ typedef struct attnd_loop_opts {
     attnd_refuse_fn refuse;  /* NULL: late requests are dropped without reply */
     void *arg;
     attnd_metrics *metrics; /* may be NULL */
+    attnd_log *log;         /* may be NULL: listen, signal and drain events */
 } attnd_loop_opts;
 
 typedef struct attnd_loop attnd_loop;

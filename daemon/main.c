@@ -2,11 +2,42 @@
  * shutdown (SIGTERM/SIGINT), 2 on a configuration error, 1 otherwise. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "daemon/config.h"
+#include "daemon/log.h"
 #include "daemon/loop.h"
 #include "daemon/notify.h"
 #include "daemon/server.h"
+
+/* --help and --version answer before anything else is parsed, exit 0. */
+static int early_flag(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(attnd_config_usage(), stdout);
+            return 1;
+        }
+        if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
+            printf("attnd %s (build %s)\n", attn_server_version(), attn_server_build_id());
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static const char *engine_name(attnd_engine_pref e)
+{
+    return e == ATTND_ENGINE_CPU ? "cpu" : e == ATTND_ENGINE_CUDA ? "cuda" : "auto";
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 int main(int argc, char **argv)
 {
@@ -15,14 +46,14 @@ int main(int argc, char **argv)
     attn_server *srv = NULL;
     attnd_loop *loop = NULL;
     attnd_loop_opts o;
+    attnd_log_opts lo;
+    attnd_log *log;
+    attnd_metrics *m;
+    double t_start = mono_s();
     int rc;
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(attnd_config_usage(), stdout);
-            return 0;
-        }
-    }
+    if (early_flag(argc, argv))
+        return 0;
     memset(&err, 0, sizeof err);
     attnd_config_defaults(&cfg);
     if (attnd_config_parse_args(&cfg, argc, argv, &err) != 0) {
@@ -30,10 +61,32 @@ int main(int argc, char **argv)
                 attnd_config_usage());
         return 2;
     }
+    attnd_log_opts_default(&lo);
+    lo.level = cfg.log_level;
+    lo.format = cfg.log_format;
+    lo.warn_per_s = cfg.log_rate;
+    lo.warn_burst = 5 * cfg.log_rate;
+    if ((log = attnd_log_create(&lo)) == NULL) {
+        fprintf(stderr, "attnd: out of memory\n");
+        return 1;
+    }
+    attnd_log_attach_nng(log);
+    attnd_log_write(log, ATTND_LOG_INFO,
+                    "attnd %s (build %s) starting: pid %d, listen %s, engine %s, %u workers, "
+                    "%u contexts, max frame %zu bytes, %u configured pools, log level %s%s%s",
+                    attn_server_version(), attn_server_build_id(), (int)getpid(), cfg.listen,
+                    engine_name(cfg.engine), cfg.workers, cfg.contexts, cfg.max_msg, cfg.num_pools,
+                    attnd_log_level_name(cfg.log_level), cfg.capture[0] ? ", capture " : "",
+                    cfg.capture);
     if (attn_server_create(&srv, &cfg, &err) != 0) {
-        fprintf(stderr, "attnd: %s: %s (%s)\n", err.field, err.message, attn_err_name(err.code));
+        attnd_log_write(log, ATTND_LOG_ERROR, "cannot start: %s: %s (%s)", err.field, err.message,
+                        attn_err_name(err.code));
+        attnd_log_attach_nng(NULL);
+        attnd_log_destroy(log);
         return 2;
     }
+    attn_server_set_log(srv, log);
+    m = attn_server_metrics(srv);
     memset(&o, 0, sizeof o);
     o.url = cfg.listen;
     o.max_msg = cfg.max_msg;
@@ -45,18 +98,29 @@ int main(int argc, char **argv)
     o.is_cheap = cfg.inline_cheap ? attn_server_is_cheap_cb : NULL;
     o.refuse = attn_server_refuse_cb;
     o.arg = srv;
-    o.metrics = attn_server_metrics(srv);
+    o.metrics = m;
+    o.log = log;
     if (attnd_loop_create(&loop, &o, &err) != 0) {
-        fprintf(stderr, "attnd: %s: %s\n", err.field, err.message);
+        attnd_log_write(log, ATTND_LOG_ERROR, "cannot listen: %s: %s", err.field, err.message);
         attn_server_destroy(srv);
+        attnd_log_attach_nng(NULL);
+        attnd_log_destroy(log);
         return 1;
     }
-    fprintf(stderr, "attnd: serving on %s (max frame %zu bytes, %u contexts, %u workers)\n",
-            cfg.listen, cfg.max_msg, cfg.contexts, cfg.workers);
     rc = attnd_loop_run(loop);
     if (attnd_loop_destroy(loop) != 0 && rc == 0)
         rc = ATTN_E_INTERNAL; /* a handle left open: not a clean shutdown */
+    attnd_log_write(
+        log, rc == 0 ? ATTND_LOG_INFO : ATTND_LOG_ERROR,
+        "attnd stopped%s after %.1f s: %llu requests, %llu replies, %llu error replies, "
+        "%llu refused while draining, %llu log lines suppressed; exit %d",
+        rc == 0 ? "" : " after an error", mono_s() - t_start,
+        (unsigned long long)atomic_load(&m->requests), (unsigned long long)atomic_load(&m->replies),
+        (unsigned long long)atomic_load(&m->errors),
+        (unsigned long long)atomic_load(&m->shutting_down_replies),
+        (unsigned long long)attnd_log_suppressed(log), rc == 0 ? 0 : 1);
     attn_server_destroy(srv);
-    fprintf(stderr, "attnd: stopped%s\n", rc == 0 ? "" : " after an error");
+    attnd_log_attach_nng(NULL);
+    attnd_log_destroy(log);
     return rc == 0 ? 0 : 1;
 }

@@ -11,6 +11,7 @@
 
 #include "attn/error.h"
 #include "daemon/config.h"
+#include "daemon/log.h"
 #include "daemon/metrics.h"
 
 typedef struct attn_server attn_server;
@@ -35,6 +36,17 @@ int attn_server_is_cheap(attn_server *s, const void *req, size_t len);
 /* The E_SHUTTING_DOWN reply for a request that arrived after shutdown began. */
 int attn_server_refuse(attn_server *s, const void *req, size_t len, void **reply,
                        size_t *reply_len);
+
+/* Log every request through `log` (debug: one line each; warn, rate-limited:
+ * error replies and malformed frames); NULL turns it off.  Call before serving. */
+void attn_server_set_log(attn_server *s, attnd_log *log);
+
+/* This attnd's version string ("0.1.0"). */
+const char *attn_server_version(void);
+
+/* The build id compiled into this binary (the source revision, "-dirty" when
+ * the tree had changes). */
+const char *attn_server_build_id(void);
 
 /* The counters the loop updates (hand-off time, in-flight requests). */
 attnd_metrics *attn_server_metrics(attn_server *s);

@@ -15,6 +15,12 @@
 
 int attn_daemon_start(attn_daemon_proc *d, const char *binary, const char *const *extra)
 {
+    return attn_daemon_start_logged(d, binary, extra, NULL);
+}
+
+int attn_daemon_start_logged(attn_daemon_proc *d, const char *binary, const char *const *extra,
+                             const char *log_path)
+{
     const char *bin = binary != NULL ? binary : getenv("ATTND");
     int pfd[2];
     char fdstr[16];
@@ -57,6 +63,11 @@ int attn_daemon_start(attn_daemon_proc *d, const char *binary, const char *const
     }
     if (d->pid == 0) {
         close(pfd[0]);
+        if (log_path != NULL) {
+            int lfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+            if (lfd < 0 || dup2(lfd, 2) < 0)
+                _exit(126);
+        }
         execv(bin, (char *const *)argv);
         _exit(127);
     }
