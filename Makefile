@@ -10,6 +10,14 @@
 BUILD   ?= build
 CC      ?= cc
 PREFIX  ?= /usr/local
+# Where `make install` puts the rest (DESTDIR=dir stages it all under dir).
+# systemd reads units, sysusers.d and tmpfiles.d from $(PREFIX)/lib too.
+BINDIR      ?= $(PREFIX)/bin
+SYSCONFDIR  ?= /etc
+DOCDIR      ?= $(PREFIX)/share/doc/attnd
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 SAN     ?= 0
 STATIC  ?= 0
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
@@ -99,7 +107,7 @@ ATTND     := $(BUILD)/attnd
 ATTNCTL   := $(BUILD)/attnctl
 ENGINE_LIBS := $(LIBCUDA) $(LIBCORE)
 
-.PHONY: all deps test unit unit-core integration test-asan lint demo bench-cpu install clean gpu-check
+.PHONY: all deps test unit unit-core integration test-asan lint demo bench-cpu install clean gpu-check verify-systemd
 # STATIC=1 (self-contained binaries for machines without the -dev packages)
 # links nng, libuv, msgpack-c, jansson and libcrypto statically; no .so then.
 all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
@@ -187,12 +195,40 @@ lint: deps
 demo: all
 	./scripts/demo.sh $(BUILD)
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attn
-	install -m 755 $(ATTND) $(ATTNCTL) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(LIBCLIENT) $(LIBCLIENT_SO) $(DESTDIR)$(PREFIX)/lib/
+# The unit with this install's paths (systemd/attnd.service.in).
+UNIT := $(BUILD)/attnd.service
+.PHONY: $(UNIT) # cheap, and its paths are make variables: always rewritten
+$(UNIT): systemd/attnd.service.in
+	@mkdir -p $(dir $@)
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+		-e 's|@DOCDIR@|$(DOCDIR)|g' $< > $@
+
+# Binaries, libattn, headers, pkg-config; the systemd unit, its sysusers.d
+# and tmpfiles.d entries; the default configuration (an existing one is
+# kept); README, LICENSE and docs.  Then, on a systemd host:
+#   systemd-sysusers && systemd-tmpfiles --create && systemctl daemon-reload
+install: all $(UNIT)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attn
+	install -m 755 $(ATTND) $(ATTNCTL) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(LIBCLIENT) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO)) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/attn/*.h $(DESTDIR)$(PREFIX)/include/attn/
 	sed 's|@PREFIX@|$(PREFIX)|' client/libattn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libattn.pc
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR)
+	install -m 644 $(UNIT) $(DESTDIR)$(UNITDIR)/attnd.service
+	install -m 644 systemd/attnd.sysusers $(DESTDIR)$(SYSUSERSDIR)/attnd.conf
+	install -m 644 systemd/attnd.tmpfiles $(DESTDIR)$(TMPFILESDIR)/attnd.conf
+	install -d $(DESTDIR)$(SYSCONFDIR)/attnd
+	[ -e $(DESTDIR)$(SYSCONFDIR)/attnd/attnd.json ] || \
+		install -m 644 config/attnd.json $(DESTDIR)$(SYSCONFDIR)/attnd/attnd.json
+	install -d $(DESTDIR)$(DOCDIR)
+	install -m 644 README.md LICENSE docs/*.md $(DESTDIR)$(DOCDIR)/
+
+# systemd-analyze verify of the unit as `make install` writes it, in a staged
+# root (scripts/verify-systemd.sh; installs systemd from Debian if missing).
+verify-systemd: all
+	@root=$$(mktemp -d) && $(MAKE) --no-print-directory install DESTDIR=$$root >/dev/null && \
+	PREFIX=$(PREFIX) SYSCONFDIR=$(SYSCONFDIR) ./scripts/verify-systemd.sh $$root; \
+	rc=$$?; rm -rf $$root; exit $$rc
 
 clean:
 	rm -rf build build-*

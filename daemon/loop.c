@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -22,6 +23,15 @@
 #define ATTND_DRAIN_TICK_MS 20
 
 typedef enum job_state { JOB_RECV = 0, JOB_WORK, JOB_SEND, JOB_IDLE } job_state;
+
+/* The watchdog's self-probe: a request to our own socket between two pings. */
+typedef enum probe_state {
+    PROBE_IDLE = 0, /* none sent yet */
+    PROBE_SENDING,
+    PROBE_WAITING, /* sent, reply not yet received */
+    PROBE_ANSWERED,
+    PROBE_FAILED, /* timed out or the socket refused it */
+} probe_state;
 
 typedef struct job {
     attnd_loop *l;
@@ -42,6 +52,12 @@ struct attnd_loop {
     uv_signal_t sigterm;
     uv_signal_t sigint;
     uv_timer_t drain;
+    uv_timer_t watchdog;
+    uint64_t watchdog_ms; /* ping period (half of $WATCHDOG_USEC); 0 = no watchdog */
+    nng_socket probe_sock;
+    nng_aio *probe_aio; /* NULL: the watchdog pings without probing */
+    int probe_open;
+    _Atomic int probe_state;
     nng_socket sock;
     nng_listener lst;
     int sock_open;
@@ -207,6 +223,62 @@ static void after_work_cb(uv_work_t *w, int status)
     send_reply(j->l, j);
 }
 
+/* nng thread: a step of the watchdog's self-probe completed. */
+static void probe_cb(void *arg)
+{
+    attnd_loop *l = arg;
+    int rv = nng_aio_result(l->probe_aio);
+    int st = atomic_load(&l->probe_state);
+    if (rv != 0) {
+        nng_msg *m = st == PROBE_SENDING ? nng_aio_get_msg(l->probe_aio) : NULL;
+        if (m != NULL)
+            nng_msg_free(m); /* a failed send leaves the message with us */
+        atomic_store(&l->probe_state, PROBE_FAILED);
+        return;
+    }
+    if (st == PROBE_SENDING) {
+        atomic_store(&l->probe_state, PROBE_WAITING);
+        nng_recv_aio(l->probe_sock, l->probe_aio);
+        return;
+    }
+    nng_msg_free(nng_aio_get_msg(l->probe_aio));
+    atomic_store(&l->probe_state, PROBE_ANSWERED);
+}
+
+/* Loop thread: send the probe request to our own socket. */
+static void probe_start(attnd_loop *l)
+{
+    nng_msg *m;
+    if (nng_msg_alloc(&m, l->o.probe_len) != 0) {
+        atomic_store(&l->probe_state, PROBE_FAILED);
+        return;
+    }
+    memcpy(nng_msg_body(m), l->o.probe_frame, l->o.probe_len);
+    atomic_store(&l->probe_state, PROBE_SENDING);
+    nng_aio_set_msg(l->probe_aio, m);
+    nng_send_aio(l->probe_sock, l->probe_aio);
+}
+
+/* Loop thread, every watchdog_ms: WATCHDOG=1 only when the loop runs (this
+ * timer fires) and, with a probe, the socket answered the previous probe, so
+ * a wedged loop or a wedged listener lets systemd's watchdog restart attnd. */
+static void watchdog_cb(uv_timer_t *t)
+{
+    attnd_loop *l = t->data;
+    int st = l->probe_aio != NULL ? atomic_load(&l->probe_state) : PROBE_ANSWERED;
+
+    if (l->stopping || st == PROBE_ANSWERED || st == PROBE_IDLE) {
+        attnd_notify("WATCHDOG=1");
+    } else {
+        attnd_log_limited(l->o.log, ATTND_LOG_WARN,
+                          "watchdog: %s did not answer its self-probe within %llu ms; "
+                          "not pinging systemd",
+                          l->url, (unsigned long long)l->watchdog_ms);
+    }
+    if (l->probe_aio != NULL && !l->stopping && st != PROBE_SENDING && st != PROBE_WAITING)
+        probe_start(l);
+}
+
 static void begin_shutdown(attnd_loop *l)
 {
     if (l->stopping)
@@ -296,6 +368,10 @@ static void close_all(attnd_loop *l)
     l->closed = 1;
     if (l->stopping)
         attnd_log_write(l->o.log, ATTND_LOG_INFO, "shutdown: drained, closing %s", l->url);
+    if (l->probe_open) {
+        nng_close(l->probe_sock);
+        l->probe_open = 0;
+    }
     if (l->sock_open) {
         nng_close(l->sock); /* every context's aio completes with NNG_ECLOSED */
         l->sock_open = 0;
@@ -304,6 +380,8 @@ static void close_all(attnd_loop *l)
         unlink(l->ipc_path);
     uv_timer_stop(&l->drain);
     uv_close((uv_handle_t *)&l->drain, NULL);
+    uv_timer_stop(&l->watchdog);
+    uv_close((uv_handle_t *)&l->watchdog, NULL);
     uv_close((uv_handle_t *)&l->async, NULL);
     uv_close((uv_handle_t *)&l->sigterm, NULL);
     uv_close((uv_handle_t *)&l->sigint, NULL);
@@ -383,6 +461,28 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
     l->sigterm.data = l->sigint.data = l;
     uv_timer_init(&l->loop, &l->drain);
     l->drain.data = l;
+    uv_timer_init(&l->loop, &l->watchdog);
+    l->watchdog.data = l;
+    {
+        uint64_t usec = attnd_notify_watchdog_usec();
+        l->watchdog_ms = usec == 0 ? 0 : usec / 2000 > 0 ? usec / 2000 : 1;
+    }
+    /* the self-probe speaks to our own socket: local transports only (a
+     * tcp listener may demand credentials the probe does not have) */
+    if (l->watchdog_ms > 0 && o->probe_frame != NULL && o->probe_len > 0 &&
+        (strncmp(l->url, "ipc://", 6) == 0 || strncmp(l->url, "inproc://", 9) == 0)) {
+        if ((rv = nng_req0_open(&l->probe_sock)) != 0) {
+            attnd_loop_destroy(l);
+            return fail(err, "watchdog probe socket", rv);
+        }
+        l->probe_open = 1;
+        nng_socket_set_ms(l->probe_sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+        if ((rv = nng_aio_alloc(&l->probe_aio, probe_cb, l)) != 0) {
+            attnd_loop_destroy(l);
+            return fail(err, "watchdog probe aio", rv);
+        }
+        nng_aio_set_timeout(l->probe_aio, (nng_duration)l->watchdog_ms);
+    }
     *out = l;
     return 0;
 }
@@ -421,6 +521,16 @@ int attnd_loop_run(attnd_loop *l)
         snprintf(st, sizeof st, "READY=1\nSTATUS=serving on %s", l->url);
         attnd_notify(st);
     }
+    if (l->watchdog_ms > 0) {
+        if (l->probe_aio != NULL && nng_dial(l->probe_sock, l->url, NULL, NNG_FLAG_NONBLOCK) != 0) {
+            nng_aio_free(l->probe_aio); /* nothing pending on it yet */
+            l->probe_aio = NULL;
+        }
+        uv_timer_start(&l->watchdog, watchdog_cb, l->watchdog_ms, l->watchdog_ms);
+        attnd_log_write(l->o.log, ATTND_LOG_INFO, "watchdog: WATCHDOG=1 every %llu ms%s",
+                        (unsigned long long)l->watchdog_ms,
+                        l->probe_aio != NULL ? " while the socket answers a self-probe" : "");
+    }
     /* a stop requested before the loop ran */
     if (atomic_load(&l->stop_requested))
         uv_async_send(&l->async);
@@ -439,6 +549,12 @@ int attnd_loop_destroy(attnd_loop *l)
     int rc = 0;
     if (l == NULL)
         return 0;
+    if (l->probe_open) {
+        nng_close(l->probe_sock);
+        l->probe_open = 0;
+    }
+    if (l->probe_aio != NULL)
+        nng_aio_free(l->probe_aio); /* waits for its callback */
     if (l->sock_open) {
         nng_close(l->sock);
         l->sock_open = 0;

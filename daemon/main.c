@@ -5,11 +5,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attn/client.h"
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "daemon/loop.h"
 #include "daemon/notify.h"
 #include "daemon/server.h"
+#include "protocol/codec.h"
+
+/* The id of the watchdog's self-probe (a hello), recognisable in a debug log. */
+#define ATTND_WATCHDOG_PROBE_ID 0x5744u /* "WD" */
 
 /* --help and --version answer before anything else is parsed, exit 0. */
 static int early_flag(int argc, char **argv)
@@ -49,6 +54,8 @@ int main(int argc, char **argv)
     attnd_log_opts lo;
     attnd_log *log;
     attnd_metrics *m;
+    attn_request probe;
+    attn_buf probe_frame = {0};
     double t_start = mono_s();
     int rc;
 
@@ -100,8 +107,17 @@ int main(int argc, char **argv)
     o.arg = srv;
     o.metrics = m;
     o.log = log;
+    memset(&probe, 0, sizeof probe);
+    probe.v = ATTN_PROTOCOL_VERSION;
+    probe.op = ATTN_OP_HELLO;
+    probe.id = ATTND_WATCHDOG_PROBE_ID;
+    if (attn_request_encode(&probe, &probe_frame, &err) == 0) {
+        o.probe_frame = probe_frame.data;
+        o.probe_len = probe_frame.len;
+    }
     if (attnd_loop_create(&loop, &o, &err) != 0) {
         attnd_log_write(log, ATTND_LOG_ERROR, "cannot listen: %s: %s", err.field, err.message);
+        attn_buf_free(&probe_frame);
         attn_server_destroy(srv);
         attnd_log_attach_nng(NULL);
         attnd_log_destroy(log);
@@ -114,11 +130,12 @@ int main(int argc, char **argv)
         log, rc == 0 ? ATTND_LOG_INFO : ATTND_LOG_ERROR,
         "attnd stopped%s after %.1f s: %llu requests, %llu replies, %llu error replies, "
         "%llu refused while draining, %llu log lines suppressed; exit %d",
-        rc == 0 ? "" : " after an error", mono_s() - t_start,
+        rc == 0 ? "" : " with an error", mono_s() - t_start,
         (unsigned long long)atomic_load(&m->requests), (unsigned long long)atomic_load(&m->replies),
         (unsigned long long)atomic_load(&m->errors),
         (unsigned long long)atomic_load(&m->shutting_down_replies),
         (unsigned long long)attnd_log_suppressed(log), rc == 0 ? 0 : 1);
+    attn_buf_free(&probe_frame);
     attn_server_destroy(srv);
     attnd_log_attach_nng(NULL);
     attnd_log_destroy(log);

@@ -3,7 +3,9 @@
 # and libattn (issue 9 item 13: the build-stamp rule used to be the default
 # goal, so `make` compiled one object file); a second `make` compiles
 # nothing; changing CUDA=0/1 rebuilds every object (ATTN_WITH_CUDA changes
-# what daemon/ and kernels/cuda/ compile to).
+# what daemon/ and kernels/cuda/ compile to); `make install` stages the
+# unit, sysusers.d/tmpfiles.d entries, default configuration and docs, and
+# scripts/verify-systemd.sh finds them clean (issue 9 item 16).
 set -euo pipefail
 src=${ATTN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 work=$(mktemp -d)
@@ -43,4 +45,25 @@ for o in build/obj/daemon/pool.o build/obj/kernels/cuda/engine.o build/obj/proto
 done
 make -n CUDA=0 >make4.log 2>&1 || true
 grep -q -- "-o build/obj/daemon/pool.o\$" make4.log || fail "CUDA=1 -> CUDA=0 does not rebuild daemon/pool.o"
-echo "test_make: make builds attnd, attnctl, libattn.{a,so}; flag changes rebuild; ok"
+# make install (staged): binaries, library, the systemd unit with its
+# sysusers.d/tmpfiles.d entries, the default configuration, the docs
+root=$work/root
+make CUDA=0 install DESTDIR="$root" >install.log 2>&1 || { tail -20 install.log; fail "make install"; }
+for p in usr/local/bin/attnd usr/local/bin/attnctl usr/local/lib/libattn.so \
+    usr/local/lib/pkgconfig/libattn.pc usr/local/lib/systemd/system/attnd.service \
+    usr/local/lib/sysusers.d/attnd.conf usr/local/lib/tmpfiles.d/attnd.conf etc/attnd/attnd.json \
+    usr/local/share/doc/attnd/daemon.md usr/local/share/doc/attnd/LICENSE; do
+    [ -f "$root/$p" ] || fail "make install did not install /$p"
+done
+grep -q '^ExecStart=/usr/local/bin/attnd --config /etc/attnd/attnd.json' \
+    "$root/usr/local/lib/systemd/system/attnd.service" || fail "the installed unit's ExecStart"
+echo '{"listen": "ipc:///tmp/mine.sock"}' >"$root/etc/attnd/attnd.json"
+make CUDA=0 install DESTDIR="$root" >install2.log 2>&1 || fail "second make install"
+grep -q mine.sock "$root/etc/attnd/attnd.json" || fail "make install overwrote an existing configuration"
+cp config/attnd.json "$root/etc/attnd/attnd.json"
+if command -v systemd-analyze >/dev/null 2>&1; then
+    ./scripts/verify-systemd.sh "$root" || fail "scripts/verify-systemd.sh on the staged install"
+else
+    echo "test_make: systemd-analyze not installed; verify-systemd skipped (make verify-systemd installs it)"
+fi
+echo "test_make: make builds attnd, attnctl, libattn.{a,so}; flag changes rebuild; install stages the unit, config and docs; ok"
