@@ -40,7 +40,7 @@ fi
 
 # a flag change must rebuild objects that do not embed the build id
 make -n CUDA=1 >make3.log 2>&1 || true
-for o in build/obj/daemon/pool.o build/obj/kernels/cuda/engine.o build/obj/protocol/codec.o; do
+for o in build/obj/daemon/pool.o build/obj/engines/cuda/engine.o build/obj/protocol/codec.o; do
     grep -q -- "-o $o\$" make3.log || fail "CUDA=0 -> CUDA=1 does not rebuild $o"
 done
 make -n CUDA=0 >make4.log 2>&1 || true
