@@ -24,6 +24,11 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvc
 CUDA    ?= $(if $(NVCC),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
+# The version string: the VERSION file where there is one, else the
+# daemon's ATTND_VERSION (so there is still one home for it); attnctl
+# --version prints it.
+ATTN_VERSION ?= $(shell cat VERSION 2>/dev/null || sed -n 's/^\#define ATTND_VERSION "\(.*\)"$$/\1/p' daemon/server_int.h)
+
 # The build id names the source revision (seed 0x0BA: a version string is not
 # a loaded-artifact identity, so replies carry the commit and the flags).
 ATTN_BUILD_ID ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
@@ -88,9 +93,11 @@ $(call write_stamp,$(FLAGS_STAMP),$(subst ',,$(FLAGS_LINE)))
 # Objects that embed the build id are rebuilt whenever it changes (a stale id
 # would name another revision than the one that runs).
 BUILD_ID_STAMP := $(BUILD)/build_id.stamp
-BUILD_ID_LINE  := $(ATTN_BUILD_ID) CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)
+BUILD_ID_LINE  := $(ATTN_BUILD_ID) $(ATTN_VERSION) CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)
 $(call write_stamp,$(BUILD_ID_STAMP),$(BUILD_ID_LINE))
 $(BUILD)/obj/daemon/artifact.o $(BUILD)/obj/daemon/server.o: $(BUILD_ID_STAMP)
+$(BUILD)/obj/client/attnctl/version.o: $(BUILD_ID_STAMP)
+$(BUILD)/obj/client/attnctl/version.o: CFLAGS += -DATTN_VERSION='"$(ATTN_VERSION)"'
 
 ifeq ($(CUDA),1)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CUDA_SRCS)) $(call obj,$(CUDA_CSRCS))

@@ -86,12 +86,26 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* nng thread: a connection is being added; refused once shutdown began. */
+/* nng thread: a connection is being added (refused once shutdown began),
+ * was added or went away; the last two are debug lines, so a connection that
+ * nng closed without a request (a frame over --max-msg with nng < 1.9, which
+ * does not say why) still shows in the log. */
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     attnd_loop *l = arg;
-    if (ev == NNG_PIPE_EV_ADD_PRE && atomic_load(&l->refuse_pipes))
+    uint64_t pid = 0;
+    if (ev == NNG_PIPE_EV_ADD_PRE && atomic_load(&l->refuse_pipes)) {
         nng_pipe_close(p);
+        return;
+    }
+    if (ev == NNG_PIPE_EV_ADD_PRE || !attnd_log_enabled(l->o.log, ATTND_LOG_DEBUG))
+        return;
+    if (ev == NNG_PIPE_EV_ADD_POST && nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0)
+        attnd_log_write(l->o.log, ATTND_LOG_DEBUG, "connection %d opened (peer pid %llu)",
+                        nng_pipe_id(p), (unsigned long long)pid);
+    else
+        attnd_log_write(l->o.log, ATTND_LOG_DEBUG, "connection %d %s", nng_pipe_id(p),
+                        ev == NNG_PIPE_EV_ADD_POST ? "opened" : "closed");
 }
 
 static void enqueue(attnd_loop *l, job *j)
@@ -417,6 +431,8 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
     }
     l->sock_open = 1;
     nng_pipe_notify(l->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, l);
+    nng_pipe_notify(l->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, l);
+    nng_pipe_notify(l->sock, NNG_PIPE_EV_REM_POST, pipe_cb, l);
     if ((rv = nng_listener_create(&l->lst, l->sock, l->url)) != 0) {
         attnd_loop_destroy(l);
         return fail(err, l->url, rv);

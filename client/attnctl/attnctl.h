@@ -59,6 +59,9 @@ void actl_print_usage(FILE *out);
  * for an unknown command. */
 const char *actl_command_usage(const char *cmd);
 
+/* Print "attnctl VERSION (build ID)\n" to `out`. */
+void actl_print_version(FILE *out);
+
 /* 1 when the command's arguments (argv[0] = the command) ask for --help/-h. */
 int actl_wants_help(int argc, char **argv);
 

@@ -25,7 +25,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-        printf("attnctl %s (build %s)\n", attn_server_version(), attn_server_build_id());
+        actl_print_version(stdout);
         return 0;
     }
     cmd = argv[1];
