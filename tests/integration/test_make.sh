@@ -45,6 +45,9 @@ for o in build/obj/daemon/pool.o build/obj/engines/cuda/engine.o build/obj/proto
 done
 make -n CUDA=0 >make4.log 2>&1 || true
 grep -q -- "-o build/obj/daemon/pool.o\$" make4.log || fail "CUDA=1 -> CUDA=0 does not rebuild daemon/pool.o"
+make -n CUDA=0 SAN=1 >make5.log 2>&1 || true
+grep -q -- "-o build/obj/protocol/codec.o\$" make5.log || fail "SAN=0 -> SAN=1 does not rebuild protocol/codec.o"
+make -n CUDA=0 >/dev/null 2>&1 || true # back to the built configuration's stamp
 # make install (staged): binaries, library, the systemd unit with its
 # sysusers.d/tmpfiles.d entries, the default configuration, the docs
 root=$work/root

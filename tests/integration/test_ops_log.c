@@ -280,6 +280,9 @@ static void test_log_lines(void **state)
     assert_int_equal(count_lines(log, " error fake"), 1);
     assert_int_equal(count_lines(log, "forged\\x0a2026"), 1);
     assert_non_null(strstr(log, "shutdown: draining"));
+    /* the one connection, with the peer's pid (ipc) */
+    assert_int_equal(count_lines(log, " debug connection "), 2);
+    assert_int_equal(count_lines(log, " opened (peer pid "), 1);
     free(log);
     unlink(path);
 }
@@ -368,7 +371,7 @@ static void test_journal_prefixes(void **state)
     assert_int_equal(count_lines(log, "<6>"), count_lines(log, " info "));
     assert_int_equal(count_lines(log, "<7>"), count_lines(log, " debug "));
     assert_int_equal(count_lines(log, "<4>"), count_lines(log, " warn "));
-    assert_int_equal(count_lines(log, "<7>"), 1);
+    assert_int_equal(count_lines(log, " debug request "), 1);
     assert_int_equal(count_lines(log, "<4>"), 1);
     free(log);
     unlink(path);
