@@ -38,16 +38,6 @@ if grep -q -- ' -c ' make2.log; then
     fail "a second make with the same flags recompiled"
 fi
 
-# a flag change must rebuild objects that do not embed the build id
-make -n CUDA=1 >make3.log 2>&1 || true
-for o in build/obj/daemon/pool.o build/obj/engines/cuda/engine.o build/obj/protocol/codec.o; do
-    grep -q -- "-o $o\$" make3.log || fail "CUDA=0 -> CUDA=1 does not rebuild $o"
-done
-make -n CUDA=0 >make4.log 2>&1 || true
-grep -q -- "-o build/obj/daemon/pool.o\$" make4.log || fail "CUDA=1 -> CUDA=0 does not rebuild daemon/pool.o"
-make -n CUDA=0 SAN=1 >make5.log 2>&1 || true
-grep -q -- "-o build/obj/protocol/codec.o\$" make5.log || fail "SAN=0 -> SAN=1 does not rebuild protocol/codec.o"
-make -n CUDA=0 >/dev/null 2>&1 || true # back to the built configuration's stamp
 # make install (staged): binaries, library, the systemd unit with its
 # sysusers.d/tmpfiles.d entries, the default configuration, the docs
 root=$work/root
@@ -69,4 +59,13 @@ if command -v systemd-analyze >/dev/null 2>&1; then
 else
     echo "test_make: systemd-analyze not installed; verify-systemd skipped (make verify-systemd installs it)"
 fi
+# a flag change must rebuild objects that do not embed the build id
+make -n CUDA=1 >make3.log 2>&1 || true
+for o in build/obj/daemon/pool.o build/obj/engines/cuda/engine.o build/obj/protocol/codec.o; do
+    grep -q -- "-o $o\$" make3.log || fail "CUDA=0 -> CUDA=1 does not rebuild $o"
+done
+make -n CUDA=0 >make4.log 2>&1 || true
+grep -q -- "-o build/obj/daemon/pool.o\$" make4.log || fail "CUDA=1 -> CUDA=0 does not rebuild daemon/pool.o"
+make -n CUDA=0 SAN=1 >make5.log 2>&1 || true
+grep -q -- "-o build/obj/protocol/codec.o\$" make5.log || fail "SAN=0 -> SAN=1 does not rebuild protocol/codec.o"
 echo "test_make: make builds attnd, attnctl, libattn.{a,so}; flag changes rebuild; install stages the unit, config and docs; ok"
