@@ -11,10 +11,12 @@
 #
 #   sudo scripts/docker-replay.sh [--dockerfile Dockerfile] [--build-arg K=V]...
 #                                 [--work DIR] [--keep] [--skip-run REGEX]
+#                                 [--health-url http://127.0.0.1:PORT/health/ready]
 #
 # --work holds the debootstrap cache (base-bookworm.tar, reused) and the stage
 # roots (removed afterwards unless --keep); --skip-run skips RUN steps
-# matching REGEX (e.g. ' test' to leave the test suite out).  Needs root
+# matching REGEX (e.g. ' test' to leave the test suite out); --health-url also
+# GETs that URL once hello answered (the chroot shares the host's network).  Needs root
 # (debootstrap, chroot, mounts); installs debootstrap from Debian if missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)

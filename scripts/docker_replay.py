@@ -324,6 +324,9 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--skip-run", default=None)
     ap.add_argument("--run-timeout", type=float, default=30.0)
+    ap.add_argument("--health-url", default=None,
+                    help="also GET this URL (e.g. http://127.0.0.1:9464/health/ready when the "
+                    "image's CMD serves --metrics there; the chroot shares the host's network)")
     a = ap.parse_args()
 
     context = os.path.abspath(a.context)
@@ -464,18 +467,20 @@ def main():
                                                st["env"], "/", st["user"]),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
         answered = hello.returncode == 0
-        summary = ""
-        if answered:
-            try:
-                h = json.loads(hello.stdout)
-                summary = (f"server {h.get('server', {}).get('version', h.get('version', '?'))}, "
-                           f"build {h.get('build_id', h.get('server', {}).get('build_id', '?'))}")
-            except ValueError:
-                summary = hello.stdout.strip().splitlines()[0] if hello.stdout.strip() else ""
-            # a compact view of the reply for the log
-            keys = re.findall(r'"(version|build_id|build|artifact)"\s*:\s*"([^"]*)"', hello.stdout)
-            summary = ", ".join(f"{k}={v}" for k, v in keys[:4]) or summary
+        # the identity fields of the reply, for the log
+        keys = re.findall(r'"(version|build_id|artifact)"\s*:\s*"([^"]*)"', hello.stdout)
+        summary = ", ".join(f"{k}={v}" for k, v in dict(keys).items())
         log(f"attnctl hello: {'answered' if answered else 'FAILED'} {summary}")
+        health_ok = True
+        if a.health_url:
+            import urllib.request
+            try:
+                with urllib.request.urlopen(a.health_url, timeout=5) as r:
+                    health_ok = r.status == 200
+                    log(f"GET {a.health_url}: {r.status} {r.read(200).decode(errors='replace').strip()}")
+            except Exception as e:  # a refused connection or an HTTP error status
+                health_ok = False
+                log(f"GET {a.health_url}: FAILED ({e})")
         daemon.send_signal(signal.SIGTERM)
         try:
             rc = daemon.wait(timeout=30)
@@ -486,7 +491,7 @@ def main():
         print("    " + open(logpath).read().strip().replace("\n", "\n    "))
         timings.append(("run + healthcheck + hello + stop", time.time() - t0))
         total = time.time() - t_all
-        ok = answered and rc == 0 and (healthy or hc is None)
+        ok = answered and health_ok and rc == 0 and (healthy or hc is None)
         log("timings: " + ", ".join(f"{n} {t:.0f} s" for n, t in timings))
         log(f"{'PASS' if ok else 'FAIL'}: {a.dockerfile} replayed in {total:.0f} s "
             f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.uname().nodename})")
