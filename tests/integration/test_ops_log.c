@@ -400,6 +400,28 @@ static void test_log_level_warn(void **state)
     unlink(path);
 }
 
+/* A bad log setting is refused at start with the flag named, exit 2. */
+static void test_log_flag_errors(void **state)
+{
+    static const char *const bad[] = {"--log-level loud", "--log-format xml", "--log-rate 0",
+                                      "--log-rate many"};
+    static const char *const field[] = {"log-level", "log-format", "log-rate", "log-rate"};
+    char cmd[1024];
+    int st;
+    char *out;
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' --listen ipc:///nonexistent/x.sock %s 2>&1",
+                 getenv("ATTND"), bad[i]);
+        out = run_cmd(cmd, &st);
+        assert_int_equal(st, 2);
+        assert_int_equal(strncmp(out, "attnd: ", 7), 0);
+        assert_int_equal(strncmp(out + 7, field[i], strlen(field[i])), 0);
+        assert_null(strstr(out, "serving on"));
+        free(out);
+    }
+}
+
 /* An oversized frame closes its connection (no reply is possible); the log
  * says so at warn through nng's own log API, which nng has from 1.9 on. */
 static void test_oversized_frame_logged(void **state)
@@ -440,10 +462,15 @@ static void test_oversized_frame_logged(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_version_flags),     cmocka_unit_test(test_help_flags),
-        cmocka_unit_test(test_log_lines),         cmocka_unit_test(test_serving_only_after_listen),
-        cmocka_unit_test(test_warn_rate_limited), cmocka_unit_test(test_journal_prefixes),
-        cmocka_unit_test(test_log_level_warn),    cmocka_unit_test(test_oversized_frame_logged),
+        cmocka_unit_test(test_version_flags),
+        cmocka_unit_test(test_help_flags),
+        cmocka_unit_test(test_log_lines),
+        cmocka_unit_test(test_serving_only_after_listen),
+        cmocka_unit_test(test_warn_rate_limited),
+        cmocka_unit_test(test_journal_prefixes),
+        cmocka_unit_test(test_log_level_warn),
+        cmocka_unit_test(test_log_flag_errors),
+        cmocka_unit_test(test_oversized_frame_logged),
     };
     if (getenv("ATTND") == NULL || getenv("ATTNCTL") == NULL) {
         printf("[  SKIPPED ] test_ops_log: ATTND/ATTNCTL not set (run through make integration)\n");
