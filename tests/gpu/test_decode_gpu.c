@@ -5,7 +5,7 @@
  * replays one): ragged lengths up to 131,072 keys, pages in random physical
  * order with unused pages, page tails and the append slots filled with NaN
  * (tests/lib/random_batch.c), device outputs and workspace poisoned with NaN
- * before every run.  Each is compared with the CPU engine (kernels/cpu,
+ * before every run.  Each is compared with the CPU engine (engines/cpu,
  * fp64 accumulation): relative L2 of O <= 1e-2, |LSE error| <= 1e-3, no NaN
  * anywhere.  Commit and no-commit runs are checked against the pool bytes.
  */
@@ -24,12 +24,27 @@
 #include "kernels/common/dtype.h"
 #include "engines/cpu/engine.h"
 #include "engines/cuda/cuda_engine.h"
+#include "planner/engine.h"
 #include "kernels/cuda/decode_launch.h"
 #include "planner/split.h"
 #include "tests/lib/random_batch.h"
 
 static uint64_t g_seed;
 static double g_worst_rel, g_worst_lse;
+static attn_engine *g_cuda; /* the engine instance on cuda:0 every test runs on */
+
+/* The instance's tuning for the next plans (a plan keeps the tuning it was
+ * made with); poison on, so an element no kernel wrote shows as NaN. */
+static void tune(int simt, int heads_fast, int row_prefetch)
+{
+    attn_cuda_tuning t;
+    attn_cuda_tuning_defaults(&t);
+    t.simt = simt;
+    t.heads_fast = heads_fast;
+    t.row_prefetch = row_prefetch;
+    t.poison = 1;
+    attn_cuda_engine_set_tuning(g_cuda, &t);
+}
 
 typedef struct gpu_case {
     const char *name;
@@ -104,7 +119,7 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     /* one run in four on the CUDA-core producer; the grid order either way */
     const int simt = attn_rb_range(&s, 0, 3) == 0, heads_fast = (int)attn_rb_range(&s, 0, 1);
     const int prefetch = (int)attn_rb_range(&s, 0, 1);
-    attn_cuda_set_producer(simt, heads_fast, prefetch);
+    tune(simt, heads_fast, prefetch);
     /* split requests folded by the producer's last CTA (3 in 4) or the reducer kernel */
     const int fused = attn_rb_range(&s, 0, 3) != 0;
     attn_cuda_decode_set_fused_merge(fused);
@@ -124,12 +139,16 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     assert_int_equal(attn_cuda_pool_pages(&g, 0, dk, 0, all, g.num_pages, rb.k, 1, &err), 0);
     assert_int_equal(attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
 
-    attn_split_plan plan;
+    attn_engine_plan *ep = NULL;
     attn_cuda_plan_info info;
-    int rv = attn_cuda_plan(&rb.m, &g, ATTN_SPLIT_AUTO, &plan, &info, &err);
+    int rv = attn_engine_plan_new(g_cuda, &rb.m, &g, &ep, &err);
     if (rv)
         fprintf(stderr, "plan: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
     assert_int_equal(rv, 0);
+    assert_int_equal(attn_cuda_plan_info_get(ep, &info), 0);
+    const attn_split_plan plan = ep->split;
+    assert_string_equal(ep->env.device_type, "cuda");
+    assert_true(ep->env.compute_capability >= 70);
 
     attn_admission adm;
     attn_cuda_admit(&rb.m, &g, &adm);
@@ -143,21 +162,32 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     assert_true(o && o_ref && lse && lse_ref);
     void *kd[1] = {dk}, *vd[1] = {dv};
     attn_pool_view pv = {.geom = &g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = kd, .v = vd};
-    attn_exec_args a = {.m = &rb.m,
-                        .plan = &plan,
-                        .pool = &pv,
-                        .layer = 0,
-                        .q = rb.q,
-                        .k_new = rb.k_new,
-                        .v_new = rb.v_new,
-                        .o = o,
-                        .lse = lse,
-                        .commit = commit};
+    attn_run_io a = {.pool = &pv,
+                     .layer = 0,
+                     .q = rb.q,
+                     .k_new = rb.k_new,
+                     .v_new = rb.v_new,
+                     .o = o,
+                     .lse = lse,
+                     .commit = false};
     attn_exec_report rep;
-    attn_cuda_debug_poison(1);
-    rv = attn_cuda_backend()->run(attn_cuda_backend(), &a, &rep);
+    /* the plan's metadata was uploaded once: a second run of the same plan
+     * (the first one without commit, so the pool is as before) agrees bit
+     * for bit */
+    rv = attn_engine_run(g_cuda, ep, &a, &rep, &err);
+    if (rv)
+        fprintf(stderr, "run: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
     assert_int_equal(rv, 0);
+    void *o_first = malloc(rb.o_elems * qs);
+    assert_non_null(o_first);
+    memcpy(o_first, o, rb.o_elems * qs);
+    a.commit = commit;
+    rv = attn_engine_run(g_cuda, ep, &a, &rep, &err);
+    assert_int_equal(rv, 0);
+    assert_memory_equal(o_first, o, rb.o_elems * qs);
+    free(o_first);
     assert_true(rep.num_kernels >= 2);
+    assert_string_equal(rep.timing_method, "cuda_events");
 
     attn_cpu_call cc = {.m = &rb.m,
                         .g = &rb.g,
@@ -244,11 +274,11 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     free(lse);
     free(lse_ref);
     free(all);
-    attn_split_plan_free(&plan);
+    attn_engine_plan_release(ep);
     attn_cuda_pool_free(0, dk);
     attn_cuda_pool_free(0, dv);
     attn_rb_free(&rb);
-    attn_cuda_set_producer(0, 1, 1);
+    tune(0, 1, 1);
     free(T);
     free(C);
 }
@@ -371,41 +401,40 @@ static void test_seed_0x02G_known_answer(void **state)
                     attn_cuda_pool_pages(&g, 0, dk, 0, all, g.num_pages, rb.k, 1, &err), 0);
                 assert_int_equal(
                     attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
-                attn_split_plan plan;
-                assert_int_equal(attn_cuda_plan(&rb.m, &g, ATTN_SPLIT_AUTO, &plan, NULL, &err), 0);
-                assert_int_equal(plan.num_slots, 3);
+                tune(simt, layout, abi);
+                attn_engine_plan *ep = NULL;
+                assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep, &err), 0);
+                assert_int_equal(ep->split.num_slots, 3);
                 float o[64], lse;
                 void *kd[1] = {dk}, *vd[1] = {dv};
-                attn_pool_view pv = {.geom = &g, .platform = ATTN_PLATFORM_CUDA, .k = kd, .v = vd};
-                attn_exec_args a = {.m = &rb.m,
-                                    .plan = &plan,
-                                    .pool = &pv,
-                                    .q = rb.q,
-                                    .k_new = rb.k_new,
-                                    .v_new = rb.v_new,
-                                    .o = o,
-                                    .lse = &lse};
-                attn_cuda_set_producer(simt, layout, abi);
+                attn_pool_view pv = {
+                    .geom = &g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = kd, .v = vd};
+                attn_run_io a = {.pool = &pv,
+                                 .q = rb.q,
+                                 .k_new = rb.k_new,
+                                 .v_new = rb.v_new,
+                                 .o = o,
+                                 .lse = &lse};
                 attn_cuda_decode_set_fused_merge(1);
-                assert_int_equal(attn_cuda_backend()->run(attn_cuda_backend(), &a, NULL), 0);
+                assert_int_equal(attn_engine_run(g_cuda, ep, &a, NULL, &err), 0);
                 /* the fused reducer (last CTA folds) and the reducer kernel
                  * fold the same slots in the same order: bit-identical */
                 float o2[64], lse2;
                 a.o = o2;
                 a.lse = &lse2;
                 attn_cuda_decode_set_fused_merge(0);
-                assert_int_equal(attn_cuda_backend()->run(attn_cuda_backend(), &a, NULL), 0);
+                assert_int_equal(attn_engine_run(g_cuda, ep, &a, NULL, &err), 0);
                 attn_cuda_decode_set_fused_merge(1);
                 assert_memory_equal(o, o2, sizeof o);
                 assert_memory_equal(&lse, &lse2, sizeof lse);
-                attn_cuda_set_producer(0, 1, 1);
+                tune(0, 1, 1);
                 const double tol = simt ? 1e-5 : 8e-3;
                 assert_float_equal(o[0], 1.3543003322450418, tol);
                 assert_float_equal(o[1], 0.7200695075868776, tol);
                 for (int i = 2; i < 64; i++)
                     assert_float_equal(o[i], 0.0, 1e-7);
                 assert_float_equal(lse, 4.355492491217523, 1e-5);
-                attn_split_plan_free(&plan);
+                attn_engine_plan_release(ep);
                 attn_cuda_pool_free(0, dk);
                 attn_cuda_pool_free(0, dv);
                 attn_rb_free(&rb);
@@ -457,10 +486,18 @@ int main(void)
     if (attn_cuda_device_info_get(0, &di, NULL) == 0)
         printf("device: %s cc %d.%d, %d SMs, driver %d runtime %d image %s\n", di.name, di.cc_major,
                di.cc_minor, di.sm_count, di.driver_version, di.runtime_version, di.image_id);
+    attn_engine_config cfg = {.device = 0, .num_threads = 0, .tuning = NULL};
+    attn_error_detail err;
+    if (attn_engine_create(attn_cuda_engine_ops(), &cfg, &g_cuda, &err) != 0) {
+        printf("cannot make the cuda:0 instance: %s: %s\n", err.field, err.message);
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admission_reasons),
         cmocka_unit_test(test_seed_0x02G_known_answer),
         cmocka_unit_test(test_random_sweep),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    attn_engine_destroy(g_cuda);
+    return rc;
 }
