@@ -372,6 +372,7 @@ int attn_cuda_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
     pr->any_split = any_split;
     pr->force_merge = m->policy.graph;
     pr->simt = t->simt;
+    pr->fused_merge = t->fused_merge;
     pr->row_prefetch = t->row_prefetch;
     pr->heads_fast = t->heads_fast && plan->num_items <= 65535u;
 
@@ -763,17 +764,29 @@ static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io,
                        size_t o_v, size_t o_sk, size_t o_sv, int restore, cudaStream_t st)
 {
     const attn_cuda_decode_params *pr = &pp->params;
-    const int64_t *rows = (const int64_t *)((const char *)pp->dev_meta + pp->off_rows);
-    return attn_cuda_append_launch(kst, vst, rows, pp->total_q, pr->num_kv_heads, pr->head_dim,
-                                   pp->head_stride, pr->kv_dtype, restore ? NULL : io + o_k,
-                                   restore ? NULL : io + o_v, io + o_sk, io + o_sv, restore, st);
+    attn_cuda_append_params ap;
+    memset(&ap, 0, sizeof ap);
+    ap.k = kst;
+    ap.v = vst;
+    ap.row_off = (const int64_t *)((const char *)pp->dev_meta + pp->off_rows);
+    ap.rows = pp->total_q;
+    ap.num_kv_heads = pr->num_kv_heads;
+    ap.head_dim = pr->head_dim;
+    ap.head_stride = pp->head_stride;
+    ap.kv_dtype = pr->kv_dtype;
+    ap.new_k = restore ? NULL : io + o_k;
+    ap.new_v = restore ? NULL : io + o_v;
+    ap.save_k = io + o_sk;
+    ap.save_v = io + o_sv;
+    ap.restore = restore;
+    return attn_cuda_append_launch(&ap, st);
 }
 
 static void report_kernels(const attn_cuda_decode_params *p, bool commit, attn_exec_report *rep)
 {
     const char *ps = NULL, *rs = NULL;
     attn_cuda_decode_symbols(p, &ps, &rs);
-    const char *syms[3] = {"attn_append_rows", ps, rs};
+    const char *syms[3] = {attn_cuda_append_symbol(), ps, rs};
     uint32_t launches[3] = {commit ? 1u : 2u, 1, 1};
     for (int i = 0; i < 3; i++)
         if (syms[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
