@@ -315,6 +315,40 @@ def copy_into(src, dst):
 # ---- the replay ---------------------------------------------------------------
 
 
+def parse_only(steps, context, build_args):
+    """Check what can be checked without a root: every instruction known, the
+    COPY sources of the context present after .dockerignore, --from names an
+    earlier stage; print each step."""
+    env, names, files, bad = dict(build_args), [], set(context_files(context)), 0
+    known = {"FROM", "ARG", "ENV", "WORKDIR", "USER", "COPY", "RUN", "ENTRYPOINT", "CMD",
+             "HEALTHCHECK", "VOLUME", "EXPOSE", "LABEL", "STOPSIGNAL", "SHELL"}
+    for inst, arg in steps:
+        note = ""
+        if inst not in known:
+            note, bad = "unknown instruction", bad + 1
+        elif inst == "ARG":
+            for k, v in kv_pairs(arg):
+                env.setdefault(k, v or "")
+        elif inst == "FROM":
+            words = substitute(arg, env).split()
+            names.append(words[2] if len(words) >= 3 else str(len(names)))
+            note = "debootstrap" if words[0] in DEBIAN_BASES else "not replayable here"
+        elif inst == "COPY":
+            flags, rest = split_flags(arg)
+            srcs = substitute(rest, env).split()[:-1]
+            if "from" in flags:
+                if flags["from"] not in names:
+                    note, bad = f"--from={flags['from']}: no such stage", bad + 1
+            else:
+                for s in srcs:
+                    b = os.path.normpath(s)
+                    if b != "." and b not in files and not any(f.startswith(b + "/") for f in files):
+                        note, bad = f"{s}: not in the context", bad + 1
+        print(f"{inst:11} {arg[:90]}{'...' if len(arg) > 90 else ''}{'   # ' + note if note else ''}")
+    print(f"{len(steps)} steps, {len(names)} stages, {bad} problems; context {len(files)} files")
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--context", required=True)
@@ -324,6 +358,8 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--skip-run", default=None)
     ap.add_argument("--run-timeout", type=float, default=30.0)
+    ap.add_argument("--parse-only", action="store_true",
+                    help="print the steps as parsed (bases, COPY sources in the context) and stop")
     ap.add_argument("--health-url", default=None,
                     help="also GET this URL (e.g. http://127.0.0.1:9464/health/ready when the "
                     "image's CMD serves --metrics there; the chroot shares the host's network)")
@@ -335,6 +371,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     build_args = dict(kv.split("=", 1) for kv in a.build_arg)
     steps = parse(open(dockerfile).read())
+    if a.parse_only:
+        return parse_only(steps, context, build_args)
     t_all = time.time()
     timings = []
 
