@@ -24,17 +24,19 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvc
 CUDA    ?= $(if $(NVCC),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
-# The version string: the VERSION file where there is one, else the
-# daemon's ATTND_VERSION (so there is still one home for it); attnctl
-# --version prints it.
-ATTN_VERSION ?= $(shell cat VERSION 2>/dev/null || sed -n 's/^\#define ATTND_VERSION "\(.*\)"$$/\1/p' daemon/server_int.h)
-
 # The build id names the source revision (seed 0x0BA: a version string is not
 # a loaded-artifact identity, so replies carry the commit and the flags).
 ATTN_BUILD_ID ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+# The version has one home, the VERSION file: it feeds the daemon's hello,
+# libattn's SONAME (its major number) and libattn.pc.
+ATTN_VERSION := $(shell cat VERSION)
+ATTN_SOVERSION := $(firstword $(subst ., ,$(ATTN_VERSION)))
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -I. -MMD -MP
+# Every object hides its symbols; attn/client.h marks the public ones
+# (ATTN_EXPORT), so libattn.so exports the client API and nothing else.
+CFLAGS  += -fvisibility=hidden -DATTN_VERSION='"$(ATTN_VERSION)"'
 CFLAGS  += -DATTN_BUILD_ID='"$(ATTN_BUILD_ID)"' -DATTN_BUILD_FLAGS='"CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)"'
 LDLIBS  := -lnng -luv -lmsgpackc -ljansson -lcrypto -lpthread -lm -ldl -lrt
 ifeq ($(STATIC),1)
@@ -63,7 +65,7 @@ CTL_SRCS    := $(wildcard client/attnctl/*.c)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 SRVT_SRCS   := $(wildcard tests/daemon/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
-PY_TESTS    := $(wildcard client/python/test_*.py)
+PY_TESTS    := $(wildcard client/python/test_*.py) $(wildcard tests/lint/test_*.py)
 SH_TESTS    := $(wildcard tests/integration/test_*.sh)
 TESTLIB_SRCS:= $(wildcard tests/lib/*.c)
 
@@ -82,8 +84,10 @@ INTEG_BINS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
 write_stamp = $(shell mkdir -p $(BUILD) && (echo '$(2)' | cmp -s - $(1) || echo '$(2)' > $(1)))
 
 # Every object depends on the build configuration: CUDA=0/1 (ATTN_WITH_CUDA
-# and which objects exist), SAN, STATIC, the compilers and their flags.  The
-# build id is left out here, so a new commit does not rebuild everything.
+# and which objects exist), SAN, STATIC, the compilers and their flags (an
+# object left over from other flags, e.g. without -fvisibility=hidden, would
+# also silently change what libattn.so exports).  The build id is left out
+# here, so a new commit does not rebuild everything.
 FLAGS_STAMP := $(BUILD)/flags.stamp
 FLAGS_LINE  := CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC) NVCC=$(NVCC) \
 	CFLAGS=$(filter-out -DATTN_BUILD_ID=%,$(CFLAGS)) NVCCFLAGS=$(NVCCFLAGS) \
@@ -97,7 +101,6 @@ BUILD_ID_LINE  := $(ATTN_BUILD_ID) $(ATTN_VERSION) CC=$(CC) CUDA=$(CUDA) SAN=$(S
 $(call write_stamp,$(BUILD_ID_STAMP),$(BUILD_ID_LINE))
 $(BUILD)/obj/daemon/artifact.o $(BUILD)/obj/daemon/server.o: $(BUILD_ID_STAMP)
 $(BUILD)/obj/client/attnctl/version.o: $(BUILD_ID_STAMP)
-$(BUILD)/obj/client/attnctl/version.o: CFLAGS += -DATTN_VERSION='"$(ATTN_VERSION)"'
 
 ifeq ($(CUDA),1)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CUDA_SRCS)) $(call obj,$(CUDA_CSRCS))
@@ -110,6 +113,8 @@ LIBCUDA   := $(BUILD)/libattn_cuda.a
 LIBSRV    := $(BUILD)/libattn_server.a
 LIBCLIENT := $(BUILD)/libattn.a
 LIBCLIENT_SO := $(BUILD)/libattn.so
+LIBCLIENT_SO_REAL := $(BUILD)/libattn.so.$(ATTN_VERSION)
+LIBCLIENT_SONAME  := libattn.so.$(ATTN_SOVERSION)
 ATTND     := $(BUILD)/attnd
 ATTNCTL   := $(BUILD)/attnctl
 ENGINE_LIBS := $(LIBCUDA) $(LIBCORE)
@@ -146,14 +151,24 @@ $(LIBCLIENT): $(CLIENT_OBJS) $(CORE_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBCLIENT_SO): $(CLIENT_OBJS) $(CORE_OBJS)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# libattn.so.X.Y.Z with SONAME libattn.so.X and the usual two links: the
+# client and protocol objects (the API lives in both), and from the core
+# archive only the members they need (names, errors, validators).
+PROTOCOL_OBJS := $(call obj,$(wildcard protocol/*.c))
+$(LIBCLIENT_SO_REAL): $(CLIENT_OBJS) $(PROTOCOL_OBJS) $(LIBCORE)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(LIBCLIENT_SONAME) -Wl,--no-undefined -o $@ \
+		$(CLIENT_OBJS) $(PROTOCOL_OBJS) $(LIBCORE) $(LDLIBS)
+
+$(LIBCLIENT_SO): $(LIBCLIENT_SO_REAL)
+	ln -sf $(notdir $(LIBCLIENT_SO_REAL)) $(BUILD)/$(LIBCLIENT_SONAME)
+	ln -sf $(notdir $(LIBCLIENT_SO_REAL)) $@
 
 $(ATTND): $(BUILD)/obj/daemon/main.o $(LIBSRV) $(ENGINE_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
-$(ATTNCTL): $(CTL_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS)
-	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) $(LDLIBS)
+# attnctl is a client: libattn and protocol only (--local starts an attnd).
+$(ATTNCTL): $(CTL_OBJS) $(LIBCLIENT)
+	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCLIENT) $(LDLIBS)
 
 # tests/unit: pure modules (core library only); tests/daemon: server and
 # client modules in-process; tests/integration: a daemon subprocess.
@@ -176,12 +191,17 @@ unit: deps $(UNIT_BINS) $(SRVT_BINS)
 unit-core: deps $(UNIT_BINS)
 	ATTN_SRCDIR=$(CURDIR) ./scripts/run-tests.sh $(UNIT_BINS)
 
-integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(INTEG_BINS) $(PY_TESTS) $(SH_TESTS)
+# tests/lint/test_exports.py reads the shared library ("none" when STATIC=1).
+TEST_LIBATTN := $(if $(filter 1,$(STATIC)),none,$(abspath $(LIBCLIENT_SO)))
+TEST_ENV = ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) \
+	ATTN_LIBATTN=$(TEST_LIBATTN)
+
+integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
+	$(TEST_ENV) ./scripts/run-tests.sh $(INTEG_BINS) $(PY_TESTS) $(SH_TESTS)
 
 # The README's test command: every suite, one summary line at the end.
-test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS) $(PY_TESTS) $(SH_TESTS)
+test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
+	$(TEST_ENV) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS) $(PY_TESTS) $(SH_TESTS)
 
 # Unit suite under AddressSanitizer and UndefinedBehaviorSanitizer (CUDA off:
 # the sanitizers do not instrument nvcc's objects and no GPU runs here).
@@ -189,9 +209,11 @@ test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=1 CUDA=0 unit
 
 # clang-format checks every tracked or new (untracked, not ignored) source
-# file; cppcheck the C modules.
+# file; cppcheck the C modules; check-includes.py the arrows between the
+# folders (ARCHITECTURE.md, exceptions in scripts/include-exceptions.txt).
 LINT_SRCS := '*.c' '*.h' '*.cu' '*.cuh'
 lint: deps
+	python3 scripts/check-includes.py
 	@files=$$(git ls-files --cached --others --exclude-standard -- $(LINT_SRCS)); \
 	clang-format --dry-run --Werror $$files && echo "clang-format: clean"
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
@@ -217,9 +239,12 @@ $(UNIT): systemd/attnd.service.in
 install: all $(UNIT)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attn
 	install -m 755 $(ATTND) $(ATTNCTL) $(DESTDIR)$(BINDIR)/
-	install -m 644 $(LIBCLIENT) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO)) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(LIBCLIENT) $(DESTDIR)$(PREFIX)/lib/
+	$(if $(filter 1,$(STATIC)),,install -m 755 $(LIBCLIENT_SO_REAL) $(DESTDIR)$(PREFIX)/lib/ && \
+		ln -sf $(notdir $(LIBCLIENT_SO_REAL)) $(DESTDIR)$(PREFIX)/lib/$(LIBCLIENT_SONAME) && \
+		ln -sf $(notdir $(LIBCLIENT_SO_REAL)) $(DESTDIR)$(PREFIX)/lib/libattn.so)
 	install -m 644 include/attn/*.h $(DESTDIR)$(PREFIX)/include/attn/
-	sed 's|@PREFIX@|$(PREFIX)|' client/libattn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libattn.pc
+	sed 's|@PREFIX@|$(PREFIX)|; s|@VERSION@|$(ATTN_VERSION)|' client/libattn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libattn.pc
 	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR)
 	install -m 644 $(UNIT) $(DESTDIR)$(UNITDIR)/attnd.service
 	install -m 644 systemd/attnd.sysusers $(DESTDIR)$(SYSUSERSDIR)/attnd.conf
