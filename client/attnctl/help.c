@@ -8,7 +8,8 @@
 #define URL_LINE                                                                                   \
     "  --url U        attnd's nng URL (default $ATTN_URL, else " ATTNCTL_DEFAULT_URL ")\n"
 #define LOCAL_LINE                                                                                 \
-    "  --local        no daemon: run the request in-process through attnd's own handler\n"
+    "  --local        start a private attnd for this command ($ATTND, else the one beside\n"       \
+    "                 attnctl, else attnd on PATH) on a socket of its own\n"
 
 /* X(name, one-line summary, full usage) */
 #define ACTL_COMMANDS(X)                                                                           \
@@ -43,8 +44,8 @@
       "                   [--dist uniform|longtail] [--layers L] [--kv-heads H] [--qo-heads H]\n"  \
       "                   [--head-dim D] [--page-size P] [--dtype fp32|fp16|bf16]\n"               \
       "                   [--device cpu|cuda:N] [--trace] [--verify]\n"                            \
-      "Runs the workload in-process and writes every request and reply to FILE in the\n"           \
-      "capture format of docs/daemon.md (replay it with attnctl replay).\n"                        \
+      "Runs the workload through a private attnd (as --local) and writes every request and\n"      \
+      "reply to FILE in the capture format of docs/daemon.md (replay it with attnctl replay).\n"   \
       "  --trace        ask every run for kernel records\n"                                        \
       "  --verify       ask every run for an fp64 check by the CPU reference\n"                    \
       "Defaults: --kind mixed --seed 1 --pool gen --requests 4 --steps 3 --min-len 8\n"            \
