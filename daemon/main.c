@@ -1,5 +1,8 @@
 /* attnd: configuration, server state, event loop; exit 0 after a clean
- * shutdown (SIGTERM/SIGINT), 2 on a configuration error, 1 otherwise. */
+ * shutdown (SIGTERM/SIGINT), 2 on a configuration error, 1 otherwise.
+ * SIGHUP re-reads the configuration and applies the limits that can change
+ * live (the reply cap, per-connection in-flight cap, send/idle/drain
+ * timeouts). */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -44,8 +47,52 @@ static double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* What a SIGHUP reload needs: the command line (its --config file is read
+ * again) and the running configuration and server. */
+typedef struct reload_ctx {
+    int argc;
+    char **argv;
+    attnd_config *cfg;
+    attn_server *srv;
+    attnd_log *log;
+} reload_ctx;
+
+/* SIGHUP: parse the configuration again; apply the live limits; say which
+ * settings would need a restart (they stay as they are). */
+static int reload_cb(void *arg, attnd_loop_live *live)
+{
+    reload_ctx *r = arg;
+    attnd_config c;
+    attn_error_detail err;
+    const char *restart;
+    memset(&err, 0, sizeof err);
+    attnd_config_defaults(&c);
+    if (attnd_config_parse_args(&c, r->argc, r->argv, &err) != 0 ||
+        attnd_config_check(&c, &err) != 0) {
+        attnd_log_write(r->log, ATTND_LOG_ERROR, "SIGHUP: %s: %s (%s); nothing changed", err.field,
+                        err.message, attn_err_name(err.code));
+        return -1;
+    }
+    if ((restart = attnd_config_restart_setting(r->cfg, &c)) != NULL)
+        attnd_log_write(r->log, ATTND_LOG_WARN,
+                        "SIGHUP: %s changed; that takes a restart, the running value stays",
+                        restart);
+    attn_server_set_max_reply(r->srv, c.max_reply);
+    r->cfg->max_reply = c.max_reply;
+    r->cfg->conn_inflight = c.conn_inflight;
+    r->cfg->send_timeout_ms = c.send_timeout_ms;
+    r->cfg->idle_timeout_ms = c.idle_timeout_ms;
+    r->cfg->drain_timeout_ms = c.drain_timeout_ms;
+    live->conn_inflight = (uint32_t)c.conn_inflight;
+    live->send_timeout_ms = c.send_timeout_ms;
+    live->idle_timeout_ms = c.idle_timeout_ms;
+    live->drain_timeout_ms = c.drain_timeout_ms;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    reload_ctx rctx;
     attnd_config cfg;
     attn_error_detail err;
     attn_server *srv = NULL;
@@ -63,7 +110,8 @@ int main(int argc, char **argv)
         return 0;
     memset(&err, 0, sizeof err);
     attnd_config_defaults(&cfg);
-    if (attnd_config_parse_args(&cfg, argc, argv, &err) != 0) {
+    if (attnd_config_parse_args(&cfg, argc, argv, &err) != 0 ||
+        attnd_config_check(&cfg, &err) != 0) {
         fprintf(stderr, "attnd: %s: %s (%s)\n%s", err.field, err.message, attn_err_name(err.code),
                 attnd_config_usage());
         return 2;
@@ -105,6 +153,23 @@ int main(int argc, char **argv)
     o.is_cheap = cfg.inline_cheap ? attn_server_is_cheap_cb : NULL;
     o.refuse = attn_server_refuse_cb;
     o.arg = srv;
+    o.max_conns = (uint32_t)cfg.max_conns;
+    o.conn_inflight = (uint32_t)cfg.conn_inflight;
+    o.send_timeout_ms = cfg.send_timeout_ms;
+    o.idle_timeout_ms = cfg.idle_timeout_ms;
+    o.drain_timeout_ms = cfg.drain_timeout_ms;
+    rctx.argc = argc;
+    rctx.argv = argv;
+    rctx.cfg = &cfg;
+    rctx.srv = srv;
+    rctx.log = log;
+    o.reload = reload_cb;
+    o.reload_arg = &rctx;
+    if (cfg.tls_cert[0] != '\0') {
+        o.tls_cert = cfg.tls_cert;
+        o.tls_key = cfg.tls_key;
+        o.tls_ca = cfg.tls_ca;
+    }
     o.metrics = m;
     o.log = log;
     memset(&probe, 0, sizeof probe);

@@ -49,13 +49,24 @@ int attn_daemon_start_logged(attn_daemon_proc *d, const char *binary, const char
     }
     snprintf(fdstr, sizeof fdstr, "%d", pfd[1]);
     argv[argc++] = bin;
-    /* the extra flags first: a --config among them must not move the socket */
-    for (int i = 0; extra != NULL && extra[i] != NULL && argc < 58; i++)
-        argv[argc++] = extra[i];
+    /* a --config among the extra flags goes first, so the file cannot move
+     * the socket; the other extra flags follow --listen and may override it */
+    for (int i = 0; extra != NULL && extra[i] != NULL && extra[i + 1] != NULL && argc < 58; i++)
+        if (strcmp(extra[i], "--config") == 0) {
+            argv[argc++] = extra[i];
+            argv[argc++] = extra[++i];
+        }
     argv[argc++] = "--listen";
     argv[argc++] = d->url;
     argv[argc++] = "--ready-fd";
     argv[argc++] = fdstr;
+    for (int i = 0; extra != NULL && extra[i] != NULL && argc < 62; i++) {
+        if (strcmp(extra[i], "--config") == 0 && extra[i + 1] != NULL) {
+            i++;
+            continue;
+        }
+        argv[argc++] = extra[i];
+    }
     argv[argc] = NULL;
     d->pid = fork();
     if (d->pid < 0) {

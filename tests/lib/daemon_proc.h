@@ -14,10 +14,11 @@ typedef struct attn_daemon_proc {
     char url[340];
 } attn_daemon_proc;
 
-/* Start $ATTND (or `binary` when not NULL) with the NULL-terminated `extra`
- * flags, then --listen on a fresh temp directory and --ready-fd (last, so a
- * --config in `extra` cannot override them); waits up to 10 s for "READY".
- * Returns 0, or -1 with a message on stderr. */
+/* Start $ATTND (or `binary` when not NULL) with --listen on a fresh temp
+ * directory, --ready-fd, and the NULL-terminated `extra` flags after them
+ * (a --config FILE among them goes first, so the file cannot override the
+ * socket; other flags can); waits up to 10 s for "READY".  Returns 0, or -1
+ * with a message on stderr. */
 int attn_daemon_start(attn_daemon_proc *d, const char *binary, const char *const *extra);
 
 /* As attn_daemon_start, with the daemon's stderr (its log) appended to

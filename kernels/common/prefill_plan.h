@@ -1,0 +1,77 @@
+/* The prefill kernel's plan as plain data (arrays of integers the engine
+ * uploads once per plan), shared by the kernel (kernels/cuda) and its
+ * planner (planner/prefill_plan.c builds it):
+ *
+ *   reqs   [B]          T, C, q row of each request
+ *   tiles  [num_tiles]  per m tile, the key tiles that are not SKIP, in
+ *                       ascending key order: (n << 1) | partial
+ *   items  [num_items]  an m tile of tile_m packed rows and a contiguous
+ *                       range of its tiles (with each K/V head one unit of
+ *                       work); part >= 0 names the partial-state slot of a
+ *                       split item
+ *   merges [num_merges] split m tiles: parts [part_begin, +num_parts) are
+ *                       folded in that (fixed, ascending key) order
+ *
+ * Rows are packed for GQA: packed row r of a request is token r / g, query
+ * head (kv_head * g + r % g).
+ */
+#ifndef ATTN_KERNELS_COMMON_PREFILL_PLAN_H
+#define ATTN_KERNELS_COMMON_PREFILL_PLAN_H
+
+#include <stdint.h>
+
+/* The kernel's tile: ATTN_PREFILL_TILE_M packed query rows by
+ * ATTN_PREFILL_TILE_N(d) keys (the one home of the shape: the kernel's
+ * configuration and the planner both read it). */
+#define ATTN_PREFILL_TILE_M 128u
+#define ATTN_PREFILL_TILE_N(d) ((d) > 128u ? 64u : 128u)
+
+/* One request of the plan. */
+typedef struct attn_prefill_req {
+    int32_t T;    /* committed keys */
+    int32_t C;    /* new query rows */
+    int32_t qrow; /* first row of the request in q / o / lse */
+    int32_t pad;
+} attn_prefill_req;
+
+/* One unit of work per K/V head: an m tile and a range of its key tiles. */
+typedef struct attn_prefill_item {
+    int32_t req;        /* request */
+    int32_t row0;       /* first packed row of the m tile */
+    int32_t tile_begin; /* tiles[tile_begin, tile_end) */
+    int32_t tile_end;
+    int32_t part; /* -1: write O and LSE; else the partial slot */
+} attn_prefill_item;
+
+/* One split m tile whose parts the combine kernel folds. */
+typedef struct attn_prefill_merge {
+    int32_t req;
+    int32_t row0;
+    int32_t part_begin;
+    int32_t num_parts;
+} attn_prefill_merge;
+
+/* Tile-class ledger of a plan (seed 0x06G): tiles and score cells, counted
+ * per K/V head times H_kv (cells in units of one query head's cells). */
+typedef struct attn_prefill_ledger {
+    uint64_t skip_tiles, full_tiles, partial_tiles;
+    uint64_t logical_cells;  /* visible cells x H_q (the mask's ledger) */
+    uint64_t executed_cells; /* (full + partial) tiles x tile_m x tile_n x H_kv */
+} attn_prefill_ledger;
+
+/* The whole plan (host arrays; the engine uploads each once). */
+typedef struct attn_prefill_plan {
+    uint32_t tile_m, tile_n;
+    attn_prefill_req *reqs;
+    uint32_t num_requests;
+    int32_t *tiles;
+    uint32_t num_tiles;
+    attn_prefill_item *items; /* longest first */
+    uint32_t num_items;
+    attn_prefill_merge *merges;
+    uint32_t num_merges;
+    uint32_t num_parts; /* partial-state slots (0 = no split) */
+    attn_prefill_ledger ledger;
+} attn_prefill_plan;
+
+#endif

@@ -1,0 +1,53 @@
+/* Host planning of the tensor-core prefill/append kernel (plain C: built
+ * and tested without CUDA).  From per-request (T, C, q row offset) and a
+ * host mask program it builds the plan of kernels/common/prefill_plan.h.
+ * The tile classes come from attn_mask_classify_tile (kernels/common/
+ * mask.h), the one classifier; a key tile cut short by the end of the
+ * request's keys is PARTIAL so the kernel masks the rows past the end.
+ */
+#ifndef ATTN_PLANNER_PREFILL_PLAN_H
+#define ATTN_PLANNER_PREFILL_PLAN_H
+
+#include <stdint.h>
+
+#include "attn/error.h"
+#include "attn/types.h"
+#include "kernels/common/mask.h"
+#include "kernels/common/prefill_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_prefill_plan_in {
+    uint32_t num_requests;
+    const int64_t *T;         /* [B] */
+    const int64_t *C;         /* [B] */
+    const int32_t *qo_indptr; /* [B + 1]: q row offsets */
+    uint32_t num_qo_heads, num_kv_heads, head_dim;
+    const attn_mask_prog *mask; /* host program over the same requests */
+    uint32_t num_sms;           /* CTAs below which long m tiles are split */
+    uint32_t fixed_splits;      /* > 0: split every m tile into this many parts */
+} attn_prefill_plan_in;
+
+/* The kernel's tile shape for head dim d: tile_m packed query rows by
+ * tile_n keys (128 x 128 for d <= 128, 128 x 64 for d = 256). */
+void attn_prefill_tile_shape(uint32_t head_dim, uint32_t *tile_m, uint32_t *tile_n);
+
+/* Build a plan; 0 or ATTN_E_SHAPE / ATTN_E_RANGE / ATTN_E_NOMEM with the
+ * field named in err.  Release with attn_prefill_plan_free. */
+int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *out,
+                            attn_error_detail *err);
+
+/* Release the arrays of a plan and zero it. */
+void attn_prefill_plan_free(attn_prefill_plan *p);
+
+/* Partial-state floats the plan needs: vec (num_parts * H_kv * tile_m * d)
+ * and m / l (num_parts * H_kv * tile_m each). */
+void attn_prefill_plan_workspace(const attn_prefill_plan *p, uint32_t num_kv_heads,
+                                 uint32_t head_dim, uint64_t *vec_floats, uint64_t *row_floats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
