@@ -87,8 +87,10 @@ void attnd_buffers_destroy(attnd_buffer_table *t)
     free(t);
 }
 
-/* Map the shm object a->name: read-write, at least a->bytes long. */
-static int map_shm(const attn_buffer_args *a, uint8_t **base, attn_error_detail *err)
+/* Map the shm object a->name: read-write, at least a->bytes long, owned by
+ * `peer_uid` when that is >= 0. */
+static int map_shm(const attn_buffer_args *a, int64_t peer_uid, uint8_t **base,
+                   attn_error_detail *err)
 {
     struct stat st;
     void *p;
@@ -99,6 +101,13 @@ static int map_shm(const attn_buffer_args *a, uint8_t **base, attn_error_detail 
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return attn_error_set(err, ATTN_E_IO, "name", "%s is not a shared-memory object", a->name);
+    }
+    if (peer_uid >= 0 && (int64_t)st.st_uid != peer_uid) {
+        close(fd);
+        return attn_error_set(err, ATTN_E_IO, "name",
+                              "shared memory %s belongs to uid %lld, not to this connection's "
+                              "uid %lld",
+                              a->name, (long long)st.st_uid, (long long)peer_uid);
     }
     if ((uint64_t)st.st_size < a->bytes) {
         close(fd);
@@ -143,8 +152,8 @@ static int check_caps_locked(attnd_buffer_table *t, uint64_t bytes, uint32_t *sl
     return 0;
 }
 
-int attnd_buffers_register(attnd_buffer_table *t, uint32_t conn, const attn_buffer_args *a,
-                           uint64_t *id, attn_error_detail *err)
+int attnd_buffers_register(attnd_buffer_table *t, uint32_t conn, int64_t peer_uid,
+                           const attn_buffer_args *a, uint64_t *id, attn_error_detail *err)
 {
     attnd_buffer *b;
     uint8_t *base = NULL;
@@ -174,7 +183,7 @@ int attnd_buffers_register(attnd_buffer_table *t, uint32_t conn, const attn_buff
     rc = check_caps_locked(t, a->bytes, &slot, err);
     pthread_mutex_unlock(&t->lock);
     if (rc == 0)
-        rc = map_shm(a, &base, err);
+        rc = map_shm(a, peer_uid, &base, err);
     b = rc == 0 ? calloc(1, sizeof *b) : NULL;
     if (rc == 0 && b == NULL)
         rc = attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");

@@ -44,12 +44,15 @@ int attnd_buffers_create(attnd_buffer_table **out, uint32_t max_buffers, uint64_
 void attnd_buffers_destroy(attnd_buffer_table *t);
 
 /* Register the buffer `a` describes for connection `conn`; *id gets its id.
+ * `peer_uid` >= 0: a shm object must be owned by that user (the connecting
+ * process's), so a client cannot map objects of other users through attnd;
+ * -1: not checked (an in-process caller).
  * E_BUFFER_UNSUPPORTED "kind" (cuda_ipc), E_IO "name" (shm_open/mmap
- * failed), E_BUFFER_RANGE "bytes" (the object is smaller), E_TOO_LARGE
+ * failed, or another user's object), E_BUFFER_RANGE "bytes" (the object is smaller), E_TOO_LARGE
  * "bytes" (over max_buffer_bytes by itself), E_BUSY "max_buffers" /
  * "max_buffer_bytes" (the caps are reached now). */
-int attnd_buffers_register(attnd_buffer_table *t, uint32_t conn, const attn_buffer_args *a,
-                           uint64_t *id, attn_error_detail *err);
+int attnd_buffers_register(attnd_buffer_table *t, uint32_t conn, int64_t peer_uid,
+                           const attn_buffer_args *a, uint64_t *id, attn_error_detail *err);
 
 /* Drop buffer `id` of connection `conn` (E_UNKNOWN_BUFFER "buf" when it has none). */
 int attnd_buffers_drop(attnd_buffer_table *t, uint32_t conn, uint64_t id, attn_error_detail *err);

@@ -147,6 +147,13 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
     }
 }
 
+int attnd_conn_peer_uid(uint32_t conn, uint64_t *uid)
+{
+    nng_pipe p = NNG_PIPE_INITIALIZER;
+    p.id = conn;
+    return conn != 0 && nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, uid) == 0 ? 0 : -1;
+}
+
 /* Run the handler on j's request.  A connection that closed while its
  * request was handled has that request's leftovers released here (the
  * REM_POST callback may have run before the request created them). */

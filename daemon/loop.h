@@ -105,6 +105,11 @@ typedef struct attnd_loop attnd_loop;
 /* Open the socket and the listener (not yet receiving); E_IO with a message on failure. */
 int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_detail *err);
 
+/* The user id of the process at the other end of connection `conn` (an
+ * ipc:// pipe: the kernel's SO_PEERCRED, through nng); 0, or -1 when the
+ * transport cannot say (tcp://, tls+tcp://, inproc://) or the pipe is gone. */
+int attnd_conn_peer_uid(uint32_t conn, uint64_t *uid);
+
 /* Serve until a signal or attnd_loop_stop; returns 0 after a clean shutdown
  * (every accepted request answered, uv_loop_close succeeded). */
 int attnd_loop_run(attnd_loop *l);

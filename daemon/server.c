@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "daemon/artifact.h"
+#include "daemon/loop.h"
 #include "daemon/server_int.h"
 #include "engines/cpu/engine.h"
 #ifdef ATTN_WITH_CUDA
@@ -432,6 +433,26 @@ out:
     return rc;
 }
 
+/* ---- registered buffers ------------------------------------------------------ */
+
+/* A shm object is mapped only for the user who owns it: the peer's uid of an
+ * ipc:// connection (a remote or inproc peer has none, so it cannot register
+ * shm); an in-process caller (conn 0, attnctl --local) is trusted. */
+static int do_buffer_register(attn_server *s, uint32_t conn, const attn_buffer_args *a,
+                              attn_reply *rep, attn_error_detail *err)
+{
+    int64_t peer_uid = -1;
+    uint64_t uid;
+    if (a->kind == ATTN_BUFFER_SHM && conn != 0) {
+        if (attnd_conn_peer_uid(conn, &uid) != 0)
+            return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "kind",
+                                  "shm buffers need a local ipc:// connection (attnd checks the "
+                                  "object's owner against the connecting process's uid)");
+        peer_uid = (int64_t)uid;
+    }
+    return attnd_buffers_register(s->buffers, conn, peer_uid, a, &rep->buf, err);
+}
+
 /* ---- dispatch --------------------------------------------------------------- */
 
 #define ATTND_SCRATCH 8
@@ -515,7 +536,7 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
         rc = attnd_exec_attend(s, conn, &req, &rep, scratch, &err);
         break;
     case ATTN_OP_BUFFER_REGISTER:
-        rc = attnd_buffers_register(s->buffers, conn, &req.buffer, &rep.buf, &err);
+        rc = do_buffer_register(s, conn, &req.buffer, &rep, &err);
         break;
     case ATTN_OP_BUFFER_DROP:
         rc = attnd_buffers_drop(s->buffers, conn, req.buffer.buf, &err);

@@ -40,7 +40,7 @@ static void test_ownership_holds_and_close(void **state)
     (void)state;
     assert_int_equal(attnd_buffers_create(&t, 2, 1 << 20), 0);
     make_shm(&a, "own", 4096);
-    assert_int_equal(attnd_buffers_register(t, 1, &a, &id1, &err), 0);
+    assert_int_equal(attnd_buffers_register(t, 1, -1, &a, &id1, &err), 0);
     assert_int_equal(id1, 1);
 
     attn_tensor_ref ref = {id1, 16, 64};
@@ -64,12 +64,12 @@ static void test_ownership_holds_and_close(void **state)
     assert_int_equal(st.bytes, 0);
 
     /* ids are never reused */
-    assert_int_equal(attnd_buffers_register(t, 1, &a, &id2, &err), 0);
-    assert_int_equal(attnd_buffers_register(t, 3, &a, &id3, &err), 0);
+    assert_int_equal(attnd_buffers_register(t, 1, -1, &a, &id2, &err), 0);
+    assert_int_equal(attnd_buffers_register(t, 3, -1, &a, &id3, &err), 0);
     assert_true(id2 > id1 && id3 > id2);
     /* the count cap, before anything is mapped */
     uint64_t id4 = 0;
-    assert_int_equal(attnd_buffers_register(t, 1, &a, &id4, &err), ATTN_E_BUSY);
+    assert_int_equal(attnd_buffers_register(t, 1, -1, &a, &id4, &err), ATTN_E_BUSY);
     assert_string_equal(err.field, "max_buffers");
     assert_int_equal(id4, 0);
 
@@ -98,7 +98,7 @@ static void test_ranges_and_overlap(void **state)
     (void)state;
     assert_int_equal(attnd_buffers_create(&t, 4, 1 << 20), 0);
     make_shm(&a, "range", 1000);
-    assert_int_equal(attnd_buffers_register(t, 0, &a, &id, &err), 0);
+    assert_int_equal(attnd_buffers_register(t, 0, -1, &a, &id, &err), 0);
     attn_tensor_ref whole = {id, 0, 1000}, past = {id, 1001, 0}, over = {id, 999, 2},
                     wrap = {id, 8, UINT64_MAX - 4}, edge = {id, 1000, 0};
     assert_int_equal(attnd_buffers_resolve(t, 0, &whole, "o", &h, &p, &err), 0);
@@ -118,12 +118,20 @@ static void test_ranges_and_overlap(void **state)
     assert_true(attnd_refs_overlap(&x, &z));
     assert_true(attnd_refs_overlap(&z, &y));
     assert_false(attnd_refs_overlap(&x, &other));
+    /* another user's object is not mapped for this peer */
+    uint64_t before = id;
+    a.bytes = 1000;
+    assert_int_equal(attnd_buffers_register(t, 5, (int64_t)getuid() + 1, &a, &id, &err), ATTN_E_IO);
+    assert_string_equal(err.field, "name");
+    assert_non_null(strstr(err.message, "belongs to uid"));
+    assert_int_equal(attnd_buffers_register(t, 5, (int64_t)getuid(), &a, &id, &err), 0);
+    assert_true(id > before);
     /* too large by itself, and a smaller object than `bytes` */
     a.bytes = (1 << 20) + 1;
-    assert_int_equal(attnd_buffers_register(t, 0, &a, &id, &err), ATTN_E_TOO_LARGE);
+    assert_int_equal(attnd_buffers_register(t, 0, -1, &a, &id, &err), ATTN_E_TOO_LARGE);
     assert_string_equal(err.field, "bytes");
     a.bytes = 1001;
-    assert_int_equal(attnd_buffers_register(t, 0, &a, &id, &err), ATTN_E_BUFFER_RANGE);
+    assert_int_equal(attnd_buffers_register(t, 0, -1, &a, &id, &err), ATTN_E_BUFFER_RANGE);
     assert_string_equal(err.field, "bytes");
     attnd_buffers_destroy(t);
     shm_unlink(a.name);

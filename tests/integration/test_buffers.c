@@ -327,6 +327,18 @@ static void test_bad_references(void **state)
     assert_string_equal(rep.error.field, "buf");
     attn_reply_free(&rep);
 
+    /* an object of another user is refused (needs the right to chown: root) */
+    {
+        shm_obj other_user;
+        shm_make(&other_user, "uid", 4096);
+        int fd = shm_open(other_user.name, O_RDWR, 0);
+        assert_true(fd >= 0);
+        if (fchown(fd, 65534, 65534) == 0)
+            expect_register(g_c, other_user.name, 4096, ATTN_E_IO, "name");
+        close(fd);
+        shm_free(&other_user);
+    }
+
     /* registrations */
     expect_register(g_c, "/attn-test-does-not-exist", 4096, ATTN_E_IO, "name");
     expect_register(g_c, "no-slash", 4096, ATTN_E_RANGE, "name");
