@@ -15,13 +15,18 @@ cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-para
     -o "$B/tests/test_decode_gpu" tests/gpu/test_decode_gpu.c "$B/obj/tests/lib/random_batch.o" \
     "$B/libattn_cuda.a" "$B/libattn_core.a" -L"$CUDA_HOME/lib64" -lcudart_static -lstdc++ \
     -lcmocka -lpthread -lm -ldl -lrt
+cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+    -Iinclude -I. -DATTN_WITH_CUDA=1 -I"$CUDA_HOME/include" \
+    -o "$B/tests/test_prefill_gpu" tests/gpu/test_prefill_gpu.c "$B/obj/tests/lib/random_batch.o" \
+    "$B/libattn_cuda.a" "$B/libattn_core.a" -L"$CUDA_HOME/lib64" -lcudart_static -lstdc++ \
+    -lcmocka -lpthread -lm -ldl -lrt
 cp -L "$(cc -print-file-name=libcmocka.so.0 2>/dev/null | grep / || echo /usr/lib/x86_64-linux-gnu/libcmocka.so.0)" "$B/lib/" 2>/dev/null || \
     cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 "$B/lib/"
 # the benchmark's ctypes library: the kernels, the engine glue and the core
 nvcc -O3 -std=c++17 -Xcompiler -fPIC -shared -Iinclude -I. \
     -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90 \
-    -o "$B/lib/libattn_cuda_bench.so" bench/gpu/bench_glue.c \
+    -o "$B/lib/libattn_cuda_bench.so" bench/gpu/bench_glue.c bench/gpu/prefill_glue.c \
     -Xlinker --whole-archive "$B/libattn_cuda.a" -Xlinker --no-whole-archive "$B/libattn_core.a" \
     -lcudart_static -lpthread -lm -ldl -lrt 2>&1 | grep -v "^$" || true
 test -f "$B/lib/libattn_cuda_bench.so"
-echo "built $B/tests/test_decode_gpu $B/lib/libattn_cuda_bench.so"
+echo "built $B/tests/test_decode_gpu $B/tests/test_prefill_gpu $B/lib/libattn_cuda_bench.so"

@@ -1,0 +1,571 @@
+/* The Hopper tensor-core prefill/append kernel (see prefill_launch.h for
+ * the contract) and the combine kernel of split m tiles.
+ *
+ * CTA = 3 warpgroups, one item (m tile of 128 packed rows, range of its key
+ * tiles) and one K/V head (blockIdx.y):
+ *   WG 0, producer (56 registers): Q tile once, then K and V of every key
+ *     tile of the list, gathered row by row through the address program
+ *     with 16-byte cp.async (zero fill past the request's keys) into the
+ *     swizzled smem ring; a stage is published on full[s] once the
+ *     producer's copies landed (wait_group, proxy fence, arrive).
+ *   WG 1 and 2, consumers (224 registers), 64 rows each: S = Q K^T by
+ *     wgmma (SS), mask on PARTIAL tiles only, online softmax (fp32, base 2),
+ *     P to bf16/fp16 in registers, O += P V by wgmma (RS, V MN-major), then
+ *     release the stage on empty[s] (one arrive per warp).
+ * The epilogue writes O and LSE (natural log) or, for a split item, the
+ * partial state in the plan's ABI; attn_prefill_combine folds the parts of
+ * a split m tile in ascending key order with kernels/common/state.h.
+ *
+ * Contracts (kernels/common/state.h): masked cells are -inf before the
+ * max; a NaN score is visible (fmaxf drops it from the max, exp2 turns it
+ * into a NaN p, so O and l become NaN); a row with no visible cell keeps
+ * l = 0 and gives O = 0, LSE = -inf.
+ */
+#ifndef ATTN_CUDA_PREFILL_KERNEL_CUH
+#define ATTN_CUDA_PREFILL_KERNEL_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/common/addr.h"
+#include "kernels/common/dtype.h"
+#include "kernels/common/mask.h"
+#include "kernels/common/state.h"
+#include "kernels/cuda/prefill/sm90.cuh"
+#include "kernels/cuda/prefill/wgmma_ops.cuh"
+#include "kernels/cuda/prefill_launch.h"
+
+namespace attn_prefill
+{
+
+using namespace attn_sm90;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kThreads = 384;
+constexpr int kConsumerWarps = 8;
+
+template <int D> struct Cfg {
+    static constexpr int BM = 128;
+    static constexpr int BN = D > 128 ? 64 : 128;
+    static constexpr int STAGES = D == 64 ? 4 : 2;
+    static constexpr int Q_BYTES = BM * D * 2;
+    static constexpr int KV_BYTES = BN * D * 2;
+    static constexpr int PIECES = D / 8; /* 16-byte pieces per row */
+    static constexpr int ON = D > 128 ? 128 : D; /* N of one PV instruction */
+    static constexpr int OC = D / ON;            /* PV instructions per k step */
+    static constexpr int SMEM = 1024 + Q_BYTES + STAGES * 2 * KV_BYTES + 64 * 8;
+};
+
+/* The MMA element type of a storage dtype. */
+template <typename KV> struct Mma;
+
+template <> struct Mma<__nv_bfloat16> {
+    static constexpr attn_dtype dtype = ATTN_BF16;
+    template <int N>
+    static __device__ __forceinline__ void ss(float (&d)[N / 2], uint64_t a, uint64_t b, int acc)
+    {
+        if constexpr (N == 64)
+            wgmma_ss_m64n64k16_Bf16(d, a, b, acc);
+        else
+            wgmma_ss_m64n128k16_Bf16(d, a, b, acc);
+    }
+    template <int N>
+    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4],
+                                              uint64_t b, int acc)
+    {
+        if constexpr (N == 64)
+            wgmma_rs_m64n64k16_Bf16(d, a, b, acc);
+        else
+            wgmma_rs_m64n128k16_Bf16(d, a, b, acc);
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+};
+
+template <> struct Mma<__half> {
+    static constexpr attn_dtype dtype = ATTN_FP16;
+    template <int N>
+    static __device__ __forceinline__ void ss(float (&d)[N / 2], uint64_t a, uint64_t b, int acc)
+    {
+        if constexpr (N == 64)
+            wgmma_ss_m64n64k16_F16(d, a, b, acc);
+        else
+            wgmma_ss_m64n128k16_F16(d, a, b, acc);
+    }
+    template <int N>
+    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4],
+                                              uint64_t b, int acc)
+    {
+        if constexpr (N == 64)
+            wgmma_rs_m64n64k16_F16(d, a, b, acc);
+        else
+            wgmma_rs_m64n128k16_F16(d, a, b, acc);
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+};
+
+/* Mask one PARTIAL tile of S (this thread's 2 rows x BN/4 keys).  Closed
+ * forms compare keys with the row's exact visible ranges; FlashMask and
+ * dense masks evaluate the per-cell predicate in a rolled loop into a bit
+ * set (keeping the register array statically indexed). */
+template <int BN>
+__device__ __forceinline__ void mask_partial(const attn_cuda_prefill_params &p,
+                                             const attn_prefill_item &it,
+                                             const attn_prefill_req &rq, const int (&tok)[2],
+                                             int64_t n, int lane, float (&sacc)[BN / 2])
+{
+    const int64_t key0 = n * BN + (lane % 4) * 2;
+    if (p.mask.kind != ATTN_MASK_FLASHMASK && p.mask.kind != ATTN_MASK_DENSE) {
+        attn_row_keys rk[2];
+#pragma unroll
+        for (int ri = 0; ri < 2; ri++) {
+            if (tok[ri] < rq.C) {
+                rk[ri] = attn_mask_row_keys(&p.mask, (uint32_t)it.req, tok[ri]);
+            } else {
+                rk[ri].lo0 = rk[ri].hi0 = rk[ri].lo1 = rk[ri].hi1 = 0;
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < BN / 2; c++) {
+            const int64_t key = key0 + (c / 4) * 8 + (c & 1);
+            const attn_row_keys &k = rk[(c >> 1) & 1];
+            const bool vis = (key >= k.lo0 && key < k.hi0) || (key >= k.lo1 && key < k.hi1);
+            if (!vis)
+                sacc[c] = -INFINITY;
+        }
+        return;
+    }
+    uint64_t vis = 0;
+#pragma unroll 1
+    for (int c = 0; c < BN / 2; c++) {
+        const int64_t key = key0 + (c / 4) * 8 + (c & 1);
+        if (attn_mask_visible(&p.mask, (uint32_t)it.req, tok[(c >> 1) & 1], key))
+            vis |= 1ull << c;
+    }
+#pragma unroll
+    for (int c = 0; c < BN / 2; c++)
+        if (!((vis >> c) & 1ull))
+            sacc[c] = -INFINITY;
+}
+
+/* The producer's walk of one request's pages: paged kinds read the page
+ * list directly (shift and mask when the page size is a power of two);
+ * contiguous and ragged stores go through attn_kv_addr_segment. */
+struct KvWalk {
+    const int32_t *pages; /* paged: the request's page list; else NULL */
+    int64_t page_size;
+    int shift; /* log2(page_size), or -1 */
+    uint32_t req;
+};
+
+__device__ __forceinline__ KvWalk kv_walk(const attn_kv_addr &a, uint32_t b)
+{
+    KvWalk w;
+    w.req = b;
+    w.page_size = a.page_size;
+    w.pages = 0;
+    if (a.kind == ATTN_KV_ADDR_PAGED_CSR)
+        w.pages = a.page_indices + a.page_indptr[b];
+    else if (a.kind == ATTN_KV_ADDR_PAGED_DENSE)
+        w.pages = a.block_table + attn_kv_addr_cache_row(&a, b) * (int64_t)a.max_blocks;
+    w.shift = -1;
+    if (a.page_size > 0 && (a.page_size & (a.page_size - 1)) == 0)
+        w.shift = __ffsll(a.page_size) - 1;
+    return w;
+}
+
+/* Element offset of logical row t of the walk's request, K/V head h. */
+__device__ __forceinline__ int64_t kv_row_elem(const attn_kv_addr &a, const KvWalk &w, int64_t t,
+                                               uint32_t h, uint32_t d)
+{
+    if (w.pages) {
+        int64_t j, slot;
+        if (w.shift >= 0) {
+            j = t >> w.shift;
+            slot = t & (w.page_size - 1);
+        } else {
+            j = (int64_t)((uint32_t)t / (uint32_t)w.page_size);
+            slot = t - j * w.page_size;
+        }
+        return attn_kv_addr_elem(&a, w.pages[j], slot, h, 0, d);
+    }
+    attn_kv_seg s;
+    attn_kv_addr_segment(&a, w.req, t, t + 1, &s);
+    return attn_kv_addr_elem(&a, s.page, s.slot, h, 0, d);
+}
+
+/* Two values of q-dtype `dt` at element i (i even) stored from fp32. */
+__device__ __forceinline__ void store2(void *base, attn_dtype dt, size_t i, float x, float y)
+{
+    if (dt == ATTN_BF16) {
+        *reinterpret_cast<__nv_bfloat162 *>(static_cast<uint16_t *>(base) + i) =
+            __floats2bfloat162_rn(x, y);
+    } else if (dt == ATTN_FP16) {
+        *reinterpret_cast<__half2 *>(static_cast<uint16_t *>(base) + i) = __floats2half2_rn(x, y);
+    } else {
+        *reinterpret_cast<float2 *>(static_cast<float *>(base) + i) = make_float2(x, y);
+    }
+}
+
+template <int D, typename KV> struct Smem {
+    uint8_t *q, *k, *v;
+    uint64_t *full, *empty, *qfull;
+};
+
+template <int D, typename KV>
+__device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
+                                         const attn_prefill_item &it, const attn_prefill_req &rq,
+                                         uint32_t hkv, int tid)
+{
+    using C = Cfg<D>;
+    const uint32_t g = p.num_qo_heads / p.num_kv_heads;
+    const uint32_t qs = smem_addr(sm.q);
+
+    /* Q: tile rows are packed (token, head); rows past the request are 0 */
+    if (p.q_dtype == Mma<KV>::dtype) {
+        const uint16_t *q = static_cast<const uint16_t *>(p.q);
+        for (int idx = tid; idx < C::BM * C::PIECES; idx += 128) {
+            const int r = idx / C::PIECES, c = idx % C::PIECES;
+            const int pr = it.row0 + r;
+            const int tok = pr / (int)g, hh = pr % (int)g;
+            const bool ok = tok < rq.C;
+            const size_t off =
+                ok ? (((size_t)(rq.qrow + tok) * p.num_qo_heads + hkv * g + hh) * D + c * 8) : 0;
+            cp_async16(qs + swz_offset(r, c, C::BM), q + off, ok);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+    } else {
+        /* another q dtype: widen, round to the MMA type, store */
+        for (int idx = tid; idx < C::BM * C::PIECES; idx += 128) {
+            const int r = idx / C::PIECES, c = idx % C::PIECES;
+            const int pr = it.row0 + r;
+            const int tok = pr / (int)g, hh = pr % (int)g;
+            uint32_t w[4] = {0, 0, 0, 0};
+            if (tok < rq.C) {
+                const size_t off =
+                    ((size_t)(rq.qrow + tok) * p.num_qo_heads + hkv * g + hh) * D + c * 8;
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    w[e] = Mma<KV>::pack(attn_load_f32(p.q, p.q_dtype, off + 2 * e),
+                                         attn_load_f32(p.q, p.q_dtype, off + 2 * e + 1));
+            }
+            uint4 *dst = reinterpret_cast<uint4 *>(sm.q + swz_offset(r, c, C::BM));
+            *dst = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+    }
+    fence_proxy_async();
+    mbar_arrive(sm.qfull);
+
+    /* K/V: consecutive threads copy consecutive pieces of one row */
+    const KV *kb = static_cast<const KV *>(p.k);
+    const KV *vb = static_cast<const KV *>(p.v);
+    const uint32_t ks = smem_addr(sm.k), vs = smem_addr(sm.v);
+    const int64_t keys = (int64_t)rq.T + rq.C;
+    const KvWalk walk = kv_walk(p.kv, (uint32_t)it.req);
+    constexpr int ROWS_PER_PASS = 128 / C::PIECES;
+    const int c = tid % C::PIECES, r_first = tid / C::PIECES;
+    int n_iter = 0;
+    for (int ti = it.tile_begin; ti < it.tile_end; ti++, n_iter++) {
+        const int64_t n = p.tiles[ti] >> 1;
+        const int s = n_iter % C::STAGES;
+        mbar_wait(&sm.empty[s], ((n_iter / C::STAGES) & 1) ^ 1);
+        const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
+#pragma unroll 4
+        for (int r = r_first; r < C::BN; r += ROWS_PER_PASS) {
+            const int64_t t = n * C::BN + r;
+            const bool ok = t < keys;
+            int64_t off = 0;
+            if (ok)
+                off = kv_row_elem(p.kv, walk, t, hkv, D) + c * 8;
+            const uint32_t so = swz_offset(r, c, C::BN);
+            cp_async16(kst + so, kb + off, ok);
+            cp_async16(vst + so, vb + off, ok);
+        }
+        cp_async_commit();
+        if (n_iter > 0) {
+            cp_async_wait<1>();
+            fence_proxy_async();
+            mbar_arrive(&sm.full[(n_iter - 1) % C::STAGES]);
+        }
+    }
+    if (n_iter > 0) {
+        cp_async_wait<0>();
+        fence_proxy_async();
+        mbar_arrive(&sm.full[(n_iter - 1) % C::STAGES]);
+    }
+}
+
+template <int D, typename KV>
+__device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
+                                         const attn_prefill_item &it, const attn_prefill_req &rq,
+                                         uint32_t hkv, int cw, int ctid)
+{
+    using C = Cfg<D>;
+    using M = Mma<KV>;
+    constexpr int BN = C::BN, ON = C::ON, OC = C::OC;
+    const int warp = ctid / 32, lane = ctid % 32;
+    const uint32_t g = p.num_qo_heads / p.num_kv_heads;
+    const float scale2 = p.sm_scale * kLog2e;
+
+    float oacc[OC][ON / 2];
+#pragma unroll
+    for (int a = 0; a < OC; a++)
+#pragma unroll
+        for (int i = 0; i < ON / 2; i++)
+            oacc[a][i] = 0.f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+
+    /* this thread's two rows (within the WG's 64) and four columns per n8 block */
+    const int r_in = warp * 16 + lane / 4;
+    const int prow[2] = {it.row0 + cw * 64 + r_in, it.row0 + cw * 64 + r_in + 8};
+    const int tok[2] = {prow[0] / (int)g, prow[1] / (int)g};
+
+    const uint32_t qs = smem_addr(sm.q) + cw * 64 * 128;
+    const uint32_t ks = smem_addr(sm.k), vs = smem_addr(sm.v);
+    mbar_wait(sm.qfull, 0);
+
+    int n_iter = 0;
+    for (int ti = it.tile_begin; ti < it.tile_end; ti++, n_iter++) {
+        const int32_t code = p.tiles[ti];
+        const int64_t n = code >> 1;
+        const int s = n_iter % C::STAGES;
+        mbar_wait(&sm.full[s], (n_iter / C::STAGES) & 1);
+        const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
+
+        float sacc[BN / 2];
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < D / 16; k++) {
+            const uint64_t da = make_desc(qs + (k / 4) * C::BM * 128 + (k % 4) * 32, 16, 1024);
+            const uint64_t db = make_desc(kst + (k / 4) * BN * 128 + (k % 4) * 32, 16, 1024);
+            M::template ss<BN>(sacc, da, db, k > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(sacc);
+
+        if (code & 1)
+            mask_partial<BN>(p, it, rq, tok, n, lane, sacc);
+
+        /* online softmax, base-2 frame; rows ri = 0, 1 */
+#pragma unroll
+        for (int ri = 0; ri < 2; ri++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+                mx = fmaxf(mx, sacc[j * 4 + ri * 2]);
+                mx = fmaxf(mx, sacc[j * 4 + ri * 2 + 1]);
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m_run[ri], mx * scale2);
+            const float m_use = m_new == -INFINITY ? 0.f : m_new;
+            const float alpha = ex2(m_run[ri] - m_use);
+            m_run[ri] = m_new;
+            float sum = 0.f;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const float pv = ex2(sacc[j * 4 + ri * 2 + e] * scale2 - m_use);
+                    sacc[j * 4 + ri * 2 + e] = pv;
+                    sum += pv;
+                }
+            l_run[ri] = l_run[ri] * alpha + sum;
+#pragma unroll
+            for (int a = 0; a < OC; a++)
+#pragma unroll
+                for (int j = 0; j < ON / 8; j++) {
+                    oacc[a][j * 4 + ri * 2] *= alpha;
+                    oacc[a][j * 4 + ri * 2 + 1] *= alpha;
+                }
+        }
+
+        /* O += P V: P k-step kk covers keys 16kk .. 16kk+15 (A fragment of
+         * m64k16: rows r, r+8 x keys 2q, 2q+1 and 2q+8, 2q+9) */
+        uint32_t pa[BN / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            pa[kk][0] = M::pack(sacc[kk * 8 + 0], sacc[kk * 8 + 1]);
+            pa[kk][1] = M::pack(sacc[kk * 8 + 2], sacc[kk * 8 + 3]);
+            pa[kk][2] = M::pack(sacc[kk * 8 + 4], sacc[kk * 8 + 5]);
+            pa[kk][3] = M::pack(sacc[kk * 8 + 6], sacc[kk * 8 + 7]);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+#pragma unroll
+            for (int a = 0; a < OC; a++) {
+                const uint64_t db =
+                    make_desc(vst + (a * ON / 64) * BN * 128 + kk * 16 * 128, BN * 128, 1024);
+                M::template rs<ON>(oacc[a], pa[kk], db, 1);
+            }
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int a = 0; a < OC; a++)
+            reg_fence(oacc[a]);
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(&sm.empty[s]);
+    }
+
+    /* epilogue */
+#pragma unroll
+    for (int ri = 0; ri < 2; ri++) {
+        float l = l_run[ri];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const bool empty = l == 0.f; /* no visible cell (a NaN l is not empty) */
+        const float inv = empty ? 0.f : 1.f / l;
+        const float m_use = m_run[ri] == -INFINITY ? 0.f : m_run[ri];
+        const float lse = empty ? -INFINITY : (m_use + log2f(l)) * kLn2;
+        if (tok[ri] >= rq.C)
+            continue;
+        const uint32_t hq = hkv * g + (uint32_t)(prow[ri] % (int)g);
+        if (it.part < 0) {
+            const size_t row = (size_t)(rq.qrow + tok[ri]) * p.num_qo_heads + hq;
+#pragma unroll
+            for (int a = 0; a < OC; a++)
+#pragma unroll
+                for (int j = 0; j < ON / 8; j++) {
+                    const int col = a * ON + j * 8 + (lane % 4) * 2;
+                    store2(p.o, p.q_dtype, row * D + col, oacc[a][j * 4 + ri * 2] * inv,
+                           oacc[a][j * 4 + ri * 2 + 1] * inv);
+                }
+            if (p.lse && lane % 4 == 0)
+                p.lse[row] = lse;
+        } else {
+            const size_t srow =
+                ((size_t)it.part * p.num_kv_heads + hkv) * C::BM + cw * 64 + r_in + ri * 8;
+            const bool mlu = p.abi == ATTN_ABI_MLU;
+            const float sc = mlu ? 1.f : inv;
+#pragma unroll
+            for (int a = 0; a < OC; a++)
+#pragma unroll
+                for (int j = 0; j < ON / 8; j++) {
+                    const int col = a * ON + j * 8 + (lane % 4) * 2;
+                    *reinterpret_cast<float2 *>(p.part_vec + srow * D + col) = make_float2(
+                        oacc[a][j * 4 + ri * 2] * sc, oacc[a][j * 4 + ri * 2 + 1] * sc);
+                }
+            if (lane % 4 == 0) {
+                if (mlu) {
+                    p.part_m[srow] = empty ? -INFINITY : m_use * kLn2;
+                    p.part_l[srow] = l;
+                } else {
+                    p.part_m[srow] = lse;
+                }
+            }
+        }
+    }
+}
+
+template <int D, typename KV>
+__global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using C = Cfg<D>;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *base = reinterpret_cast<uint8_t *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    Smem<D, KV> sm;
+    sm.q = base;
+    sm.k = sm.q + C::Q_BYTES;
+    sm.v = sm.k + C::STAGES * C::KV_BYTES;
+    sm.full = reinterpret_cast<uint64_t *>(sm.v + C::STAGES * C::KV_BYTES);
+    sm.empty = sm.full + C::STAGES;
+    sm.qfull = sm.empty + C::STAGES;
+
+    const attn_prefill_item it = p.items[blockIdx.x];
+    const attn_prefill_req rq = p.reqs[it.req];
+    const uint32_t hkv = blockIdx.y;
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+        for (int s = 0; s < C::STAGES; s++) {
+            mbar_init(&sm.full[s], 128);
+            mbar_init(&sm.empty[s], kConsumerWarps);
+        }
+        mbar_init(sm.qfull, 128);
+    }
+    __syncthreads();
+    if (tid < 128) {
+        reg_dealloc<56>();
+        producer<D, KV>(p, sm, it, rq, hkv, tid);
+    } else {
+        reg_alloc<224>();
+        consumer<D, KV>(p, sm, it, rq, hkv, tid / 128 - 1, tid % 128);
+    }
+#else
+    /* wgmma and setmaxnreg exist on sm_90a only: the portable compute_90
+     * PTX of the build carries no body (the launcher runs sm_90a only) */
+    __trap();
+#endif
+}
+
+/* Fold the parts of one split m tile (blockIdx.x = merge, blockIdx.y = K/V
+ * head): one warp per packed row, lane x owns lanes x, x + 32, ... of d. */
+template <int D> __global__ void __launch_bounds__(128) attn_prefill_combine(const __grid_constant__ attn_cuda_prefill_params p)
+{
+    constexpr int BM = Cfg<D>::BM, PER = D / 32;
+    const attn_prefill_merge mg = p.merges[blockIdx.x];
+    const attn_prefill_req rq = p.reqs[mg.req];
+    const uint32_t hkv = blockIdx.y, g = p.num_qo_heads / p.num_kv_heads;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int r = warp; r < BM; r += 4) {
+        const int pr = mg.row0 + r, tok = pr / (int)g;
+        if (tok >= rq.C)
+            break;
+        float acc[PER], part[PER], o[PER];
+        float lse_out;
+        if (p.abi == ATTN_ABI_MLU) {
+            attn_mlu_f32 st, in;
+            attn_mlu_empty_f32(&st, acc, PER);
+            for (int k = 0; k < mg.num_parts; k++) {
+                const size_t srow = ((size_t)(mg.part_begin + k) * p.num_kv_heads + hkv) * BM + r;
+                in.l = p.part_l[srow];
+                in.m = p.part_m[srow];
+                in.valid = !(in.l == 0.f);
+                for (int i = 0; i < PER; i++)
+                    part[i] = p.part_vec[srow * D + lane + 32 * i];
+                attn_mlu_merge_f32(&st, acc, &in, part, PER);
+            }
+            attn_mlu_finalize_f32(&st, acc, PER, o, &lse_out);
+        } else {
+            attn_lseo_f32 st = {-INFINITY}, in;
+            for (int i = 0; i < PER; i++)
+                acc[i] = 0.f;
+            for (int k = 0; k < mg.num_parts; k++) {
+                const size_t srow = ((size_t)(mg.part_begin + k) * p.num_kv_heads + hkv) * BM + r;
+                in.lse = p.part_m[srow];
+                for (int i = 0; i < PER; i++)
+                    part[i] = p.part_vec[srow * D + lane + 32 * i];
+                attn_lseo_merge_f32(&st, acc, &in, part, PER);
+            }
+            for (int i = 0; i < PER; i++)
+                o[i] = acc[i];
+            lse_out = st.lse;
+        }
+        const uint32_t hq = hkv * g + (uint32_t)(pr % (int)g);
+        const size_t row = (size_t)(rq.qrow + tok) * p.num_qo_heads + hq;
+        for (int i = 0; i < PER; i++)
+            attn_store_f32(p.o, p.q_dtype, row * D + lane + 32 * i, o[i]);
+        if (p.lse && lane == 0)
+            p.lse[row] = lse_out;
+    }
+}
+
+} // namespace attn_prefill
+
+#endif

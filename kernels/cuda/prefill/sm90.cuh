@@ -1,0 +1,152 @@
+/* Hopper (sm_90a) primitives of the prefill kernel, as readable PTX:
+ * mbarriers, cp.async with zero fill, proxy fences, register reallocation,
+ * the wgmma fence/commit/wait triple and the shared-memory matrix
+ * descriptor of the 128-byte-swizzled layout.
+ *
+ * The one smem tile layout (see swz_offset): a tile of R rows by W 2-byte
+ * columns (W a multiple of 64) is stored as W/64 column chunks of R rows x
+ * 128 bytes; inside a chunk, 16-byte piece c of row r sits at piece
+ * c ^ (r % 8).  That is CUTLASS's Swizzle<3,4,3> atom; read with
+ * K-major descriptors it is the A/B operand of S = Q K^T (rows = M or N,
+ * columns = K), read with MN-major descriptors it is the B operand of
+ * O += P V (rows = K, columns = N).  Chunks start 1024-byte aligned.
+ */
+#ifndef ATTN_CUDA_PREFILL_SM90_CUH
+#define ATTN_CUDA_PREFILL_SM90_CUH
+
+#include <stdint.h>
+
+namespace attn_sm90
+{
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* Byte offset of 16-byte piece `piece` (0 .. W/8-1) of row `row` in a
+ * swizzled tile of `rows` rows (the layout above). */
+__device__ __forceinline__ uint32_t swz_offset(uint32_t row, uint32_t piece, uint32_t rows)
+{
+    const uint32_t chunk = piece >> 3, c = piece & 7u;
+    return chunk * rows * 128u + row * 128u + ((c ^ (row & 7u)) << 4);
+}
+
+/* 16-byte asynchronous copy global -> shared; `pred` false writes zeros
+ * (rows past a range never carry stale or poisoned bytes into a product). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool pred)
+{
+    const int n = pred ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* Make this thread's generic-proxy smem writes (cp.async, st.shared)
+ * visible to the async proxy that wgmma reads through. */
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar)
+{
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(
+                     smem_addr(bar))
+                 : "memory");
+}
+
+/* Block until the phase of parity `parity` of `bar` has completed (a fresh
+ * barrier is in phase 0, so waiting for parity 1 returns at once). */
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
+{
+    asm volatile("{\n.reg .pred done;\n"
+                 "WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+
+/* Named barrier over `threads` threads (a multiple of 32). */
+__device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <uint32_t R> __device__ __forceinline__ void reg_alloc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+template <uint32_t R> __device__ __forceinline__ void reg_dealloc()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+__device__ __forceinline__ void wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* Keep the compiler from moving accumulator reads/writes across a wgmma
+ * wait (the registers are written asynchronously by the tensor core). */
+template <int N> __device__ __forceinline__ void reg_fence(float (&d)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* Shared-memory matrix descriptor (sm_90 GMMA): start address, leading and
+ * stride byte offsets (16-byte units), layout 1 = 128-byte swizzle.
+ *   K-major (S = Q K^T operands): SBO = 1024 (8 rows x 128 B), LBO unused;
+ *     the k-th 16-column step adds 32 * (k % 4) bytes inside a chunk and
+ *     moves to the next chunk every 4 steps.
+ *   MN-major (V of O += P V): SBO = 1024 (8 K-rows), LBO = bytes between
+ *     64-column chunks (rows * 128); the k-th 16-row step adds k * 2048. */
+__device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo)
+{
+    uint64_t d = 0;
+    d |= (uint64_t)((saddr & 0x3FFFFu) >> 4);
+    d |= (uint64_t)((lbo >> 4) & 0x3FFFu) << 16;
+    d |= (uint64_t)((sbo >> 4) & 0x3FFFu) << 32;
+    d |= (uint64_t)1 << 62; /* SWIZZLE_128B */
+    return d;
+}
+
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+} // namespace attn_sm90
+
+#endif

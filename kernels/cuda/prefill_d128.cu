@@ -1,0 +1,4 @@
+/* Prefill kernels of head dim 128 (bf16 and fp16 K/V). */
+#include "kernels/cuda/prefill/instance.cuh"
+
+ATTN_PREFILL_INSTANCE(128)

@@ -1,0 +1,54 @@
+/* Dispatch of the tensor-core prefill kernels (prefill_launch.h). */
+#include <cuda_runtime.h>
+
+#include "attn/error.h"
+#include "kernels/cuda/prefill/dispatch.h"
+#include "kernels/cuda/prefill_launch.h"
+
+extern "C" int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtype,
+                                           attn_dtype q_dtype)
+{
+    const bool d_ok = head_dim == 64 || head_dim == 128 || head_dim == 256;
+    const bool kv_ok = kv_dtype == ATTN_BF16 || kv_dtype == ATTN_FP16;
+    const bool q_ok = q_dtype == ATTN_BF16 || q_dtype == ATTN_FP16 || q_dtype == ATTN_FP32;
+    return d_ok && kv_ok && q_ok;
+}
+
+extern "C" int attn_cuda_prefill_launch(const attn_cuda_prefill_params *p, void *stream)
+{
+    if (!attn_cuda_prefill_supported(p->head_dim, p->kv_dtype, p->q_dtype))
+        return p->head_dim == 64 || p->head_dim == 128 || p->head_dim == 256 ? ATTN_E_DTYPE
+                                                                             : ATTN_E_SHAPE;
+    if (p->num_kv_heads == 0 || p->num_qo_heads % p->num_kv_heads)
+        return ATTN_E_SHAPE;
+    switch (p->head_dim) {
+    case 64:
+        return attn_prefill_launch_d64(p, stream);
+    case 128:
+        return attn_prefill_launch_d128(p, stream);
+    default:
+        return attn_prefill_launch_d256(p, stream);
+    }
+}
+
+extern "C" int attn_cuda_prefill_symbols(const attn_cuda_prefill_params *p, const char **attend,
+                                         const char **combine)
+{
+    /* the names of the template instances, as the profiler shows them */
+    static const char *const k_attend[3][2] = {
+        {"attn_prefill::attn_prefill_attend<64, __nv_bfloat16>",
+         "attn_prefill::attn_prefill_attend<64, __half>"},
+        {"attn_prefill::attn_prefill_attend<128, __nv_bfloat16>",
+         "attn_prefill::attn_prefill_attend<128, __half>"},
+        {"attn_prefill::attn_prefill_attend<256, __nv_bfloat16>",
+         "attn_prefill::attn_prefill_attend<256, __half>"}};
+    static const char *const k_combine[3] = {"attn_prefill::attn_prefill_combine<64>",
+                                             "attn_prefill::attn_prefill_combine<128>",
+                                             "attn_prefill::attn_prefill_combine<256>"};
+    if (!attn_cuda_prefill_supported(p->head_dim, p->kv_dtype, p->q_dtype))
+        return 0;
+    const int di = p->head_dim == 64 ? 0 : p->head_dim == 128 ? 1 : 2;
+    *attend = k_attend[di][p->kv_dtype == ATTN_FP16];
+    *combine = p->num_merges ? k_combine[di] : NULL;
+    return p->num_merges ? 2 : 1;
+}

@@ -1,0 +1,77 @@
+/* Launch glue of the Hopper tensor-core prefill/append kernel (rows with
+ * C >= 1: prefill T = 0, append T > 0, few-query verification C = 2..8).
+ *
+ * The kernel is sm_90a only: one producer warpgroup gathers K/V tiles with
+ * cp.async through the one address program (kernels/common/addr.h) into a
+ * multi-stage shared-memory ring guarded by mbarriers; two consumer
+ * warpgroups run S = Q K^T (wgmma, both operands in swizzled smem), the
+ * online softmax in fp32 in the base-2 frame, and O += P V (wgmma, P from
+ * registers).  GQA is always packed: the M rows of a tile are the pairs
+ * (token, query head of the group) of one K/V head, so the g heads share
+ * every K/V tile.
+ *
+ * Masks never reach the kernel as per-cell work except on PARTIAL tiles:
+ * the host planner (prefill_plan.h) classifies every (m tile, key tile)
+ * with the one classifier of kernels/common/mask.h and hands the kernel
+ * a compact list per m tile; SKIP tiles are absent (never loaded), FULL
+ * tiles run without a mask test, PARTIAL tiles test attn_mask_visible.
+ *
+ * Every pointer in attn_cuda_prefill_params is a DEVICE pointer.  The
+ * struct goes to the kernels by value (STYLE.md); kernels never allocate.
+ */
+#ifndef ATTN_CUDA_PREFILL_LAUNCH_H
+#define ATTN_CUDA_PREFILL_LAUNCH_H
+
+#include <stdint.h>
+
+#include "attn/types.h"
+#include "kernels/common/addr.h"
+#include "kernels/common/mask.h"
+#include "planner/prefill_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_cuda_prefill_params {
+    const void *q; /* [rows, H_q, d] in q_dtype (rows = qo_indptr[B]) */
+    void *o;       /* [rows, H_q, d] in q_dtype */
+    float *lse;    /* [rows, H_q] natural log, or NULL */
+    const void *k; /* the layer's K store */
+    const void *v; /* the layer's V store */
+    attn_kv_addr kv;     /* translator whose arrays are device copies */
+    attn_mask_prog mask; /* rebased onto a device copy of its arena */
+    /* the plan (prefill_plan.h), uploaded once per plan */
+    const attn_prefill_req *reqs;
+    const attn_prefill_item *items;
+    const int32_t *tiles;
+    const attn_prefill_merge *merges;
+    uint32_t num_items, num_merges;
+    /* split partial states (plan.num_parts * H_kv * tile_m rows); NULL when
+     * the plan has no split: vec is u (MLU) or O (LSE_O), m is m or LSE */
+    float *part_vec, *part_m, *part_l;
+    uint32_t num_qo_heads, num_kv_heads, head_dim;
+    attn_dtype q_dtype, kv_dtype;
+    attn_state_abi abi;
+    float sm_scale;
+} attn_cuda_prefill_params;
+
+/* Whether the prefill kernel exists for this head dim and K/V dtype
+ * (d 64/128/256, bf16/fp16) and q dtype (bf16, fp16 or fp32). */
+int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtype, attn_dtype q_dtype);
+
+/* Launch the attention kernel and, when the plan has merges, the combine
+ * kernel on `stream` (a cudaStream_t).  Returns 0, ATTN_E_SHAPE or
+ * ATTN_E_DTYPE for a configuration without a kernel, or ATTN_E_CUDA. */
+int attn_cuda_prefill_launch(const attn_cuda_prefill_params *p, void *stream);
+
+/* The kernel symbols attn_cuda_prefill_launch runs for `p` (for the
+ * dispatch diagnostic); *combine is NULL when no merge runs.  Returns how
+ * many names were written (0 for an unsupported configuration). */
+int attn_cuda_prefill_symbols(const attn_cuda_prefill_params *p, const char **attend,
+                              const char **combine);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,233 @@
+/* Host planning of the tensor-core prefill/append kernel (prefill_plan.h). */
+#include "planner/prefill_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void attn_prefill_tile_shape(uint32_t head_dim, uint32_t *tile_m, uint32_t *tile_n)
+{
+    *tile_m = 128;
+    *tile_n = head_dim > 128 ? 64 : 128;
+}
+
+void attn_prefill_plan_free(attn_prefill_plan *p)
+{
+    free(p->reqs);
+    free(p->tiles);
+    free(p->items);
+    free(p->merges);
+    memset(p, 0, sizeof *p);
+}
+
+void attn_prefill_plan_workspace(const attn_prefill_plan *p, uint32_t num_kv_heads,
+                                 uint32_t head_dim, uint64_t *vec_floats, uint64_t *row_floats)
+{
+    uint64_t rows = (uint64_t)p->num_parts * num_kv_heads * p->tile_m;
+    *vec_floats = rows * head_dim;
+    *row_floats = rows;
+}
+
+/* A growable int32 array (the tile list). */
+typedef struct tile_vec {
+    int32_t *v;
+    uint32_t n, cap;
+} tile_vec;
+
+static int tile_push(tile_vec *t, int32_t x)
+{
+    if (t->n == t->cap) {
+        uint32_t cap = t->cap ? t->cap * 2 : 1024;
+        int32_t *nv = realloc(t->v, sizeof *nv * cap);
+        if (!nv)
+            return ATTN_E_NOMEM;
+        t->v = nv;
+        t->cap = cap;
+    }
+    t->v[t->n++] = x;
+    return 0;
+}
+
+/* One m tile before splitting: its tile-list range. */
+typedef struct mtile {
+    int32_t req, row0, begin, end;
+} mtile;
+
+/* Key range [lo, hi) that holds every visible key of tokens [q0, q1) of
+ * request b (the union of the rows' hulls). */
+static void tokens_key_hull(const attn_mask_prog *mp, uint32_t b, int64_t q0, int64_t q1,
+                            int64_t *lo, int64_t *hi)
+{
+    int64_t l = INT64_MAX, h = 0;
+    for (int64_t i = q0; i < q1; i++) {
+        attn_row_keys k = attn_mask_row_keys(mp, b, i);
+        if (k.hi0 > k.lo0) {
+            l = k.lo0 < l ? k.lo0 : l;
+            h = k.hi0 > h ? k.hi0 : h;
+        }
+        if (k.hi1 > k.lo1) {
+            l = k.lo1 < l ? k.lo1 : l;
+            h = k.hi1 > h ? k.hi1 : h;
+        }
+    }
+    *lo = l == INT64_MAX ? 0 : l;
+    *hi = h;
+}
+
+static int cmp_items_longest_first(const void *a, const void *b)
+{
+    const attn_prefill_item *x = a, *y = b;
+    int32_t nx = x->tile_end - x->tile_begin, ny = y->tile_end - y->tile_begin;
+    if (nx != ny)
+        return nx > ny ? -1 : 1;
+    /* stable tie-break: plan order (request, row, part) */
+    if (x->req != y->req)
+        return x->req < y->req ? -1 : 1;
+    if (x->row0 != y->row0)
+        return x->row0 < y->row0 ? -1 : 1;
+    return x->tile_begin < y->tile_begin ? -1 : (x->tile_begin > y->tile_begin);
+}
+
+int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *out,
+                            attn_error_detail *err)
+{
+    memset(out, 0, sizeof *out);
+    if (in->num_requests == 0)
+        return attn_error_set(err, ATTN_E_EMPTY_BATCH, "requests", "no requests");
+    if (in->num_kv_heads == 0 || in->num_qo_heads % in->num_kv_heads)
+        return attn_error_set(err, ATTN_E_HEADS, "num_qo_heads",
+                              "num_qo_heads %u is not a multiple of num_kv_heads %u",
+                              in->num_qo_heads, in->num_kv_heads);
+    if (in->head_dim != 64 && in->head_dim != 128 && in->head_dim != 256)
+        return attn_error_set(err, ATTN_E_SHAPE, "head_dim", "head_dim %u is not 64, 128 or 256",
+                              in->head_dim);
+    if (!in->mask || in->mask->num_requests != in->num_requests)
+        return attn_error_set(err, ATTN_E_MISSING, "mask",
+                              "the mask program must cover the %u requests", in->num_requests);
+    const uint32_t B = in->num_requests, g = in->num_qo_heads / in->num_kv_heads;
+    uint32_t tm, tn;
+    attn_prefill_tile_shape(in->head_dim, &tm, &tn);
+    out->tile_m = tm;
+    out->tile_n = tn;
+    out->num_requests = B;
+    out->reqs = calloc(B, sizeof *out->reqs);
+    if (!out->reqs)
+        return attn_error_set(err, ATTN_E_NOMEM, "plan", "out of memory");
+    uint64_t num_mtiles = 0;
+    for (uint32_t b = 0; b < B; b++) {
+        int64_t T = in->T[b], C = in->C[b];
+        if (T < 0 || C < 1 || T + C > INT32_MAX || (int64_t)C * g > INT32_MAX)
+            return attn_prefill_plan_free(out),
+                   attn_error_set(err, ATTN_E_RANGE, "requests", "request %u: T %lld, C %lld", b,
+                                  (long long)T, (long long)C);
+        if (in->qo_indptr[b + 1] - in->qo_indptr[b] != C)
+            return attn_prefill_plan_free(out),
+                   attn_error_set(err, ATTN_E_QO_INDPTR, "qo_indptr",
+                                  "qo_indptr[%u..%u] does not span C = %lld rows", b, b + 1,
+                                  (long long)C);
+        out->reqs[b].T = (int32_t)T;
+        out->reqs[b].C = (int32_t)C;
+        out->reqs[b].qrow = in->qo_indptr[b];
+        num_mtiles += ((uint64_t)C * g + tm - 1) / tm;
+    }
+
+    mtile *mt = calloc(num_mtiles, sizeof *mt);
+    tile_vec tv = {0};
+    int rv = 0;
+    if (!mt) {
+        rv = ATTN_E_NOMEM;
+        goto fail;
+    }
+    /* classify every key tile of every m tile with the one classifier */
+    uint32_t nm = 0;
+    attn_prefill_ledger *lg = &out->ledger;
+    for (uint32_t b = 0; b < B; b++) {
+        int64_t T = in->T[b], C = in->C[b], keys = T + C, rows = C * g;
+        for (int64_t r0 = 0; r0 < rows; r0 += tm) {
+            int64_t q0 = r0 / g, q1 = (r0 + tm - 1) / g + 1;
+            if (q1 > C)
+                q1 = C;
+            int64_t lo, hi;
+            tokens_key_hull(in->mask, b, q0, q1, &lo, &hi);
+            int64_t n_lo = lo / tn, n_hi = (hi + tn - 1) / tn, n_all = (keys + tn - 1) / tn;
+            mt[nm].req = (int32_t)b;
+            mt[nm].row0 = (int32_t)r0;
+            mt[nm].begin = (int32_t)tv.n;
+            lg->skip_tiles += (uint64_t)(n_all - (n_hi - n_lo)) * in->num_kv_heads;
+            for (int64_t n = n_lo; n < n_hi; n++) {
+                int64_t k0 = n * tn, k1 = k0 + tn < keys ? k0 + tn : keys;
+                attn_tile_class c = attn_mask_classify_tile(in->mask, b, q0, q1, k0, k1);
+                if (c == ATTN_TILE_SKIP) {
+                    lg->skip_tiles += in->num_kv_heads;
+                    continue;
+                }
+                int partial = c == ATTN_TILE_PARTIAL || k1 - k0 < tn;
+                if ((rv = tile_push(&tv, (int32_t)((n << 1) | partial))))
+                    goto fail;
+                if (partial)
+                    lg->partial_tiles += in->num_kv_heads;
+                else
+                    lg->full_tiles += in->num_kv_heads;
+            }
+            mt[nm].end = (int32_t)tv.n;
+            nm++;
+        }
+        lg->logical_cells += attn_mask_visible_cells(in->mask, b) * in->num_qo_heads;
+    }
+    lg->executed_cells = (lg->full_tiles + lg->partial_tiles) * tm * tn;
+
+    /* splits: when the CTAs of the plan do not fill the machine, cut long
+     * tile lists into contiguous parts (at least 4 tiles each) */
+    uint32_t splits = 1;
+    uint64_t ctas = (uint64_t)nm * in->num_kv_heads;
+    if (in->fixed_splits)
+        splits = in->fixed_splits;
+    else if (in->num_sms && ctas < in->num_sms)
+        splits = (uint32_t)((in->num_sms + ctas - 1) / ctas);
+    uint64_t num_items = 0;
+    for (uint32_t i = 0; i < nm; i++) {
+        uint32_t n = (uint32_t)(mt[i].end - mt[i].begin);
+        uint32_t s = in->fixed_splits ? splits : (n / 4 < splits ? n / 4 : splits);
+        if (s > n)
+            s = n;
+        num_items += s > 1 ? s : 1;
+    }
+    out->items = calloc(num_items, sizeof *out->items);
+    out->merges = calloc(nm, sizeof *out->merges);
+    if (!out->items || !out->merges) {
+        rv = ATTN_E_NOMEM;
+        goto fail;
+    }
+    uint32_t ni = 0, parts = 0;
+    for (uint32_t i = 0; i < nm; i++) {
+        uint32_t n = (uint32_t)(mt[i].end - mt[i].begin);
+        uint32_t s = in->fixed_splits ? splits : (n / 4 < splits ? n / 4 : splits);
+        if (s > n)
+            s = n;
+        if (s <= 1) {
+            out->items[ni++] = (attn_prefill_item){mt[i].req, mt[i].row0, mt[i].begin, mt[i].end,
+                                                   -1};
+            continue;
+        }
+        out->merges[out->num_merges++] =
+            (attn_prefill_merge){mt[i].req, mt[i].row0, (int32_t)parts, (int32_t)s};
+        for (uint32_t k = 0; k < s; k++) {
+            int32_t b0 = mt[i].begin + (int32_t)((uint64_t)n * k / s);
+            int32_t b1 = mt[i].begin + (int32_t)((uint64_t)n * (k + 1) / s);
+            out->items[ni++] = (attn_prefill_item){mt[i].req, mt[i].row0, b0, b1,
+                                                   (int32_t)(parts + k)};
+        }
+        parts += s;
+    }
+    out->num_items = ni;
+    out->num_parts = parts;
+    qsort(out->items, ni, sizeof *out->items, cmp_items_longest_first);
+    out->tiles = tv.v;
+    out->num_tiles = tv.n;
+    free(mt);
+    return 0;
+fail:
+    free(mt);
+    free(tv.v);
+    attn_prefill_plan_free(out);
+    return attn_error_set(err, rv, "plan", "out of memory");
+}

@@ -1,0 +1,111 @@
+/* Host planning of the tensor-core prefill/append kernel (plain C: built
+ * and tested without CUDA).
+ *
+ * From per-request (T, C, q row offset) and a host mask program the planner
+ * builds the plain arrays the engine uploads once per plan:
+ *
+ *   reqs   [B]          T, C, q row of each request
+ *   tiles  [num_tiles]  per m tile, the key tiles that are not SKIP, in
+ *                       ascending key order: (n << 1) | partial
+ *   items  [num_items]  one CTA each (grid.y = K/V head): an m tile of
+ *                       tile_m packed rows and a contiguous range of its
+ *                       tiles; part >= 0 names the partial-state slot of a
+ *                       split item
+ *   merges [num_merges] split m tiles: parts [part_begin, +num_parts) are
+ *                       folded in that (fixed, ascending key) order
+ *
+ * Rows are packed for GQA: packed row r of a request is token r / g, query
+ * head (kv_head * g + r % g); an m tile holds tile_m packed rows.  The tile
+ * classes come from attn_mask_classify_tile (kernels/common/mask.h), the
+ * one classifier; a key tile cut short by the end of the request's keys is
+ * PARTIAL so the kernel masks the rows past the end.
+ */
+#ifndef ATTN_PLANNER_PREFILL_PLAN_H
+#define ATTN_PLANNER_PREFILL_PLAN_H
+
+#include <stdint.h>
+
+#include "attn/error.h"
+#include "attn/types.h"
+#include "kernels/common/mask.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_prefill_req {
+    int32_t T;    /* committed keys */
+    int32_t C;    /* new query rows */
+    int32_t qrow; /* first row of the request in q / o / lse */
+    int32_t pad;
+} attn_prefill_req;
+
+typedef struct attn_prefill_item {
+    int32_t req;        /* request */
+    int32_t row0;       /* first packed row of the m tile */
+    int32_t tile_begin; /* tiles[tile_begin, tile_end) */
+    int32_t tile_end;
+    int32_t part; /* -1: write O and LSE; else the partial slot */
+} attn_prefill_item;
+
+typedef struct attn_prefill_merge {
+    int32_t req;
+    int32_t row0;
+    int32_t part_begin;
+    int32_t num_parts;
+} attn_prefill_merge;
+
+/* Tile-class ledger of a plan (seed 0x06G): tiles and score cells, counted
+ * per K/V head times H_kv (cells in units of one query head's cells). */
+typedef struct attn_prefill_ledger {
+    uint64_t skip_tiles, full_tiles, partial_tiles;
+    uint64_t logical_cells;  /* visible cells x H_q (the mask's ledger) */
+    uint64_t executed_cells; /* (full + partial) tiles x tile_m x tile_n x H_kv */
+} attn_prefill_ledger;
+
+typedef struct attn_prefill_plan_in {
+    uint32_t num_requests;
+    const int64_t *T;         /* [B] */
+    const int64_t *C;         /* [B] */
+    const int32_t *qo_indptr; /* [B + 1]: q row offsets */
+    uint32_t num_qo_heads, num_kv_heads, head_dim;
+    const attn_mask_prog *mask; /* host program over the same requests */
+    uint32_t num_sms;           /* CTAs below which long m tiles are split */
+    uint32_t fixed_splits;      /* > 0: split every m tile into this many parts */
+} attn_prefill_plan_in;
+
+typedef struct attn_prefill_plan {
+    uint32_t tile_m, tile_n;
+    attn_prefill_req *reqs;
+    uint32_t num_requests;
+    int32_t *tiles;
+    uint32_t num_tiles;
+    attn_prefill_item *items; /* longest first */
+    uint32_t num_items;
+    attn_prefill_merge *merges;
+    uint32_t num_merges;
+    uint32_t num_parts; /* partial-state slots (0 = no split) */
+    attn_prefill_ledger ledger;
+} attn_prefill_plan;
+
+/* The kernel's tile shape for head dim d: tile_m packed query rows by
+ * tile_n keys (128 x 128 for d <= 128, 128 x 64 for d = 256). */
+void attn_prefill_tile_shape(uint32_t head_dim, uint32_t *tile_m, uint32_t *tile_n);
+
+/* Build a plan; 0 or ATTN_E_SHAPE / ATTN_E_RANGE / ATTN_E_NOMEM with the
+ * field named in err.  Release with attn_prefill_plan_free. */
+int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *out,
+                            attn_error_detail *err);
+
+/* Release the arrays of a plan and zero it. */
+void attn_prefill_plan_free(attn_prefill_plan *p);
+
+/* Partial-state floats the plan needs: vec (num_parts * H_kv * tile_m * d)
+ * and m / l (num_parts * H_kv * tile_m each). */
+void attn_prefill_plan_workspace(const attn_prefill_plan *p, uint32_t num_kv_heads,
+                                 uint32_t head_dim, uint64_t *vec_floats, uint64_t *row_floats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,202 @@
+/* Host planning of the CUDA prefill kernel (planner/prefill_plan.h):
+ * tile lists against a brute-force cell scan, the tile-class ledger, split
+ * parts, item order and bad input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "attn/error.h"
+#include "kernels/common/mask.h"
+#include "planner/prefill_plan.h"
+
+typedef struct fixture {
+    attn_request_desc req[4];
+    int64_t T[4], C[4];
+    int32_t qo[5];
+    attn_mask mask;
+    attn_mask_prog prog;
+    attn_prefill_plan_in in;
+} fixture;
+
+static void fixture_make(fixture *f, uint32_t B, const int64_t *T, const int64_t *C,
+                         attn_mask_kind kind, uint32_t hq, uint32_t hkv, uint32_t d)
+{
+    memset(f, 0, sizeof *f);
+    for (uint32_t b = 0; b < B; b++) {
+        snprintf(f->req[b].id, sizeof f->req[b].id, "r%u", b);
+        f->req[b].cache_len = f->T[b] = T[b];
+        f->req[b].new_len = f->C[b] = C[b];
+        f->qo[b + 1] = f->qo[b] + (int32_t)C[b];
+    }
+    f->mask.kind = kind;
+    f->mask.left = 100;
+    f->mask.sinks = 3;
+    uint32_t tm, tn;
+    attn_prefill_tile_shape(d, &tm, &tn);
+    assert_int_equal(attn_mask_prog_build_blocks(&f->mask, f->req, B, tn, &f->prog, NULL), 0);
+    f->in = (attn_prefill_plan_in){.num_requests = B,
+                                   .T = f->T,
+                                   .C = f->C,
+                                   .qo_indptr = f->qo,
+                                   .num_qo_heads = hq,
+                                   .num_kv_heads = hkv,
+                                   .head_dim = d,
+                                   .mask = &f->prog,
+                                   .num_sms = 0};
+}
+
+/* Brute force: the class of every (m tile, key tile) from its cells. */
+static void check_against_cells(const fixture *f, const attn_prefill_plan *p)
+{
+    const uint32_t g = f->in.num_qo_heads / f->in.num_kv_heads;
+    uint64_t full = 0, partial = 0, skip = 0;
+    for (uint32_t it = 0; it < p->num_items; it++) {
+        const attn_prefill_item *x = &p->items[it];
+        int64_t T = f->T[x->req], C = f->C[x->req], keys = T + C;
+        int64_t q0 = x->row0 / g, q1 = (x->row0 + p->tile_m - 1) / g + 1;
+        if (q1 > C)
+            q1 = C;
+        int32_t prev = -1;
+        for (int32_t k = x->tile_begin; k < x->tile_end; k++) {
+            int32_t n = p->tiles[k] >> 1, part = p->tiles[k] & 1;
+            assert_true(n > prev); /* ascending, no duplicates */
+            prev = n;
+            int64_t k0 = (int64_t)n * p->tile_n, k1 = k0 + p->tile_n;
+            bool any_vis = false, any_hid = k1 > keys;
+            for (int64_t i = q0; i < q1; i++)
+                for (int64_t j = k0; j < k1 && j < keys; j++) {
+                    if (attn_mask_visible(&f->prog, (uint32_t)x->req, i, j))
+                        any_vis = true;
+                    else
+                        any_hid = true;
+                }
+            assert_true(any_vis); /* a listed tile is never SKIP */
+            if (!part)
+                assert_false(any_hid); /* a FULL tile has no hidden cell */
+        }
+    }
+    (void)full;
+    (void)partial;
+    (void)skip;
+}
+
+static void test_causal_prefill_tiles(void **state)
+{
+    (void)state;
+    fixture f;
+    int64_t T[1] = {0}, C[1] = {1000};
+    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 4, 4, 128);
+    attn_prefill_plan p;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
+    assert_int_equal(p.tile_m, 128);
+    assert_int_equal(p.tile_n, 128);
+    assert_int_equal(p.num_items, 8); /* ceil(1000 / 128) m tiles */
+    assert_int_equal(p.num_merges, 0);
+    /* m tile k (rows 128k..) sees key tiles 0..k: 36 tiles, the diagonal
+     * ones (8) and the one cut by the end of the keys are PARTIAL */
+    assert_int_equal(p.num_tiles, 36);
+    assert_int_equal(p.ledger.partial_tiles, 8 * 4);
+    assert_int_equal(p.ledger.full_tiles, 28 * 4);
+    assert_int_equal(p.ledger.skip_tiles, (64 - 36) * 4);
+    assert_int_equal(p.ledger.logical_cells, 1000ull * 1001 / 2 * 4);
+    assert_int_equal(p.ledger.executed_cells, 36ull * 128 * 128 * 4);
+    /* longest first */
+    for (uint32_t i = 1; i < p.num_items; i++)
+        assert_true(p.items[i - 1].tile_end - p.items[i - 1].tile_begin >=
+                    p.items[i].tile_end - p.items[i].tile_begin);
+    check_against_cells(&f, &p);
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&f.prog);
+}
+
+static void test_every_kind_matches_cells(void **state)
+{
+    (void)state;
+    const attn_mask_kind kinds[] = {ATTN_MASK_CAUSAL, ATTN_MASK_NONE, ATTN_MASK_WINDOW,
+                                    ATTN_MASK_SINK};
+    const uint32_t dims[] = {64, 256};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t di = 0; di < 2; di++) {
+            fixture f;
+            int64_t T[3] = {0, 300, 77}, C[3] = {333, 5, 130};
+            fixture_make(&f, 3, T, C, kinds[k], 16, 2, dims[di]); /* g = 8 */
+            attn_prefill_plan p;
+            assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
+            check_against_cells(&f, &p);
+            attn_prefill_plan_free(&p);
+            attn_mask_prog_free(&f.prog);
+        }
+}
+
+static void test_splits(void **state)
+{
+    (void)state;
+    fixture f;
+    int64_t T[1] = {20000}, C[1] = {16};
+    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 8, 1, 128);
+    f.in.num_sms = 132;
+    attn_prefill_plan p;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
+    /* one m tile, 157 key tiles: auto split into min(132, 157/4) parts */
+    assert_int_equal(p.num_merges, 1);
+    assert_int_equal(p.merges[0].num_parts, 39);
+    assert_int_equal(p.num_parts, 39);
+    assert_int_equal(p.num_items, 39);
+    /* the parts tile the list exactly, each at least 4 tiles */
+    int32_t covered = 0;
+    for (uint32_t i = 0; i < p.num_items; i++) {
+        assert_true(p.items[i].part >= 0 && p.items[i].part < 39);
+        assert_true(p.items[i].tile_end - p.items[i].tile_begin >= 4);
+        covered += p.items[i].tile_end - p.items[i].tile_begin;
+    }
+    assert_int_equal(covered, (int32_t)p.num_tiles);
+    uint64_t vec, row;
+    attn_prefill_plan_workspace(&p, 1, 128, &vec, &row);
+    assert_int_equal(row, 39ull * 128);
+    assert_int_equal(vec, 39ull * 128 * 128);
+    attn_prefill_plan_free(&p);
+    f.in.fixed_splits = 3;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
+    assert_int_equal(p.num_items, 3);
+    assert_int_equal(p.merges[0].num_parts, 3);
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&f.prog);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    fixture f;
+    int64_t T[1] = {0}, C[1] = {10};
+    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 6, 4, 128);
+    attn_prefill_plan p;
+    attn_error_detail err;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, &err), ATTN_E_HEADS);
+    assert_string_equal(err.field, "num_qo_heads");
+    f.in.num_qo_heads = 8;
+    f.in.head_dim = 96;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, &err), ATTN_E_SHAPE);
+    assert_string_equal(err.field, "head_dim");
+    f.in.head_dim = 128;
+    f.qo[1] = 9;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, &err), ATTN_E_QO_INDPTR);
+    assert_string_equal(err.field, "qo_indptr");
+    assert_null(p.items);
+    attn_mask_prog_free(&f.prog);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_causal_prefill_tiles),
+        cmocka_unit_test(test_every_kind_matches_cells),
+        cmocka_unit_test(test_splits),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
