@@ -372,6 +372,7 @@ int attn_cuda_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
     pr->any_split = any_split;
     pr->force_merge = m->policy.graph;
     pr->simt = t->simt;
+    pr->fused_merge = t->fused_merge;
     pr->row_prefetch = t->row_prefetch;
     pr->heads_fast = t->heads_fast && plan->num_items <= 65535u;
 
@@ -742,17 +743,29 @@ static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io,
                        size_t o_v, size_t o_sk, size_t o_sv, int restore, cudaStream_t st)
 {
     const attn_cuda_decode_params *pr = &pp->params;
-    const int64_t *rows = (const int64_t *)((const char *)pp->dev_meta + pp->off_rows);
-    return attn_cuda_append_launch(kst, vst, rows, pp->total_q, pr->num_kv_heads, pr->head_dim,
-                                   pp->head_stride, pr->kv_dtype, restore ? NULL : io + o_k,
-                                   restore ? NULL : io + o_v, io + o_sk, io + o_sv, restore, st);
+    attn_cuda_append_params ap = {
+        .k = kst,
+        .v = vst,
+        .row_off = (const int64_t *)((const char *)pp->dev_meta + pp->off_rows),
+        .rows = pp->total_q,
+        .num_kv_heads = pr->num_kv_heads,
+        .head_dim = pr->head_dim,
+        .head_stride = pp->head_stride,
+        .kv_dtype = pr->kv_dtype,
+        .new_k = restore ? NULL : io + o_k,
+        .new_v = restore ? NULL : io + o_v,
+        .save_k = io + o_sk,
+        .save_v = io + o_sv,
+        .restore = restore,
+    };
+    return attn_cuda_append_launch(&ap, st);
 }
 
 static void report_kernels(const attn_cuda_decode_params *p, bool commit, attn_exec_report *rep)
 {
     const char *ps = NULL, *rs = NULL;
     attn_cuda_decode_symbols(p, &ps, &rs);
-    const char *syms[3] = {"attn_append_rows", ps, rs};
+    const char *syms[3] = {attn_cuda_append_symbol(), ps, rs};
     uint32_t launches[3] = {commit ? 1u : 2u, 1, 1};
     for (int i = 0; i < 3; i++)
         if (syms[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
