@@ -272,7 +272,7 @@ static int emit_candidates(emitter *e, const attn_selection *s)
 static int emit_schedule(emitter *e, const attn_diag *dg)
 {
     const attn_split_plan *p = dg->plan;
-    int rv = e->map(e, 9);
+    int rv = e->map(e, 10);
     rv |= kv_str(e, "schedule", attn_key_schedule_name(dg->schedule));
     rv |= kv_str(e, "requested", attn_key_schedule_name(dg->schedule_requested));
     rv |= kv_str(e, "why", dg->schedule_why);
@@ -300,6 +300,31 @@ static int emit_schedule(emitter *e, const attn_diag *dg)
     rv |= e->end(e);
     rv |= kv_u64(e, "work_items", p ? p->num_items : 0);
     rv |= kv_u64(e, "slots", p ? p->num_slots : 0);
+    /* seed 0x06G: tiles skipped, run without mask work and masked per
+     * element; the visible cells against the cells the tiles computed */
+    rv |= e->str(e, "tiles");
+    if (dg->tiles != NULL) {
+        const attn_prefill_ledger *t = &dg->tiles->ledger;
+        rv |= e->map(e, 7);
+        rv |= e->str(e, "shape");
+        rv |= e->arr(e, 2);
+        rv |= e->u64(e, dg->tiles->tile_m);
+        rv |= e->u64(e, dg->tiles->tile_n);
+        rv |= e->end(e);
+        rv |= kv_u64(e, "skip", t->skip_tiles);
+        rv |= kv_u64(e, "full", t->full_tiles);
+        rv |= kv_u64(e, "partial", t->partial_tiles);
+        rv |= kv_u64(e, "logical_cells", t->logical_cells);
+        rv |= kv_u64(e, "executed_cells", t->executed_cells);
+        rv |= kv_dbl(e, "skip_ratio", t->skip_tiles + t->full_tiles + t->partial_tiles
+                                          ? (double)t->skip_tiles /
+                                                (double)(t->skip_tiles + t->full_tiles +
+                                                         t->partial_tiles)
+                                          : 0.0);
+        rv |= e->end(e);
+    } else {
+        rv |= e->nil(e);
+    }
     return rv | e->end(e);
 }
 
@@ -506,6 +531,20 @@ int attn_diag_explain(const json_t *diag, FILE *out)
                     : ph[k] == 'D' ? "decode"
                                    : "?");
         fprintf(out, "]\n");
+        const json_t *tl = json_object_get(sc, "tiles");
+        if (json_is_object(tl)) {
+            const json_t *sh = json_object_get(tl, "shape");
+            fprintf(out,
+                    "tiles    %lldx%lld: skip %lld, full %lld, partial %lld; cells logical %lld, "
+                    "executed %lld\n",
+                    (long long)json_integer_value(json_array_get(sh, 0)),
+                    (long long)json_integer_value(json_array_get(sh, 1)),
+                    (long long)json_integer_value(json_object_get(tl, "skip")),
+                    (long long)json_integer_value(json_object_get(tl, "full")),
+                    (long long)json_integer_value(json_object_get(tl, "partial")),
+                    (long long)json_integer_value(json_object_get(tl, "logical_cells")),
+                    (long long)json_integer_value(json_object_get(tl, "executed_cells")));
+        }
     }
     const json_t *wl = json_object_get(diag, "workspace_ledger");
     if (json_array_size(wl) > 0) {
