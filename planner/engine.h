@@ -76,7 +76,9 @@ typedef struct attn_engine attn_engine;
 typedef struct attn_engine_ops attn_engine_ops;
 
 /* What plan produced and run consumes.  The manifest and geometry given to
- * plan must outlive the plan (the daemon's cached plan owns both). */
+ * plan must outlive the plan (the daemon's cached plan owns both).  Every
+ * field is written by plan and read-only afterwards; `priv` is private to
+ * the engine. */
 typedef struct attn_engine_plan {
     attn_engine *owner;    /* the instance that made it; only it runs it */
     attn_split_plan split; /* which keys each producer summarises */
@@ -135,7 +137,9 @@ struct attn_engine_ops {
     void (*plan_free)(attn_engine *self, attn_engine_plan *p);
 };
 
-/* One (engine, device) instance. */
+/* One (engine, device) instance.  Set by attn_engine_create and read-only
+ * afterwards, except `state` (private to the engine) and `count` (updated
+ * by attn_engine_plan_new and attn_engine_run). */
 struct attn_engine {
     const attn_engine_ops *ops;
     int device;     /* CUDA ordinal, -1 for the host */
@@ -165,9 +169,11 @@ void attn_engine_plan_release(attn_engine_plan *p);
 int attn_engine_run(attn_engine *e, attn_engine_plan *p, const attn_run_io *io,
                     attn_exec_report *rep, attn_error_detail *err);
 
-/* Fill an environment for a host engine ("cpu", cc 0, workspace "cpu") or
- * a device engine ("cuda", cc, "cuda:N" for both device and workspace). */
+/* Fill the environment of a host engine: "cpu", cc 0, device and workspace "cpu". */
 void attn_engine_env_host(attn_engine_env *env);
+
+/* Fill the environment of a device engine: "cuda", cc major*10+minor, and
+ * "cuda:N" for both the device and the workspace. */
 void attn_engine_env_cuda(attn_engine_env *env, int device, int cc_major, int cc_minor);
 
 /* The key environment as planner/key.h takes it (borrows `env`'s strings). */

@@ -12,6 +12,7 @@
 
 #include "engines/cpu/cpu_int.h"
 #include "planner/registry.h"
+#include "protocol/manifest.h"
 
 /* One instance: options, the persistent workers, the workspace they carve. */
 typedef struct cpu_instance {
@@ -119,12 +120,13 @@ static int cpu_plan(attn_engine *self, const attn_manifest *m, const attn_pool_g
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the plan");
     out->priv = pp;
     pp->f64 = ci->opt.acc == ATTN_CPU_ACC_F64;
-    if ((rv = attn_cpu_plan(m, g, ATTN_CPU_PLAN_GRID, &out->split, err)) != 0)
-        goto fail;
     /* the one validation and mask program of this plan: runs reuse them */
     atomic_fetch_add(&ci->validations, 1);
+    if ((rv = attn_manifest_validate(m, g, err)) != 0 ||
+        (rv = attn_cpu_plan(m, g, ATTN_CPU_PLAN_GRID, &out->split, err)) != 0)
+        goto fail;
     atomic_fetch_add(&ci->mask_programs, 1);
-    if ((rv = cpu_prepare(&pp->r, m, g, NULL, &out->split, &ci->opt, err)) != 0)
+    if ((rv = cpu_prepare(&pp->r, m, g, NULL, &out->split, &ci->opt, true, err)) != 0)
         goto fail;
     if ((rv = cpu_order_build(&pp->r, m->policy.schedule, &pp->ord, out->schedule_why,
                               sizeof out->schedule_why)) != 0) {

@@ -27,11 +27,12 @@ typedef struct cpu_order {
 } cpu_order;
 
 /* Everything of a call that does not change per layer: validation (the
- * manifest, `addr` when not NULL, the plan), the shape fields, the mask
- * program and the row maps.  No buffer is bound and no workspace made. */
+ * manifest unless `validated` says the caller just did it, `addr` when not
+ * NULL, the plan), the shape fields, the mask program and the row maps.  No
+ * buffer is bound and no workspace made. */
 int cpu_prepare(cpu_run *r, const attn_manifest *m, const attn_pool_geometry *g,
                 const attn_kv_addr *addr, const attn_split_plan *plan, const attn_cpu_options *opt,
-                attn_error_detail *err);
+                bool validated, attn_error_detail *err);
 
 /* Release what cpu_prepare made. */
 void cpu_release(cpu_run *r);

@@ -288,17 +288,17 @@ void cpu_commit_rows(const cpu_run *r, void *k_store, void *v_store)
 
 int cpu_prepare(cpu_run *r, const attn_manifest *m, const attn_pool_geometry *g,
                 const attn_kv_addr *addr, const attn_split_plan *plan, const attn_cpu_options *opt,
-                attn_error_detail *err)
+                bool validated, attn_error_detail *err)
 {
     int rv;
 
     memset(r, 0, sizeof *r);
     if (addr == NULL) {
-        if ((rv = attn_manifest_validate(m, g, err)) != 0)
+        if (!validated && (rv = attn_manifest_validate(m, g, err)) != 0)
             return rv;
         attn_kv_addr_from_table(&r->addr, &m->kv, m->num_requests, g);
     } else {
-        if ((rv = attn_manifest_validate_core(m, g, err)) != 0)
+        if (!validated && (rv = attn_manifest_validate_core(m, g, err)) != 0)
             return rv;
         if (addr->num_requests != m->num_requests || addr->num_kv_heads != g->num_kv_heads)
             return attn_error_set(err, ATTN_E_SHAPE, "kv",
@@ -422,17 +422,17 @@ int attn_cpu_attend(const attn_cpu_call *c, const attn_cpu_options *opt, attn_er
     memset(&r, 0, sizeof r);
     memset(&ord, 0, sizeof ord);
     bool f64 = opt->acc == ATTN_CPU_ACC_F64;
+    /* the manifest must be sound before a plan is made of it */
+    if ((rv = c->addr == NULL ? attn_manifest_validate(c->m, c->g, err)
+                              : attn_manifest_validate_core(c->m, c->g, err)) != 0)
+        goto out;
     const attn_split_plan *plan = c->plan;
     if (plan == NULL) {
-        /* the manifest must be sound before a plan is made of it */
-        if ((rv = c->addr == NULL ? attn_manifest_validate(c->m, c->g, err)
-                                  : attn_manifest_validate_core(c->m, c->g, err)) != 0)
-            goto out;
         if ((rv = attn_cpu_plan(c->m, c->g, opt->num_threads, &own_plan, err)) != 0)
             goto out;
         plan = &own_plan;
     }
-    if ((rv = cpu_prepare(&r, c->m, c->g, c->addr, plan, opt, err)) != 0 ||
+    if ((rv = cpu_prepare(&r, c->m, c->g, c->addr, plan, opt, true, err)) != 0 ||
         (rv = cpu_check_buffers(c->k_store, c->v_store, c->q, c->k_new, c->v_new, c->o, err)) != 0)
         goto out;
     r.k_store = c->k_store;

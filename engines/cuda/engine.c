@@ -13,10 +13,10 @@
  * ranges, work items and new-row offsets in one metadata image, uploaded
  * in one transfer to memory the plan owns; the ledger the run carves.
  * Run (per layer; seed 0x08C: one append transaction): copy q, k_new and
- * v_new in, swap the new rows into their page slots (keeping the old
- * bytes), attend, copy O and LSE back, and put the old bytes back unless
- * the caller commits.  Any failure restores the pool before returning, so
- * a failed run leaves it byte-identical.
+ * v_new in (one transfer through pinned staging), swap the new rows into their page slots (keeping
+ * the old bytes), attend, copy O and LSE back, and put the old bytes back unless the caller
+ * commits.  Any failure restores the pool before returning, so a failed run leaves it
+ * byte-identical.
  */
 #include <math.h>
 #include <pthread.h>
@@ -597,6 +597,8 @@ typedef struct cuda_instance {
     cudaEvent_t ev0, ev1;
     void *dev_io; /* q | k_new | v_new | o | lse | saved k | saved v */
     size_t dev_io_cap;
+    void *host_io; /* pinned, laid out like dev_io up to lse: one copy each way */
+    size_t host_io_cap;
     void *dev_ws; /* partial states */
     size_t dev_ws_cap;
     void *dev_cnt; /* fused-reducer counters, zero between runs */
@@ -620,6 +622,24 @@ static cudaError_t grow_dev(void **p, size_t *cap, size_t need)
     *cap = 0;
     size_t n = need + need / 4;
     cudaError_t e = cudaMalloc(p, n);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return e;
+    }
+    *cap = n;
+    return cudaSuccess;
+}
+
+static cudaError_t grow_host(void **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return cudaSuccess;
+    if (*p)
+        cudaFreeHost(*p);
+    *p = NULL;
+    *cap = 0;
+    size_t n = need + need / 4;
+    cudaError_t e = cudaMallocHost(p, n);
     if (e != cudaSuccess) {
         *p = NULL;
         return e;
@@ -670,6 +690,7 @@ static void engine_fini(void *state)
     cudaSetDevice(ci->dev.device);
     cudaStreamSynchronize(ci->stream);
     cudaFree(ci->dev_io);
+    cudaFreeHost(ci->host_io);
     cudaFree(ci->dev_ws);
     cudaFree(ci->dev_cnt);
     cudaEventDestroy(ci->ev0);
@@ -800,6 +821,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     size_t io_bytes = o_sv + align256(pp->kv_bytes);
     CK(cudaSetDevice(ci->dev.device), "cudaSetDevice");
     CK(grow_dev(&ci->dev_io, &ci->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
+    CK(grow_host(&ci->host_io, &ci->host_io_cap, o_sk), "cudaMallocHost of the run's staging");
     CK(grow_dev(&ci->dev_ws, &ci->dev_ws_cap, led->total_bytes + 256),
        "cudaMalloc of the workspace");
     if (pp->cnt_bytes > ci->dev_cnt_cap) {
@@ -825,11 +847,13 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     p.part_l = mlu ? (float *)(void *)(ws + attn_ledger_find(led, "partial_l")->offset) : NULL;
     p.merge_counters = (int32_t *)ci->dev_cnt;
 
-    CK(cudaMemcpyAsync(dio + o_q, io->q, pp->q_bytes, cudaMemcpyHostToDevice, st), "copy of q");
-    CK(cudaMemcpyAsync(dio + o_k, io->k_new, pp->kv_bytes, cudaMemcpyHostToDevice, st),
-       "copy of k_new");
-    CK(cudaMemcpyAsync(dio + o_v, io->v_new, pp->kv_bytes, cudaMemcpyHostToDevice, st),
-       "copy of v_new");
+    /* q, k_new and v_new through pinned staging in one transfer: a copy
+     * from pageable memory is one synchronous driver copy per tensor */
+    char *hio = (char *)ci->host_io;
+    memcpy(hio + o_q, io->q, pp->q_bytes);
+    memcpy(hio + o_k, io->k_new, pp->kv_bytes);
+    memcpy(hio + o_v, io->v_new, pp->kv_bytes);
+    CK(cudaMemcpyAsync(dio, hio, o_o, cudaMemcpyHostToDevice, st), "copy of q, k_new, v_new");
     if (pp->tuning.poison) {
         /* tests: NaN everywhere a kernel must write, so an unwritten element shows */
         CK(cudaMemsetAsync(dio + o_o, 0xff, pp->q_bytes, st), "poison");
@@ -849,10 +873,10 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
         goto fail;
     }
     CK(cudaEventRecord(ci->ev1, st), "cudaEventRecord");
-    CK(cudaMemcpyAsync(io->o, dio + o_o, pp->q_bytes, cudaMemcpyDeviceToHost, st), "copy of o");
-    if (io->lse)
-        CK(cudaMemcpyAsync(io->lse, dio + o_l, pp->lse_bytes, cudaMemcpyDeviceToHost, st),
-           "copy of lse");
+    /* O and LSE back in one transfer into the staging */
+    CK(cudaMemcpyAsync(hio + o_o, dio + o_o, (io->lse ? o_sk : o_l) - o_o, cudaMemcpyDeviceToHost,
+                       st),
+       "copy of o and lse");
     if (!io->commit) {
         swapped = false;
         if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
@@ -861,6 +885,9 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
         }
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
+    memcpy(io->o, hio + o_o, pp->q_bytes);
+    if (io->lse)
+        memcpy(io->lse, hio + o_l, pp->lse_bytes);
     if (rep) {
         report_kernels(&p, io->commit, rep);
         float ms = 0;
@@ -883,6 +910,8 @@ fail:
             rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
                                 "the run failed and the old rows could not be put back");
     }
+    /* nothing still in flight may read the staging once the lock is released */
+    cudaStreamSynchronize(st);
     return rv;
 }
 

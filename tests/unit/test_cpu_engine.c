@@ -920,6 +920,12 @@ static void test_engine_run(void **state)
     e->ops->admit(e, &m2, &rb.g, &adm);
     assert_false(adm.admitted);
     assert_int_equal(adm.reasons[0].factor, ATTN_ADMIT_HEAD_RATIO);
+    /* plan validates before it splits: a bad manifest is refused with its
+     * field and leaves no plan behind */
+    attn_engine_plan *bad = NULL;
+    assert_true(attn_engine_plan_new(e, &m2, &rb.g, &bad, &err) != 0);
+    assert_null(bad);
+    assert_true(err.field[0] != '\0');
     free(ro);
     free(rl);
     outs_free(&u);
