@@ -10,8 +10,8 @@ extern "C" int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtyp
 {
     const bool d_ok = head_dim == 64 || head_dim == 128 || head_dim == 256;
     const bool kv_ok = kv_dtype == ATTN_BF16 || kv_dtype == ATTN_FP16;
-    const bool q_ok = q_dtype == ATTN_BF16 || q_dtype == ATTN_FP16 || q_dtype == ATTN_FP32;
-    return d_ok && kv_ok && q_ok;
+    /* q must be in the K/V dtype: the MMA takes both operands in one type */
+    return d_ok && kv_ok && q_dtype == kv_dtype;
 }
 
 extern "C" int attn_cuda_prefill_launch(const attn_cuda_prefill_params *p, void *stream)

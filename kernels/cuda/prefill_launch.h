@@ -57,7 +57,9 @@ typedef struct attn_cuda_prefill_params {
 } attn_cuda_prefill_params;
 
 /* Whether the prefill kernel exists for this head dim and K/V dtype
- * (d 64/128/256, bf16/fp16) and q dtype (bf16, fp16 or fp32). */
+ * (d 64/128/256, bf16/fp16) with q in the same dtype (the MMA takes both
+ * operands in one type; rounding another q dtype would exceed the LSE
+ * tolerance, so the engine must refuse or convert it). */
 int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtype, attn_dtype q_dtype);
 
 /* Launch the attention kernel and, when the plan has merges, the combine

@@ -221,7 +221,7 @@ static void run_case(const pf_case *pc, uint64_t seed)
     sp.page_size = pc->page;
     sp.spare_pages = (uint32_t)attn_rb_range(&s, 1, 9);
     sp.kv_dtype = pc->kv;
-    sp.q_dtype = attn_rb_range(&s, 0, 3) == 0 ? ATTN_FP32 : pc->kv;
+    sp.q_dtype = pc->kv; /* the kernel takes q in the K/V dtype */
     sp.layout = pc->layout;
     sp.format = pc->format;
     sp.mask_kind = pc->mask;

@@ -47,17 +47,21 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kThreads = 384;
 constexpr int kConsumerWarps = 8;
+constexpr uint32_t kSchedBar = 1; /* named barriers 1, 2: the consumers' issue turns */
 
 template <int D> struct Cfg {
     static constexpr int BM = 128;
     static constexpr int BN = D > 128 ? 64 : 128;
-    static constexpr int STAGES = D == 64 ? 4 : 2;
+    static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
     static constexpr int PIECES = D / 8; /* 16-byte pieces per row */
     static constexpr int ON = D > 128 ? 128 : D; /* N of one PV instruction */
     static constexpr int OC = D / ON;            /* PV instructions per k step */
     static constexpr int SMEM = 1024 + Q_BYTES + STAGES * 2 * KV_BYTES + 64 * 8;
+    /* Overlap S_i with P_{i-1} V_{i-1} inside a warpgroup: it holds two
+     * stages at once, so it pays only with three or more (d = 256 has two) */
+    static constexpr bool OVERLAP = STAGES >= 3;
 };
 
 /* The MMA element type of a storage dtype. */
@@ -233,7 +237,9 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
     const uint32_t qs = smem_addr(sm.q);
 
     /* Q: tile rows are packed (token, head); rows past the request are 0 */
-    if (p.q_dtype == Mma<KV>::dtype) {
+    {
+        /* q is in the K/V dtype (the launcher refuses anything else: rounding
+         * an fp32 q to bf16 would cost the LSE its 1e-3 tolerance) */
         const uint16_t *q = static_cast<const uint16_t *>(p.q);
         for (int idx = tid; idx < C::BM * C::PIECES; idx += 128) {
             const int r = idx / C::PIECES, c = idx % C::PIECES;
@@ -246,24 +252,6 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         }
         cp_async_commit();
         cp_async_wait<0>();
-    } else {
-        /* another q dtype: widen, round to the MMA type, store */
-        for (int idx = tid; idx < C::BM * C::PIECES; idx += 128) {
-            const int r = idx / C::PIECES, c = idx % C::PIECES;
-            const int pr = it.row0 + r;
-            const int tok = pr / (int)g, hh = pr % (int)g;
-            uint32_t w[4] = {0, 0, 0, 0};
-            if (tok < rq.C) {
-                const size_t off =
-                    ((size_t)(rq.qrow + tok) * p.num_qo_heads + hkv * g + hh) * D + c * 8;
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    w[e] = Mma<KV>::pack(attn_load_f32(p.q, p.q_dtype, off + 2 * e),
-                                         attn_load_f32(p.q, p.q_dtype, off + 2 * e + 1));
-            }
-            uint4 *dst = reinterpret_cast<uint4 *>(sm.q + swz_offset(r, c, C::BM));
-            *dst = make_uint4(w[0], w[1], w[2], w[3]);
-        }
     }
     fence_proxy_async();
     mbar_arrive(sm.qfull);
@@ -293,18 +281,26 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
             cp_async16(kst + so, kb + off, ok);
             cp_async16(vst + so, vb + off, ok);
         }
-        cp_async_commit();
-        if (n_iter > 0) {
-            cp_async_wait<1>();
-            fence_proxy_async();
-            mbar_arrive(&sm.full[(n_iter - 1) % C::STAGES]);
+        /* full[s] completes when every producer thread's copies landed */
+        cp_async_arrive_noinc(&sm.full[s]);
+    }
+    cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
+}
+
+template <int D, typename KV>
+__device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D>::OC][Cfg<D>::ON / 2],
+                                           const uint32_t (&pa)[Cfg<D>::BN / 16][4], uint32_t vst)
+{
+    using C = Cfg<D>;
+    constexpr int BN = C::BN, ON = C::ON, OC = C::OC;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+#pragma unroll
+        for (int a = 0; a < OC; a++) {
+            const uint64_t db =
+                make_desc(vst + (a * ON / 64) * BN * 128 + kk * 16 * 128, BN * 128, 1024);
+            Mma<KV>::template rs<ON>(oacc[a], pa[kk], db, 1);
         }
-    }
-    if (n_iter > 0) {
-        cp_async_wait<0>();
-        fence_proxy_async();
-        mbar_arrive(&sm.full[(n_iter - 1) % C::STAGES]);
-    }
 }
 
 template <int D, typename KV>
@@ -336,15 +332,25 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     const uint32_t ks = smem_addr(sm.k), vs = smem_addr(sm.v);
     mbar_wait(sm.qfull, 0);
 
-    int n_iter = 0;
-    for (int ti = it.tile_begin; ti < it.tile_end; ti++, n_iter++) {
-        const int32_t code = p.tiles[ti];
+    /* Software pipeline (FA3's intra-warpgroup overlap): iteration i issues
+     * S_i = Q K_i^T and O += P_{i-1} V_{i-1} together, runs the softmax of
+     * S_i while the P V product is in flight, then rescales O and converts
+     * P_i.  The two consumer warpgroups take turns issuing (ping-pong on
+     * named barriers), so one's softmax overlaps the other's products. */
+    const int num = it.tile_end - it.tile_begin;
+    if (num > 0 && cw == 1)
+        named_arrive(kSchedBar, 256); /* warpgroup 0 issues first */
+    uint32_t pa[BN / 16][4];
+    for (int i = 0; i < num; i++) {
+        const int32_t code = p.tiles[it.tile_begin + i];
         const int64_t n = code >> 1;
-        const int s = n_iter % C::STAGES;
-        mbar_wait(&sm.full[s], (n_iter / C::STAGES) & 1);
-        const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
+        const int s = i % C::STAGES, sp = (i + C::STAGES - 1) % C::STAGES;
+        mbar_wait(&sm.full[s], (i / C::STAGES) & 1);
+        fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
+        const uint32_t kst = ks + s * C::KV_BYTES;
 
         float sacc[BN / 2];
+        named_sync(kSchedBar + cw, 256);
         wgmma_fence();
 #pragma unroll
         for (int k = 0; k < D / 16; k++) {
@@ -353,13 +359,26 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             M::template ss<BN>(sacc, da, db, k > 0);
         }
         wgmma_commit();
-        wgmma_wait<0>();
+        const bool pv_prev = C::OVERLAP && i > 0;
+        if (pv_prev) {
+            pv_product<D, KV>(oacc, pa, vs + sp * C::KV_BYTES);
+            wgmma_commit();
+        }
+        /* without overlap warpgroup 1 skips its last turn hand-off (it has
+         * one more arrive than warpgroup 0 has syncs) */
+        if (C::OVERLAP || !(cw == 1 && i == num - 1))
+            named_arrive(kSchedBar + (1 - cw), 256);
+        if (pv_prev)
+            wgmma_wait<1>();
+        else
+            wgmma_wait<0>();
         reg_fence(sacc);
 
         if (code & 1)
             mask_partial<BN>(p, it, rq, tok, n, lane, sacc);
 
         /* online softmax, base-2 frame; rows ri = 0, 1 */
+        float alpha[2];
 #pragma unroll
         for (int ri = 0; ri < 2; ri++) {
             float mx = -INFINITY;
@@ -372,30 +391,41 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float m_new = fmaxf(m_run[ri], mx * scale2);
             const float m_use = m_new == -INFINITY ? 0.f : m_new;
-            const float alpha = ex2(m_run[ri] - m_use);
+            alpha[ri] = ex2(m_run[ri] - m_use);
             m_run[ri] = m_new;
+            const float mscaled = m_use;
             float sum = 0.f;
 #pragma unroll
             for (int j = 0; j < BN / 8; j++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    const float pv = ex2(sacc[j * 4 + ri * 2 + e] * scale2 - m_use);
+                    const float pv = ex2(fmaf(sacc[j * 4 + ri * 2 + e], scale2, -mscaled));
                     sacc[j * 4 + ri * 2 + e] = pv;
                     sum += pv;
                 }
-            l_run[ri] = l_run[ri] * alpha + sum;
-#pragma unroll
-            for (int a = 0; a < OC; a++)
-#pragma unroll
-                for (int j = 0; j < ON / 8; j++) {
-                    oacc[a][j * 4 + ri * 2] *= alpha;
-                    oacc[a][j * 4 + ri * 2 + 1] *= alpha;
-                }
+            l_run[ri] = l_run[ri] * alpha[ri] + sum;
         }
 
-        /* O += P V: P k-step kk covers keys 16kk .. 16kk+15 (A fragment of
-         * m64k16: rows r, r+8 x keys 2q, 2q+1 and 2q+8, 2q+9) */
-        uint32_t pa[BN / 16][4];
+        if (pv_prev) {
+            wgmma_wait<0>();
+#pragma unroll
+            for (int a = 0; a < OC; a++)
+                reg_fence(oacc[a]);
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(&sm.empty[sp]); /* K and V of tile i-1 are consumed */
+        }
+#pragma unroll
+        for (int a = 0; a < OC; a++)
+#pragma unroll
+            for (int j = 0; j < ON / 8; j++)
+#pragma unroll
+                for (int ri = 0; ri < 2; ri++) {
+                    oacc[a][j * 4 + ri * 2] *= alpha[ri];
+                    oacc[a][j * 4 + ri * 2 + 1] *= alpha[ri];
+                }
+        /* P_i as the A fragment of m64k16: k-step kk covers keys 16kk ..
+         * 16kk+15 (rows r, r+8 x keys 2q, 2q+1 and 2q+8, 2q+9) */
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
             pa[kk][0] = M::pack(sacc[kk * 8 + 0], sacc[kk * 8 + 1]);
@@ -403,23 +433,34 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             pa[kk][2] = M::pack(sacc[kk * 8 + 4], sacc[kk * 8 + 5]);
             pa[kk][3] = M::pack(sacc[kk * 8 + 6], sacc[kk * 8 + 7]);
         }
+        if (!C::OVERLAP) {
+            wgmma_fence();
+            pv_product<D, KV>(oacc, pa, vs + s * C::KV_BYTES);
+            wgmma_commit();
+            wgmma_wait<0>();
+#pragma unroll
+            for (int a = 0; a < OC; a++)
+                reg_fence(oacc[a]);
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(&sm.empty[s]);
+        }
+    }
+    if (C::OVERLAP && num > 0) {
+        const int sl = (num - 1) % C::STAGES;
+        named_sync(kSchedBar + cw, 256);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-#pragma unroll
-            for (int a = 0; a < OC; a++) {
-                const uint64_t db =
-                    make_desc(vst + (a * ON / 64) * BN * 128 + kk * 16 * 128, BN * 128, 1024);
-                M::template rs<ON>(oacc[a], pa[kk], db, 1);
-            }
+        pv_product<D, KV>(oacc, pa, vs + sl * C::KV_BYTES);
         wgmma_commit();
+        if (cw == 0) /* warpgroup 1 syncs once more; warpgroup 0 does not */
+            named_arrive(kSchedBar + 1, 256);
         wgmma_wait<0>();
 #pragma unroll
         for (int a = 0; a < OC; a++)
             reg_fence(oacc[a]);
         __syncwarp();
         if (lane == 0)
-            mbar_arrive(&sm.empty[s]);
+            mbar_arrive(&sm.empty[sl]);
     }
 
     /* epilogue */

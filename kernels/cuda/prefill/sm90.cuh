@@ -83,10 +83,24 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
                  : "memory");
 }
 
-/* Named barrier over `threads` threads (a multiple of 32). */
+/* Named barrier over `threads` threads (a multiple of 32): wait ... */
 __device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads)
 {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+/* ... or only arrive (the other side of a producer/consumer handoff). */
+__device__ __forceinline__ void named_arrive(uint32_t id, uint32_t threads)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+/* Arrive on `bar` once every cp.async this thread issued so far has
+ * landed (asynchronously; the barrier's expected count covers it). */
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar))
+                 : "memory");
 }
 
 template <uint32_t R> __device__ __forceinline__ void reg_alloc()
