@@ -139,8 +139,9 @@ int main(int argc, char **argv)
     attn_exec_report rep;
     memset(&rep, 0, sizeof rep);
     rep.num_kernels = 2;
-    snprintf(rep.kernels[0].symbol, sizeof rep.kernels[0].symbol, "attn_decode_producer<128,bf16>");
-    snprintf(rep.kernels[1].symbol, sizeof rep.kernels[1].symbol, "attn_merge_lse_o");
+    snprintf(rep.kernels[0].symbol, sizeof rep.kernels[0].symbol,
+             "attn::decode::producer_tc<128, __nv_bfloat16, true, false>");
+    snprintf(rep.kernels[1].symbol, sizeof rep.kernels[1].symbol, "attn::decode::merge<128>");
     rep.kernels[0].launches = rep.kernels[1].launches = 1;
     rep.engine_us = 12.5;
     snprintf(rep.timing_method, sizeof rep.timing_method, "cuda_events");

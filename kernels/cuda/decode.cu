@@ -905,34 +905,39 @@ struct producer_entry {
     attn_dtype kv;
     bool tc, pre, qlo; /* tensor cores; row prefetch and q hi+lo (tc only) */
     kernel_fn fn;
-    const char *symbol; /* as a tracer demangles it */
+    const char *symbol; /* the demangled name, without return type and parameters */
     uint32_t tc_smem;
 };
 
+/* One table row per kernel: the dispatch key, the kernel, the symbol a
+ * tracer demangles it to, and the tensor-core producer's shared memory. */
+// clang-format off
 #define ATTN__TC(D, T, PRE, QLO)                                                                   \
-    {                                                                                              \
-        D, attn::dtype_of<T>::value, true, PRE, QLO, producer_tc<D, T, PRE, QLO>,                  \
-            "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ">",                       \
-            (uint32_t)tc::cfg<D>::SMEM                                                             \
-    }
+    {D, dtype_of<T>::value, true, PRE, QLO, producer_tc<D, T, PRE, QLO>,                           \
+     "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ">", (uint32_t)tc::cfg<D>::SMEM}
+#define ATTN__SIMT(D, T)                                                                           \
+    {D, dtype_of<T>::value, false, false, false, producer_simt<D, T>,                              \
+     "attn::decode::producer_simt<" #D ", " #T ">", 0}
 #define ATTN__PRODUCERS(D, T)                                                                      \
-    {D,                                                                                            \
-     attn::dtype_of<T>::value,                                                                     \
-     false,                                                                                        \
-     false,                                                                                        \
-     false,                                                                                        \
-     producer_simt<D, T>,                                                                          \
-     "attn::decode::producer_simt<" #D ", " #T ">",                                                \
-     0},                                                                                           \
-        ATTN__TC(D, T, false, false), ATTN__TC(D, T, false, true), ATTN__TC(D, T, true, false),    \
-        ATTN__TC(D, T, true, true),
+    ATTN__SIMT(D, T), ATTN__TC(D, T, false, false), ATTN__TC(D, T, false, true),                   \
+    ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true)
 
 /* The only instantiations: head dims 64/128/256 x {bf16, fp16} x {CUDA
  * core, tensor core x row prefetch x q hi+lo}; page size, layout, group
- * size, q dtype value range and ABI are run-time parameters. */
-const producer_entry kProducers[] = {ATTN__PRODUCERS(64, __nv_bfloat16) ATTN__PRODUCERS(
-    128, __nv_bfloat16) ATTN__PRODUCERS(256, __nv_bfloat16) ATTN__PRODUCERS(64, __half)
-                                         ATTN__PRODUCERS(128, __half) ATTN__PRODUCERS(256, __half)};
+ * size, q dtype and ABI are run-time parameters (q's dtype only decides
+ * whether the hi + lo split runs). */
+const producer_entry kProducers[] = {
+    ATTN__PRODUCERS(64, __nv_bfloat16),
+    ATTN__PRODUCERS(128, __nv_bfloat16),
+    ATTN__PRODUCERS(256, __nv_bfloat16),
+    ATTN__PRODUCERS(64, __half),
+    ATTN__PRODUCERS(128, __half),
+    ATTN__PRODUCERS(256, __half),
+};
+#undef ATTN__PRODUCERS
+#undef ATTN__SIMT
+#undef ATTN__TC
+// clang-format on
 
 constexpr int kNumProducers = sizeof(kProducers) / sizeof(kProducers[0]);
 

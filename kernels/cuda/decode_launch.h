@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "attn/types.h"
-#include "planner/plan.h"
+#include "kernels/common/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
