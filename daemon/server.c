@@ -35,8 +35,8 @@ static int declare_cuda(attn_server *s, const char *why, attn_error_detail *err)
     int rc = attn_registry_declare(&s->registry, dec->name, ATTN_PLATFORM_CUDA, dec->phases,
                                    dec->priority, why, err);
     return rc != 0 ? rc
-                   : attn_registry_declare(&s->registry, pre->name, ATTN_PLATFORM_CUDA,
-                                           pre->phases, pre->priority, why, err);
+                   : attn_registry_declare(&s->registry, pre->name, ATTN_PLATFORM_CUDA, pre->phases,
+                                           pre->priority, why, err);
 }
 
 /* Register the engines this build has; the CUDA engine is declared with its

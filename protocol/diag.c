@@ -316,11 +316,11 @@ static int emit_schedule(emitter *e, const attn_diag *dg)
         rv |= kv_u64(e, "partial", t->partial_tiles);
         rv |= kv_u64(e, "logical_cells", t->logical_cells);
         rv |= kv_u64(e, "executed_cells", t->executed_cells);
-        rv |= kv_dbl(e, "skip_ratio", t->skip_tiles + t->full_tiles + t->partial_tiles
-                                          ? (double)t->skip_tiles /
-                                                (double)(t->skip_tiles + t->full_tiles +
-                                                         t->partial_tiles)
-                                          : 0.0);
+        rv |= kv_dbl(e, "skip_ratio",
+                     t->skip_tiles + t->full_tiles + t->partial_tiles
+                         ? (double)t->skip_tiles /
+                               (double)(t->skip_tiles + t->full_tiles + t->partial_tiles)
+                         : 0.0);
         rv |= e->end(e);
     } else {
         rv |= e->nil(e);

@@ -15,6 +15,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,6 @@
 #include "kernels/cuda/decode_launch.h"
 #include "kernels/cuda/prefill_launch.h"
 #include "planner/ledger.h"
-#include "planner/registry.h"
 #include "planner/split.h"
 #include "protocol/manifest.h"
 
@@ -35,6 +35,27 @@
 #endif
 
 /* ---- admission ------------------------------------------------------------ */
+
+/* One reason more (registry.h's attn_admission_reject does the same, but
+ * linking the registry would pull the key's SHA-256 and libcrypto into the
+ * GPU test binaries, which run where there is none). */
+static void add_reason(attn_admission *out, attn_admit_factor f, const char *field, const char *fmt,
+                       ...) __attribute__((format(printf, 4, 5)));
+
+static void add_reason(attn_admission *out, attn_admit_factor f, const char *field, const char *fmt,
+                       ...)
+{
+    out->admitted = false;
+    if (out->num_reasons >= ATTN_REASONS_MAX)
+        return;
+    attn_reason *r = &out->reasons[out->num_reasons++];
+    r->factor = f;
+    snprintf(r->field, sizeof r->field, "%s", field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->text, sizeof r->text, fmt, ap);
+    va_end(ap);
+}
 
 static bool head_dim_ok(uint32_t d)
 {
@@ -64,26 +85,22 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
     memset(out, 0, sizeof *out);
     out->admitted = true;
     if (g != NULL && strncmp(g->device, "cuda", 4) != 0)
-        attn_admission_reject(out, ATTN_ADMIT_HARDWARE, "pool.device",
-                              "pool lives on \"%s\"; cuda_prefill reads only device pools",
-                              g->device);
+        add_reason(out, ATTN_ADMIT_HARDWARE, "pool.device",
+                   "pool lives on \"%s\"; cuda_prefill reads only device pools", g->device);
     if (dev != NULL && (dev->cc_major != 9 || dev->cc_minor != 0))
-        attn_admission_reject(out, ATTN_ADMIT_HARDWARE, "device",
-                              "cuda:%d has compute capability %d.%d; the prefill kernel is sm_90a "
-                              "(wgmma) only",
-                              dev->device, dev->cc_major, dev->cc_minor);
-    if (m->q_dtype != ATTN_FP32 && m->q_dtype != ATTN_FP16 && m->q_dtype != ATTN_BF16)
-        attn_admission_reject(out, ATTN_ADMIT_Q_DTYPE, "q_dtype", "q_dtype %s not in {fp32, fp16, bf16}",
-                              attn_dtype_name(m->q_dtype));
+        add_reason(out, ATTN_ADMIT_HARDWARE, "device",
+                   "cuda:%d has compute capability %d.%d; the prefill kernel is sm_90a "
+                   "(wgmma) only",
+                   dev->device, dev->cc_major, dev->cc_minor);
     /* seed 0x08G: a mixed batch runs in one launch; "partition" would be a relabel */
     uint32_t phases = manifest_phases(m);
     if (m->policy.schedule == ATTN_SCHED_PARTITION && !one_phase(phases))
-        attn_admission_reject(out, ATTN_ADMIT_PHASE, "policy.schedule",
-                              "schedule partition asked for a batch that mixes phases; "
-                              "cuda_prefill runs every row in one launch (unified)");
+        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
+                   "schedule partition asked for a batch that mixes phases; "
+                   "cuda_prefill runs every row in one launch (unified)");
     if (m->policy.state_abi != ATTN_ABI_LSE_O && m->policy.state_abi != ATTN_ABI_MLU)
-        attn_admission_reject(out, ATTN_ADMIT_NUMERICS, "policy.state_abi", "state ABI %d unknown",
-                              (int)m->policy.state_abi);
+        add_reason(out, ATTN_ADMIT_NUMERICS, "policy.state_abi", "state ABI %d unknown",
+                   (int)m->policy.state_abi);
     /* the planner's index space: int32 key positions and packed rows */
     uint32_t group = g && g->num_kv_heads ? m->num_qo_heads / g->num_kv_heads : 1;
     for (uint32_t b = 0; b < m->num_requests; b++) {
@@ -91,39 +108,44 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
         if (r->cache_len + r->new_len > INT32_MAX || r->new_len * (int64_t)group > INT32_MAX) {
             char f[48];
             snprintf(f, sizeof f, "requests[%u].new_len", b);
-            attn_admission_reject(out, ATTN_ADMIT_SHAPE, f,
-                                  "request %u: T + C = %lld or C x group = %lld exceeds int32", b,
-                                  (long long)(r->cache_len + r->new_len),
-                                  (long long)(r->new_len * (int64_t)group));
+            add_reason(out, ATTN_ADMIT_SHAPE, f,
+                       "request %u: T + C = %lld or C x group = %lld exceeds int32", b,
+                       (long long)(r->cache_len + r->new_len),
+                       (long long)(r->new_len * (int64_t)group));
             break; /* one reason per factor keeps the vector readable */
         }
     }
     if (g == NULL)
         return;
+    /* the MMA takes q in the K/V dtype (an fp32 q rounded for it came within
+     * 1e-4 of the LSE tolerance on the H200: the prefill kernel refuses it) */
+    if (m->q_dtype != g->kv_dtype)
+        add_reason(out, ATTN_ADMIT_Q_DTYPE, "q_dtype",
+                   "q_dtype %s differs from kv_dtype %s; the prefill kernel takes q in "
+                   "the K/V dtype",
+                   attn_dtype_name(m->q_dtype), attn_dtype_name(g->kv_dtype));
     if (g->kv_dtype != ATTN_BF16 && g->kv_dtype != ATTN_FP16)
-        attn_admission_reject(out, ATTN_ADMIT_KV_DTYPE, "kv_dtype", "kv_dtype %s not in {bf16, fp16}",
-                              attn_dtype_name(g->kv_dtype));
+        add_reason(out, ATTN_ADMIT_KV_DTYPE, "kv_dtype", "kv_dtype %s not in {bf16, fp16}",
+                   attn_dtype_name(g->kv_dtype));
     if (g->head_dim_qk != g->head_dim_vo)
-        attn_admission_reject(out, ATTN_ADMIT_SHAPE, "head_dim_vo",
-                              "head_dim_vo %u differs from head_dim_qk %u", g->head_dim_vo,
-                              g->head_dim_qk);
+        add_reason(out, ATTN_ADMIT_SHAPE, "head_dim_vo",
+                   "head_dim_vo %u differs from head_dim_qk %u", g->head_dim_vo, g->head_dim_qk);
     /* seed 0x07D: each unsupported head dimension is its own reason */
     if (!head_dim_ok(g->head_dim_qk))
-        attn_admission_reject(out, ATTN_ADMIT_SHAPE, "head_dim_qk",
-                              "head_dim_qk %u not in {64, 128, 256}", g->head_dim_qk);
+        add_reason(out, ATTN_ADMIT_SHAPE, "head_dim_qk", "head_dim_qk %u not in {64, 128, 256}",
+                   g->head_dim_qk);
     if (!head_dim_ok(g->head_dim_vo))
-        attn_admission_reject(out, ATTN_ADMIT_SHAPE, "head_dim_vo",
-                              "head_dim_vo %u not in {64, 128, 256}", g->head_dim_vo);
+        add_reason(out, ATTN_ADMIT_SHAPE, "head_dim_vo", "head_dim_vo %u not in {64, 128, 256}",
+                   g->head_dim_vo);
     if (g->num_kv_heads == 0 || m->num_qo_heads % g->num_kv_heads)
-        attn_admission_reject(out, ATTN_ADMIT_HEAD_RATIO, "num_qo_heads",
-                              "num_qo_heads %u is not a multiple of num_kv_heads %u",
-                              m->num_qo_heads, g->num_kv_heads);
+        add_reason(out, ATTN_ADMIT_HEAD_RATIO, "num_qo_heads",
+                   "num_qo_heads %u is not a multiple of num_kv_heads %u", m->num_qo_heads,
+                   g->num_kv_heads);
     if (g->layout != ATTN_NHD && g->layout != ATTN_HND)
-        attn_admission_reject(out, ATTN_ADMIT_LAYOUT, "layout", "layout %d unknown",
-                              (int)g->layout);
+        add_reason(out, ATTN_ADMIT_LAYOUT, "layout", "layout %d unknown", (int)g->layout);
     if (g->page_size == 0 || g->page_size > 65536)
-        attn_admission_reject(out, ATTN_ADMIT_LAYOUT, "page_size",
-                              "page_size %u outside [1, 65536]", g->page_size);
+        add_reason(out, ATTN_ADMIT_LAYOUT, "page_size", "page_size %u outside [1, 65536]",
+                   g->page_size);
     /* every mask kind of kernels/common/mask.h runs on the GPU (issue 10
      * item 4): nothing to refuse for the mask */
 }
@@ -250,11 +272,10 @@ static int build_image(const attn_manifest *m, const attn_pool_geometry *g,
     memcpy(hm + pp->off_merges, tp->merges, sizeof *tp->merges * tp->num_merges);
     if (pp->host_mask.arena_bytes)
         memcpy(hm + pp->off_arena, pp->host_mask.arena, pp->host_mask.arena_bytes);
-    const void *src[3] = {kv->format == ATTN_KV_CSR ? (const void *)kv->page_indptr
-                                                     : (const void *)kv->block_table,
-                          kv->format == ATTN_KV_CSR ? (const void *)kv->page_indices
-                                                     : (const void *)kv->lens,
-                          kv->format == ATTN_KV_CSR ? (const void *)kv->last_page_len : NULL};
+    const void *src[3] = {
+        kv->format == ATTN_KV_CSR ? (const void *)kv->page_indptr : (const void *)kv->block_table,
+        kv->format == ATTN_KV_CSR ? (const void *)kv->page_indices : (const void *)kv->lens,
+        kv->format == ATTN_KV_CSR ? (const void *)kv->last_page_len : NULL};
     for (int i = 0; i < 3; i++)
         if (tb[i] && src[i])
             memcpy(hm + pp->off_t[i], src[i], tb[i]);
@@ -736,10 +757,11 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     p.v = vst;
     if (pp->num_parts) {
         const bool mlu = p.abi == ATTN_ABI_MLU;
-        p.part_vec = (float *)(void *)(ws + attn_ledger_find(led, mlu ? "partial_u" : "partial_O")
-                                                ->offset);
-        p.part_m = (float *)(void *)(ws + attn_ledger_find(led, mlu ? "partial_m" : "partial_LSE")
-                                              ->offset);
+        p.part_vec =
+            (float *)(void *)(ws + attn_ledger_find(led, mlu ? "partial_u" : "partial_O")->offset);
+        p.part_m =
+            (float *)(void *)(ws +
+                              attn_ledger_find(led, mlu ? "partial_m" : "partial_LSE")->offset);
         p.part_l = mlu ? (float *)(void *)(ws + attn_ledger_find(led, "partial_l")->offset) : NULL;
     }
 
@@ -796,6 +818,8 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     return 0;
 
 fail:
+    if (!swapped)
+        cudaStreamSynchronize(st); /* no copy may still read the caller's buffers */
     if (swapped) {
         /* put the old rows back so the pool is unchanged (engine.h contract);
          * when even that fails, say so instead of claiming an unchanged pool */

@@ -43,7 +43,7 @@ extern "C" {
 
 /* Knobs of one instance. */
 typedef struct attn_cuda_prefill_tuning {
-    int poison;            /* tests: NaN bytes in O, LSE and the workspace before every run */
+    int poison;             /* tests: NaN bytes in O, LSE and the workspace before every run */
     int fail_after_staging; /* tests: fail the run once the new rows are staged (the restore
                                path); the run returns ATTN_E_CUDA with field "test" */
 } attn_cuda_prefill_tuning;
@@ -59,8 +59,8 @@ const attn_engine_ops *attn_cuda_prefill_engine_ops(void);
 void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill_tuning *t);
 
 /* Fill `out` with every reason the prefill kernel cannot run the call:
- * device (a CUDA pool; compute capability 9.0 when `dev` is known), q and
- * K/V dtypes, each head dimension, the head ratio, page size, the
+ * device (a CUDA pool; compute capability 9.0 when `dev` is known), q in
+ * the K/V dtype, K/V dtype bf16 or fp16, each head dimension, the head ratio, page size, the
  * requested schedule against the batch's phases, the state ABI and the
  * kernel's index limits.  `dev` NULL: the device is not known (no
  * capability check).  Pure host code. */
@@ -87,10 +87,10 @@ void attn_cuda_prefill_plan_host_free(attn_engine_plan *p);
 typedef struct attn_cuda_prefill_plan_info {
     uint32_t tile_m, tile_n;
     uint32_t num_items, num_tiles, num_merges, num_parts;
-    uint32_t total_q;     /* new rows staged per run */
-    uint64_t meta_bytes;  /* the plan's one host-to-device transfer */
-    const char *attend;   /* the attention kernel's symbol */
-    const char *combine;  /* the combine kernel's symbol, NULL without merges */
+    uint32_t total_q;    /* new rows staged per run */
+    uint64_t meta_bytes; /* the plan's one host-to-device transfer */
+    const char *attend;  /* the attention kernel's symbol */
+    const char *combine; /* the combine kernel's symbol, NULL without merges */
 } attn_cuda_prefill_plan_info;
 
 /* Fill `out` for a plan made by attn_cuda_prefill_plan_host (or the

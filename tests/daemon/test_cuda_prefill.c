@@ -121,18 +121,24 @@ static void test_admission_names_every_factor(void **state)
     /* with the device unknown (no instance state) there is no capability reason */
     attn_cuda_prefill_admit(&m, &g, NULL, &a);
     assert_false(has_reason(&a, ATTN_ADMIT_HARDWARE, "device"));
-    /* the same mixed batch with schedule auto or unified is fine */
+    /* the same mixed batch with schedule unified is fine; an fp32 q on a
+     * bf16 pool is not (the MMA takes q in the K/V dtype) */
+    m = rb.m;
     m.policy.schedule = ATTN_SCHED_UNIFIED;
     attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
-    assert_false(has_reason(&a, ATTN_ADMIT_PHASE, NULL));
+    assert_true(a.admitted);
+    m.q_dtype = ATTN_FP32;
+    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+    assert_int_equal(a.num_reasons, 1);
+    assert_true(has_reason(&a, ATTN_ADMIT_Q_DTYPE, "q_dtype"));
     attn_rb_free(&rb);
 }
 
 /* Tiles of one request with causal visibility, counted independently of
  * the planner: for every m tile of packed rows and every key tile, SKIP
  * when no row sees a key of it. */
-static void count_causal(int64_t T, int64_t C, uint32_t g, uint32_t tm, uint32_t tn,
-                         uint64_t *skip, uint64_t *visited)
+static void count_causal(int64_t T, int64_t C, uint32_t g, uint32_t tm, uint32_t tn, uint64_t *skip,
+                         uint64_t *visited)
 {
     int64_t rows = C * g, ntiles = (T + C + tn - 1) / tn;
     for (int64_t r0 = 0; r0 < rows; r0 += tm) {
@@ -212,12 +218,10 @@ static void test_plan_host_tiles_ledger_diag(void **state)
     assert_int_equal(json_integer_value(json_object_get(tl, "full")), lg->full_tiles);
     assert_int_equal(json_integer_value(json_object_get(tl, "partial")), lg->partial_tiles);
     assert_int_equal(json_integer_value(json_object_get(tl, "logical_cells")), lg->logical_cells);
-    assert_int_equal(json_integer_value(json_object_get(tl, "executed_cells")),
-                     lg->executed_cells);
+    assert_int_equal(json_integer_value(json_object_get(tl, "executed_cells")), lg->executed_cells);
     assert_int_equal(json_integer_value(json_array_get(json_object_get(tl, "shape"), 1)), 128);
-    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "schedule"),
-                                                          "phases")),
-                        "PA");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(j, "schedule"), "phases")), "PA");
     json_decref(j);
     /* an engine that does not tile leaves "tiles" null */
     attn_tile_report none = {0};
@@ -288,8 +292,7 @@ static void test_plan_host_refusals(void **state)
     attn_pool_geometry g = rb.g;
     g.head_dim_qk = g.head_dim_vo = 96;
     memset(&p, 0, sizeof p);
-    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &g, &k_h200, NULL, &p, &err),
-                     ATTN_E_SHAPE);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &g, &k_h200, NULL, &p, &err), ATTN_E_SHAPE);
     assert_null(p.priv);
     attn_rb_free(&rb);
 }

@@ -518,12 +518,8 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
     assert_true(o && o_ref && lse && lse_ref);
     void *kd[1] = {dk}, *vd[1] = {dv};
     attn_pool_view pv = {.geom = &g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = kd, .v = vd};
-    attn_run_io a = {.pool = &pv,
-                     .q = rb.q,
-                     .k_new = rb.k_new,
-                     .v_new = rb.v_new,
-                     .o = o,
-                     .lse = lse};
+    attn_run_io a = {
+        .pool = &pv, .q = rb.q, .k_new = rb.k_new, .v_new = rb.v_new, .o = o, .lse = lse};
     assert_int_equal(attn_engine_run(g_cuda, ep, &a, NULL, &err), 0);
 
     attn_cpu_call cc = {.m = &rb.m,
