@@ -33,6 +33,21 @@ def emit_ss(n, ptx, name):
     print()
 
 
+def emit_ss_first(n, ptx, name):
+    nd = n // 2
+    print("/* D(64 x %d, fp32) = A * B^T (the first k step: D is write-only, so the" % n)
+    print(" * compiler never materializes its old value between the fence and the MMA). */")
+    print("__device__ __forceinline__ void wgmma_ss_m64n%dk16_%s_first(float (&d)[%d], uint64_t desc_a," % (n, name, nd))
+    print("                                                          uint64_t desc_b)")
+    print("{")
+    print("    asm volatile(\"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, 0, 1, 1, 0, 0;\\n\""
+          % (n, ptx, ptx, regs(0, nd), nd, nd + 1))
+    print("                 : %s" % ", ".join('"=f"(d[%d])' % i for i in range(nd)))
+    print("                 : \"l\"(desc_a), \"l\"(desc_b));")
+    print("}")
+    print()
+
+
 def emit_rs(n, ptx, name):
     nd = n // 2
     print("/* D(64 x %d, fp32) (+)= A(64 x 16, registers) * B(16 x %d, smem, MN-major). */" % (n, n))
@@ -62,5 +77,6 @@ print()
 for ptx, name in TYPES:
     for n in SHAPES:
         emit_ss(n, ptx, name)
+        emit_ss_first(n, ptx, name)
         emit_rs(n, ptx, name)
 print("#endif")

@@ -58,6 +58,7 @@ def load_lib(path):
     lib.attnpf_run.argtypes = [vp, vp, vp, vp, vp, vp, vp]
     lib.attnpf_free.argtypes = [vp]
     lib.attnpf_info.argtypes = [vp, vp]
+    lib.attnpf_set_max_ctas.argtypes = [vp, u32]
     return lib
 
 
@@ -175,12 +176,15 @@ def run_attnd(lib, shape, cs, row):
         raise RuntimeError("attnpf_run failed")
     torch.cuda.synchronize()
     ms = time_fn(fn)
+    lib.attnpf_set_max_ctas(h, 0)  # one CTA per (item, K/V head) unit, for comparison
+    ms_grid = time_fn(fn)
+    lib.attnpf_set_max_ctas(h, torch.cuda.get_device_properties(0).multi_processor_count)
     keys = ["items", "merges", "skip_tiles", "full_tiles", "partial_tiles", "logical_cells",
             "executed_cells", "parts"]
     plan = {k: int(info[i]) for i, k in enumerate(keys)}
     nan = bool(torch.isnan(o).any().item() or torch.isnan(lse).any().item())
     lib.attnpf_free(h)
-    return ms, o, dict(plan=plan, nan=nan)
+    return ms, o, dict(plan=plan, nan=nan, ms_one_cta_per_unit=ms_grid)
 
 
 def run_sdpa(shape, cs, K, V):

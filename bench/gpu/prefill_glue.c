@@ -150,6 +150,7 @@ attnpf *attnpf_create(uint32_t B, const int64_t *T, const int64_t *C, const int3
     p->q_dtype = p->kv_dtype = ATTN_BF16;
     p->abi = ATTN_ABI_LSE_O;
     p->sm_scale = 1.0f / sqrtf((float)d);
+    p->max_ctas = (uint32_t)sms; /* persistent by default; attnpf_set_max_ctas changes it */
     for (int i = 0; i < h->ndev; i++)
         if (!h->dev[i]) {
             attnpf_free(h);
@@ -158,6 +159,12 @@ attnpf *attnpf_create(uint32_t B, const int64_t *T, const int64_t *C, const int3
         }
     *rv = 0;
     return h;
+}
+
+/* Persistent grid size for the next runs (0 = one CTA per unit). */
+void attnpf_set_max_ctas(attnpf *h, uint32_t n)
+{
+    h->p.max_ctas = n;
 }
 
 /* Launch on the given device buffers and stream; returns 0 or an attn_err. */

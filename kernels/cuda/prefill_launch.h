@@ -54,6 +54,9 @@ typedef struct attn_cuda_prefill_params {
     attn_dtype q_dtype, kv_dtype;
     attn_state_abi abi;
     float sm_scale;
+    /* persistent grid: at most this many CTAs walk the (item, K/V head)
+     * units (the SM count: one CTA fits an SM); 0 = one CTA per unit */
+    uint32_t max_ctas;
 } attn_cuda_prefill_params;
 
 /* Whether the prefill kernel exists for this head dim and K/V dtype

@@ -20,8 +20,9 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
     if (cudaFuncSetAttribute(attn_prefill_attend<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              C::SMEM) != cudaSuccess)
         return ATTN_E_CUDA;
-    if (p->num_items) {
-        dim3 grid(p->num_items, p->num_kv_heads);
+    const uint32_t units = p->num_items * p->num_kv_heads;
+    if (units) {
+        dim3 grid(p->max_ctas && p->max_ctas < units ? p->max_ctas : units);
         attn_prefill_attend<D, KV><<<grid, kThreads, C::SMEM, stream>>>(*p);
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;

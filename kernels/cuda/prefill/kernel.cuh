@@ -78,6 +78,14 @@ template <> struct Mma<__nv_bfloat16> {
             wgmma_ss_m64n128k16_Bf16(d, a, b, acc);
     }
     template <int N>
+    static __device__ __forceinline__ void ss_first(float (&d)[N / 2], uint64_t a, uint64_t b)
+    {
+        if constexpr (N == 64)
+            wgmma_ss_m64n64k16_Bf16_first(d, a, b);
+        else
+            wgmma_ss_m64n128k16_Bf16_first(d, a, b);
+    }
+    template <int N>
     static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4],
                                               uint64_t b, int acc)
     {
@@ -102,6 +110,14 @@ template <> struct Mma<__half> {
             wgmma_ss_m64n64k16_F16(d, a, b, acc);
         else
             wgmma_ss_m64n128k16_F16(d, a, b, acc);
+    }
+    template <int N>
+    static __device__ __forceinline__ void ss_first(float (&d)[N / 2], uint64_t a, uint64_t b)
+    {
+        if constexpr (N == 64)
+            wgmma_ss_m64n64k16_F16_first(d, a, b);
+        else
+            wgmma_ss_m64n128k16_F16_first(d, a, b);
     }
     template <int N>
     static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4],
@@ -189,6 +205,12 @@ __device__ __forceinline__ KvWalk kv_walk(const attn_kv_addr &a, uint32_t b)
     return w;
 }
 
+/* Logical block (page-table entry) of row t of a paged walk. */
+__device__ __forceinline__ int64_t kv_block_of(const KvWalk &w, int64_t t)
+{
+    return w.shift >= 0 ? t >> w.shift : (int64_t)((uint32_t)t / (uint32_t)w.page_size);
+}
+
 /* Element offset of logical row t of the walk's request, K/V head h. */
 __device__ __forceinline__ int64_t kv_row_elem(const attn_kv_addr &a, const KvWalk &w, int64_t t,
                                                uint32_t h, uint32_t d)
@@ -224,19 +246,21 @@ __device__ __forceinline__ void store2(void *base, attn_dtype dt, size_t i, floa
 
 template <int D, typename KV> struct Smem {
     uint8_t *q, *k, *v;
-    uint64_t *full, *empty, *qfull;
+    uint64_t *full, *empty, *qfull, *qempty;
 };
 
 template <int D, typename KV>
 __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
                                          const attn_prefill_item &it, const attn_prefill_req &rq,
-                                         uint32_t hkv, int tid)
+                                         uint32_t hkv, int tid, uint32_t k, uint32_t &gi)
 {
     using C = Cfg<D>;
     const uint32_t g = p.num_qo_heads / p.num_kv_heads;
     const uint32_t qs = smem_addr(sm.q);
 
     /* Q: tile rows are packed (token, head); rows past the request are 0 */
+    if (k > 0) /* the consumers are done with the previous unit's Q */
+        mbar_wait(sm.qempty, (k - 1) & 1);
     {
         /* q is in the K/V dtype (the launcher refuses anything else: rounding
          * an fp32 q to bf16 would cost the LSE its 1e-3 tolerance) */
@@ -250,11 +274,9 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
                 ok ? (((size_t)(rq.qrow + tok) * p.num_qo_heads + hkv * g + hh) * D + c * 8) : 0;
             cp_async16(qs + swz_offset(r, c, C::BM), q + off, ok);
         }
-        cp_async_commit();
-        cp_async_wait<0>();
+        /* qfull completes once the copies landed; the consumers fence */
+        cp_async_arrive_noinc(sm.qfull);
     }
-    fence_proxy_async();
-    mbar_arrive(sm.qfull);
 
     /* K/V: consecutive threads copy consecutive pieces of one row */
     const KV *kb = static_cast<const KV *>(p.k);
@@ -264,27 +286,51 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
     const KvWalk walk = kv_walk(p.kv, (uint32_t)it.req);
     constexpr int ROWS_PER_PASS = 128 / C::PIECES;
     const int c = tid % C::PIECES, r_first = tid / C::PIECES;
-    int n_iter = 0;
-    for (int ti = it.tile_begin; ti < it.tile_end; ti++, n_iter++) {
-        const int64_t n = p.tiles[ti] >> 1;
-        const int s = n_iter % C::STAGES;
-        mbar_wait(&sm.empty[s], ((n_iter / C::STAGES) & 1) ^ 1);
+    /* The page ids of a tile's rows are read one tile ahead, all at once
+     * (a dependent load per row before its copies is the producer's
+     * critical path), while the producer waits for the next free stage. */
+    constexpr int RPT = C::BN / ROWS_PER_PASS; /* rows of one thread per tile */
+    int32_t pg[RPT];
+    int64_t n_next = 0;
+    auto fetch = [&](int ti) {
+        n_next = p.tiles[ti] >> 1;
+        if (walk.pages) {
+#pragma unroll
+            for (int j = 0; j < RPT; j++) {
+                const int64_t t = n_next * C::BN + r_first + j * ROWS_PER_PASS;
+                pg[j] = t < keys ? walk.pages[kv_block_of(walk, t)] : 0;
+            }
+        }
+    };
+    if (it.tile_begin < it.tile_end)
+        fetch(it.tile_begin);
+    for (int ti = it.tile_begin; ti < it.tile_end; ti++, gi++) {
+        const int64_t n = n_next;
+        const int s = gi % C::STAGES;
+        mbar_wait(&sm.empty[s], ((gi / C::STAGES) & 1) ^ 1);
         const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
-#pragma unroll 4
-        for (int r = r_first; r < C::BN; r += ROWS_PER_PASS) {
+#pragma unroll
+        for (int j = 0; j < RPT; j++) {
+            const int r = r_first + j * ROWS_PER_PASS;
             const int64_t t = n * C::BN + r;
             const bool ok = t < keys;
             int64_t off = 0;
-            if (ok)
-                off = kv_row_elem(p.kv, walk, t, hkv, D) + c * 8;
+            if (ok) {
+                if (walk.pages)
+                    off = attn_kv_addr_elem(&p.kv, pg[j], t - kv_block_of(walk, t) * walk.page_size,
+                                            hkv, 0, D);
+                else
+                    off = kv_row_elem(p.kv, walk, t, hkv, D);
+            }
             const uint32_t so = swz_offset(r, c, C::BN);
-            cp_async16(kst + so, kb + off, ok);
-            cp_async16(vst + so, vb + off, ok);
+            cp_async16(kst + so, kb + off + c * 8, ok);
+            cp_async16(vst + so, vb + off + c * 8, ok);
         }
         /* full[s] completes when every producer thread's copies landed */
         cp_async_arrive_noinc(&sm.full[s]);
+        if (ti + 1 < it.tile_end)
+            fetch(ti + 1);
     }
-    cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
 }
 
 template <int D, typename KV>
@@ -306,7 +352,7 @@ __device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D>::OC][Cfg<D>::ON 
 template <int D, typename KV>
 __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
                                          const attn_prefill_item &it, const attn_prefill_req &rq,
-                                         uint32_t hkv, int cw, int ctid)
+                                         uint32_t hkv, int cw, int ctid, uint32_t k, uint32_t &gi)
 {
     using C = Cfg<D>;
     using M = Mma<KV>;
@@ -330,7 +376,8 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
 
     const uint32_t qs = smem_addr(sm.q) + cw * 64 * 128;
     const uint32_t ks = smem_addr(sm.k), vs = smem_addr(sm.v);
-    mbar_wait(sm.qfull, 0);
+    mbar_wait(sm.qfull, k & 1);
+    fence_proxy_async();
 
     /* Software pipeline (FA3's intra-warpgroup overlap): iteration i issues
      * S_i = Q K_i^T and O += P_{i-1} V_{i-1} together, runs the softmax of
@@ -338,47 +385,39 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
      * P_i.  The two consumer warpgroups take turns issuing (ping-pong on
      * named barriers), so one's softmax overlaps the other's products. */
     const int num = it.tile_end - it.tile_begin;
-    if (num > 0 && cw == 1)
-        named_arrive(kSchedBar, 256); /* warpgroup 0 issues first */
     uint32_t pa[BN / 16][4];
-    for (int i = 0; i < num; i++) {
-        const int32_t code = p.tiles[it.tile_begin + i];
-        const int64_t n = code >> 1;
-        const int s = i % C::STAGES, sp = (i + C::STAGES - 1) % C::STAGES;
-        mbar_wait(&sm.full[s], (i / C::STAGES) & 1);
+    float sacc[BN / 2];
+
+    /* Wait for tile i, take this warpgroup's issue turn, issue S_i. */
+    auto issue_s = [&](int i) {
+        const uint32_t gt = gi + i;
+        const int s = gt % C::STAGES;
+        mbar_wait(&sm.full[s], (gt / C::STAGES) & 1);
         fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
         const uint32_t kst = ks + s * C::KV_BYTES;
-
-        float sacc[BN / 2];
         named_sync(kSchedBar + cw, 256);
         wgmma_fence();
+        M::template ss_first<BN>(sacc, make_desc(qs, 16, 1024), make_desc(kst, 16, 1024));
 #pragma unroll
-        for (int k = 0; k < D / 16; k++) {
+        for (int k = 1; k < D / 16; k++) {
             const uint64_t da = make_desc(qs + (k / 4) * C::BM * 128 + (k % 4) * 32, 16, 1024);
             const uint64_t db = make_desc(kst + (k / 4) * BN * 128 + (k % 4) * 32, 16, 1024);
-            M::template ss<BN>(sacc, da, db, k > 0);
+            M::template ss<BN>(sacc, da, db, 1);
         }
         wgmma_commit();
-        const bool pv_prev = C::OVERLAP && i > 0;
-        if (pv_prev) {
-            pv_product<D, KV>(oacc, pa, vs + sp * C::KV_BYTES);
-            wgmma_commit();
-        }
-        /* without overlap warpgroup 1 skips its last turn hand-off (it has
-         * one more arrive than warpgroup 0 has syncs) */
+    };
+    /* Hand the turn to the other warpgroup; without overlap warpgroup 1
+     * skips its last hand-off (it has one arrive more than 0 has syncs). */
+    auto pass_turn = [&](int i) {
         if (C::OVERLAP || !(cw == 1 && i == num - 1))
             named_arrive(kSchedBar + (1 - cw), 256);
-        if (pv_prev)
-            wgmma_wait<1>();
-        else
-            wgmma_wait<0>();
-        reg_fence(sacc);
-
+    };
+    /* Mask (PARTIAL only) and online softmax of S_i in place; returns the
+     * rescale factors of O. */
+    auto softmax = [&](int i, float (&alpha)[2]) {
+        const int32_t code = p.tiles[it.tile_begin + i];
         if (code & 1)
-            mask_partial<BN>(p, it, rq, tok, n, lane, sacc);
-
-        /* online softmax, base-2 frame; rows ri = 0, 1 */
-        float alpha[2];
+            mask_partial<BN>(p, it, rq, tok, code >> 1, lane, sacc);
 #pragma unroll
         for (int ri = 0; ri < 2; ri++) {
             float mx = -INFINITY;
@@ -393,28 +432,21 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             const float m_use = m_new == -INFINITY ? 0.f : m_new;
             alpha[ri] = ex2(m_run[ri] - m_use);
             m_run[ri] = m_new;
-            const float mscaled = m_use;
             float sum = 0.f;
 #pragma unroll
             for (int j = 0; j < BN / 8; j++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    const float pv = ex2(fmaf(sacc[j * 4 + ri * 2 + e], scale2, -mscaled));
+                    const float pv = ex2(fmaf(sacc[j * 4 + ri * 2 + e], scale2, -m_use));
                     sacc[j * 4 + ri * 2 + e] = pv;
                     sum += pv;
                 }
             l_run[ri] = l_run[ri] * alpha[ri] + sum;
         }
-
-        if (pv_prev) {
-            wgmma_wait<0>();
-#pragma unroll
-            for (int a = 0; a < OC; a++)
-                reg_fence(oacc[a]);
-            __syncwarp();
-            if (lane == 0)
-                mbar_arrive(&sm.empty[sp]); /* K and V of tile i-1 are consumed */
-        }
+    };
+    /* O *= alpha, then P_i into the A fragment of m64k16: k-step kk covers
+     * keys 16kk .. 16kk+15 (rows r, r+8 x keys 2q, 2q+1 and 2q+8, 2q+9). */
+    auto rescale_convert = [&](const float (&alpha)[2]) {
 #pragma unroll
         for (int a = 0; a < OC; a++)
 #pragma unroll
@@ -424,8 +456,6 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
                     oacc[a][j * 4 + ri * 2] *= alpha[ri];
                     oacc[a][j * 4 + ri * 2 + 1] *= alpha[ri];
                 }
-        /* P_i as the A fragment of m64k16: k-step kk covers keys 16kk ..
-         * 16kk+15 (rows r, r+8 x keys 2q, 2q+1 and 2q+8, 2q+9) */
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
             pa[kk][0] = M::pack(sacc[kk * 8 + 0], sacc[kk * 8 + 1]);
@@ -433,35 +463,78 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             pa[kk][2] = M::pack(sacc[kk * 8 + 4], sacc[kk * 8 + 5]);
             pa[kk][3] = M::pack(sacc[kk * 8 + 6], sacc[kk * 8 + 7]);
         }
-        if (!C::OVERLAP) {
-            wgmma_fence();
-            pv_product<D, KV>(oacc, pa, vs + s * C::KV_BYTES);
-            wgmma_commit();
-            wgmma_wait<0>();
-#pragma unroll
-            for (int a = 0; a < OC; a++)
-                reg_fence(oacc[a]);
-            __syncwarp();
-            if (lane == 0)
-                mbar_arrive(&sm.empty[s]);
-        }
-    }
-    if (C::OVERLAP && num > 0) {
-        const int sl = (num - 1) % C::STAGES;
-        named_sync(kSchedBar + cw, 256);
-        wgmma_fence();
-        pv_product<D, KV>(oacc, pa, vs + sl * C::KV_BYTES);
-        wgmma_commit();
-        if (cw == 0) /* warpgroup 1 syncs once more; warpgroup 0 does not */
-            named_arrive(kSchedBar + 1, 256);
+    };
+    /* Wait for every product in flight, then free tile i's stage. */
+    auto finish_pv = [&](int i) {
         wgmma_wait<0>();
 #pragma unroll
         for (int a = 0; a < OC; a++)
             reg_fence(oacc[a]);
         __syncwarp();
         if (lane == 0)
-            mbar_arrive(&sm.empty[sl]);
+            mbar_arrive(&sm.empty[(gi + i) % C::STAGES]);
+    };
+    auto issue_pv = [&](int i) {
+        pv_product<D, KV>(oacc, pa, vs + ((gi + i) % C::STAGES) * C::KV_BYTES);
+        wgmma_commit();
+    };
+
+    /* Software pipeline (FA3's intra-warpgroup overlap): iteration i issues
+     * S_i = Q K_i^T and O += P_{i-1} V_{i-1} together, runs the softmax of
+     * S_i while the P V product is in flight, then rescales O and converts
+     * P_i.  The two consumer warpgroups take turns issuing (ping-pong on
+     * named barriers), so one's softmax overlaps the other's products.  The
+     * loop is peeled so no MMA sits behind a data-dependent branch (ptxas
+     * serializes every wgmma of a kernel that has one). */
+    if (num > 0) {
+        float alpha[2];
+        if (cw == 1)
+            named_arrive(kSchedBar, 256); /* warpgroup 0 issues first */
+        issue_s(0);
+        pass_turn(0);
+        wgmma_wait<0>();
+        reg_fence(sacc);
+        softmax(0, alpha);
+        rescale_convert(alpha);
+        if constexpr (!C::OVERLAP) {
+            wgmma_fence();
+            issue_pv(0);
+            finish_pv(0);
+        }
+        for (int i = 1; i < num; i++) {
+            issue_s(i);
+            if constexpr (C::OVERLAP)
+                issue_pv(i - 1);
+            pass_turn(i);
+            if constexpr (C::OVERLAP)
+                wgmma_wait<1>();
+            else
+                wgmma_wait<0>();
+            reg_fence(sacc);
+            softmax(i, alpha);
+            if constexpr (C::OVERLAP)
+                finish_pv(i - 1);
+            rescale_convert(alpha);
+            if constexpr (!C::OVERLAP) {
+                wgmma_fence();
+                issue_pv(i);
+                finish_pv(i);
+            }
+        }
     }
+    /* every S product of the unit is done: the producer may load the next Q */
+    __syncwarp();
+    if (lane == 0)
+        mbar_arrive(sm.qempty);
+    if (C::OVERLAP && num > 0) {
+        named_sync(kSchedBar + cw, 256);
+        wgmma_fence();
+        issue_pv(num - 1);
+        if (cw == 0) /* warpgroup 1 syncs once more; warpgroup 0 does not */
+            named_arrive(kSchedBar + 1, 256);
+        finish_pv(num - 1);
+    }
+    gi += num;
 
     /* epilogue */
 #pragma unroll
@@ -528,10 +601,8 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_
     sm.full = reinterpret_cast<uint64_t *>(sm.v + C::STAGES * C::KV_BYTES);
     sm.empty = sm.full + C::STAGES;
     sm.qfull = sm.empty + C::STAGES;
+    sm.qempty = sm.qfull + 1;
 
-    const attn_prefill_item it = p.items[blockIdx.x];
-    const attn_prefill_req rq = p.reqs[it.req];
-    const uint32_t hkv = blockIdx.y;
     const int tid = threadIdx.x;
     if (tid == 0) {
         for (int s = 0; s < C::STAGES; s++) {
@@ -539,14 +610,38 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_
             mbar_init(&sm.empty[s], kConsumerWarps);
         }
         mbar_init(sm.qfull, 128);
+        mbar_init(sm.qempty, kConsumerWarps);
     }
     __syncthreads();
+    /* Work units u = item * H_kv + head, longest items first.  A CTA takes
+     * units blockIdx.x, then one per grid stride, in snake order (every
+     * other round from the far end) so the persistent CTAs stay balanced;
+     * with one CTA per unit this is just u = blockIdx.x.  Producer and
+     * consumers walk the same units, and their stage ring (gi) and Q
+     * barrier phases (k) run on across units, so the next unit's loads
+     * overlap this unit's last products and epilogue. */
+    const uint32_t units = p.num_items * p.num_kv_heads, G = gridDim.x;
+    uint32_t gi = 0;
     if (tid < 128) {
-        reg_dealloc<56>();
-        producer<D, KV>(p, sm, it, rq, hkv, tid);
+        reg_dealloc<64>();
+        for (uint32_t k = 0;; k++) {
+            const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
+            if (u >= units)
+                break;
+            const attn_prefill_item it = p.items[u / p.num_kv_heads];
+            producer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid, k, gi);
+        }
+        cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
     } else {
         reg_alloc<224>();
-        consumer<D, KV>(p, sm, it, rq, hkv, tid / 128 - 1, tid % 128);
+        for (uint32_t k = 0;; k++) {
+            const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
+            if (u >= units)
+                break;
+            const attn_prefill_item it = p.items[u / p.num_kv_heads];
+            consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1,
+                            tid % 128, k, gi);
+        }
     }
 #else
     /* wgmma and setmaxnreg exist on sm_90a only: the portable compute_90
