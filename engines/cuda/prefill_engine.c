@@ -440,6 +440,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     pr->kv_dtype = g->kv_dtype;
     pr->abi = m->policy.state_abi;
     pr->sm_scale = m->has_sm_scale ? m->sm_scale : 1.0f / sqrtf((float)d);
+    pr->max_ctas = dev->sm_count; /* persistent grid: one CTA per SM walks the units */
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);
     schedule_choice(m, manifest_phases(m), out);
