@@ -34,7 +34,7 @@ export LD_LIBRARY_PATH="$G/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 "$G/tests/test_prefill_engine_gpu" >"$OUT/gpu-tests.txt" 2>&1
 echo "test_prefill_engine_gpu rc=$?" >>"$OUT/gpu-tests.txt"
 if command -v compute-sanitizer >/dev/null; then
-    ATTN_GPU_QUICK=1 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    ATTN_GPU_QUICK=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$G/tests/test_prefill_engine_gpu" >"$OUT/memcheck.txt" 2>&1
     echo "memcheck rc=$?" >>"$OUT/memcheck.txt"
 fi
@@ -46,7 +46,7 @@ gen() { # name kind extra...
         --head-dim 128 --page-size 16 --pool "$1" --verify --trace "${@:3}" >>"$OUT/e2e.txt" 2>&1
     echo "gen $1 rc=$?" >>"$OUT/e2e.txt"
 }
-gen prefill prefill --qo-heads 8 --kv-heads 2 --requests 3 --steps 2 --layers 2 \
+gen prefill prefill --qo-heads 8 --kv-heads 2 --requests 3 --steps 2 --layers 1 \
     --min-len 100 --max-len 700 --seed 21
 gen append append --qo-heads 8 --kv-heads 2 --requests 4 --steps 2 --layers 1 \
     --min-len 200 --max-len 1200 --seed 22
