@@ -10,10 +10,8 @@
 #include "daemon/artifact.h"
 #include "daemon/server_int.h"
 #include "engines/cpu/engine.h"
-#ifdef ATTN_WITH_CUDA
-#include "engines/cuda/cuda_engine.h"
+#include "engines/cuda/cuda_engine.h" /* plain C; both CUDA engines exist in a CUDA=0 build too */
 #include "engines/cuda/prefill_engine.h"
-#endif
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
 #include "protocol/wire.h"
