@@ -125,8 +125,10 @@ struct attn_engine_ops {
     /* Fill `out` with every reason this instance cannot run the call. */
     void (*admit)(const attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
                   attn_admission *out);
-    /* Fill `out` (zeroed, owner set) for a validated manifest; on failure
-     * leave nothing for plan_free to release. */
+    /* Fill `out` (zeroed, owner set) for a manifest the caller validated
+     * completely against `g` (attn_manifest_validate: the daemon does it
+     * before selection, so engines do not repeat it); on failure leave
+     * nothing for plan_free to release. */
     int (*plan)(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
                 attn_engine_plan *out, attn_error_detail *err);
     /* Stage, attend, merge and (when io->commit) commit; on failure the pool
@@ -156,8 +158,8 @@ int attn_engine_create(const attn_engine_ops *ops, const attn_engine_config *cfg
 /* Finish and free an instance (NULL is ignored). */
 void attn_engine_destroy(attn_engine *e);
 
-/* Plan `m` on `e`: a new engine plan owned by the caller, released with
- * attn_engine_plan_release. */
+/* Plan `m` (validated, as ops->plan says) on `e`: a new engine plan owned
+ * by the caller, released with attn_engine_plan_release. */
 int attn_engine_plan_new(attn_engine *e, const attn_manifest *m, const attn_pool_geometry *g,
                          attn_engine_plan **out, attn_error_detail *err);
 

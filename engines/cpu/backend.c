@@ -1,8 +1,7 @@
 /* The CPU reference engine behind the engine interface (planner/engine.h):
- * one instance owns its worker threads and workspace; plan validates,
- * plans the splits, builds the mask program, the row maps and the work
- * order once; run binds the layer's buffers and hands the work to the
- * threads. */
+ * one instance owns its worker threads and workspace; plan splits, checks
+ * the split plan, builds the mask program, the row maps and the work order
+ * once; run binds the layer's buffers and hands the work to the threads. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,7 +11,6 @@
 
 #include "engines/cpu/cpu_int.h"
 #include "planner/registry.h"
-#include "protocol/manifest.h"
 
 /* One instance: options, the persistent workers, the workspace they carve. */
 typedef struct cpu_instance {
@@ -21,7 +19,7 @@ typedef struct cpu_instance {
     pthread_mutex_t mu; /* one run at a time on the workers and the workspace */
     void *ws;
     size_t ws_cap;
-    _Atomic uint64_t validations, mask_programs, runs;
+    _Atomic uint64_t plan_checks, mask_programs, runs;
 } cpu_instance;
 
 /* What a plan keeps between runs. */
@@ -120,11 +118,12 @@ static int cpu_plan(attn_engine *self, const attn_manifest *m, const attn_pool_g
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the plan");
     out->priv = pp;
     pp->f64 = ci->opt.acc == ATTN_CPU_ACC_F64;
-    /* the one validation and mask program of this plan: runs reuse them */
-    atomic_fetch_add(&ci->validations, 1);
-    if ((rv = attn_manifest_validate(m, g, err)) != 0 ||
-        (rv = attn_cpu_plan(m, g, ATTN_CPU_PLAN_GRID, &out->split, err)) != 0)
+    /* the manifest was validated before selection (engine.h); what is left
+     * to check is the split plan's closure, once, with the mask program and
+     * the row maps: runs reuse them */
+    if ((rv = attn_cpu_plan(m, g, ATTN_CPU_PLAN_GRID, &out->split, err)) != 0)
         goto fail;
+    atomic_fetch_add(&ci->plan_checks, 1);
     atomic_fetch_add(&ci->mask_programs, 1);
     if ((rv = cpu_prepare(&pp->r, m, g, NULL, &out->split, &ci->opt, true, err)) != 0)
         goto fail;
@@ -253,7 +252,7 @@ void attn_cpu_engine_counts_get(const attn_engine *e, attn_cpu_engine_counts *ou
     memset(out, 0, sizeof *out);
     if (e->ops != &g_cpu_ops || ci == NULL)
         return;
-    out->validations = atomic_load(&ci->validations);
+    out->plan_checks = atomic_load(&ci->plan_checks);
     out->mask_programs = atomic_load(&ci->mask_programs);
     out->runs = atomic_load(&ci->runs);
     out->threads_started = cpu_threads_started(ci->threads);

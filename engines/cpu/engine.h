@@ -100,10 +100,11 @@ uint32_t attn_cpu_online_threads(void);
  * wins over the config's). */
 const attn_engine_ops *attn_cpu_engine_ops(void);
 
-/* What one CPU instance did, for tests and stats: every plan validates the
- * manifest and builds the mask program once; a run does neither. */
+/* What one CPU instance did, for tests and stats: every plan checks its
+ * split plan and builds the mask program once; a run does neither (the
+ * manifest itself was validated before selection, planner/engine.h). */
 typedef struct attn_cpu_engine_counts {
-    uint64_t validations;     /* manifest + plan validations */
+    uint64_t plan_checks;     /* split-plan closure checks (seed 0x02I) */
     uint64_t mask_programs;   /* mask programs built */
     uint64_t runs;            /* runs that reached the workers */
     uint64_t threads_started; /* worker threads this instance ever created */

@@ -920,12 +920,16 @@ static void test_engine_run(void **state)
     e->ops->admit(e, &m2, &rb.g, &adm);
     assert_false(adm.admitted);
     assert_int_equal(adm.reasons[0].factor, ATTN_ADMIT_HEAD_RATIO);
-    /* plan validates before it splits: a bad manifest is refused with its
-     * field and leaves no plan behind */
+    /* a plan that fails says why and leaves nothing behind: a fixed split
+     * policy without a count */
+    attn_manifest m3 = rb.m;
+    m3.policy.split_policy = ATTN_SPLIT_FIXED;
+    m3.policy.splits = 0;
     attn_engine_plan *bad = NULL;
-    assert_true(attn_engine_plan_new(e, &m2, &rb.g, &bad, &err) != 0);
+    assert_int_equal(attn_engine_plan_new(e, &m3, &rb.g, &bad, &err), ATTN_E_SPLIT);
+    assert_string_equal(err.field, "policy.splits");
     assert_null(bad);
-    assert_true(err.field[0] != '\0');
+    assert_int_equal(atomic_load(&e->count.plans), 1);
     free(ro);
     free(rl);
     outs_free(&u);
@@ -934,8 +938,8 @@ static void test_engine_run(void **state)
     attn_rb_free(&rb);
 }
 
-/* plan does the per-step work once: a plan reused for five runs validated
- * the manifest and built its mask program once, and the runs started no
+/* plan does the per-step work once: a plan reused for five runs checked
+ * its split plan and built its mask program once, and the runs started no
  * thread (the instance's workers are persistent).  A plan belongs to the
  * instance that made it. */
 static void test_engine_plan_once(void **state)
@@ -967,7 +971,7 @@ static void test_engine_plan_once(void **state)
             assert_float_equal(((float *)u.o)[i], ro[i], 1e-5);
     }
     attn_cpu_engine_counts_get(e, &c1);
-    assert_int_equal(c1.validations - c0.validations, 1);
+    assert_int_equal(c1.plan_checks - c0.plan_checks, 1);
     assert_int_equal(c1.mask_programs - c0.mask_programs, 1);
     assert_int_equal(c1.runs - c0.runs, 5);
     assert_int_equal(c1.threads_started, c0.threads_started);
