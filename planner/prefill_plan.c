@@ -204,8 +204,8 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
         if (s > n)
             s = n;
         if (s <= 1) {
-            out->items[ni++] = (attn_prefill_item){mt[i].req, mt[i].row0, mt[i].begin, mt[i].end,
-                                                   -1};
+            out->items[ni++] =
+                (attn_prefill_item){mt[i].req, mt[i].row0, mt[i].begin, mt[i].end, -1};
             continue;
         }
         out->merges[out->num_merges++] =
@@ -213,8 +213,8 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
         for (uint32_t k = 0; k < s; k++) {
             int32_t b0 = mt[i].begin + (int32_t)((uint64_t)n * k / s);
             int32_t b1 = mt[i].begin + (int32_t)((uint64_t)n * (k + 1) / s);
-            out->items[ni++] = (attn_prefill_item){mt[i].req, mt[i].row0, b0, b1,
-                                                   (int32_t)(parts + k)};
+            out->items[ni++] =
+                (attn_prefill_item){mt[i].req, mt[i].row0, b0, b1, (int32_t)(parts + k)};
         }
         parts += s;
     }

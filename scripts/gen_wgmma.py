@@ -3,7 +3,8 @@
 the prefill kernel uses (the PTX needs one named register per accumulator
 element, so the asm strings are written out by this script, not by hand).
 
-Usage: scripts/gen_wgmma.py > kernels/cuda/prefill/wgmma_ops.cuh
+Usage: scripts/gen_wgmma.py | clang-format --assume-filename=kernels/cuda/prefill/wgmma_ops.cuh \
+           > kernels/cuda/prefill/wgmma_ops.cuh
 """
 
 SHAPES = (64, 128)

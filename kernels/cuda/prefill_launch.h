@@ -34,11 +34,11 @@ extern "C" {
 #endif
 
 typedef struct attn_cuda_prefill_params {
-    const void *q; /* [rows, H_q, d] in q_dtype (rows = qo_indptr[B]) */
-    void *o;       /* [rows, H_q, d] in q_dtype */
-    float *lse;    /* [rows, H_q] natural log, or NULL */
-    const void *k; /* the layer's K store */
-    const void *v; /* the layer's V store */
+    const void *q;       /* [rows, H_q, d] in q_dtype (rows = qo_indptr[B]) */
+    void *o;             /* [rows, H_q, d] in q_dtype */
+    float *lse;          /* [rows, H_q] natural log, or NULL */
+    const void *k;       /* the layer's K store */
+    const void *v;       /* the layer's V store */
     attn_kv_addr kv;     /* translator whose arrays are device copies */
     attn_mask_prog mask; /* rebased onto a device copy of its arena */
     /* the plan (prefill_plan.h), uploaded once per plan */

@@ -89,8 +89,8 @@ static void *dev_poisoned(size_t n)
 }
 
 /* Element offset of logical row t of request b, K/V head h, in the host pool. */
-static int64_t row_elem(const attn_rb *rb, const attn_kv_addr *a, uint32_t b, int64_t t,
-                        uint32_t h, uint32_t d)
+static int64_t row_elem(const attn_rb *rb, const attn_kv_addr *a, uint32_t b, int64_t t, uint32_t h,
+                        uint32_t d)
 {
     int64_t page, slot;
     (void)rb;
@@ -153,8 +153,8 @@ typedef struct dev_run {
 
 static void dev_run_free(dev_run *r)
 {
-    void *all[] = {r->q,     r->o,      r->k,        r->v,         r->lse,    r->pv,
-                   r->pm,    r->pl,     r->reqs,     r->items,     r->tiles,  r->merges,
+    void *all[] = {r->q,     r->o,        r->k,         r->v,      r->lse,     r->pv,
+                   r->pm,    r->pl,       r->reqs,      r->items,  r->tiles,   r->merges,
                    r->arena, r->t_indptr, r->t_indices, r->t_last, r->t_block, r->t_lens};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
@@ -166,8 +166,8 @@ static void dev_run_free(dev_run *r)
 static void sample_ref(const attn_rb *rb, const attn_kv_addr *a, const attn_mask_prog *mp,
                        uint32_t b, int64_t i, uint32_t hq, double *o, double *lse)
 {
-    const uint32_t d = rb->g.head_dim_qk, hkv = attn_kv_head(hq, rb->m.num_qo_heads,
-                                                              rb->g.num_kv_heads);
+    const uint32_t d = rb->g.head_dim_qk,
+                   hkv = attn_kv_head(hq, rb->m.num_qo_heads, rb->g.num_kv_heads);
     const int64_t T = rb->m.requests[b].cache_len, C = rb->m.requests[b].new_len;
     const double scale = rb->m.has_sm_scale ? rb->m.sm_scale : 1.0 / sqrt((double)d);
     const size_t qoff = ((size_t)(rb->m.qo_indptr[b] + i) * rb->m.num_qo_heads + hq) * d;
@@ -231,7 +231,7 @@ static void run_case(const pf_case *pc, uint64_t seed)
     if (pc->mask == ATTN_MASK_FLASHMASK && pc->fm != FM_RANDOM)
         shape_flashmask(&rb, pc->fm, &s);
     const attn_state_abi abi = (attn_state_abi)attn_rb_range(&s, 0, 1);
-    const uint32_t fixed = pc->splits > 0 ? (uint32_t)pc->splits
+    const uint32_t fixed = pc->splits > 0   ? (uint32_t)pc->splits
                            : pc->splits < 0 ? (uint32_t)attn_rb_range(&s, 2, 5)
                                             : 0;
 
@@ -429,8 +429,8 @@ static void run_case(const pf_case *pc, uint64_t seed)
            pc->name, (unsigned long long)seed, B, pc->hq / pc->hkv, pc->d, pc->page,
            attn_dtype_name(pc->kv), pc->layout == ATTN_HND ? "HND" : "NHD",
            pc->format == ATTN_KV_CSR ? "csr" : "dense", attn_dtype_name(rb.m.q_dtype),
-           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", fixed, p.max_ctas, plan.num_items, plan.num_merges,
-           (unsigned long long)lg->skip_tiles, (unsigned long long)lg->full_tiles,
+           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", fixed, p.max_ctas, plan.num_items,
+           plan.num_merges, (unsigned long long)lg->skip_tiles, (unsigned long long)lg->full_tiles,
            (unsigned long long)lg->partial_tiles, (unsigned long long)lg->logical_cells,
            (unsigned long long)lg->executed_cells, full ? "cpu-engine" : "sampled", rel, lse_err,
            nan, inf_mismatch);
@@ -464,8 +464,8 @@ static const pf_case k_cases[] = {
      ATTN_MASK_CAUSAL, FM_RANDOM, 0},
     {"append-p1-hnd-fp16", 4, 1, 3000, 2, 300, 4, 1, 128, 1, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, FM_RANDOM, 0},
-    {"append-d256-p64-dense", 3, 1, 2000, 2, 200, 8, 8, 256, 64, ATTN_BF16, ATTN_NHD,
-     ATTN_KV_DENSE, ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+    {"append-d256-p64-dense", 3, 1, 2000, 2, 200, 8, 8, 256, 64, ATTN_BF16, ATTN_NHD, ATTN_KV_DENSE,
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0},
     {"fewq-g16-p128", 6, 1, 9000, 2, 8, 32, 2, 128, 128, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, FM_RANDOM, 0},
     {"window-g8-d64", 3, 0, 3000, 1, 400, 16, 2, 64, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
@@ -486,11 +486,13 @@ static const pf_case k_cases[] = {
      ATTN_MASK_DENSE, FM_RANDOM, -1},
     {"ragged-b8-g4", 8, 0, 2000, 1, 512, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, FM_RANDOM, 0},
-    {"splits-fixed-g8-d256", 2, 100, 4000, 2, 150, 8, 1, 256, 128, ATTN_BF16, ATTN_NHD,
-     ATTN_KV_CSR, ATTN_MASK_CAUSAL, FM_RANDOM, -1},
+    {"splits-fixed-g8-d256", 2, 100, 4000, 2, 150, 8, 1, 256, 128, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, FM_RANDOM, -1},
     {"long-T65536-auto-split", 1, 65536, 65536, 1, 64, 8, 1, 128, 16, ATTN_BF16, ATTN_NHD,
      ATTN_KV_CSR, ATTN_MASK_CAUSAL, FM_RANDOM, 0},
     {"C4096-p128", 1, 0, 1000, 4096, 4096, 2, 1, 64, 128, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+    {"append-p12-not-pow2", 3, 0, 1000, 1, 200, 8, 2, 128, 12, ATTN_BF16, ATTN_HND, ATTN_KV_DENSE,
      ATTN_MASK_CAUSAL, FM_RANDOM, 0},
     {"append-g16-d64-window", 2, 1000, 20000, 16, 512, 16, 1, 64, 64, ATTN_FP16, ATTN_NHD,
      ATTN_KV_DENSE, ATTN_MASK_WINDOW, FM_RANDOM, 0},
@@ -531,8 +533,22 @@ static void test_split_matches_unsplit(void **state)
     (void)state;
     for (int abi = 0; abi < 2; abi++)
         for (int sp = 2; sp <= 7; sp += 5) {
-            pf_case pc = {"split-vs-unsplit", 2, 500, 3000, 20, 200, 8, 2, 128, 16, ATTN_BF16,
-                          ATTN_NHD, ATTN_KV_CSR, ATTN_MASK_CAUSAL, FM_RANDOM, sp};
+            pf_case pc = {"split-vs-unsplit",
+                          2,
+                          500,
+                          3000,
+                          20,
+                          200,
+                          8,
+                          2,
+                          128,
+                          16,
+                          ATTN_BF16,
+                          ATTN_NHD,
+                          ATTN_KV_CSR,
+                          ATTN_MASK_CAUSAL,
+                          FM_RANDOM,
+                          sp};
             run_case(&pc, g_seed + 77u + (uint64_t)abi);
             pc.splits = 1;
             run_case(&pc, g_seed + 77u + (uint64_t)abi);

@@ -17,8 +17,8 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
     using C = Cfg<D>;
     /* the attribute is per function and per device; setting it each launch
      * costs ~1 us and keeps no static state (STYLE.md: no file globals) */
-    if (cudaFuncSetAttribute(attn_prefill_attend<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             C::SMEM) != cudaSuccess)
+    if (cudaFuncSetAttribute(attn_prefill_attend<D, KV>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) != cudaSuccess)
         return ATTN_E_CUDA;
     const uint32_t units = p->num_items * p->num_kv_heads;
     if (units) {

@@ -55,13 +55,19 @@ template <int D> struct Cfg {
     static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
-    static constexpr int PIECES = D / 8; /* 16-byte pieces per row */
+    static constexpr int PIECES = D / 8;         /* 16-byte pieces per row */
     static constexpr int ON = D > 128 ? 128 : D; /* N of one PV instruction */
     static constexpr int OC = D / ON;            /* PV instructions per k step */
     static constexpr int SMEM = 1024 + Q_BYTES + STAGES * 2 * KV_BYTES + 64 * 8;
     /* Overlap S_i with P_{i-1} V_{i-1} inside a warpgroup: it holds two
      * stages at once, so it pays only with three or more (d = 256 has two) */
     static constexpr bool OVERLAP = STAGES >= 3;
+    /* setmaxnreg moves registers inside the CTA's pool of 168 x 384: what
+     * the producer frees, (168 - P) x 128, must cover what the consumers
+     * take, (C - 168) x 256, or their setmaxnreg.inc waits forever */
+    static constexpr uint32_t PRODUCER_REGS = D > 128 ? 56 : 72;
+    static constexpr uint32_t CONSUMER_REGS = D > 128 ? 224 : 216;
+    static_assert((168 - PRODUCER_REGS) * 128 >= (CONSUMER_REGS - 168) * 256, "register pool");
 };
 
 /* The MMA element type of a storage dtype. */
@@ -86,8 +92,8 @@ template <> struct Mma<__nv_bfloat16> {
             wgmma_ss_m64n128k16_Bf16_first(d, a, b);
     }
     template <int N>
-    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4],
-                                              uint64_t b, int acc)
+    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
+                                              int acc)
     {
         if constexpr (N == 64)
             wgmma_rs_m64n64k16_Bf16(d, a, b, acc);
@@ -120,8 +126,8 @@ template <> struct Mma<__half> {
             wgmma_ss_m64n128k16_F16_first(d, a, b);
     }
     template <int N>
-    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4],
-                                              uint64_t b, int acc)
+    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
+                                              int acc)
     {
         if constexpr (N == 64)
             wgmma_rs_m64n64k16_F16(d, a, b, acc);
@@ -290,6 +296,11 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
      * (a dependent load per row before its copies is the producer's
      * critical path), while the producer waits for the next free stage. */
     constexpr int RPT = C::BN / ROWS_PER_PASS; /* rows of one thread per tile */
+    const uint32_t page_elems = (uint32_t)walk.page_size * p.kv.num_kv_heads * D;
+    const bool hnd = p.kv.layout == ATTN_HND;
+    const uint32_t row_stride = hnd ? D : p.kv.num_kv_heads * D;
+    const uint32_t head_off = hnd ? hkv * (uint32_t)walk.page_size * D : hkv * D;
+    const uint32_t slot_mask = (uint32_t)walk.page_size - 1u;
     int32_t pg[RPT];
     int64_t n_next = 0;
     auto fetch = [&](int ti) {
@@ -309,22 +320,33 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         const int s = gi % C::STAGES;
         mbar_wait(&sm.empty[s], ((gi / C::STAGES) & 1) ^ 1);
         const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
+        if (walk.pages) {
+            /* paged: offset = page * (P H_kv d) + slot * row_stride + head
+             * offset, the last two in 32 bits (seed 0x04B/D, addr.h) */
 #pragma unroll
-        for (int j = 0; j < RPT; j++) {
-            const int r = r_first + j * ROWS_PER_PASS;
-            const int64_t t = n * C::BN + r;
-            const bool ok = t < keys;
-            int64_t off = 0;
-            if (ok) {
-                if (walk.pages)
-                    off = attn_kv_addr_elem(&p.kv, pg[j], t - kv_block_of(walk, t) * walk.page_size,
-                                            hkv, 0, D);
-                else
-                    off = kv_row_elem(p.kv, walk, t, hkv, D);
+            for (int j = 0; j < RPT; j++) {
+                const int r = r_first + j * ROWS_PER_PASS;
+                const int32_t t = (int32_t)n * C::BN + r;
+                const bool ok = t < keys;
+                const uint32_t slot = walk.shift >= 0 ? (uint32_t)t & slot_mask
+                                                      : (uint32_t)t % (uint32_t)walk.page_size;
+                const int64_t off =
+                    ok ? (int64_t)pg[j] * page_elems + (slot * row_stride + head_off + c * 8) : 0;
+                const uint32_t so = swz_offset(r, c, C::BN);
+                cp_async16(kst + so, kb + off, ok);
+                cp_async16(vst + so, vb + off, ok);
             }
-            const uint32_t so = swz_offset(r, c, C::BN);
-            cp_async16(kst + so, kb + off + c * 8, ok);
-            cp_async16(vst + so, vb + off + c * 8, ok);
+        } else {
+#pragma unroll 4
+            for (int j = 0; j < RPT; j++) {
+                const int r = r_first + j * ROWS_PER_PASS;
+                const int64_t t = n * C::BN + r;
+                const bool ok = t < keys;
+                const int64_t off = ok ? kv_row_elem(p.kv, walk, t, hkv, D) + c * 8 : 0;
+                const uint32_t so = swz_offset(r, c, C::BN);
+                cp_async16(kst + so, kb + off, ok);
+                cp_async16(vst + so, vb + off, ok);
+            }
         }
         /* full[s] completes when every producer thread's copies landed */
         cp_async_arrive_noinc(&sm.full[s]);
@@ -414,7 +436,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     };
     /* Mask (PARTIAL only) and online softmax of S_i in place; returns the
      * rescale factors of O. */
-    auto softmax = [&](int i, float (&alpha)[2]) {
+    auto softmax = [&](int i, float(&alpha)[2]) {
         const int32_t code = p.tiles[it.tile_begin + i];
         if (code & 1)
             mask_partial<BN>(p, it, rq, tok, code >> 1, lane, sacc);
@@ -446,7 +468,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     };
     /* O *= alpha, then P_i into the A fragment of m64k16: k-step kk covers
      * keys 16kk .. 16kk+15 (rows r, r+8 x keys 2q, 2q+1 and 2q+8, 2q+9). */
-    auto rescale_convert = [&](const float (&alpha)[2]) {
+    auto rescale_convert = [&](const float(&alpha)[2]) {
 #pragma unroll
         for (int a = 0; a < OC; a++)
 #pragma unroll
@@ -571,8 +593,8 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
 #pragma unroll
                 for (int j = 0; j < ON / 8; j++) {
                     const int col = a * ON + j * 8 + (lane % 4) * 2;
-                    *reinterpret_cast<float2 *>(p.part_vec + srow * D + col) = make_float2(
-                        oacc[a][j * 4 + ri * 2] * sc, oacc[a][j * 4 + ri * 2 + 1] * sc);
+                    *reinterpret_cast<float2 *>(p.part_vec + srow * D + col) =
+                        make_float2(oacc[a][j * 4 + ri * 2] * sc, oacc[a][j * 4 + ri * 2 + 1] * sc);
                 }
             if (lane % 4 == 0) {
                 if (mlu) {
@@ -587,13 +609,14 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
 }
 
 template <int D, typename KV>
-__global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p)
+__global__ void __launch_bounds__(kThreads, 1)
+    attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = Cfg<D>;
     extern __shared__ uint8_t smem_raw[];
-    uint8_t *base = reinterpret_cast<uint8_t *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    uint8_t *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                                ~static_cast<uintptr_t>(1023));
     Smem<D, KV> sm;
     sm.q = base;
     sm.k = sm.q + C::Q_BYTES;
@@ -623,7 +646,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_
     const uint32_t units = p.num_items * p.num_kv_heads, G = gridDim.x;
     uint32_t gi = 0;
     if (tid < 128) {
-        reg_dealloc<64>();
+        reg_dealloc<C::PRODUCER_REGS>();
         for (uint32_t k = 0;; k++) {
             const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
             if (u >= units)
@@ -633,14 +656,14 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_
         }
         cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
     } else {
-        reg_alloc<224>();
+        reg_alloc<C::CONSUMER_REGS>();
         for (uint32_t k = 0;; k++) {
             const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
             if (u >= units)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1,
-                            tid % 128, k, gi);
+            consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1, tid % 128,
+                            k, gi);
         }
     }
 #else
@@ -652,7 +675,9 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_attend(const __grid_
 
 /* Fold the parts of one split m tile (blockIdx.x = merge, blockIdx.y = K/V
  * head): one warp per packed row, lane x owns lanes x, x + 32, ... of d. */
-template <int D> __global__ void __launch_bounds__(128) attn_prefill_combine(const __grid_constant__ attn_cuda_prefill_params p)
+template <int D>
+__global__ void __launch_bounds__(128)
+    attn_prefill_combine(const __grid_constant__ attn_cuda_prefill_params p)
 {
     constexpr int BM = Cfg<D>::BM, PER = D / 32;
     const attn_prefill_merge mg = p.merges[blockIdx.x];

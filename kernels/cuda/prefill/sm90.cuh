@@ -66,9 +66,9 @@ __device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count)
 
 __device__ __forceinline__ void mbar_arrive(uint64_t *bar)
 {
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(
-                     smem_addr(bar))
-                 : "memory");
+    asm volatile(
+        "{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar))
+        : "memory");
 }
 
 /* Block until the phase of parity `parity` of `bar` has completed (a fresh
