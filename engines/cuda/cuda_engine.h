@@ -36,14 +36,13 @@ typedef struct attn_cuda_tuning {
     int simt;                        /* 1: the CUDA-core producer instead of the tensor-core one */
     int heads_fast;                  /* 1: grid (H_kv, items) instead of (items, H_kv) */
     int row_prefetch;                /* 1: walk the page table a pipeline ahead */
-    int fused_merge;                 /* 1: the tensor-core producer's last CTA of each split
-                                        folds the slots instead of a reducer launch */
+    int fused_merge;                 /* 1: the tensor-core producer's last CTA of each split folds
+                                        the slots instead of a reducer launch (docs/cuda.md) */
     int poison;                      /* tests: fill O, LSE and the workspace with NaN bytes before
                                         every run, so an element no kernel wrote shows as NaN */
 } attn_cuda_tuning;
 
-/* The defaults: FI, tensor cores, heads_fast, row_prefetch, the reducer
- * kernel (fused off: it measured no faster, docs/cuda.md), no poison. */
+/* The defaults: FI, tensor cores, heads_fast, row_prefetch, no poison. */
 void attn_cuda_tuning_defaults(attn_cuda_tuning *t);
 
 /* The engine's ops table (name "cuda_decode", platform CUDA, decode only,

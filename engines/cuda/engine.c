@@ -368,7 +368,7 @@ int attn_cuda_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
     pr->q_dtype = m->q_dtype;
     pr->kv_dtype = g->kv_dtype;
     pr->abi = m->policy.state_abi;
-    pr->sm_scale = m->has_sm_scale ? m->sm_scale : 1.0f / sqrtf((float)d);
+    pr->sm_scale = attn_manifest_sm_scale(m, g);
     pr->any_split = any_split;
     pr->force_merge = m->policy.graph;
     pr->simt = t->simt;
@@ -764,21 +764,21 @@ static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io,
                        size_t o_v, size_t o_sk, size_t o_sv, int restore, cudaStream_t st)
 {
     const attn_cuda_decode_params *pr = &pp->params;
-    attn_cuda_append_params ap = {
-        .k = kst,
-        .v = vst,
-        .row_off = (const int64_t *)((const char *)pp->dev_meta + pp->off_rows),
-        .rows = pp->total_q,
-        .num_kv_heads = pr->num_kv_heads,
-        .head_dim = pr->head_dim,
-        .head_stride = pp->head_stride,
-        .kv_dtype = pr->kv_dtype,
-        .new_k = restore ? NULL : io + o_k,
-        .new_v = restore ? NULL : io + o_v,
-        .save_k = io + o_sk,
-        .save_v = io + o_sv,
-        .restore = restore,
-    };
+    attn_cuda_append_params ap;
+    memset(&ap, 0, sizeof ap);
+    ap.k = kst;
+    ap.v = vst;
+    ap.row_off = (const int64_t *)((const char *)pp->dev_meta + pp->off_rows);
+    ap.rows = pp->total_q;
+    ap.num_kv_heads = pr->num_kv_heads;
+    ap.head_dim = pr->head_dim;
+    ap.head_stride = pp->head_stride;
+    ap.kv_dtype = pr->kv_dtype;
+    ap.new_k = restore ? NULL : io + o_k;
+    ap.new_v = restore ? NULL : io + o_v;
+    ap.save_k = io + o_sk;
+    ap.save_v = io + o_sv;
+    ap.restore = restore;
     return attn_cuda_append_launch(&ap, st);
 }
 

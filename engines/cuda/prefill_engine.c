@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "engines/cuda/prefill_engine.h"
+#include "attn/names.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
@@ -28,7 +29,6 @@
 #include "kernels/cuda/prefill_launch.h"
 #include "planner/ledger.h"
 #include "planner/split.h"
-#include "protocol/manifest.h"
 
 #ifdef ATTN_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -439,7 +439,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     pr->q_dtype = m->q_dtype;
     pr->kv_dtype = g->kv_dtype;
     pr->abi = m->policy.state_abi;
-    pr->sm_scale = m->has_sm_scale ? m->sm_scale : 1.0f / sqrtf((float)d);
+    pr->sm_scale = attn_manifest_sm_scale(m, g);
     pr->max_ctas = dev->sm_count; /* persistent grid: one CTA per SM walks the units */
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);

@@ -27,7 +27,7 @@
 #include "attn/types.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/mask.h"
-#include "planner/prefill_plan.h"
+#include "kernels/common/prefill_plan.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -36,7 +36,9 @@ static attn_engine *g_cuda; /* the engine instance on cuda:0 every test runs on 
 
 /* The instance's tuning for the next plans (a plan keeps the tuning it was
  * made with); poison on, so an element no kernel wrote shows as NaN. */
-static void tune(int simt, int heads_fast, int row_prefetch, int fused_merge)
+/* The instance's tuning for the plans made next (a plan keeps the tuning
+ * it was made with); every run poisons its outputs and workspace. */
+static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge)
 {
     attn_cuda_tuning t;
     attn_cuda_tuning_defaults(&t);
@@ -46,6 +48,11 @@ static void tune(int simt, int heads_fast, int row_prefetch, int fused_merge)
     t.fused_merge = fused_merge;
     t.poison = 1;
     attn_cuda_engine_set_tuning(g_cuda, &t);
+}
+
+static void tune(int simt, int heads_fast, int row_prefetch)
+{
+    tune_all(simt, heads_fast, row_prefetch, 0);
 }
 
 typedef struct gpu_case {
@@ -123,7 +130,7 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     const int prefetch = (int)attn_rb_range(&s, 0, 1);
     /* split requests folded by the producer's last CTA (3 in 4) or the reducer kernel */
     const int fused = attn_rb_range(&s, 0, 3) != 0;
-    tune(simt, heads_fast, prefetch, fused);
+    tune_all(simt, heads_fast, prefetch, fused);
 
     /* the device pool: the same bytes, NaN poison included */
     attn_pool_geometry g = rb.g;
@@ -231,7 +238,7 @@ static void run_case(const gpu_case *gc, uint64_t seed)
            gc->name, (unsigned long long)seed, gc->B, gc->hq / gc->hkv, gc->d, gc->page,
            attn_dtype_name(gc->kv), gc->layout == ATTN_HND ? "HND" : "NHD",
            attn_dtype_name(rb.m.q_dtype), rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o",
-           attn_split_policy_label(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
+           attn_split_policy_name(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
            simt ? "simt" : "tc", heads_fast ? "/hf" : "/if", prefetch ? "/pre" : "",
            fused && !simt ? "/fused" : "", rel, lse_err, nan, commit ? "commit" : "no-commit");
     if (rel > g_worst_rel)
@@ -279,7 +286,7 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     attn_cuda_pool_free(0, dk);
     attn_cuda_pool_free(0, dv);
     attn_rb_free(&rb);
-    tune(0, 1, 1, 0);
+    tune(0, 1, 1);
     free(T);
     free(C);
 }
@@ -400,10 +407,13 @@ static void test_seed_0x02G_known_answer(void **state)
                     attn_cuda_pool_pages(&g, 0, dk, 0, all, g.num_pages, rb.k, 1, &err), 0);
                 assert_int_equal(
                     attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
-                tune(simt, layout, abi, 1);
-                attn_engine_plan *ep = NULL;
+                /* two plans: the fused reducer (a plan keeps its tuning) and the reducer kernel */
+                tune_all(simt, layout, abi, 1);
+                attn_engine_plan *ep = NULL, *ep2 = NULL;
                 assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep, &err), 0);
                 assert_int_equal(ep->split.num_slots, 3);
+                tune_all(simt, layout, abi, 0);
+                assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep2, &err), 0);
                 float o[64], lse;
                 void *kd[1] = {dk}, *vd[1] = {dv};
                 attn_pool_view pv = {
@@ -420,14 +430,11 @@ static void test_seed_0x02G_known_answer(void **state)
                 float o2[64], lse2;
                 a.o = o2;
                 a.lse = &lse2;
-                tune(simt, layout, abi, 0);
-                attn_engine_plan *ep2 = NULL;
-                assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep2, &err), 0);
                 assert_int_equal(attn_engine_run(g_cuda, ep2, &a, NULL, &err), 0);
                 attn_engine_plan_release(ep2);
                 assert_memory_equal(o, o2, sizeof o);
                 assert_memory_equal(&lse, &lse2, sizeof lse);
-                tune(0, 1, 1, 0);
+                tune(0, 1, 1);
                 const double tol = simt ? 1e-5 : 8e-3;
                 assert_float_equal(o[0], 1.3543003322450418, tol);
                 assert_float_equal(o[1], 0.7200695075868776, tol);
@@ -493,7 +500,7 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
 
     const int heads_fast = (int)((seed >> 2) & 1), prefetch = (int)((seed >> 3) & 1);
     const int fused = (int)((seed >> 4) & 1);
-    tune(simt, heads_fast, prefetch, fused);
+    tune_all(simt, heads_fast, prefetch, fused);
 
     attn_pool_geometry g = rb.g;
     snprintf(g.device, sizeof g.device, "cuda:0");
@@ -566,7 +573,7 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
     printf("  nonfinite %s T0=%-5lld key=%-5lld %s %s policy=%s slots=%u q=%s%s%s%s: "
            "finite O in req 0: %zu, LSE mismatch %zu; req 1 rel=%.2e lse=%.2e nan=%zu\n",
            kinds[kind], (long long)T0, (long long)t, simt ? "simt" : "tc",
-           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", attn_split_policy_label(plan->policy),
+           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", attn_split_policy_name(plan->policy),
            plan->num_slots, attn_dtype_name(rb.m.q_dtype), heads_fast ? "/hf" : "/if",
            prefetch ? "/pre" : "", fused && !simt ? "/fused" : "", finite0, lse_mismatch, rel,
            lse_err, nan1);
@@ -585,7 +592,7 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
     attn_cuda_pool_free(0, dk);
     attn_cuda_pool_free(0, dv);
     attn_rb_free(&rb);
-    tune(0, 1, 1, 0);
+    tune(0, 1, 1);
 }
 
 static void test_nonfinite_history(void **state)
