@@ -2,7 +2,7 @@
  * (planner/prefill_plan.h) builds and the CUDA prefill kernel reads
  * (kernels/cuda/prefill_launch.h): per-request records, work items, split
  * merges and the tile-class ledger.  Here so both sides see it with the
- * arrows ARCHITECTURE.md gives (kernels/* -> kernels/common only), as
+ * arrows ARCHITECTURE.md gives (kernels/cuda reaches only kernels/common), as
  * kernels/common/plan.h does for the split plan.
  */
 #ifndef ATTN_KERNELS_COMMON_PREFILL_PLAN_H
