@@ -20,7 +20,7 @@
 #include "planner/diag.h"
 #include "planner/engine.h"
 #include "planner/registry.h"
-#include "protocol/diag.h"
+#include "planner/diag_encode.h"
 #include "tests/lib/random_batch.h"
 
 static const attn_cuda_device_facts k_h200 = {
