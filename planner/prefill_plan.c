@@ -6,8 +6,8 @@
 
 void attn_prefill_tile_shape(uint32_t head_dim, uint32_t *tile_m, uint32_t *tile_n)
 {
-    *tile_m = 128;
-    *tile_n = head_dim > 128 ? 64 : 128;
+    *tile_m = ATTN_PREFILL_TILE_M;
+    *tile_n = ATTN_PREFILL_TILE_N(head_dim);
 }
 
 void attn_prefill_plan_free(attn_prefill_plan *p)

@@ -1,24 +1,9 @@
 /* Host planning of the tensor-core prefill/append kernel (plain C: built
- * and tested without CUDA).
- *
- * From per-request (T, C, q row offset) and a host mask program the planner
- * builds the plain arrays the engine uploads once per plan:
- *
- *   reqs   [B]          T, C, q row of each request
- *   tiles  [num_tiles]  per m tile, the key tiles that are not SKIP, in
- *                       ascending key order: (n << 1) | partial
- *   items  [num_items]  one CTA each (grid.y = K/V head): an m tile of
- *                       tile_m packed rows and a contiguous range of its
- *                       tiles; part >= 0 names the partial-state slot of a
- *                       split item
- *   merges [num_merges] split m tiles: parts [part_begin, +num_parts) are
- *                       folded in that (fixed, ascending key) order
- *
- * Rows are packed for GQA: packed row r of a request is token r / g, query
- * head (kv_head * g + r % g); an m tile holds tile_m packed rows.  The tile
- * classes come from attn_mask_classify_tile (kernels/common/mask.h), the
- * one classifier; a key tile cut short by the end of the request's keys is
- * PARTIAL so the kernel masks the rows past the end.
+ * and tested without CUDA).  From per-request (T, C, q row offset) and a
+ * host mask program it builds the plan of kernels/common/prefill_plan.h.
+ * The tile classes come from attn_mask_classify_tile (kernels/common/
+ * mask.h), the one classifier; a key tile cut short by the end of the
+ * request's keys is PARTIAL so the kernel masks the rows past the end.
  */
 #ifndef ATTN_PLANNER_PREFILL_PLAN_H
 #define ATTN_PLANNER_PREFILL_PLAN_H
@@ -44,20 +29,6 @@ typedef struct attn_prefill_plan_in {
     uint32_t num_sms;           /* CTAs below which long m tiles are split */
     uint32_t fixed_splits;      /* > 0: split every m tile into this many parts */
 } attn_prefill_plan_in;
-
-typedef struct attn_prefill_plan {
-    uint32_t tile_m, tile_n;
-    attn_prefill_req *reqs;
-    uint32_t num_requests;
-    int32_t *tiles;
-    uint32_t num_tiles;
-    attn_prefill_item *items; /* longest first */
-    uint32_t num_items;
-    attn_prefill_merge *merges;
-    uint32_t num_merges;
-    uint32_t num_parts; /* partial-state slots (0 = no split) */
-    attn_prefill_ledger ledger;
-} attn_prefill_plan;
 
 /* The kernel's tile shape for head dim d: tile_m packed query rows by
  * tile_n keys (128 x 128 for d <= 128, 128 x 64 for d = 256). */

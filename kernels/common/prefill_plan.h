@@ -1,19 +1,32 @@
-/* The plain data of a prefill tile plan that the host planner
- * (planner/prefill_plan.h) builds and the CUDA prefill kernel reads
- * (kernels/cuda/prefill_launch.h): per-request records, work items, split
- * merges and the tile-class ledger.  Here so both sides see it with the
- * arrows ARCHITECTURE.md gives (kernels/cuda reaches only kernels/common), as
- * kernels/common/plan.h does for the split plan.
+/* The prefill kernel's plan as plain data (arrays of integers the engine
+ * uploads once per plan), shared by the kernel (kernels/cuda) and its
+ * planner (planner/prefill_plan.c builds it):
+ *
+ *   reqs   [B]          T, C, q row of each request
+ *   tiles  [num_tiles]  per m tile, the key tiles that are not SKIP, in
+ *                       ascending key order: (n << 1) | partial
+ *   items  [num_items]  an m tile of tile_m packed rows and a contiguous
+ *                       range of its tiles (with each K/V head one unit of
+ *                       work); part >= 0 names the partial-state slot of a
+ *                       split item
+ *   merges [num_merges] split m tiles: parts [part_begin, +num_parts) are
+ *                       folded in that (fixed, ascending key) order
+ *
+ * Rows are packed for GQA: packed row r of a request is token r / g, query
+ * head (kv_head * g + r % g).
  */
 #ifndef ATTN_KERNELS_COMMON_PREFILL_PLAN_H
 #define ATTN_KERNELS_COMMON_PREFILL_PLAN_H
 
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+/* The kernel's tile: ATTN_PREFILL_TILE_M packed query rows by
+ * ATTN_PREFILL_TILE_N(d) keys (the one home of the shape: the kernel's
+ * configuration and the planner both read it). */
+#define ATTN_PREFILL_TILE_M 128u
+#define ATTN_PREFILL_TILE_N(d) ((d) > 128u ? 64u : 128u)
 
+/* One request of the plan. */
 typedef struct attn_prefill_req {
     int32_t T;    /* committed keys */
     int32_t C;    /* new query rows */
@@ -21,6 +34,7 @@ typedef struct attn_prefill_req {
     int32_t pad;
 } attn_prefill_req;
 
+/* One unit of work per K/V head: an m tile and a range of its key tiles. */
 typedef struct attn_prefill_item {
     int32_t req;        /* request */
     int32_t row0;       /* first packed row of the m tile */
@@ -29,6 +43,7 @@ typedef struct attn_prefill_item {
     int32_t part; /* -1: write O and LSE; else the partial slot */
 } attn_prefill_item;
 
+/* One split m tile whose parts the combine kernel folds. */
 typedef struct attn_prefill_merge {
     int32_t req;
     int32_t row0;
@@ -44,7 +59,19 @@ typedef struct attn_prefill_ledger {
     uint64_t executed_cells; /* (full + partial) tiles x tile_m x tile_n x H_kv */
 } attn_prefill_ledger;
 
-#ifdef __cplusplus
-}
-#endif
+/* The whole plan (host arrays; the engine uploads each once). */
+typedef struct attn_prefill_plan {
+    uint32_t tile_m, tile_n;
+    attn_prefill_req *reqs;
+    uint32_t num_requests;
+    int32_t *tiles;
+    uint32_t num_tiles;
+    attn_prefill_item *items; /* longest first */
+    uint32_t num_items;
+    attn_prefill_merge *merges;
+    uint32_t num_merges;
+    uint32_t num_parts; /* partial-state slots (0 = no split) */
+    attn_prefill_ledger ledger;
+} attn_prefill_plan;
+
 #endif

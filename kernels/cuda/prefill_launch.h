@@ -11,7 +11,7 @@
  * every K/V tile.
  *
  * Masks never reach the kernel as per-cell work except on PARTIAL tiles:
- * the host planner (prefill_plan.h) classifies every (m tile, key tile)
+ * the host planner (planner/prefill_plan.h) classifies every (m tile, key tile)
  * with the one classifier of kernels/common/mask.h and hands the kernel
  * a compact list per m tile; SKIP tiles are absent (never loaded), FULL
  * tiles run without a mask test, PARTIAL tiles test attn_mask_visible.
@@ -41,7 +41,7 @@ typedef struct attn_cuda_prefill_params {
     const void *v;       /* the layer's V store */
     attn_kv_addr kv;     /* translator whose arrays are device copies */
     attn_mask_prog mask; /* rebased onto a device copy of its arena */
-    /* the plan (prefill_plan.h), uploaded once per plan */
+    /* the plan (kernels/common/prefill_plan.h), uploaded once per plan */
     const attn_prefill_req *reqs;
     const attn_prefill_item *items;
     const int32_t *tiles;

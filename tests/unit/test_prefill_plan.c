@@ -19,6 +19,8 @@ typedef struct fixture {
     int64_t T[4], C[4];
     int32_t qo[5];
     attn_mask mask;
+    int32_t fm[4][4096]; /* flashmask vectors: lts, lte, uts, ute */
+    uint8_t bits[65536]; /* dense mask bits */
     attn_mask_prog prog;
     attn_prefill_plan_in in;
 } fixture;
@@ -36,6 +38,49 @@ static void fixture_make(fixture *f, uint32_t B, const int64_t *T, const int64_t
     f->mask.kind = kind;
     f->mask.left = 100;
     f->mask.sinks = 3;
+    uint64_t rng = 0x5eed;
+    if (kind == ATTN_MASK_FLASHMASK) {
+        /* random two-interval columns: upper run above lower run, sorted ends */
+        uint64_t k = 0;
+        for (uint32_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < T[b] + C[b]; j++, k++) {
+                int32_t e[4];
+                for (int t = 0; t < 4; t++) {
+                    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                    e[t] = (int32_t)((rng >> 33) % (uint64_t)(C[b] + 1));
+                }
+                for (int a = 1; a < 4; a++)
+                    for (int c = a; c > 0 && e[c - 1] > e[c]; c--) {
+                        int32_t x = e[c];
+                        e[c] = e[c - 1];
+                        e[c - 1] = x;
+                    }
+                f->fm[2][k] = e[0];
+                f->fm[3][k] = e[1];
+                f->fm[0][k] = e[2];
+                f->fm[1][k] = e[3];
+            }
+        assert_true(k <= 4096);
+        f->mask.fm_lts = f->fm[0];
+        f->mask.fm_lte = f->fm[1];
+        f->mask.fm_uts = f->fm[2];
+        f->mask.fm_ute = f->fm[3];
+        f->mask.fm_len = k;
+        f->mask.fm_causal = true;
+    } else if (kind == ATTN_MASK_DENSE) {
+        uint64_t bytes = 0;
+        for (uint32_t b = 0; b < B; b++)
+            bytes += ((uint64_t)C[b] * (uint64_t)(T[b] + C[b]) + 7) / 8;
+        assert_true(bytes <= sizeof f->bits);
+        for (uint64_t i = 0; i < bytes; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            /* mostly-allowed bytes with whole masked runs, so FULL and SKIP both occur */
+            f->bits[i] = (rng >> 60) < 3 ? 0xff : (rng >> 60) < 6 ? 0x00 : (uint8_t)(rng >> 40);
+        }
+        f->mask.dense_bits = f->bits;
+        f->mask.dense_bytes = bytes;
+        f->mask.polarity = ATTN_POLARITY_TRUE_MEANS_MASKED;
+    }
     uint32_t tm, tn;
     attn_prefill_tile_shape(d, &tm, &tn);
     assert_int_equal(attn_mask_prog_build_blocks(&f->mask, f->req, B, tn, &f->prog, NULL), 0);
@@ -75,20 +120,41 @@ static void check_against_cells(const fixture *f, const attn_prefill_plan *p)
                     else
                         any_hid = true;
                 }
-            assert_true(any_vis); /* a listed tile is never SKIP */
+            /* a listed tile holds a visible cell; only FlashMask's conservative
+             * summaries may list an all-hidden tile, and only as PARTIAL */
+            assert_true(any_vis || (part && f->mask.kind == ATTN_MASK_FLASHMASK));
             if (!part)
                 assert_false(any_hid); /* a FULL tile has no hidden cell */
+        }
+        /* and every tile left out (SKIP) holds no visible cell */
+        int32_t k = x->tile_begin;
+        for (int64_t n = 0; n * p->tile_n < keys; n++) {
+            if (k < x->tile_end && (p->tiles[k] >> 1) == n) {
+                k++;
+                continue;
+            }
+            for (int64_t i = q0; i < q1; i++)
+                for (int64_t j = n * p->tile_n; j < (n + 1) * p->tile_n && j < keys; j++)
+                    assert_false(attn_mask_visible(&f->prog, (uint32_t)x->req, i, j));
         }
     }
     (void)full;
     (void)partial;
     (void)skip;
+    /* every key tile of every m tile is counted once, in one class */
+    uint64_t all = 0;
+    for (uint32_t b = 0; b < f->in.num_requests; b++) {
+        uint64_t mt = ((uint64_t)f->C[b] * g + p->tile_m - 1) / p->tile_m;
+        all += mt * (uint64_t)((f->T[b] + f->C[b] + p->tile_n - 1) / p->tile_n);
+    }
+    assert_int_equal(p->ledger.skip_tiles + p->ledger.full_tiles + p->ledger.partial_tiles,
+                     all * f->in.num_kv_heads);
 }
 
 static void test_causal_prefill_tiles(void **state)
 {
     (void)state;
-    fixture f;
+    static fixture f;
     int64_t T[1] = {0}, C[1] = {1000};
     fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 4, 4, 128);
     attn_prefill_plan p;
@@ -117,12 +183,12 @@ static void test_causal_prefill_tiles(void **state)
 static void test_every_kind_matches_cells(void **state)
 {
     (void)state;
-    const attn_mask_kind kinds[] = {ATTN_MASK_CAUSAL, ATTN_MASK_NONE, ATTN_MASK_WINDOW,
-                                    ATTN_MASK_SINK};
+    const attn_mask_kind kinds[] = {ATTN_MASK_CAUSAL, ATTN_MASK_NONE,      ATTN_MASK_WINDOW,
+                                    ATTN_MASK_SINK,   ATTN_MASK_FLASHMASK, ATTN_MASK_DENSE};
     const uint32_t dims[] = {64, 256};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (size_t di = 0; di < 2; di++) {
-            fixture f;
+            static fixture f;
             int64_t T[3] = {0, 300, 77}, C[3] = {333, 5, 130};
             fixture_make(&f, 3, T, C, kinds[k], 16, 2, dims[di]); /* g = 8 */
             attn_prefill_plan p;
@@ -136,7 +202,7 @@ static void test_every_kind_matches_cells(void **state)
 static void test_splits(void **state)
 {
     (void)state;
-    fixture f;
+    static fixture f;
     int64_t T[1] = {20000}, C[1] = {16};
     fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 8, 1, 128);
     f.in.num_sms = 132;
@@ -171,7 +237,7 @@ static void test_splits(void **state)
 static void test_bad_input(void **state)
 {
     (void)state;
-    fixture f;
+    static fixture f;
     int64_t T[1] = {0}, C[1] = {10};
     fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 6, 4, 128);
     attn_prefill_plan p;

@@ -50,8 +50,8 @@ constexpr int kConsumerWarps = 8;
 constexpr uint32_t kSchedBar = 1; /* named barriers 1, 2: the consumers' issue turns */
 
 template <int D> struct Cfg {
-    static constexpr int BM = 128;
-    static constexpr int BN = D > 128 ? 64 : 128;
+    static constexpr int BM = ATTN_PREFILL_TILE_M;
+    static constexpr int BN = ATTN_PREFILL_TILE_N(D);
     static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
@@ -564,7 +564,11 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         float l = l_run[ri];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const bool empty = l == 0.f; /* no visible cell (a NaN l is not empty) */
+        /* No visible cell leaves l == 0 exactly; a visible NaN score leaves m
+         * at -inf (fmaxf drops NaN) but l NaN, so l is this thread's test.
+         * What leaves the kernel keeps state.h's rule: m / LSE is -inf
+         * exactly for an empty row. */
+        const bool empty = l == 0.f;
         const float inv = empty ? 0.f : 1.f / l;
         const float m_use = m_run[ri] == -INFINITY ? 0.f : m_run[ri];
         const float lse = empty ? -INFINITY : (m_use + log2f(l)) * kLn2;
@@ -697,7 +701,7 @@ __global__ void __launch_bounds__(128)
                 const size_t srow = ((size_t)(mg.part_begin + k) * p.num_kv_heads + hkv) * BM + r;
                 in.l = p.part_l[srow];
                 in.m = p.part_m[srow];
-                in.valid = !(in.l == 0.f);
+                in.valid = !attn_state_empty_f32(in.m); /* the one emptiness rule */
                 for (int i = 0; i < PER; i++)
                     part[i] = p.part_vec[srow * D + lane + 32 * i];
                 attn_mlu_merge_f32(&st, acc, &in, part, PER);
