@@ -98,6 +98,10 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
                    "schedule partition asked for a batch that mixes phases; "
                    "cuda_prefill runs every row in one launch (unified)");
+    if (m->policy.graph)
+        add_reason(out, ATTN_ADMIT_LIFECYCLE, "policy.graph",
+                   "graph mode needs fixed launch shapes; the prefill kernel's item and merge "
+                   "counts are launch parameters of each plan");
     if (m->policy.state_abi != ATTN_ABI_LSE_O && m->policy.state_abi != ATTN_ABI_MLU)
         add_reason(out, ATTN_ADMIT_NUMERICS, "policy.state_abi", "state ABI %d unknown",
                    (int)m->policy.state_abi);

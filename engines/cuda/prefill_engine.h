@@ -61,8 +61,8 @@ void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill
 /* Fill `out` with every reason the prefill kernel cannot run the call:
  * device (a CUDA pool; compute capability 9.0 when `dev` is known), q in
  * the K/V dtype, K/V dtype bf16 or fp16, each head dimension, the head ratio, page size, the
- * requested schedule against the batch's phases, the state ABI and the
- * kernel's index limits.  `dev` NULL: the device is not known (no
+ * requested schedule against the batch's phases, graph mode (not
+ * supported), the state ABI and the kernel's index limits.  `dev` NULL: the device is not known (no
  * capability check).  Pure host code. */
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
                              const attn_cuda_device_facts *dev, attn_admission *out);

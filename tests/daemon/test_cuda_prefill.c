@@ -96,6 +96,7 @@ static void test_admission_names_every_factor(void **state)
     m.q_dtype = (attn_dtype)9;
     m.policy.schedule = ATTN_SCHED_PARTITION; /* on a batch that mixes prefill and decode */
     m.policy.state_abi = (attn_state_abi)5;
+    m.policy.graph = true;
     attn_cuda_device_facts ampere = k_h200;
     ampere.cc_major = 8;
     attn_admission a;
@@ -112,12 +113,13 @@ static void test_admission_names_every_factor(void **state)
     assert_true(has_reason(&a, ATTN_ADMIT_LAYOUT, "page_size"));
     assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
     assert_true(has_reason(&a, ATTN_ADMIT_NUMERICS, "policy.state_abi"));
+    assert_true(has_reason(&a, ATTN_ADMIT_LIFECYCLE, "policy.graph"));
     /* the differing head dims (qk 80 vs vo 96) are a reason of their own */
     uint32_t shape = 0;
     for (uint32_t i = 0; i < a.num_reasons; i++)
         shape += a.reasons[i].factor == ATTN_ADMIT_SHAPE;
     assert_int_equal(shape, 3);
-    assert_int_equal(a.num_reasons, 12);
+    assert_int_equal(a.num_reasons, 13);
     /* with the device unknown (no instance state) there is no capability reason */
     attn_cuda_prefill_admit(&m, &g, NULL, &a);
     assert_false(has_reason(&a, ATTN_ADMIT_HARDWARE, "device"));
