@@ -30,9 +30,20 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -I. -MMD -MP
 # (ATTN_EXPORT), so libattn.so exports the client API and nothing else.
 CFLAGS  += -fvisibility=hidden -DATTN_VERSION='"$(ATTN_VERSION)"'
 CFLAGS  += -DATTN_BUILD_ID='"$(ATTN_BUILD_ID)"' -DATTN_BUILD_FLAGS='"CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)"'
-LDLIBS  := -lnng -luv -lmsgpackc -ljansson -lcrypto -lpthread -lm -ldl -lrt
+# nng older than the fix for its issue 1518 (Debian 12's 1.5.2) is replaced by
+# the private static build that scripts/deps.sh makes outside the clone
+# (libattn.so keeps its symbols to itself: --exclude-libs below).
+NNG_PREFIX := $(shell ./scripts/deps.sh --nng-prefix)
+comma := ,
+ifneq ($(NNG_PREFIX),)
+CFLAGS  += -I$(NNG_PREFIX)/include
+NNG_LIBS := $(NNG_PREFIX)/lib/libnng.a -lmbedtls -lmbedx509 -lmbedcrypto
+else
+NNG_LIBS := -lnng
+endif
+LDLIBS  := $(NNG_LIBS) -luv -lmsgpackc -ljansson -lcrypto -lpthread -lm -ldl -lrt
 ifeq ($(STATIC),1)
-LDLIBS  := -Wl,-Bstatic -lnng -lmbedtls -lmbedx509 -lmbedcrypto -luv_a -lmsgpackc -ljansson -lcrypto -Wl,-Bdynamic -lpthread -lm -ldl -lrt -latomic
+LDLIBS  := -Wl,-Bstatic $(NNG_LIBS) -lmbedtls -lmbedx509 -lmbedcrypto -luv_a -lmsgpackc -ljansson -lcrypto -Wl,-Bdynamic -lpthread -lm -ldl -lrt -latomic
 endif
 ifeq ($(SAN),1)
 CFLAGS  := $(filter-out -O2,$(CFLAGS)) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -139,6 +150,7 @@ $(LIBCLIENT): $(CLIENT_OBJS) $(CORE_OBJS)
 PROTOCOL_OBJS := $(call obj,$(wildcard protocol/*.c))
 $(LIBCLIENT_SO_REAL): $(CLIENT_OBJS) $(PROTOCOL_OBJS) $(LIBCORE)
 	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(LIBCLIENT_SONAME) -Wl,--no-undefined -o $@ \
+		$(if $(NNG_PREFIX),-Wl$(comma)--exclude-libs$(comma)libnng.a) \
 		$(CLIENT_OBJS) $(PROTOCOL_OBJS) $(LIBCORE) $(LDLIBS)
 
 $(LIBCLIENT_SO): $(LIBCLIENT_SO_REAL)

@@ -23,6 +23,9 @@ void attnd_config_defaults(attnd_config *c)
     c->ipc_mode = 0660;
     c->ready_fd = -1;
     c->inline_cheap = 1;
+#define ATTND__LIMIT_DEFAULT(flag, key, field, def, lo, hi, doc) c->field = (def);
+    ATTND_LIMITS(ATTND__LIMIT_DEFAULT)
+#undef ATTND__LIMIT_DEFAULT
 }
 
 int attnd_engine_parse(const char *s, attnd_engine_pref *out)
@@ -176,10 +179,30 @@ static int add_pool(attnd_config *c, const attn_pool_geometry *g, attn_error_det
     return 0;
 }
 
+/* Apply one of ATTND_LIMITS by flag or JSON key; 1 when `key` is none of them. */
+static int apply_limit(attnd_config *c, const char *key, const char *val, attn_error_detail *err)
+{
+    uint64_t v;
+#define ATTND__LIMIT_APPLY(flag, jkey, field, def, lo, hi, doc)                                    \
+    if (strcmp(key, flag) == 0 || strcmp(key, jkey) == 0) {                                        \
+        if (parse_u64(val, (hi), &v) != 0 || v < (lo))                                             \
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be an integer in [%llu, %llu]",    \
+                                  (unsigned long long)(lo), (unsigned long long)(hi));             \
+        c->field = v;                                                                              \
+        return 0;                                                                                  \
+    }
+    ATTND_LIMITS(ATTND__LIMIT_APPLY)
+#undef ATTND__LIMIT_APPLY
+    return 1;
+}
+
 /* Apply one setting given by name (a long flag without "--"). */
 static int apply_setting(attnd_config *c, const char *key, const char *val, attn_error_detail *err)
 {
     uint64_t v;
+    int lim = apply_limit(c, key, val, err);
+    if (lim != 1)
+        return lim;
     if (strcmp(key, "listen") == 0) {
         if (strlen(val) >= sizeof c->listen)
             return attn_error_set(err, ATTN_E_RANGE, key, "URL too long");
@@ -231,6 +254,20 @@ static int apply_setting(attnd_config *c, const char *key, const char *val, attn
         if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
             return attn_error_set(err, ATTN_E_RANGE, key, "must be 0 or 1");
         c->inline_cheap = val[0] == '1';
+    } else if (strcmp(key, "allow-remote") == 0 || strcmp(key, "allow_remote") == 0) {
+        if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be 0 or 1");
+        c->allow_remote = val[0] == '1';
+    } else if (strncmp(key, "tls-", 4) == 0 || strncmp(key, "tls_", 4) == 0) {
+        char *dst = strcmp(key + 4, "cert") == 0  ? c->tls_cert
+                    : strcmp(key + 4, "key") == 0 ? c->tls_key
+                    : strcmp(key + 4, "ca") == 0  ? c->tls_ca
+                                                  : NULL;
+        if (dst == NULL)
+            return attn_error_set(err, ATTN_E_PROTOCOL, key, "unknown setting '%s'", key);
+        if (strlen(val) >= sizeof c->tls_cert)
+            return attn_error_set(err, ATTN_E_RANGE, key, "path too long");
+        snprintf(dst, sizeof c->tls_cert, "%s", val);
     } else if (strcmp(key, "ready-fd") == 0) {
         if (parse_u64(val, 65535, &v) != 0)
             return attn_error_set(err, ATTN_E_RANGE, key, "must be a file descriptor number");
@@ -294,6 +331,87 @@ int attnd_config_load_file(attnd_config *c, const char *path, attn_error_detail 
     return rc;
 }
 
+/* Whether the host of a tcp:// or tls+tcp:// URL is a loopback literal
+ * (127.0.0.0/8, localhost, [::1]); a wildcard or any other name is not. */
+static int url_is_loopback(const char *url)
+{
+    const char *host = strstr(url, "://") + 3;
+    const char *colon = strrchr(host, ':');
+    size_t n = colon != NULL ? (size_t)(colon - host) : strlen(host);
+    if (n == 9 && strncmp(host, "localhost", 9) == 0)
+        return 1;
+    if (n == 5 && strncmp(host, "[::1]", 5) == 0)
+        return 1;
+    return n > 4 && strncmp(host, "127.", 4) == 0;
+}
+
+int attnd_config_check(const attnd_config *c, attn_error_detail *err)
+{
+    int tcp = strncmp(c->listen, "tcp://", 6) == 0 || strncmp(c->listen, "tcp4://", 7) == 0 ||
+              strncmp(c->listen, "tcp6://", 7) == 0;
+    int tls = strncmp(c->listen, "tls+tcp://", 10) == 0;
+    if ((tcp || tls) && !c->allow_remote && !url_is_loopback(c->listen))
+        return attn_error_set(err, ATTN_E_RANGE, "listen",
+                              "%.200s is not a loopback address: any peer could read, write "
+                              "and drop pools; pass --allow-remote 1 to mean it (and prefer "
+                              "tls+tcp:// with --tls-cert, --tls-key and --tls-ca)",
+                              c->listen);
+    if (tls) {
+        if (c->tls_cert[0] == '\0')
+            return attn_error_set(err, ATTN_E_MISSING, "tls-cert",
+                                  "a tls+tcp:// listener needs --tls-cert (PEM chain)");
+        if (c->tls_key[0] == '\0')
+            return attn_error_set(err, ATTN_E_MISSING, "tls-key",
+                                  "a tls+tcp:// listener needs --tls-key (PEM private key)");
+        if (c->tls_ca[0] == '\0')
+            return attn_error_set(err, ATTN_E_MISSING, "tls-ca",
+                                  "a tls+tcp:// listener needs --tls-ca: client certificates "
+                                  "are required and must chain to it");
+    } else if (c->tls_cert[0] != '\0' || c->tls_key[0] != '\0' || c->tls_ca[0] != '\0') {
+        return attn_error_set(err, ATTN_E_SEMANTIC,
+                              c->tls_cert[0]  ? "tls-cert"
+                              : c->tls_key[0] ? "tls-key"
+                                              : "tls-ca",
+                              "TLS settings need a tls+tcp:// --listen URL");
+    }
+    return 0;
+}
+
+const char *attnd_config_restart_setting(const attnd_config *a, const attnd_config *b)
+{
+#define ATTND__SAME(f) (memcmp(&a->f, &b->f, sizeof a->f) == 0)
+    if (strcmp(a->listen, b->listen) != 0)
+        return "listen";
+    if (strcmp(a->capture, b->capture) != 0)
+        return "capture";
+    if (strcmp(a->tls_cert, b->tls_cert) != 0 || strcmp(a->tls_key, b->tls_key) != 0 ||
+        strcmp(a->tls_ca, b->tls_ca) != 0)
+        return "tls";
+    if (!ATTND__SAME(engine))
+        return "engine";
+    if (!ATTND__SAME(threads) || !ATTND__SAME(workers) || !ATTND__SAME(contexts))
+        return "threads/workers/contexts";
+    if (!ATTND__SAME(max_msg))
+        return "max-msg";
+    if (!ATTND__SAME(max_plans) || !ATTND__SAME(plan_cache_bytes))
+        return "max-plans/plan-cache-bytes";
+    if (!ATTND__SAME(pool_budget))
+        return "pool-budget";
+    if (!ATTND__SAME(ipc_mode))
+        return "ipc-mode";
+    if (!ATTND__SAME(inline_cheap))
+        return "inline-cheap";
+    if (!ATTND__SAME(max_conns))
+        return "max-conns";
+    if (!ATTND__SAME(allow_remote))
+        return "allow-remote";
+    if (a->num_pools != b->num_pools ||
+        memcmp(a->pools, b->pools, sizeof a->pools[0] * a->num_pools) != 0)
+        return "pools";
+#undef ATTND__SAME
+    return NULL;
+}
+
 int attnd_config_parse_args(attnd_config *c, int argc, char **argv, attn_error_detail *err)
 {
     for (int i = 1; i < argc; i++) {
@@ -335,7 +453,11 @@ const char *attnd_config_usage(void)
            "             [--max-plans N] [--pool-budget BYTES] [--ipc-mode 0660]\n"
            "             [--capture FILE] [--pool "
            "NAME:LAYERS:PAGES:PAGE_SIZE:HKV:D[:DTYPE[:LAYOUT]]]\n"
-           "             [--inline-cheap 0|1] [--ready-fd FD]\n"
+           "             [--inline-cheap 0|1] [--ready-fd FD] [--allow-remote 0|1]\n"
+           "             [--tls-cert PEM --tls-key PEM --tls-ca PEM] (tls+tcp://)\n"
+           "             [--max-reply BYTES] [--plan-cache-bytes BYTES] [--max-conns N]\n"
+           "             [--conn-inflight N] [--send-timeout-ms MS] [--idle-timeout-ms MS]\n"
+           "             [--drain-timeout-ms MS]\n"
            "defaults: --listen " ATTND_DEFAULT_URL " --engine auto --workers 2 --contexts 16\n"
            "          --max-msg 67108864 (64 MiB) --max-plans 256 --pool-budget 8 GiB --ipc-mode "
            "0660\n";

@@ -20,6 +20,25 @@
 #define ATTND_DEFAULT_CONTEXTS 16              /* nng REP contexts (concurrent requests) */
 #define ATTND_MAX_CONFIG_POOLS 16
 
+/* The limits that bound what one client can hold (issue 9), as one list:
+ * X(flag, json key, field, default, min, max, what the docs call it).
+ * Each is a flag (--max-reply), the same key in the JSON file (max_reply),
+ * documented in docs/daemon.md. */
+#define ATTND_LIMITS(X)                                                                            \
+    X("max-reply", "max_reply", max_reply, 64ull << 20, 1024, 1ull << 40,                          \
+      "reply-bytes cap, checked before a reply is built")                                          \
+    X("plan-cache-bytes", "plan_cache_bytes", plan_cache_bytes, 1ull << 30, 1 << 16, 1ull << 44,   \
+      "bytes all cached plans may hold")                                                           \
+    X("max-conns", "max_conns", max_conns, 64, 1, 65536, "connections at once")                    \
+    X("conn-inflight", "conn_inflight", conn_inflight, 8, 1, 4096,                                 \
+      "requests of one connection in progress at once")                                            \
+    X("send-timeout-ms", "send_timeout_ms", send_timeout_ms, 2000, 1, 3600000,                     \
+      "a reply its connection does not take within this closes the connection")                    \
+    X("idle-timeout-ms", "idle_timeout_ms", idle_timeout_ms, 60000, 10, 86400000,                  \
+      "a connection with nothing in progress and no complete request for this long is closed")     \
+    X("drain-timeout-ms", "drain_timeout_ms", drain_timeout_ms, 10000, 1, 3600000,                 \
+      "hard deadline of a shutdown's drain")
+
 /* "auto" or one platform; the values are the attn_platform ones. */
 typedef enum attnd_engine_pref {
     ATTND_ENGINE_AUTO = 0,
@@ -42,6 +61,13 @@ typedef struct attnd_config {
     int inline_cheap; /* answer hello/stats in the nng callback (default 1; 0 to measure) */
     uint32_t num_pools;
     attn_pool_geometry pools[ATTND_MAX_CONFIG_POOLS];
+#define ATTND__LIMIT_FIELD(flag, key, field, def, lo, hi, doc) uint64_t field;
+    ATTND_LIMITS(ATTND__LIMIT_FIELD)
+#undef ATTND__LIMIT_FIELD
+    int allow_remote;   /* 1: a tcp listener may bind a non-loopback address */
+    char tls_cert[512]; /* tls+tcp:// listener: certificate chain (PEM) */
+    char tls_key[512];  /* its private key (PEM) */
+    char tls_ca[512];   /* CA that client certificates must chain to (PEM); required */
 } attnd_config;
 
 /* Fill `c` with the documented defaults. */
@@ -50,6 +76,16 @@ void attnd_config_defaults(attnd_config *c);
 /* Apply a JSON configuration file (keys as the long flags, plus "pools": an
  * array of pool_create maps); unknown keys are an error with their path. */
 int attnd_config_load_file(attnd_config *c, const char *path, attn_error_detail *err);
+
+/* Check the settings together (a non-loopback or TLS listener's
+ * requirements); E_* naming the setting. */
+int attnd_config_check(const attnd_config *c, attn_error_detail *err);
+
+/* The first setting that differs between a and b and takes a restart to
+ * change (everything but --max-reply, --conn-inflight, --send-timeout-ms,
+ * --idle-timeout-ms, --drain-timeout-ms, which SIGHUP applies live); NULL
+ * when none does. */
+const char *attnd_config_restart_setting(const attnd_config *a, const attnd_config *b);
 
 /* Apply command-line flags (argv[0] skipped); --config FILE is applied at its
  * position, so later flags override the file. */

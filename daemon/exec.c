@@ -42,6 +42,22 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+uint64_t attnd_plan_bytes(const attnd_plan *p)
+{
+    uint64_t n = sizeof *p + attn_manifest_heap_bytes(&p->m);
+    n += p->sel != NULL ? sizeof *p->sel : 0;
+    if (p->eplan == NULL)
+        return n;
+    /* the engine plan: its struct and split arrays (its private data is the
+     * engine's and not counted) */
+    const attn_split_plan *sp = &p->eplan->split;
+    n += sizeof *p->eplan;
+    n += sp->num_splits ? sizeof(uint32_t) * (uint64_t)sp->num_requests : 0;
+    n += sp->slot_indptr ? sizeof(uint32_t) * ((uint64_t)sp->num_requests + 1) : 0;
+    n += sp->items ? sizeof *sp->items * (uint64_t)sp->num_items : 0;
+    return n;
+}
+
 void attnd_plan_free(void *obj)
 {
     attnd_plan *p = obj;
@@ -135,6 +151,7 @@ static int plan_core(attn_server *s, attn_request *req, attnd_plan **out, uint64
     attnd_pool *pool = NULL;
     attn_selection *sel = NULL;
     attnd_plan *p = NULL;
+    uint64_t bytes;
     attn_key pk;
     attn_key_env env;
     int rc;
@@ -174,10 +191,17 @@ static int plan_core(attn_server *s, attn_request *req, attnd_plan **out, uint64
         goto out;
     }
     p->plan_us = now_us() - t0;
-    rc = attnd_plan_cache_insert(s->plans, p->pool, &pk, p, id, &p->decision);
+    bytes = attnd_plan_bytes(p);
+    rc = attnd_plan_cache_insert(s->plans, p->pool, &pk, p, bytes, id, &p->decision);
     if (rc != 0) {
         p = NULL; /* the cache freed it */
-        attn_error_set(err, rc, "", "cannot cache the plan");
+        attn_error_set(err, rc, "requests",
+                       rc == ATTN_E_TOO_LARGE ? "the plan holds %llu bytes, over --plan-cache-bytes"
+                       : rc == ATTN_E_BUSY
+                           ? "the plan (%llu bytes) does not fit --plan-cache-bytes beside the "
+                             "plans runs hold now; retry"
+                           : "cannot cache the plan (%llu bytes)",
+                       (unsigned long long)bytes);
         goto out;
     }
     /* the insert returned it held for the caller (attend runs it at once) */

@@ -14,7 +14,9 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "daemon/conn_table.h"
 #include "daemon/notify.h"
+#include "protocol/tls.h"
 
 /* After the last reply of a shutdown, wait this long without new requests
  * before closing the socket, so replies already queued reach their pipes. */
@@ -32,6 +34,8 @@ typedef struct job {
     size_t reply_len;
     uv_work_t work;
     uint64_t t_recv_ns;
+    uint32_t pipe; /* nng pipe id of the request's connection */
+    int sending;   /* attnd_conn_sending was called for this request */
     struct job *next;
     _Atomic int state;
 } job;
@@ -41,7 +45,15 @@ struct attnd_loop {
     uv_async_t async;
     uv_signal_t sigterm;
     uv_signal_t sigint;
+    uv_signal_t sighup;
     uv_timer_t drain;
+    uv_timer_t idle;
+    attnd_conn_table *conns;
+    /* live limits (SIGHUP): read on nng threads, written on the loop thread */
+    _Atomic uint64_t send_timeout_ms;
+    _Atomic uint64_t idle_timeout_ms;
+    _Atomic uint64_t drain_timeout_ms;
+    uint64_t shutdown_start_ms; /* loop thread only */
     nng_socket sock;
     nng_listener lst;
     int sock_open;
@@ -70,12 +82,42 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* nng thread: a connection is being added; refused once shutdown began. */
+static uint64_t now_ms(void)
+{
+    return now_ns() / 1000000ull;
+}
+
+/* Close the connection with pipe id `id` (any thread). */
+static void close_pipe(uint32_t id)
+{
+    nng_pipe p = NNG_PIPE_INITIALIZER;
+    p.id = id;
+    nng_pipe_close(p);
+}
+
+/* nng thread: a connection is being added (refused once shutdown began or
+ * beyond max_conns) or went away. */
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     attnd_loop *l = arg;
-    if (ev == NNG_PIPE_EV_ADD_PRE && atomic_load(&l->refuse_pipes))
+    if (ev == NNG_PIPE_EV_REM_POST) {
+        attnd_conn_remove(l->conns, nng_pipe_id(p));
+        return;
+    }
+    if (atomic_load(&l->refuse_pipes)) {
         nng_pipe_close(p);
+    } else if (attnd_conn_add(l->conns, nng_pipe_id(p), now_ms()) != 0) {
+        atomic_fetch_add(&l->o.metrics->conns_refused, 1);
+        nng_pipe_close(p);
+    }
+}
+
+/* Wait for the next request on j's context (no timeout: it may be long). */
+static void rearm(job *j)
+{
+    atomic_store(&j->state, JOB_RECV);
+    nng_aio_set_timeout(j->aio, NNG_DURATION_INFINITE);
+    nng_ctx_recv(j->ctx, j->aio);
 }
 
 static void enqueue(attnd_loop *l, job *j)
@@ -115,16 +157,44 @@ static void aio_cb(void *arg)
                 atomic_store(&j->state, JOB_IDLE);
                 return;
             }
-            nng_ctx_recv(j->ctx, j->aio); /* transient (a dropped pipe): keep serving */
+            rearm(j); /* transient (a dropped pipe): keep serving */
             return;
         }
         j->req = nng_aio_get_msg(j->aio);
         j->t_recv_ns = now_ns();
+        j->pipe = nng_pipe_id(nng_msg_get_pipe(j->req));
+        j->sending = 0;
         atomic_fetch_add(&l->pending, 1);
-        atomic_store(&l->last_recv_ms, j->t_recv_ns / 1000000ull);
+        /* requests refused during a shutdown do not postpone its close */
+        if (!atomic_load(&l->refuse_pipes))
+            atomic_store(&l->last_recv_ms, j->t_recv_ns / 1000000ull);
         atomic_fetch_add(&l->o.metrics->requests, 1);
         atomic_fetch_add(&l->o.metrics->in_flight, 1);
         atomic_store(&j->state, JOB_WORK);
+        switch (attnd_conn_begin(l->conns, j->pipe, j->t_recv_ns / 1000000ull)) {
+        case ATTND_CONN_SERVE:
+            break;
+        case ATTND_CONN_CLOSE:
+            /* over its cap while replies wait for it to read them: answering
+             * would queue behind those and hold this context too */
+            atomic_fetch_add(&l->o.metrics->conns_closed_inflight, 1);
+            close_pipe(j->pipe);
+            nng_msg_free(j->req);
+            j->req = NULL;
+            attnd_conn_end(l->conns, j->pipe, 0, now_ms());
+            atomic_fetch_sub(&l->o.metrics->in_flight, 1);
+            rearm(j);
+            atomic_fetch_sub(&l->pending, 1);
+            return;
+        case ATTND_CONN_BUSY:
+            atomic_fetch_add(&l->o.metrics->busy_replies, 1);
+            if (l->o.refuse == NULL ||
+                l->o.refuse(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), ATTN_E_BUSY,
+                            &j->reply, &j->reply_len) != 0)
+                j->reply = NULL;
+            send_reply(l, j);
+            return;
+        }
         /* hello/stats cost less than the hop to the loop thread (bench/ipc):
          * answer them here, on the nng thread; the handler is thread-safe
          * and touches no libuv state.  During shutdown everything goes to
@@ -147,17 +217,22 @@ static void aio_cb(void *arg)
         nng_msg *m = nng_aio_get_msg(j->aio);
         if (m != NULL)
             nng_msg_free(m);
+        if (rv == NNG_ETIMEDOUT) {
+            /* the peer does not read its replies: it holds no context longer */
+            atomic_fetch_add(&l->o.metrics->send_timeouts, 1);
+            close_pipe(j->pipe);
+        }
     } else {
         atomic_fetch_add(&l->o.metrics->replies, 1);
     }
+    attnd_conn_end(l->conns, j->pipe, j->sending, now_ms());
     atomic_fetch_sub(&l->o.metrics->in_flight, 1);
     if (rv == NNG_ECLOSED) {
         atomic_store(&j->state, JOB_IDLE);
         atomic_fetch_sub(&l->pending, 1);
         return;
     }
-    atomic_store(&j->state, JOB_RECV);
-    nng_ctx_recv(j->ctx, j->aio);
+    rearm(j);
     /* decrement after re-arming so the drain never closes between the two */
     atomic_fetch_sub(&l->pending, 1);
 }
@@ -175,9 +250,9 @@ static void send_reply(attnd_loop *l, job *j)
         /* no reply possible: REP drops the request; the client's REQ times out */
         free(j->reply);
         j->reply = NULL;
+        attnd_conn_end(l->conns, j->pipe, 0, now_ms());
         atomic_fetch_sub(&l->o.metrics->in_flight, 1);
-        atomic_store(&j->state, JOB_RECV);
-        nng_ctx_recv(j->ctx, j->aio);
+        rearm(j);
         atomic_fetch_sub(&l->pending, 1);
         return;
     }
@@ -186,6 +261,10 @@ static void send_reply(attnd_loop *l, job *j)
     free(j->reply);
     j->reply = NULL;
     atomic_store(&j->state, JOB_SEND);
+    attnd_conn_sending(l->conns, j->pipe);
+    j->sending = 1;
+    uint64_t send_ms = atomic_load(&l->send_timeout_ms);
+    nng_aio_set_timeout(j->aio, send_ms > 0 ? (nng_duration)send_ms : NNG_DURATION_INFINITE);
     nng_aio_set_msg(j->aio, m);
     nng_ctx_send(j->ctx, j->aio);
 }
@@ -212,6 +291,7 @@ static void begin_shutdown(attnd_loop *l)
     if (l->stopping)
         return;
     l->stopping = 1;
+    l->shutdown_start_ms = now_ms();
     attnd_notify("STOPPING=1\nSTATUS=draining");
     /* Stop accepting: new connections are closed by pipe_cb from now on.
      * The listener itself stays open, because closing an nng listener also
@@ -225,10 +305,20 @@ static void close_all(attnd_loop *l);
 static void drain_cb(uv_timer_t *t)
 {
     attnd_loop *l = t->data;
-    uint64_t now_ms = now_ns() / 1000000ull;
-    if (atomic_load(&l->pending) != 0)
+    uint64_t now = now_ms();
+    uint64_t pending = atomic_load(&l->pending);
+    uint64_t deadline = atomic_load(&l->drain_timeout_ms);
+    if (deadline > 0 && now - l->shutdown_start_ms >= deadline) {
+        /* a shutdown cannot be postponed forever (a supervisor would SIGKILL) */
+        if (pending != 0)
+            fprintf(stderr, "attnd: drain deadline (%llu ms) passed; %llu requests unanswered\n",
+                    (unsigned long long)deadline, (unsigned long long)pending);
+        close_all(l);
         return;
-    if (now_ms - atomic_load(&l->last_recv_ms) < ATTND_DRAIN_QUIET_MS)
+    }
+    if (pending != 0)
+        return;
+    if (now - atomic_load(&l->last_recv_ms) < ATTND_DRAIN_QUIET_MS)
         return;
     close_all(l);
 }
@@ -251,8 +341,8 @@ static void async_cb(uv_async_t *a)
             atomic_fetch_sub(&l->pending, 1);
         } else if (l->stopping && l->o.refuse != NULL) {
             atomic_fetch_add(&l->o.metrics->shutting_down_replies, 1);
-            l->o.refuse(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply,
-                        &j->reply_len);
+            l->o.refuse(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), ATTN_E_SHUTTING_DOWN,
+                        &j->reply, &j->reply_len);
             send_reply(l, j);
         } else if (l->o.is_cheap != NULL &&
                    l->o.is_cheap(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req))) {
@@ -274,10 +364,35 @@ static void async_cb(uv_async_t *a)
     }
 }
 
+/* SIGHUP with a reload callback: apply the live limits it returns. */
+static void reload(attnd_loop *l)
+{
+    attnd_loop_live live;
+    if (l->o.reload(l->o.reload_arg, &live) != 0) {
+        fprintf(stderr, "attnd: SIGHUP: the configuration was not reloaded (see above)\n");
+        return;
+    }
+    attnd_conn_set_inflight(l->conns, live.conn_inflight);
+    atomic_store(&l->send_timeout_ms, live.send_timeout_ms);
+    atomic_store(&l->idle_timeout_ms, live.idle_timeout_ms);
+    atomic_store(&l->drain_timeout_ms, live.drain_timeout_ms);
+    fprintf(stderr,
+            "attnd: SIGHUP: reloaded (conn-inflight %u, send-timeout-ms %llu, idle-timeout-ms "
+            "%llu, drain-timeout-ms %llu)\n",
+            live.conn_inflight, (unsigned long long)live.send_timeout_ms,
+            (unsigned long long)live.idle_timeout_ms, (unsigned long long)live.drain_timeout_ms);
+}
+
 static void signal_cb(uv_signal_t *s, int signum)
 {
     attnd_loop *l = s->data;
-    (void)signum;
+    if (signum == SIGHUP && l->o.reload != NULL) {
+        if (!l->stopping)
+            reload(l);
+        return;
+    }
+    if (signum == SIGHUP && !l->stopping)
+        fprintf(stderr, "attnd: SIGHUP: no reload here; draining and exiting\n");
     if (!l->stopping) {
         begin_shutdown(l);
         uv_timer_start(&l->drain, drain_cb, ATTND_DRAIN_TICK_MS, ATTND_DRAIN_TICK_MS);
@@ -296,15 +411,45 @@ static void close_all(attnd_loop *l)
     if (l->ipc_path[0] != '\0')
         unlink(l->ipc_path);
     uv_timer_stop(&l->drain);
+    uv_timer_stop(&l->idle);
     uv_close((uv_handle_t *)&l->drain, NULL);
+    uv_close((uv_handle_t *)&l->idle, NULL);
     uv_close((uv_handle_t *)&l->async, NULL);
     uv_close((uv_handle_t *)&l->sigterm, NULL);
     uv_close((uv_handle_t *)&l->sigint, NULL);
+    uv_close((uv_handle_t *)&l->sighup, NULL);
 }
 
 static int fail(attn_error_detail *err, const char *what, int rv)
 {
     return attn_error_set(err, ATTN_E_IO, "listen", "%s: %s", what, nng_strerror(rv));
+}
+
+/* Loop thread: close connections idle longer than idle_timeout_ms. */
+static void idle_cb(uv_timer_t *t)
+{
+    attnd_loop *l = t->data;
+    uint32_t ids[64];
+    size_t n = attnd_conn_idle(l->conns, now_ms(), atomic_load(&l->idle_timeout_ms), ids, 64);
+    for (size_t i = 0; i < n; i++) {
+        atomic_fetch_add(&l->o.metrics->conns_closed_idle, 1);
+        close_pipe(ids[i]);
+    }
+}
+
+/* The tls+tcp:// listener's configuration: our certificate and key, and
+ * client certificates required, chaining to tls_ca. */
+static int setup_tls(attnd_loop *l, attn_error_detail *err)
+{
+    attn_tls_files f = {l->o.tls_cert, l->o.tls_key, l->o.tls_ca, NULL};
+    nng_tls_config *cfg;
+    int rv, rc = attn_tls_config_from_files(&cfg, 1, &f, err);
+    if (rc != 0)
+        return rc;
+    if ((rv = nng_listener_set_ptr(l->lst, NNG_OPT_TLS_CONFIG, cfg)) != 0)
+        rc = fail(err, "tls config", rv);
+    nng_tls_config_free(cfg); /* the listener holds its own reference */
+    return rc;
 }
 
 int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_detail *err)
@@ -316,6 +461,9 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
     if (l == NULL)
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");
     l->o = *o;
+    atomic_init(&l->send_timeout_ms, o->send_timeout_ms);
+    atomic_init(&l->idle_timeout_ms, o->idle_timeout_ms);
+    atomic_init(&l->drain_timeout_ms, o->drain_timeout_ms);
     if (l->o.metrics == NULL)
         l->o.metrics = &l->local_metrics;
     if (l->o.contexts == 0)
@@ -331,7 +479,13 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
         return fail(err, "nng_rep0_open", rv);
     }
     l->sock_open = 1;
+    if (attnd_conn_table_create(&l->conns, o->max_conns ? o->max_conns : 65536,
+                                o->conn_inflight ? o->conn_inflight : UINT32_MAX) != 0) {
+        attnd_loop_destroy(l);
+        return attn_error_set(err, ATTN_E_NOMEM, "max_conns", "out of memory");
+    }
     nng_pipe_notify(l->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, l);
+    nng_pipe_notify(l->sock, NNG_PIPE_EV_REM_POST, pipe_cb, l);
     if ((rv = nng_listener_create(&l->lst, l->sock, l->url)) != 0) {
         attnd_loop_destroy(l);
         return fail(err, l->url, rv);
@@ -341,6 +495,10 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
     if ((rv = nng_listener_set_size(l->lst, NNG_OPT_RECVMAXSZ, o->max_msg)) != 0) {
         attnd_loop_destroy(l);
         return fail(err, "recv-size-max", rv);
+    }
+    if (strncmp(l->url, "tls+tcp://", 10) == 0 && (rv = setup_tls(l, err)) != 0) {
+        attnd_loop_destroy(l);
+        return rv;
     }
     if (strncmp(l->url, "ipc://", 6) == 0) {
         snprintf(l->ipc_path, sizeof l->ipc_path, "%s", l->url + 6);
@@ -373,9 +531,12 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
     l->async.data = l;
     uv_signal_init(&l->loop, &l->sigterm);
     uv_signal_init(&l->loop, &l->sigint);
-    l->sigterm.data = l->sigint.data = l;
+    uv_signal_init(&l->loop, &l->sighup);
+    l->sigterm.data = l->sigint.data = l->sighup.data = l;
     uv_timer_init(&l->loop, &l->drain);
     l->drain.data = l;
+    uv_timer_init(&l->loop, &l->idle);
+    l->idle.data = l;
     *out = l;
     return 0;
 }
@@ -386,6 +547,12 @@ int attnd_loop_run(attnd_loop *l)
     signal(SIGPIPE, SIG_IGN);
     uv_signal_start(&l->sigterm, signal_cb, SIGTERM);
     uv_signal_start(&l->sigint, signal_cb, SIGINT);
+    uv_signal_start(&l->sighup, signal_cb, SIGHUP);
+    if (l->o.idle_timeout_ms > 0) {
+        uint64_t tick = l->o.idle_timeout_ms / 4;
+        tick = tick < 10 ? 10 : tick > 1000 ? 1000 : tick;
+        uv_timer_start(&l->idle, idle_cb, tick, tick);
+    }
     if ((rv = nng_listener_start(l->lst, 0)) != 0) {
         fprintf(stderr, "attnd: cannot listen on %s: %s\n", l->url, nng_strerror(rv));
         l->lst_open = 0;       /* never started; nng_close frees it */
@@ -394,10 +561,8 @@ int attnd_loop_run(attnd_loop *l)
         uv_run(&l->loop, UV_RUN_DEFAULT);
         return ATTN_E_IO;
     }
-    for (uint32_t i = 0; i < l->njobs; i++) {
-        atomic_store(&l->jobs[i].state, JOB_RECV);
-        nng_ctx_recv(l->jobs[i].ctx, l->jobs[i].aio);
-    }
+    for (uint32_t i = 0; i < l->njobs; i++)
+        rearm(&l->jobs[i]);
     if (l->o.ready_fd >= 0) {
         ssize_t w = write(l->o.ready_fd, "READY\n", 6);
         (void)w;
@@ -451,6 +616,7 @@ int attnd_loop_destroy(attnd_loop *l)
             fprintf(stderr, "attnd: uv_loop_close: %s\n", uv_strerror(rc));
     }
     free(l->jobs);
+    attnd_conn_table_destroy(l->conns);
     pthread_mutex_destroy(&l->qlock);
     free(l);
     return rc;

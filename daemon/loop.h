@@ -9,9 +9,20 @@
  * queue and hands each job to libuv's worker pool (uv_queue_work); the reply
  * is sent from the loop thread through the context's nng aio.
  *
- * SIGTERM/SIGINT: stop accepting connections, answer every request already
- * received (late arrivals get E_SHUTTING_DOWN), close the socket, remove the
- * IPC path, close every handle; attnd_loop_run then returns 0.
+ * SIGTERM/SIGINT/SIGHUP: stop accepting connections, answer every request
+ * already received (late arrivals get E_SHUTTING_DOWN and do not postpone the
+ * close), close the socket, remove the IPC path, close every handle;
+ * attnd_loop_run then returns 0.  The drain ends at drain_timeout_ms at the
+ * latest, answered or not.  SIGHUP calls `reload` (the limits of
+ * attnd_loop_live and what the handler applies, e.g. the reply cap); without
+ * one it drains and exits like SIGTERM.
+ *
+ * What one client can hold (issue 9): at most conn_inflight requests of one
+ * connection are in progress (a further one gets E_BUSY, or closes the
+ * connection when replies already wait for it to read them); a reply it does
+ * not take within send_timeout_ms closes it; a connection with nothing in
+ * progress and no request for idle_timeout_ms (a stalled partial frame) is
+ * closed; beyond max_conns connections, new ones are closed at once.
  */
 #ifndef ATTN_DAEMON_LOOP_H
 #define ATTN_DAEMON_LOOP_H
@@ -30,9 +41,23 @@ typedef int (*attnd_handler_fn)(void *arg, const void *req, size_t len, void **r
 /* Whether a frame is cheap enough to answer without the loop/worker hand-off. */
 typedef int (*attnd_cheap_fn)(void *arg, const void *req, size_t len);
 
-/* Build the reply sent to a request that arrives after shutdown began. */
-typedef int (*attnd_refuse_fn)(void *arg, const void *req, size_t len, void **reply,
+/* Build the error reply `code` (ATTN_E_SHUTTING_DOWN: it arrived after
+ * shutdown began; ATTN_E_BUSY: its connection is at --conn-inflight) for a
+ * request that is not served. */
+typedef int (*attnd_refuse_fn)(void *arg, const void *req, size_t len, int code, void **reply,
                                size_t *reply_len);
+
+/* The limits a SIGHUP can change while serving. */
+typedef struct attnd_loop_live {
+    uint32_t conn_inflight;
+    uint64_t send_timeout_ms;
+    uint64_t idle_timeout_ms;
+    uint64_t drain_timeout_ms;
+} attnd_loop_live;
+
+/* SIGHUP (loop thread): re-read the configuration, apply what the daemon
+ * itself can change live and fill *live; nonzero keeps everything as it was. */
+typedef int (*attnd_reload_fn)(void *arg, attnd_loop_live *live);
 
 typedef struct attnd_loop_opts {
     const char *url;
@@ -42,8 +67,16 @@ typedef struct attnd_loop_opts {
     uint32_t workers;  /* libuv worker threads */
     int ready_fd;      /* "READY\n" written and closed once listening; -1 = none */
     attnd_handler_fn handler;
-    attnd_cheap_fn is_cheap; /* NULL: everything goes to a worker */
-    attnd_refuse_fn refuse;  /* NULL: late requests are dropped without reply */
+    attnd_cheap_fn is_cheap;   /* NULL: everything goes to a worker */
+    attnd_refuse_fn refuse;    /* NULL: refused requests are dropped without reply */
+    uint32_t max_conns;        /* connections at once; more are closed at once (0 = no cap) */
+    uint32_t conn_inflight;    /* one connection's requests in progress (0 = no cap) */
+    uint64_t send_timeout_ms;  /* a reply not taken in time closes its connection (0 = none) */
+    uint64_t idle_timeout_ms;  /* an idle connection is closed after this (0 = never) */
+    uint64_t drain_timeout_ms; /* a shutdown closes the socket after this at the latest */
+    const char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// listener (PEM files) */
+    attnd_reload_fn reload;                  /* NULL: SIGHUP drains and exits like SIGTERM */
+    void *reload_arg;
     void *arg;
     attnd_metrics *metrics; /* may be NULL */
 } attnd_loop_opts;

@@ -16,6 +16,11 @@ typedef struct attnd_metrics {
     _Atomic uint64_t handoff_max_ns;
     _Atomic uint64_t in_flight; /* received and not yet answered */
     _Atomic uint64_t shutting_down_replies;
+    _Atomic uint64_t busy_replies;          /* E_BUSY: a connection at --conn-inflight */
+    _Atomic uint64_t conns_refused;         /* closed at once: --max-conns reached */
+    _Atomic uint64_t conns_closed_inflight; /* over --conn-inflight with unread replies */
+    _Atomic uint64_t conns_closed_idle;     /* idle past --idle-timeout-ms */
+    _Atomic uint64_t send_timeouts;         /* a reply not taken within --send-timeout-ms */
 } attnd_metrics;
 
 /* Add `ns` to the hand-off sum and raise the maximum. */

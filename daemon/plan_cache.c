@@ -13,7 +13,8 @@ typedef struct entry {
     char digest[ATTN_SHA256_HEX];
     attn_key key;
     void *obj;
-    int refs; /* the cache's own reference plus one per acquire */
+    uint64_t bytes; /* what obj holds, as the inserter counted it */
+    int refs;       /* the cache's own reference plus one per acquire */
 } entry;
 
 struct attnd_plan_cache {
@@ -26,9 +27,12 @@ struct attnd_plan_cache {
     void (*free_obj)(void *);
     attnd_plan_cache_stats st;
     uint32_t alloc; /* slots in e; > capacity only while every entry is in use */
+    uint64_t bytes; /* sum over entries */
+    uint64_t max_bytes;
 };
 
-int attnd_plan_cache_create(attnd_plan_cache **out, uint32_t capacity, void (*free_obj)(void *))
+int attnd_plan_cache_create(attnd_plan_cache **out, uint32_t capacity, uint64_t max_bytes,
+                            void (*free_obj)(void *))
 {
     attnd_plan_cache *c = calloc(1, sizeof *c);
     if (c == NULL || capacity == 0)
@@ -42,6 +46,7 @@ int attnd_plan_cache_create(attnd_plan_cache **out, uint32_t capacity, void (*fr
     c->next_id = 1;
     c->free_obj = free_obj;
     c->st.capacity = capacity;
+    c->max_bytes = max_bytes ? max_bytes : UINT64_MAX;
     *out = c;
     return 0;
 fail:
@@ -84,13 +89,14 @@ static int evict_one(attnd_plan_cache *c)
         return 0;
     x = c->e[victim];
     c->e[victim] = c->e[--c->n];
+    c->bytes -= x->bytes;
     c->st.evictions++;
     entry_free(c, x);
     return 1;
 }
 
 int attnd_plan_cache_insert(attnd_plan_cache *c, const char *pool, const attn_key *plan_key,
-                            void *obj, uint64_t *id, attn_plan_decision *dec)
+                            void *obj, uint64_t bytes, uint64_t *id, attn_plan_decision *dec)
 {
     entry *x = calloc(1, sizeof *x);
     const entry *same = NULL, *prev_pool = NULL;
@@ -107,6 +113,7 @@ int attnd_plan_cache_insert(attnd_plan_cache *c, const char *pool, const attn_ke
     }
     snprintf(x->pool, sizeof x->pool, "%s", pool);
     x->obj = obj;
+    x->bytes = bytes;
     /* the cache's reference and the caller's: an entry the caller has not
      * used yet must not be evicted by a concurrent insert */
     x->refs = 2;
@@ -132,7 +139,17 @@ int attnd_plan_cache_insert(attnd_plan_cache *c, const char *pool, const attn_ke
         attn_plan_decide(NULL, &x->key, dec);
         c->st.misses++;
     }
-    while (c->n >= c->capacity && evict_one(c)) {
+    /* a plan larger than the whole bound evicts nothing */
+    while (bytes <= c->max_bytes && (c->n >= c->capacity || c->bytes + bytes > c->max_bytes) &&
+           evict_one(c)) {
+    }
+    if (bytes > c->max_bytes - c->bytes) {
+        /* larger than the whole bound, or plans in use hold the rest */
+        rc = bytes > c->max_bytes ? ATTN_E_TOO_LARGE : ATTN_E_BUSY;
+        c->st.refused++;
+        pthread_mutex_unlock(&c->lock);
+        entry_free(c, x);
+        return rc;
     }
     if (c->n == c->alloc) {
         entry **grown = realloc(c->e, (size_t)c->alloc * 2 * sizeof *grown);
@@ -144,6 +161,7 @@ int attnd_plan_cache_insert(attnd_plan_cache *c, const char *pool, const attn_ke
         c->e = grown;
         c->alloc *= 2;
     }
+    c->bytes += bytes;
     x->id = c->next_id++;
     x->last_use = ++c->tick;
     c->e[c->n++] = x;
@@ -192,5 +210,7 @@ void attnd_plan_cache_stats_get(attnd_plan_cache *c, attnd_plan_cache_stats *out
     pthread_mutex_lock(&c->lock);
     *out = c->st;
     out->entries = c->n;
+    out->bytes = c->bytes;
+    out->max_bytes = c->max_bytes;
     pthread_mutex_unlock(&c->lock);
 }

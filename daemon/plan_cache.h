@@ -1,4 +1,5 @@
-/* attnd's plan cache: plans by id, bounded (LRU eviction), with the
+/* attnd's plan cache: plans by id, bounded by count and by bytes (LRU
+ * eviction of plans no run holds), with the
  * lifecycle event of every new plan decided from its plan key, the static
  * projection of seed 0x07F (planner/key.h).
  *
@@ -22,21 +23,27 @@ typedef struct attnd_plan_cache attnd_plan_cache;
 
 typedef struct attnd_plan_cache_stats {
     uint64_t entries, capacity, hits, misses, replans, evictions, stale;
+    uint64_t bytes, max_bytes, refused;
 } attnd_plan_cache_stats;
 
-/* Create a cache of at most `capacity` plans; `free_obj` releases a plan object. */
-int attnd_plan_cache_create(attnd_plan_cache **out, uint32_t capacity, void (*free_obj)(void *));
+/* Create a cache of at most `capacity` plans holding at most `max_bytes`
+ * together; `free_obj` releases a plan object. */
+int attnd_plan_cache_create(attnd_plan_cache **out, uint32_t capacity, uint64_t max_bytes,
+                            void (*free_obj)(void *));
 
 /* Free every entry and the cache. */
 void attnd_plan_cache_destroy(attnd_plan_cache *c);
 
-/* Insert a plan object under its plan key (copied) for pool `pool`: assigns
- * the id, decides the event (hit/miss/replan + reason) and evicts the least
- * recently used entry nobody holds when full.  The cache owns `obj` from now
- * on, and the caller holds one reference to it (as after
- * attnd_plan_cache_acquire): release it when done. */
+/* Insert a plan object of `bytes` bytes under its plan key (copied) for pool
+ * `pool`: assigns the id, decides the event (hit/miss/replan + reason) and
+ * evicts least recently used entries nobody holds until it fits the count
+ * and the bytes.  When it cannot fit, it is refused and freed: E_TOO_LARGE
+ * (larger than max_bytes alone) or E_BUSY (plans in use hold the rest).  The
+ * cache owns `obj` from now on (also when refused), and on success the caller
+ * holds one reference to it (as after attnd_plan_cache_acquire): release it
+ * when done. */
 int attnd_plan_cache_insert(attnd_plan_cache *c, const char *pool, const attn_key *plan_key,
-                            void *obj, uint64_t *id, attn_plan_decision *dec);
+                            void *obj, uint64_t bytes, uint64_t *id, attn_plan_decision *dec);
 
 /* Find plan `id` and take a reference; E_STALE_PLAN (field "plan_id") when unknown or evicted. */
 int attnd_plan_cache_acquire(attnd_plan_cache *c, uint64_t id, void **obj, attn_error_detail *err);

@@ -11,8 +11,6 @@
 #include "engines/cuda/cuda_engine.h"
 #endif
 
-#define ATTND_MAX_POOLS 64
-
 struct attnd_pool_table {
     pthread_mutex_t lock;
     uint64_t budget;
@@ -77,6 +75,10 @@ static int find_locked(attnd_pool_table *t, const char *name)
     return -1;
 }
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+#define HEAD_DIM_TEXT STRINGIFY(ATTN_MAX_HEAD_DIM)
+
 /* One geometry dimension must lie in [1, max]; `max_text` is how the error names max. */
 static int check_dim(const char *field, uint32_t v, uint32_t max, const char *max_text,
                      attn_error_detail *err)
@@ -98,8 +100,9 @@ static int check_geometry(const attn_pool_geometry *g, uint64_t *pk, uint64_t *p
         (rv = check_dim("num_pages", g->num_pages, 1u << 30, "2^30", err)) != 0 ||
         (rv = check_dim("page_size", g->page_size, 65536, "65536", err)) != 0 ||
         (rv = check_dim("num_kv_heads", g->num_kv_heads, 1024, "1024", err)) != 0 ||
-        (rv = check_dim("head_dim_qk", g->head_dim_qk, 1024, "1024", err)) != 0 ||
-        (rv = check_dim("head_dim_vo", g->head_dim_vo, 1024, "1024", err)) != 0)
+        (rv = check_dim("head_dim_qk", g->head_dim_qk, ATTN_MAX_HEAD_DIM, HEAD_DIM_TEXT, err)) !=
+            0 ||
+        (rv = check_dim("head_dim_vo", g->head_dim_vo, ATTN_MAX_HEAD_DIM, HEAD_DIM_TEXT, err)) != 0)
         return rv;
     if (g->kv_dtype != ATTN_FP32 && g->kv_dtype != ATTN_FP16 && g->kv_dtype != ATTN_BF16)
         return attn_error_set(err, ATTN_E_DTYPE, "kv_dtype", "unknown dtype");
@@ -233,8 +236,10 @@ int attnd_pool_drop(attnd_pool_table *t, const char *name, attn_error_detail *er
     }
     p = t->pools[i];
     t->pools[i] = t->pools[--t->n];
-    t->used -= p->bytes;
+    /* the budget comes back when the memory does: a run still holding the
+     * pool keeps its bytes reserved until its release frees them */
     if (--p->refs == 0) {
+        t->used -= p->bytes;
         pthread_mutex_unlock(&t->lock);
         pool_free(p);
         return 0;
@@ -266,6 +271,8 @@ void attnd_pool_release(attnd_pool_table *t, attnd_pool *p)
         return;
     pthread_mutex_lock(&t->lock);
     last = --p->refs == 0;
+    if (last)
+        t->used -= p->bytes; /* a dropped pool's last holder */
     pthread_mutex_unlock(&t->lock);
     if (last)
         pool_free(p);

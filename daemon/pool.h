@@ -35,6 +35,9 @@ typedef struct attnd_pool_table attnd_pool_table;
 /* Create an empty table whose pools together may hold at most `budget` bytes. */
 int attnd_pool_table_create(attnd_pool_table **t, uint64_t budget);
 
+/* Pools at once (E_BUSY beyond); `stats` lists every one of them. */
+#define ATTND_MAX_POOLS 64
+
 /* Drop every pool and free the table. */
 void attnd_pool_table_destroy(attnd_pool_table *t);
 

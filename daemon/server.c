@@ -25,6 +25,11 @@ attnd_metrics *attn_server_metrics(attn_server *s)
     return &s->metrics;
 }
 
+void attn_server_set_max_reply(attn_server *s, uint64_t bytes)
+{
+    atomic_store(&s->max_reply, bytes);
+}
+
 /* Declare both CUDA engines with the reason they cannot run here (hello
  * lists them; forcing one fails with that reason). */
 static int declare_cuda(attn_server *s, const char *why, attn_error_detail *err)
@@ -107,6 +112,7 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
     s->cfg = *cfg;
     pthread_rwlock_init(&s->trace_lock, NULL);
     attn_codec_limits_default(&s->limits);
+    atomic_init(&s->max_reply, cfg->max_reply);
     snprintf(s->build_id, sizeof s->build_id, "%s", ATTN_BUILD_ID);
     {
         /* seed 0x0BA: the loaded-artifact identity, hashed once at start */
@@ -141,7 +147,8 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
         attn_error_set(err, rc, "", "out of memory");
         goto fail;
     }
-    if ((rc = attnd_plan_cache_create(&s->plans, cfg->max_plans, attnd_plan_free)) != 0) {
+    if ((rc = attnd_plan_cache_create(&s->plans, cfg->max_plans, cfg->plan_cache_bytes,
+                                      attnd_plan_free)) != 0) {
         attn_error_set(err, rc, "max_plans", "cannot create the plan cache");
         goto fail;
     }
@@ -236,6 +243,8 @@ static void add_counter(attn_stats_info *st, const char *name, uint64_t v)
     st->counters[st->num_counters++].value = v;
 }
 
+_Static_assert(ATTN_STATS_MAX_POOLS >= ATTND_MAX_POOLS, "stats must be able to list every pool");
+
 static int do_stats(attn_server *s, attn_reply *rep)
 {
     attn_stats_info *st = &rep->stats;
@@ -254,6 +263,11 @@ static int do_stats(attn_server *s, attn_reply *rep)
     add_counter(st, "handoff_ns_max", atomic_load(&s->metrics.handoff_max_ns));
     add_counter(st, "engine_failures", atomic_load(&s->engine_failures));
     add_counter(st, "shutting_down_replies", atomic_load(&s->metrics.shutting_down_replies));
+    add_counter(st, "busy_replies", atomic_load(&s->metrics.busy_replies));
+    add_counter(st, "conns_refused", atomic_load(&s->metrics.conns_refused));
+    add_counter(st, "conns_closed_inflight", atomic_load(&s->metrics.conns_closed_inflight));
+    add_counter(st, "conns_closed_idle", atomic_load(&s->metrics.conns_closed_idle));
+    add_counter(st, "send_timeouts", atomic_load(&s->metrics.send_timeouts));
     for (int op = 0; op < ATTN_OP_COUNT; op++) {
         char name[48];
         snprintf(name, sizeof name, "op_%s", attn_op_name((attn_op)op));
@@ -261,6 +275,9 @@ static int do_stats(attn_server *s, attn_reply *rep)
     }
     attnd_plan_cache_stats_get(s->plans, &pc);
     add_counter(st, "plan_cache_stale", pc.stale);
+    add_counter(st, "plan_cache_bytes", pc.bytes);
+    add_counter(st, "plan_cache_max_bytes", pc.max_bytes);
+    add_counter(st, "plan_cache_refused", pc.refused);
     st->plan_cache.entries = pc.entries;
     st->plan_cache.capacity = pc.capacity;
     st->plan_cache.hits = pc.hits;
@@ -292,8 +309,14 @@ static int do_pool_create(attn_server *s, attn_request *req, attn_reply *rep,
         snprintf(g.name, sizeof g.name, "%s", req->pool);
     if (!req->has_device || g.device[0] == '\0')
         snprintf(g.device, sizeof g.device, "cpu");
-    if ((rc = attn_pool_geometry_validate(&g, err)) != 0)
+    if ((rc = attn_pool_geometry_validate(&g, err)) != 0) {
+        /* the validator names a manifest's pool ("pool.num_pages"); in a
+         * pool_create those are the request's own top-level keys, as
+         * attnd_pool_create names them: one scheme for the op */
+        if (strncmp(err->field, "pool.", 5) == 0)
+            memmove(err->field, err->field + 5, strlen(err->field + 5) + 1);
         return rc;
+    }
     if ((rc = attnd_pool_create(s->pools, &g, &rep->bytes, err)) != 0)
         return rc;
     snprintf(rep->pool, sizeof rep->pool, "%s", g.name);
@@ -329,7 +352,17 @@ static int do_kv(attn_server *s, attn_request *req, attn_reply *rep, void **scra
     } else {
         uint64_t kb = (uint64_t)a->num_pages * p->page_bytes_k;
         uint64_t vb = (uint64_t)a->num_pages * p->page_bytes_v;
-        char *buf = malloc(kb + vb + 1);
+        char *buf;
+        /* a small request can name one large page many times: the reply's
+         * size is checked before anything is allocated for it */
+        if (kb + vb > atomic_load(&s->max_reply)) {
+            rc = attn_error_set(err, ATTN_E_TOO_LARGE, "pages",
+                                "%u pages would make a %llu-byte reply, over --max-reply %llu",
+                                a->num_pages, (unsigned long long)(kb + vb),
+                                (unsigned long long)atomic_load(&s->max_reply));
+            goto out;
+        }
+        buf = malloc(kb + vb + 1);
         if (buf == NULL) {
             rc = attn_error_set(err, ATTN_E_NOMEM, "pages", "cannot allocate %llu bytes",
                                 (unsigned long long)(kb + vb));
@@ -428,6 +461,13 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
     }
     if (rc == 0) {
         rc = attn_reply_encode(&rep, &out, &err);
+        if (rc == 0 && out.len > atomic_load(&s->max_reply)) {
+            /* every other reply is bounded by its request; this is the backstop */
+            rc = attn_error_set(&err, ATTN_E_TOO_LARGE, "reply",
+                                "the reply would be %zu bytes, over --max-reply %llu", out.len,
+                                (unsigned long long)atomic_load(&s->max_reply));
+            attn_buf_free(&out);
+        }
         if (rc == 0) {
             *reply = out.data;
             *reply_len = out.len;
@@ -478,7 +518,7 @@ int attn_server_is_cheap(attn_server *s, const void *frame, size_t len)
     return op == ATTN_OP_HELLO || op == ATTN_OP_STATS;
 }
 
-int attn_server_refuse(attn_server *s, const void *frame, size_t len, void **reply,
+int attn_server_refuse(attn_server *s, const void *frame, size_t len, int code, void **reply,
                        size_t *reply_len)
 {
     attn_error_detail err;
@@ -502,7 +542,12 @@ int attn_server_refuse(attn_server *s, const void *frame, size_t len, void **rep
         }
     }
     peek_op(frame, len, &op);
-    attn_error_set(&err, ATTN_E_SHUTTING_DOWN, "", "attnd is shutting down; retry elsewhere");
+    if (code == ATTN_E_BUSY)
+        attn_error_set(&err, ATTN_E_BUSY, "conn_inflight",
+                       "this connection already has --conn-inflight requests in progress; "
+                       "wait for a reply first");
+    else
+        attn_error_set(&err, ATTN_E_SHUTTING_DOWN, "", "attnd is shutting down; retry elsewhere");
     return encode_error(s, id, op, &err, reply, reply_len);
 }
 
@@ -516,7 +561,8 @@ int attn_server_is_cheap_cb(void *arg, const void *req, size_t len)
     return attn_server_is_cheap(arg, req, len);
 }
 
-int attn_server_refuse_cb(void *arg, const void *req, size_t len, void **reply, size_t *reply_len)
+int attn_server_refuse_cb(void *arg, const void *req, size_t len, int code, void **reply,
+                          size_t *reply_len)
 {
-    return attn_server_refuse(arg, req, len, reply, reply_len);
+    return attn_server_refuse(arg, req, len, code, reply, reply_len);
 }

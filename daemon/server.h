@@ -32,9 +32,14 @@ int attn_server_handle(attn_server *s, const void *req, size_t len, void **reply
  * loop/worker hand-off, which costs more than they do). */
 int attn_server_is_cheap(attn_server *s, const void *req, size_t len);
 
-/* The E_SHUTTING_DOWN reply for a request that arrived after shutdown began. */
-int attn_server_refuse(attn_server *s, const void *req, size_t len, void **reply,
+/* The error reply `code` for a request that is not served: E_SHUTTING_DOWN
+ * (it arrived after shutdown began) or E_BUSY (its connection is at
+ * --conn-inflight). */
+int attn_server_refuse(attn_server *s, const void *req, size_t len, int code, void **reply,
                        size_t *reply_len);
+
+/* Change the reply-bytes cap while serving (SIGHUP reload). */
+void attn_server_set_max_reply(attn_server *s, uint64_t bytes);
 
 /* The counters the loop updates (hand-off time, in-flight requests). */
 attnd_metrics *attn_server_metrics(attn_server *s);
@@ -53,6 +58,7 @@ int attn_server_handle_cb(void *arg, const void *req, size_t len, void **reply, 
 int attn_server_is_cheap_cb(void *arg, const void *req, size_t len);
 
 /* attn_server_refuse for daemon/loop.h. */
-int attn_server_refuse_cb(void *arg, const void *req, size_t len, void **reply, size_t *reply_len);
+int attn_server_refuse_cb(void *arg, const void *req, size_t len, int code, void **reply,
+                          size_t *reply_len);
 
 #endif

@@ -33,6 +33,7 @@ struct attn_server {
     attn_capture *capture;
     attnd_metrics metrics;
     attn_codec_limits limits;
+    _Atomic uint64_t max_reply; /* --max-reply; SIGHUP may change it */
     _Atomic uint64_t op_count[ATTN_OP_COUNT];
     _Atomic uint64_t engine_failures;
     char build_id[64];
@@ -61,6 +62,11 @@ typedef struct attnd_plan {
     attn_plan_decision decision;
     double plan_us;
 } attnd_plan;
+
+/* Bytes a plan holds: the struct, its manifest's arrays, its selection and
+ * its engine plan's struct and split plan (what the plan cache's byte bound
+ * counts; an engine's private per-plan data is not seen here). */
+uint64_t attnd_plan_bytes(const attnd_plan *p);
 
 /* Free a plan object (the plan cache's free callback). */
 void attnd_plan_free(void *obj);

@@ -1,6 +1,11 @@
 /* Capture files (see capture.h). */
 #include "protocol/capture.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <msgpack.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -96,9 +101,28 @@ int attn_capture_open(attn_capture **out, const char *path, const attn_capture_h
     void *hb = NULL;
     size_t hl = 0;
     unsigned char lb[4];
-    FILE *f = fopen(path, "wb");
-    if (f == NULL)
-        return attn_error_set(err, ATTN_E_IO, "capture", "cannot create %s", path);
+    FILE *f;
+    struct stat sb;
+    /* K/V pages and outputs: readable by the owner only, never through a
+     * symlink, and never truncating a file that holds something (an empty
+     * regular file, e.g. from mkstemp, is used as it is) */
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return attn_error_set(
+            err, ATTN_E_IO, "capture", "cannot create %s: %s%s", path, strerror(errno),
+            errno == ELOOP ? " (a symlink: captures are not written through one)" : "");
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size != 0) {
+        close(fd);
+        return attn_error_set(err, ATTN_E_IO, "capture",
+                              "%s exists and is not an empty regular file; a capture never "
+                              "overwrites one (remove it or choose another path)",
+                              path);
+    }
+    if (fchmod(fd, 0600) != 0 || (f = fdopen(fd, "wb")) == NULL) {
+        close(fd);
+        return attn_error_set(err, ATTN_E_IO, "capture", "cannot open %s: %s", path,
+                              strerror(errno));
+    }
     attn_capture_header_encode(h, &hb, &hl);
     put_u32(lb, (uint32_t)hl);
     if (fwrite(ATTN_CAPTURE_MAGIC, 1, 8, f) != 8 || fwrite(lb, 1, 4, f) != 4 ||

@@ -249,6 +249,8 @@ static int get_str(dec *d, size_t pos, const char *field, char *dst, size_t cap)
                               field, cap - 1, it.len);
     if (memchr(it.ptr, 0, it.len) != NULL)
         return attn_error_set(d->err, ATTN_E_RANGE, field, "%s contains a NUL byte", field);
+    if (!attn_utf8_valid(it.ptr, it.len))
+        return attn_error_set(d->err, ATTN_E_RANGE, field, "%s is not valid UTF-8", field);
     memcpy(dst, it.ptr, it.len);
     dst[it.len] = '\0';
     return 0;
@@ -590,9 +592,10 @@ static int decode_one_request(dec *d, uint32_t b, attn_request_desc *q)
             if (val.type == ATTN_WT_UINT) {
                 snprintf(q->id, sizeof q->id, "%llu", (unsigned long long)val.u);
             } else if (val.type == ATTN_WT_STR) {
-                if (val.len == 0 || val.len >= sizeof q->id || memchr(val.ptr, 0, val.len) != NULL)
+                if (val.len == 0 || val.len >= sizeof q->id ||
+                    memchr(val.ptr, 0, val.len) != NULL || !attn_utf8_valid(val.ptr, val.len))
                     return attn_error_set(d->err, ATTN_E_RANGE, F(),
-                                          "%s must have 1 to %zu bytes and no NUL", f,
+                                          "%s must have 1 to %zu bytes of UTF-8 and no NUL", f,
                                           sizeof q->id - 1);
                 memcpy(q->id, val.ptr, val.len);
                 q->id[val.len] = '\0';
@@ -1461,14 +1464,27 @@ fail:;
 
 /* A packer over an sbuffer whose maps get their count patched at the end,
  * so optional keys need no counting pass (map32 is valid msgpack). */
+/* Why an encoding failed, as bits of enc.rc: msgpack-c's calls return -1
+ * when an allocation fails, so their results are mapped through enc_ok
+ * rather than or-ed in (which set every bit, TOO_LARGE included). */
+#define ENC_NOMEM 1
+#define ENC_TOO_LARGE 2
+
 typedef struct enc {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    int rc;
+    int rc; /* ENC_* bits */
     size_t map_at[8];
     uint32_t map_n[8];
     int depth;
 } enc;
+
+/* Note a msgpack-c result: nonzero is an allocation failure. */
+static void enc_ok(enc *e, int rc)
+{
+    if (rc != 0)
+        e->rc |= ENC_NOMEM;
+}
 
 static void enc_init(enc *e)
 {
@@ -1482,7 +1498,7 @@ static void map_begin(enc *e)
     static const char hdr[5] = {(char)0xdf, 0, 0, 0, 0};
     e->map_at[e->depth] = e->sb.size;
     e->map_n[e->depth++] = 0;
-    e->rc |= msgpack_sbuffer_write(&e->sb, hdr, sizeof hdr);
+    enc_ok(e, msgpack_sbuffer_write(&e->sb, hdr, sizeof hdr));
 }
 
 static void map_end(enc *e)
@@ -1501,8 +1517,8 @@ static void map_end(enc *e)
 static void put_str(enc *e, const char *s)
 {
     size_t n = strlen(s);
-    e->rc |= msgpack_pack_str(&e->pk, n);
-    e->rc |= msgpack_pack_str_body(&e->pk, s, n);
+    enc_ok(e, msgpack_pack_str(&e->pk, n));
+    enc_ok(e, msgpack_pack_str_body(&e->pk, s, n));
 }
 
 static void key(enc *e, const char *k)
@@ -1520,24 +1536,24 @@ static void kv_str(enc *e, const char *k, const char *s)
 static void kv_u64(enc *e, const char *k, uint64_t v)
 {
     key(e, k);
-    e->rc |= msgpack_pack_uint64(&e->pk, v);
+    enc_ok(e, msgpack_pack_uint64(&e->pk, v));
 }
 
 static void kv_bool(enc *e, const char *k, bool v)
 {
     key(e, k);
-    e->rc |= v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk);
+    enc_ok(e, v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk));
 }
 
 static void put_bin(enc *e, const void *p, uint64_t n)
 {
     if (n > UINT32_MAX) {
-        e->rc |= 2; /* bin32 cannot say it */
+        e->rc |= ENC_TOO_LARGE; /* bin32 cannot say it */
         return;
     }
-    e->rc |= msgpack_pack_bin(&e->pk, (size_t)n);
+    enc_ok(e, msgpack_pack_bin(&e->pk, (size_t)n));
     if (n)
-        e->rc |= msgpack_pack_bin_body(&e->pk, p, (size_t)n);
+        enc_ok(e, msgpack_pack_bin_body(&e->pk, p, (size_t)n));
 }
 
 static void kv_bin(enc *e, const char *k, attn_bytes b)
@@ -1558,8 +1574,9 @@ static int enc_finish(enc *e, attn_buf *out, attn_error_detail *err)
         msgpack_sbuffer_destroy(&e->sb);
         out->data = NULL;
         out->len = 0;
-        return e->rc & 2 ? attn_error_set(err, ATTN_E_TOO_LARGE, "", "a payload exceeds 4 GiB")
-                         : attn_error_set(err, ATTN_E_NOMEM, "", "no memory to encode");
+        return e->rc & ENC_TOO_LARGE
+                   ? attn_error_set(err, ATTN_E_TOO_LARGE, "", "a payload exceeds 4 GiB")
+                   : attn_error_set(err, ATTN_E_NOMEM, "", "no memory to encode");
     }
     out->len = e->sb.size;
     out->data = (uint8_t *)msgpack_sbuffer_release(&e->sb);
@@ -1620,7 +1637,7 @@ static void enc_manifest(enc *e, const attn_manifest *m)
     kv_str(e, "pool", m->pool);
     kv_u64(e, "num_qo_heads", m->num_qo_heads);
     key(e, "requests");
-    e->rc |= msgpack_pack_array(&e->pk, m->num_requests);
+    enc_ok(e, msgpack_pack_array(&e->pk, m->num_requests));
     for (uint32_t b = 0; b < m->num_requests; b++) {
         map_begin(e);
         kv_str(e, "id", m->requests[b].id);
@@ -1645,7 +1662,7 @@ static void enc_manifest(enc *e, const attn_manifest *m)
     enc_mask(e, &m->mask);
     if (m->has_sm_scale) {
         key(e, "sm_scale");
-        e->rc |= msgpack_pack_float(&e->pk, m->sm_scale);
+        enc_ok(e, msgpack_pack_float(&e->pk, m->sm_scale));
     }
     kv_str(e, "q_dtype", attn_dtype_name(m->q_dtype));
     const attn_policy *p = &m->policy;
@@ -1759,7 +1776,7 @@ static bool splice_raw(enc *e, const char *k, const attn_bytes *b)
     if (attn_wire_skip(&r, 32) != 0 || attn_wire_remaining(&r) != 0)
         return false;
     key(e, k);
-    e->rc |= msgpack_sbuffer_write(&e->sb, b->data, (size_t)b->len);
+    enc_ok(e, msgpack_sbuffer_write(&e->sb, b->data, (size_t)b->len));
     return true;
 }
 
@@ -1773,7 +1790,7 @@ static void enc_server(enc *e, const attn_server_info *s)
     key(e, "backends");
     uint32_t nb =
         s->num_backends < ATTN_HELLO_MAX_BACKENDS ? s->num_backends : ATTN_HELLO_MAX_BACKENDS;
-    e->rc |= msgpack_pack_array(&e->pk, nb);
+    enc_ok(e, msgpack_pack_array(&e->pk, nb));
     for (uint32_t b = 0; b < nb; b++) {
         map_begin(e);
         kv_str(e, "name", s->backends[b].name);
@@ -1783,11 +1800,11 @@ static void enc_server(enc *e, const attn_server_info *s)
     }
     key(e, "devices");
     uint32_t nd = s->num_devices < ATTN_HELLO_MAX_DEVICES ? s->num_devices : ATTN_HELLO_MAX_DEVICES;
-    e->rc |= msgpack_pack_array(&e->pk, nd);
+    enc_ok(e, msgpack_pack_array(&e->pk, nd));
     for (uint32_t k = 0; k < nd; k++)
         put_str(e, s->devices[k]);
     if (s->identity.len > 0 && !splice_raw(e, "identity", &s->identity))
-        e->rc |= -1;
+        e->rc |= ENC_NOMEM;
     map_end(e);
 }
 
@@ -1809,7 +1826,7 @@ static void enc_stats(enc *e, const attn_stats_info *s)
     map_end(e);
     key(e, "pools");
     uint32_t np = s->num_pools < ATTN_STATS_MAX_POOLS ? s->num_pools : ATTN_STATS_MAX_POOLS;
-    e->rc |= msgpack_pack_array(&e->pk, np);
+    enc_ok(e, msgpack_pack_array(&e->pk, np));
     for (uint32_t k = 0; k < np; k++) {
         map_begin(e);
         kv_str(e, "pool", s->pools[k].name);

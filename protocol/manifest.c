@@ -142,12 +142,12 @@ int attn_pool_geometry_validate(const attn_pool_geometry *g, attn_error_detail *
                               g->page_size);
     if (g->num_kv_heads == 0)
         return attn_error_set(err, ATTN_E_RANGE, "pool.num_kv_heads", "num_kv_heads must be > 0");
-    if (g->head_dim_qk == 0 || g->head_dim_qk > 4096)
+    if (g->head_dim_qk == 0 || g->head_dim_qk > ATTN_MAX_HEAD_DIM)
         return attn_error_set(err, ATTN_E_RANGE, "pool.head_dim_qk",
-                              "head_dim_qk %u outside [1, 4096]", g->head_dim_qk);
-    if (g->head_dim_vo == 0 || g->head_dim_vo > 4096)
+                              "head_dim_qk %u outside [1, %u]", g->head_dim_qk, ATTN_MAX_HEAD_DIM);
+    if (g->head_dim_vo == 0 || g->head_dim_vo > ATTN_MAX_HEAD_DIM)
         return attn_error_set(err, ATTN_E_RANGE, "pool.head_dim_vo",
-                              "head_dim_vo %u outside [1, 4096]", g->head_dim_vo);
+                              "head_dim_vo %u outside [1, %u]", g->head_dim_vo, ATTN_MAX_HEAD_DIM);
     if ((unsigned)g->kv_dtype > ATTN_BF16)
         return attn_error_set(err, ATTN_E_DTYPE, "pool.kv_dtype", "unknown kv_dtype %d",
                               (int)g->kv_dtype);
@@ -321,6 +321,23 @@ void attn_manifest_free(attn_manifest *m)
     m->kv.block_table = m->kv.lens = NULL;
     m->mask.fm_lts = m->mask.fm_lte = m->mask.fm_uts = m->mask.fm_ute = NULL;
     m->mask.dense_bits = NULL;
+}
+
+uint64_t attn_manifest_heap_bytes(const attn_manifest *m)
+{
+    const attn_kv_table *kv = &m->kv;
+    uint64_t B = m->num_requests;
+    uint64_t n = 0;
+    n += m->requests ? sizeof *m->requests * B : 0;
+    n += m->qo_indptr ? sizeof(int32_t) * (B + 1) : 0;
+    n += kv->page_indptr ? sizeof(int32_t) * (B + 1) : 0;
+    n += kv->page_indices ? sizeof(int32_t) * (uint64_t)kv->num_page_indices : 0;
+    n += kv->last_page_len ? sizeof(int32_t) * B : 0;
+    n += kv->block_table ? sizeof(int32_t) * B * kv->max_blocks : 0;
+    n += kv->lens ? sizeof(int32_t) * B : 0;
+    n += (m->mask.fm_lts ? 4 : 0) * sizeof(int32_t) * m->mask.fm_len;
+    n += m->mask.dense_bits ? m->mask.dense_bytes : 0;
+    return n;
 }
 
 /* malloc'ed copy of n bytes (NULL stays NULL; n == 0 copies nothing). */

@@ -86,6 +86,9 @@ int attn_manifest_validate_core(const attn_manifest *m, const attn_pool_geometry
  * struct itself is the caller's. */
 void attn_manifest_free(attn_manifest *m);
 
+/* Bytes the manifest's arrays hold on the heap (what a clone allocates). */
+uint64_t attn_manifest_heap_bytes(const attn_manifest *m);
+
 /* Deep copy of `src` into `dst` (arrays malloc'ed; free with
  * attn_manifest_free).  Returns 0 or ATTN_E_NOMEM (dst then holds nothing). */
 int attn_manifest_clone(attn_manifest *dst, const attn_manifest *src);

@@ -121,6 +121,25 @@ int attn_kv_check(const attn_kv_args *a, attn_op op, const attn_pool_geometry *g
         }
     if (op != ATTN_OP_KV_WRITE)
         return 0;
+    /* a page named twice would be written twice, the last copy winning
+     * silently: refused, naming the second mention (pages are in range here) */
+    {
+        uint8_t *seen = calloc((g->num_pages + 7) / 8, 1);
+        if (seen == NULL)
+            return attn_error_set(err, ATTN_E_NOMEM, "pages", "out of memory");
+        for (uint32_t i = 0; i < a->num_pages; i++) {
+            uint32_t pg = (uint32_t)a->pages[i];
+            if (seen[pg / 8] & (1u << (pg % 8))) {
+                char f[32];
+                free(seen);
+                snprintf(f, sizeof f, "pages[%u]", i);
+                return attn_error_set(err, ATTN_E_RANGE, f,
+                                      "page %u appears twice; a kv_write names each page once", pg);
+            }
+            seen[pg / 8] |= (uint8_t)(1u << (pg % 8));
+        }
+        free(seen);
+    }
     /* NHD [n, P, H, d] and HND [n, H, P, d] have the same byte length. */
     uint64_t rows = (uint64_t)a->num_pages * g->page_size;
     if ((rv = check_tensor(&a->k, "k", rows, g->num_kv_heads, g->head_dim_qk, g->kv_dtype, err)))

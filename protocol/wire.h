@@ -69,6 +69,11 @@ int attn_wire_skip(attn_wire_reader *r, uint32_t max_depth);
 /* True when `it` is a str equal to the NUL-terminated `s`. */
 bool attn_wire_str_eq(const attn_wire_item *it, const char *s);
 
+/* Whether p[0..n) is well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF); every string attnd keeps and echoes
+ * must be, or strict clients cannot decode its replies. */
+bool attn_utf8_valid(const void *p, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

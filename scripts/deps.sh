@@ -2,8 +2,27 @@
 # Install the Debian packages attnd needs to build and test, only those missing.
 # Called by the Makefile before any build; quick when everything is present.
 set -eu
+# nng: Debian 12's 1.5.2 stops its listener when a peer disconnects during the
+# SP handshake (nng issue 1518, fixed in 1.6.0): one bare connect-and-close on
+# the socket and attnd answers nothing.  When the system nng is older than the
+# fix, build one from Debian's source package into a private prefix outside the
+# clone (static, PIC, TLS through mbedTLS) once; the Makefile links it.
+# `deps.sh --nng-prefix` prints that prefix, or nothing when the system nng will do.
+ATTN_DEPS_PREFIX=${ATTN_DEPS_PREFIX:-/opt/attnd-deps}
+NNG_PREFIX=$ATTN_DEPS_PREFIX/nng
+nng_fixed_version=1.6.0
+system_nng_ok() {
+    local v
+    v=$(dpkg-query -W -f='${Version}' libnng-dev 2>/dev/null) || return 1
+    dpkg --compare-versions "$v" ge "$nng_fixed_version"
+}
+if [ "${1:-}" = --nng-prefix ]; then
+    system_nng_ok || echo "$NNG_PREFIX"
+    exit 0
+fi
 need=(build-essential pkg-config libuv1-dev libnng-dev libmsgpack-dev libcmocka-dev
-      libssl-dev libjansson-dev libmbedtls-dev cppcheck clang-format python3)
+      libssl-dev libjansson-dev libmbedtls-dev cppcheck clang-format python3
+      cmake dpkg-dev openssl)
 missing=()
 for p in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,4 +41,52 @@ if ! python3 -c 'import msgpack' 2>/dev/null; then
     python3 -m pip install -q msgpack >/dev/null 2>&1 ||
         python3 -m pip install -q --break-system-packages msgpack >/dev/null 2>&1 ||
         $SUDO apt-get install -y -qq --no-install-recommends python3-msgpack >/dev/null
+fi
+
+here=$(cd "$(dirname "$0")" && pwd)
+# fetch_nng_source SUITE VERSION DIR: `apt-get source` from SUITE through a
+# private deb-src list and apt state under DIR (the system's apt configuration
+# is not touched); prints the unpacked source tree.
+fetch_nng_source() {
+    local suite=$1 version=$2 dir=$3 apt
+    mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/src"
+    printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$suite" >"$dir/sources.list.sources"
+    apt=(-o "Dir::Etc::SourceList=$dir/sources.list.sources" -o Dir::Etc::SourceParts=/dev/null
+         -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache" -o APT::Sandbox::User=root)
+    apt-get "${apt[@]}" update -qq >&2 || return 1
+    (cd "$dir/src" && apt-get "${apt[@]}" source -qq --download-only "nng=$version" >&2 &&
+        dpkg-source -x --no-check nng_"$version".dsc nng >&2) || return 1
+    echo "$dir/src/nng"
+}
+if ! system_nng_ok && [ ! -f "$NNG_PREFIX/lib/libnng.a" ]; then
+    work=$(mktemp -d)
+    t0=$(date +%s)
+    # Debian 13's 1.10.1 first; where the archive does not serve it (these
+    # machines' mirror answers 404 for its files), Debian 12's own 1.5.2 with
+    # the fix for issue 1518 applied (scripts/nng/).
+    if src=$(fetch_nng_source trixie 1.10.1-2 "$work/trixie"); then
+        ver=1.10.1-2
+    elif src=$(fetch_nng_source bookworm 1.5.2-2 "$work/bookworm") &&
+        patch -d "$src" -p1 <"$here/nng/1518-negotiation-close.patch" >&2; then
+        ver=1.5.2-2+attnd1
+    else
+        echo "deps: cannot fetch the nng source package (see above)" >&2
+        exit 1
+    fi
+    echo "deps: building nng $ver into $NNG_PREFIX" >&2
+    cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+        -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DNNG_TESTS=OFF -DNNG_TOOLS=OFF \
+        -DNNG_ENABLE_NNGCAT=OFF -DNNG_ENABLE_TLS=ON -DCMAKE_INSTALL_PREFIX="$NNG_PREFIX.tmp" \
+        -DCMAKE_INSTALL_LIBDIR=lib >"$work/cmake.log" 2>&1 &&
+        cmake --build "$work/build" -j "$(nproc)" >>"$work/cmake.log" 2>&1 &&
+        cmake --install "$work/build" >>"$work/cmake.log" 2>&1 || {
+        tail -30 "$work/cmake.log" >&2
+        echo "deps: the nng build failed (log above)" >&2
+        exit 1
+    }
+    echo "$ver" >"$NNG_PREFIX.tmp/VERSION"
+    rm -rf "$NNG_PREFIX" && mv "$NNG_PREFIX.tmp" "$NNG_PREFIX"
+    rm -rf "$work"
+    echo "deps: nng $ver built in $(($(date +%s) - t0)) s" >&2
 fi

@@ -8,6 +8,7 @@ set -eu
 BUILD=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
 for k in decode prefill append mixed; do
+    rm -f "$here/examples/$k.capture" # a capture never overwrites a file
     "$here/$BUILD/attnctl" gen --out "$here/examples/$k.capture" --kind "$k" --seed 7 --pool "$k" \
         --requests 4 --max-len 64
 done

@@ -16,6 +16,7 @@
 #include "attnctl.h"
 #include "protocol/codec.h"
 #include "protocol/json.h"
+#include "protocol/tls.h"
 
 double actl_now_us(void)
 {
@@ -142,6 +143,41 @@ static void local_stop(actl_conn *c)
     c->dir[0] = '\0';
 }
 
+/* Dial url (blocking); a tls+tcp:// URL takes its PEM files from
+ * ATTN_TLS_CERT, ATTN_TLS_KEY, ATTN_TLS_CA (and ATTN_TLS_SERVER_NAME). */
+static int dial(nng_socket s, const char *url)
+{
+    nng_dialer d;
+    int rv;
+    if ((rv = nng_dialer_create(&d, s, url)) != 0) {
+        fprintf(stderr, "attnctl: cannot connect to %s: %s\n", url, nng_strerror(rv));
+        return ATTN_E_IO;
+    }
+    if (strncmp(url, "tls+tcp://", 10) == 0) {
+        attn_tls_files f = {getenv("ATTN_TLS_CERT"), getenv("ATTN_TLS_KEY"), getenv("ATTN_TLS_CA"),
+                            getenv("ATTN_TLS_SERVER_NAME")};
+        attn_error_detail err;
+        nng_tls_config *cfg;
+        int rc = attn_tls_config_from_files(&cfg, 0, &f, &err);
+        if (rc != 0) {
+            fprintf(stderr, "attnctl: %s: %s (set ATTN_TLS_CERT, ATTN_TLS_KEY, ATTN_TLS_CA)\n",
+                    err.field, err.message);
+            return rc;
+        }
+        rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
+        nng_tls_config_free(cfg);
+        if (rv != 0) {
+            fprintf(stderr, "attnctl: tls: %s\n", nng_strerror(rv));
+            return ATTN_E_IO;
+        }
+    }
+    if ((rv = nng_dialer_start(d, 0)) != 0) {
+        fprintf(stderr, "attnctl: no daemon at %s: %s\n", url, nng_strerror(rv));
+        return ATTN_E_IO;
+    }
+    return 0;
+}
+
 int actl_open(actl_conn *c, const char *url, int local, const char *capture)
 {
     char local_url[128];
@@ -163,11 +199,10 @@ int actl_open(actl_conn *c, const char *url, int local, const char *capture)
     nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, 60000);
     nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0);
-    if ((rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
-        fprintf(stderr, "attnctl: cannot connect to %s: %s\n", url, nng_strerror(rv));
+    if ((rv = dial(c->sock, url)) != 0) {
         nng_close(c->sock);
         local_stop(c);
-        return ATTN_E_IO;
+        return rv;
     }
     c->open = 1;
     return 0;

@@ -8,18 +8,48 @@
  */
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/util/platform.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/client.h"
 #include "protocol/codec.h"
+#include "protocol/tls.h"
 
 struct attn_client {
     nng_socket sock;
     atomic_uint_fast64_t next_id;
     atomic_int timeout_ms;
+    atomic_int pipes; /* connections to attnd now (nng pipe events) */
+    char url[256];    /* for "no daemon at URL" */
 };
+
+/* How long a call waits for a first connection before it says "no daemon"
+ * (nng redials every 100 ms or so, so a daemon started just now is found). */
+#define ATTN_CONNECT_WAIT_MS 1000
+
+/* A NULL argument: ATTN_E_INVALID naming it, in rep when there is one. */
+static int invalid(attn_reply *rep, const char *what)
+{
+    if (rep != NULL) {
+        memset(rep, 0, sizeof *rep);
+        attn_error_set(&rep->error, ATTN_E_INVALID, what, "%s is NULL", what);
+    }
+    return ATTN_E_INVALID;
+}
+
+/* nng thread: count the client's connections. */
+static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    attn_client *c = arg;
+    (void)p;
+    if (ev == NNG_PIPE_EV_ADD_POST)
+        atomic_fetch_add(&c->pipes, 1);
+    else if (ev == NNG_PIPE_EV_REM_POST)
+        atomic_fetch_sub(&c->pipes, 1);
+}
 
 static int io_fail(attn_reply *rep, int nrv, const char *what)
 {
@@ -27,30 +57,76 @@ static int io_fail(attn_reply *rep, int nrv, const char *what)
     return attn_error_set(&rep->error, ATTN_E_IO, "", "%s: %s", what, nng_strerror(nrv));
 }
 
-int attn_client_open(attn_client **out, const char *url)
+/* Open the socket and dial url (TLS settings when tls is not NULL). */
+static int client_open(attn_client **out, const char *url, const attn_client_tls *tls)
 {
     int rv;
-    attn_client *c = calloc(1, sizeof *c);
+    attn_client *c;
+    nng_dialer d;
+    if (out == NULL)
+        return ATTN_E_INVALID;
     *out = NULL;
-    if (c == NULL)
+    if (url == NULL)
+        return ATTN_E_INVALID;
+    if ((c = calloc(1, sizeof *c)) == NULL)
         return ATTN_E_NOMEM;
+    snprintf(c->url, sizeof c->url, "%s", url);
+    atomic_init(&c->pipes, 0);
     if ((rv = nng_req0_open(&c->sock)) != 0) {
         free(c);
         return ATTN_E_IO;
     }
+    nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, c);
+    nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, pipe_cb, c);
     /* replies carry whole O tensors: no 1 MiB receive cap on our side; and
      * never resend a request on our own (a resent plan would plan twice) */
     if ((rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
         (rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
-        (rv = nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
+        (rv = nng_dialer_create(&d, c->sock, url)) != 0) {
         nng_close(c->sock);
         free(c);
         return rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? ATTN_E_RANGE : ATTN_E_IO;
+    }
+    if (tls != NULL) {
+        attn_tls_files f = {tls->cert, tls->key, tls->ca, tls->server_name};
+        attn_error_detail err;
+        nng_tls_config *cfg;
+        int rc = attn_tls_config_from_files(&cfg, 0, &f, &err);
+        if (rc == 0) {
+            rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
+            nng_tls_config_free(cfg);
+            rc = rv == 0 ? 0 : ATTN_E_IO;
+        }
+        if (rc != 0) {
+            nng_close(c->sock);
+            free(c);
+            return rc;
+        }
+    }
+    if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
+        nng_close(c->sock);
+        free(c);
+        return ATTN_E_IO;
     }
     atomic_init(&c->next_id, 1);
     atomic_init(&c->timeout_ms, 30000);
     *out = c;
     return 0;
+}
+
+int attn_client_open(attn_client **out, const char *url)
+{
+    return client_open(out, url, NULL);
+}
+
+int attn_client_open_tls(attn_client **out, const char *url, const attn_client_tls *tls)
+{
+    if (tls == NULL) {
+        if (out != NULL)
+            *out = NULL;
+        return ATTN_E_INVALID;
+    }
+    return client_open(out, url, tls);
 }
 
 void attn_client_close(attn_client *c)
@@ -63,7 +139,8 @@ void attn_client_close(attn_client *c)
 
 void attn_client_set_timeout(attn_client *c, int ms)
 {
-    atomic_store(&c->timeout_ms, ms);
+    if (c != NULL)
+        atomic_store(&c->timeout_ms, ms);
 }
 
 static nng_duration call_timeout(attn_client *c)
@@ -124,14 +201,38 @@ static int finish_reply(nng_msg *msg, uint64_t id, attn_op op, attn_reply *rep)
     return rep->ok ? 0 : (rep->error.code != 0 ? rep->error.code : ATTN_E_INTERNAL);
 }
 
+/* Wait (at most ATTN_CONNECT_WAIT_MS, or the call timeout when shorter) for
+ * a connection, so that a call with no daemon listening fails at once with
+ * "no daemon at URL" instead of after the whole call timeout. */
+static int wait_connected(attn_client *c, attn_reply *rep)
+{
+    int ms = atomic_load(&c->timeout_ms);
+    int wait = ms > 0 && ms < ATTN_CONNECT_WAIT_MS ? ms : ATTN_CONNECT_WAIT_MS;
+    for (int t = 0; atomic_load(&c->pipes) <= 0; t += 10) {
+        if (t >= wait) {
+            rep->ok = false;
+            return attn_error_set(&rep->error, ATTN_E_IO, "url",
+                                  "no daemon at %s (no connection within %d ms)", c->url, wait);
+        }
+        nng_msleep(10);
+    }
+    return 0;
+}
+
 int attn_call(attn_client *c, attn_request *req, attn_reply *rep)
 {
     nng_ctx ctx;
     nng_aio *aio;
     nng_msg *msg = NULL;
     int rv, nrv;
+    if (rep == NULL)
+        return ATTN_E_INVALID;
+    if (c == NULL || req == NULL)
+        return invalid(rep, c == NULL ? "client" : "request");
     memset(rep, 0, sizeof *rep);
     rep->op = req->op;
+    if ((rv = wait_connected(c, rep)) != 0)
+        return rv;
     if ((rv = request_msg(c, req, &msg, rep)) != 0)
         return rv;
     /* nng 1.5 has no nng_ctx_sendmsg: a private aio, waited on, does it */
@@ -208,10 +309,14 @@ done:
 
 int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *arg)
 {
-    async_call *ac = calloc(1, sizeof *ac);
-    attn_reply *rep = calloc(1, sizeof *rep);
+    async_call *ac;
+    attn_reply *rep;
     nng_msg *msg = NULL;
     int rv;
+    if (c == NULL || req == NULL || cb == NULL)
+        return ATTN_E_INVALID;
+    ac = calloc(1, sizeof *ac);
+    rep = calloc(1, sizeof *rep);
     if (ac == NULL || rep == NULL) {
         free(ac);
         free(rep);
@@ -249,6 +354,8 @@ int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *a
 
 static int call_op(attn_client *c, attn_request *req, attn_reply *rep)
 {
+    if (c == NULL || rep == NULL)
+        return invalid(rep, c == NULL ? "client" : "reply");
     req->v = ATTN_PROTOCOL_VERSION;
     return attn_call(c, req, rep);
 }
@@ -267,6 +374,8 @@ int attn_stats(attn_client *c, attn_reply *rep)
 
 int attn_pool_create(attn_client *c, const attn_pool_geometry *g, attn_reply *rep)
 {
+    if (g == NULL)
+        return invalid(rep, "geometry");
     attn_request req = {.op = ATTN_OP_POOL_CREATE, .geom = *g};
     return call_op(c, &req, rep);
 }
@@ -275,7 +384,10 @@ int attn_pool_create(attn_client *c, const attn_pool_geometry *g, attn_reply *re
 static int pool_op(attn_client *c, attn_op op, const char *pool, attn_reply *rep)
 {
     attn_request req = {.op = op};
-    size_t n = strlen(pool);
+    size_t n;
+    if (pool == NULL || rep == NULL)
+        return invalid(rep, pool == NULL ? "pool" : "reply");
+    n = strlen(pool);
     if (n == 0 || n >= sizeof req.pool) {
         memset(rep, 0, sizeof *rep);
         return attn_error_set(&rep->error, ATTN_E_RANGE, "pool", "pool names have 1 to %zu bytes",
@@ -297,30 +409,40 @@ int attn_pool_info(attn_client *c, const char *pool, attn_reply *rep)
 
 int attn_kv_write(attn_client *c, const attn_kv_args *a, attn_reply *rep)
 {
+    if (a == NULL)
+        return invalid(rep, "kv");
     attn_request req = {.op = ATTN_OP_KV_WRITE, .kv = *a};
     return call_op(c, &req, rep);
 }
 
 int attn_kv_read(attn_client *c, const attn_kv_args *a, attn_reply *rep)
 {
+    if (a == NULL)
+        return invalid(rep, "kv");
     attn_request req = {.op = ATTN_OP_KV_READ, .kv = *a};
     return call_op(c, &req, rep);
 }
 
 int attn_plan(attn_client *c, const attn_manifest *m, attn_reply *rep)
 {
+    if (m == NULL)
+        return invalid(rep, "manifest");
     attn_request req = {.op = ATTN_OP_PLAN, .manifest = *m};
     return call_op(c, &req, rep);
 }
 
 int attn_run(attn_client *c, const attn_run_args *a, attn_reply *rep)
 {
+    if (a == NULL)
+        return invalid(rep, "run");
     attn_request req = {.op = ATTN_OP_RUN, .run = *a};
     return call_op(c, &req, rep);
 }
 
 int attn_attend(attn_client *c, const attn_manifest *m, const attn_run_args *a, attn_reply *rep)
 {
+    if (m == NULL || a == NULL)
+        return invalid(rep, m == NULL ? "manifest" : "run");
     attn_request req = {.op = ATTN_OP_ATTEND, .manifest = *m, .run = *a};
     return call_op(c, &req, rep);
 }

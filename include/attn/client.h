@@ -104,7 +104,7 @@ typedef struct attn_request {
 #define ATTN_HELLO_MAX_BACKENDS 16
 #define ATTN_HELLO_MAX_DEVICES 16
 #define ATTN_STATS_MAX_COUNTERS 64
-#define ATTN_STATS_MAX_POOLS 32
+#define ATTN_STATS_MAX_POOLS 64 /* attnd's pool limit: stats lists every pool */
 
 /* One backend as `hello` reports it. */
 typedef struct attn_backend_info {
@@ -194,6 +194,20 @@ typedef struct attn_client attn_client;
 /* Connect to attnd at `url` ("ipc:///run/attnd/attnd.sock", "tcp://...");
  * the dial is non-blocking, so a daemon started later is still reached. */
 ATTN_EXPORT int attn_client_open(attn_client **c, const char *url);
+
+/* TLS client settings for a tls+tcp:// URL (PEM file paths): our
+ * certificate and key (attnd requires a client certificate), the CA the
+ * server's certificate must chain to, and optionally the name to check in it. */
+typedef struct attn_client_tls {
+    const char *cert;
+    const char *key;
+    const char *ca;
+    const char *server_name; /* NULL: not checked beyond the CA */
+} attn_client_tls;
+
+/* attn_client_open for a tls+tcp:// URL with the TLS settings `tls`
+ * (ATTN_E_MISSING / ATTN_E_IO when a file is missing or unreadable). */
+ATTN_EXPORT int attn_client_open_tls(attn_client **c, const char *url, const attn_client_tls *tls);
 
 /* Close the connection and free the client (calls in flight must be done). */
 ATTN_EXPORT void attn_client_close(attn_client *c);

@@ -69,6 +69,7 @@ extern "C" {
     X(POOL_UNRESTORED, -82, "engine failed and could not restore the pool")                        \
     X(NOMEM, -90, "out of memory")                                                                 \
     X(IO, -91, "input/output error")                                                               \
+    X(INVALID, -92, "invalid argument to a library call (a NULL pointer)")                         \
     X(INTERNAL, -99, "internal error")
 
 typedef enum attn_err {

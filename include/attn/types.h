@@ -16,7 +16,8 @@
 extern "C" {
 #endif
 
-#define ATTN_NAME_MAX 64 /* pool names, request ids, backend names (with NUL) */
+#define ATTN_MAX_HEAD_DIM 1024 /* head_dim_qk and head_dim_vo of a pool: one limit everywhere */
+#define ATTN_NAME_MAX 64       /* pool names, request ids, backend names (with NUL) */
 
 /* ---- enumerations: one X-macro list each ---------------------------------
  *

@@ -182,8 +182,10 @@ static void test_pool_table(void **state)
                      ATTN_E_UNKNOWN_POOL);
     assert_int_equal(attnd_pool_read(p, 1, pages, 2, rk, rv, &e), 0);
     assert_memory_equal(k, rk, sizeof k);
-    attnd_pool_release(t, p);
+    /* issue 9 item 12: the budget comes back only when the memory does */
     g = small_geom("b");
+    assert_int_equal(attnd_pool_create(t, &g, &bytes, &e), ATTN_E_TOO_LARGE);
+    attnd_pool_release(t, p);
     assert_int_equal(attnd_pool_create(t, &g, &bytes, &e), 0); /* the budget came back */
     assert_int_equal(attnd_pool_drop(t, "zz", &e), ATTN_E_UNKNOWN_POOL);
     attnd_pool_table_destroy(t);
@@ -213,18 +215,18 @@ static void test_plan_cache(void **state)
     attn_key_init(&k2);
     attn_key_set_int(&k1, "head_dim_qk", 128);
     attn_key_set_int(&k2, "head_dim_qk", 256);
-    assert_int_equal(attnd_plan_cache_create(&c, 2, count_free), 0);
+    assert_int_equal(attnd_plan_cache_create(&c, 2, 0, count_free), 0);
     void *o1 = malloc(8), *o2 = malloc(8), *o3 = malloc(8);
-    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, o1, &id1, &d), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, o1, 8, &id1, &d), 0);
     attnd_plan_cache_release(c, o1); /* the insert hands back a held reference */
     assert_int_equal(d.event, ATTN_PLAN_MISS);
-    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, o2, &id2, &d), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, o2, 8, &id2, &d), 0);
     attnd_plan_cache_release(c, o2);
     assert_int_equal(d.event, ATTN_PLAN_HIT);
     assert_true(id2 != id1);
     /* seed 0x07F: d 128 -> 256 replans, and the reason names the field */
     assert_int_equal(attnd_plan_cache_acquire(c, id1, &obj, &e), 0); /* id1 in use */
-    assert_int_equal(attnd_plan_cache_insert(c, "p", &k2, o3, &id3, &d), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k2, o3, 8, &id3, &d), 0);
     attnd_plan_cache_release(c, o3);
     assert_int_equal(d.event, ATTN_PLAN_REPLAN);
     assert_non_null(strstr(d.reason, "head_dim_qk"));
@@ -269,9 +271,9 @@ static void test_plan_cache_insert_holds(void **state)
     attn_key_init(&k2);
     attn_key_set_int(&k1, "head_dim_qk", 64);
     attn_key_set_int(&k2, "head_dim_qk", 128);
-    assert_int_equal(attnd_plan_cache_create(&c, 1, count_free), 0);
-    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, o1, &id1, &d), 0);
-    assert_int_equal(attnd_plan_cache_insert(c, "q", &k2, o2, &id2, &d), 0);
+    assert_int_equal(attnd_plan_cache_create(&c, 1, 0, count_free), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k1, o1, 8, &id1, &d), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "q", &k2, o2, 8, &id2, &d), 0);
     assert_int_equal(g_freed, 0); /* both callers still hold theirs */
     assert_int_equal(attnd_plan_cache_acquire(c, id1, &obj, &e), 0);
     assert_ptr_equal(obj, o1);
@@ -287,6 +289,43 @@ static void test_plan_cache_insert_holds(void **state)
     assert_int_equal(g_freed, 2);
     attn_key_fini(&k1);
     attn_key_fini(&k2);
+}
+
+/* Issue 9 item 4: the cache is bounded by bytes as well as count; 40 plans
+ * of 15 Mi page entries held 2.47 GB outside any budget.  An insert that
+ * would exceed evicts LRU entries nobody holds, else is refused: E_BUSY
+ * while held plans fill the bound, E_TOO_LARGE when it exceeds it alone. */
+static void test_plan_cache_bytes(void **state)
+{
+    attnd_plan_cache *c;
+    attnd_plan_cache_stats st;
+    attn_plan_decision d;
+    attn_key k;
+    uint64_t id1, id2, id3;
+    void *o1 = malloc(8), *o2 = malloc(8), *o3 = malloc(8), *o4 = malloc(8);
+    (void)state;
+    g_freed = 0;
+    attn_key_init(&k);
+    attn_key_set_int(&k, "head_dim_qk", 64);
+    assert_int_equal(attnd_plan_cache_create(&c, 16, 100, count_free), 0);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k, o1, 60, &id1, &d), 0);
+    /* o1 is still held by its caller: no room for 60 more */
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k, o2, 60, &id2, &d), ATTN_E_BUSY);
+    assert_int_equal(g_freed, 1); /* the refused plan was freed */
+    attnd_plan_cache_release(c, o1);
+    /* now o1 is evicted to make room */
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k, o3, 60, &id3, &d), 0);
+    attnd_plan_cache_release(c, o3);
+    assert_int_equal(g_freed, 2);
+    assert_int_equal(attnd_plan_cache_insert(c, "p", &k, o4, 101, &id2, &d), ATTN_E_TOO_LARGE);
+    attnd_plan_cache_stats_get(c, &st);
+    assert_int_equal(st.entries, 1);
+    assert_int_equal(st.bytes, 60);
+    assert_int_equal(st.max_bytes, 100);
+    assert_int_equal(st.refused, 2);
+    attnd_plan_cache_destroy(c);
+    assert_int_equal(g_freed, 4);
+    attn_key_fini(&k);
 }
 
 /* ---- capture -------------------------------------------------------------- */
@@ -680,7 +719,7 @@ static void test_cheap_and_refuse(void **state)
     req.id = 77;
     assert_int_equal(attn_request_encode(&req, &b, &e), 0);
     assert_true(attn_server_is_cheap(s, b.data, b.len));
-    assert_int_equal(attn_server_refuse(s, b.data, b.len, &out, &len), 0);
+    assert_int_equal(attn_server_refuse(s, b.data, b.len, ATTN_E_SHUTTING_DOWN, &out, &len), 0);
     memset(&rep, 0, sizeof rep);
     assert_int_equal(attn_reply_decode(out, len, NULL, &rep, &e), 0);
     assert_false(rep.ok);
@@ -866,6 +905,7 @@ int main(void)
         cmocka_unit_test(test_pool_table),
         cmocka_unit_test(test_plan_cache),
         cmocka_unit_test(test_plan_cache_insert_holds),
+        cmocka_unit_test(test_plan_cache_bytes),
         cmocka_unit_test(test_capture_roundtrip),
         cmocka_unit_test(test_attend_matches_engine),
         cmocka_unit_test(test_plan_run_stale),

@@ -1,0 +1,79 @@
+/* Issue 9 item 12: libattn with careless arguments and no daemon.  NULL
+ * arguments were dereferenced; now ATTN_E_INVALID naming the argument.  With
+ * nothing listening a call waited its whole timeout (30 s) and said "Timed
+ * out"; now it says "no daemon at URL" within about a second.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "attn/client.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void test_null_arguments(void **state)
+{
+    attn_client *c = NULL;
+    attn_reply rep;
+    attn_request req;
+    (void)state;
+    assert_int_equal(attn_client_open(NULL, "ipc:///tmp/x"), ATTN_E_INVALID);
+    assert_int_equal(attn_client_open(&c, NULL), ATTN_E_INVALID);
+    assert_null(c);
+    assert_int_equal(attn_client_open_tls(&c, "tls+tcp://127.0.0.1:1", NULL), ATTN_E_INVALID);
+    assert_int_equal(attn_hello(NULL, &rep), ATTN_E_INVALID);
+    assert_string_equal(rep.error.field, "client");
+    assert_int_equal(attn_client_open(&c, "ipc:///tmp/attnd-test-no-such.sock"), 0);
+    assert_int_equal(attn_hello(c, NULL), ATTN_E_INVALID);
+    assert_int_equal(attn_pool_create(c, NULL, &rep), ATTN_E_INVALID);
+    assert_string_equal(rep.error.field, "geometry");
+    assert_int_equal(attn_pool_drop(c, NULL, &rep), ATTN_E_INVALID);
+    assert_string_equal(rep.error.field, "pool");
+    assert_int_equal(attn_kv_read(c, NULL, &rep), ATTN_E_INVALID);
+    assert_int_equal(attn_plan(c, NULL, &rep), ATTN_E_INVALID);
+    assert_int_equal(attn_run(c, NULL, &rep), ATTN_E_INVALID);
+    assert_int_equal(attn_attend(c, NULL, NULL, &rep), ATTN_E_INVALID);
+    assert_int_equal(attn_call(c, NULL, &rep), ATTN_E_INVALID);
+    memset(&req, 0, sizeof req);
+    assert_int_equal(attn_call_async(c, &req, NULL, NULL), ATTN_E_INVALID);
+    attn_client_set_timeout(NULL, 5);
+    attn_client_close(c);
+    attn_client_close(NULL);
+}
+
+static void test_no_daemon_is_fast(void **state)
+{
+    attn_client *c;
+    attn_reply rep;
+    double t0, dt;
+    (void)state;
+    assert_int_equal(attn_client_open(&c, "ipc:///tmp/attnd-test-no-such.sock"), 0);
+    t0 = now_ms();
+    assert_int_equal(attn_hello(c, &rep), ATTN_E_IO);
+    dt = now_ms() - t0;
+    printf("no daemon: %.0f ms: %s\n", dt, rep.error.message);
+    assert_non_null(strstr(rep.error.message, "no daemon at ipc:///tmp/attnd-test-no-such.sock"));
+    assert_true(dt < 2000);
+    attn_reply_free(&rep);
+    attn_client_close(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_no_daemon_is_fast),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
