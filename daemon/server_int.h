@@ -31,7 +31,8 @@ struct attn_server {
     attnd_buffer_table *buffers; /* registered buffers, by connection */
     attn_registry registry;
     uint32_t num_engines;
-    attn_engine *engines[1 + ATTN_ENGINE_DEVICES_MAX]; /* owned; the registry borrows them */
+    attn_engine *engines[1 + 2 * ATTN_ENGINE_DEVICES_MAX]; /* owned (cpu, then two CUDA engines per
+                                                              device); the registry borrows them */
     attn_capture *capture;
     attnd_metrics metrics;
     attn_codec_limits limits;
