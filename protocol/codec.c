@@ -446,6 +446,7 @@ enum {
     K_NAME,
     K_HANDLE,
     K_BUF,
+    K_OFFSET,
     /* reply only (o and lse are also a run's output references) */
     K_OK,
     K_ERROR,
@@ -463,14 +464,14 @@ enum {
 };
 
 static const char *const g_keys[K_COUNT] = {
-    "v",         "op",           "id",          "pool",        "layers",   "num_pages",
-    "page_size", "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype", "layout",
-    "device",    "num_qo_heads", "requests",    "qo_indptr",   "kv",       "mask",
-    "sm_scale",  "q_dtype",      "policy",      "plan_id",     "layer",    "q",
-    "k_new",     "v_new",        "return_lse",  "trace",       "verify",   "pages",
-    "tensors",   "kind",         "name",        "handle",      "buf",      "ok",
-    "error",     "server",       "bytes",       "plan_key",    "o",        "o_dtype",
-    "lse",       "diag",         "counters",    "plan_cache",  "pools"};
+    "v",         "op",           "id",          "pool",        "layers",     "num_pages",
+    "page_size", "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype",   "layout",
+    "device",    "num_qo_heads", "requests",    "qo_indptr",   "kv",         "mask",
+    "sm_scale",  "q_dtype",      "policy",      "plan_id",     "layer",      "q",
+    "k_new",     "v_new",        "return_lse",  "trace",       "verify",     "pages",
+    "tensors",   "kind",         "name",        "handle",      "buf",        "offset",
+    "ok",        "error",        "server",      "bytes",       "plan_key",   "o",
+    "o_dtype",   "lse",          "diag",        "counters",    "plan_cache", "pools"};
 
 #define B(k) (1ull << (k))
 #define GEOM_KEYS                                                                                  \
@@ -495,7 +496,8 @@ static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
     [ATTN_OP_KV_READ] = B(K_POOL) | B(K_LAYER) | B(K_PAGES),
     [ATTN_OP_KV_WRITE] = B(K_POOL) | B(K_LAYER) | B(K_PAGES) | B(K_TENSORS) | B(K_KV_DTYPE),
     [ATTN_OP_STATS] = 0,
-    [ATTN_OP_BUFFER_REGISTER] = B(K_KIND) | B(K_NAME) | B(K_HANDLE) | B(K_BYTES) | B(K_DEVICE),
+    [ATTN_OP_BUFFER_REGISTER] =
+        B(K_KIND) | B(K_NAME) | B(K_HANDLE) | B(K_OFFSET) | B(K_BYTES) | B(K_DEVICE),
     [ATTN_OP_BUFFER_DROP] = B(K_BUF),
 };
 
@@ -1118,9 +1120,11 @@ static int decode_buffer_register(dec *d, const size_t *pos, attn_buffer_args *a
         return rv;
     switch (a->kind) {
     case ATTN_BUFFER_SHM:
-        if (pos[K_HANDLE] != ABSENT || pos[K_DEVICE] != ABSENT)
+        if (pos[K_HANDLE] != ABSENT || pos[K_DEVICE] != ABSENT || pos[K_OFFSET] != ABSENT)
             return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY,
-                                  pos[K_HANDLE] != ABSENT ? "handle" : "device",
+                                  pos[K_HANDLE] != ABSENT   ? "handle"
+                                  : pos[K_DEVICE] != ABSENT ? "device"
+                                                            : "offset",
                                   "a shm buffer takes name and bytes only");
         if ((rv = get_str(d, pos[K_NAME], "name", a->name, sizeof a->name)) != 0)
             return rv;
@@ -1143,6 +1147,14 @@ static int decode_buffer_register(dec *d, const size_t *pos, attn_buffer_args *a
                                   "handle has %u bytes; a cudaIpcMemHandle_t has %d", it.len,
                                   ATTN_CUDA_IPC_HANDLE_BYTES);
         memcpy(a->handle, it.ptr, it.len);
+        /* offset: where the registered bytes start in the handle's allocation */
+        if (pos[K_OFFSET] != ABSENT &&
+            (rv = get_uint(d, pos[K_OFFSET], "offset", 0, UINT64_MAX, &a->offset)) != 0)
+            return rv;
+        if (a->offset > UINT64_MAX - a->bytes)
+            return attn_error_set(d->err, ATTN_E_BUFFER_RANGE, "offset",
+                                  "offset %llu + bytes %llu overflows",
+                                  (unsigned long long)a->offset, (unsigned long long)a->bytes);
         if ((rv = get_str(d, pos[K_DEVICE], "device", a->device, sizeof a->device)) != 0)
             return rv;
         {
@@ -1713,6 +1725,17 @@ static void kv_ref(enc *e, const char *k, const attn_tensor_ref *r)
     map_end(e);
 }
 
+/* A semaphore {"buf", "offset", "value"} under key `k`. */
+static void kv_sem(enc *e, const char *k, const attn_sem_ref *s)
+{
+    key(e, k);
+    map_begin(e);
+    kv_u64(e, "buf", s->buf);
+    kv_u64(e, "offset", s->offset);
+    kv_u64(e, "value", s->value);
+    map_end(e);
+}
+
 /* A tensor inline, or its reference when r->buf is nonzero. */
 static void kv_tensor(enc *e, const char *k, attn_bytes b, const attn_tensor_ref *r)
 {
@@ -1862,6 +1885,12 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
         kv_bool(e, "trace", true);
     if (a->verify)
         kv_bool(e, "verify", true);
+    if (a->wait.buf != 0)
+        kv_sem(e, "wait", &a->wait);
+    if (a->signal.buf != 0)
+        kv_sem(e, "signal", &a->signal);
+    if (a->async)
+        kv_bool(e, "async", true);
 }
 
 static void enc_tensors(enc *e, attn_bytes k, attn_bytes v)
@@ -1920,6 +1949,7 @@ int attn_request_encode(const attn_request *req, attn_buf *out, attn_error_detai
         } else {
             key(&e, "handle");
             put_bin(&e, req->buffer.handle, sizeof req->buffer.handle);
+            kv_u64(&e, "offset", req->buffer.offset);
             kv_str(&e, "device", req->buffer.device);
         }
         break;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "attn/client.h"
+#include "client/lib/cuda_ipc.h"
 #include "protocol/codec.h"
 #include "protocol/tls.h"
 
@@ -464,6 +465,28 @@ int attn_buffer_register_shm(attn_client *c, const char *name, uint64_t bytes, u
     req.buffer.kind = ATTN_BUFFER_SHM;
     memcpy(req.buffer.name, name, n + 1);
     req.buffer.bytes = bytes;
+    rv = call_op(c, &req, rep);
+    *buf = rv == 0 ? rep->buf : 0;
+    return rv;
+}
+
+int attn_buffer_register_cuda(attn_client *c, const void *dev_ptr, uint64_t bytes, uint64_t *buf,
+                              attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_BUFFER_REGISTER};
+    attn_cuda_ipc_desc desc;
+    int rv;
+    if (c == NULL || buf == NULL || rep == NULL)
+        return invalid(rep, c == NULL ? "client" : buf == NULL ? "buf" : "reply");
+    *buf = 0;
+    memset(rep, 0, sizeof *rep);
+    if ((rv = attn_cuda_ipc_describe(dev_ptr, bytes, &desc, &rep->error)) != 0)
+        return rv;
+    req.buffer.kind = ATTN_BUFFER_CUDA_IPC;
+    memcpy(req.buffer.handle, desc.handle, sizeof req.buffer.handle);
+    req.buffer.offset = desc.offset;
+    req.buffer.bytes = bytes;
+    snprintf(req.buffer.device, sizeof req.buffer.device, "cuda:%d", desc.ordinal);
     rv = call_op(c, &req, rep);
     *buf = rv == 0 ? rep->buf : 0;
     return rv;

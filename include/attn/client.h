@@ -69,6 +69,17 @@ typedef struct attn_tensor_ref {
     uint64_t bytes;
 } attn_tensor_ref;
 
+/* A semaphore (PROTOCOL.md v2): the uint64 counter at byte `offset` of the
+ * registered buffer `buf` (8-byte aligned), and the value a run waits for
+ * (counter >= value, cuStreamWaitValue64 GEQ) or writes after its last
+ * kernel (cuStreamWriteValue64); on the wire {"buf", "offset", "value"}.
+ * buf == 0 means "none". */
+typedef struct attn_sem_ref {
+    uint64_t buf;
+    uint64_t offset;
+    uint64_t value;
+} attn_sem_ref;
+
 /* `run` arguments (also the second half of `attend`).  Shapes (PROTOCOL.md):
  * q [total_q, num_qo_heads, head_dim_qk] in q_dtype; k_new [total_q,
  * num_kv_heads, head_dim_qk] and v_new [total_q, num_kv_heads, head_dim_vo]
@@ -85,6 +96,14 @@ typedef struct attn_run_args {
     bool return_lse, trace, verify;
     bool has_q_dtype; /* optional cross-check of the plan's q_dtype (run only) */
     attn_dtype q_dtype;
+    /* GPU-side ordering (run only): attnd's stream waits for `wait` before
+     * reading any input and writes `signal` after its last kernel; with
+     * `async` attnd replies once the work is enqueued (no O/LSE bytes and no
+     * GPU timing in that reply: outputs go to o_ref/lse_ref, and completion
+     * is `signal`).  The encoder sends them; attnd decodes and enforces them
+     * (until it does, a run carrying them is refused with E_UNKNOWN_KEY). */
+    attn_sem_ref wait, signal;
+    bool async;
 } attn_run_args;
 
 #define ATTN_SHM_NAME_MAX 128         /* a shm buffer's name, "/" included, with NUL */
@@ -92,13 +111,15 @@ typedef struct attn_run_args {
 
 /* `buffer_register` / `buffer_drop` arguments.  shm: `name` ("/x", the
  * shm_open name of an existing object of at least `bytes` bytes); cuda_ipc:
- * `handle` (cudaIpcGetMemHandle's bytes) and `device` ("cuda:N").
- * buffer_drop uses `buf` only. */
+ * `handle` (cudaIpcGetMemHandle's bytes of the allocation's base), `offset`
+ * (where the registered `bytes` start inside that allocation: allocators
+ * sub-allocate) and `device` ("cuda:N").  buffer_drop uses `buf` only. */
 typedef struct attn_buffer_args {
     attn_buffer_kind kind;
     char name[ATTN_SHM_NAME_MAX];
     uint8_t handle[ATTN_CUDA_IPC_HANDLE_BYTES];
     char device[ATTN_NAME_MAX];
+    uint64_t offset; /* cuda_ipc only */
     uint64_t bytes;
     uint64_t buf; /* buffer_drop */
 } attn_buffer_args;
@@ -302,6 +323,21 @@ ATTN_EXPORT int attn_attend(attn_client *c, const attn_manifest *m, const attn_r
  * valid on this client's connection until attn_buffer_drop or close. */
 ATTN_EXPORT int attn_buffer_register_shm(attn_client *c, const char *name, uint64_t bytes,
                                          uint64_t *buf, attn_reply *rep);
+
+/* buffer_register kind "cuda_ipc": register `bytes` of device memory at
+ * `dev_ptr` (this process's pointer into a cudaMalloc allocation, interior
+ * pointers allowed).  libattn finds the allocation's base and the offset,
+ * takes its legacy IPC handle and device ordinal through the CUDA driver
+ * (libcuda.so.1, opened at run time: libattn links no CUDA) and sends
+ * {handle, offset, bytes, device}.  Errors before anything is sent:
+ * ATTN_E_BUFFER_UNSUPPORTED (no driver, or memory that has no legacy IPC
+ * handle: VMM / expandable segments, managed or host memory; field
+ * "dev_ptr"), ATTN_E_BUFFER_RANGE (the range passes the allocation's end;
+ * field "bytes"), both with rep->error filled.  The device is named
+ * "cuda:<ordinal>" in this process's numbering: attnd must see the same
+ * devices (same CUDA_VISIBLE_DEVICES). */
+ATTN_EXPORT int attn_buffer_register_cuda(attn_client *c, const void *dev_ptr, uint64_t bytes,
+                                          uint64_t *buf, attn_reply *rep);
 
 /* buffer_drop: release buffer `buf` (a run in progress on it finishes first). */
 ATTN_EXPORT int attn_buffer_drop(attn_client *c, uint64_t buf, attn_reply *rep);

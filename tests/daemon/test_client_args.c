@@ -52,6 +52,38 @@ static void test_null_arguments(void **state)
     attn_client_close(NULL);
 }
 
+/* attn_buffer_register_cuda refuses before sending anything (no daemon is
+ * listening, so a sent request would fail with ATTN_E_IO instead): no
+ * driver, a NULL pointer, host memory, zero bytes, a NULL out-argument. */
+static void test_register_cuda_refusals(void **state)
+{
+    attn_client *c = NULL;
+    attn_reply rep;
+    uint64_t id = 77;
+    static char host[64];
+    (void)state;
+    assert_int_equal(attn_client_open(&c, "ipc:///tmp/attnd-test-no-such.sock"), 0);
+    assert_int_equal(attn_buffer_register_cuda(c, host, sizeof host, NULL, &rep), ATTN_E_INVALID);
+    assert_string_equal(rep.error.field, "buf");
+    assert_int_equal(attn_buffer_register_cuda(c, host, 0, &id, &rep), ATTN_E_RANGE);
+    assert_string_equal(rep.error.field, "bytes");
+    assert_int_equal(id, 0);
+    assert_int_equal(attn_buffer_register_cuda(c, NULL, 64, &id, &rep), ATTN_E_BUFFER_UNSUPPORTED);
+    assert_string_equal(rep.error.field, "dev_ptr");
+    /* host memory: refused by the driver where one exists, for want of one here */
+    assert_int_equal(attn_buffer_register_cuda(c, host, sizeof host, &id, &rep),
+                     ATTN_E_BUFFER_UNSUPPORTED);
+    assert_string_equal(rep.error.field, "dev_ptr");
+    setenv("ATTN_CUDA_DRIVER_LIB", "/nonexistent/libcuda.so.1", 1);
+    assert_int_equal(attn_buffer_register_cuda(c, host, sizeof host, &id, &rep),
+                     ATTN_E_BUFFER_UNSUPPORTED);
+    assert_string_equal(rep.error.field, "dev_ptr");
+    assert_non_null(strstr(rep.error.message, "no CUDA driver"));
+    unsetenv("ATTN_CUDA_DRIVER_LIB");
+    attn_reply_free(&rep);
+    attn_client_close(c);
+}
+
 static void test_no_daemon_is_fast(void **state)
 {
     attn_client *c;
@@ -74,6 +106,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_no_daemon_is_fast),
+        cmocka_unit_test(test_register_cuda_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,6 +198,7 @@ static void roundtrip_request(const attn_request *in)
         assert_string_equal(out.buffer.name, in->buffer.name);
         assert_string_equal(out.buffer.device, in->buffer.device);
         assert_memory_equal(out.buffer.handle, in->buffer.handle, sizeof out.buffer.handle);
+        assert_int_equal(out.buffer.offset, in->buffer.offset);
         break;
     case ATTN_OP_BUFFER_DROP:
         assert_int_equal(out.buffer.buf, in->buffer.buf);
@@ -343,7 +344,70 @@ static void test_roundtrip_references(void **state)
     for (int i = 0; i < ATTN_CUDA_IPC_HANDLE_BYTES; i++)
         r.buffer.handle[i] = (uint8_t)(i * 7 + 1);
     snprintf(r.buffer.device, sizeof r.buffer.device, "cuda:3");
+    r.buffer.offset = (1ull << 21) + 512; /* a tensor inside a larger allocation */
     roundtrip_request(&r);
+}
+
+static void expect_json(const char *json, int code, const char *field);
+
+/* A cuda_ipc registration whose offset + bytes wraps is refused naming
+ * "offset"; a shm registration has no offset. */
+static void test_cuda_ipc_offset_checks(void **state)
+{
+    attn_request r, out;
+    attn_buf b = {0};
+    attn_error_detail e;
+    attn_codec_limits lim;
+    (void)state;
+    memset(&r, 0, sizeof r);
+    r.op = ATTN_OP_BUFFER_REGISTER;
+    r.id = 7;
+    r.buffer.kind = ATTN_BUFFER_CUDA_IPC;
+    r.buffer.bytes = 2;
+    r.buffer.offset = UINT64_MAX;
+    snprintf(r.buffer.device, sizeof r.buffer.device, "cuda:0");
+    assert_int_equal(attn_request_encode(&r, &b, &e), 0);
+    attn_codec_limits_default(&lim);
+    memset(&out, 0, sizeof out);
+    assert_int_equal(attn_request_decode(b.data, b.len, &lim, &out, &e), ATTN_E_BUFFER_RANGE);
+    assert_string_equal(e.field, "offset");
+    attn_request_free(&out);
+    attn_buf_free(&b);
+    expect_json("{\"v\":1,\"op\":\"buffer_register\",\"id\":1,\"kind\":\"shm\",\"name\":"
+                "\"/a\",\"bytes\":1,\"offset\":0}",
+                ATTN_E_UNKNOWN_KEY, "offset");
+}
+
+/* wait / signal / async travel as PROTOCOL.md v2 writes them: two
+ * {"buf", "offset", "value"} maps and a bool, absent when unset. */
+static void test_run_ordering_encoding(void **state)
+{
+    attn_request r;
+    attn_buf b = {0};
+    attn_error_detail e;
+    char *json = NULL;
+    (void)state;
+    memset(&r, 0, sizeof r);
+    r.op = ATTN_OP_RUN;
+    r.id = 8;
+    fill_run(&r.run);
+    assert_int_equal(attn_request_encode(&r, &b, &e), 0);
+    assert_int_equal(attn_msgpack_to_json(b.data, b.len, 8, false, &json, &e), 0);
+    assert_null(strstr(json, "\"wait\""));
+    assert_null(strstr(json, "\"signal\""));
+    assert_null(strstr(json, "\"async\""));
+    free(json);
+    attn_buf_free(&b);
+    r.run.wait = (attn_sem_ref){5, 64, 41};
+    r.run.signal = (attn_sem_ref){5, 72, 0x100000000ull};
+    r.run.async = true;
+    assert_int_equal(attn_request_encode(&r, &b, &e), 0);
+    assert_int_equal(attn_msgpack_to_json(b.data, b.len, 8, false, &json, &e), 0);
+    assert_non_null(strstr(json, "\"wait\":{\"buf\":5,\"offset\":64,\"value\":41}"));
+    assert_non_null(strstr(json, "\"signal\":{\"buf\":5,\"offset\":72,\"value\":4294967296}"));
+    assert_non_null(strstr(json, "\"async\":true"));
+    free(json);
+    attn_buf_free(&b);
 }
 
 static void expect_json(const char *json, int code, const char *field);
@@ -1071,6 +1135,8 @@ int main(void)
         cmocka_unit_test(test_wrong_types_and_ranges),
         cmocka_unit_test(test_version_op_and_header),
         cmocka_unit_test(test_masks),
+        cmocka_unit_test(test_cuda_ipc_offset_checks),
+        cmocka_unit_test(test_run_ordering_encoding),
         cmocka_unit_test(test_depth_bound),
         cmocka_unit_test(test_shape_checks),
         cmocka_unit_test(test_decode_speed),
