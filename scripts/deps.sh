@@ -42,6 +42,14 @@ if ! python3 -c 'import msgpack' 2>/dev/null; then
         python3 -m pip install -q --break-system-packages msgpack >/dev/null 2>&1 ||
         $SUDO apt-get install -y -qq --no-install-recommends python3-msgpack >/dev/null
 fi
+# The Python package's shared-memory wrappers hand out numpy views (its test
+# checks them through a real attnd).
+if ! python3 -c 'import numpy' 2>/dev/null; then
+    echo "deps: installing the numpy Python package" >&2
+    python3 -m pip install -q numpy >/dev/null 2>&1 ||
+        python3 -m pip install -q --break-system-packages numpy >/dev/null 2>&1 ||
+        $SUDO apt-get install -y -qq --no-install-recommends python3-numpy >/dev/null
+fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 # fetch_nng_source SUITE VERSION DIR: `apt-get source` from SUITE through a

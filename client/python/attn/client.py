@@ -1,4 +1,4 @@
-"""attn: a pure-Python client of attnd (wire protocol v1, docs/protocol.md).
+"""attn.client: the protocol client of attnd (wire protocol v1 + v2 buffers, docs/protocol.md).
 
 No C extension and no nng binding: this module speaks nng's REQ/REP
 scalability protocol itself over ipc:// (Unix socket) or tcp://, which is a
@@ -111,6 +111,12 @@ def ref(buf, offset, nbytes):
     return {"buf": int(buf), "offset": int(offset), "bytes": int(nbytes)}
 
 
+def sem(buf, offset, value):
+    """A semaphore: the uint64 counter at byte `offset` of registered buffer
+    `buf` and the value to wait for (>=) or to write (a run's wait / signal)."""
+    return {"buf": int(buf), "offset": int(offset), "value": int(value)}
+
+
 _NUMPY_DTYPES = {"fp32": "<f4", "fp16": "<f2", "bf16": "<u2"}  # bf16 as its raw bits
 
 
@@ -139,8 +145,16 @@ class ShmBuffer:
                              offset=offset).reshape(shape)
 
     def close(self):
+        """Unlink the object and drop this mapping.  numpy views that are still
+        alive keep their pages mapped until they go (closing under them raised
+        BufferError and left the object linked)."""
         self.buf = None
-        self._shm.close()
+        try:
+            self._shm.close()
+        except BufferError:
+            # views hold the mmap: forget it here, it unmaps with the last view
+            self._shm._buf = None
+            self._shm._mmap = None
         self._shm.unlink()
 
 
@@ -264,17 +278,28 @@ class Client:
         """Let attnd map shm object `name` ("/x", at least `nbytes`); returns the buffer id."""
         return self.call("buffer_register", kind="shm", name=name, bytes=nbytes)["buf"]
 
+    def buffer_register_cuda(self, handle, offset, nbytes, device):
+        """Let attnd open a legacy CUDA IPC `handle` (64 bytes, of the allocation's
+        base) and use `nbytes` from byte `offset` of it on `device` ("cuda:N");
+        returns the buffer id.  attn.cuda.ipc_describe(ptr) gives the three."""
+        return self.call("buffer_register", kind="cuda_ipc", handle=bytes(handle),
+                         offset=int(offset), bytes=int(nbytes), device=device)["buf"]
+
     def buffer_drop(self, buf):
         return self.call("buffer_drop", buf=buf)
 
     def run(self, plan_id, layer, q, k_new, v_new, return_lse=False, trace=False, verify=False,
-            o=None, lse=None):
+            o=None, lse=None, wait=None, signal=None, async_=False):
         """q, k_new, v_new: `bin` bytes or ref(...); o, lse: optional ref(...) to
         write the outputs into a registered buffer (the reply then carries
-        the reference under "o" / "lse" instead of the bytes)."""
+        the reference under "o" / "lse" instead of the bytes).  wait, signal:
+        optional sem(...) (attnd's stream waits for the counter >= value
+        before reading inputs; writes the value after its last kernel);
+        async_: reply once the work is enqueued."""
         return self.call("run", plan_id=plan_id, layer=layer, q=q, k_new=k_new, v_new=v_new,
                          o=o, lse=lse, return_lse=return_lse or None, trace=trace or None,
-                         verify=verify or None)
+                         verify=verify or None, wait=wait, signal=signal,
+                         **{"async": True if async_ else None})
 
     def attend(self, manifest, layer, q, k_new, v_new, return_lse=False, trace=False,
                verify=False, o=None, lse=None):

@@ -1,0 +1,18 @@
+"""attn: the Python client of attnd.
+
+- attn.Client: one connection, one method per operation (attn.client).
+- attn.BatchDecodeWrapper / attn.BatchPrefillWrapper: FlashInfer-style
+  plan()/run() on torch CUDA tensors (registered arena, GPU-side ordering)
+  or numpy arrays (shared memory) (attn.wrappers).
+- attn.CudaArena / attn.ShmArena: registered buffers handed out as views.
+- attn.AttnError(code, field, message): every refusal.
+"""
+
+from .arena import CudaArena, ShmArena
+from .client import (PROTOCOL_VERSION, AttnError, Client, ShmBuffer, i32, ref, sem, tensor,
+                     untensor)
+from .wrappers import BatchDecodeWrapper, BatchPrefillWrapper
+
+__all__ = ["PROTOCOL_VERSION", "AttnError", "Client", "ShmBuffer", "CudaArena", "ShmArena",
+           "BatchDecodeWrapper", "BatchPrefillWrapper", "i32", "ref", "sem", "tensor",
+           "untensor"]

@@ -1,0 +1,396 @@
+"""attn.wrappers: FlashInfer-style batch attention through attnd.
+
+    w = attn.BatchDecodeWrapper("ipc:///run/attnd/attnd.sock", pool="main")
+    w.plan(kv_indptr, kv_indices, kv_last_page_len, num_qo_heads=32, num_kv_heads=8,
+           head_dim=128, page_size=16, q_data_type="bf16")
+    for layer in range(L):
+        o = w.run(q, k_new, v_new, layer=layer)        # torch CUDA tensors in, out
+
+The K/V cache lives in attnd's pool `pool` (pool_create), so a run also
+takes the step's new K/V rows (k_new, v_new; attnd appends them before
+attending); kv_last_page_len counts them, as FlashInfer's does after its
+append.  Tensors travel by reference through an arena registered once
+(attn.arena): one taken from `w.empty(shape, dtype)` is used in place;
+any other is copied into the plan's slot first.  O (and LSE) are written by
+attnd into the arena; the returned tensor is a view of the plan's output
+slot, valid until this wrapper's next run (pass `out=` to keep one).
+
+Transports:
+- "cuda_ipc" (torch CUDA tensors): a cuda_ipc arena; GPU-side ordering with
+  torch.cuda.current_stream(): the stream writes the `ready` semaphore after
+  the inputs, attnd's stream waits for it, attends, writes `done`, and the
+  current stream waits for `done` before whatever comes next; the host
+  never blocks (async runs).  attnd must run under MPS for the two
+  processes' kernels to overlap (docs/cuda.md).  Load every kernel the step
+  uses before the first run (CUDA_MODULE_LOADING=EAGER, or one warm-up step
+  with transport "inline"): a lazily loaded kernel queued behind a
+  cross-process wait can deadlock.
+- "shm" (numpy arrays): a POSIX shared-memory arena, synchronous runs.
+- "inline": tensors inside the request and reply (host copies; any attnd).
+
+Argument errors raise attn.AttnError(code, field, message) before anything
+is sent; attnd's refusals arrive the same way.
+"""
+
+from .arena import CudaArena, ShmArena
+from .client import AttnError, Client, i32, ref, sem
+
+_ELEM = {"fp32": 4, "fp16": 2, "bf16": 2}
+_SEM_READY, _SEM_DONE = 0, 8  # byte offsets of the two semaphore words
+
+
+def _ints(x, field):
+    """A list of Python ints from a list, numpy array or torch tensor."""
+    if hasattr(x, "tolist"):
+        x = x.tolist()
+    try:
+        out = [int(v) for v in x]
+    except (TypeError, ValueError):
+        raise AttnError("E_TYPE", field, "%s must be a 1-D sequence of integers" % field) from None
+    return out
+
+
+def _bad(code, field, fmt, *args):
+    return AttnError(code, field, fmt % args)
+
+
+class _BatchWrapper:
+    _default_mask = None
+
+    def __init__(self, url_or_client, pool="main", arena_bytes=256 << 20, transport=None,
+                 device=None, timeout=30.0):
+        self.client = (url_or_client if isinstance(url_or_client, Client)
+                       else Client(url_or_client, timeout=timeout))
+        self.pool = pool
+        self.geom = self.client.pool_info(pool)
+        if transport is None:
+            transport = "cuda_ipc" if str(self.geom.get("device", "cpu")).startswith("cuda") \
+                else "shm"
+        if transport not in ("cuda_ipc", "shm", "inline"):
+            raise _bad("E_RANGE", "transport", "transport must be cuda_ipc, shm or inline, not %r",
+                       transport)
+        self.transport = transport
+        self.device = device
+        self._arena_bytes = int(arena_bytes)
+        self.arena = None
+        self._plan = None
+        self._epoch = 0
+        self._torch = None
+        if transport == "cuda_ipc":
+            import torch
+            self._torch = torch
+            self.arena = CudaArena(self.client, self._arena_bytes,
+                                   device=device if device is not None else "cuda")
+        elif transport == "shm":
+            self.arena = ShmArena(self.client, self._arena_bytes)
+
+    # ---- lifetime
+
+    def close(self):
+        """Drop the arena's buffer and close the connection (attnd also
+        releases the buffer when the connection closes)."""
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def empty(self, shape, dtype):
+        """A tensor (or numpy array) inside the arena: attnd reads it in place."""
+        if self.arena is None:
+            raise _bad("E_RANGE", "transport", "transport inline has no arena")
+        return self.arena.empty(shape, dtype)
+
+    # ---- plan
+
+    def _plan_common(self, qo_lens, kv_indptr, kv_indices, kv_last_page_len, num_qo_heads,
+                     num_kv_heads, head_dim, page_size, q_data_type, kv_data_type, sm_scale,
+                     mask):
+        g = self.geom
+        indptr = _ints(kv_indptr, "kv_indptr")
+        indices = _ints(kv_indices, "kv_indices")
+        last = _ints(kv_last_page_len, "kv_last_page_len")
+        B = len(last)
+        if B == 0:
+            raise _bad("E_EMPTY_BATCH", "kv_last_page_len", "the batch has no requests")
+        if len(indptr) != B + 1:
+            raise _bad("E_INDPTR", "kv_indptr", "kv_indptr has %d entries; %d requests need %d",
+                       len(indptr), B, B + 1)
+        if indptr[0] != 0 or indptr[-1] != len(indices) or \
+                any(b < a for a, b in zip(indptr, indptr[1:])):
+            raise _bad("E_INDPTR", "kv_indptr", "kv_indptr must rise from 0 to len(kv_indices) "
+                       "= %d", len(indices))
+        for name, want, have in (("num_kv_heads", g["num_kv_heads"], num_kv_heads),
+                                 ("head_dim", g["head_dim_qk"], head_dim),
+                                 ("page_size", g["page_size"], page_size)):
+            if int(have) != int(want):
+                raise _bad("E_SHAPE", name, "%s is %d; pool %r has %d", name, have, self.pool,
+                           want)
+        if kv_data_type is not None and kv_data_type != g["kv_dtype"]:
+            raise _bad("E_DTYPE", "kv_data_type", "kv_data_type %r; pool %r holds %r",
+                       kv_data_type, self.pool, g["kv_dtype"])
+        if q_data_type not in _ELEM:
+            raise _bad("E_DTYPE", "q_data_type", "q_data_type must be fp32, fp16 or bf16, not %r",
+                       q_data_type)
+        if num_qo_heads <= 0 or num_qo_heads % num_kv_heads:
+            raise _bad("E_HEADS", "num_qo_heads", "num_qo_heads %d is not a multiple of "
+                       "num_kv_heads %d", num_qo_heads, num_kv_heads)
+        requests = []
+        for b in range(B):
+            npages = indptr[b + 1] - indptr[b]
+            if npages < 1 or not 1 <= last[b] <= page_size:
+                raise _bad("E_LAST_PAGE_LEN", "kv_last_page_len",
+                           "request %d: %d pages, last page %d rows (page_size %d)", b, npages,
+                           last[b], page_size)
+            kv_len = (npages - 1) * page_size + last[b]
+            if qo_lens[b] < 1 or qo_lens[b] > kv_len:
+                raise _bad("E_PHASE", "qo_indptr", "request %d: %d new rows but %d K/V rows",
+                           b, qo_lens[b], kv_len)
+            requests.append({"id": b, "cache_len": kv_len - qo_lens[b], "new_len": qo_lens[b]})
+        qo_indptr = [0]
+        for n in qo_lens:
+            qo_indptr.append(qo_indptr[-1] + n)
+        manifest = {
+            "pool": self.pool, "num_qo_heads": int(num_qo_heads), "q_dtype": q_data_type,
+            "requests": requests, "qo_indptr": i32(qo_indptr),
+            "kv": {"format": "csr", "page_indptr": i32(indptr), "page_indices": i32(indices),
+                   "last_page_len": i32(last)},
+            "mask": mask,
+        }
+        if sm_scale is not None:
+            manifest["sm_scale"] = float(sm_scale)
+        rep = self.client.plan(manifest)
+        total_q = qo_indptr[-1]
+        p = {
+            "id": rep["plan_id"], "total_q": total_q, "hq": int(num_qo_heads),
+            "hkv": int(num_kv_heads), "d_qk": int(g["head_dim_qk"]),
+            "d_vo": int(g["head_dim_vo"]), "q_dtype": q_data_type, "kv_dtype": g["kv_dtype"],
+            "diag": rep.get("diag"),
+        }
+        p["shapes"] = {
+            "q": ((total_q, p["hq"], p["d_qk"]), q_data_type),
+            "k_new": ((total_q, p["hkv"], p["d_qk"]), p["kv_dtype"]),
+            "v_new": ((total_q, p["hkv"], p["d_vo"]), p["kv_dtype"]),
+            "o": ((total_q, p["hq"], p["d_vo"]), q_data_type),
+            "lse": ((total_q, p["hq"]), "fp32"),
+        }
+        if self.arena is not None:
+            old = self._plan["slots"] if self._plan else {}
+            p["slots"] = {}
+            for name, (shape, dt) in p["shapes"].items():
+                o = old.get(name)
+                if o is not None and o[1] >= _nbytes(shape, dt):
+                    p["slots"][name] = o  # reuse: (offset, capacity)
+                else:
+                    t = self.arena.empty(shape, dt)
+                    p["slots"][name] = (self.arena.offset_of(t), _nbytes(shape, dt))
+        self._plan = p
+        return rep
+
+    # ---- run
+
+    def _check(self, x, name):
+        """x matches the plan's shape and dtype for `name`, on the right side."""
+        shape, dt = self._plan["shapes"][name]
+        is_torch = hasattr(x, "is_cuda")
+        if self.transport == "cuda_ipc" and not (is_torch and x.is_cuda):
+            raise _bad("E_TYPE", name, "%s must be a torch CUDA tensor (transport cuda_ipc)", name)
+        if self.transport == "shm" and is_torch:
+            raise _bad("E_TYPE", name, "%s must be a numpy array (transport shm)", name)
+        if not is_torch and not (hasattr(x, "dtype") and hasattr(x, "shape")):
+            raise _bad("E_TYPE", name, "%s must be a numpy array or a torch tensor, not %s", name,
+                       type(x).__name__)
+        if is_torch:
+            got = str(x.dtype).replace("torch.", "")
+            want = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[dt]
+        else:
+            got = str(getattr(getattr(x, "dtype", None), "name", None))
+            want = {"fp32": "float32", "fp16": "float16", "bf16": "uint16"}[dt]
+        if got != want:
+            raise _bad("E_DTYPE", name, "%s is %s; the plan needs %s (%s)", name, got, dt, want)
+        have = tuple(getattr(x, "shape", ()))
+        if have != tuple(shape):
+            raise _bad("E_SHAPE", name, "%s has shape %s; the plan needs %s", name, have,
+                       tuple(shape))
+
+    def _as_ref(self, x, name):
+        """A reference to x in the arena: in place, or after a copy into the slot."""
+        off = self.arena.offset_of(x)
+        nbytes = _nbytes(*self._plan["shapes"][name])
+        if off is None:
+            off = self._plan["slots"][name][0]
+            shape, dt = self._plan["shapes"][name]
+            dst = self.arena.view(off, shape, dt)
+            if self.transport == "cuda_ipc":
+                dst.copy_(x)  # on the current stream, before the ready signal
+            else:
+                dst[...] = x
+        return ref(self.arena.buf, off, nbytes)
+
+    def run(self, q, k_new, v_new, layer=0, out=None, lse=None, return_lse=False):
+        """Attention of the planned batch for `layer`: returns O, or (O, LSE)
+        with return_lse (or when `lse` is given)."""
+        if self._plan is None:
+            raise _bad("E_STALE_PLAN", "plan", "call plan() before run()")
+        p = self._plan
+        for x, name in ((q, "q"), (k_new, "k_new"), (v_new, "v_new")):
+            self._check(x, name)
+        if out is not None:
+            self._check(out, "o")
+        if lse is not None:
+            self._check(lse, "lse")
+            return_lse = True
+        if self.transport == "inline":
+            return self._run_inline(q, k_new, v_new, layer, out, lse, return_lse)
+        refs = {n: self._as_ref(x, n) for x, n in ((q, "q"), (k_new, "k_new"), (v_new, "v_new"))}
+        outs = {}
+        for name, given in (("o", out), ("lse", lse)):
+            if name == "lse" and not return_lse:
+                continue
+            off = self.arena.offset_of(given) if given is not None else None
+            if off is None:
+                off = p["slots"][name][0]
+            outs[name] = off
+        o_ref = ref(self.arena.buf, outs["o"], _nbytes(*p["shapes"]["o"]))
+        lse_ref = ref(self.arena.buf, outs["lse"], _nbytes(*p["shapes"]["lse"])) \
+            if return_lse else None
+        if self.transport == "cuda_ipc":
+            self._run_ordered(layer, refs, o_ref, lse_ref)
+        else:
+            self.client.run(p["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
+                            return_lse=return_lse, o=o_ref, lse=lse_ref)
+        o_view = self.arena.view(outs["o"], *p["shapes"]["o"])
+        if out is not None and o_view is not out and self.arena.offset_of(out) is None:
+            _copy(out, o_view)
+            o_view = out
+        if not return_lse:
+            return o_view
+        lse_view = self.arena.view(outs["lse"], *p["shapes"]["lse"])
+        if lse is not None and self.arena.offset_of(lse) is None:
+            _copy(lse, lse_view)
+            lse_view = lse
+        return o_view, lse_view
+
+    def _run_ordered(self, layer, refs, o_ref, lse_ref):
+        """GPU-side ordering through the arena's semaphores (no host wait)."""
+        t, a = self._torch, self.arena
+        stream = t.cuda.current_stream(a.device).cuda_stream
+        self._epoch += 1
+        e = self._epoch
+        a.driver.stream_write_u64(stream, a.addr(_SEM_READY), e)
+        self.client.run(self._plan["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
+                        return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
+                        wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e),
+                        async_=True)
+        a.driver.stream_wait_u64(stream, a.addr(_SEM_DONE), e)
+
+    def _run_inline(self, q, k_new, v_new, layer, out, lse, return_lse):
+        p = self._plan
+        rep = self.client.run(p["id"], layer, _to_bytes(q), _to_bytes(k_new), _to_bytes(v_new),
+                              return_lse=return_lse)
+        o = _from_bytes(rep["o"], p["shapes"]["o"], q)
+        if out is not None:
+            _copy(out, o)
+            o = out
+        if not return_lse:
+            return o
+        lv = _from_bytes(rep["lse"], (p["shapes"]["lse"][0], "fp32"), q)
+        if lse is not None:
+            _copy(lse, lv)
+            lv = lse
+        return o, lv
+
+    @property
+    def plan_diag(self):
+        """The diagnostic of the last plan (attnd's explanation of its choice)."""
+        return self._plan["diag"] if self._plan else None
+
+
+def _nbytes(shape, dtype):
+    n = _ELEM[dtype]
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _copy(dst, src):
+    if hasattr(dst, "copy_"):
+        dst.copy_(src)
+    else:
+        dst[...] = src
+
+
+def _to_bytes(x):
+    if hasattr(x, "is_cuda"):  # torch: bf16 has no numpy dtype, so go through its bits
+        import torch
+        x = x.detach().contiguous()
+        if x.dtype == torch.bfloat16:
+            x = x.view(torch.int16)
+        return x.cpu().numpy().tobytes()
+    return x.tobytes()
+
+
+def _from_bytes(data, shape_dtype, like):
+    shape, dt = shape_dtype
+    if hasattr(like, "is_cuda"):
+        import torch
+        tdt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dt]
+        return torch.frombuffer(bytearray(data), dtype=tdt).view(*shape).to(like.device)
+    import numpy as np
+    return np.frombuffer(data, dtype={"fp32": "<f4", "fp16": "<f2", "bf16": "<u2"}[dt]) \
+        .reshape(shape).copy()
+
+
+class BatchDecodeWrapper(_BatchWrapper):
+    """One new row per request (decode), FlashInfer's BatchDecodeWithPagedKVCacheWrapper habits."""
+
+    def plan(self, kv_indptr, kv_indices, kv_last_page_len, num_qo_heads, num_kv_heads, head_dim,
+             page_size, pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None,
+             q_data_type="bf16", kv_data_type=None, sm_scale=None):
+        """Plan the batch: kv_* describe each request's pages after this step's
+        row is appended (FlashInfer's convention).  Returns the plan reply."""
+        if pos_encoding_mode != "NONE":
+            raise _bad("E_RANGE", "pos_encoding_mode", "only NONE (apply RoPE to q/k_new first)")
+        if logits_soft_cap:
+            raise _bad("E_RANGE", "logits_soft_cap", "logits soft-capping is not supported")
+        B = len(_ints(kv_last_page_len, "kv_last_page_len"))
+        mask = {"kind": "window", "left": int(window_left)} if window_left >= 0 else \
+            {"kind": "causal"}
+        return self._plan_common([1] * B, kv_indptr, kv_indices, kv_last_page_len, num_qo_heads,
+                                 num_kv_heads, head_dim, page_size, q_data_type, kv_data_type,
+                                 sm_scale, mask)
+
+
+class BatchPrefillWrapper(_BatchWrapper):
+    """Several new rows per request (prefill / append), FlashInfer's
+    BatchPrefillWithPagedKVCacheWrapper habits."""
+
+    def plan(self, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, num_qo_heads,
+             num_kv_heads, head_dim, page_size, causal=False, window_left=-1,
+             pos_encoding_mode="NONE", logits_soft_cap=None, q_data_type="bf16",
+             kv_data_type=None, sm_scale=None):
+        """qo_indptr: the new rows of each request (they are appended to its
+        pages, which kv_* describe after the append).  causal: bottom-right
+        aligned causal mask; otherwise every new row sees every K/V row."""
+        if pos_encoding_mode != "NONE":
+            raise _bad("E_RANGE", "pos_encoding_mode", "only NONE (apply RoPE to q/k_new first)")
+        if logits_soft_cap:
+            raise _bad("E_RANGE", "logits_soft_cap", "logits soft-capping is not supported")
+        qi = _ints(qo_indptr, "qo_indptr")
+        if len(qi) < 2 or qi[0] != 0 or any(b < a for a, b in zip(qi, qi[1:])):
+            raise _bad("E_QO_INDPTR", "qo_indptr", "qo_indptr must rise from 0")
+        if len(qi) != len(_ints(kv_last_page_len, "kv_last_page_len")) + 1:
+            raise _bad("E_QO_INDPTR", "qo_indptr", "qo_indptr has %d entries for %d requests",
+                       len(qi), len(_ints(kv_last_page_len, "kv_last_page_len")))
+        if window_left >= 0:
+            mask = {"kind": "window", "left": int(window_left)}
+        else:
+            mask = {"kind": "causal"} if causal else {"kind": "none"}
+        return self._plan_common([b - a for a, b in zip(qi, qi[1:])], kv_indptr, kv_indices,
+                                 kv_last_page_len, num_qo_heads, num_kv_heads, head_dim,
+                                 page_size, q_data_type, kv_data_type, sm_scale, mask)

@@ -1,0 +1,218 @@
+"""The Python package's wrappers through a real attnd (CPU engine, no GPU):
+
+    ATTND=build/attnd python3 client/python/test_wrappers.py
+
+- BatchDecodeWrapper / BatchPrefillWrapper on numpy arrays over a shm arena:
+  O and LSE equal an fp64 numpy reference (within fp32 rounding) and equal
+  the inline transport bit for bit; arrays taken from the arena are used in
+  place (no copy), others are copied into the plan's slot; out= is filled.
+- argument checks before anything is sent (shape, dtype, indptr, geometry
+  against the pool, unsupported options), each an AttnError with its field;
+  attnd's refusals (unknown pool) the same way.
+- the cuda_ipc arena without a GPU driver: E_BUFFER_UNSUPPORTED, field dev_ptr.
+- Client.run carries wait / signal / async as PROTOCOL.md v2 writes them.
+- a closed wrapper's buffer is gone from attnd's stats.
+"""
+
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attn  # noqa: E402
+
+P, HKV, HQ, D = 4, 2, 4, 8
+PAGES = 24
+
+
+def start_attnd():
+    exe = os.environ.get("ATTND", "build/attnd")
+    tmp = tempfile.mkdtemp(prefix="attn-pyw-")
+    path = os.path.join(tmp, "attnd.sock")
+    proc = subprocess.Popen([exe, "--listen", "ipc://" + path, "--engine", "cpu"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(250):
+        if os.path.exists(path):
+            break
+        time.sleep(0.02)
+    return proc, "ipc://" + path
+
+
+def expect(code, field, fn, *a, **kw):
+    try:
+        fn(*a, **kw)
+    except attn.AttnError as e:
+        assert (e.code, e.field) == (code, field), (e.code, e.field, e.message)
+        return e
+    raise AssertionError("accepted; expected %s %s" % (code, field))
+
+
+def reference(hist_k, hist_v, pages_of, lens, q, k_new, v_new, qo_lens, causal):
+    """fp64 attention per request: history rows 0..T-1 then the new rows."""
+    o = np.zeros((q.shape[0], HQ, D))
+    lse = np.zeros((q.shape[0], HQ))
+    row = 0
+    for b, T in enumerate(lens):
+        C = qo_lens[b]
+        ks, vs = [], []
+        for t in range(T):
+            pg, r = pages_of[b][t // P], t % P
+            ks.append(hist_k[pg, r])
+            vs.append(hist_v[pg, r])
+        for c in range(C):
+            ks.append(k_new[row + c])
+            vs.append(v_new[row + c])
+        K = np.array(ks, dtype=np.float64)  # [T+C, HKV, D]
+        V = np.array(vs, dtype=np.float64)
+        for c in range(C):
+            for h in range(HQ):
+                g = h // (HQ // HKV)
+                s = K[:, g, :] @ q[row + c, h].astype(np.float64) / math.sqrt(D)
+                visible = T + c + 1 if causal else T + C
+                s = s[:visible]
+                m = s.max()
+                w = np.exp(s - m)
+                o[row + c, h] = (w[:, None] * V[:visible, g, :]).sum(0) / w.sum()
+                lse[row + c, h] = m + math.log(w.sum())
+        row += C
+    return o, lse
+
+
+def main():
+    proc, url = start_attnd()
+    try:
+        checks(url)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    print("python wrappers: all checks passed")
+
+
+def checks(url):
+    rng = np.random.default_rng(11)
+    admin = attn.Client(url, timeout=10)
+    admin.pool_create("w", layers=2, num_pages=PAGES, page_size=P, num_kv_heads=HKV,
+                      head_dim_qk=D, head_dim_vo=D, kv_dtype="fp32")
+    hist_k = rng.uniform(-1, 1, (PAGES, P, HKV, D)).astype(np.float32)
+    hist_v = rng.uniform(-1, 1, (PAGES, P, HKV, D)).astype(np.float32)
+    for layer in range(2):
+        admin.kv_write("w", layer, list(range(PAGES)), hist_k.tobytes(), hist_v.tobytes())
+
+    # three decode requests: T = 5, 9, 2 committed rows, pages scattered
+    lens = [5, 9, 2]
+    pages_of = [[7, 3], [9, 1, 12], [20]]
+    indptr = [0, 2, 5, 6]
+    indices = sum(pages_of, [])
+    last = [(T + 1 - 1) % P + 1 for T in lens]  # after the append
+    B = len(lens)
+
+    with attn.BatchDecodeWrapper(url, pool="w", arena_bytes=1 << 20) as w:
+        assert w.transport == "shm", w.transport
+        w.plan(np.array(indptr), indices, last, HQ, HKV, D, P, q_data_type="fp32")
+        q = w.empty((B, HQ, D), "fp32")  # in the arena: used in place
+        q[...] = rng.uniform(-1, 1, q.shape)
+        k_new = rng.uniform(-1, 1, (B, HKV, D)).astype(np.float32)  # copied into the slot
+        v_new = rng.uniform(-1, 1, (B, HKV, D)).astype(np.float32)
+        o, lse = w.run(q, k_new, v_new, layer=1, return_lse=True)
+        want_o, want_lse = reference(hist_k, hist_v, pages_of, lens, q, k_new, v_new,
+                                     [1] * B, True)
+        assert np.abs(o - want_o).max() < 1e-5, np.abs(o - want_o).max()
+        assert np.abs(lse - want_lse).max() < 1e-5, np.abs(lse - want_lse).max()
+        assert w.arena.offset_of(o) is not None  # O is where attnd wrote it
+        out = np.full((B, HQ, D), np.nan, dtype=np.float32)
+        o2 = w.run(q, k_new, v_new, layer=1, out=out)
+        assert o2 is out and np.array_equal(out, o)
+        n_buffers = admin.stats()["counters"]["buffers"]
+        assert n_buffers == 1, n_buffers
+
+        # argument checks, nothing sent
+        expect("E_SHAPE", "q", w.run, q[:2], k_new, v_new)
+        expect("E_DTYPE", "k_new", w.run, q, k_new.astype(np.float64), v_new)
+        expect("E_TYPE", "v_new", w.run, q, k_new, v_new.tolist())
+        expect("E_SHAPE", "o", w.run, q, k_new, v_new, out=out[:, :1])
+        expect("E_INDPTR", "kv_indptr", w.plan, indptr[:-1], indices, last, HQ, HKV, D, P,
+               q_data_type="fp32")
+        expect("E_INDPTR", "kv_indptr", w.plan, [0, 2, 5, 7], indices, last, HQ, HKV, D, P,
+               q_data_type="fp32")
+        expect("E_SHAPE", "page_size", w.plan, indptr, indices, last, HQ, HKV, D, 16,
+               q_data_type="fp32")
+        expect("E_SHAPE", "num_kv_heads", w.plan, indptr, indices, last, HQ, 1, D, P,
+               q_data_type="fp32")
+        expect("E_DTYPE", "kv_data_type", w.plan, indptr, indices, last, HQ, HKV, D, P,
+               q_data_type="fp32", kv_data_type="bf16")
+        expect("E_HEADS", "num_qo_heads", w.plan, indptr, indices, last, 3, HKV, D, P,
+               q_data_type="fp32")
+        expect("E_LAST_PAGE_LEN", "kv_last_page_len", w.plan, indptr, indices, [1, 2, 5], HQ,
+               HKV, D, P, q_data_type="fp32")
+        expect("E_RANGE", "pos_encoding_mode", w.plan, indptr, indices, last, HQ, HKV, D, P,
+               pos_encoding_mode="ROPE_LLAMA")
+        # attnd's own refusal: a page outside the pool
+        expect("E_PAGE_OUT_OF_POOL", "kv.page_indices[5]", w.plan, indptr,
+               indices[:-1] + [PAGES + 3], last, HQ, HKV, D, P, q_data_type="fp32")
+        expect("E_TOO_LARGE", "arena_bytes", w.empty, (1 << 20,), "fp32")
+
+    # the same decode inline: bit-identical to the shm run
+    with attn.BatchDecodeWrapper(url, pool="w", transport="inline") as wi:
+        wi.plan(indptr, indices, last, HQ, HKV, D, P, q_data_type="fp32")
+        oi, lsei = wi.run(np.array(q), k_new, v_new, layer=1, return_lse=True)
+        assert oi.tobytes() == o.tobytes() and lsei.tobytes() == lse.tobytes()
+    deadline = time.time() + 5
+    while admin.stats()["counters"]["buffers"] != 0 and time.time() < deadline:
+        time.sleep(0.02)
+    assert admin.stats()["counters"]["buffers"] == 0  # closing dropped the arena
+
+    # append / prefill: 3 and 2 new rows on T = 4 and T = 0, causal
+    lens_p, qo = [4, 0], [3, 2]
+    pages_p = [[2, 5], [11]]
+    with attn.BatchPrefillWrapper(url, pool="w", arena_bytes=1 << 20) as wp:
+        lastp = [(T + C - 1) % P + 1 for T, C in zip(lens_p, qo)]
+        wp.plan([0, 3, 5], [0, 2, 3], sum(pages_p, []), lastp, HQ, HKV, D, P, causal=True,
+                q_data_type="fp32")
+        qp = rng.uniform(-1, 1, (5, HQ, D)).astype(np.float32)
+        kp = rng.uniform(-1, 1, (5, HKV, D)).astype(np.float32)
+        vp = rng.uniform(-1, 1, (5, HKV, D)).astype(np.float32)
+        op, lsep = wp.run(qp, kp, vp, layer=0, return_lse=True)
+        want_o, want_lse = reference(hist_k, hist_v, pages_p, lens_p, qp, kp, vp, qo, True)
+        assert np.abs(op - want_o).max() < 1e-5, np.abs(op - want_o).max()
+        assert np.abs(lsep - want_lse).max() < 1e-5
+        expect("E_QO_INDPTR", "qo_indptr", wp.plan, [0, 3], [0, 2, 3], [2, 5, 11], lastp, HQ,
+               HKV, D, P, q_data_type="fp32")
+
+    expect("E_UNKNOWN_POOL", "pool", attn.BatchDecodeWrapper, url, pool="nope")
+    expect("E_RANGE", "transport", attn.BatchDecodeWrapper, url, pool="w", transport="rdma")
+
+    # the cuda_ipc arena needs a driver: refused plainly, nothing registered
+    os.environ["ATTN_CUDA_DRIVER_LIB"] = "/nonexistent/libcuda.so.1"
+    try:
+        from attn.cuda import Driver
+        e = expect("E_BUFFER_UNSUPPORTED", "dev_ptr", Driver)
+        assert "no CUDA driver" in e.message, e.message
+    finally:
+        del os.environ["ATTN_CUDA_DRIVER_LIB"]
+
+    # wait / signal / async on the wire
+    sent = {}
+
+    class Recorder(attn.Client):
+        def call(self, op, **fields):
+            sent.update(fields, op=op)
+            return {"ok": True}
+
+    rc = Recorder(url, timeout=5)
+    rc.run(3, 1, q=attn.ref(1, 0, 8), k_new=attn.ref(1, 8, 8), v_new=attn.ref(1, 16, 8),
+           wait=attn.sem(1, 0, 41), signal=attn.sem(1, 8, 41), async_=True)
+    assert sent["wait"] == {"buf": 1, "offset": 0, "value": 41}, sent
+    assert sent["signal"] == {"buf": 1, "offset": 8, "value": 41} and sent["async"] is True
+    rc.run(3, 1, q=b"", k_new=b"", v_new=b"")
+    assert sent["async"] is None and sent["wait"] is None  # absent (call drops None)
+    rc.close()
+    admin.close()
+
+
+if __name__ == "__main__":
+    main()
