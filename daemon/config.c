@@ -209,6 +209,15 @@ static int apply_setting(attnd_config *c, const char *key, const char *val, attn
         if (strlen(val) >= sizeof c->capture)
             return attn_error_set(err, ATTN_E_RANGE, key, "path too long");
         snprintf(c->capture, sizeof c->capture, "%s", val);
+    } else if (strcmp(key, "metrics") == 0) {
+        if (strlen(val) >= sizeof c->metrics)
+            return attn_error_set(err, ATTN_E_RANGE, key, "address too long");
+        snprintf(c->metrics, sizeof c->metrics, "%s", val);
+    } else if (strcmp(key, "metrics-allow-remote") == 0 ||
+               strcmp(key, "metrics_allow_remote") == 0) {
+        if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be 0 or 1");
+        c->metrics_allow_remote = val[0] == '1';
     } else if (strcmp(key, "pool") == 0) {
         attn_pool_geometry g;
         int rc = attnd_pool_spec_parse(val, &g, err);
@@ -353,6 +362,7 @@ const char *attnd_config_usage(void)
            "             [--capture FILE] [--pool "
            "NAME:LAYERS:PAGES:PAGE_SIZE:HKV:D[:DTYPE[:LAYOUT]]]\n"
            "             [--inline-cheap 0|1] [--ready-fd FD]\n"
+           "             [--metrics HOST:PORT [--metrics-allow-remote 1]]\n"
            "defaults: --listen " ATTND_DEFAULT_URL " --engine auto --workers 2 --contexts 16\n"
            "          --max-msg 67108864 (64 MiB) --max-plans 256 --pool-budget 8 GiB --ipc-mode "
            "0660\n";

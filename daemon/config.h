@@ -37,8 +37,10 @@ typedef struct attnd_config {
     uint64_t pool_budget;
     int ipc_mode; /* permission bits of the IPC socket, default 0660 */
     char capture[512];
-    int ready_fd;     /* write "READY\n" here when serving (tests); -1 when unset */
-    int inline_cheap; /* answer hello/stats in the nng callback (default 1; 0 to measure) */
+    char metrics[256];        /* --metrics HOST:PORT for /metrics and /health; "" = off */
+    int metrics_allow_remote; /* serve them on a non-loopback address too */
+    int ready_fd;             /* write "READY\n" here when serving (tests); -1 when unset */
+    int inline_cheap;         /* answer hello/stats in the nng callback (default 1; 0 to measure) */
     uint32_t num_pools;
     attn_pool_geometry pools[ATTND_MAX_CONFIG_POOLS];
 } attnd_config;

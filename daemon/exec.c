@@ -52,6 +52,24 @@ void attnd_plan_free(void *obj)
     free(p);
 }
 
+uint64_t attnd_plan_bytes(const void *obj)
+{
+    const attnd_plan *p = obj;
+    const attn_manifest *m = &p->m;
+    uint64_t b = m->num_requests;
+    uint64_t n = sizeof *p + (p->sel != NULL ? sizeof *p->sel : 0);
+    n += b * sizeof *m->requests + (b + 1) * sizeof *m->qo_indptr;
+    if (m->kv.format == ATTN_KV_CSR)
+        n += ((b + 1) + m->kv.num_page_indices + b) * sizeof(int32_t);
+    else
+        n += (b * m->kv.max_blocks + b) * sizeof(int32_t);
+    n += m->mask.fm_lts != NULL ? 4 * m->mask.fm_len * sizeof(int32_t) : 0;
+    n += m->mask.dense_bytes;
+    n += p->split.num_requests * 2ull * sizeof(uint32_t) +
+         (uint64_t)p->split.num_items * sizeof *p->split.items;
+    return n;
+}
+
 /* ---- the diagnostic --------------------------------------------------------- */
 
 /* The dispatch diagnostic (PROTOCOL.md "diag", planner/diag.h): call key,
@@ -289,7 +307,7 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     attn_verify_result vr;
     traced_kernels *tk = NULL;
     int tracing = 0, exclusive;
-    double exec_us;
+    double exec_us, engine_t0;
     uint64_t total_q, o_bytes;
     size_t esz = p->m.q_dtype == ATTN_FP32 ? 4 : 2;
     int rc;
@@ -347,8 +365,11 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     }
     /* one writer per pool: the staged rows commit while nobody reads them */
     pthread_mutex_lock(&pool->lock);
+    engine_t0 = now_us();
     rc = p->backend->run(p->backend, &a, &report);
     exec_us = now_us() - t0;
+    attnd_metrics_note_engine(&s->metrics, p->backend->platform,
+                              (uint64_t)((now_us() - engine_t0) * 1e3));
     /* the engine's run copied O back to the host: the device is synchronised */
     if (tracing && attn_cupti_end(tk->k, ATTN_KERNELS_MAX, &tk->n, NULL, NULL) != 0)
         tk->n = 0;

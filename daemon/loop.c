@@ -70,16 +70,26 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* nng thread: a connection is being added; refused once shutdown began. */
+/* nng thread: a connection is being added (refused once shutdown began)
+ * or went away; nng reports the removal of every pipe it announced. */
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     attnd_loop *l = arg;
-    if (ev == NNG_PIPE_EV_ADD_PRE && atomic_load(&l->refuse_pipes))
+    if (ev == NNG_PIPE_EV_REM_POST) {
+        atomic_fetch_sub(&l->o.metrics->connections, 1);
+        return;
+    }
+    atomic_fetch_add(&l->o.metrics->connections, 1);
+    atomic_fetch_add(&l->o.metrics->connections_total, 1);
+    if (atomic_load(&l->refuse_pipes))
         nng_pipe_close(p);
 }
 
+/* Requests handed to the loop wait in its queue, then in libuv's for a
+ * worker: the queue depth counts both, until a handler starts. */
 static void enqueue(attnd_loop *l, job *j)
 {
+    atomic_fetch_add(&l->o.metrics->queued, 1);
     pthread_mutex_lock(&l->qlock);
     j->next = NULL;
     if (l->qtail != NULL)
@@ -194,6 +204,7 @@ static void work_cb(uv_work_t *w)
 {
     job *j = w->data;
     attnd_loop *l = j->l;
+    atomic_fetch_sub(&l->o.metrics->queued, 1);
     attnd_metrics_note_handoff(l->o.metrics, now_ns() - j->t_recv_ns);
     j->reply = NULL;
     j->reply_len = 0;
@@ -212,6 +223,7 @@ static void begin_shutdown(attnd_loop *l)
     if (l->stopping)
         return;
     l->stopping = 1;
+    atomic_store(&l->o.metrics->draining, 1);
     attnd_notify("STOPPING=1\nSTATUS=draining");
     /* Stop accepting: new connections are closed by pipe_cb from now on.
      * The listener itself stays open, because closing an nng listener also
@@ -244,6 +256,7 @@ static void async_cb(uv_async_t *a)
     }
     while (j != NULL) {
         job *next = j->next;
+        atomic_fetch_sub(&l->o.metrics->queued, 1); /* out of the loop's queue */
         if (l->closed) {
             /* only after the socket closed: nobody can be answered */
             nng_msg_free(j->req);
@@ -263,8 +276,10 @@ static void async_cb(uv_async_t *a)
             send_reply(l, j);
         } else {
             atomic_fetch_add(&l->o.metrics->worker_ops, 1);
+            atomic_fetch_add(&l->o.metrics->queued, 1); /* into libuv's, until work_cb */
             j->work.data = j;
             if (uv_queue_work(&l->loop, &j->work, work_cb, after_work_cb) != 0) {
+                atomic_fetch_sub(&l->o.metrics->queued, 1);
                 l->o.handler(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply,
                              &j->reply_len);
                 send_reply(l, j);
@@ -332,6 +347,7 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
     }
     l->sock_open = 1;
     nng_pipe_notify(l->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, l);
+    nng_pipe_notify(l->sock, NNG_PIPE_EV_REM_POST, pipe_cb, l);
     if ((rv = nng_listener_create(&l->lst, l->sock, l->url)) != 0) {
         attnd_loop_destroy(l);
         return fail(err, l->url, rv);
@@ -398,6 +414,7 @@ int attnd_loop_run(attnd_loop *l)
         atomic_store(&l->jobs[i].state, JOB_RECV);
         nng_ctx_recv(l->jobs[i].ctx, l->jobs[i].aio);
     }
+    atomic_store(&l->o.metrics->listening, 1);
     if (l->o.ready_fd >= 0) {
         ssize_t w = write(l->o.ready_fd, "READY\n", 6);
         (void)w;

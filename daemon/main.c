@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "daemon/config.h"
+#include "daemon/http.h"
 #include "daemon/loop.h"
 #include "daemon/notify.h"
 #include "daemon/server.h"
@@ -15,6 +16,8 @@ int main(int argc, char **argv)
     attn_server *srv = NULL;
     attnd_loop *loop = NULL;
     attnd_loop_opts o;
+    attnd_http *http = NULL;
+    char metrics_url[300] = "";
     int rc;
 
     for (int i = 1; i < argc; i++) {
@@ -28,6 +31,11 @@ int main(int argc, char **argv)
     if (attnd_config_parse_args(&cfg, argc, argv, &err) != 0) {
         fprintf(stderr, "attnd: %s: %s (%s)\n%s", err.field, err.message, attn_err_name(err.code),
                 attnd_config_usage());
+        return 2;
+    }
+    if (cfg.metrics[0] != '\0' && attnd_http_url(cfg.metrics, cfg.metrics_allow_remote, metrics_url,
+                                                 sizeof metrics_url, &err) != 0) {
+        fprintf(stderr, "attnd: %s: %s (%s)\n", err.field, err.message, attn_err_name(err.code));
         return 2;
     }
     if (attn_server_create(&srv, &cfg, &err) != 0) {
@@ -51,9 +59,21 @@ int main(int argc, char **argv)
         attn_server_destroy(srv);
         return 1;
     }
+    /* the endpoints come up before the listener, so /health/ready can say
+     * "not listening yet" rather than nothing */
+    if (metrics_url[0] != '\0' && attnd_http_start(&http, metrics_url, o.metrics,
+                                                   attn_server_metrics_text_cb, srv, &err) != 0) {
+        fprintf(stderr, "attnd: %s: %s\n", err.field, err.message);
+        attnd_loop_destroy(loop);
+        attn_server_destroy(srv);
+        return 1;
+    }
     fprintf(stderr, "attnd: serving on %s (max frame %zu bytes, %u contexts, %u workers)\n",
             cfg.listen, cfg.max_msg, cfg.contexts, cfg.workers);
+    if (http != NULL)
+        fprintf(stderr, "attnd: metrics and health on %s\n", metrics_url);
     rc = attnd_loop_run(loop);
+    attnd_http_stop(http);
     if (attnd_loop_destroy(loop) != 0 && rc == 0)
         rc = ATTN_E_INTERNAL; /* a handle left open: not a clean shutdown */
     attn_server_destroy(srv);

@@ -13,7 +13,8 @@ typedef struct entry {
     char digest[ATTN_SHA256_HEX];
     attn_key key;
     void *obj;
-    int refs; /* the cache's own reference plus one per acquire */
+    uint64_t bytes; /* the sizer's answer at insert */
+    int refs;       /* the cache's own reference plus one per acquire */
 } entry;
 
 struct attnd_plan_cache {
@@ -24,8 +25,9 @@ struct attnd_plan_cache {
     uint64_t next_id;
     uint64_t tick;
     void (*free_obj)(void *);
-    attnd_plan_cache_stats st;
-    uint32_t alloc; /* slots in e; > capacity only while every entry is in use */
+    uint64_t (*size_obj)(const void *);
+    attnd_plan_cache_stats st; /* st.bytes: the entries' bytes together */
+    uint32_t alloc;            /* slots in e; > capacity only while every entry is in use */
 };
 
 int attnd_plan_cache_create(attnd_plan_cache **out, uint32_t capacity, void (*free_obj)(void *))
@@ -49,6 +51,13 @@ fail:
         free(c->e);
     free(c);
     return capacity == 0 ? ATTN_E_RANGE : ATTN_E_NOMEM;
+}
+
+void attnd_plan_cache_set_sizer(attnd_plan_cache *c, uint64_t (*size_obj)(const void *))
+{
+    pthread_mutex_lock(&c->lock);
+    c->size_obj = size_obj;
+    pthread_mutex_unlock(&c->lock);
 }
 
 static void entry_free(attnd_plan_cache *c, entry *x)
@@ -85,6 +94,7 @@ static int evict_one(attnd_plan_cache *c)
     x = c->e[victim];
     c->e[victim] = c->e[--c->n];
     c->st.evictions++;
+    c->st.bytes -= x->bytes;
     entry_free(c, x);
     return 1;
 }
@@ -146,6 +156,8 @@ int attnd_plan_cache_insert(attnd_plan_cache *c, const char *pool, const attn_ke
     }
     x->id = c->next_id++;
     x->last_use = ++c->tick;
+    x->bytes = c->size_obj != NULL ? c->size_obj(obj) : 0;
+    c->st.bytes += x->bytes;
     c->e[c->n++] = x;
     *id = x->id;
     pthread_mutex_unlock(&c->lock);

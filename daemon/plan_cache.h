@@ -22,10 +22,15 @@ typedef struct attnd_plan_cache attnd_plan_cache;
 
 typedef struct attnd_plan_cache_stats {
     uint64_t entries, capacity, hits, misses, replans, evictions, stale;
+    uint64_t bytes; /* what the sizer says the entries hold, together */
 } attnd_plan_cache_stats;
 
 /* Create a cache of at most `capacity` plans; `free_obj` releases a plan object. */
 int attnd_plan_cache_create(attnd_plan_cache **out, uint32_t capacity, void (*free_obj)(void *));
+
+/* Count each plan object's bytes with `size_obj` from now on (stats.bytes;
+ * plans inserted before count 0). */
+void attnd_plan_cache_set_sizer(attnd_plan_cache *c, uint64_t (*size_obj)(const void *));
 
 /* Free every entry and the cache. */
 void attnd_plan_cache_destroy(attnd_plan_cache *c);

@@ -26,7 +26,6 @@ struct attn_server {
     attnd_capture *capture;
     attnd_metrics metrics;
     attn_codec_limits limits;
-    _Atomic uint64_t op_count[ATTN_OP_COUNT];
     _Atomic uint64_t engine_failures;
     char build_id[64];
     char artifact[128];
@@ -57,6 +56,10 @@ typedef struct attnd_plan {
 
 /* Free a plan object (the plan cache's free callback). */
 void attnd_plan_free(void *obj);
+
+/* Bytes a plan object holds: the record and its frozen manifest and split
+ * arrays (the plan cache's sizer, /metrics attnd_plan_cache_bytes). */
+uint64_t attnd_plan_bytes(const void *obj);
 
 /* plan: validate, select, split, cache; fills rep (plan_id, plan_key, diag). */
 int attnd_exec_plan(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
