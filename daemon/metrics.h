@@ -19,8 +19,23 @@
 /* Latency histogram buckets (upper bounds, seconds), fixed at build time. */
 #define ATTND_LATENCY_BUCKETS(X)                                                                   \
     X(0.00001)                                                                                     \
-    X(0.00005) X(0.0001) X(0.00025) X(0.0005) X(0.001) X(0.0025) X(0.005) X(0.01) X(0.025) X(0.05) \
-        X(0.1) X(0.25) X(0.5) X(1) X(2.5) X(5) X(10)
+    X(0.00005)                                                                                     \
+    X(0.0001)                                                                                      \
+    X(0.00025)                                                                                     \
+    X(0.0005)                                                                                      \
+    X(0.001)                                                                                       \
+    X(0.0025)                                                                                      \
+    X(0.005)                                                                                       \
+    X(0.01)                                                                                        \
+    X(0.025)                                                                                       \
+    X(0.05)                                                                                        \
+    X(0.1)                                                                                         \
+    X(0.25)                                                                                        \
+    X(0.5)                                                                                         \
+    X(1)                                                                                           \
+    X(2.5)                                                                                         \
+    X(5)                                                                                           \
+    X(10)
 #define ATTND__COUNT_ONE(b) +1
 #define ATTND_NUM_BUCKETS (0 ATTND_LATENCY_BUCKETS(ATTND__COUNT_ONE))
 
