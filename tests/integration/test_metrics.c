@@ -33,7 +33,11 @@ typedef struct served {
     attn_daemon_proc d;
     int port;
     nng_socket s;
+    int open;
 } served;
+
+/* The test's daemon; the teardown stops it when a failed assertion left it. */
+static served g_sv;
 
 static int start(served *sv)
 {
@@ -45,6 +49,7 @@ static int start(served *sv)
         return -1;
     if (nng_req0_open(&sv->s) != 0)
         return -1;
+    sv->open = 1;
     nng_socket_set_ms(sv->s, NNG_OPT_RECVTIMEO, 60000);
     nng_socket_set_ms(sv->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     return nng_dial(sv->s, sv->d.url, NULL, 0) == 0 ? 0 : -1;
@@ -54,9 +59,23 @@ static void stop(served *sv, int expect_status)
 {
     int st = -1;
     nng_close(sv->s);
+    sv->open = 0;
     assert_int_equal(attn_daemon_stop(&sv->d, SIGTERM, &st), 0);
     assert_int_equal(st, expect_status);
     attn_daemon_cleanup(&sv->d);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (g_sv.open)
+        nng_close(g_sv.s);
+    if (g_sv.d.pid > 0) {
+        attn_daemon_stop(&g_sv.d, SIGKILL, NULL);
+        attn_daemon_cleanup(&g_sv.d);
+    }
+    memset(&g_sv, 0, sizeof g_sv);
+    return 0;
 }
 
 /* Typed call over `s`; returns 0 or the reply's error code. */
@@ -206,31 +225,38 @@ static void assert_exposition(const char *text)
 
 static void test_health(void **state)
 {
-    served sv;
+    served *sv = &g_sv;
     char *b;
     (void)state;
-    assert_int_equal(start(&sv), 0);
-    b = get(sv.port, "/health/live", 200);
+    assert_int_equal(start(sv), 0);
+    b = get(sv->port, "/health/live", 200);
     free(b);
-    b = get(sv.port, "/health/ready", 200);
+    b = get(sv->port, "/health/ready", 200);
     assert_string_equal(b, "ready\n");
     free(b);
-    b = get(sv.port, "/nosuchpage", 404);
+    b = get(sv->port, "/nosuchpage", 404);
     free(b);
-    stop(&sv, 0);
+    stop(sv, 0);
 }
 
 static void test_counts_move(void **state)
 {
-    served sv;
+    served *sv = &g_sv;
     attn_pool_geometry g;
     attn_request req;
     char *before, *after, cmd[1200];
     const char *ctl = getenv("ATTNCTL"), *src = getenv("ATTN_SRCDIR");
     (void)state;
     assert_non_null(ctl);
-    assert_int_equal(start(&sv), 0);
-    before = get(sv.port, "/metrics", 200);
+    assert_int_equal(start(sv), 0);
+    /* the server adds our pipe a moment after the dial returned */
+    for (int i = 0;; i++) {
+        before = get(sv->port, "/metrics", 200);
+        if (sample(before, "attnd_connections") >= 1 || i == 500)
+            break;
+        free(before);
+        usleep(10000);
+    }
     assert_exposition(before);
     assert_true(sample(before, "attnd_requests_total{op=\"hello\"}") == 0);
     assert_true(sample(before, "attnd_connections") >= 1);
@@ -239,7 +265,7 @@ static void test_counts_move(void **state)
     for (int i = 0; i < 3; i++) {
         memset(&req, 0, sizeof req);
         req.op = ATTN_OP_HELLO;
-        assert_int_equal(call(sv.s, &req), 0);
+        assert_int_equal(call(sv->s, &req), 0);
     }
     memset(&g, 0, sizeof g);
     snprintf(g.name, sizeof g.name, "m1");
@@ -250,14 +276,22 @@ static void test_counts_move(void **state)
     g.head_dim_qk = g.head_dim_vo = 8;
     g.kv_dtype = ATTN_FP32;
     snprintf(g.device, sizeof g.device, "cpu");
-    pool_create(sv.s, &g, 0);
-    pool_create(sv.s, &g, ATTN_E_POOL_EXISTS);
+    pool_create(sv->s, &g, 0);
+    pool_create(sv->s, &g, ATTN_E_POOL_EXISTS);
     /* a plan and a run on the CPU engine: the shipped JSON workload */
     snprintf(cmd, sizeof cmd, "%s run %s/examples/mixed.json --url %s >/dev/null", ctl,
-             src != NULL ? src : ".", sv.d.url);
+             src != NULL ? src : ".", sv->d.url);
     assert_int_equal(system(cmd), 0);
 
-    after = get(sv.port, "/metrics", 200);
+    /* a reply counts as sent when nng's send completes, a moment after the
+     * client has it: wait for the last one */
+    for (int i = 0;; i++) {
+        after = get(sv->port, "/metrics", 200);
+        if (sample(after, "attnd_in_flight_requests") == 0 || i == 500)
+            break;
+        free(after);
+        usleep(10000);
+    }
     assert_exposition(after);
     assert_true(sample(after, "attnd_requests_total{op=\"hello\"}") == 3);
     assert_true(sample(after, "attnd_request_duration_seconds_count{op=\"hello\"}") == 3);
@@ -280,7 +314,7 @@ static void test_counts_move(void **state)
     assert_true(sample(after, "attnd_queue_depth") == 0);
     free(before);
     free(after);
-    stop(&sv, 0);
+    stop(sv, 0);
 }
 
 /* A prefill heavy enough for the one CPU thread to take a while. */
@@ -304,11 +338,11 @@ static void *run_slow(void *arg)
 
 static void test_not_ready_while_draining(void **state)
 {
-    served sv;
+    served *sv = &g_sv;
     slow_call sc;
     attn_rb_spec spec;
     pthread_t t;
-    int64_t T = 0, C = 2048;
+    int64_t T = 0, C = 1536;
     int saw_busy = 0, st = -1;
     char *b;
     (void)state;
@@ -321,24 +355,24 @@ static void test_not_ready_while_draining(void **state)
     assert_int_equal(attn_rb_make_lengths(&sc.rb, &spec, &T, &C, 5), 0);
     snprintf(sc.rb.g.name, sizeof sc.rb.g.name, "slow");
     snprintf(sc.rb.m.pool, sizeof sc.rb.m.pool, "slow");
-    assert_int_equal(start(&sv), 0);
-    pool_create(sv.s, &sc.rb.g, 0);
-    sc.s = sv.s;
+    assert_int_equal(start(sv), 0);
+    pool_create(sv->s, &sc.rb.g, 0);
+    sc.s = sv->s;
     assert_int_equal(pthread_create(&t, NULL, run_slow, &sc), 0);
     /* wait until the attend is being served, then ask attnd to stop */
     for (int i = 0; i < 2000 && !saw_busy; i++) {
-        b = get(sv.port, "/metrics", 200);
+        b = get(sv->port, "/metrics", 200);
         saw_busy = sample(b, "attnd_in_flight_requests") >= 1;
         free(b);
         if (!saw_busy)
             usleep(2000);
     }
     assert_true(saw_busy);
-    assert_int_equal(kill(sv.d.pid, SIGTERM), 0);
+    assert_int_equal(kill(sv->d.pid, SIGTERM), 0);
     for (int i = 0; i < 500; i++) {
         int status = 0;
         char *body = NULL;
-        if (attn_http_get(sv.port, "/health/ready", &status, &body) == 0 && status == 503) {
+        if (attn_http_get(sv->port, "/health/ready", &status, &body) == 0 && status == 503) {
             assert_non_null(strstr(body, "shutting down"));
             free(body);
             saw_busy = 2;
@@ -348,14 +382,15 @@ static void test_not_ready_while_draining(void **state)
         usleep(2000);
     }
     assert_int_equal(saw_busy, 2);
-    b = get(sv.port, "/health/live", 200);
+    b = get(sv->port, "/health/live", 200);
     free(b);
     pthread_join(t, NULL);
     assert_int_equal(sc.rc, 0); /* the drain answered it */
-    nng_close(sv.s);
-    assert_int_equal(attn_daemon_stop(&sv.d, SIGTERM, &st), 0);
+    nng_close(sv->s);
+    sv->open = 0;
+    assert_int_equal(attn_daemon_stop(&sv->d, SIGTERM, &st), 0);
     assert_int_equal(st, 0);
-    attn_daemon_cleanup(&sv.d);
+    attn_daemon_cleanup(&sv->d);
     attn_rb_free(&sc.rb);
 }
 
@@ -384,9 +419,9 @@ static void test_address_rules(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_health),
-        cmocka_unit_test(test_counts_move),
-        cmocka_unit_test(test_not_ready_while_draining),
+        cmocka_unit_test_teardown(test_health, teardown),
+        cmocka_unit_test_teardown(test_counts_move, teardown),
+        cmocka_unit_test_teardown(test_not_ready_while_draining, teardown),
         cmocka_unit_test(test_address_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,7 +37,8 @@ int attn_http_get(int port, const char *path, int *status, char **body)
         return -1;
     n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
                  path);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || write(fd, req, (size_t)n) != n) {
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
         close(fd);
         return -1;
     }
