@@ -3,6 +3,10 @@
 # `make demo` is the main job (README).  BUILD=dir builds out of tree, so
 # several builds (asan, static, per-developer) can coexist.
 
+# `make` alone builds `all` (the build-id rule below would otherwise be the
+# first target).
+.DEFAULT_GOAL := all
+
 BUILD   ?= build
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -46,9 +50,9 @@ CFLAGS  += -DATTN_WITH_CUDA=1 -I$(CUDA_HOME)/include
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++
 endif
 
-CORE_SRCS   := $(wildcard kernels/common/*.c planner/*.c protocol/*.c kernels/cpu/*.c)
+CORE_SRCS   := $(wildcard kernels/common/*.c planner/*.c protocol/*.c kernels/cpu/*.c engines/cpu/*.c)
 CUDA_SRCS   := $(wildcard kernels/cuda/*.cu)
-CUDA_CSRCS  := $(wildcard kernels/cuda/*.c)
+CUDA_CSRCS  := $(wildcard kernels/cuda/*.c engines/cuda/*.c)
 DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
 CLIENT_SRCS := $(wildcard client/lib/*.c)
 CTL_SRCS    := $(wildcard client/attnctl/*.c)
@@ -202,7 +206,7 @@ lint: deps
 	clang-format --dry-run --Werror $$files && echo "clang-format: clean"
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
 		--suppress=missingIncludeSystem --inline-suppr -Iinclude -I. \
-		kernels/common planner protocol kernels/cpu daemon client && echo "cppcheck: clean"
+		kernels/common planner protocol kernels/cpu engines/cpu daemon client && echo "cppcheck: clean"
 
 # The main job (README): serve the shipped captured workload and verify it.
 demo: all

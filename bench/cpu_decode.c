@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "attn/error.h"
-#include "kernels/cpu/engine.h"
+#include "engines/cpu/engine.h"
 #include "planner/split.h"
 #include "protocol/manifest.h"
 

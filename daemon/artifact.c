@@ -9,7 +9,7 @@
 #include <openssl/evp.h>
 
 #include "daemon/artifact.h"
-#include "kernels/cuda/cuda_engine.h"
+#include "engines/cuda/cuda_engine.h"
 
 #ifndef ATTN_BUILD_ID
 #define ARTIFACT_BUILD_ID "unknown"

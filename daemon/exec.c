@@ -21,7 +21,7 @@
 #include "planner/ledger.h"
 #include "protocol/diag.h"
 #include "daemon/verify.h"
-#include "kernels/cuda/cupti_trace.h"
+#include "engines/cuda/cupti_trace.h"
 #include "planner/split.h"
 #include "protocol/manifest.h"
 #include "protocol/msg.h"

@@ -8,7 +8,7 @@
 #include "daemon/config.h"
 #include "kernels/common/dtype.h"
 #ifdef ATTN_WITH_CUDA
-#include "kernels/cuda/cuda_engine.h"
+#include "engines/cuda/cuda_engine.h"
 #endif
 
 #define ATTND_MAX_POOLS 64

@@ -10,9 +10,9 @@
 
 #include "daemon/artifact.h"
 #include "daemon/server_int.h"
-#include "kernels/cpu/engine.h"
+#include "engines/cpu/engine.h"
 #ifdef ATTN_WITH_CUDA
-#include "kernels/cuda/cuda_engine.h"
+#include "engines/cuda/cuda_engine.h"
 #endif
 #include "protocol/manifest.h"
 #include "protocol/msg.h"

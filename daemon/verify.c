@@ -7,7 +7,7 @@
 #include "daemon/verify.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
-#include "kernels/cpu/engine.h"
+#include "engines/cpu/engine.h"
 
 void attn_verify_compare(const void *o, attn_dtype o_dtype, const float *lse, const float *ref_o,
                          const float *ref_lse, uint64_t rows, uint32_t d_vo, attn_tolerance tol,

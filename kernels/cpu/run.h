@@ -9,7 +9,7 @@
 #include "attn/types.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/mask.h"
-#include "planner/plan.h"
+#include "kernels/common/plan.h"
 
 /* Everything a producer or merge unit reads; written only before the threads
  * start (the workspace is written by disjoint units). */

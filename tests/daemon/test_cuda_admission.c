@@ -11,7 +11,7 @@
 
 #include "tests/lib/random_batch.h"
 #ifdef ATTN_WITH_CUDA
-#include "kernels/cuda/cuda_engine.h"
+#include "engines/cuda/cuda_engine.h"
 #endif
 
 static void test_head_dim_80_names_both_dims(void **state)

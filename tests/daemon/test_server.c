@@ -27,7 +27,7 @@
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
-#include "kernels/cpu/engine.h"
+#include "engines/cpu/engine.h"
 #include "planner/registry.h"
 #include "protocol/codec.h"
 #include "tests/lib/batch_call.h"

@@ -22,8 +22,8 @@
 
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
-#include "kernels/cpu/engine.h"
-#include "kernels/cuda/cuda_engine.h"
+#include "engines/cpu/engine.h"
+#include "engines/cuda/cuda_engine.h"
 #include "kernels/cuda/decode_launch.h"
 #include "planner/split.h"
 #include "tests/lib/random_batch.h"

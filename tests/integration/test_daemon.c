@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "attn/client.h"
-#include "kernels/cpu/engine.h"
+#include "engines/cpu/engine.h"
 #include "protocol/codec.h"
 #include "tests/lib/batch_call.h"
 #include "tests/lib/daemon_proc.h"

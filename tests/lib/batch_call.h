@@ -8,7 +8,7 @@
 
 #include "attn/client.h"
 #include "attn/error.h"
-#include "kernels/cpu/engine.h"
+#include "engines/cpu/engine.h"
 #include "tests/lib/random_batch.h"
 
 /* Fill `c` for the batch: its manifest, geometry and inputs, the pool layer

@@ -15,7 +15,7 @@
 
 #include "attn/error.h"
 #include "kernels/common/mask.h"
-#include "kernels/cpu/engine.h"
+#include "engines/cpu/engine.h"
 #include "planner/split.h"
 #include "protocol/manifest.h"
 #include "tests/lib/batch_call.h"

@@ -9,7 +9,7 @@
 
 #include "kernels/common/dtype.h"
 #include "kernels/common/state.h"
-#include "kernels/cpu/engine.h"
+#include "engines/cpu/engine.h"
 #include "kernels/cpu/run.h"
 #include "planner/split.h"
 #include "protocol/manifest.h"

@@ -22,7 +22,7 @@
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
-#include "kernels/cuda/cuda_engine.h"
+#include "engines/cuda/cuda_engine.h"
 #include "kernels/cuda/decode_launch.h"
 #include "planner/ledger.h"
 #include "planner/split.h"

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/cuda/cupti_trace.h"
+#include "engines/cuda/cupti_trace.h"
 
 #ifndef ATTN_WITH_CUDA
 

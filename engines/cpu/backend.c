@@ -3,7 +3,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cpu/engine.h"
+#include "engines/cpu/engine.h"
 #include "planner/registry.h"
 
 static attn_cpu_options g_cpu_options; /* zero: all online CPUs, fp32 */
