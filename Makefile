@@ -1,5 +1,6 @@
 # attnd build.  `make` builds everything; `make test` runs the unit and
 # integration suites; `make test-asan` runs the unit suite under ASan+UBSan;
+# `make fuzz FUZZ_SECONDS=N` runs the libFuzzer target (docs/fuzz.md);
 # `make demo` is the main job (README).  BUILD=dir builds out of tree, so
 # several builds (asan, static, per-developer) can coexist.
 

@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
+#include "daemon/config.h"
 #include "daemon/http.h"
 #include "daemon/metrics.h"
 #include "daemon/plan_cache.h"
@@ -181,12 +183,32 @@ static void test_metrics_address(void **state)
     assert_int_equal(attnd_http_url("tcp://127.0.0.1:9", 0, url, sizeof url, &e), ATTN_E_RANGE);
 }
 
+/* "metrics" and "metrics_allow_remote" as configuration-file keys too. */
+static void test_metrics_config_keys(void **state)
+{
+    char path[] = "/tmp/attnd-metrics-conf-XXXXXX";
+    int fd = mkstemp(path);
+    attnd_config c;
+    attn_error_detail e;
+    static const char text[] = "{\"metrics\": \"127.0.0.1:9464\", \"metrics_allow_remote\": 1}";
+    (void)state;
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    attnd_config_defaults(&c);
+    assert_string_equal(c.metrics, "");
+    assert_int_equal(attnd_config_load_file(&c, path, &e), 0);
+    assert_string_equal(c.metrics, "127.0.0.1:9464");
+    assert_int_equal(c.metrics_allow_remote, 1);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_histogram_edges),   cmocka_unit_test(test_render),
         cmocka_unit_test(test_server_accounting), cmocka_unit_test(test_plan_cache_bytes),
-        cmocka_unit_test(test_metrics_address),
+        cmocka_unit_test(test_metrics_address),   cmocka_unit_test(test_metrics_config_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
