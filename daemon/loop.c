@@ -58,8 +58,9 @@ struct attnd_loop {
     _Atomic int refuse_pipes; /* shutdown began: close new connections */
     _Atomic uint64_t pending; /* received and not yet sent */
     _Atomic uint64_t last_recv_ms;
-    int stopping; /* loop thread only */
-    int closed;   /* loop thread only */
+    _Atomic uint64_t last_reply_ms; /* a send completed: the reply is queued on its pipe */
+    int stopping;                   /* loop thread only */
+    int closed;                     /* loop thread only */
     attnd_metrics local_metrics;
 };
 
@@ -159,6 +160,7 @@ static void aio_cb(void *arg)
             nng_msg_free(m);
     } else {
         atomic_fetch_add(&l->o.metrics->replies, 1);
+        atomic_store(&l->last_reply_ms, now_ns() / 1000000ull);
     }
     atomic_fetch_sub(&l->o.metrics->in_flight, 1);
     if (rv == NNG_ECLOSED) {
@@ -241,6 +243,11 @@ static void drain_cb(uv_timer_t *t)
     if (atomic_load(&l->pending) != 0)
         return;
     if (now_ms - atomic_load(&l->last_recv_ms) < ATTND_DRAIN_QUIET_MS)
+        return;
+    /* a reply handed over just now may still sit in its pipe's queue, and
+     * closing the socket drops it: the quiet period runs from the last
+     * reply too (a request that ran longer than the period lost its reply) */
+    if (now_ms - atomic_load(&l->last_reply_ms) < ATTND_DRAIN_QUIET_MS)
         return;
     close_all(l);
 }

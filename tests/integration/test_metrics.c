@@ -322,17 +322,37 @@ typedef struct slow_call {
     nng_socket s;
     attn_rb rb;
     int rc;
+    int nng_rv; /* of the send or receive that failed */
 } slow_call;
 
+/* Thread body: no cmocka assertion here (they may only fail on the test's
+ * own thread); sc->rc is the reply's code, or -1 for a transport failure. */
 static void *run_slow(void *arg)
 {
     slow_call *sc = arg;
     attn_request req;
+    attn_reply rep;
+    attn_error_detail e;
+    attn_buf b = {0};
+    void *buf = NULL;
+    size_t sz = 0;
     memset(&req, 0, sizeof req);
+    req.v = ATTN_PROTOCOL_VERSION;
+    req.id = 8;
     req.op = ATTN_OP_ATTEND;
     req.manifest = sc->rb.m;
     attn_rb_run_args(&sc->rb, &req.run);
-    sc->rc = call(sc->s, &req);
+    sc->rc = -1;
+    if (attn_request_encode(&req, &b, &e) != 0)
+        return NULL;
+    if ((sc->nng_rv = nng_send(sc->s, b.data, b.len, 0)) == 0 &&
+        (sc->nng_rv = nng_recv(sc->s, &buf, &sz, NNG_FLAG_ALLOC)) == 0) {
+        memset(&rep, 0, sizeof rep);
+        if (attn_reply_decode(buf, sz, NULL, &rep, &e) == 0)
+            sc->rc = rep.ok ? 0 : rep.error.code;
+        nng_free(buf, sz);
+    }
+    attn_buf_free(&b);
     return NULL;
 }
 
@@ -344,6 +364,7 @@ static void test_not_ready_while_draining(void **state)
     pthread_t t;
     int64_t T = 0, C = 1536;
     int saw_busy = 0, st = -1;
+    double frames;
     char *b;
     (void)state;
     memset(&spec, 0, sizeof spec);
@@ -358,11 +379,15 @@ static void test_not_ready_while_draining(void **state)
     assert_int_equal(start(sv), 0);
     pool_create(sv->s, &sc.rb.g, 0);
     sc.s = sv->s;
+    b = get(sv->port, "/metrics", 200);
+    frames = sample(b, "attnd_frames_received_total"); /* the attend will be the next */
+    free(b);
     assert_int_equal(pthread_create(&t, NULL, run_slow, &sc), 0);
     /* wait until the attend is being served, then ask attnd to stop */
     for (int i = 0; i < 2000 && !saw_busy; i++) {
         b = get(sv->port, "/metrics", 200);
-        saw_busy = sample(b, "attnd_in_flight_requests") >= 1;
+        saw_busy = sample(b, "attnd_frames_received_total") > frames &&
+                   sample(b, "attnd_in_flight_requests") >= 1;
         free(b);
         if (!saw_busy)
             usleep(2000);
@@ -385,6 +410,8 @@ static void test_not_ready_while_draining(void **state)
     b = get(sv->port, "/health/live", 200);
     free(b);
     pthread_join(t, NULL);
+    if (sc.rc != 0)
+        fprintf(stderr, "slow attend: rc %d, nng: %s\n", sc.rc, nng_strerror(sc.nng_rv));
     assert_int_equal(sc.rc, 0); /* the drain answered it */
     nng_close(sv->s);
     sv->open = 0;
