@@ -207,7 +207,7 @@ lint: deps
 	clang-format --dry-run --Werror $$files && echo "clang-format: clean"
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
 		--suppress=missingIncludeSystem --inline-suppr -Iinclude -I. \
-		kernels/common planner protocol kernels/cpu engines/cpu daemon client && echo "cppcheck: clean"
+		kernels/common planner protocol kernels/cpu engines daemon client && echo "cppcheck: clean"
 
 # The main job (README): serve the shipped captured workload and verify it.
 demo: all

@@ -37,8 +37,8 @@ static int cmp_double(const void *a, const void *b)
 
 /* Two backends like the daemon's: a CUDA decode engine that rejects d = 80
  * (so the diagnostic carries reasons) and the CPU reference. */
-static void admit_cuda(const attn_backend *self, const attn_manifest *m,
-                       const attn_pool_geometry *g, attn_admission *out)
+static void admit_cuda(const attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
+                       attn_admission *out)
 {
     if (g->head_dim_qk != 64 && g->head_dim_qk != 128 && g->head_dim_qk != 256)
         attn_admission_reject(out, ATTN_ADMIT_SHAPE, "head_dim_qk", "head_dim_qk=%u unsupported",
@@ -49,7 +49,7 @@ static void admit_cuda(const attn_backend *self, const attn_manifest *m,
     out->admitted = out->num_reasons == 0;
 }
 
-static void admit_cpu(const attn_backend *self, const attn_manifest *m, const attn_pool_geometry *g,
+static void admit_cpu(const attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
                       attn_admission *out)
 {
     out->admitted = true;
@@ -115,10 +115,22 @@ int main(int argc, char **argv)
     g.kv_dtype = ATTN_BF16;
     g.num_pages = 1u << 20;
     snprintf(g.device, sizeof g.device, "cuda:0");
-    attn_backend cuda = {
-        "cuda_decode", ATTN_PLATFORM_CUDA, 1u << ATTN_PHASE_DECODE, 10, admit_cuda, NULL, NULL,
-        NULL};
-    attn_backend cpu = {"cpu_ref", ATTN_PLATFORM_CPU, 7, 100, admit_cpu, NULL, NULL, NULL};
+    attn_engine_ops cuda_ops = {.version = ATTN_ENGINE_OPS_VERSION,
+                                .name = "cuda_decode",
+                                .platform = ATTN_PLATFORM_CUDA,
+                                .phases = 1u << ATTN_PHASE_DECODE,
+                                .schedules = 1u << ATTN_SCHED_PARTITION,
+                                .priority = 10,
+                                .admit = admit_cuda};
+    attn_engine_ops cpu_ops = {.version = ATTN_ENGINE_OPS_VERSION,
+                               .name = "cpu_ref",
+                               .platform = ATTN_PLATFORM_CPU,
+                               .phases = 7,
+                               .schedules = 6,
+                               .priority = 100,
+                               .admit = admit_cpu};
+    attn_engine cuda = {.ops = &cuda_ops, .device = 0, .where = "cuda:0"};
+    attn_engine cpu = {.ops = &cpu_ops, .device = -1, .where = "cpu"};
     attn_registry reg;
     attn_registry_init(&reg);
     attn_registry_add(&reg, &cuda, NULL);
@@ -127,8 +139,9 @@ int main(int argc, char **argv)
     attn_exec_report rep;
     memset(&rep, 0, sizeof rep);
     rep.num_kernels = 2;
-    snprintf(rep.kernels[0].symbol, sizeof rep.kernels[0].symbol, "attn_decode_producer<128,bf16>");
-    snprintf(rep.kernels[1].symbol, sizeof rep.kernels[1].symbol, "attn_merge_lse_o");
+    snprintf(rep.kernels[0].symbol, sizeof rep.kernels[0].symbol,
+             "attn::decode::producer_tc<128, __nv_bfloat16, true, false>");
+    snprintf(rep.kernels[1].symbol, sizeof rep.kernels[1].symbol, "attn::decode::merge<128>");
     rep.kernels[0].launches = rep.kernels[1].launches = 1;
     rep.engine_us = 12.5;
     snprintf(rep.timing_method, sizeof rep.timing_method, "cuda_events");

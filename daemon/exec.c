@@ -1,8 +1,10 @@
 /* How one request flows (ARCHITECTURE.md "where a newcomer starts reading"):
  * decode (server.c) -> validate the manifest completely (protocol/manifest.h)
- * -> select a backend (planner/registry.h) -> plan the splits (backend->plan)
- * -> cache the plan -> run (backend->run with commit) -> reply with O, LSE
- * and the dispatch diagnostic.
+ * -> select an engine instance (planner/registry.h) -> the engine plans once
+ * (planner/engine.h: splits, ledger, key environment, device metadata) ->
+ * cache the plan -> run per layer (binds the tensors and launches, with
+ * commit) -> reply with O, LSE and the dispatch diagnostic, which reports
+ * what the engine planned, ran and measured.
  *
  * Nothing lost, nothing half-applied (seed 0x08H/0x08I "mutate cache before
  * validating"): a manifest is validated completely before any pool byte can
@@ -45,8 +47,9 @@ void attnd_plan_free(void *obj)
     attnd_plan *p = obj;
     if (p == NULL)
         return;
+    /* the engine plan borrows the manifest and geometry: it goes first */
+    attn_engine_plan_release(p->eplan);
     attn_manifest_free(&p->m);
-    attn_split_plan_free(&p->split);
     attn_key_fini(&p->call_key);
     free(p->sel);
     free(p);
@@ -65,8 +68,11 @@ uint64_t attnd_plan_bytes(const void *obj)
         n += (b * m->kv.max_blocks + b) * sizeof(int32_t);
     n += m->mask.fm_lts != NULL ? 4 * m->mask.fm_len * sizeof(int32_t) : 0;
     n += m->mask.dense_bytes;
-    n += p->split.num_requests * 2ull * sizeof(uint32_t) +
-         (uint64_t)p->split.num_items * sizeof *p->split.items;
+    if (p->eplan != NULL) {
+        const attn_split_plan *sp = &p->eplan->split;
+        n += sizeof *p->eplan + sp->num_requests * 2ull * sizeof(uint32_t) +
+             (uint64_t)sp->num_items * sizeof *sp->items;
+    }
     return n;
 }
 
@@ -98,20 +104,25 @@ static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
         return rc;
     }
     attn_diag_set_selection(dg, p->sel);
-    attn_diag_set_schedule(dg, &p->split, p->m.policy.schedule, p->m.policy.state_abi);
+    /* what the engine plans to run, not what the policy asked (seed 0x08G) */
+    attn_diag_set_schedule(dg, &p->eplan->split, p->eplan->schedule, p->m.policy.state_abi);
+    attn_diag_set_schedule_choice(dg, p->m.policy.schedule, p->eplan->schedule_why);
     attn_diag_set_requests(dg, p->m.requests, p->m.num_requests);
-    for (uint32_t i = 0; i < p->ledger.num_fields; i++)
-        attn_diag_add_workspace_field(dg, p->ledger.fields[i].name, p->ledger.fields[i].dtype,
-                                      p->ledger.fields[i].elems, p->ledger.fields[i].bytes);
+    /* the ledger the engine carves */
+    const attn_ledger *led = &p->eplan->ledger;
+    for (uint32_t i = 0; i < led->num_fields; i++)
+        attn_diag_add_workspace_field(dg, led->fields[i].name, led->fields[i].dtype,
+                                      led->fields[i].elems, led->fields[i].bytes);
     attn_diag_set_plan(dg, p->plan_key_sha, &p->decision, plan_id);
     if (rep != NULL) {
         /* seed 0x0BF: a host engine's record of the functions it executed is an
-         * observation; a device engine only declares until a tracer saw it */
-        attn_diag_set_report(dg, rep, attn_kernel_source_for(p->backend, rep, false));
-        attn_diag_set_timing(dg, exec_us, rep->timing_method[0] ? rep->timing_method : "host_clock",
-                             "daemon exec: shape checks, engine run, commit");
+         * observation; a device engine only declares until a tracer saw it.
+         * The timing is the engine's, with its method and scope; the daemon's
+         * own window is reported apart, by the host clock. */
+        attn_diag_set_report(dg, rep, attn_kernel_source_for(p->engine->ops->platform, rep, false));
+        attn_diag_set_host_timing(dg, exec_us, "daemon run: shape checks, locks, engine run");
     } else {
-        attn_diag_set_timing(dg, p->plan_us, "host_clock", "validate, select, split, cache");
+        attn_diag_set_timing(dg, p->plan_us, "host_clock", "validate, select, plan, cache");
     }
     if (vr != NULL && vr->done)
         attn_diag_set_verify(dg, vr);
@@ -133,26 +144,6 @@ static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
 }
 
 /* ---- plan ------------------------------------------------------------------- */
-
-/* The partial-state workspace of the plan, by field (seed 0x03E). */
-static void workspace_ledger(attnd_plan *p)
-{
-    attn_ledger_spec spec;
-    int64_t *qlen = malloc(sizeof(int64_t) * (p->m.num_requests + 1));
-    if (qlen == NULL)
-        return;
-    for (uint32_t b = 0; b < p->m.num_requests; b++)
-        qlen[b] = p->m.requests[b].new_len;
-    memset(&spec, 0, sizeof spec);
-    spec.abi = p->m.policy.state_abi;
-    spec.states = attn_plan_num_states(&p->split, qlen, p->m.num_qo_heads, true);
-    spec.head_dim_vo = p->geom.head_dim_vo;
-    spec.vec_dtype = ATTN_FP32;
-    spec.scalar_dtype = ATTN_FP32;
-    if (attn_ledger_layout(&spec, NULL, 0, &p->ledger, NULL) != 0)
-        memset(&p->ledger, 0, sizeof p->ledger);
-    free(qlen);
-}
 
 /* Validate, select and split one manifest (moved out of `req` on success);
  * inserts the plan into the cache and returns it referenced in *out. */
@@ -185,29 +176,23 @@ static int plan_core(attn_server *s, attn_request *req, attnd_plan **out, uint64
     }
     if ((rc = attn_registry_select(&s->registry, m, &pool->geom, sel, err)) != 0)
         goto out;
-    p->backend = sel->backend;
+    p->engine = sel->engine;
     p->geom = pool->geom;
     p->pool_generation = pool->generation;
     snprintf(p->pool, sizeof p->pool, "%s", pool->geom.name);
     p->m = *m; /* move the arrays: the request no longer owns them */
     memset(m, 0, sizeof *m);
-    if ((rc = p->backend->plan(p->backend, &p->m, &p->geom, &p->split)) != 0) {
-        attn_error_set(err, rc, "policy", "backend %s could not plan this call: %s",
-                       p->backend->name, attn_err_message(rc));
+    /* the engine plans once: splits, ledger, key environment, device metadata */
+    if ((rc = attn_engine_plan_new(p->engine, &p->m, &p->geom, &p->eplan, err)) != 0)
         goto out;
-    }
-    attn_selection_note_plan(sel, &p->m.policy, &p->split);
-    env.device_type = "cpu";
-    env.compute_capability = 0;
-    env.device = p->geom.device;
-    env.workspace_device = "cpu";
+    attn_selection_note_plan(sel, &p->m.policy, &p->eplan->split);
+    env = attn_engine_key_env(&p->eplan->env);
     if ((rc = attn_call_key_build(&p->m, &p->geom, &env, &p->call_key)) != 0 ||
         (rc = attn_plan_key_build(&p->call_key, &pk)) != 0 ||
         (rc = attn_key_sha256(&pk, p->plan_key_sha)) != 0) {
         attn_error_set(err, rc, "", "cannot build the call key");
         goto out;
     }
-    workspace_ledger(p);
     p->plan_us = now_us() - t0;
     rc = attnd_plan_cache_insert(s->plans, p->pool, &pk, p, id, &p->decision);
     if (rc != 0) {
@@ -302,7 +287,8 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
 {
     double t0 = now_us();
     attnd_pool *pool = NULL;
-    attn_exec_args a;
+    attn_run_io a;
+    attn_error_detail eerr;
     attn_exec_report report;
     attn_verify_result vr;
     traced_kernels *tk = NULL;
@@ -342,8 +328,7 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     }
     memset(&a, 0, sizeof a);
     memset(&report, 0, sizeof report);
-    a.m = &p->m;
-    a.plan = &p->split;
+    memset(&eerr, 0, sizeof eerr);
     a.pool = &pool->view;
     a.layer = ra->layer;
     a.q = ra->q.data;
@@ -355,7 +340,7 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     memset(&vr, 0, sizeof vr);
     /* seed 0x0BF: a CUPTI window is device-wide, so a traced device run
      * runs alone (every other run holds the trace lock shared) */
-    exclusive = ra->trace && p->backend->platform == ATTN_PLATFORM_CUDA;
+    exclusive = ra->trace && p->engine->ops->platform == ATTN_PLATFORM_CUDA;
     if (exclusive) {
         pthread_rwlock_wrlock(&s->trace_lock);
         tk = calloc(1, sizeof *tk);
@@ -366,9 +351,9 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     /* one writer per pool: the staged rows commit while nobody reads them */
     pthread_mutex_lock(&pool->lock);
     engine_t0 = now_us();
-    rc = p->backend->run(p->backend, &a, &report);
+    rc = attn_engine_run(p->engine, p->eplan, &a, &report, &eerr);
     exec_us = now_us() - t0;
-    attnd_metrics_note_engine(&s->metrics, p->backend->platform,
+    attnd_metrics_note_engine(&s->metrics, p->engine->ops->platform,
                               (uint64_t)((now_us() - engine_t0) * 1e3));
     /* the engine's run copied O back to the host: the device is synchronised */
     if (tracing && attn_cupti_end(tk->k, ATTN_KERNELS_MAX, &tk->n, NULL, NULL) != 0)
@@ -407,13 +392,15 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     if (rc != 0) {
         atomic_fetch_add(&s->engine_failures, 1);
         if (rc == ATTN_E_POOL_UNRESTORED)
-            attn_error_set(err, rc, "",
+            attn_error_set(err, rc, eerr.field,
                            "engine %s failed and could not restore the pool: "
-                           "the rows of this run may be partly written",
-                           p->backend->name);
+                           "the rows of this run may be partly written (%.120s)",
+                           p->engine->ops->name, eerr.message);
         else
-            attn_error_set(err, rc, "", "engine %s failed (%s); the pool is unchanged",
-                           p->backend->name, attn_err_message(rc));
+            attn_error_set(err, rc, eerr.field,
+                           "engine %s on %s failed (%.150s); the pool is unchanged",
+                           p->engine->ops->name, p->engine->where,
+                           eerr.message[0] ? eerr.message : attn_err_message(rc));
         goto out;
     }
     rep->o.data = scratch[SCRATCH_O];

@@ -62,20 +62,40 @@ int attn_server_metrics_text(attn_server *s, char **text, size_t *len)
 static int register_engines(attn_server *s, attn_error_detail *err)
 {
     attn_cpu_options opt;
+    attn_engine_config cfg;
+    attn_engine *e = NULL;
     int rc;
     memset(&opt, 0, sizeof opt);
     opt.num_threads = s->cfg.threads;
     opt.acc = ATTN_CPU_ACC_F32;
-    attn_cpu_backend_configure(&opt);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.device = -1;
+    cfg.num_threads = s->cfg.threads;
+    cfg.tuning = &opt;
     attn_registry_init(&s->registry);
-    if ((rc = attn_registry_add(&s->registry, attn_cpu_backend(), err)) != 0)
+    if ((rc = attn_engine_create(attn_cpu_engine_ops(), &cfg, &e, err)) != 0)
+        return rc;
+    s->engines[s->num_engines++] = e;
+    if ((rc = attn_registry_add(&s->registry, e, err)) != 0)
         return rc;
 #ifdef ATTN_WITH_CUDA
     {
         int ndev = 0;
         char why[160] = "";
-        if (s->cfg.engine != ATTND_ENGINE_CPU && attn_cuda_available(&ndev, why, sizeof why))
-            return attn_registry_add(&s->registry, attn_cuda_backend(), err);
+        if (s->cfg.engine != ATTND_ENGINE_CPU && attn_cuda_available(&ndev, why, sizeof why)) {
+            /* one instance per device, each with its own stream and workspace */
+            for (int d = 0; d < ndev && d < ATTN_ENGINE_DEVICES_MAX; d++) {
+                cfg.device = d;
+                cfg.num_threads = 0;
+                cfg.tuning = NULL;
+                if ((rc = attn_engine_create(attn_cuda_engine_ops(), &cfg, &e, err)) != 0)
+                    return rc;
+                s->engines[s->num_engines++] = e;
+                if ((rc = attn_registry_add(&s->registry, e, err)) != 0)
+                    return rc;
+            }
+            return 0;
+        }
         if (s->cfg.engine == ATTND_ENGINE_CUDA)
             return attn_error_set(err, ATTN_E_UNKNOWN_BACKEND, "engine", "--engine cuda: %s", why);
         return attn_registry_declare(
@@ -175,8 +195,10 @@ void attn_server_destroy(attn_server *s)
     if (s == NULL)
         return;
     attnd_capture_close(s->capture);
-    attnd_plan_cache_destroy(s->plans);
+    attnd_plan_cache_destroy(s->plans); /* engine plans go before their engines */
     attnd_pool_table_destroy(s->pools);
+    for (uint32_t i = 0; i < s->num_engines; i++)
+        attn_engine_destroy(s->engines[i]);
     pthread_rwlock_destroy(&s->trace_lock);
     free(s->identity);
     free(s);
@@ -210,7 +232,7 @@ static int do_hello(attn_server *s, attn_reply *rep)
         const attn_registry_entry *e = &s->registry.entries[i];
         attn_backend_info *b = &si->backends[si->num_backends++];
         snprintf(b->name, sizeof b->name, "%s", e->name);
-        b->available = e->backend != NULL && e->enabled;
+        b->available = e->ops != NULL && e->enabled;
         snprintf(b->reason, sizeof b->reason, "%s", e->unavailable);
     }
     si->num_devices = 1;

@@ -23,6 +23,8 @@ struct attn_server {
     attnd_pool_table *pools;
     attnd_plan_cache *plans;
     attn_registry registry;
+    uint32_t num_engines;
+    attn_engine *engines[1 + ATTN_ENGINE_DEVICES_MAX]; /* owned; the registry borrows them */
     attnd_capture *capture;
     attnd_metrics metrics;
     attn_codec_limits limits;
@@ -38,27 +40,28 @@ struct attn_server {
 };
 
 /* What a `plan` (or the plan half of an `attend`) froze: the validated
- * manifest, its pool, the selected backend and its split plan. */
+ * manifest, its pool, the selected engine instance and the engine plan it
+ * made (split plan, ledger, key environment, device metadata). */
 typedef struct attnd_plan {
     attn_manifest m;
     char pool[ATTN_NAME_MAX];
     uint64_t pool_generation;
     attn_pool_geometry geom;
-    const attn_backend *backend;
-    attn_split_plan split;
+    attn_engine *engine;     /* the instance that made eplan */
+    attn_engine_plan *eplan; /* freed through the engine's plan_free */
     attn_key call_key;
     attn_selection *sel; /* candidates, reasons, fallback: reported by every reply */
     char plan_key_sha[ATTN_SHA256_HEX];
     attn_plan_decision decision;
-    attn_ledger ledger; /* workspace bytes by field */
     double plan_us;
 } attnd_plan;
 
 /* Free a plan object (the plan cache's free callback). */
 void attnd_plan_free(void *obj);
 
-/* Bytes a plan object holds: the record and its frozen manifest and split
- * arrays (the plan cache's sizer, /metrics attnd_plan_cache_bytes). */
+/* Bytes a plan object holds: the record, its frozen manifest and its engine
+ * plan's split arrays (the plan cache's sizer, /metrics attnd_plan_cache_bytes;
+ * an engine's private data is not counted). */
 uint64_t attnd_plan_bytes(const void *obj);
 
 /* plan: validate, select, split, cache; fills rep (plan_id, plan_key, diag). */

@@ -1,10 +1,12 @@
-/* The engine interface: every backend (CPU reference, CUDA) plugs in through
- * one static table of function pointers, like nng's transports.
+/* What crosses the engine interface besides the ops table itself
+ * (planner/engine.h): platforms, the admission vector, the pool view and
+ * the report of one run.
  *
  * The daemon never calls an engine directly: it asks the registry
- * (planner/registry.h) to admit and select a backend for a validated
- * manifest, then calls that backend's `run`.  Admission fills a full reason
- * vector (seed 0x07B), never just the first reason.
+ * (planner/registry.h) to admit and select an engine instance for a
+ * validated manifest, then plans and runs through planner/engine.h.
+ * Admission fills a full reason vector (seed 0x07B), never just the first
+ * reason.
  */
 #ifndef ATTN_PLANNER_BACKEND_H
 #define ATTN_PLANNER_BACKEND_H
@@ -58,21 +60,6 @@ typedef struct attn_pool_view {
     void **v;   /* [layers] */
 } attn_pool_view;
 
-/* Everything one `run` needs.  Inputs and outputs are host buffers in wire
- * dtypes (q, o in q_dtype; k_new, v_new in the pool's kv_dtype). */
-typedef struct attn_exec_args {
-    const attn_manifest *m; /* validated */
-    const attn_split_plan *plan;
-    const attn_pool_view *pool;
-    uint32_t layer;
-    const void *q;     /* [total_q, H_q, d_qk] */
-    const void *k_new; /* [total_q, H_kv, d_qk] */
-    const void *v_new; /* [total_q, H_kv, d_vo] */
-    void *o;           /* [total_q, H_q, d_vo] */
-    float *lse;        /* [total_q, H_q], may be NULL */
-    bool commit;       /* write the new rows into their pages after attention succeeded */
-} attn_exec_args;
-
 #define ATTN_KERNELS_MAX 8
 
 /* What an engine says it ran (seed 0x0B): kernel symbols with launch counts
@@ -83,28 +70,10 @@ typedef struct attn_exec_report {
         char symbol[96];
         uint32_t launches;
     } kernels[ATTN_KERNELS_MAX];
-    bool kernels_observed; /* true when a tracer saw them, false when declared */
-    double engine_us;
-    char timing_method[32]; /* "cuda_events" or "host_clock" */
+    bool kernels_observed;  /* true when a tracer saw them, false when declared */
+    double engine_us;       /* as the engine measured it, by timing_method */
+    char timing_method[32]; /* "cuda_events" (kernels only) or "host_clock" */
+    char timing_scope[64];  /* what the engine's interval contains */
 } attn_exec_report;
-
-typedef struct attn_backend attn_backend;
-
-struct attn_backend {
-    const char *name; /* "cpu_ref", "cuda_decode", ... */
-    attn_platform platform;
-    uint32_t phases; /* bit (1u << attn_phase) per phase in the candidate domain */
-    int priority;    /* lower runs first under `auto` */
-    /* Fill `out` with every reason this backend cannot run the call. */
-    void (*admit)(const attn_backend *self, const attn_manifest *m, const attn_pool_geometry *g,
-                  attn_admission *out);
-    /* Build the split plan this backend will run (policy from m->policy). */
-    int (*plan)(const attn_backend *self, const attn_manifest *m, const attn_pool_geometry *g,
-                attn_split_plan *out);
-    /* Stage, attend, merge and (when a->commit) commit; on failure the pool
-     * is unchanged.  Returns 0 or an attn_err. */
-    int (*run)(const attn_backend *self, const attn_exec_args *a, attn_exec_report *rep);
-    void *ctx; /* the engine's own state */
-};
 
 #endif

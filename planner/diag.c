@@ -76,7 +76,21 @@ void attn_diag_set_schedule(attn_diag *dg, const attn_split_plan *plan,
 {
     dg->plan = plan;
     dg->schedule = schedule;
+    dg->schedule_requested = schedule;
     dg->state_abi = abi;
+}
+
+void attn_diag_set_schedule_choice(attn_diag *dg, attn_schedule_policy requested, const char *why)
+{
+    dg->schedule_requested = requested;
+    snprintf(dg->schedule_why, sizeof dg->schedule_why, "%s", why != NULL ? why : "");
+}
+
+void attn_diag_set_host_timing(attn_diag *dg, double us, const char *scope)
+{
+    dg->host_timed = true;
+    dg->host_us = us;
+    snprintf(dg->host_scope, sizeof dg->host_scope, "%s", scope != NULL ? scope : "");
 }
 
 int attn_diag_add_workspace_field(attn_diag *dg, const char *field, const char *dtype,
@@ -124,17 +138,18 @@ void attn_diag_set_report(attn_diag *dg, const attn_exec_report *rep, attn_kerne
     dg->kernel_source = dg->num_kernels > 0 ? source : ATTN_KERNELS_NONE;
     snprintf(dg->tracer, sizeof dg->tracer, "%s", source == ATTN_KERNELS_HOST ? "host engine" : "");
     attn_diag_set_timing(dg, rep->engine_us, rep->timing_method,
-                         "engine run (stage, attend, merge)");
+                         rep->timing_scope[0] ? rep->timing_scope
+                                              : "engine run (stage, attend, merge)");
 }
 
-attn_kernel_source attn_kernel_source_for(const attn_backend *be, const attn_exec_report *rep,
+attn_kernel_source attn_kernel_source_for(attn_platform platform, const attn_exec_report *rep,
                                           bool traced)
 {
     if (rep == NULL || rep->num_kernels == 0)
         return traced ? ATTN_KERNELS_TRACED : ATTN_KERNELS_NONE;
     if (traced)
         return ATTN_KERNELS_TRACED;
-    if (be != NULL && be->platform == ATTN_PLATFORM_CPU)
+    if (platform == ATTN_PLATFORM_CPU)
         return ATTN_KERNELS_HOST;
     return ATTN_KERNELS_DECLARED;
 }

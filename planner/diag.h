@@ -82,8 +82,10 @@ typedef struct attn_diag {
     /* schedule */
     const attn_request_desc *requests; /* borrowed; the phase of each request */
     uint32_t num_requests;
-    const attn_split_plan *plan; /* NULL when not planned */
-    attn_schedule_policy schedule;
+    const attn_split_plan *plan;             /* NULL when not planned */
+    attn_schedule_policy schedule;           /* what the engine runs */
+    attn_schedule_policy schedule_requested; /* what policy.schedule asked */
+    char schedule_why[128];                  /* the engine's reason for its schedule */
     attn_state_abi state_abi;
     /* workspace ledger, bytes by field */
     uint32_t num_workspace;
@@ -101,6 +103,9 @@ typedef struct attn_diag {
     double timing_us;
     char timing_method[32]; /* "cuda_events", "host_clock", "" when not timed */
     char timing_scope[64];  /* what the timed interval contains */
+    bool host_timed;        /* the daemon's own host-clock window is set */
+    double host_us;         /* that window, always by the host clock */
+    char host_scope[64];
     attn_verify_result verify;
     /* evidence */
     char artifact_sha256[ATTN_SHA256_HEX]; /* "" when not identified */
@@ -145,7 +150,7 @@ void attn_diag_set_report(attn_diag *dg, const attn_exec_report *rep, attn_kerne
  * device tracer saw them, HOST when a host-platform engine reports what its
  * own code executed (there is no launch between the record and the work),
  * DECLARED for a device engine nobody watched, NONE when it reports none. */
-attn_kernel_source attn_kernel_source_for(const attn_backend *be, const attn_exec_report *rep,
+attn_kernel_source attn_kernel_source_for(attn_platform platform, const attn_exec_report *rep,
                                           bool traced);
 
 /* Replace the kernels with traced ones (symbol, launches, grid, block, duration). */
@@ -153,6 +158,14 @@ void attn_diag_set_traced(attn_diag *dg, const attn_diag_kernel *k, uint32_t n, 
 
 /* Record the timing and how it was taken. */
 void attn_diag_set_timing(attn_diag *dg, double us, const char *method, const char *scope);
+
+/* Record the daemon's host-clock window around a run, kept apart from the
+ * engine's own timing (which may be CUDA events around the kernels only). */
+void attn_diag_set_host_timing(attn_diag *dg, double us, const char *scope);
+
+/* Record what policy.schedule asked and why the engine runs the schedule
+ * attn_diag_set_schedule recorded (seed 0x08G: named, never relabelled). */
+void attn_diag_set_schedule_choice(attn_diag *dg, attn_schedule_policy requested, const char *why);
 
 /* Record a verification result. */
 void attn_diag_set_verify(attn_diag *dg, const attn_verify_result *v);

@@ -62,25 +62,74 @@ static int entry_new(attn_registry *r, const char *name, attn_registry_entry **o
     return 0;
 }
 
-int attn_registry_add_platforms(attn_registry *r, const attn_backend *be, uint32_t platforms,
+int attn_registry_add_platforms(attn_registry *r, attn_engine *inst, uint32_t platforms,
                                 attn_error_detail *d)
 {
-    if (be == NULL || be->admit == NULL)
-        return attn_error_set(d, ATTN_E_INTERNAL, "backend", "a backend needs an admit function");
-    attn_registry_entry *e = NULL;
-    int rv = entry_new(r, be->name, &e, d);
+    if (inst == NULL || inst->ops == NULL || inst->ops->admit == NULL)
+        return attn_error_set(d, ATTN_E_INTERNAL, "backend", "an engine needs an admit function");
+    const attn_engine_ops *ops = inst->ops;
+    attn_registry_entry *e = entry_find(r, ops->name != NULL ? ops->name : "");
+    if (e != NULL && e->ops == ops) {
+        /* one more device of an engine already registered */
+        for (uint32_t i = 0; i < e->num_instances; i++)
+            if (e->instances[i] == inst || e->instances[i]->device == inst->device)
+                return attn_error_set(d, ATTN_E_POLICY, "backend.name",
+                                      "backend '%s' already has an instance on %s", ops->name,
+                                      inst->where);
+        if (e->num_instances == ATTN_ENGINE_DEVICES_MAX)
+            return attn_error_set(d, ATTN_E_TOO_LARGE, "backend.name",
+                                  "backend '%s' has %d instances already", ops->name,
+                                  ATTN_ENGINE_DEVICES_MAX);
+        e->instances[e->num_instances++] = inst;
+        e->platforms |= platforms;
+        return 0;
+    }
+    int rv = entry_new(r, ops->name, &e, d);
     if (rv != 0)
         return rv;
-    e->backend = be;
-    e->platforms = platforms | (1u << be->platform);
-    e->phases = be->phases;
-    e->priority = be->priority;
+    e->ops = ops;
+    e->instances[0] = inst;
+    e->num_instances = 1;
+    e->platforms = platforms | (1u << ops->platform);
+    e->phases = ops->phases;
+    e->priority = ops->priority;
     return 0;
 }
 
-int attn_registry_add(attn_registry *r, const attn_backend *be, attn_error_detail *d)
+int attn_registry_add(attn_registry *r, attn_engine *inst, attn_error_detail *d)
 {
-    return attn_registry_add_platforms(r, be, 0, d);
+    return attn_registry_add_platforms(r, inst, 0, d);
+}
+
+/* The CUDA ordinal of "cuda" (0) or "cuda:N"; -1 for anything else. */
+static int cuda_ordinal(const char *device)
+{
+    if (device == NULL || strncmp(device, "cuda", 4) != 0)
+        return -1;
+    if (device[4] == '\0')
+        return 0;
+    if (device[4] != ':' || !isdigit((unsigned char)device[5]))
+        return -1;
+    int n = 0;
+    for (const char *c = device + 5; *c; c++) {
+        if (!isdigit((unsigned char)*c) || n > 100000)
+            return -1;
+        n = n * 10 + (*c - '0');
+    }
+    return n;
+}
+
+attn_engine *attn_registry_instance(const attn_registry_entry *e, const char *device)
+{
+    if (e == NULL || e->ops == NULL || e->num_instances == 0)
+        return NULL;
+    if (e->ops->platform != ATTN_PLATFORM_CUDA)
+        return e->instances[0]; /* a host engine reads every pool it serves from the host */
+    int ord = cuda_ordinal(device);
+    for (uint32_t i = 0; i < e->num_instances; i++)
+        if (e->instances[i]->device == ord)
+            return e->instances[i];
+    return NULL;
 }
 
 int attn_registry_declare(attn_registry *r, const char *name, attn_platform platform,
@@ -251,13 +300,16 @@ static const char *domain_miss(const attn_registry_entry *e, attn_platform platf
 }
 
 /* The full admission vector of one in-domain entry: the registry's own
- * factors (installed, enabled, phase coverage) plus the backend's. */
-static void admit_entry(const attn_registry_entry *e, const attn_manifest *m,
-                        const attn_pool_geometry *g, uint32_t phases, attn_admission *a)
+ * factors (installed, enabled, phase coverage, an instance on the pool's
+ * device, the requested schedule) plus the instance's.  Returns that
+ * instance (NULL when there is none). */
+static attn_engine *admit_entry(const attn_registry_entry *e, const attn_manifest *m,
+                                const attn_pool_geometry *g, uint32_t phases, attn_admission *a)
 {
+    attn_engine *inst = attn_registry_instance(e, g->device);
     memset(a, 0, sizeof *a);
     a->admitted = true;
-    if (e->backend == NULL)
+    if (e->ops == NULL)
         attn_admission_reject(a, ATTN_ADMIT_INSTALLED, "backend", "%s", e->unavailable);
     if (!e->enabled)
         attn_admission_reject(a, ATTN_ADMIT_ENABLED, "backend", "disabled by configuration");
@@ -271,11 +323,29 @@ static void admit_entry(const attn_registry_entry *e, const attn_manifest *m,
             }
         attn_admission_reject(a, ATTN_ADMIT_PHASE, "requests", "phase %s not supported", list);
     }
-    if (e->backend != NULL) {
+    if (e->ops != NULL && inst == NULL) {
+        /* a device without an instance is a reason now, not an E_CUDA at run time */
+        char have[96] = "";
+        size_t o = 0;
+        for (uint32_t i = 0; i < e->num_instances && o < sizeof have; i++) {
+            int w =
+                snprintf(have + o, sizeof have - o, "%s%s", i ? ", " : "", e->instances[i]->where);
+            o += w > 0 ? (size_t)w : 0;
+        }
+        attn_admission_reject(a, ATTN_ADMIT_HARDWARE, "device",
+                              "no %s instance serves %s (instances: %s)", e->name, g->device,
+                              e->num_instances ? have : "none");
+    }
+    if (e->ops != NULL && !attn_engine_implements(e->ops, m->policy.schedule))
+        /* seed 0x08G: a schedule is executed as asked or refused, never relabelled */
+        attn_admission_reject(a, ATTN_ADMIT_PHASE, "policy.schedule",
+                              "schedule %s is not implemented by %s",
+                              attn_key_schedule_name(m->policy.schedule), e->name);
+    if (inst != NULL) {
         attn_admission own;
         memset(&own, 0, sizeof own);
         own.admitted = true;
-        e->backend->admit(e->backend, m, g, &own);
+        e->ops->admit(inst, m, g, &own);
         for (uint32_t i = 0; i < own.num_reasons; i++)
             attn_admission_reject(a, own.reasons[i].factor, own.reasons[i].field, "%s",
                                   own.reasons[i].text);
@@ -284,6 +354,7 @@ static void admit_entry(const attn_registry_entry *e, const attn_manifest *m,
                                   "the backend rejected the call without a reason");
     }
     a->admitted = a->num_reasons == 0;
+    return inst;
 }
 
 /* One sentence listing a rejected candidate's reasons: first every failed
@@ -351,13 +422,14 @@ int attn_registry_select(const attn_registry *r, const attn_manifest *m,
     }
     /* seed 0x07D: the complete rejection vector is kept even after a winner */
     int first_eligible = -1, forced_idx = -1;
+    attn_engine *inst[ATTN_REGISTRY_MAX] = {0};
     for (uint32_t k = 0; k < n; k++) {
         const attn_registry_entry *e = &r->entries[order[k]];
         attn_candidate *c = &sel->candidates[sel->num_candidates++];
         snprintf(c->name, sizeof c->name, "%s", e->name);
         c->priority = e->priority;
-        c->installed = e->backend != NULL;
-        admit_entry(e, m, g, sel->phases, &c->admission);
+        c->installed = e->ops != NULL;
+        inst[k] = admit_entry(e, m, g, sel->phases, &c->admission);
         if (c->admission.admitted && first_eligible < 0)
             first_eligible = (int)k;
         if (sel->forced && strcmp(e->name, sel->requested) == 0)
@@ -405,7 +477,7 @@ int attn_registry_select(const attn_registry *r, const attn_manifest *m,
                      sel->candidates[0].name, why);
         }
     }
-    sel->backend = r->entries[order[sel->selected]].backend;
+    sel->engine = inst[sel->selected];
     return 0;
 }
 

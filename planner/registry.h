@@ -16,20 +16,23 @@
 
 #include "attn/error.h"
 #include "attn/types.h"
-#include "planner/backend.h"
+#include "planner/engine.h"
 
 #define ATTN_REGISTRY_MAX 16
 
-/* One registry entry: an installed backend, or a declared one this build
- * knows but cannot run here (not compiled, no device), with the reason. */
+/* One registry entry: an installed engine with its instances (one per
+ * device), or a declared one this build knows but cannot run here (not
+ * compiled, no device), with the reason. */
 typedef struct attn_registry_entry {
     char name[ATTN_NAME_MAX];
-    const attn_backend *backend; /* NULL when declared only */
-    uint32_t platforms;          /* bit (1u << attn_platform) per platform it serves */
-    uint32_t phases;             /* bit (1u << attn_phase) per phase */
-    int priority;                /* lower first under auto */
-    bool enabled;                /* runtime policy (factor E) */
-    char unavailable[160];       /* why it is not installed (factor I), "" when installed */
+    const attn_engine_ops *ops; /* NULL when declared only */
+    uint32_t num_instances;
+    attn_engine *instances[ATTN_ENGINE_DEVICES_MAX]; /* borrowed; one per device */
+    uint32_t platforms;    /* bit (1u << attn_platform) per platform it serves */
+    uint32_t phases;       /* bit (1u << attn_phase) per phase */
+    int priority;          /* lower first under auto */
+    bool enabled;          /* runtime policy (factor E) */
+    char unavailable[160]; /* why it is not installed (factor I), "" when installed */
 } attn_registry_entry;
 
 typedef struct attn_registry {
@@ -40,15 +43,23 @@ typedef struct attn_registry {
 /* Make an empty registry. */
 void attn_registry_init(attn_registry *r);
 
-/* Register an installed backend serving its own platform; ATTN_E_POLICY for
- * a duplicate or malformed name, ATTN_E_TOO_LARGE when the registry is full. */
-int attn_registry_add(attn_registry *r, const attn_backend *be, attn_error_detail *d);
+/* Register an engine instance (borrowed: it must outlive the registry)
+ * serving its own platform.  A second instance of the same engine on
+ * another device joins its entry; ATTN_E_POLICY for a malformed name, a
+ * name taken by another engine or a device that already has an instance,
+ * ATTN_E_TOO_LARGE when the registry or the entry is full. */
+int attn_registry_add(attn_registry *r, attn_engine *e, attn_error_detail *d);
 
-/* Register an installed backend that also serves the platforms in
- * `platforms` (e.g. the CPU reference reading a device pool through a host
- * copy); the caller must really provide that path. */
-int attn_registry_add_platforms(attn_registry *r, const attn_backend *be, uint32_t platforms,
+/* Register an instance that also serves the platforms in `platforms` (e.g.
+ * the CPU reference reading a device pool through a host copy); the caller
+ * must really provide that path. */
+int attn_registry_add_platforms(attn_registry *r, attn_engine *e, uint32_t platforms,
                                 attn_error_detail *d);
+
+/* The instance of `entry` that serves a pool on `device` ("cpu", "cuda",
+ * "cuda:N"): a host engine's one instance for any device, a device
+ * engine's instance with that ordinal; NULL when there is none. */
+attn_engine *attn_registry_instance(const attn_registry_entry *entry, const char *device);
 
 /* Declare a backend this build knows but cannot run here, so `hello` lists
  * it and forcing it fails with the reason instead of "unknown". */
@@ -123,8 +134,8 @@ typedef struct attn_selection {
     attn_candidate candidates[ATTN_REGISTRY_MAX];
     uint32_t num_out_of_domain;
     attn_out_of_domain out_of_domain[ATTN_REGISTRY_MAX];
-    int selected;                /* index into candidates, -1 when none */
-    const attn_backend *backend; /* the selected backend, NULL when none */
+    int selected;        /* index into candidates, -1 when none */
+    attn_engine *engine; /* the selected instance (the pool's device), NULL when none */
     attn_fallback fallback;
     char fallback_reason[192];
 } attn_selection;

@@ -272,8 +272,10 @@ static int emit_candidates(emitter *e, const attn_selection *s)
 static int emit_schedule(emitter *e, const attn_diag *dg)
 {
     const attn_split_plan *p = dg->plan;
-    int rv = e->map(e, 7);
+    int rv = e->map(e, 9);
     rv |= kv_str(e, "schedule", attn_key_schedule_name(dg->schedule));
+    rv |= kv_str(e, "requested", attn_key_schedule_name(dg->schedule_requested));
+    rv |= kv_str(e, "why", dg->schedule_why);
     /* seed 0x08F: one phase per request, in manifest order, one letter each
      * (P prefill, A append, D decode): one string, not B of them, so a
      * B = 256 reply stays inside the diagnostic's cost budget */
@@ -348,7 +350,7 @@ static int emit_verify(emitter *e, const attn_verify_result *v)
 }
 
 /* Top-level keys: the same 22 every time, null where a stage did not happen. */
-#define DIAG_KEYS 22
+#define DIAG_KEYS 25
 
 static int emit_diag(emitter *e, const attn_diag *dg)
 {
@@ -398,6 +400,10 @@ static int emit_diag(emitter *e, const attn_diag *dg)
     rv |= kv_dbl(e, "timing_us", dg->timing_us);
     rv |= kv_str(e, "timing_method", dg->timing_method);
     rv |= kv_str(e, "timing_scope", dg->timing_scope);
+    /* the daemon's own window, labelled apart from the engine's timing */
+    rv |= e->str(e, "host_timing_us") | (dg->host_timed ? e->dbl(e, dg->host_us) : e->nil(e));
+    rv |= kv_str(e, "host_timing_method", dg->host_timed ? "host_clock" : NULL);
+    rv |= kv_str(e, "host_timing_scope", dg->host_timed ? dg->host_scope : NULL);
     rv |= e->str(e, "verify") | emit_verify(e, &dg->verify);
     rv |= kv_str(e, "artifact_sha256", dg->artifact_sha256[0] ? dg->artifact_sha256 : NULL);
     rv |= kv_i64(e, "evidence_level", dg->evidence_level);
@@ -487,7 +493,11 @@ int attn_diag_explain(const json_t *diag, FILE *out)
         {
             fprintf(out, "%s%lld", i ? " " : "", (long long)json_integer_value(v));
         }
-        fprintf(out, "]\nphases   [");
+        fprintf(out, "]\n");
+        if (*jstr(sc, "why", ""))
+            fprintf(out, "         (asked %s: %s)\n", jstr(sc, "requested", "?"),
+                    jstr(sc, "why", ""));
+        fprintf(out, "phases   [");
         const char *ph = jstr(sc, "phases", "");
         for (size_t k = 0; ph[k] != '\0'; k++)
             fprintf(out, "%s%s", k ? " " : "",
@@ -530,6 +540,10 @@ int attn_diag_explain(const json_t *diag, FILE *out)
     fprintf(out, "timing   %.2f us by %s (%s)\n",
             json_number_value(json_object_get(diag, "timing_us")),
             jstr(diag, "timing_method", "(not timed)"), jstr(diag, "timing_scope", ""));
+    if (json_is_number(json_object_get(diag, "host_timing_us")))
+        fprintf(out, "host     %.2f us by host_clock (%s)\n",
+                json_number_value(json_object_get(diag, "host_timing_us")),
+                jstr(diag, "host_timing_scope", ""));
     const json_t *vf = json_object_get(diag, "verify");
     if (json_is_object(vf))
         fprintf(out,

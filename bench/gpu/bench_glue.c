@@ -29,6 +29,7 @@ typedef struct attnb {
 } attnb;
 
 static uint32_t g_waves = 1;
+static int g_fused = 1;
 
 /* Grid capacity multiplier for the next attnb_create (1 = one wave). */
 void attnb_set_waves(uint32_t w)
@@ -161,6 +162,7 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     p->q_dtype = (attn_dtype)q_dtype;
     p->abi = (attn_state_abi)abi;
     p->sm_scale = 1.0f / sqrtf((float)d);
+    p->fused_merge = g_fused;
     (void)num_pages;
     if (attnb_update(h, lens, page_indptr, page_indices) != 0) {
         free(h);
@@ -184,10 +186,10 @@ void attnb_set_simt(attnb *h, int simt, int heads_fast, int row_prefetch)
     h->p.heads_fast = heads_fast && h->item_cap <= 65535u;
 }
 
-/* Fused reducer on/off for the handles created next (process-wide). */
+/* Fused reducer on/off for the handles created next (default on). */
 void attnb_set_fused(int on)
 {
-    attn_cuda_decode_set_fused_merge(on);
+    g_fused = on;
 }
 
 /* Launch producer (+ reducer) on `stream` over the caller's device buffers. */

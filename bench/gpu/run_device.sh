@@ -3,7 +3,8 @@
 # engine, compute-sanitizer memcheck on a small sweep, then the benchmark
 # with every peer.  Everything lands in $OUT (at most 8 files).
 # Usage on the device: bash bench/gpu/run_device.sh [stages]   stages: any of
-# t (tests) m (memcheck) r (racecheck) b (bench) g (graph only) - default "tmb".
+# t (tests) m (memcheck) r (racecheck) b (bench) g (graph only) h (host cost per run,
+# bench/gpu/host_bench.sh) - default "tmb".
 set -u
 OUT=${OUT:-/tmp/attn-out}
 mkdir -p "$OUT"
@@ -28,6 +29,10 @@ if [[ $ST == *r* ]]; then
     ATTN_GPU_QUICK=1 timeout ${RC_TIMEOUT:-100} compute-sanitizer --tool racecheck \
         ./$B/tests/test_decode_gpu > "$OUT/racecheck.log" 2>&1; echo "racecheck rc=$?" | tee -a "$OUT/racecheck.log"
     grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$OUT/racecheck.log" | tail -5
+fi
+if [[ $ST == *h* ]]; then
+    timeout ${HOST_TIMEOUT:-200} bash bench/gpu/host_bench.sh $B > "$OUT/host_bench.txt" 2>&1; echo "host bench rc=$?" >> "$OUT/host_bench.txt"
+    cat "$OUT/host_bench.txt"
 fi
 if [[ $ST == *b* || $ST == *g* ]]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \

@@ -1,5 +1,6 @@
-/* The CPU reference engine: validation, the append transaction, threads
- * (seed 0x08C, 0x03I).  The kernels themselves are in attend_impl.h. */
+/* The CPU reference engine: validation, the append transaction, the work
+ * order of a schedule, threads (seed 0x08C, 0x03I, 0x08G).  The kernels
+ * themselves are in kernels/cpu/attend_impl.h. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,8 +10,7 @@
 
 #include "kernels/common/dtype.h"
 #include "kernels/common/state.h"
-#include "engines/cpu/engine.h"
-#include "kernels/cpu/run.h"
+#include "engines/cpu/cpu_int.h"
 #include "planner/split.h"
 #include "protocol/manifest.h"
 
@@ -34,28 +34,34 @@ int attn_cpu_plan(const attn_manifest *m, const attn_pool_geometry *g, uint32_t 
     return attn_split_plan_build(m, &p, out, err);
 }
 
-/* Work of one call, handed to every thread. */
+/* One phase of one segment, handed to every worker. */
 typedef struct cpu_job {
     cpu_run *r;
     bool f64;
     size_t scratch_bytes;
-    uint64_t num_units; /* producer units (phase 0) or merge units (phase 1) */
-    int phase;
+    int phase;             /* 0 producers, 1 merges */
+    const uint32_t *items; /* phase 0: the segment's items */
+    const int64_t *rows;   /* phase 1: the segment's packed query rows */
+    uint64_t num_units;    /* items x K/V head units, or rows x H_q */
     atomic_uint_fast64_t next;
     atomic_int failed;
 } cpu_job;
 
-/* Units are claimed in chunks so threads rarely touch the shared counter. */
-static void *cpu_worker(void *arg)
+/* Units are claimed in chunks so workers rarely touch the shared counter. */
+static void cpu_worker(void *arg, uint32_t worker)
 {
     cpu_job *j = arg;
     cpu_run *r = j->r;
+    (void)worker;
+    if (j->num_units == 0)
+        return;
     void *scratch = malloc(j->scratch_bytes);
     if (scratch == NULL) {
         atomic_store(&j->failed, 1);
-        return NULL;
+        return;
     }
     uint64_t chunk = j->phase == 0 ? 1 : 16;
+    uint32_t units = r->num_kv_heads / r->heads_per_unit;
     for (;;) {
         uint64_t u0 = atomic_fetch_add(&j->next, chunk);
         if (u0 >= j->num_units || atomic_load(&j->failed))
@@ -63,15 +69,13 @@ static void *cpu_worker(void *arg)
         uint64_t u1 = u0 + chunk < j->num_units ? u0 + chunk : j->num_units;
         for (uint64_t u = u0; u < u1; u++) {
             if (j->phase == 0) {
-                uint32_t units = r->num_kv_heads / r->heads_per_unit;
-                uint32_t item = (uint32_t)(u / units),
-                         hk = (uint32_t)(u % units) * r->heads_per_unit;
+                uint32_t item = j->items[u / units], hk = (uint32_t)(u % units) * r->heads_per_unit;
                 if (j->f64)
                     cpu_produce_f64(r, scratch, item, hk);
                 else
                     cpu_produce_f32(r, scratch, item, hk);
             } else {
-                int64_t row = (int64_t)(u / r->num_qo_heads);
+                int64_t row = j->rows[u / r->num_qo_heads];
                 uint32_t h = (uint32_t)(u % r->num_qo_heads);
                 if (j->f64)
                     cpu_merge_f64(r, scratch, row, h);
@@ -81,45 +85,156 @@ static void *cpu_worker(void *arg)
         }
     }
     free(scratch);
-    return NULL;
 }
 
-/* Run one phase over `units` on n threads (the calling thread is one). */
-static int cpu_parallel(cpu_job *j, int phase, uint64_t units, uint32_t n)
+int cpu_execute(cpu_run *r, bool f64, cpu_threads *t, const cpu_order *ord)
 {
-    pthread_t tid[256];
-    uint32_t started = 0;
-    j->phase = phase;
-    j->num_units = units;
-    atomic_store(&j->next, 0);
-    if (n > 256)
-        n = 256;
-    if ((uint64_t)n > units)
-        n = units > 0 ? (uint32_t)units : 1;
-    for (uint32_t t = 1; t < n; t++) {
-        if (pthread_create(&tid[started], NULL, cpu_worker, j) != 0)
-            break; /* fewer threads is still correct: units are claimed dynamically */
-        started++;
+    cpu_job job;
+    memset(&job, 0, sizeof job);
+    job.r = r;
+    job.f64 = f64;
+    job.scratch_bytes = cpu_scratch_bytes(r, f64 ? sizeof(double) : sizeof(float));
+    if (job.scratch_bytes < r->d_vo * sizeof(double))
+        job.scratch_bytes = r->d_vo * sizeof(double); /* the merge's O row */
+    atomic_init(&job.failed, 0);
+    uint32_t units = r->num_kv_heads / r->heads_per_unit;
+    /* each segment: its producers, then its merges (seed 0x03I's two launches) */
+    for (uint32_t s = 0; s < ord->num_segments; s++) {
+        job.phase = 0;
+        job.items = ord->items + ord->item_indptr[s];
+        job.num_units = (uint64_t)(ord->item_indptr[s + 1] - ord->item_indptr[s]) * units;
+        atomic_store(&job.next, 0);
+        cpu_threads_run(t, cpu_worker, &job);
+        if (atomic_load(&job.failed))
+            return ATTN_E_NOMEM;
+        job.phase = 1;
+        job.rows = ord->rows + ord->row_indptr[s];
+        job.num_units = (ord->row_indptr[s + 1] - ord->row_indptr[s]) * r->num_qo_heads;
+        atomic_store(&job.next, 0);
+        cpu_threads_run(t, cpu_worker, &job);
+        if (atomic_load(&job.failed))
+            return ATTN_E_NOMEM;
     }
-    cpu_worker(j);
-    for (uint32_t t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
-    return atomic_load(&j->failed) ? ATTN_E_NOMEM : 0;
+    return 0;
 }
 
-/* Buffers a call must name; field paths as on the wire (PROTOCOL.md run). */
-static int check_buffers(const attn_cpu_call *c, attn_error_detail *err)
+/* Phase of request b from (T, C): the segment it belongs to under PARTITION. */
+static int request_phase(const attn_request_desc *q)
 {
-    if (c->k_store == NULL || c->v_store == NULL)
-        return attn_error_set(err, ATTN_E_MISSING, c->k_store == NULL ? "pool.k" : "pool.v",
+    attn_phase ph;
+    return attn_phase_classify(q->cache_len, q->new_len, &ph) == 0 ? (int)ph : 0;
+}
+
+static int64_t item_cost(const cpu_run *r, uint32_t i)
+{
+    const attn_work_item *it = &r->plan->items[i];
+    return (it->kv_end - it->kv_begin) * r->m->requests[it->req].new_len;
+}
+
+typedef struct cost_idx {
+    int64_t cost;
+    uint32_t idx;
+} cost_idx;
+
+static int cost_desc(const void *a, const void *b)
+{
+    const cost_idx *x = a, *y = b;
+    if (x->cost != y->cost)
+        return x->cost > y->cost ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+int cpu_order_build(const cpu_run *r, attn_schedule_policy s, cpu_order *o, char *why,
+                    size_t why_len)
+{
+    const attn_split_plan *p = r->plan;
+    uint32_t present = 0;
+    memset(o, 0, sizeof *o);
+    for (uint32_t b = 0; b < r->num_requests; b++)
+        present |= 1u << request_phase(&r->m->requests[b]);
+    uint32_t nphases = (uint32_t)__builtin_popcount(present);
+    if (s == ATTN_SCHED_AUTO) {
+        /* one pass has one barrier pair instead of one per phase; with one
+         * phase present the two schedules are the same work */
+        s = nphases > 1 ? ATTN_SCHED_UNIFIED : ATTN_SCHED_PARTITION;
+        snprintf(why, why_len, "%s",
+                 nphases > 1 ? "auto: one work list over every phase, largest items first"
+                             : "auto: one phase present, one producer and one merge pass");
+    } else {
+        snprintf(why, why_len, "%s",
+                 s == ATTN_SCHED_UNIFIED
+                     ? "as asked: one work list over every phase, largest items first"
+                     : "as asked: one producer and merge pass per phase");
+    }
+    o->schedule = s;
+    o->items = malloc(sizeof *o->items * (p->num_items ? p->num_items : 1));
+    o->rows = malloc(sizeof *o->rows * (size_t)(r->total_q ? r->total_q : 1));
+    if (o->items == NULL || o->rows == NULL) {
+        cpu_order_free(o);
+        return ATTN_E_NOMEM;
+    }
+    if (s == ATTN_SCHED_UNIFIED) {
+        o->num_segments = 1;
+        /* largest first, ties by index: deterministic, so the queue order is frozen */
+        cost_idx *ci = malloc(sizeof *ci * (p->num_items ? p->num_items : 1));
+        if (ci == NULL) {
+            cpu_order_free(o);
+            return ATTN_E_NOMEM;
+        }
+        for (uint32_t i = 0; i < p->num_items; i++) {
+            ci[i].cost = item_cost(r, i);
+            ci[i].idx = i;
+        }
+        qsort(ci, p->num_items, sizeof *ci, cost_desc);
+        for (uint32_t i = 0; i < p->num_items; i++)
+            o->items[i] = ci[i].idx;
+        free(ci);
+        o->item_indptr[1] = p->num_items;
+        for (int64_t q = 0; q < r->total_q; q++)
+            o->rows[q] = q;
+        o->row_indptr[1] = (uint64_t)r->total_q;
+        return 0;
+    }
+    uint32_t ni = 0;
+    uint64_t nr = 0;
+    for (int ph = 0; ph < 3; ph++) {
+        if ((present & (1u << ph)) == 0)
+            continue;
+        for (uint32_t i = 0; i < p->num_items; i++)
+            if (request_phase(&r->m->requests[p->items[i].req]) == ph)
+                o->items[ni++] = i;
+        for (uint32_t b = 0; b < r->num_requests; b++)
+            if (request_phase(&r->m->requests[b]) == ph)
+                for (int32_t q = r->m->qo_indptr[b]; q < r->m->qo_indptr[b + 1]; q++)
+                    o->rows[nr++] = q;
+        o->num_segments++;
+        o->item_indptr[o->num_segments] = ni;
+        o->row_indptr[o->num_segments] = nr;
+    }
+    return 0;
+}
+
+void cpu_order_free(cpu_order *o)
+{
+    free(o->items);
+    free(o->rows);
+    o->items = NULL;
+    o->rows = NULL;
+}
+
+int cpu_check_buffers(const void *k_store, const void *v_store, const void *q, const void *k_new,
+                      const void *v_new, const void *o, attn_error_detail *err)
+{
+    if (k_store == NULL || v_store == NULL)
+        return attn_error_set(err, ATTN_E_MISSING, k_store == NULL ? "pool.k" : "pool.v",
                               "no K/V store for this layer");
-    if (c->q == NULL)
+    if (q == NULL)
         return attn_error_set(err, ATTN_E_MISSING, "q", "q is missing");
-    if (c->k_new == NULL)
+    if (k_new == NULL)
         return attn_error_set(err, ATTN_E_MISSING, "k_new", "k_new is missing");
-    if (c->v_new == NULL)
+    if (v_new == NULL)
         return attn_error_set(err, ATTN_E_MISSING, "v_new", "v_new is missing");
-    if (c->o == NULL)
+    if (o == NULL)
         return attn_error_set(err, ATTN_E_MISSING, "o", "no output buffer");
     return 0;
 }
@@ -147,7 +262,7 @@ static int check_plan(const attn_split_plan *p, const attn_manifest *m, attn_err
 
 /* The commit of seed 0x08C: staged row i of request b goes to logical row
  * T_b + i of *its* pages (cache identity, seed 0x08F), every K/V head. */
-static void commit_rows(const cpu_run *r, void *k_store, void *v_store)
+void cpu_commit_rows(const cpu_run *r, void *k_store, void *v_store)
 {
     size_t es = attn_dtype_size(r->kv_dtype);
     for (uint32_t b = 0; b < r->num_requests; b++) {
@@ -171,55 +286,36 @@ static void commit_rows(const cpu_run *r, void *k_store, void *v_store)
     }
 }
 
-/* Everything that can fail: validation, the default plan, the mask program
- * and the workspace.  Nothing here writes the store. */
-static int prepare(cpu_run *r, const attn_cpu_call *c, const attn_cpu_options *opt,
-                   attn_split_plan *own_plan, attn_error_detail *err)
+int cpu_prepare(cpu_run *r, const attn_manifest *m, const attn_pool_geometry *g,
+                const attn_kv_addr *addr, const attn_split_plan *plan, const attn_cpu_options *opt,
+                bool validated, attn_error_detail *err)
 {
-    const attn_manifest *m = c->m;
-    const attn_pool_geometry *g = c->g;
     int rv;
 
-    if (c->addr == NULL) {
-        if ((rv = attn_manifest_validate(m, g, err)) != 0)
+    memset(r, 0, sizeof *r);
+    if (addr == NULL) {
+        if (!validated && (rv = attn_manifest_validate(m, g, err)) != 0)
             return rv;
         attn_kv_addr_from_table(&r->addr, &m->kv, m->num_requests, g);
     } else {
-        if ((rv = attn_manifest_validate_core(m, g, err)) != 0)
+        if (!validated && (rv = attn_manifest_validate_core(m, g, err)) != 0)
             return rv;
-        if (c->addr->num_requests != m->num_requests || c->addr->num_kv_heads != g->num_kv_heads)
+        if (addr->num_requests != m->num_requests || addr->num_kv_heads != g->num_kv_heads)
             return attn_error_set(err, ATTN_E_SHAPE, "kv",
                                   "translator has %u requests and %u heads, expected %u and %u",
-                                  c->addr->num_requests, c->addr->num_kv_heads, m->num_requests,
+                                  addr->num_requests, addr->num_kv_heads, m->num_requests,
                                   g->num_kv_heads);
-        if ((rv = attn_kv_addr_validate(c->addr, m->requests, "kv.", err)) != 0)
+        if ((rv = attn_kv_addr_validate(addr, m->requests, "kv.", err)) != 0)
             return rv;
-        r->addr = *c->addr;
+        r->addr = *addr;
     }
-    if ((rv = check_buffers(c, err)) != 0)
-        return rv;
-    if (c->plan == NULL) {
-        if ((rv = attn_cpu_plan(m, g, opt->num_threads, own_plan, err)) != 0)
-            return rv;
-        r->plan = own_plan;
-    } else {
-        r->plan = c->plan;
-    }
-    if ((rv = check_plan(r->plan, m, err)) != 0)
+    r->plan = plan;
+    if ((rv = check_plan(plan, m, err)) != 0)
         return rv;
     if ((rv = attn_mask_prog_build(&m->mask, m->requests, m->num_requests, &r->mask, err)) != 0)
         return rv;
 
     r->m = m;
-    r->k_store = c->k_store;
-    r->v_store = c->v_store;
-    r->q = c->q;
-    r->k_new = c->k_new;
-    r->v_new = c->v_new;
-    r->o = c->o;
-    r->lse = c->lse;
-    r->o64 = c->o64;
-    r->lse64 = c->lse64;
     r->num_requests = m->num_requests;
     r->num_qo_heads = m->num_qo_heads;
     r->num_kv_heads = g->num_kv_heads;
@@ -241,41 +337,67 @@ static int prepare(cpu_run *r, const attn_cpu_call *c, const attn_cpu_options *o
         r->block_keys = ATTN_CPU_BLOCK_KEYS_MAX;
     r->total_q = attn_manifest_total_q(m);
 
-    /* workspace: one state per (query row, query head, slot) (seed 0x03D) */
+    /* workspace geometry: one state per (query row, query head, slot) (seed 0x03D) */
     r->row_req = malloc(sizeof *r->row_req * (size_t)(r->total_q ? r->total_q : 1));
     r->ws_off = malloc(sizeof *r->ws_off * m->num_requests);
     if (r->row_req == NULL || r->ws_off == NULL)
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the row maps");
     r->num_states = 0;
     for (uint32_t b = 0; b < m->num_requests; b++) {
-        uint64_t S_b = r->plan->slot_indptr[b + 1] - r->plan->slot_indptr[b];
+        uint64_t S_b = plan->slot_indptr[b + 1] - plan->slot_indptr[b];
         r->ws_off[b] = r->num_states;
         r->num_states += (uint64_t)m->requests[b].new_len * m->num_qo_heads * S_b;
         for (int32_t q = m->qo_indptr[b]; q < m->qo_indptr[b + 1]; q++)
             r->row_req[q] = b;
     }
-    size_t acc = opt->acc == ATTN_CPU_ACC_F64 ? sizeof(double) : sizeof(float);
-    size_t scal = opt->acc == ATTN_CPU_ACC_F64
-                      ? (r->abi == ATTN_ABI_MLU ? sizeof(attn_mlu_f64) : sizeof(attn_lseo_f64))
-                      : (r->abi == ATTN_ABI_MLU ? sizeof(attn_mlu_f32) : sizeof(attn_lseo_f32));
-    size_t n = r->num_states ? (size_t)r->num_states : 1;
-    r->ws_scal = malloc(n * scal);
-    r->ws_vec = malloc(n * r->d_vo * acc);
-    if (r->ws_scal == NULL || r->ws_vec == NULL)
-        return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for %llu partial states",
-                              (unsigned long long)r->num_states);
     return 0;
 }
 
-static void release(cpu_run *r, attn_split_plan *own_plan)
+void cpu_release(cpu_run *r)
 {
     attn_mask_prog_free(&r->mask);
     free(r->row_req);
     free(r->ws_off);
-    free(r->ws_scal);
-    free(r->ws_vec);
-    if (own_plan->slot_indptr != NULL || own_plan->items != NULL || own_plan->num_splits != NULL)
-        attn_split_plan_free(own_plan);
+    r->row_req = NULL;
+    r->ws_off = NULL;
+}
+
+static void ledger_field(attn_ledger *l, const char *name, const char *dtype, uint32_t elem_bytes,
+                         uint64_t elems, uint64_t offset)
+{
+    attn_ledger_field *f = &l->fields[l->num_fields++];
+    snprintf(f->name, sizeof f->name, "%s", name);
+    snprintf(f->dtype, sizeof f->dtype, "%s", dtype);
+    f->elem_bytes = elem_bytes;
+    f->elems = elems;
+    f->bytes = elems * elem_bytes;
+    f->offset = offset;
+    f->ptr = NULL;
+    l->payload_bytes += f->bytes;
+    l->total_bytes = offset + f->bytes;
+}
+
+void cpu_ledger(const cpu_run *r, bool f64, attn_ledger *l)
+{
+    bool mlu = r->abi == ATTN_ABI_MLU;
+    size_t scal = f64 ? (mlu ? sizeof(attn_mlu_f64) : sizeof(attn_lseo_f64))
+                      : (mlu ? sizeof(attn_mlu_f32) : sizeof(attn_lseo_f32));
+    size_t acc = f64 ? sizeof(double) : sizeof(float);
+    uint64_t n = r->num_states ? r->num_states : 1;
+    memset(l, 0, sizeof *l);
+    l->head_dim_padded = r->d_vo;
+    /* the scalar part of a state is one struct (state.h), so it is one field */
+    ledger_field(l, mlu ? "partial_m_l" : "partial_LSE", f64 ? "fp64" : "fp32", (uint32_t)scal, n,
+                 0);
+    uint64_t vec_off = (n * scal + 63) & ~(uint64_t)63;
+    ledger_field(l, mlu ? "partial_u" : "partial_O", f64 ? "fp64" : "fp32", (uint32_t)acc,
+                 n * r->d_vo, vec_off);
+}
+
+void cpu_ws_bind(cpu_run *r, void *ws, const attn_ledger *l)
+{
+    r->ws_scal = (char *)ws + l->fields[0].offset;
+    r->ws_vec = (char *)ws + l->fields[1].offset;
 }
 
 int attn_cpu_attend(const attn_cpu_call *c, const attn_cpu_options *opt, attn_error_detail *err)
@@ -283,7 +405,11 @@ int attn_cpu_attend(const attn_cpu_call *c, const attn_cpu_options *opt, attn_er
     attn_cpu_options defaults;
     attn_split_plan own_plan;
     cpu_run r;
-    cpu_job *job = NULL;
+    cpu_order ord;
+    cpu_threads *threads = NULL;
+    attn_ledger led;
+    void *ws = NULL;
+    char why[128];
     int rv;
 
     if (c == NULL || c->m == NULL)
@@ -294,34 +420,58 @@ int attn_cpu_attend(const attn_cpu_call *c, const attn_cpu_options *opt, attn_er
     }
     memset(&own_plan, 0, sizeof own_plan);
     memset(&r, 0, sizeof r);
-    if ((rv = prepare(&r, c, opt, &own_plan, err)) != 0)
-        goto out;
-
-    uint32_t threads = opt->num_threads ? opt->num_threads : attn_cpu_online_threads();
+    memset(&ord, 0, sizeof ord);
     bool f64 = opt->acc == ATTN_CPU_ACC_F64;
-    if ((job = calloc(1, sizeof *job)) == NULL) {
-        rv = attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");
+    /* the manifest must be sound before a plan is made of it */
+    if ((rv = c->addr == NULL ? attn_manifest_validate(c->m, c->g, err)
+                              : attn_manifest_validate_core(c->m, c->g, err)) != 0)
+        goto out;
+    const attn_split_plan *plan = c->plan;
+    if (plan == NULL) {
+        if ((rv = attn_cpu_plan(c->m, c->g, opt->num_threads, &own_plan, err)) != 0)
+            goto out;
+        plan = &own_plan;
+    }
+    if ((rv = cpu_prepare(&r, c->m, c->g, c->addr, plan, opt, true, err)) != 0 ||
+        (rv = cpu_check_buffers(c->k_store, c->v_store, c->q, c->k_new, c->v_new, c->o, err)) != 0)
+        goto out;
+    r.k_store = c->k_store;
+    r.v_store = c->v_store;
+    r.q = c->q;
+    r.k_new = c->k_new;
+    r.v_new = c->v_new;
+    r.o = c->o;
+    r.lse = c->lse;
+    r.o64 = c->o64;
+    r.lse64 = c->lse64;
+    cpu_ledger(&r, f64, &led);
+    if ((ws = malloc(led.total_bytes)) == NULL) {
+        rv = attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for %llu partial states",
+                            (unsigned long long)r.num_states);
         goto out;
     }
-    job->r = &r;
-    job->f64 = f64;
-    job->scratch_bytes = cpu_scratch_bytes(&r, f64 ? sizeof(double) : sizeof(float));
-    if (job->scratch_bytes < r.d_vo * sizeof(double))
-        job->scratch_bytes = r.d_vo * sizeof(double); /* the merge's O row */
-    atomic_init(&job->failed, 0);
-
-    /* producers, then the per-request merge: the two launches of seed 0x03I */
-    uint64_t units = (uint64_t)r.plan->num_items * (r.num_kv_heads / r.heads_per_unit);
-    if ((rv = cpu_parallel(job, 0, units, threads)) != 0 ||
-        (rv = cpu_parallel(job, 1, (uint64_t)r.total_q * r.num_qo_heads, threads)) != 0) {
+    cpu_ws_bind(&r, ws, &led);
+    if ((rv = cpu_order_build(&r, c->m->policy.schedule, &ord, why, sizeof why)) != 0) {
+        rv = attn_error_set(err, rv, "", "out of memory for the work order");
+        goto out;
+    }
+    /* a direct call owns its threads for this call only; an engine
+     * instance keeps them (engines/cpu/backend.c) */
+    uint32_t n = opt->num_threads ? opt->num_threads : attn_cpu_online_threads();
+    if ((rv = cpu_threads_create(n, &threads)) != 0 ||
+        (rv = cpu_execute(&r, f64, threads, &ord)) != 0) {
         rv = attn_error_set(err, rv, "", "out of memory for thread scratch");
         goto out;
     }
     /* seed 0x08C: commit only after attention succeeded */
     if (c->commit)
-        commit_rows(&r, c->k_store, c->v_store);
+        cpu_commit_rows(&r, c->k_store, c->v_store);
 out:
-    free(job);
-    release(&r, &own_plan);
+    cpu_threads_destroy(threads);
+    cpu_order_free(&ord);
+    free(ws);
+    cpu_release(&r);
+    if (own_plan.slot_indptr != NULL || own_plan.items != NULL || own_plan.num_splits != NULL)
+        attn_split_plan_free(&own_plan);
     return rv;
 }

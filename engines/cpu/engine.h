@@ -28,7 +28,7 @@
 #include "attn/error.h"
 #include "attn/types.h"
 #include "kernels/common/addr.h"
-#include "planner/backend.h"
+#include "planner/engine.h"
 #include "planner/plan.h"
 
 #ifdef __cplusplus
@@ -93,13 +93,24 @@ int attn_cpu_plan(const attn_manifest *m, const attn_pool_geometry *g, uint32_t 
 /* Online CPUs (at least 1). */
 uint32_t attn_cpu_online_threads(void);
 
-/* The engine as a backend ("cpu_ref", every phase, always installed).  Its
- * run uses the options last given to attn_cpu_backend_configure. */
-const attn_backend *attn_cpu_backend(void);
+/* The engine's ops table ("cpu_ref", every phase, the partition and
+ * unified schedules, always installed).  attn_engine_create makes an
+ * instance with its own persistent worker threads; the config's tuning,
+ * when not NULL, is an attn_cpu_options (num_threads there, when not 0,
+ * wins over the config's). */
+const attn_engine_ops *attn_cpu_engine_ops(void);
 
-/* Set the options the backend's run uses (thread count, accumulation);
- * not thread-safe against concurrent runs: call at start-up. */
-void attn_cpu_backend_configure(const attn_cpu_options *opt);
+/* What one CPU instance did, for tests and stats: every plan validates the
+ * manifest and builds the mask program once; a run does neither. */
+typedef struct attn_cpu_engine_counts {
+    uint64_t validations;     /* manifest + plan validations */
+    uint64_t mask_programs;   /* mask programs built */
+    uint64_t runs;            /* runs that reached the workers */
+    uint64_t threads_started; /* worker threads this instance ever created */
+} attn_cpu_engine_counts;
+
+/* Read the counters of an instance made from attn_cpu_engine_ops(). */
+void attn_cpu_engine_counts_get(const attn_engine *e, attn_cpu_engine_counts *out);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,13 @@
 /* The CUDA engine as the daemon sees it: plain C, no CUDA header needed.
  *
  * The engine ("cuda_decode") runs paged split-KV decode (every request
- * T > 0, C = 1) on one device: it appends each request's new K/V row into
- * its page slot, runs the GQA-packed producer and the reducer, and copies O
- * and LSE back.  Built without CUDA (make CUDA=0) every function still
+ * T > 0, C = 1), one instance per device (planner/engine.h): the instance
+ * owns its stream, events, workspace and tuning.  plan builds the split
+ * plan, the page list, request records, mask ranges, row offsets and work
+ * items once and uploads them in one transfer; run binds q, k_new, v_new,
+ * o, lse and the layer's stores, appends each request's new K/V row into
+ * its page slot, runs the GQA-packed producer and the reducer, and copies
+ * O and LSE back.  Built without CUDA (make CUDA=0) every function still
  * exists: attn_cuda_available says why nothing runs, admission rejects with
  * the INSTALLED factor, and the pool functions return ATTN_E_CUDA.
  */
@@ -15,7 +19,7 @@
 
 #include "attn/error.h"
 #include "attn/types.h"
-#include "planner/backend.h"
+#include "planner/engine.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,22 +29,58 @@ extern "C" {
  * count and `why` (may be NULL) one sentence when the answer is 0. */
 int attn_cuda_available(int *num_devices, char *why, size_t n);
 
-/* The engine's backend table (name "cuda_decode", platform CUDA, decode only). */
-const attn_backend *attn_cuda_backend(void);
+/* Knobs of one instance (the daemon's configuration; docs/cuda.md). */
+typedef struct attn_cuda_tuning {
+    attn_split_policy default_split; /* the plan's policy when the manifest says auto: FA, FI
+                                        or GLOBAL (AUTO = the best measured, FI) */
+    int simt;                        /* 1: the CUDA-core producer instead of the tensor-core one */
+    int heads_fast;                  /* 1: grid (H_kv, items) instead of (items, H_kv) */
+    int row_prefetch;                /* 1: walk the page table a pipeline ahead */
+    int fused_merge;                 /* 1: the tensor-core producer's last CTA of each split folds
+                                        the slots instead of a reducer launch (docs/cuda.md) */
+    int poison;                      /* tests: fill O, LSE and the workspace with NaN bytes before
+                                        every run, so an element no kernel wrote shows as NaN */
+} attn_cuda_tuning;
 
-/* Which split policy the engine's plan uses when the manifest says auto
- * (the default is the best measured one, docs/cuda.md); FA, FI or GLOBAL. */
-void attn_cuda_set_default_split(attn_split_policy p);
+/* The defaults: FI, tensor cores, heads_fast, row_prefetch, no poison. */
+void attn_cuda_tuning_defaults(attn_cuda_tuning *t);
 
-/* Which producer runs: simt != 0 selects the CUDA-core kernel instead of
- * the tensor-core one; heads_fast orders the grid (H_kv, items) instead of
- * (items, H_kv); row_prefetch walks the page table a pipeline ahead.
- * Defaults: tensor cores, heads_fast, row_prefetch (docs/cuda.md). */
-void attn_cuda_set_producer(int simt, int heads_fast, int row_prefetch);
+/* The engine's ops table (name "cuda_decode", platform CUDA, decode only,
+ * the partition schedule).  The config's device is the CUDA ordinal; its
+ * tuning, when not NULL, an attn_cuda_tuning. */
+const attn_engine_ops *attn_cuda_engine_ops(void);
 
-/* Tests: when on, every run first fills O, LSE and the workspace with NaN
- * bytes on the device, so an element no kernel wrote shows as NaN. */
-void attn_cuda_debug_poison(int on);
+/* Replace the tuning of an instance made from attn_cuda_engine_ops(); plans
+ * made afterwards use it (a plan keeps the tuning it was made with). */
+void attn_cuda_engine_set_tuning(attn_engine *e, const attn_cuda_tuning *t);
+
+/* What a device contributes to a plan: identity and the measured grid. */
+typedef struct attn_cuda_device_facts {
+    int device; /* CUDA ordinal */
+    int cc_major, cc_minor;
+    uint32_t sm_count;
+    uint32_t ctas_per_sm; /* producer occupancy (cudaOccupancyMaxActiveBlocksPerMultiprocessor) */
+    uint32_t head_chunks; /* CTAs that share one (item, K/V head) */
+} attn_cuda_device_facts;
+
+/* The host half of the engine's plan, no CUDA call: split plan (policy
+ * from the manifest or t->default_split, grid from `dev`), the checks the
+ * manifest validator cannot make (decode only, page ids inside this pool,
+ * plan capacity), the metadata image the run's kernels read, the ledger the
+ * run carves, the key environment and the schedule.  Tests call it without
+ * a GPU; the engine's plan uploads the image after it.  Free with
+ * attn_cuda_plan_host_free. */
+int attn_cuda_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
+                        const attn_cuda_device_facts *dev, const attn_cuda_tuning *t,
+                        attn_engine_plan *out, attn_error_detail *err);
+
+/* Release what attn_cuda_plan_host made (the device copy too, when the
+ * engine uploaded one). */
+void attn_cuda_plan_host_free(attn_engine_plan *p);
+
+/* Bytes of the metadata image of a plan made by attn_cuda_plan_host (the
+ * one host-to-device transfer of plan time). */
+uint64_t attn_cuda_plan_meta_bytes(const attn_engine_plan *p);
 
 /* Fill `out` with every reason the engine cannot run the call (seed 0x07B);
  * pure host code, the same function the backend table points to. */
@@ -81,8 +121,8 @@ typedef struct attn_cuda_device_info {
 /* Read the properties of `device`; ATTN_E_CUDA when there is none. */
 int attn_cuda_device_info_get(int device, attn_cuda_device_info *out, attn_error_detail *err);
 
-/* The split policy, grid capacity and producer occupancy the last plan used
- * (for the dispatch diagnostic). */
+/* The split policy, grid capacity and producer occupancy a plan used
+ * (for the dispatch diagnostic and the GPU tests). */
 typedef struct attn_cuda_plan_info {
     attn_split_policy policy;
     uint32_t sm_count;
@@ -90,10 +130,8 @@ typedef struct attn_cuda_plan_info {
     uint32_t grid_capacity;
 } attn_cuda_plan_info;
 
-/* Plan for `m` like the backend's plan function, with `policy` forced
- * unless it is AUTO; `info` (may be NULL) says what was used. */
-int attn_cuda_plan(const attn_manifest *m, const attn_pool_geometry *g, attn_split_policy policy,
-                   attn_split_plan *out, attn_cuda_plan_info *info, attn_error_detail *err);
+/* What a plan made by this engine used; ATTN_E_ENGINE for another plan. */
+int attn_cuda_plan_info_get(const attn_engine_plan *p, attn_cuda_plan_info *out);
 
 #ifdef __cplusplus
 }

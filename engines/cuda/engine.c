@@ -1,16 +1,22 @@
-/* The CUDA engine's host side: admission, planning, pools and one run.
+/* The CUDA engine's host side: admission, pools, and the engine instance
+ * (plan once, run per layer) behind planner/engine.h.
  *
  * Plain C over the CUDA runtime API (cuda_runtime_api.h), so the daemon
  * links it like any module.  The kernels live in decode.cu behind
  * decode_launch.h.  Without ATTN_WITH_CUDA every entry point still exists
- * and says "built without CUDA".
+ * and says "built without CUDA"; the host half of planning
+ * (attn_cuda_plan_host) is plain C in both builds.
  *
- * One run (seed 0x08C: one append transaction): validate what the manifest
- * validator cannot know (pool platform, page ids against this store),
- * upload every metadata array in one transfer, swap the new rows into their
- * page slots (keeping the old bytes), attend, copy O and LSE back, and put
- * the old bytes back unless the caller commits.  Any failure restores the
- * pool before returning, so a failed run leaves it byte-identical.
+ * Plan (once per scheduler step): the split plan, the checks the manifest
+ * validator cannot make (decode only, page ids against this pool, the
+ * plan's capacity), the page list, request records with their visible key
+ * ranges, work items and new-row offsets in one metadata image, uploaded
+ * in one transfer to memory the plan owns; the ledger the run carves.
+ * Run (per layer; seed 0x08C: one append transaction): copy q, k_new and
+ * v_new in (one transfer through pinned staging), swap the new rows into their page slots (keeping
+ * the old bytes), attend, copy O and LSE back, and put the old bytes back unless the caller
+ * commits.  Any failure restores the pool before returning, so a failed run leaves it
+ * byte-identical.
  */
 #include <math.h>
 #include <pthread.h>
@@ -19,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engines/cuda/cuda_engine.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
-#include "engines/cuda/cuda_engine.h"
 #include "kernels/cuda/decode_launch.h"
 #include "planner/ledger.h"
 #include "planner/split.h"
@@ -31,29 +37,13 @@
 #include <cuda_runtime_api.h>
 #endif
 
-/* The best measured policy on the H200 (bench/results/decode-h200-*.md). */
-static attn_split_policy g_default_split = ATTN_SPLIT_FI;
-static int g_poison;
-static int g_simt;
-static int g_heads_fast = 1;
-static int g_row_prefetch = 1;
-
-void attn_cuda_set_producer(int simt, int heads_fast, int row_prefetch)
+void attn_cuda_tuning_defaults(attn_cuda_tuning *t)
 {
-    g_simt = simt;
-    g_heads_fast = heads_fast;
-    g_row_prefetch = row_prefetch;
-}
-
-void attn_cuda_debug_poison(int on)
-{
-    g_poison = on;
-}
-
-void attn_cuda_set_default_split(attn_split_policy p)
-{
-    if (p == ATTN_SPLIT_FA || p == ATTN_SPLIT_FI || p == ATTN_SPLIT_GLOBAL)
-        g_default_split = p;
+    memset(t, 0, sizeof *t);
+    /* the best measured policy on the H200 (bench/results/decode-h200-*.md) */
+    t->default_split = ATTN_SPLIT_FI;
+    t->heads_fast = 1;
+    t->row_prefetch = 1;
 }
 
 static void add_reason(attn_admission *out, attn_admit_factor f, const char *field, const char *fmt,
@@ -145,11 +135,280 @@ void attn_cuda_admit(const attn_manifest *m, const attn_pool_geometry *g, attn_a
                    (int)m->policy.state_abi);
 }
 
-static void backend_admit(const attn_backend *self, const attn_manifest *m,
-                          const attn_pool_geometry *g, attn_admission *out)
+/* ---- the host half of a plan (no CUDA call) ------------------------------- */
+
+/* What a plan keeps for its runs. */
+typedef struct cuda_plan_priv {
+    attn_cuda_tuning tuning;
+    attn_cuda_plan_info info;
+    int device;
+    /* the metadata image: counts | reqs | items | pages | row offsets */
+    void *host_meta; /* freed once uploaded */
+    void *dev_meta;  /* the plan's device copy, uploaded once */
+    size_t meta_bytes;
+    size_t off_counts, off_reqs, off_items, off_pages, off_rows;
+    /* the decode parameters that do not change per layer (pointers into
+     * dev_meta are filled at upload) */
+    attn_cuda_decode_params params;
+    uint32_t total_q;
+    size_t q_bytes, kv_bytes, lse_bytes, cnt_bytes;
+    int64_t head_stride;
+} cuda_plan_priv;
+
+static size_t align256(size_t x)
 {
-    (void)self;
+    return (x + 255) & ~(size_t)255;
+}
+
+static bool ledger_ok(const attn_ledger *led, attn_state_abi abi, uint32_t d)
+{
+    return attn_ledger_find(led, abi == ATTN_ABI_MLU ? "partial_u" : "partial_O") != NULL &&
+           attn_ledger_find(led, abi == ATTN_ABI_MLU ? "partial_m" : "partial_LSE") != NULL &&
+           (abi != ATTN_ABI_MLU || attn_ledger_find(led, "partial_l") != NULL) &&
+           led->head_dim_padded == d;
+}
+
+void attn_cuda_plan_host_free(attn_engine_plan *p)
+{
+    cuda_plan_priv *pp = p->priv;
+    if (pp != NULL) {
+#ifdef ATTN_WITH_CUDA
+        if (pp->dev_meta != NULL) {
+            cudaSetDevice(pp->device);
+            cudaFree(pp->dev_meta);
+        }
+#endif
+        free(pp->host_meta);
+        free(pp);
+        p->priv = NULL;
+    }
+    if (p->split.slot_indptr != NULL || p->split.items != NULL || p->split.num_splits != NULL)
+        attn_split_plan_free(&p->split);
+}
+
+uint64_t attn_cuda_plan_meta_bytes(const attn_engine_plan *p)
+{
+    const cuda_plan_priv *pp = p->priv;
+    return pp != NULL ? pp->meta_bytes : 0;
+}
+
+static int split_plan(const attn_manifest *m, const attn_pool_geometry *g,
+                      const attn_cuda_device_facts *dev, const attn_cuda_tuning *t,
+                      attn_split_plan *out, attn_cuda_plan_info *info, attn_error_detail *err)
+{
+    attn_split_params sp;
+    memset(&sp, 0, sizeof sp);
+    attn_split_params_from_manifest(m, g->num_kv_heads, &sp);
+    sp.default_policy = t->default_split == ATTN_SPLIT_FA || t->default_split == ATTN_SPLIT_GLOBAL
+                            ? t->default_split
+                            : ATTN_SPLIT_FI;
+    /* seed 0x0AD: workers = SMs x resident producer CTAs per SM (measured);
+     * one split occupies H_kv x head-chunk CTAs */
+    sp.grid_capacity = dev->sm_count * dev->ctas_per_sm;
+    sp.units_per_split = g->num_kv_heads * (dev->head_chunks ? dev->head_chunks : 1);
+    sp.kv_block = g->page_size; /* FI searches in whole pages */
+    sp.min_chunk = 256; /* a split shorter than this spends more on its state than on keys */
+    info->policy = sp.policy == ATTN_SPLIT_AUTO ? sp.default_policy : sp.policy;
+    info->sm_count = dev->sm_count;
+    info->ctas_per_sm = dev->ctas_per_sm;
+    info->grid_capacity = sp.grid_capacity;
+    return attn_split_plan_build(m, &sp, out, err);
+}
+
+int attn_cuda_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
+                        const attn_cuda_device_facts *dev, const attn_cuda_tuning *t,
+                        attn_engine_plan *out, attn_error_detail *err)
+{
+    const uint32_t B = m->num_requests, Hq = m->num_qo_heads, Hkv = g->num_kv_heads;
+    const uint32_t d = g->head_dim_qk;
+    attn_cuda_tuning defaults;
+    attn_mask_prog mp;
+    char f[96];
+    int rv;
+
+    memset(&mp, 0, sizeof mp);
+    if (t == NULL) {
+        attn_cuda_tuning_defaults(&defaults);
+        t = &defaults;
+    }
+    if (dev->sm_count == 0 || dev->ctas_per_sm == 0)
+        return attn_error_set(err, ATTN_E_SHAPE, "head_dim_qk",
+                              "no producer kernel for head_dim %u / %s on cuda:%d", d,
+                              attn_dtype_name(g->kv_dtype), dev->device);
+    cuda_plan_priv *pp = calloc(1, sizeof *pp);
+    if (pp == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the plan");
+    out->priv = pp;
+    pp->tuning = *t;
+    pp->device = dev->device;
+    for (uint32_t b = 0; b < B; b++)
+        if (m->requests[b].new_len != 1 || m->requests[b].cache_len <= 0 ||
+            m->qo_indptr[b + 1] - m->qo_indptr[b] != 1) {
+            snprintf(f, sizeof f, "requests[%u].new_len", b);
+            rv =
+                attn_error_set(err, ATTN_E_PHASE, f, "cuda_decode runs decode only (T > 0, C = 1)");
+            goto fail;
+        }
+    if ((rv = split_plan(m, g, dev, t, &out->split, &pp->info, err)) != 0)
+        goto fail;
+    const attn_split_plan *plan = &out->split;
+    if (plan->slot_capacity && plan->num_slots > plan->slot_capacity) {
+        rv = attn_error_set(err, ATTN_E_CAPACITY, "policy.splits", "%u slots exceed capacity %u",
+                            plan->num_slots, plan->slot_capacity);
+        goto fail;
+    }
+    if ((rv = attn_mask_prog_build(&m->mask, m->requests, B, &mp, err)) != 0)
+        goto fail;
+
+    /* flattened page lists through the one address program (addr.h) */
+    attn_kv_addr ad;
+    attn_kv_addr_from_table(&ad, &m->kv, B, g);
+    uint64_t npages = 0;
+    for (uint32_t b = 0; b < B; b++)
+        npages += (uint64_t)((attn_kv_addr_len(&ad, b) + g->page_size - 1) / g->page_size);
+    pp->total_q = (uint32_t)m->qo_indptr[B];
+
+    /* one metadata image: counts | reqs | items | pages | row offsets */
+    pp->off_counts = 0;
+    pp->off_reqs = align256(sizeof(attn_cuda_counts));
+    pp->off_items = pp->off_reqs + align256(sizeof(attn_cuda_req) * B);
+    pp->off_pages = pp->off_items + align256(sizeof(attn_work_item) * (plan->num_items + 1));
+    pp->off_rows = pp->off_pages + align256(sizeof(int32_t) * (npages + 1));
+    pp->meta_bytes = pp->off_rows + align256(sizeof(int64_t) * pp->total_q);
+    if ((pp->host_meta = calloc(1, pp->meta_bytes)) == NULL) {
+        rv = attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for %zu metadata bytes",
+                            pp->meta_bytes);
+        goto fail;
+    }
+    char *hm = (char *)pp->host_meta;
+    attn_cuda_counts *cnt = (attn_cuda_counts *)(hm + pp->off_counts);
+    attn_cuda_req *rq = (attn_cuda_req *)(hm + pp->off_reqs);
+    int32_t *pg = (int32_t *)(hm + pp->off_pages);
+    int64_t *row_off = (int64_t *)(hm + pp->off_rows);
+    cnt->num_items = (int32_t)plan->num_items;
+    cnt->num_requests = (int32_t)B;
+    memcpy(hm + pp->off_items, plan->items, sizeof(attn_work_item) * plan->num_items);
+    uint32_t shift = 0;
+    while ((1u << shift) < g->page_size)
+        shift++;
+    int any_split = 0;
+    uint64_t pi = 0;
+    for (uint32_t b = 0; b < B; b++) {
+        int64_t len = attn_kv_addr_len(&ad, b);
+        int64_t nb = (len + g->page_size - 1) / g->page_size;
+        rq[b].page_begin = (int32_t)pi;
+        for (int64_t j = 0; j < nb; j++) {
+            int64_t page = attn_kv_addr_block_page(&ad, b, j);
+            if (page < 0 || page >= (int64_t)g->num_pages) {
+                snprintf(f, sizeof f, "kv.page_indices (request %u, block %lld)", b, (long long)j);
+                rv = attn_error_set(err, ATTN_E_PAGE_OUT_OF_POOL, f, "page %lld outside [0, %u)",
+                                    (long long)page, g->num_pages);
+                goto fail;
+            }
+            pg[pi++] = (int32_t)page;
+        }
+        attn_row_keys k = attn_mask_row_keys(&mp, b, 0);
+        rq[b].lo0 = k.lo0;
+        rq[b].hi0 = k.hi0;
+        rq[b].lo1 = k.lo1;
+        rq[b].hi1 = k.hi1;
+        rq[b].qrow = m->qo_indptr[b];
+        rq[b].slot_begin = (int32_t)plan->slot_indptr[b];
+        rq[b].num_slots = (int32_t)(plan->slot_indptr[b + 1] - plan->slot_indptr[b]);
+        if (rq[b].num_slots > 1)
+            any_split = 1;
+        /* the new row lands at logical position T_b (seed 0x08C) */
+        int64_t page, slot;
+        if (!attn_kv_addr_locate(&ad, b, m->requests[b].cache_len, &page, &slot)) {
+            snprintf(f, sizeof f, "requests[%u].cache_len", b);
+            rv = attn_error_set(err, ATTN_E_COVERAGE, f, "no page slot for the new row");
+            goto fail;
+        }
+        row_off[m->qo_indptr[b]] = attn_kv_addr_elem(&ad, page, slot, 0, 0, d);
+    }
+    attn_mask_prog_free(&mp);
+
+    /* the workspace the run carves: one state per (slot, query head) */
+    uint32_t slot_cap =
+        plan->slot_capacity > plan->num_slots ? plan->slot_capacity : plan->num_slots;
+    attn_ledger_spec ls;
+    memset(&ls, 0, sizeof ls);
+    ls.abi = m->policy.state_abi;
+    ls.states = (uint64_t)slot_cap * Hq;
+    ls.head_dim_vo = d;
+    ls.vec_align = 4;
+    ls.vec_dtype = ATTN_FP32;
+    ls.scalar_dtype = ATTN_FP32;
+    ls.align_bytes = 256;
+    if ((rv = attn_ledger_layout(&ls, NULL, 0, &out->ledger, err)) != 0)
+        goto fail;
+    if (!ledger_ok(&out->ledger, ls.abi, d)) {
+        rv = attn_error_set(err, ATTN_E_WORKSPACE, "policy.state_abi",
+                            "the ledger lacks the fields the producer writes");
+        goto fail;
+    }
+
+    /* the launch parameters that stay fixed for the plan's life */
+    const size_t es = attn_dtype_size(g->kv_dtype), qs = attn_dtype_size(m->q_dtype);
+    pp->q_bytes = (size_t)pp->total_q * Hq * d * qs;
+    pp->kv_bytes = (size_t)pp->total_q * Hkv * d * es;
+    pp->lse_bytes = (size_t)pp->total_q * Hq * sizeof(float);
+    pp->cnt_bytes = (size_t)B * Hkv * (dev->head_chunks ? dev->head_chunks : 1) * sizeof(int32_t);
+    pp->head_stride = g->layout == ATTN_HND ? (int64_t)g->page_size * d : (int64_t)d;
+    attn_cuda_decode_params *pr = &pp->params;
+    pr->item_capacity = plan->num_items;
+    pr->request_capacity = B;
+    pr->num_qo_heads = Hq;
+    pr->num_kv_heads = Hkv;
+    pr->head_dim = d;
+    pr->page_shift = shift;
+    pr->page_stride = (int64_t)g->page_size * Hkv * d;
+    pr->head_stride = pp->head_stride;
+    pr->row_stride = attn_kv_addr_slot_stride(&ad, d);
+    pr->q_dtype = m->q_dtype;
+    pr->kv_dtype = g->kv_dtype;
+    pr->abi = m->policy.state_abi;
+    pr->sm_scale = m->has_sm_scale ? m->sm_scale : 1.0f / sqrtf((float)d);
+    pr->any_split = any_split;
+    pr->force_merge = m->policy.graph;
+    pr->simt = t->simt;
+    pr->fused_merge = t->fused_merge;
+    pr->row_prefetch = t->row_prefetch;
+    pr->heads_fast = t->heads_fast && plan->num_items <= 65535u;
+
+    attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);
+    out->schedule = ATTN_SCHED_PARTITION;
+    snprintf(out->schedule_why, sizeof out->schedule_why, "%s",
+             m->policy.schedule == ATTN_SCHED_PARTITION
+                 ? "as asked: decode producers, then the reducer"
+                 : "auto: decode producers, then the reducer (the only schedule of cuda_decode)");
+    return 0;
+fail:
+    attn_mask_prog_free(&mp);
+    attn_cuda_plan_host_free(out);
+    return rv;
+}
+
+int attn_cuda_plan_info_get(const attn_engine_plan *p, attn_cuda_plan_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (p == NULL || p->owner == NULL || p->owner->ops != attn_cuda_engine_ops() || p->priv == NULL)
+        return ATTN_E_ENGINE;
+    *out = ((const cuda_plan_priv *)p->priv)->info;
+    return 0;
+}
+
+/* ---- the instance ---------------------------------------------------------- */
+
+static void engine_admit(const attn_engine *self, const attn_manifest *m,
+                         const attn_pool_geometry *g, attn_admission *out)
+{
     attn_cuda_admit(m, g, out);
+}
+
+static void engine_plan_free(attn_engine *self, attn_engine_plan *p)
+{
+    attn_cuda_plan_host_free(p);
 }
 
 #ifndef ATTN_WITH_CUDA
@@ -186,33 +445,32 @@ int attn_cuda_device_info_get(int device, attn_cuda_device_info *out, attn_error
     return attn_error_set(err, ATTN_E_CUDA, "device", "built without CUDA");
 }
 
-int attn_cuda_plan(const attn_manifest *m, const attn_pool_geometry *g, attn_split_policy policy,
-                   attn_split_plan *out, attn_cuda_plan_info *info, attn_error_detail *err)
+static int engine_init(const attn_engine_config *cfg, void **state, attn_error_detail *err)
 {
-    memset(out, 0, sizeof *out);
+    return attn_error_set(err, ATTN_E_CUDA, "device", "attnd was built without CUDA (make CUDA=0)");
+}
+
+static void engine_fini(void *state)
+{
+}
+
+static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
+                       attn_engine_plan *out, attn_error_detail *err)
+{
     return attn_error_set(err, ATTN_E_CUDA, "backend", "built without CUDA");
 }
 
-static int backend_plan(const attn_backend *self, const attn_manifest *m,
-                        const attn_pool_geometry *g, attn_split_plan *out)
+static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                      attn_exec_report *rep, attn_error_detail *err)
 {
-    return attn_cuda_plan(m, g, ATTN_SPLIT_AUTO, out, NULL, NULL);
+    return attn_error_set(err, ATTN_E_CUDA, "backend", "built without CUDA");
 }
 
-static int backend_run(const attn_backend *self, const attn_exec_args *a, attn_exec_report *rep)
+void attn_cuda_engine_set_tuning(attn_engine *e, const attn_cuda_tuning *t)
 {
-    return ATTN_E_CUDA;
 }
 
 #else /* ATTN_WITH_CUDA */
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        if ((call) != cudaSuccess) {                                                               \
-            rv = ATTN_E_CUDA;                                                                      \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
 
 int attn_cuda_available(int *num_devices, char *why, size_t n)
 {
@@ -328,408 +586,377 @@ int attn_cuda_device_info_get(int device, attn_cuda_device_info *out, attn_error
     return 0;
 }
 
-int attn_cuda_plan(const attn_manifest *m, const attn_pool_geometry *g, attn_split_policy policy,
-                   attn_split_plan *out, attn_cuda_plan_info *info, attn_error_detail *err)
-{
-    memset(out, 0, sizeof *out);
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return attn_error_set(err, ATTN_E_CUDA, "backend", "no CUDA device for planning");
-    uint32_t group = g->num_kv_heads ? m->num_qo_heads / g->num_kv_heads : 1;
-    int occ = attn_cuda_decode_occupancy(g->head_dim_qk, g->kv_dtype, group);
-    if (occ <= 0)
-        return attn_error_set(err, ATTN_E_SHAPE, "head_dim_qk",
-                              "no producer kernel for head_dim %u / %s", g->head_dim_qk,
-                              attn_dtype_name(g->kv_dtype));
-    attn_split_params sp;
-    memset(&sp, 0, sizeof sp);
-    attn_split_params_from_manifest(m, g->num_kv_heads, &sp);
-    if (policy != ATTN_SPLIT_AUTO)
-        sp.policy = policy;
-    sp.default_policy = g_default_split;
-    /* seed 0x0AD: workers = SMs x resident producer CTAs per SM (measured);
-     * one split occupies H_kv x head-chunk CTAs */
-    sp.grid_capacity = (uint32_t)sms * (uint32_t)occ;
-    sp.units_per_split =
-        g->num_kv_heads * attn_cuda_decode_head_chunks(g->head_dim_qk, g->kv_dtype, group);
-    sp.kv_block = g->page_size; /* FI searches in whole pages */
-    sp.min_chunk = 256; /* a split shorter than this spends more on its state than on keys */
-    if (info) {
-        info->policy = sp.policy == ATTN_SPLIT_AUTO ? sp.default_policy : sp.policy;
-        info->sm_count = (uint32_t)sms;
-        info->ctas_per_sm = (uint32_t)occ;
-        info->grid_capacity = sp.grid_capacity;
-    }
-    return attn_split_plan_build(m, &sp, out, err);
-}
-
-static int backend_plan(const attn_backend *self, const attn_manifest *m,
-                        const attn_pool_geometry *g, attn_split_plan *out)
-{
-    (void)self;
-    return attn_cuda_plan(m, g, ATTN_SPLIT_AUTO, out, NULL, NULL);
-}
-
-/* Buffers the engine keeps between runs: allocated once, grown when a call
- * needs more (the workspace from the ledger, seed 0x03E). */
-typedef struct cuda_ctx {
-    pthread_mutex_t mu;
-    int device;
+/* One instance: its device, stream, events and the buffers every run
+ * reuses, grown when a plan needs more (the workspace from the ledger,
+ * seed 0x03E). */
+typedef struct cuda_instance {
+    pthread_mutex_t mu; /* one run at a time on the stream and the buffers */
+    attn_cuda_device_facts dev;
+    attn_cuda_tuning tuning;
     cudaStream_t stream;
     cudaEvent_t ev0, ev1;
-    void *dev_meta;
-    size_t dev_meta_cap;
-    void *host_meta; /* pinned staging of the one metadata transfer */
-    size_t host_meta_cap;
-    void *dev_io; /* q, k_new, v_new, o, lse, saved rows */
+    void *dev_io; /* q | k_new | v_new | o | lse | saved k | saved v */
     size_t dev_io_cap;
+    void *host_io; /* pinned, laid out like dev_io up to lse: one copy each way */
+    size_t host_io_cap;
     void *dev_ws; /* partial states */
     size_t dev_ws_cap;
     void *dev_cnt; /* fused-reducer counters, zero between runs */
     size_t dev_cnt_cap;
-} cuda_ctx;
+} cuda_instance;
 
-static cuda_ctx g_ctx = {.mu = PTHREAD_MUTEX_INITIALIZER, .device = -1};
+/* An error with the CUDA runtime's own sentence (planner/engine.h). */
+static int cuda_fail(attn_error_detail *err, cudaError_t e, const char *field, const char *what)
+{
+    return attn_error_set(err, e == cudaErrorMemoryAllocation ? ATTN_E_NOMEM : ATTN_E_CUDA, field,
+                          "%s: %s", what, cudaGetErrorString(e));
+}
 
-static int grow_dev(void **p, size_t *cap, size_t need)
+static cudaError_t grow_dev(void **p, size_t *cap, size_t need)
 {
     if (need <= *cap)
-        return 0;
+        return cudaSuccess;
     if (*p)
         cudaFree(*p);
     *p = NULL;
     *cap = 0;
     size_t n = need + need / 4;
-    if (cudaMalloc(p, n) != cudaSuccess) {
+    cudaError_t e = cudaMalloc(p, n);
+    if (e != cudaSuccess) {
         *p = NULL;
-        return ATTN_E_NOMEM;
+        return e;
     }
     *cap = n;
-    return 0;
+    return cudaSuccess;
 }
 
-static int grow_host(void **p, size_t *cap, size_t need)
+static cudaError_t grow_host(void **p, size_t *cap, size_t need)
 {
     if (need <= *cap)
-        return 0;
+        return cudaSuccess;
     if (*p)
         cudaFreeHost(*p);
     *p = NULL;
     *cap = 0;
     size_t n = need + need / 4;
-    if (cudaMallocHost(p, n) != cudaSuccess) {
+    cudaError_t e = cudaMallocHost(p, n);
+    if (e != cudaSuccess) {
         *p = NULL;
-        return ATTN_E_NOMEM;
+        return e;
     }
     *cap = n;
+    return cudaSuccess;
+}
+
+static int engine_init(const attn_engine_config *cfg, void **state, attn_error_detail *err)
+{
+    int dev = cfg->device < 0 ? 0 : cfg->device, ndev = 0;
+    cudaError_t e;
+    if ((e = cudaGetDeviceCount(&ndev)) != cudaSuccess)
+        return cuda_fail(err, e, "device", "cudaGetDeviceCount");
+    if (dev >= ndev)
+        return attn_error_set(err, ATTN_E_CUDA, "device", "cuda:%d does not exist (%d devices)",
+                              dev, ndev);
+    cuda_instance *ci = calloc(1, sizeof *ci);
+    if (ci == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, "engine", "out of memory");
+    struct cudaDeviceProp pr;
+    if ((e = cudaSetDevice(dev)) != cudaSuccess ||
+        (e = cudaGetDeviceProperties(&pr, dev)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&ci->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreate(&ci->ev0)) != cudaSuccess ||
+        (e = cudaEventCreate(&ci->ev1)) != cudaSuccess) {
+        free(ci);
+        return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
+    }
+    pthread_mutex_init(&ci->mu, NULL);
+    ci->dev.device = dev;
+    ci->dev.cc_major = pr.major;
+    ci->dev.cc_minor = pr.minor;
+    ci->dev.sm_count = (uint32_t)pr.multiProcessorCount;
+    if (cfg->tuning != NULL)
+        ci->tuning = *(const attn_cuda_tuning *)cfg->tuning;
+    else
+        attn_cuda_tuning_defaults(&ci->tuning);
+    *state = ci;
     return 0;
 }
 
-static size_t align256(size_t x)
+static void engine_fini(void *state)
 {
-    return (x + 255) & ~(size_t)255;
+    cuda_instance *ci = state;
+    if (ci == NULL)
+        return;
+    cudaSetDevice(ci->dev.device);
+    cudaStreamSynchronize(ci->stream);
+    cudaFree(ci->dev_io);
+    cudaFreeHost(ci->host_io);
+    cudaFree(ci->dev_ws);
+    cudaFree(ci->dev_cnt);
+    cudaEventDestroy(ci->ev0);
+    cudaEventDestroy(ci->ev1);
+    cudaStreamDestroy(ci->stream);
+    pthread_mutex_destroy(&ci->mu);
+    free(ci);
 }
 
-static int ctx_ready(cuda_ctx *c, int device)
+void attn_cuda_engine_set_tuning(attn_engine *e, const attn_cuda_tuning *t)
 {
-    if (c->device == device)
-        return 0;
-    if (c->device >= 0)
-        return ATTN_E_CUDA; /* one engine instance serves one device */
-    if (cudaSetDevice(device) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaEventCreate(&c->ev0) != cudaSuccess || cudaEventCreate(&c->ev1) != cudaSuccess)
-        return ATTN_E_CUDA;
-    c->device = device;
+    if (e == NULL || e->ops != attn_cuda_engine_ops() || e->state == NULL)
+        return;
+    cuda_instance *ci = e->state;
+    pthread_mutex_lock(&ci->mu);
+    if (t != NULL)
+        ci->tuning = *t;
+    else
+        attn_cuda_tuning_defaults(&ci->tuning);
+    pthread_mutex_unlock(&ci->mu);
+}
+
+static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
+                       attn_engine_plan *out, attn_error_detail *err)
+{
+    cuda_instance *ci = self->state;
+    attn_cuda_device_facts dev;
+    attn_cuda_tuning tuning;
+    cudaError_t e;
+    int rv;
+
+    pthread_mutex_lock(&ci->mu);
+    dev = ci->dev;
+    tuning = ci->tuning;
+    pthread_mutex_unlock(&ci->mu);
+    if ((e = cudaSetDevice(dev.device)) != cudaSuccess)
+        return cuda_fail(err, e, "device", "cudaSetDevice");
+    uint32_t group = g->num_kv_heads ? m->num_qo_heads / g->num_kv_heads : 1;
+    int occ = attn_cuda_decode_occupancy(g->head_dim_qk, g->kv_dtype, group);
+    dev.ctas_per_sm = occ > 0 ? (uint32_t)occ : 0;
+    dev.head_chunks = attn_cuda_decode_head_chunks(g->head_dim_qk, g->kv_dtype, group);
+    if ((rv = attn_cuda_plan_host(m, g, &dev, &tuning, out, err)) != 0)
+        return rv;
+    /* the one upload of plan time: every run reuses this copy */
+    cuda_plan_priv *pp = out->priv;
+    if ((e = cudaMalloc(&pp->dev_meta, pp->meta_bytes)) != cudaSuccess) {
+        pp->dev_meta = NULL;
+        rv = cuda_fail(err, e, "", "cudaMalloc of the plan's metadata");
+        attn_cuda_plan_host_free(out);
+        return rv;
+    }
+    if ((e = cudaMemcpy(pp->dev_meta, pp->host_meta, pp->meta_bytes, cudaMemcpyHostToDevice)) !=
+        cudaSuccess) {
+        rv = cuda_fail(err, e, "", "upload of the plan's metadata");
+        attn_cuda_plan_host_free(out);
+        return rv;
+    }
+    free(pp->host_meta);
+    pp->host_meta = NULL;
+    char *dm = (char *)pp->dev_meta;
+    pp->params.reqs = (const attn_cuda_req *)(dm + pp->off_reqs);
+    pp->params.page_indices = (const int32_t *)(dm + pp->off_pages);
+    pp->params.items = (const attn_work_item *)(dm + pp->off_items);
+    pp->params.counts = (const attn_cuda_counts *)(dm + pp->off_counts);
     return 0;
 }
 
-static int run_locked(cuda_ctx *c, const attn_exec_args *a, attn_exec_report *rep)
+/* The one place the append launcher is called (copy the new rows in,
+ * saving the old ones, or put the saved ones back). */
+static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io, size_t o_k,
+                       size_t o_v, size_t o_sk, size_t o_sv, int restore, cudaStream_t st)
+{
+    const attn_cuda_decode_params *pr = &pp->params;
+    attn_cuda_append_params ap;
+    memset(&ap, 0, sizeof ap);
+    ap.k = kst;
+    ap.v = vst;
+    ap.row_off = (const int64_t *)((const char *)pp->dev_meta + pp->off_rows);
+    ap.rows = pp->total_q;
+    ap.num_kv_heads = pr->num_kv_heads;
+    ap.head_dim = pr->head_dim;
+    ap.head_stride = pp->head_stride;
+    ap.kv_dtype = pr->kv_dtype;
+    ap.new_k = restore ? NULL : io + o_k;
+    ap.new_v = restore ? NULL : io + o_v;
+    ap.save_k = io + o_sk;
+    ap.save_v = io + o_sv;
+    ap.restore = restore;
+    return attn_cuda_append_launch(&ap, st);
+}
+
+static void report_kernels(const attn_cuda_decode_params *p, bool commit, attn_exec_report *rep)
+{
+    const char *ps = NULL, *rs = NULL;
+    attn_cuda_decode_symbols(p, &ps, &rs);
+    const char *syms[3] = {attn_cuda_append_symbol(), ps, rs};
+    uint32_t launches[3] = {commit ? 1u : 2u, 1, 1};
+    for (int i = 0; i < 3; i++)
+        if (syms[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
+            snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
+                     syms[i]);
+            rep->kernels[rep->num_kernels++].launches = launches[i];
+        }
+    rep->kernels_observed = false;
+}
+
+#define CK(call, what)                                                                             \
+    do {                                                                                           \
+        cudaError_t ck_ = (call);                                                                  \
+        if (ck_ != cudaSuccess) {                                                                  \
+            rv = cuda_fail(err, ck_, "", what);                                                    \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *led,
+                      const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
     int rv = 0;
-    const attn_manifest *m = a->m;
-    const attn_split_plan *plan = a->plan;
-    const attn_pool_geometry *g = a->pool->geom;
-    const uint32_t B = m->num_requests, Hq = m->num_qo_heads, Hkv = g->num_kv_heads;
-    const uint32_t d = g->head_dim_qk;
-    const size_t es = attn_dtype_size(g->kv_dtype), qs = attn_dtype_size(m->q_dtype);
     bool swapped = false;
-    attn_mask_prog mp;
-    memset(&mp, 0, sizeof mp);
-    char *io = NULL, *dm = NULL;
-    void *kst = NULL, *vst = NULL;
-    size_t off_rows = 0, o_sk = 0, o_sv = 0;
-    int64_t head_stride = 0;
-    uint32_t total_q = 0;
-    cudaStream_t st = NULL;
-
-    if (a->pool->platform != ATTN_PLATFORM_CUDA || a->layer >= g->layers)
-        return ATTN_E_ENGINE;
-    if ((rv = ctx_ready(c, a->pool->device)) != 0)
-        return rv;
-    if (cudaSetDevice(c->device) != cudaSuccess)
-        return ATTN_E_CUDA;
-    for (uint32_t b = 0; b < B; b++)
-        if (m->requests[b].new_len != 1 || m->requests[b].cache_len <= 0 ||
-            m->qo_indptr[b + 1] - m->qo_indptr[b] != 1)
-            return ATTN_E_PHASE;
-    if (plan->num_requests != B)
-        return ATTN_E_SPLIT;
-    if ((rv = attn_mask_prog_build(&m->mask, m->requests, B, &mp, NULL)) != 0)
-        return rv;
-
-    /* Flattened page lists through the one address program (addr.h). */
-    attn_kv_addr ad;
-    attn_kv_addr_from_table(&ad, &m->kv, B, g);
-    uint64_t npages = 0;
-    for (uint32_t b = 0; b < B; b++)
-        npages += (uint64_t)((attn_kv_addr_len(&ad, b) + g->page_size - 1) / g->page_size);
-    total_q = (uint32_t)m->qo_indptr[B];
-
-    /* one metadata transfer: counts | reqs | items | pages | row offsets */
-    size_t off_counts = 0;
-    size_t off_reqs = align256(sizeof(attn_cuda_counts));
-    size_t off_items = off_reqs + align256(sizeof(attn_cuda_req) * B);
-    size_t off_pages = off_items + align256(sizeof(attn_work_item) * (plan->num_items + 1));
-    off_rows = off_pages + align256(sizeof(int32_t) * (npages + 1));
-    size_t meta_bytes = off_rows + align256(sizeof(int64_t) * total_q);
-    if ((rv = grow_host(&c->host_meta, &c->host_meta_cap, meta_bytes)) ||
-        (rv = grow_dev(&c->dev_meta, &c->dev_meta_cap, meta_bytes)))
-        goto fail;
-    char *hm = (char *)c->host_meta;
-    attn_cuda_counts *cnt = (attn_cuda_counts *)(hm + off_counts);
-    attn_cuda_req *rq = (attn_cuda_req *)(hm + off_reqs);
-    int32_t *pg = (int32_t *)(hm + off_pages);
-    int64_t *row_off = (int64_t *)(hm + off_rows);
-    cnt->num_items = (int32_t)plan->num_items;
-    cnt->num_requests = (int32_t)B;
-    memcpy(hm + off_items, plan->items, sizeof(attn_work_item) * plan->num_items);
-    uint32_t shift = 0;
-    while ((1u << shift) < g->page_size)
-        shift++;
-    const int64_t row_stride = attn_kv_addr_slot_stride(&ad, d);
-    head_stride = g->layout == ATTN_HND ? (int64_t)g->page_size * d : (int64_t)d;
-    const int64_t page_stride = (int64_t)g->page_size * Hkv * d;
-    int any_split = 0;
-    uint64_t pi = 0;
-    for (uint32_t b = 0; b < B; b++) {
-        int64_t len = attn_kv_addr_len(&ad, b);
-        int64_t nb = (len + g->page_size - 1) / g->page_size;
-        rq[b].page_begin = (int32_t)pi;
-        for (int64_t j = 0; j < nb; j++) {
-            int64_t page = attn_kv_addr_block_page(&ad, b, j);
-            if (page < 0 || page >= (int64_t)g->num_pages) {
-                rv = ATTN_E_PAGE_OUT_OF_POOL;
-                goto fail;
-            }
-            pg[pi++] = (int32_t)page;
-        }
-        attn_row_keys k = attn_mask_row_keys(&mp, b, 0);
-        rq[b].lo0 = k.lo0;
-        rq[b].hi0 = k.hi0;
-        rq[b].lo1 = k.lo1;
-        rq[b].hi1 = k.hi1;
-        rq[b].qrow = m->qo_indptr[b];
-        rq[b].slot_begin = (int32_t)plan->slot_indptr[b];
-        rq[b].num_slots = (int32_t)(plan->slot_indptr[b + 1] - plan->slot_indptr[b]);
-        if (rq[b].num_slots > 1)
-            any_split = 1;
-        /* the new row lands at logical position T_b (seed 0x08C) */
-        int64_t page, slot;
-        if (!attn_kv_addr_locate(&ad, b, m->requests[b].cache_len, &page, &slot)) {
-            rv = ATTN_E_COVERAGE;
-            goto fail;
-        }
-        row_off[m->qo_indptr[b]] = attn_kv_addr_elem(&ad, page, slot, 0, 0, d);
-    }
-    if (plan->num_slots > plan->slot_capacity && plan->slot_capacity) {
-        rv = ATTN_E_CAPACITY;
-        goto fail;
-    }
-
-    /* workspace from the ledger: one state per (slot, query head) */
-    uint32_t slot_cap =
-        plan->slot_capacity > plan->num_slots ? plan->slot_capacity : plan->num_slots;
-    attn_ledger_spec ls;
-    memset(&ls, 0, sizeof ls);
-    ls.abi = m->policy.state_abi;
-    ls.states = (uint64_t)slot_cap * Hq;
-    ls.head_dim_vo = d;
-    ls.vec_align = 4;
-    ls.vec_dtype = ATTN_FP32;
-    ls.scalar_dtype = ATTN_FP32;
-    ls.align_bytes = 256;
-    attn_ledger led;
-    if ((rv = attn_ledger_layout(&ls, NULL, 0, &led, NULL)) != 0)
-        goto fail;
-    if ((rv = grow_dev(&c->dev_ws, &c->dev_ws_cap, led.total_bytes + 256)) != 0)
-        goto fail;
-    if ((rv = attn_ledger_layout(&ls, c->dev_ws, c->dev_ws_cap, &led, NULL)) != 0)
-        goto fail;
+    cudaStream_t st = ci->stream;
+    void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
 
     /* io buffers: q | k_new | v_new | o | lse | save_k | save_v */
-    size_t q_bytes = (size_t)total_q * Hq * d * qs;
-    size_t kv_bytes = (size_t)total_q * Hkv * d * es;
-    size_t lse_bytes = (size_t)total_q * Hq * sizeof(float);
-    size_t o_q = 0, o_k = align256(q_bytes), o_v = o_k + align256(kv_bytes);
-    size_t o_o = o_v + align256(kv_bytes), o_l = o_o + align256(q_bytes);
-    o_sk = o_l + align256(lse_bytes);
-    o_sv = o_sk + align256(kv_bytes);
-    size_t io_bytes = o_sv + align256(kv_bytes);
-    if ((rv = grow_dev(&c->dev_io, &c->dev_io_cap, io_bytes)) != 0)
-        goto fail;
-    io = (char *)c->dev_io;
-    dm = (char *)c->dev_meta;
-    st = c->stream;
-    kst = a->pool->k[a->layer];
-    vst = a->pool->v[a->layer];
-
-    CK(cudaEventRecord(c->ev0, st));
-    CK(cudaMemcpyAsync(dm, hm, meta_bytes, cudaMemcpyHostToDevice, st));
-    CK(cudaMemcpyAsync(io + o_q, a->q, q_bytes, cudaMemcpyHostToDevice, st));
-    CK(cudaMemcpyAsync(io + o_k, a->k_new, kv_bytes, cudaMemcpyHostToDevice, st));
-    CK(cudaMemcpyAsync(io + o_v, a->v_new, kv_bytes, cudaMemcpyHostToDevice, st));
-    if (g_poison) {
-        /* tests: NaN everywhere a kernel must write, so an unwritten element shows */
-        CK(cudaMemsetAsync(io + o_o, 0xff, q_bytes, st));
-        CK(cudaMemsetAsync(io + o_l, 0xff, lse_bytes, st));
-        CK(cudaMemsetAsync(c->dev_ws, 0xff, led.total_bytes, st));
-    }
-    if ((rv = attn_cuda_append_launch(kst, vst, (const int64_t *)(dm + off_rows), total_q, Hkv, d,
-                                      head_stride, g->kv_dtype, io + o_k, io + o_v, io + o_sk,
-                                      io + o_sv, 0, st)) != 0)
-        goto fail;
-    swapped = true;
-
-    attn_cuda_decode_params p;
-    memset(&p, 0, sizeof p);
-    p.q = io + o_q;
-    p.k = kst;
-    p.v = vst;
-    p.o = io + o_o;
-    p.lse = (float *)(io + o_l);
-    const attn_ledger_field *fv =
-        attn_ledger_find(&led, ls.abi == ATTN_ABI_MLU ? "partial_u" : "partial_O");
-    const attn_ledger_field *fm =
-        attn_ledger_find(&led, ls.abi == ATTN_ABI_MLU ? "partial_m" : "partial_LSE");
-    const attn_ledger_field *fl = attn_ledger_find(&led, "partial_l");
-    if (!fv || !fm || (ls.abi == ATTN_ABI_MLU && !fl) || led.head_dim_padded != d) {
-        rv = ATTN_E_WORKSPACE;
-        goto fail;
-    }
-    p.part_vec = (float *)fv->ptr;
-    p.part_m = (float *)fm->ptr;
-    p.part_l = fl ? (float *)fl->ptr : NULL;
-    p.reqs = (const attn_cuda_req *)(dm + off_reqs);
-    p.page_indices = (const int32_t *)(dm + off_pages);
-    p.items = (const attn_work_item *)(dm + off_items);
-    p.counts = (const attn_cuda_counts *)(dm + off_counts);
-    p.item_capacity = plan->num_items;
-    p.request_capacity = B;
-    p.num_qo_heads = Hq;
-    p.num_kv_heads = Hkv;
-    p.head_dim = d;
-    p.page_shift = shift;
-    p.page_stride = page_stride;
-    p.head_stride = head_stride;
-    p.row_stride = row_stride;
-    p.q_dtype = m->q_dtype;
-    p.kv_dtype = g->kv_dtype;
-    p.abi = m->policy.state_abi;
-    p.sm_scale = m->has_sm_scale ? m->sm_scale : 1.0f / sqrtf((float)d);
-    p.any_split = any_split;
-    p.force_merge = m->policy.graph;
-    p.simt = g_simt;
-    p.row_prefetch = g_row_prefetch;
-    p.heads_fast = g_heads_fast && plan->num_items <= 65535u;
-    {
+    size_t o_q = 0, o_k = align256(pp->q_bytes), o_v = o_k + align256(pp->kv_bytes);
+    size_t o_o = o_v + align256(pp->kv_bytes), o_l = o_o + align256(pp->q_bytes);
+    size_t o_sk = o_l + align256(pp->lse_bytes), o_sv = o_sk + align256(pp->kv_bytes);
+    size_t io_bytes = o_sv + align256(pp->kv_bytes);
+    CK(cudaSetDevice(ci->dev.device), "cudaSetDevice");
+    CK(grow_dev(&ci->dev_io, &ci->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
+    CK(grow_host(&ci->host_io, &ci->host_io_cap, o_sk), "cudaMallocHost of the run's staging");
+    CK(grow_dev(&ci->dev_ws, &ci->dev_ws_cap, led->total_bytes + 256),
+       "cudaMalloc of the workspace");
+    if (pp->cnt_bytes > ci->dev_cnt_cap) {
         /* fused reducer: one counter per (request, K/V head, head chunk),
          * zeroed when allocated and left zero by every completed launch */
-        const size_t cnt_bytes = (size_t)B * Hkv *
-                                 attn_cuda_decode_head_chunks(d, g->kv_dtype, Hq / Hkv) *
-                                 sizeof(int32_t);
-        if (cnt_bytes > c->dev_cnt_cap) {
-            if ((rv = grow_dev(&c->dev_cnt, &c->dev_cnt_cap, cnt_bytes)) != 0)
-                goto fail;
-            CK(cudaMemsetAsync(c->dev_cnt, 0, c->dev_cnt_cap, st));
-        }
-        p.merge_counters = (int32_t *)c->dev_cnt;
+        CK(grow_dev(&ci->dev_cnt, &ci->dev_cnt_cap, pp->cnt_bytes), "cudaMalloc of the counters");
+        CK(cudaMemsetAsync(ci->dev_cnt, 0, ci->dev_cnt_cap, st), "cudaMemsetAsync");
     }
-    if ((rv = attn_cuda_decode_launch(&p, st)) != 0)
+    char *dio = (char *)ci->dev_io;
+    /* bind: the plan's parameters with this layer's pointers */
+    attn_cuda_decode_params p = pp->params;
+    p.q = dio + o_q;
+    p.k = kst;
+    p.v = vst;
+    p.o = dio + o_o;
+    p.lse = (float *)(void *)(dio + o_l);
+    bool mlu = p.abi == ATTN_ABI_MLU;
+    char *ws = (char *)ci->dev_ws;
+    p.part_vec =
+        (float *)(void *)(ws + attn_ledger_find(led, mlu ? "partial_u" : "partial_O")->offset);
+    p.part_m =
+        (float *)(void *)(ws + attn_ledger_find(led, mlu ? "partial_m" : "partial_LSE")->offset);
+    p.part_l = mlu ? (float *)(void *)(ws + attn_ledger_find(led, "partial_l")->offset) : NULL;
+    p.merge_counters = (int32_t *)ci->dev_cnt;
+
+    /* q, k_new and v_new through pinned staging in one transfer: a copy
+     * from pageable memory is one synchronous driver copy per tensor */
+    char *hio = (char *)ci->host_io;
+    memcpy(hio + o_q, io->q, pp->q_bytes);
+    memcpy(hio + o_k, io->k_new, pp->kv_bytes);
+    memcpy(hio + o_v, io->v_new, pp->kv_bytes);
+    CK(cudaMemcpyAsync(dio, hio, o_o, cudaMemcpyHostToDevice, st), "copy of q, k_new, v_new");
+    if (pp->tuning.poison) {
+        /* tests: NaN everywhere a kernel must write, so an unwritten element shows */
+        CK(cudaMemsetAsync(dio + o_o, 0xff, pp->q_bytes, st), "poison");
+        CK(cudaMemsetAsync(dio + o_l, 0xff, pp->lse_bytes, st), "poison");
+        CK(cudaMemsetAsync(ci->dev_ws, 0xff, led->total_bytes, st), "poison");
+    }
+    /* the engine's timing: CUDA events around the kernels only */
+    CK(cudaEventRecord(ci->ev0, st), "cudaEventRecord");
+    if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
+        rv = attn_error_set(err, rv, "", "append launch failed");
         goto fail;
-    CK(cudaMemcpyAsync(a->o, io + o_o, q_bytes, cudaMemcpyDeviceToHost, st));
-    if (a->lse)
-        CK(cudaMemcpyAsync(a->lse, io + o_l, lse_bytes, cudaMemcpyDeviceToHost, st));
-    if (!a->commit) {
-        swapped = false;
-        if ((rv = attn_cuda_append_launch(kst, vst, (const int64_t *)(dm + off_rows), total_q, Hkv,
-                                          d, head_stride, g->kv_dtype, NULL, NULL, io + o_sk,
-                                          io + o_sv, 1, st)) != 0)
-            goto fail;
     }
-    CK(cudaEventRecord(c->ev1, st));
-    CK(cudaStreamSynchronize(st));
+    swapped = true;
+    if ((rv = attn_cuda_decode_launch(&p, st)) != 0) {
+        rv = attn_error_set(err, rv, "", "decode launch failed: %s",
+                            cudaGetErrorString(cudaGetLastError()));
+        goto fail;
+    }
+    CK(cudaEventRecord(ci->ev1, st), "cudaEventRecord");
+    /* O and LSE back in one transfer into the staging */
+    CK(cudaMemcpyAsync(hio + o_o, dio + o_o, (io->lse ? o_sk : o_l) - o_o, cudaMemcpyDeviceToHost,
+                       st),
+       "copy of o and lse");
+    if (!io->commit) {
+        swapped = false;
+        if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
+            rv = attn_error_set(err, rv, "", "restore launch failed");
+            goto fail;
+        }
+    }
+    CK(cudaStreamSynchronize(st), "the run's stream");
+    memcpy(io->o, hio + o_o, pp->q_bytes);
+    if (io->lse)
+        memcpy(io->lse, hio + o_l, pp->lse_bytes);
     if (rep) {
-        memset(rep, 0, sizeof *rep);
-        const char *ps = NULL, *rs = NULL;
-        attn_cuda_decode_symbols(&p, &ps, &rs);
-        const char *syms[3] = {"attn_append_rows", ps, rs};
-        uint32_t launches[3] = {a->commit ? 1u : 2u, 1, 1};
-        for (int i = 0; i < 3; i++)
-            if (syms[i]) {
-                snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
-                         syms[i]);
-                rep->kernels[rep->num_kernels++].launches = launches[i];
-            }
-        rep->kernels_observed = false;
+        report_kernels(&p, io->commit, rep);
         float ms = 0;
-        cudaEventElapsedTime(&ms, c->ev0, c->ev1);
+        cudaEventElapsedTime(&ms, ci->ev0, ci->ev1);
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
+        snprintf(rep->timing_scope, sizeof rep->timing_scope,
+                 "cuda events: append, producer and reducer kernels");
     }
-    attn_mask_prog_free(&mp);
     return 0;
 
 fail:
-    if (c->dev_cnt) /* a launch that failed may have left counts behind */
-        cudaMemsetAsync(c->dev_cnt, 0, c->dev_cnt_cap, st);
+    if (ci->dev_cnt) /* a launch that failed may have left counts behind */
+        cudaMemsetAsync(ci->dev_cnt, 0, ci->dev_cnt_cap, st);
     if (swapped) {
-        /* put the old rows back so the pool is unchanged (backend.h contract);
+        /* put the old rows back so the pool is unchanged (engine.h contract);
          * when even that fails, say so instead of claiming an unchanged pool */
-        int back = attn_cuda_append_launch(kst, vst, (const int64_t *)(dm + off_rows), total_q, Hkv,
-                                           d, head_stride, g->kv_dtype, NULL, NULL, io + o_sk,
-                                           io + o_sv, 1, st);
+        int back = append_rows(pp, kst, vst, (char *)ci->dev_io, o_k, o_v, o_sk, o_sv, 1, st);
         if (back != 0 || cudaStreamSynchronize(st) != cudaSuccess)
-            rv = ATTN_E_POOL_UNRESTORED;
+            rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
+                                "the run failed and the old rows could not be put back");
     }
-    attn_mask_prog_free(&mp);
+    /* nothing still in flight may read the staging once the lock is released */
+    cudaStreamSynchronize(st);
     return rv;
 }
 
-static int backend_run(const attn_backend *self, const attn_exec_args *a, attn_exec_report *rep)
+static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                      attn_exec_report *rep, attn_error_detail *err)
 {
-    (void)self;
-    pthread_mutex_lock(&g_ctx.mu);
-    int rv = run_locked(&g_ctx, a, rep);
-    pthread_mutex_unlock(&g_ctx.mu);
+    cuda_instance *ci = self->state;
+    cuda_plan_priv *pp = p->priv;
+    if (rep != NULL)
+        memset(rep, 0, sizeof *rep);
+    if (io == NULL || io->pool == NULL || io->pool->geom == NULL || pp == NULL ||
+        pp->dev_meta == NULL)
+        return attn_error_set(err, ATTN_E_MISSING, "pool", "no pool or no uploaded plan");
+    if (io->pool->platform != ATTN_PLATFORM_CUDA || io->pool->device != ci->dev.device)
+        return attn_error_set(err, ATTN_E_ENGINE, "pool.device",
+                              "the pool is not on %s, the device of this instance", self->where);
+    if (io->layer >= io->pool->geom->layers || io->pool->k == NULL || io->pool->v == NULL)
+        return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside the pool", io->layer);
+    if (io->q == NULL || io->k_new == NULL || io->v_new == NULL || io->o == NULL)
+        return attn_error_set(err, ATTN_E_MISSING, io->q == NULL ? "q" : "o",
+                              "a run needs q, k_new, v_new and o");
+    pthread_mutex_lock(&ci->mu);
+    int rv = run_locked(ci, pp, &p->ledger, io, rep, err);
+    pthread_mutex_unlock(&ci->mu);
     return rv;
 }
 
 #endif /* ATTN_WITH_CUDA */
 
-static const attn_backend g_backend = {
+static const attn_engine_ops g_cuda_ops = {
+    .version = ATTN_ENGINE_OPS_VERSION,
     .name = "cuda_decode",
     .platform = ATTN_PLATFORM_CUDA,
     .phases = 1u << ATTN_PHASE_DECODE,
+    .schedules = 1u << ATTN_SCHED_PARTITION, /* no unified persistent kernel yet */
     .priority = 10,
-    .admit = backend_admit,
-    .plan = backend_plan,
-    .run = backend_run,
-    .ctx = NULL,
+    .init = engine_init,
+    .fini = engine_fini,
+    .admit = engine_admit,
+    .plan = engine_plan,
+    .run = engine_run,
+    .plan_free = engine_plan_free,
 };
 
-const attn_backend *attn_cuda_backend(void)
+const attn_engine_ops *attn_cuda_engine_ops(void)
 {
-    return &g_backend;
+    return &g_cuda_ops;
 }

@@ -35,6 +35,16 @@
         T lse;                                                                                     \
     } attn_lseo_##S;                                                                               \
                                                                                                    \
+    /* THE emptiness rule, one copy for every engine and kernel: a state is                        \
+     * empty exactly when its max score m (MLU) or its LSE is -inf.  A NaN or                      \
+     * +inf m/LSE is a non-finite input that must reach the output as NaN,                         \
+     * never pass for an all-masked split; l (which a NaN makes NaN, and                           \
+     * which `l > 0` would then call empty) is never the test. */                                  \
+    ATTN_HD bool attn_state_empty_##S(T m_or_lse)                                                  \
+    {                                                                                              \
+        return m_or_lse == -(T)INFINITY;                                                           \
+    }                                                                                              \
+                                                                                                   \
     /* The empty identity e = (false, -inf, 0, 0). */                                              \
     ATTN_HD void attn_mlu_empty_##S(attn_mlu_##S *st, T *u, int d)                                 \
     {                                                                                              \
@@ -147,7 +157,7 @@
     ATTN_HD void attn_lseo_to_mlu_##S(const attn_lseo_##S *in, const T *o, int d,                  \
                                       attn_mlu_##S *st, T *u)                                      \
     {                                                                                              \
-        if (in->lse == -(T)INFINITY) {                                                             \
+        if (attn_state_empty_##S(in->lse)) {                                                       \
             attn_mlu_empty_##S(st, u, d);                                                          \
             return;                                                                                \
         }                                                                                          \
@@ -163,7 +173,7 @@
                                      int d)                                                        \
     {                                                                                              \
         /* only -inf is empty: a NaN state stays NaN through the merge */                          \
-        bool va = a->lse != -(T)INFINITY, vb = b->lse != -(T)INFINITY;                             \
+        bool va = !attn_state_empty_##S(a->lse), vb = !attn_state_empty_##S(b->lse);               \
         if (!vb)                                                                                   \
             return;                                                                                \
         if (!va) {                                                                                 \

@@ -1,405 +1,119 @@
-/* The CUDA paged split-KV decode engine: producer, reducer and append.
+/* The CUDA paged split-KV decode engine: producers, reducer and append.
  *
  * Producer (seed 0x03C, issue 4): one CTA per (work item, K/V head, head
  * chunk).  It serves every query head of the GQA group, so each K/V byte is
- * read from HBM once.  K and V tiles stream through a kStages-deep cp.async
- * pipeline of 16-byte vectors; page ids are looked up once per row group
- * while the tile is issued, several stages ahead of its use.  Scores
- * accumulate in fp32.  Masked keys never reach the kernel: the host turns
- * the decode mask into at most two visible key ranges per request, and the
- * producer walks only their intersection with its item (seed 0x05E, 0x06F).
+ * read from HBM once.  K and V tiles stream through a cp.async pipeline of
+ * 16-byte vectors; page ids are looked up once per row while the tile is
+ * issued, several stages ahead of its use.  Scores accumulate in fp32.
+ * Masked keys never reach the kernel: the host turns the decode mask into
+ * at most two visible key ranges per request, and the producer walks only
+ * their intersection with its item (seed 0x05E, 0x06F; paged.cuh).
  *
- * Each thread (tx, ty, tz) owns 8 lanes of head ty and the rows of row group
- * tz; row groups are merged with the split-state algebra of kernels/common/
- * state.h (the algebra exists once).  A request with one slot finalizes in
- * the producer (direct path: O and LSE); otherwise the producer writes a
- * partial state in the plan's ABI and the reducer folds the request's slots
- * in slot order (seed 0x02C, 0x03I).
+ * Both producers are the same four steps per tile (QK, online softmax
+ * update, PV) and one epilogue (merge the CTA's partial states with the
+ * state.h algebra, then state_io.cuh writes O/LSE or a workspace slot).  A
+ * request with one slot finalizes in the producer (direct path); otherwise
+ * the reducer (or, fused, the producer's last CTA) folds the request's
+ * slots in slot order (seed 0x02C, 0x03I).
+ *
+ * Non-finite inputs: scores are maximised with max.NaN, so a NaN score
+ * makes m NaN instead of being dropped by fmaxf, and every partial state is
+ * decoded with the one emptiness rule of state.h (m == -inf), never with
+ * l > 0 (a NaN l compares false and used to pass for an empty split: issue 8).
+ *
+ * Every kernel lives in namespace attn::decode, so traced symbols read
+ * attn::decode::producer_tc<...> (docs/cuda.md lists them).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "attn/error.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/state.h"
 #include "kernels/cuda/decode_launch.h"
+#include "kernels/cuda/paged.cuh"
+#include "kernels/cuda/ptx.cuh"
+#include "kernels/cuda/state_io.cuh"
 
-namespace
+namespace attn
 {
 
-constexpr int kVec = 8;          /* 2-byte elements per 16-byte vector */
-constexpr int kTileBytes = 8192; /* K bytes (and V bytes) of one pipeline stage */
-constexpr int kTileVecs = kTileBytes / 16;
-constexpr int kStages = 4;
-constexpr int kChunk = 4;        /* rows per online-softmax step */
-constexpr int kMinThreads = 128; /* so a tile needs at most 4 vectors per thread */
-constexpr int kMaxThreads = 256;
-constexpr int kLoadsPerThread = kTileVecs / kMinThreads;
+/* The attn_dtype of a 16-bit CUDA element type (the kernel table's key). */
+template <typename T> struct dtype_of;
+template <> struct dtype_of<__nv_bfloat16> {
+    static constexpr attn_dtype value = ATTN_BF16;
+};
+template <> struct dtype_of<__half> {
+    static constexpr attn_dtype value = ATTN_FP16;
+};
+
+namespace decode
+{
+
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kMergeHeads = 4; /* query heads per reducer CTA */
+constexpr int kMergeBatch = 8; /* slots fetched per batch by merge_fold */
+constexpr int kMergeLanes = 4; /* lanes of one head per merge_fold thread */
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool pred)
+/* The state.h view of a decode launch's outputs (state_io.cuh). */
+__device__ __forceinline__ state_io::sink sink_of(const attn_cuda_decode_params &p)
 {
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int n = pred ? 16 : 0; /* zero-fill rows past the range: stale smem never enters a sum */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+    state_io::sink s;
+    s.o = p.o;
+    s.lse = p.lse;
+    s.o_dtype = p.q_dtype;
+    s.num_qo_heads = p.num_qo_heads;
+    s.part_vec = p.part_vec;
+    s.part_m = p.part_m;
+    s.part_l = p.part_l;
+    s.abi = p.abi;
+    return s;
 }
 
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-template <typename KV> __device__ __forceinline__ void widen8(const uint4 &r, float *f);
-
-template <> __device__ __forceinline__ void widen8<__nv_bfloat16>(const uint4 &r, float *f)
-{
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        f[2 * i] = __uint_as_float(w[i] << 16); /* bf16 is the top half of an fp32 */
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-template <> __device__ __forceinline__ void widen8<__half>(const uint4 &r, float *f)
-{
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        __half2 h = *reinterpret_cast<const __half2 *>(&w[i]);
-        float2 x = __half22float2(h);
-        f[2 * i] = x.x;
-        f[2 * i + 1] = x.y;
-    }
-}
-
-/* Sum over the `lanes` aligned lanes of one row group (lanes divides 32). */
-template <int LANES> __device__ __forceinline__ float group_sum(float x)
-{
-    const unsigned lane = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    const unsigned mask = LANES >= 32
-                              ? 0xffffffffu
-                              : (((1u << LANES) - 1u) << ((lane & 31u) & ~(unsigned)(LANES - 1)));
-#pragma unroll
-    for (int off = LANES / 2; off > 0; off >>= 1)
-        x += __shfl_xor_sync(mask, x, off);
-    return x;
-}
-
-/* Logical key of virtual index v of the walk [a0, a0+na) ++ [b0, ...). */
-__device__ __forceinline__ int64_t walk_key(int64_t v, int64_t a0, int64_t na, int64_t b0)
-{
-    return v < na ? a0 + v : b0 + (v - na);
-}
-
-template <int D, typename KV>
-__global__ void __launch_bounds__(kMaxThreads) attn_decode_producer(attn_cuda_decode_params p)
-{
-    constexpr int BDX = D / kVec;
-    constexpr int TR = kTileBytes / (D * 2); /* rows per tile */
-    extern __shared__ uint4 smem[];
-    uint4 *ks = smem;
-    uint4 *vs = smem + kStages * kTileVecs;
-
-    const int tx = threadIdx.x, ty = threadIdx.y, tz = threadIdx.z;
-    const int bdy = blockDim.y, bdz = blockDim.z;
-    const int nthreads = BDX * bdy * bdz;
-    const int tid = tx + BDX * (ty + bdy * tz);
-
-    /* graph mode: the grid is the capacity envelope; CTAs past the live
-     * item count own nothing and no reducer reads them (seed 0x03G). */
-    const int item = p.heads_fast ? (int)blockIdx.y : (int)blockIdx.x;
-    const int hkv = p.heads_fast ? (int)blockIdx.x : (int)blockIdx.y;
-    if (item >= p.counts->num_items)
-        return; /* graph mode: outside the live items (seed 0x03G) */
-    const attn_work_item it = p.items[item];
-    const attn_cuda_req rq = p.reqs[it.req];
-    const int g = p.num_qo_heads / p.num_kv_heads;
-    const int hloc = blockIdx.z * bdy + ty;
-    const bool head_ok = hloc < g;
-    const int hq = hkv * g + (head_ok ? hloc : 0);
-
-    /* The item's keys that the mask leaves visible: two disjoint runs. */
-    const int64_t a0 = max(it.kv_begin, rq.lo0), a1 = min(it.kv_end, rq.hi0);
-    const int64_t na = a1 > a0 ? a1 - a0 : 0;
-    const int64_t b0 = max(it.kv_begin, rq.lo1), b1 = min(it.kv_end, rq.hi1);
-    const int64_t n = na + (b1 > b0 ? b1 - b0 : 0);
-    const int ntiles = (int)((n + TR - 1) / TR);
-
-    const KV *kbase = static_cast<const KV *>(p.k) + (int64_t)hkv * p.head_stride;
-    const KV *vbase = static_cast<const KV *>(p.v) + (int64_t)hkv * p.head_stride;
-    const int32_t *pages = p.page_indices + rq.page_begin;
-    const int64_t pmask = ((int64_t)1 << p.page_shift) - 1;
-
-    /* q of head hq, lanes tx*8.., pre-scaled into the base-2 frame. */
-    float q[kVec];
-    {
-        const float sc = p.sm_scale * kLog2e;
-        const size_t qoff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + tx * kVec;
-#pragma unroll
-        for (int i = 0; i < kVec; i++)
-            q[i] = head_ok ? attn_load_f32(p.q, p.q_dtype, qoff + i) * sc : 0.f;
-    }
-
-    /* Issue tile `t` into stage `s`: each thread copies up to 4 vectors of K
-     * and of V; the page id is looked up once per row (one segment step). */
-    auto issue = [&](int t, int s) {
-#pragma unroll
-        for (int j = 0; j < kLoadsPerThread; j++) {
-            const int vi = tid + j * nthreads;
-            if (vi < kTileVecs) {
-                const int r = vi / BDX, c = vi % BDX;
-                const int64_t v = (int64_t)t * TR + r;
-                const bool ok = v < n;
-                int64_t off = 0;
-                if (ok) {
-                    const int64_t key = walk_key(v, a0, na, b0);
-                    const int64_t page = pages[key >> p.page_shift];
-                    off = page * p.page_stride + (key & pmask) * p.row_stride + c * kVec;
-                }
-                cp_async16(ks + s * kTileVecs + vi, kbase + off, ok);
-                cp_async16(vs + s * kTileVecs + vi, vbase + off, ok);
-            }
-        }
-    };
-
-#pragma unroll
-    for (int s = 0; s < kStages - 1; s++) {
-        if (s < ntiles)
-            issue(s, s);
-        cp_async_commit();
-    }
-
-    /* Running state of (head ty, row group tz, lanes tx) in the base-2 frame. */
-    float m = -INFINITY, l = 0.f, u[kVec];
-#pragma unroll
-    for (int i = 0; i < kVec; i++)
-        u[i] = 0.f;
-
-    for (int t = 0; t < ntiles; t++) {
-        const int st = t % kStages;
-        if (t + kStages - 1 < ntiles)
-            issue(t + kStages - 1, (t + kStages - 1) % kStages);
-        cp_async_commit();
-        cp_async_wait<kStages - 1>();
-        __syncthreads();
-
-        const uint4 *kt = ks + st * kTileVecs;
-        const uint4 *vt = vs + st * kTileVecs;
-        const int64_t vrow0 = (int64_t)t * TR;
-        for (int c0 = tz * kChunk; c0 < TR; c0 += bdz * kChunk) {
-            float s[kChunk];
-#pragma unroll
-            for (int j = 0; j < kChunk; j++) {
-                float kf[kVec];
-                widen8<KV>(kt[(c0 + j) * BDX + tx], kf);
-                float dot = 0.f;
-#pragma unroll
-                for (int i = 0; i < kVec; i++)
-                    dot = fmaf(q[i], kf[i], dot);
-                dot = group_sum<BDX>(dot);
-                s[j] = (vrow0 + c0 + j < n) ? dot : -INFINITY;
-            }
-            float mc = s[0];
-#pragma unroll
-            for (int j = 1; j < kChunk; j++)
-                mc = fmaxf(mc, s[j]);
-            const float mn = fmaxf(m, mc);
-            /* seed 0x02C: an all-masked chunk on an empty state stays empty
-             * before any exponential is evaluated. */
-            if (mn == -INFINITY)
-                continue;
-            const float alpha = exp2f(m - mn); /* m = -inf gives 0 */
-            l *= alpha;
-#pragma unroll
-            for (int i = 0; i < kVec; i++)
-                u[i] *= alpha;
-#pragma unroll
-            for (int j = 0; j < kChunk; j++) {
-                const float pj = exp2f(s[j] - mn);
-                float vf[kVec];
-                widen8<KV>(vt[(c0 + j) * BDX + tx], vf);
-                l += pj;
-#pragma unroll
-                for (int i = 0; i < kVec; i++)
-                    u[i] = fmaf(pj, vf[i], u[i]);
-            }
-            m = mn;
-        }
-        __syncthreads(); /* the stage is refilled next iteration */
-    }
-    cp_async_wait<0>();
-    __syncthreads();
-
-    /* Merge the row groups through shared memory (state.h merge). */
-    attn_mlu_f32 stt;
-    stt.valid = m > -INFINITY;
-    stt.m = stt.valid ? m * kLn2 : -INFINITY; /* back to the natural frame */
-    stt.l = l;
-    float *red = reinterpret_cast<float *>(smem);
-    float *red_u = red;                         /* [bdz][bdy][D] */
-    float *red_m = red + (size_t)bdz * bdy * D; /* [bdz][bdy] */
-    float *red_l = red_m + bdz * bdy;
-    if (tz > 0) {
-#pragma unroll
-        for (int i = 0; i < kVec; i++)
-            red_u[((size_t)tz * bdy + ty) * D + tx * kVec + i] = u[i];
-        if (tx == 0) {
-            red_m[tz * bdy + ty] = stt.m;
-            red_l[tz * bdy + ty] = stt.valid ? l : 0.f;
-        }
-    }
-    __syncthreads();
-    if (tz != 0 || !head_ok)
-        return;
-    for (int z = 1; z < bdz; z++) {
-        attn_mlu_f32 o;
-        o.m = red_m[z * bdy + ty];
-        o.l = red_l[z * bdy + ty];
-        o.valid = o.l > 0.f;
-        attn_mlu_merge_f32(&stt, u, &o, red_u + ((size_t)z * bdy + ty) * D + tx * kVec, kVec);
-    }
-
-    if (rq.num_slots == 1) {
-        /* direct path: the only slot of its request is the whole row */
-        float o[kVec], lse;
-        attn_mlu_finalize_f32(&stt, u, kVec, o, &lse);
-        const size_t ooff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + tx * kVec;
-#pragma unroll
-        for (int i = 0; i < kVec; i++)
-            attn_store_f32(p.o, p.q_dtype, ooff + i, o[i]);
-        if (p.lse && tx == 0)
-            p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
-        return;
-    }
-    const size_t sidx = (size_t)it.slot * p.num_qo_heads + hq;
-    float *pv = p.part_vec + sidx * D + tx * kVec;
-    if (p.abi == ATTN_ABI_MLU) {
-#pragma unroll
-        for (int i = 0; i < kVec; i++)
-            pv[i] = stt.valid ? u[i] : 0.f;
-        if (tx == 0) {
-            p.part_m[sidx] = stt.valid ? stt.m : -INFINITY;
-            p.part_l[sidx] = stt.valid ? stt.l : 0.f;
-        }
-    } else {
-        attn_lseo_f32 lo;
-        float o[kVec];
-        attn_mlu_to_lseo_f32(&stt, u, kVec, &lo, o);
-#pragma unroll
-        for (int i = 0; i < kVec; i++)
-            pv[i] = o[i];
-        if (tx == 0)
-            p.part_m[sidx] = lo.lse;
-    }
-}
-
-/* ---- tensor-core producer ------------------------------------------------
- * The same contract as attn_decode_producer, with the group's query heads as
- * the M = 16 rows of mma.m16n8k16 (seed 0x03A: GQA packing makes decode a
- * skinny matrix product).  Four warps each own 16 keys of a 64-key tile:
- * S = Q K^T and O += P V run on the tensor cores with fp32 accumulation;
- * the online softmax runs on the S fragments in fp32.  A q whose dtype is
- * not the cache dtype is split into hi + lo halves of the cache dtype (two
- * products), so scores keep ~16 extra bits instead of rounding q.  Tiles
- * live in shared memory with 16-byte chunks XOR-swizzled by row, so the
- * ldmatrix reads are bank-conflict free. */
-
-constexpr int kTcKeys = 64; /* keys per tile: 4 warps x 16 */
-constexpr int kTcThreads = 128;
-
-template <int D> struct tc_cfg {
-    static constexpr int CH = D / 8; /* 16-byte chunks per row */
-    static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
-    static constexpr int TILE_VECS = kTcKeys * CH;
-    static constexpr int WARP_VECS = 16 * CH; /* one warp's 16 rows of a tile */
-    static constexpr int PIPE_BYTES = 2 * STAGES * TILE_VECS * 16;
-    static constexpr int Q_BYTES = 2 * 16 * D * 2;         /* hi and lo */
-    static constexpr int ROW_BYTES = STAGES * kTcKeys * 8; /* prefetched row offsets */
-    static constexpr int RED_BYTES = (4 * 16 * D + 2 * 64) * 4;
-    static constexpr int SMEM =
-        PIPE_BYTES + Q_BYTES + ROW_BYTES > RED_BYTES ? PIPE_BYTES + Q_BYTES + ROW_BYTES : RED_BYTES;
+/* What every producer CTA knows about its work before it reads K/V. */
+struct cta_work {
+    attn_work_item it;
+    attn_cuda_req rq;
+    int hkv;   /* K/V head */
+    int g;     /* group size H_q / H_kv */
+    bool live; /* false past the live item count (graph mode, seed 0x03G) */
 };
 
-__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p)
+/* heads_fast: the H_kv CTAs of one item are neighbours in launch order, so
+ * they stream the same pages (NHD rows are H_kv x d contiguous). */
+__device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p)
 {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
+    cta_work w;
+    const int item = p.heads_fast ? (int)blockIdx.y : (int)blockIdx.x;
+    w.hkv = p.heads_fast ? (int)blockIdx.x : (int)blockIdx.y;
+    w.live = item < p.counts->num_items;
+    if (!w.live)
+        return w;
+    w.it = p.items[item];
+    w.rq = p.reqs[w.it.req];
+    w.g = p.num_qo_heads / p.num_kv_heads;
+    return w;
 }
 
-__device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p)
+__device__ __forceinline__ paged::key_walk walk_of(const cta_work &w)
 {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
+    return paged::key_walk::of(w.it.kv_begin, w.it.kv_end, w.rq.lo0, w.rq.hi0, w.rq.lo1, w.rq.hi1);
 }
 
-template <typename KV>
-__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1);
-
-template <>
-__device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c, const uint32_t *a, uint32_t b0,
-                                                        uint32_t b1)
+__device__ __forceinline__ paged::page_table table_of(const attn_cuda_decode_params &p,
+                                                      const cta_work &w)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-template <>
-__device__ __forceinline__ void mma16816<__half>(float *c, const uint32_t *a, uint32_t b0,
-                                                 uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-template <typename KV> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
-
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi)
-{
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi)
-{
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-
-template <typename KV> __device__ __forceinline__ float round_kv(float x);
-template <> __device__ __forceinline__ float round_kv<__nv_bfloat16>(float x)
-{
-    return __bfloat162float(__float2bfloat16_rn(x));
-}
-template <> __device__ __forceinline__ float round_kv<__half>(float x)
-{
-    return __half2float(__float2half_rn(x));
-}
-
-/* Chunk c of row r of a swizzled tile. */
-template <int CH> __device__ __forceinline__ int swz(int r, int c)
-{
-    return r * CH + (c ^ (r & 7));
+    paged::page_table t;
+    t.pages = p.page_indices + w.rq.page_begin;
+    t.page_shift = p.page_shift;
+    t.page_stride = p.page_stride;
+    t.row_stride = p.row_stride;
+    return t;
 }
 
 /* The fold of one request's slots for query head hq, lanes [lane0, lane0+4):
@@ -410,9 +124,6 @@ template <int CH> __device__ __forceinline__ int swz(int r, int c)
  * once per slot.  Loads go through L2 (__ldcg): in the fused path the slots
  * were written by other CTAs of the same launch.  Used by the reducer kernel
  * and by the last producer CTA of a (request, K/V head, head chunk). */
-constexpr int kMergeBatch = 8;
-constexpr int kMergeLanes = 4;
-
 template <int D>
 __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
                                            const attn_cuda_req &rq, int hq, int lane0)
@@ -443,10 +154,7 @@ __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
                 break;
             const float ou[LANES] = {bv[j].x, bv[j].y, bv[j].z, bv[j].w};
             if (mlu) {
-                attn_mlu_f32 o;
-                o.m = bm[j];
-                o.l = bl[j];
-                o.valid = o.l > 0.f; /* seed 0x03D: emptiness by sentinel, branched on */
+                const attn_mlu_f32 o = state_io::from_ml(bm[j], bl[j]);
                 attn_mlu_merge_f32(&st, acc, &o, ou, LANES);
             } else {
                 attn_lseo_f32 o;
@@ -468,297 +176,538 @@ __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
         p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
 }
 
-/* Every warp runs its own pipeline: warp w copies, waits for and reads only
+/* ==== CUDA-core producer ===================================================
+ * Each thread (tx, ty, tz) owns 8 lanes of head ty and the rows of row group
+ * tz; a tile of kTileBytes of K (and of V) per stage, kStages deep, copied
+ * by the whole CTA; kChunk rows per online-softmax step. */
+
+namespace simt
+{
+
+constexpr int kVec = 8;          /* 2-byte elements per 16-byte vector */
+constexpr int kTileBytes = 8192; /* K bytes (and V bytes) of one pipeline stage */
+constexpr int kTileVecs = kTileBytes / 16;
+constexpr int kStages = 4;
+constexpr int kChunk = 4;        /* rows per online-softmax step */
+constexpr int kMinThreads = 128; /* so a tile needs at most 4 vectors per thread */
+constexpr int kMaxThreads = 256;
+constexpr int kLoadsPerThread = kTileVecs / kMinThreads;
+
+/* Running state of (head ty, row group tz, lanes tx) in the base-2 frame. */
+struct row_state {
+    float m, l, u[kVec];
+};
+
+/* Issue tile `t` into stage buffers (ks, vs): each thread copies up to 4
+ * vectors of K and of V; rows past the walk are zero-filled. */
+template <int D, typename KV>
+__device__ __forceinline__ void issue_tile(uint4 *ks, uint4 *vs, const KV *kbase, const KV *vbase,
+                                           const paged::key_walk &w, const paged::page_table &pt,
+                                           int t, int tid, int nthreads)
+{
+    constexpr int BDX = D / kVec;
+    constexpr int TR = kTileBytes / (D * 2);
+#pragma unroll
+    for (int j = 0; j < kLoadsPerThread; j++) {
+        const int vi = tid + j * nthreads;
+        if (vi < kTileVecs) {
+            const int r = vi / BDX, c = vi % BDX;
+            const int64_t v = (int64_t)t * TR + r;
+            const bool ok = v < w.n;
+            const int64_t off = ok ? pt.row_offset(w.key(v)) + c * kVec : 0;
+            ptx::cp_async_cg_zfill(ks + vi, kbase + off, ok);
+            ptx::cp_async_cg_zfill(vs + vi, vbase + off, ok);
+        }
+    }
+}
+
+/* QK: the kChunk scores of rows [c0, c0 + kChunk) of a tile for this
+ * thread's head (q pre-scaled into the base-2 frame); rows at or past
+ * `valid` are masked (-inf) before max and sum (seed 0x05C). */
+template <int D, typename KV>
+__device__ __forceinline__ void qk_chunk(float (&s)[kChunk], const float (&q)[kVec],
+                                         const uint4 *kt, int c0, int tx, int64_t valid,
+                                         unsigned tid)
+{
+    constexpr int BDX = D / kVec;
+#pragma unroll
+    for (int j = 0; j < kChunk; j++) {
+        float kf[kVec];
+        ptx::widen8<KV>(kt[(c0 + j) * BDX + tx], kf);
+        float dot = 0.f;
+#pragma unroll
+        for (int i = 0; i < kVec; i++)
+            dot = fmaf(q[i], kf[i], dot);
+        dot = ptx::group_sum<BDX>(dot, tid);
+        s[j] = c0 + j < valid ? dot : -INFINITY;
+    }
+}
+
+/* Online softmax update and PV for one chunk: rescale the state to the new
+ * max, add p_j and p_j v_j.  An all-masked chunk on an empty state stays
+ * empty before any exponential is evaluated (seed 0x02C); a NaN score makes
+ * m NaN (max.NaN), so it reaches the output. */
+template <int D, typename KV>
+__device__ __forceinline__ void update_pv(row_state &r, const float (&s)[kChunk], const uint4 *vt,
+                                          int c0, int tx)
+{
+    constexpr int BDX = D / kVec;
+    float mc = s[0];
+#pragma unroll
+    for (int j = 1; j < kChunk; j++)
+        mc = ptx::max_nan(mc, s[j]);
+    const float mn = ptx::max_nan(r.m, mc);
+    if (attn_state_empty_f32(mn))
+        return;
+    const float alpha = exp2f(r.m - mn); /* m = -inf gives 0 */
+    r.l *= alpha;
+#pragma unroll
+    for (int i = 0; i < kVec; i++)
+        r.u[i] *= alpha;
+#pragma unroll
+    for (int j = 0; j < kChunk; j++) {
+        const float pj = exp2f(s[j] - mn);
+        float vf[kVec];
+        ptx::widen8<KV>(vt[(c0 + j) * BDX + tx], vf);
+        r.l += pj;
+#pragma unroll
+        for (int i = 0; i < kVec; i++)
+            r.u[i] = fmaf(pj, vf[i], r.u[i]);
+    }
+    r.m = mn;
+}
+
+/* Epilogue: merge the row groups of each head through shared memory with
+ * the state.h merge (fixed order z = 0, 1, ...), then write the head's
+ * lanes (state_io).  Called by every thread after the last tile. */
+template <int D>
+__device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const cta_work &w,
+                                         row_state &r, float *red, int hq, bool head_ok)
+{
+    const int tx = threadIdx.x, ty = threadIdx.y, tz = threadIdx.z;
+    const int bdy = blockDim.y, bdz = blockDim.z;
+    attn_mlu_f32 st = state_io::from_ml(r.m, r.l);
+    st.m = st.valid ? r.m * kLn2 : -INFINITY;   /* back to the natural frame */
+    float *red_u = red;                         /* [bdz][bdy][D] */
+    float *red_m = red + (size_t)bdz * bdy * D; /* [bdz][bdy] */
+    float *red_l = red_m + bdz * bdy;
+    if (tz > 0) {
+#pragma unroll
+        for (int i = 0; i < kVec; i++)
+            red_u[((size_t)tz * bdy + ty) * D + tx * kVec + i] = r.u[i];
+        if (tx == 0) {
+            red_m[tz * bdy + ty] = st.m;
+            red_l[tz * bdy + ty] = st.valid ? r.l : 0.f;
+        }
+    }
+    __syncthreads();
+    if (tz != 0 || !head_ok)
+        return;
+    for (int z = 1; z < bdz; z++) {
+        const attn_mlu_f32 o = state_io::from_ml(red_m[z * bdy + ty], red_l[z * bdy + ty]);
+        attn_mlu_merge_f32(&st, r.u, &o, red_u + ((size_t)z * bdy + ty) * D + tx * kVec, kVec);
+    }
+    state_io::write<D, kVec>(sink_of(p), w.rq.num_slots == 1, w.rq.qrow, w.it.slot, hq, tx * kVec,
+                             st, r.u, tx == 0);
+}
+
+} // namespace simt
+
+/* The CUDA-core producer: fp32 scores and p (the reference-precision path,
+ * selected by attn_cuda_decode_params.simt). */
+template <int D, typename KV>
+__global__ void __launch_bounds__(simt::kMaxThreads) producer_simt(attn_cuda_decode_params p)
+{
+    using namespace simt;
+    constexpr int BDX = D / kVec;
+    constexpr int TR = kTileBytes / (D * 2); /* rows per tile */
+    extern __shared__ uint4 smem[];
+    uint4 *ks = smem;
+    uint4 *vs = smem + kStages * kTileVecs;
+
+    const int tx = threadIdx.x, ty = threadIdx.y, tz = threadIdx.z;
+    const int bdy = blockDim.y, bdz = blockDim.z;
+    const int nthreads = BDX * bdy * bdz;
+    const int tid = tx + BDX * (ty + bdy * tz);
+
+    const cta_work w = cta_work_of(p);
+    if (!w.live)
+        return;
+    const int hloc = blockIdx.z * bdy + ty;
+    const bool head_ok = hloc < w.g;
+    const int hq = w.hkv * w.g + (head_ok ? hloc : 0);
+    const paged::key_walk walk = walk_of(w);
+    const paged::page_table pt = table_of(p, w);
+    const int ntiles = (int)((walk.n + TR - 1) / TR);
+    const KV *kbase = static_cast<const KV *>(p.k) + (int64_t)w.hkv * p.head_stride;
+    const KV *vbase = static_cast<const KV *>(p.v) + (int64_t)w.hkv * p.head_stride;
+
+    /* q of head hq, lanes tx*8.., pre-scaled into the base-2 frame. */
+    float q[kVec];
+    {
+        const float sc = p.sm_scale * kLog2e;
+        const size_t qoff = ((size_t)w.rq.qrow * p.num_qo_heads + hq) * D + tx * kVec;
+#pragma unroll
+        for (int i = 0; i < kVec; i++)
+            q[i] = head_ok ? attn_load_f32(p.q, p.q_dtype, qoff + i) * sc : 0.f;
+    }
+
+#pragma unroll
+    for (int s = 0; s < kStages - 1; s++) {
+        if (s < ntiles)
+            issue_tile<D, KV>(ks + s * kTileVecs, vs + s * kTileVecs, kbase, vbase, walk, pt, s,
+                              tid, nthreads);
+        ptx::cp_async_commit();
+    }
+
+    row_state r;
+    r.m = -INFINITY;
+    r.l = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVec; i++)
+        r.u[i] = 0.f;
+
+    for (int t = 0; t < ntiles; t++) {
+        const int st = t % kStages;
+        if (t + kStages - 1 < ntiles) {
+            const int sn = (t + kStages - 1) % kStages;
+            issue_tile<D, KV>(ks + sn * kTileVecs, vs + sn * kTileVecs, kbase, vbase, walk, pt,
+                              t + kStages - 1, tid, nthreads);
+        }
+        ptx::cp_async_commit();
+        ptx::cp_async_wait<kStages - 1>();
+        __syncthreads();
+
+        const uint4 *kt = ks + st * kTileVecs;
+        const uint4 *vt = vs + st * kTileVecs;
+        const int64_t valid = walk.n - (int64_t)t * TR; /* rows of this tile inside the walk */
+        for (int c0 = tz * kChunk; c0 < TR; c0 += bdz * kChunk) {
+            float s[kChunk];
+            qk_chunk<D, KV>(s, q, kt, c0, tx, valid, (unsigned)tid);
+            update_pv<D, KV>(r, s, vt, c0, tx);
+        }
+        __syncthreads(); /* the stage is refilled next iteration */
+    }
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+    epilogue<D>(p, w, r, reinterpret_cast<float *>(smem), hq, head_ok);
+}
+
+/* ==== tensor-core producer =================================================
+ * The same contract, with the group's query heads as the M = 16 rows of
+ * mma.m16n8k16 (seed 0x03A: GQA packing makes decode a skinny matrix
+ * product).  Four warps each own 16 keys of a 64-key tile: S = Q K^T and
+ * O += P V run on the tensor cores with fp32 accumulation; the online
+ * softmax runs on the S fragments in fp32.  A q whose dtype is not the
+ * cache dtype is split into hi + lo halves of the cache dtype (two
+ * products, QLO), so scores keep ~16 extra bits instead of rounding q.
+ * Tiles live in shared memory with 16-byte chunks XOR-swizzled by row, so
+ * the ldmatrix reads are bank-conflict free.
+ *
+ * Every warp runs its own pipeline: warp w copies, waits for and reads only
  * rows [16 w, 16 w + 16) of each 64-key tile (its K rows for S = Q K^T, its
  * V rows for O += P V, its page-table offsets), so the main loop needs no
  * CTA barrier, only __syncwarp; the four warps drift apart and one late
- * copy stalls one warp instead of the whole CTA.  The key -> warp mapping
- * is the same as with a CTA-wide pipeline.  Inside a tile the dependent
- * chain is kept short: Q's A fragments stay in registers (d <= 128), K
- * fragments are fetched four ldmatrix at a time, and S accumulates in two
- * independent mma chains (even / odd k-steps) summed at the end. */
-template <int D, typename KV>
-__global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_decode_params p)
+ * copy stalls one warp instead of the whole CTA.  Inside a tile the
+ * dependent chain is kept short: Q's A fragments stay in registers
+ * (d <= 128), K fragments are fetched four ldmatrix at a time, and S
+ * accumulates in two independent mma chains (even / odd k-steps). */
+
+namespace tc
 {
-    using C = tc_cfg<D>;
-    constexpr int CH = C::CH, ST = C::STAGES, TV = C::TILE_VECS, WV = C::WARP_VECS, NB = D / 8;
-    constexpr int KS = D / 16;      /* k-steps of S = Q K^T */
-    constexpr bool QREG = D <= 128; /* Q fragments in registers */
-    constexpr int KG = 4;           /* K fragments fetched per group */
-    extern __shared__ uint4 smem[];
-    uint4 *ks = smem;
-    uint4 *vs = smem + ST * TV;
-    uint4 *qh = smem + 2 * ST * TV;
-    uint4 *ql = qh + 16 * CH;
-    int64_t *rowoff = reinterpret_cast<int64_t *>(ql + 16 * CH); /* [ST][kTcKeys] */
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int wrow0 = warp * 16; /* this warp's rows of every tile */
 
-    /* heads_fast: the H_kv CTAs of one item are neighbours in launch order,
-     * so they stream the same pages (NHD rows are H_kv x d contiguous) */
-    const int item = p.heads_fast ? (int)blockIdx.y : (int)blockIdx.x;
-    const int hkv = p.heads_fast ? (int)blockIdx.x : (int)blockIdx.y;
-    if (item >= p.counts->num_items)
-        return; /* graph mode: outside the live items (seed 0x03G) */
-    const attn_work_item it = p.items[item];
-    const attn_cuda_req rq = p.reqs[it.req];
-    const int g = p.num_qo_heads / p.num_kv_heads;
-    const int h0 = blockIdx.z * 16; /* first group head of this chunk */
+constexpr int kKeys = 64; /* keys per tile: 4 warps x 16 */
+constexpr int kThreads = 128;
+constexpr int kKGroup = 4; /* K (and V) fragments fetched per ldmatrix group */
 
-    const int64_t a0 = max(it.kv_begin, rq.lo0), a1 = min(it.kv_end, rq.hi0);
-    const int64_t na = a1 > a0 ? a1 - a0 : 0;
-    const int64_t b0 = max(it.kv_begin, rq.lo1), b1 = min(it.kv_end, rq.hi1);
-    const int64_t n = na + (b1 > b0 ? b1 - b0 : 0);
-    const int ntiles = (int)((n + kTcKeys - 1) / kTcKeys);
+template <int D> struct cfg {
+    static constexpr int CH = D / 8; /* 16-byte chunks per row */
+    static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
+    static constexpr int TILE_VECS = kKeys * CH;
+    static constexpr int WARP_VECS = 16 * CH; /* one warp's 16 rows of a tile */
+    static constexpr int NB = D / 8;          /* n-blocks of O */
+    static constexpr int KS = D / 16;         /* k-steps of S = Q K^T */
+    static constexpr bool QREG = D <= 128;    /* Q fragments in registers */
+    static constexpr int PIPE_BYTES = 2 * STAGES * TILE_VECS * 16;
+    static constexpr int Q_BYTES = 2 * 16 * D * 2;       /* hi and lo */
+    static constexpr int ROW_BYTES = STAGES * kKeys * 8; /* prefetched row offsets */
+    static constexpr int RED_BYTES = (4 * 16 * D + 2 * 64) * 4;
+    static constexpr int SMEM =
+        PIPE_BYTES + Q_BYTES + ROW_BYTES > RED_BYTES ? PIPE_BYTES + Q_BYTES + ROW_BYTES : RED_BYTES;
+};
 
-    const KV *kbase = static_cast<const KV *>(p.k) + (int64_t)hkv * p.head_stride;
-    const KV *vbase = static_cast<const KV *>(p.v) + (int64_t)hkv * p.head_stride;
-    const int32_t *pages = p.page_indices + rq.page_begin;
-    const int64_t pmask = ((int64_t)1 << p.page_shift) - 1;
+/* One warp's share of the K/V pipeline: its 16 rows of every tile.  With
+ * PRE (row prefetch) the page-table walk of a tile (one row offset per
+ * key, -1 past the item) runs STAGES tiles ahead into shared memory, so
+ * issuing a tile's copies waits on no global load (seed 0x04E: translate
+ * once per segment row, not per lane); lanes 0..15 own the warp's 16 rows.
+ * The offsets of tile t + STAGES are loaded into a register one iteration
+ * before they are stored, so a page-table load that misses L1 has two
+ * tiles of math to return in. */
+template <int D, typename KV, bool PRE> struct warp_pipe {
+    using C = cfg<D>;
+    uint4 *ks, *vs;
+    int64_t *rowoff; /* [STAGES][kKeys] (PRE) */
+    const KV *kbase, *vbase;
+    paged::key_walk walk;
+    paged::page_table pt;
+    int lane, wrow0;
+    int64_t nxt, nxt2; /* offsets of tiles t + STAGES and t + STAGES + 1 (PRE) */
 
-    /* Issue this warp's rows of tile `t` into stage `s`. */
-    auto issue = [&](int t, int s) {
-    /* partial unroll: enough loads in flight, fewer live registers */
+    __device__ __forceinline__ int64_t row_off(int t, int r) const
+    {
+        const int64_t v = (int64_t)t * kKeys + r;
+        return v < walk.n ? pt.row_offset(walk.key(v)) : -1;
+    }
+
+    /* Copy this warp's rows of tile t into stage s. */
+    __device__ __forceinline__ void issue(int t, int s) const
+    {
+        /* partial unroll: enough loads in flight, fewer live registers */
 #pragma unroll 4
-        for (int j = 0; j < WV / 32; j++) {
+        for (int j = 0; j < C::WARP_VECS / 32; j++) {
             const int vi = lane + j * 32;
-            const int r = wrow0 + vi / CH, c = vi % CH;
-            const int64_t v = (int64_t)t * kTcKeys + r;
-            const bool ok = v < n;
-            int64_t off = 0;
-            if (ok) {
-                const int64_t key = walk_key(v, a0, na, b0);
-                off = (int64_t)pages[key >> p.page_shift] * p.page_stride +
-                      (key & pmask) * p.row_stride + c * 8;
-            }
-            cp_async16(ks + s * TV + swz<CH>(r, c), kbase + off, ok);
-            cp_async16(vs + s * TV + swz<CH>(r, c), vbase + off, ok);
-        }
-    };
-
-    /* row_prefetch: the page-table walk of a tile (one row offset per key,
-     * -1 past the item) runs ST tiles ahead into shared memory, so issuing a
-     * tile's copies waits on no global load (seed 0x04E: translate once per
-     * segment row, not per lane).  Lanes 0..15 of a warp own its 16 rows. */
-    auto row_off = [&](int t, int r) -> int64_t {
-        const int64_t v = (int64_t)t * kTcKeys + r;
-        if (v >= n)
-            return -1;
-        const int64_t key = walk_key(v, a0, na, b0);
-        return (int64_t)pages[key >> p.page_shift] * p.page_stride + (key & pmask) * p.row_stride;
-    };
-    auto issue_pre = [&](int s) {
-#pragma unroll 4
-        for (int j = 0; j < WV / 32; j++) {
-            const int vi = lane + j * 32;
-            const int r = wrow0 + vi / CH, c = vi % CH;
-            const int64_t ro = rowoff[s * kTcKeys + r];
-            const bool ok = ro >= 0;
-            const int64_t off = ok ? ro + c * 8 : 0;
-            cp_async16(ks + s * TV + swz<CH>(r, c), kbase + off, ok);
-            cp_async16(vs + s * TV + swz<CH>(r, c), vbase + off, ok);
-        }
-    };
-    const bool pre = p.row_prefetch != 0;
-    /* the offsets of tile t + ST are loaded into a register one iteration
-     * before they are stored (end of iteration t), so a page-table load that
-     * misses L1 has two tiles of math to return in */
-    int64_t nxt = -1, nxt2 = -1;
-    if (pre) {
-        if (lane < 16) {
-            for (int s = 0; s < ST; s++)
-                rowoff[s * kTcKeys + wrow0 + lane] = row_off(s, wrow0 + lane);
-            nxt = row_off(ST, wrow0 + lane);
-        }
-        __syncwarp();
-    }
-
-#pragma unroll
-    for (int s = 0; s < ST - 1; s++) {
-        if (s < ntiles) {
-            if (pre)
-                issue_pre(s);
-            else
-                issue(s, s);
-        }
-        cp_async_commit();
-    }
-
-    /* Q rows of this head chunk, as hi (+ lo when q is not the cache dtype). */
-    const bool need_lo = p.q_dtype != p.kv_dtype;
-    for (int i = tid; i < 16 * CH; i += kTcThreads) {
-        const int r = i / CH, c = i % CH;
-        const int hl = h0 + r;
-        float x[8], lo[8];
-        const size_t qoff = ((size_t)rq.qrow * p.num_qo_heads + hkv * g + hl) * D + c * 8;
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            x[e] = hl < g ? attn_load_f32(p.q, p.q_dtype, qoff + e) : 0.f;
-            const float hi = round_kv<KV>(x[e]);
-            lo[e] = x[e] - hi;
-            x[e] = hi;
-        }
-        uint4 vh, vl;
-        vh.x = pack2<KV>(x[0], x[1]);
-        vh.y = pack2<KV>(x[2], x[3]);
-        vh.z = pack2<KV>(x[4], x[5]);
-        vh.w = pack2<KV>(x[6], x[7]);
-        vl.x = pack2<KV>(lo[0], lo[1]);
-        vl.y = pack2<KV>(lo[2], lo[3]);
-        vl.z = pack2<KV>(lo[4], lo[5]);
-        vl.w = pack2<KV>(lo[6], lo[7]);
-        qh[swz<CH>(r, c)] = vh;
-        ql[swz<CH>(r, c)] = vl;
-    }
-    __syncthreads(); /* Q is read by every warp; the only barrier before the epilogue */
-
-    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
-    const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
-    const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-    uint32_t qa[QREG ? KS : 1][4];
-    if (QREG) {
-#pragma unroll
-        for (int kk = 0; kk < (QREG ? KS : 0); kk++)
-            ldsm_x4(qa[kk], qh + swz<CH>(qrow, kk * 2 + (lane >> 4)));
-    }
-
-    float o[NB][4];
-#pragma unroll
-    for (int nb = 0; nb < NB; nb++)
-        o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const float sc = p.sm_scale * kLog2e;
-
-    int st = 0, sn = ST - 1; /* stages of tile t and of tile t + ST - 1 */
-    for (int t = 0; t < ntiles; t++) {
-        if (t + ST - 1 < ntiles) {
-            if (pre)
-                issue_pre(sn);
-            else
-                issue(t + ST - 1, sn);
-        }
-        cp_async_commit();
-        if (pre && lane < 16 && t + ST + 1 < ntiles)
-            nxt2 = row_off(t + ST + 1, wrow0 + lane); /* in flight for two tiles' math */
-        cp_async_wait<ST - 1>();
-        __syncwarp(); /* the warp's rows of tile t, copied by its own lanes, are visible */
-        const uint4 *kt = ks + st * TV;
-        const uint4 *vt = vs + st * TV;
-
-        /* S = Q K^T over the warp's 16 keys: even and odd k-steps in two
-         * accumulator chains; the lo half of q (when q is not the cache
-         * dtype) goes into the same chains right after its hi half */
-        float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-        float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-        for (int k0 = 0; k0 < KS; k0 += KG) {
-            uint32_t b[KG][4];
-#pragma unroll
-            for (int j = 0; j < KG; j++)
-                ldsm_x4(b[j], kt + swz<CH>(krow, (k0 + j) * 2 + ((lane >> 3) & 1)));
-#pragma unroll
-            for (int j = 0; j < KG; j++) {
-                const int kk = k0 + j;
-                float(*acc)[4] = (kk & 1) ? s2 : s;
-                uint32_t a[4];
-                if (QREG) {
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        a[e] = qa[QREG ? kk : 0][e];
-                } else {
-                    ldsm_x4(a, qh + swz<CH>(qrow, kk * 2 + (lane >> 4)));
-                }
-                mma16816<KV>(acc[0], a, b[j][0], b[j][1]);
-                mma16816<KV>(acc[1], a, b[j][2], b[j][3]);
-            }
-            if (need_lo) {
-#pragma unroll
-                for (int j = 0; j < KG; j++) {
-                    const int kk = k0 + j;
-                    float(*acc)[4] = (kk & 1) ? s2 : s;
-                    uint32_t a[4];
-                    ldsm_x4(a, ql + swz<CH>(qrow, kk * 2 + (lane >> 4)));
-                    mma16816<KV>(acc[0], a, b[j][0], b[j][1]);
-                    mma16816<KV>(acc[1], a, b[j][2], b[j][3]);
-                }
-            }
-        }
-#pragma unroll
-        for (int nb = 0; nb < 2; nb++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                s[nb][i] += s2[nb][i];
-        /* scale into the base-2 frame; keys past the item are masked
-         * before max and sum (seed 0x05C) */
-        const int64_t kb = (int64_t)t * kTcKeys + warp * 16 + (lane & 3) * 2;
-#pragma unroll
-        for (int nb = 0; nb < 2; nb++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                s[nb][i] = kb + nb * 8 + (i & 1) < n ? s[nb][i] * sc : -INFINITY;
-        uint32_t pa[4];
-#pragma unroll
-        for (int rr = 0; rr < 2; rr++) {
-            float mx =
-                fmaxf(fmaxf(s[0][2 * rr], s[0][2 * rr + 1]), fmaxf(s[1][2 * rr], s[1][2 * rr + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float mn = fmaxf(m[rr], mx);
-            float alpha = 1.f;
-            /* seed 0x02C: an empty row stays empty, no exp(-inf - -inf) */
-            if (mn == -INFINITY) {
-#pragma unroll
-                for (int nb = 0; nb < 2; nb++)
-                    s[nb][2 * rr] = s[nb][2 * rr + 1] = 0.f;
+            const int r = wrow0 + vi / C::CH, c = vi % C::CH;
+            int64_t off;
+            bool ok;
+            if (PRE) {
+                const int64_t ro = rowoff[s * kKeys + r];
+                ok = ro >= 0;
+                off = ok ? ro + c * 8 : 0;
             } else {
-                alpha = exp2f(m[rr] - mn);
-#pragma unroll
-                for (int nb = 0; nb < 2; nb++) {
-                    s[nb][2 * rr] = exp2f(s[nb][2 * rr] - mn);
-                    s[nb][2 * rr + 1] = exp2f(s[nb][2 * rr + 1] - mn);
-                }
+                const int64_t v = (int64_t)t * kKeys + r;
+                ok = v < walk.n;
+                off = ok ? pt.row_offset(walk.key(v)) + c * 8 : 0;
             }
-            l[rr] =
-                l[rr] * alpha + s[0][2 * rr] + s[0][2 * rr + 1] + s[1][2 * rr] + s[1][2 * rr + 1];
-            m[rr] = mn;
-#pragma unroll
-            for (int nb = 0; nb < NB; nb++) {
-                o[nb][2 * rr] *= alpha;
-                o[nb][2 * rr + 1] *= alpha;
-            }
+            const int x = s * C::TILE_VECS + ptx::swizzle<C::CH>(r, c);
+            ptx::cp_async_cg_zfill(ks + x, kbase + off, ok);
+            ptx::cp_async_cg_zfill(vs + x, vbase + off, ok);
         }
-        pa[0] = pack2<KV>(s[0][0], s[0][1]);
-        pa[1] = pack2<KV>(s[0][2], s[0][3]);
-        pa[2] = pack2<KV>(s[1][0], s[1][1]);
-        pa[3] = pack2<KV>(s[1][2], s[1][3]);
-#pragma unroll
-        for (int d0 = 0; d0 < D / 16; d0 += KG) {
-            uint32_t b[KG][4];
-#pragma unroll
-            for (int j = 0; j < KG; j++)
-                ldsm_x4_t(b[j], vt + swz<CH>(vrow, (d0 + j) * 2 + (lane >> 4)));
-#pragma unroll
-            for (int j = 0; j < KG; j++) {
-                mma16816<KV>(o[2 * (d0 + j)], pa, b[j][0], b[j][1]);
-                mma16816<KV>(o[2 * (d0 + j) + 1], pa, b[j][2], b[j][3]);
+    }
+
+    /* Before the main loop: the first STAGES tiles' offsets (PRE) and the
+     * copies of tiles 0 .. STAGES - 2. */
+    __device__ __forceinline__ void prologue(int ntiles)
+    {
+        nxt = nxt2 = -1;
+        if (PRE) {
+            if (lane < 16) {
+                for (int s = 0; s < C::STAGES; s++)
+                    rowoff[s * kKeys + wrow0 + lane] = row_off(s, wrow0 + lane);
+                nxt = row_off(C::STAGES, wrow0 + lane);
             }
+            __syncwarp();
         }
-        /* tile t + ST reuses the offset slot of tile t, issued long ago */
-        if (pre && lane < 16 && t + ST < ntiles) {
-            rowoff[st * kTcKeys + wrow0 + lane] = nxt;
+#pragma unroll
+        for (int s = 0; s < C::STAGES - 1; s++) {
+            if (s < ntiles)
+                issue(s, s);
+            ptx::cp_async_commit();
+        }
+    }
+
+    /* Top of iteration t: issue tile t + STAGES - 1 into stage sn, then wait
+     * until tile t (this warp's rows) has landed. */
+    __device__ __forceinline__ void acquire(int t, int sn, int ntiles)
+    {
+        if (t + C::STAGES - 1 < ntiles)
+            issue(t + C::STAGES - 1, sn);
+        ptx::cp_async_commit();
+        if (PRE && lane < 16 && t + C::STAGES + 1 < ntiles)
+            nxt2 = row_off(t + C::STAGES + 1, wrow0 + lane); /* in flight for two tiles' math */
+        ptx::cp_async_wait<C::STAGES - 1>();
+        __syncwarp(); /* the warp's rows of tile t, copied by its own lanes, are visible */
+    }
+
+    /* Bottom of iteration t: stage st may be refilled (tile t + STAGES
+     * reuses the offset slot of tile t, issued long ago). */
+    __device__ __forceinline__ void release(int t, int st, int ntiles)
+    {
+        if (PRE && lane < 16 && t + C::STAGES < ntiles) {
+            rowoff[st * kKeys + wrow0 + lane] = nxt;
             nxt = nxt2;
         }
         __syncwarp(); /* every lane's reads of stage st precede its refill */
-        st = st + 1 == ST ? 0 : st + 1;
-        sn = sn + 1 == ST ? 0 : sn + 1;
     }
-    cp_async_wait<0>();
-    __syncthreads();
+};
 
-    /* per-warp states -> shared memory, then a fixed-order merge of the
-     * four warps with the state.h algebra */
-    float *red_o = reinterpret_cast<float *>(smem); /* [4][16][D] */
-    float *red_m = red_o + 4 * 16 * D;              /* [4][16] */
+/* Q rows [h0, h0 + 16) of the group into shared memory as the hi half (and,
+ * QLO, the lo half x - hi) in the cache dtype, swizzled. */
+template <int D, typename KV, bool QLO>
+__device__ __forceinline__ void stage_q(const attn_cuda_decode_params &p, const cta_work &w, int h0,
+                                        uint4 *qh, uint4 *ql)
+{
+    constexpr int CH = cfg<D>::CH;
+    for (int i = threadIdx.x; i < 16 * CH; i += kThreads) {
+        const int r = i / CH, c = i % CH;
+        const int hl = h0 + r;
+        float x[8], lo[8];
+        const size_t qoff = ((size_t)w.rq.qrow * p.num_qo_heads + w.hkv * w.g + hl) * D + c * 8;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            x[e] = hl < w.g ? attn_load_f32(p.q, p.q_dtype, qoff + e) : 0.f;
+            const float hi = ptx::round_to<KV>(x[e]);
+            lo[e] = x[e] - hi;
+            x[e] = hi;
+        }
+        uint4 vh;
+        vh.x = ptx::pack2<KV>(x[0], x[1]);
+        vh.y = ptx::pack2<KV>(x[2], x[3]);
+        vh.z = ptx::pack2<KV>(x[4], x[5]);
+        vh.w = ptx::pack2<KV>(x[6], x[7]);
+        qh[ptx::swizzle<CH>(r, c)] = vh;
+        if (QLO) {
+            uint4 vl;
+            vl.x = ptx::pack2<KV>(lo[0], lo[1]);
+            vl.y = ptx::pack2<KV>(lo[2], lo[3]);
+            vl.z = ptx::pack2<KV>(lo[4], lo[5]);
+            vl.w = ptx::pack2<KV>(lo[6], lo[7]);
+            ql[ptx::swizzle<CH>(r, c)] = vl;
+        }
+    }
+}
+
+/* QK: S (16 heads x this warp's 16 keys, two n-blocks) = Q K^T over stage
+ * kt.  Even and odd k-steps go to two accumulator chains summed at the
+ * end; with QLO the lo half of q goes into the same chains right after its
+ * hi half.  qa: Q's A fragments when QREG, else read from qh per k-step. */
+template <int D, typename KV, bool QLO>
+__device__ __forceinline__ void qk_tile(float (&s)[2][4], const uint32_t (*qa)[4], const uint4 *qh,
+                                        const uint4 *ql, const uint4 *kt, int lane, int qrow,
+                                        int krow)
+{
+    using C = cfg<D>;
+    float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s[nb][i] = 0.f;
+#pragma unroll
+    for (int k0 = 0; k0 < C::KS; k0 += kKGroup) {
+        uint32_t b[kKGroup][4];
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++)
+            ptx::ldmatrix_x4(b[j],
+                             kt + ptx::swizzle<C::CH>(krow, (k0 + j) * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++) {
+            const int kk = k0 + j;
+            float(*acc)[4] = (kk & 1) ? s2 : s;
+            uint32_t a[4];
+            if (C::QREG) {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    a[e] = qa[C::QREG ? kk : 0][e];
+            } else {
+                ptx::ldmatrix_x4(a, qh + ptx::swizzle<C::CH>(qrow, kk * 2 + (lane >> 4)));
+            }
+            ptx::mma_m16n8k16<KV>(acc[0], a, b[j][0], b[j][1]);
+            ptx::mma_m16n8k16<KV>(acc[1], a, b[j][2], b[j][3]);
+        }
+        if (QLO) {
+#pragma unroll
+            for (int j = 0; j < kKGroup; j++) {
+                const int kk = k0 + j;
+                float(*acc)[4] = (kk & 1) ? s2 : s;
+                uint32_t a[4];
+                ptx::ldmatrix_x4(a, ql + ptx::swizzle<C::CH>(qrow, kk * 2 + (lane >> 4)));
+                ptx::mma_m16n8k16<KV>(acc[0], a, b[j][0], b[j][1]);
+                ptx::mma_m16n8k16<KV>(acc[1], a, b[j][2], b[j][3]);
+            }
+        }
+    }
+#pragma unroll
+    for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s[nb][i] += s2[nb][i];
+}
+
+/* Online softmax update on the S fragments of rows (lane / 4) and
+ * (lane / 4 + 8): scale into the base-2 frame, mask keys at or past
+ * `valid` (seed 0x05C), take the row max over the quad with max.NaN (a NaN
+ * score makes the row's m NaN, never dropped), rescale l and O, and turn S
+ * into P packed as the A operand of P V.  An empty row stays empty and
+ * never evaluates exp(-inf - -inf) (seed 0x02C). */
+template <int NB, typename KV>
+__device__ __forceinline__ void softmax_update(float (&s)[2][4], float (&m)[2], float (&l)[2],
+                                               float (&o)[NB][4], uint32_t (&pa)[4], float sc,
+                                               int64_t key0, int64_t valid)
+{
+#pragma unroll
+    for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s[nb][i] = key0 + nb * 8 + (i & 1) < valid ? s[nb][i] * sc : -INFINITY;
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        float mx = ptx::max_nan(ptx::max_nan(s[0][2 * rr], s[0][2 * rr + 1]),
+                                ptx::max_nan(s[1][2 * rr], s[1][2 * rr + 1]));
+        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mn = ptx::max_nan(m[rr], mx);
+        float alpha = 1.f;
+        if (attn_state_empty_f32(mn)) {
+#pragma unroll
+            for (int nb = 0; nb < 2; nb++)
+                s[nb][2 * rr] = s[nb][2 * rr + 1] = 0.f;
+        } else {
+            alpha = exp2f(m[rr] - mn);
+#pragma unroll
+            for (int nb = 0; nb < 2; nb++) {
+                s[nb][2 * rr] = exp2f(s[nb][2 * rr] - mn);
+                s[nb][2 * rr + 1] = exp2f(s[nb][2 * rr + 1] - mn);
+            }
+        }
+        l[rr] = l[rr] * alpha + s[0][2 * rr] + s[0][2 * rr + 1] + s[1][2 * rr] + s[1][2 * rr + 1];
+        m[rr] = mn;
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            o[nb][2 * rr] *= alpha;
+            o[nb][2 * rr + 1] *= alpha;
+        }
+    }
+    pa[0] = ptx::pack2<KV>(s[0][0], s[0][1]);
+    pa[1] = ptx::pack2<KV>(s[0][2], s[0][3]);
+    pa[2] = ptx::pack2<KV>(s[1][0], s[1][1]);
+    pa[3] = ptx::pack2<KV>(s[1][2], s[1][3]);
+}
+
+/* PV: O += P V over this warp's 16 V rows of stage vt. */
+template <int D, typename KV>
+__device__ __forceinline__ void pv_tile(float (&o)[cfg<D>::NB][4], const uint32_t (&pa)[4],
+                                        const uint4 *vt, int lane, int vrow)
+{
+    using C = cfg<D>;
+#pragma unroll
+    for (int d0 = 0; d0 < D / 16; d0 += kKGroup) {
+        uint32_t b[kKGroup][4];
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++)
+            ptx::ldmatrix_x4_trans(b[j],
+                                   vt + ptx::swizzle<C::CH>(vrow, (d0 + j) * 2 + (lane >> 4)));
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++) {
+            ptx::mma_m16n8k16<KV>(o[2 * (d0 + j)], pa, b[j][0], b[j][1]);
+            ptx::mma_m16n8k16<KV>(o[2 * (d0 + j) + 1], pa, b[j][2], b[j][3]);
+        }
+    }
+}
+
+/* Epilogue: per-warp states -> shared memory, then a fixed-order merge of
+ * the four warps with the state.h algebra, and the write-out of this
+ * thread's EPT lanes of one head (state_io).  Every thread calls it after
+ * the pipeline has drained. */
+template <int D>
+__device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const cta_work &w,
+                                         int h0, float (&o)[cfg<D>::NB][4], float (&m)[2],
+                                         float (&l)[2], float *red)
+{
+    constexpr int NB = cfg<D>::NB;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    float *red_o = red;                /* [4][16][D] */
+    float *red_m = red_o + 4 * 16 * D; /* [4][16] */
     float *red_l = red_m + 64;
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
@@ -767,13 +716,14 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
         const int row = (lane >> 2) + rr * 8;
 #pragma unroll
         for (int nb = 0; nb < NB; nb++) {
-            float2 w = make_float2(o[nb][2 * rr], o[nb][2 * rr + 1]);
+            float2 v = make_float2(o[nb][2 * rr], o[nb][2 * rr + 1]);
             *reinterpret_cast<float2 *>(red_o + (warp * 16 + row) * D + nb * 8 + (lane & 3) * 2) =
-                w;
+                v;
         }
         if ((lane & 3) == 0) {
-            red_m[warp * 16 + row] = m[rr] > -INFINITY ? m[rr] * kLn2 : -INFINITY;
-            red_l[warp * 16 + row] = m[rr] > -INFINITY ? l[rr] : 0.f;
+            const bool empty = attn_state_empty_f32(m[rr]);
+            red_m[warp * 16 + row] = empty ? -INFINITY : m[rr] * kLn2; /* natural frame */
+            red_l[warp * 16 + row] = empty ? 0.f : l[rr];
         }
     }
     __syncthreads();
@@ -781,70 +731,38 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
     constexpr int EPT = D / 8; /* lanes of one row per thread */
     const int row = tid >> 3, seg = tid & 7;
     const int hl = h0 + row;
-    if (hl < g) {
-        const int hq = hkv * g + hl;
-        float u[EPT];
-        attn_mlu_f32 stt;
-        stt.m = red_m[row];
-        stt.l = red_l[row];
-        stt.valid = stt.l > 0.f;
+    if (hl >= w.g)
+        return;
+    float u[EPT];
+    attn_mlu_f32 st = state_io::from_ml(red_m[row], red_l[row]);
 #pragma unroll
-        for (int i = 0; i < EPT; i++)
-            u[i] = red_o[row * D + seg * EPT + i];
-        for (int w = 1; w < 4; w++) {
-            attn_mlu_f32 ot;
-            ot.m = red_m[w * 16 + row];
-            ot.l = red_l[w * 16 + row];
-            ot.valid = ot.l > 0.f;
-            attn_mlu_merge_f32(&stt, u, &ot, red_o + (w * 16 + row) * D + seg * EPT, EPT);
-        }
-        if (rq.num_slots == 1) {
-            float ov[EPT], lse;
-            attn_mlu_finalize_f32(&stt, u, EPT, ov, &lse);
-            const size_t ooff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + seg * EPT;
-#pragma unroll
-            for (int i = 0; i < EPT; i++)
-                attn_store_f32(p.o, p.q_dtype, ooff + i, ov[i]);
-            if (p.lse && seg == 0)
-                p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
-        } else {
-            const size_t sidx = (size_t)it.slot * p.num_qo_heads + hq;
-            float *pv = p.part_vec + sidx * D + seg * EPT;
-            if (p.abi == ATTN_ABI_MLU) {
-#pragma unroll
-                for (int i = 0; i < EPT; i++)
-                    pv[i] = stt.valid ? u[i] : 0.f;
-                if (seg == 0) {
-                    p.part_m[sidx] = stt.valid ? stt.m : -INFINITY;
-                    p.part_l[sidx] = stt.valid ? stt.l : 0.f;
-                }
-            } else {
-                attn_lseo_f32 lo;
-                float ov[EPT];
-                attn_mlu_to_lseo_f32(&stt, u, EPT, &lo, ov);
-#pragma unroll
-                for (int i = 0; i < EPT; i++)
-                    pv[i] = ov[i];
-                if (seg == 0)
-                    p.part_m[sidx] = lo.lse;
-            }
-        }
+    for (int i = 0; i < EPT; i++)
+        u[i] = red_o[row * D + seg * EPT + i];
+    for (int wi = 1; wi < 4; wi++) {
+        const attn_mlu_f32 ot = state_io::from_ml(red_m[wi * 16 + row], red_l[wi * 16 + row]);
+        attn_mlu_merge_f32(&st, u, &ot, red_o + (wi * 16 + row) * D + seg * EPT, EPT);
     }
-    if (rq.num_slots == 1 || !p.merge_counters)
-        return; /* direct path, or the reducer kernel folds the slots */
+    state_io::write<D, EPT>(sink_of(p), w.rq.num_slots == 1, w.rq.qrow, w.it.slot, w.hkv * w.g + hl,
+                            seg * EPT, st, u, seg == 0);
+}
 
-    /* Fused reducer: the last of the request's num_slots CTAs for this
-     * (K/V head, head chunk) folds the slots.  Which CTA is last varies;
-     * the fold does not: merge_fold reads the slots in slot order, so the
-     * result is bit-identical to the reducer kernel's. */
+/* Fused reducer: the last of the request's num_slots CTAs for this (K/V
+ * head, head chunk) folds the slots.  Which CTA is last varies; the fold
+ * does not: merge_fold reads the slots in slot order, so the result is
+ * bit-identical to the reducer kernel's. */
+template <int D>
+__device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, const cta_work &w,
+                                           int h0)
+{
     __shared__ int s_last;
+    const int tid = threadIdx.x;
     __threadfence(); /* this CTA's slot is visible device-wide before it counts */
     __syncthreads();
     if (tid == 0) {
         int *cnt =
-            p.merge_counters + ((size_t)it.req * p.num_kv_heads + hkv) * gridDim.z + blockIdx.z;
+            p.merge_counters + ((size_t)w.it.req * p.num_kv_heads + w.hkv) * gridDim.z + blockIdx.z;
         const int prev = atomicAdd(cnt, 1);
-        s_last = prev == rq.num_slots - 1;
+        s_last = prev == w.rq.num_slots - 1;
         if (s_last)
             *cnt = 0; /* every slot has arrived: ready for the next launch */
     }
@@ -852,16 +770,94 @@ __global__ void __launch_bounds__(kTcThreads) attn_decode_producer_tc(attn_cuda_
     if (!s_last)
         return;
     __threadfence();
-    const int heads = min(16, g - h0);
+    const int heads = min(16, w.g - h0);
     constexpr int UPH = D / kMergeLanes; /* fold units per head */
-    for (int u = tid; u < heads * UPH; u += kTcThreads)
-        merge_fold<D>(p, rq, hkv * g + h0 + u / UPH, (u % UPH) * kMergeLanes);
+    for (int u = tid; u < heads * UPH; u += kThreads)
+        merge_fold<D>(p, w.rq, w.hkv * w.g + h0 + u / UPH, (u % UPH) * kMergeLanes);
+}
+
+} // namespace tc
+
+/* The tensor-core producer (default).  PRE: page-table row prefetch
+ * (attn_cuda_decode_params.row_prefetch); QLO: q's dtype is not the cache
+ * dtype, so q enters as hi + lo halves.  Both are template parameters so
+ * the main loop carries no run-time flag. */
+template <int D, typename KV, bool PRE, bool QLO>
+__global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_params p)
+{
+    using C = tc::cfg<D>;
+    constexpr int CH = C::CH, ST = C::STAGES, TV = C::TILE_VECS;
+    extern __shared__ uint4 smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+
+    const cta_work w = cta_work_of(p);
+    if (!w.live)
+        return;
+    const int h0 = blockIdx.z * 16; /* first group head of this chunk */
+
+    tc::warp_pipe<D, KV, PRE> pipe;
+    pipe.ks = smem;
+    pipe.vs = smem + ST * TV;
+    uint4 *qh = smem + 2 * ST * TV;
+    uint4 *ql = qh + 16 * CH;
+    pipe.rowoff = reinterpret_cast<int64_t *>(ql + 16 * CH);
+    pipe.kbase = static_cast<const KV *>(p.k) + (int64_t)w.hkv * p.head_stride;
+    pipe.vbase = static_cast<const KV *>(p.v) + (int64_t)w.hkv * p.head_stride;
+    pipe.walk = walk_of(w);
+    pipe.pt = table_of(p, w);
+    pipe.lane = lane;
+    pipe.wrow0 = warp * 16;
+    const int ntiles = (int)((pipe.walk.n + tc::kKeys - 1) / tc::kKeys);
+    pipe.prologue(ntiles);
+
+    tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
+    __syncthreads(); /* Q is read by every warp; the only barrier before the epilogue */
+
+    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
+    const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
+    const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    uint32_t qa[C::QREG ? C::KS : 1][4];
+    if (C::QREG) {
+#pragma unroll
+        for (int kk = 0; kk < (C::QREG ? C::KS : 0); kk++)
+            ptx::ldmatrix_x4(qa[kk], qh + ptx::swizzle<CH>(qrow, kk * 2 + (lane >> 4)));
+    }
+
+    float o[C::NB][4];
+#pragma unroll
+    for (int nb = 0; nb < C::NB; nb++)
+        o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const float sc = p.sm_scale * kLog2e;
+
+    int st = 0, sn = ST - 1; /* stages of tile t and of tile t + ST - 1 */
+    for (int t = 0; t < ntiles; t++) {
+        pipe.acquire(t, sn, ntiles);
+        const uint4 *kt = pipe.ks + st * TV;
+        const uint4 *vt = pipe.vs + st * TV;
+        float s[2][4];
+        uint32_t pa[4];
+        tc::qk_tile<D, KV, QLO>(s, qa, qh, ql, kt, lane, qrow, krow);
+        tc::softmax_update<C::NB, KV>(
+            s, m, l, o, pa, sc, (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2, pipe.walk.n);
+        tc::pv_tile<D, KV>(o, pa, vt, lane, vrow);
+        pipe.release(t, st, ntiles);
+        st = st + 1 == ST ? 0 : st + 1;
+        sn = sn + 1 == ST ? 0 : sn + 1;
+    }
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+
+    tc::epilogue<D>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
+    if (w.rq.num_slots == 1 || !p.merge_counters)
+        return; /* direct path, or the reducer kernel folds the slots */
+    tc::fused_fold<D>(p, w, h0);
 }
 
 /* Reducer: one CTA per (request, 4 query heads); each thread folds 4 lanes
  * of one head (merge_fold).  Launched only when the producer does not fold
- * (CUDA-core producer, or no merge counters). */
-template <int D> __global__ void attn_decode_merge(attn_cuda_decode_params p)
+ * (CUDA-core producer, or the fused reducer off). */
+template <int D> __global__ void merge(attn_cuda_decode_params p)
 {
     const int b = blockIdx.x;
     if (b >= p.counts->num_requests)
@@ -876,57 +872,72 @@ template <int D> __global__ void attn_decode_merge(attn_cuda_decode_params p)
 }
 
 /* Append (seed 0x08H): swap one new row per (row, kv head) into its page
- * slot, keeping the old bytes so a failed or uncommitted run restores them. */
-__global__ void attn_append_rows(uint4 *k, uint4 *v, const int64_t *row_off, int num_kv_heads,
-                                 int vecs, int elems_per_vec, int64_t head_stride_vecs,
-                                 const uint4 *nk, const uint4 *nv, uint4 *sk, uint4 *sv,
-                                 int restore)
+ * slot, keeping the old bytes so a failed or uncommitted run restores them.
+ * One thread per 16-byte vector of the row. */
+__global__ void append_rows(attn_cuda_append_params p)
 {
     const int r = blockIdx.x, h = blockIdx.y, c = threadIdx.x;
+    const int es = (int)attn_dtype_size(p.kv_dtype);
+    const int vecs = (int)(p.head_dim * es / 16), elems_per_vec = 16 / es;
     if (c >= vecs)
         return;
-    const int64_t dst = row_off[r] / elems_per_vec + h * head_stride_vecs + c;
-    const int64_t src = ((int64_t)r * num_kv_heads + h) * vecs + c;
-    if (restore) {
+    uint4 *k = static_cast<uint4 *>(p.k), *v = static_cast<uint4 *>(p.v);
+    const int64_t dst = p.row_off[r] / elems_per_vec + h * (p.head_stride / elems_per_vec) + c;
+    const int64_t src = ((int64_t)r * p.num_kv_heads + h) * vecs + c;
+    uint4 *sk = static_cast<uint4 *>(p.save_k), *sv = static_cast<uint4 *>(p.save_v);
+    if (p.restore) {
         k[dst] = sk[src];
         v[dst] = sv[src];
     } else {
         sk[src] = k[dst];
         sv[src] = v[dst];
-        k[dst] = nk[src];
-        v[dst] = nv[src];
+        k[dst] = static_cast<const uint4 *>(p.new_k)[src];
+        v[dst] = static_cast<const uint4 *>(p.new_v)[src];
     }
 }
 
-typedef void (*producer_fn)(attn_cuda_decode_params);
-typedef void (*merge_fn)(attn_cuda_decode_params);
+/* ==== host side: the kernel table and the launch glue ==================== */
+
+typedef void (*kernel_fn)(attn_cuda_decode_params);
 
 struct producer_entry {
     uint32_t d;
     attn_dtype kv;
-    bool tc;
-    producer_fn fn;
-    const char *symbol;
+    bool tc, pre, qlo; /* tensor cores; row prefetch and q hi+lo (tc only) */
+    kernel_fn fn;
+    const char *symbol; /* the demangled name, without return type and parameters */
     uint32_t tc_smem;
 };
 
-#define ATTN__PRODUCERS(D, T, NAME)                                                                \
-    {D, ATTN_##NAME, false, attn_decode_producer<D, T>, "attn_decode_producer<" #D "," #NAME ">",  \
-     0},                                                                                           \
-        {D,                                                                                        \
-         ATTN_##NAME,                                                                              \
-         true,                                                                                     \
-         attn_decode_producer_tc<D, T>,                                                            \
-         "attn_decode_producer_tc<" #D "," #NAME ">",                                              \
-         (uint32_t)tc_cfg<D>::SMEM},
+/* One table row per kernel: the dispatch key, the kernel, the symbol a
+ * tracer demangles it to, and the tensor-core producer's shared memory. */
+// clang-format off
+#define ATTN__TC(D, T, PRE, QLO)                                                                   \
+    {D, dtype_of<T>::value, true, PRE, QLO, producer_tc<D, T, PRE, QLO>,                           \
+     "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ">", (uint32_t)tc::cfg<D>::SMEM}
+#define ATTN__SIMT(D, T)                                                                           \
+    {D, dtype_of<T>::value, false, false, false, producer_simt<D, T>,                              \
+     "attn::decode::producer_simt<" #D ", " #T ">", 0}
+#define ATTN__PRODUCERS(D, T)                                                                      \
+    ATTN__SIMT(D, T), ATTN__TC(D, T, false, false), ATTN__TC(D, T, false, true),                   \
+    ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true)
 
-/* The only instantiations: head dims 64/128/256 x {bf16, fp16} x {tensor
- * core, CUDA core}; page size, layout, group size, q dtype and ABI are
- * run-time parameters. */
+/* The only instantiations: head dims 64/128/256 x {bf16, fp16} x {CUDA
+ * core, tensor core x row prefetch x q hi+lo}; page size, layout, group
+ * size, q dtype and ABI are run-time parameters (q's dtype only decides
+ * whether the hi + lo split runs). */
 const producer_entry kProducers[] = {
-    ATTN__PRODUCERS(64, __nv_bfloat16, BF16) ATTN__PRODUCERS(128, __nv_bfloat16, BF16)
-        ATTN__PRODUCERS(256, __nv_bfloat16, BF16) ATTN__PRODUCERS(64, __half, FP16)
-            ATTN__PRODUCERS(128, __half, FP16) ATTN__PRODUCERS(256, __half, FP16)};
+    ATTN__PRODUCERS(64, __nv_bfloat16),
+    ATTN__PRODUCERS(128, __nv_bfloat16),
+    ATTN__PRODUCERS(256, __nv_bfloat16),
+    ATTN__PRODUCERS(64, __half),
+    ATTN__PRODUCERS(128, __half),
+    ATTN__PRODUCERS(256, __half),
+};
+#undef ATTN__PRODUCERS
+#undef ATTN__SIMT
+#undef ATTN__TC
+// clang-format on
 
 constexpr int kNumProducers = sizeof(kProducers) / sizeof(kProducers[0]);
 
@@ -945,26 +956,34 @@ int raise_smem_once(const producer_entry *e, uint32_t bytes)
     return 0;
 }
 
-const producer_entry *find_producer(uint32_t d, attn_dtype kv, bool simt)
+/* The producer for head dim d, cache dtype kv; for the tensor-core one,
+ * the row-prefetch and q hi+lo variants. */
+const producer_entry *find_producer(uint32_t d, attn_dtype kv, bool simt, bool pre, bool qlo)
 {
     for (const producer_entry &e : kProducers)
-        if (e.d == d && e.kv == kv && e.tc == !simt)
+        if (e.d == d && e.kv == kv && e.tc == !simt && (simt || (e.pre == pre && e.qlo == qlo)))
             return &e;
     return nullptr;
 }
 
-merge_fn find_merge(uint32_t d, const char **sym)
+const producer_entry *find_producer(const attn_cuda_decode_params *p)
+{
+    return find_producer(p->head_dim, p->kv_dtype, p->simt != 0, p->row_prefetch != 0,
+                         p->q_dtype != p->kv_dtype);
+}
+
+kernel_fn find_merge(uint32_t d, const char **sym)
 {
     switch (d) {
     case 64:
-        *sym = "attn_decode_merge<64>";
-        return attn_decode_merge<64>;
+        *sym = "attn::decode::merge<64>";
+        return merge<64>;
     case 128:
-        *sym = "attn_decode_merge<128>";
-        return attn_decode_merge<128>;
+        *sym = "attn::decode::merge<128>";
+        return merge<128>;
     case 256:
-        *sym = "attn_decode_merge<256>";
-        return attn_decode_merge<256>;
+        *sym = "attn::decode::merge<256>";
+        return merge<256>;
     }
     return nullptr;
 }
@@ -973,7 +992,7 @@ merge_fn find_merge(uint32_t d, const char **sym)
 void producer_shape(const producer_entry *e, uint32_t group, attn_cuda_launch_shape *s)
 {
     if (e->tc) {
-        s->bdx = kTcThreads;
+        s->bdx = tc::kThreads;
         s->bdy = s->bdz = 1;
         s->head_chunks = (group + 15) / 16; /* 16 heads are the M of one mma */
         s->smem_bytes = e->tc_smem;
@@ -982,71 +1001,46 @@ void producer_shape(const producer_entry *e, uint32_t group, attn_cuda_launch_sh
     attn_cuda_decode_shape(e->d, group, s);
 }
 
-} // namespace
+/* The tensor-core producer folds split requests itself (last CTA per
+ * request / K/V head / head chunk) when the caller asks (fused_merge) and
+ * gave merge counters.  Only where one round of 128 threads folds every
+ * lane of the chunk's heads (g <= 4 at d = 128): more rounds serialize L2
+ * round trips in the last CTA, and the reducer kernel is faster (group 16:
+ * measured). */
+bool fused_merge(const attn_cuda_decode_params *p)
+{
+    if (!p->fused_merge || p->merge_counters == nullptr || p->simt || p->num_kv_heads == 0)
+        return false;
+    const uint32_t g = p->num_qo_heads / p->num_kv_heads, heads = g < 16 ? g : 16;
+    return heads * (p->head_dim / kMergeLanes) <= (uint32_t)tc::kThreads;
+}
+
+} // namespace decode
+} // namespace attn
+
+using namespace attn::decode;
 
 extern "C" void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_cuda_launch_shape *s)
 {
-    const uint32_t bdx = head_dim / kVec;
+    const uint32_t bdx = head_dim / simt::kVec;
     uint32_t bdy = group;
-    if (bdx * bdy > (uint32_t)kMaxThreads)
-        bdy = kMaxThreads / bdx; /* more heads than one CTA holds: head chunks */
+    if (bdx * bdy > (uint32_t)simt::kMaxThreads)
+        bdy = simt::kMaxThreads / bdx; /* more heads than one CTA holds: head chunks */
     uint32_t bdz = 1;
-    while (bdx * bdy * bdz < (uint32_t)kMinThreads)
+    while (bdx * bdy * bdz < (uint32_t)simt::kMinThreads)
         bdz++;
     s->bdx = bdx;
     s->bdy = bdy;
     s->bdz = bdz;
     s->head_chunks = (group + bdy - 1) / bdy;
-    uint32_t pipe = 2u * kStages * kTileBytes;
+    uint32_t pipe = 2u * simt::kStages * simt::kTileBytes;
     uint32_t red = (bdz * bdy * (head_dim + 2)) * 4u;
     s->smem_bytes = pipe > red ? pipe : red;
 }
 
-static int g_force_simt = -1;
-
-static bool use_simt(const attn_cuda_decode_params *p)
-{
-    if (g_force_simt < 0) {
-        const char *e = getenv("ATTN_CUDA_SIMT");
-        g_force_simt = e && *e == '1';
-    }
-    return p->simt || g_force_simt == 1;
-}
-
-static int g_fused_merge = -1; /* -1 = not read yet */
-
-/* The tensor-core producer folds split requests itself (last CTA per
- * request / K/V head / head chunk) when the caller gave merge counters and
- * the fused reducer is on (ATTN_CUDA_FUSED_MERGE=1 or
- * attn_cuda_decode_set_fused_merge(1)).  Off by default: it measured within
- * 0.5% of the reducer kernel (geomean over the benchmark shapes, H200), and
- * a separate reducer launch keeps the merge observable as its own kernel in
- * a trace (seed 0x0BF). */
-static bool fused_merge(const attn_cuda_decode_params *p)
-{
-    if (g_fused_merge < 0) {
-        const char *e = getenv("ATTN_CUDA_FUSED_MERGE");
-        g_fused_merge = e && *e == '1' ? 1 : 0;
-    }
-    if (g_fused_merge != 1 || p->merge_counters == nullptr || use_simt(p) || p->num_kv_heads == 0)
-        return false;
-    /* only where one round of 128 threads folds every lane of the chunk's
-     * heads (g <= 4 at d = 128): more rounds serialize L2 round trips in
-     * the last CTA, and the reducer kernel is faster (group 16: measured) */
-    const uint32_t g = p->num_qo_heads / p->num_kv_heads, heads = g < 16 ? g : 16;
-    return heads * (p->head_dim / kMergeLanes) <= (uint32_t)kTcThreads;
-}
-
-extern "C" void attn_cuda_decode_set_fused_merge(int on)
-{
-    g_fused_merge = on ? 1 : 0;
-}
-
 extern "C" int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group)
 {
-    attn_cuda_decode_params p;
-    memset(&p, 0, sizeof p);
-    const producer_entry *e = find_producer(head_dim, kv_dtype, use_simt(&p));
+    const producer_entry *e = find_producer(head_dim, kv_dtype, false, true, false);
     if (!e || group == 0)
         return 0;
     attn_cuda_launch_shape sh;
@@ -1063,9 +1057,7 @@ extern "C" int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype
 extern "C" uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype,
                                                  uint32_t group)
 {
-    attn_cuda_decode_params p;
-    memset(&p, 0, sizeof p);
-    const producer_entry *e = find_producer(head_dim, kv_dtype, use_simt(&p));
+    const producer_entry *e = find_producer(head_dim, kv_dtype, false, true, false);
     if (!e)
         return 1;
     attn_cuda_launch_shape sh;
@@ -1076,7 +1068,7 @@ extern "C" uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype k
 extern "C" int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const char **producer,
                                         const char **reducer)
 {
-    const producer_entry *e = find_producer(p->head_dim, p->kv_dtype, use_simt(p));
+    const producer_entry *e = find_producer(p);
     const char *ms = nullptr;
     find_merge(p->head_dim, &ms);
     *producer = e ? e->symbol : nullptr;
@@ -1087,9 +1079,9 @@ extern "C" int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const 
 extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *stream)
 {
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    const producer_entry *e = find_producer(p->head_dim, p->kv_dtype, use_simt(p));
+    const producer_entry *e = find_producer(p);
     const char *ms = nullptr;
-    merge_fn mf = find_merge(p->head_dim, &ms);
+    kernel_fn mf = find_merge(p->head_dim, &ms);
     if (!e || !mf)
         return ATTN_E_SHAPE;
     if (p->num_kv_heads == 0 || p->num_qo_heads % p->num_kv_heads)
@@ -1098,6 +1090,7 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
     producer_shape(e, p->num_qo_heads / p->num_kv_heads, &sh);
     if (raise_smem_once(e, sh.smem_bytes) != 0)
         return ATTN_E_CUDA;
+    const bool fused = fused_merge(p);
     if (p->item_capacity > 0) {
         if (p->heads_fast && p->item_capacity > 65535u)
             return ATTN_E_CAPACITY; /* grid.y limit */
@@ -1105,13 +1098,13 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
                                   : dim3(p->item_capacity, p->num_kv_heads, sh.head_chunks);
         dim3 block(sh.bdx, sh.bdy, sh.bdz);
         attn_cuda_decode_params pp = *p;
-        if (!fused_merge(p))
+        if (!fused)
             pp.merge_counters = nullptr; /* the producer then never counts nor folds */
         e->fn<<<grid, block, sh.smem_bytes, st>>>(pp);
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;
     }
-    if ((p->any_split || p->force_merge) && p->request_capacity > 0 && !fused_merge(p)) {
+    if ((p->any_split || p->force_merge) && p->request_capacity > 0 && !fused) {
         dim3 grid(p->request_capacity, (p->num_qo_heads + kMergeHeads - 1) / kMergeHeads);
         dim3 block(p->head_dim / kMergeLanes, kMergeHeads);
         attn_cuda_decode_params pp = *p;
@@ -1123,23 +1116,20 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
     return 0;
 }
 
-extern "C" int attn_cuda_append_launch(void *k, void *v, const int64_t *row_off, uint32_t rows,
-                                       uint32_t num_kv_heads, uint32_t head_dim,
-                                       int64_t head_stride, attn_dtype kv_dtype, const void *new_k,
-                                       const void *new_v, void *save_k, void *save_v, int restore,
-                                       void *stream)
+extern "C" const char *attn_cuda_append_symbol(void)
 {
-    const size_t es = attn_dtype_size(kv_dtype);
-    if (es == 0 || (head_dim * es) % 16 || (head_stride * (int64_t)es) % 16)
+    return "attn::decode::append_rows";
+}
+
+extern "C" int attn_cuda_append_launch(const attn_cuda_append_params *p, void *stream)
+{
+    const size_t es = attn_dtype_size(p->kv_dtype);
+    if (es == 0 || (p->head_dim * es) % 16 || (p->head_stride * (int64_t)es) % 16)
         return ATTN_E_SHAPE;
-    if (rows == 0)
+    if (p->rows == 0)
         return 0;
-    const int vecs = (int)(head_dim * es / 16);
-    dim3 grid(rows, num_kv_heads);
-    attn_append_rows<<<grid, vecs, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<uint4 *>(k), static_cast<uint4 *>(v), row_off, (int)num_kv_heads, vecs,
-        (int)(16 / es), head_stride * (int64_t)es / 16, static_cast<const uint4 *>(new_k),
-        static_cast<const uint4 *>(new_v), static_cast<uint4 *>(save_k),
-        static_cast<uint4 *>(save_v), restore);
+    const int vecs = (int)(p->head_dim * es / 16);
+    dim3 grid(p->rows, p->num_kv_heads);
+    append_rows<<<grid, vecs, 0, static_cast<cudaStream_t>(stream)>>>(*p);
     return cudaGetLastError() == cudaSuccess ? 0 : ATTN_E_CUDA;
 }

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "attn/types.h"
-#include "planner/plan.h"
+#include "kernels/common/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,11 +64,14 @@ typedef struct attn_cuda_decode_params {
     int any_split;    /* some request has more than one slot */
     int heads_fast;   /* grid (H_kv, items, chunks) instead of (items, H_kv, chunks) */
     int row_prefetch; /* tensor-core producer: walk the page table ST tiles ahead */
-    int simt;         /* run the CUDA-core producer instead of the tensor-core one
-                       * (also forced by the environment ATTN_CUDA_SIMT=1) */
-    /* Fused reducer: [request_capacity * H_kv * head_chunks] int32 counters,
-     * zero before the first launch (the kernel leaves them zero again), or
-     * NULL for the separate reducer kernel. */
+    int simt;         /* run the CUDA-core producer instead of the tensor-core one */
+    /* Fused reducer: the tensor-core producer's last CTA of each split
+     * (request, K/V head, head chunk) folds the slots in slot order and no
+     * reducer is launched (where one round of 128 threads folds the chunk's
+     * heads; elsewhere the reducer kernel runs anyway).  Needs merge_counters. */
+    int fused_merge;
+    /* [request_capacity * H_kv * head_chunks] int32 counters, zero before
+     * the first launch (the kernel leaves them zero again), or NULL. */
     int32_t *merge_counters;
 } attn_cuda_decode_params;
 
@@ -86,11 +89,6 @@ void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_cuda_launch_
  * shape (0 when the configuration has no kernel). */
 int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);
 
-/* Fused reducer on (default) or off, process-wide: with merge counters,
- * the tensor-core producer's last CTA of each split (request, K/V head,
- * head chunk) folds the slots in slot order and no reducer is launched. */
-void attn_cuda_decode_set_fused_merge(int on);
-
 /* CTAs that share one (item, kv head): query-head chunks of the producer. */
 uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);
 
@@ -103,14 +101,28 @@ int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *stream);
 int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const char **producer,
                              const char **reducer);
 
-/* Append: for row r and kv head h, swap the pool row at element offset
- * row_off[r] + h * head_stride with new_k/new_v (saving the old bytes into
- * save_k/save_v), or, with restore != 0, put the saved bytes back.  Rows
- * are [rows, H_kv, d] in kv_dtype. */
-int attn_cuda_append_launch(void *k, void *v, const int64_t *row_off, uint32_t rows,
-                            uint32_t num_kv_heads, uint32_t head_dim, int64_t head_stride,
-                            attn_dtype kv_dtype, const void *new_k, const void *new_v, void *save_k,
-                            void *save_v, int restore, void *stream);
+/* One append (or restore) launch: for row r and kv head h, swap the pool
+ * row at element offset row_off[r] + h * head_stride with new_k/new_v
+ * (saving the old bytes into save_k/save_v), or, with restore != 0, put
+ * the saved bytes back.  Rows of new_* and save_* are [rows, H_kv, d] in
+ * kv_dtype; every pointer is a device pointer. */
+typedef struct attn_cuda_append_params {
+    void *k, *v;            /* the layer's K and V stores */
+    const int64_t *row_off; /* [rows]: element offset of each new row at kv head 0 */
+    uint32_t rows, num_kv_heads, head_dim;
+    int64_t head_stride;       /* elements between kv heads of one row */
+    attn_dtype kv_dtype;       /* 2-byte dtypes only: a row is whole 16-byte vectors */
+    const void *new_k, *new_v; /* the new rows (unused with restore) */
+    void *save_k, *save_v;     /* the old rows, written by the swap, read by restore */
+    int restore;
+} attn_cuda_append_params;
+
+/* Launch one append or restore on `stream` (a cudaStream_t).  Returns 0,
+ * or ATTN_E_SHAPE when a row is not whole 16-byte vectors, or ATTN_E_CUDA. */
+int attn_cuda_append_launch(const attn_cuda_append_params *p, void *stream);
+
+/* The symbol of the append kernel, for the dispatch diagnostic ("declared"). */
+const char *attn_cuda_append_symbol(void);
 
 #ifdef __cplusplus
 }

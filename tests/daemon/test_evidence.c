@@ -202,9 +202,14 @@ static void test_cpu_only_evidence(void **state)
     (void)state;
     attn_registry reg;
     attn_error_detail err;
+    attn_engine *cpu = NULL;
     attn_registry_init(&reg);
-    assert_int_equal(attn_registry_add(&reg, attn_cpu_backend(), &err), 0);
-    assert_int_equal(attn_registry_add(&reg, attn_cuda_backend(), &err), 0);
+    assert_int_equal(attn_engine_create(attn_cpu_engine_ops(), NULL, &cpu, &err), 0);
+    assert_int_equal(attn_registry_add(&reg, cpu, &err), 0);
+    /* no device here: the daemon declares the CUDA engine with its reason */
+    assert_int_equal(attn_registry_declare(&reg, "cuda_decode", ATTN_PLATFORM_CUDA,
+                                           1u << ATTN_PHASE_DECODE, 10, "no CUDA device", &err),
+                     0);
     attn_rb rb;
     attn_rb_spec spec = {0};
     spec.kv_dtype = spec.q_dtype = ATTN_FP16;
@@ -220,28 +225,30 @@ static void test_cpu_only_evidence(void **state)
     assert_int_equal(attn_registry_select(&reg, &forced, &rb.g, fs, &err), ATTN_E_BACKEND_REJECTED);
     free(fs);
 
-    const attn_backend *be = sel->backend;
-    attn_split_plan plan;
-    memset(&plan, 0, sizeof plan);
-    assert_int_equal(be->plan(be, &rb.m, &rb.g, &plan), 0);
+    attn_engine *be = sel->engine;
+    assert_ptr_equal(be, cpu);
+    attn_engine_plan *plan = NULL;
+    assert_int_equal(attn_engine_plan_new(be, &rb.m, &rb.g, &plan, &err), 0);
     void *kl[1] = {rb.k}, *vl[1] = {rb.v};
     attn_pool_view pv = {&rb.g, ATTN_PLATFORM_CPU, -1, kl, vl};
     void *o = calloc(rb.o_elems, 2);
     float *lse = calloc(rb.lse_elems, sizeof(float));
-    attn_exec_args args = {&rb.m, &plan, &pv, 0, rb.q, rb.k_new, rb.v_new, o, lse, true};
+    attn_run_io args = {&pv, 0, rb.q, rb.k_new, rb.v_new, o, lse, true};
     attn_exec_report rep;
-    assert_int_equal(be->run(be, &args, &rep), 0);
+    assert_int_equal(attn_engine_run(be, plan, &args, &rep, &err), 0);
 
-    attn_key_env env = {"cpu", 0, "cpu", "cpu"};
+    attn_key_env env = attn_engine_key_env(&plan->env);
+    assert_string_equal(env.device_type, "cpu");
+    assert_string_equal(env.workspace_device, "cpu");
     attn_key key;
     attn_key_init(&key);
     assert_int_equal(attn_call_key_build(&rb.m, &rb.g, &env, &key), 0);
     attn_diag *dg = calloc(1, sizeof *dg);
     assert_int_equal(attn_diag_init(dg, &key), 0);
     attn_diag_set_selection(dg, sel);
-    attn_diag_set_schedule(dg, &plan, rb.m.policy.schedule, rb.m.policy.state_abi);
+    attn_diag_set_schedule(dg, &plan->split, plan->schedule, rb.m.policy.state_abi);
     /* the host engine is its own observer of what it executed */
-    attn_diag_set_report(dg, &rep, attn_kernel_source_for(be, &rep, false));
+    attn_diag_set_report(dg, &rep, attn_kernel_source_for(be->ops->platform, &rep, false));
     const attn_artifact *art = attn_artifact_get();
     bool source = attn_artifact_source_identified(art);
     attn_diag_finish(dg, art->sha256, source);
@@ -275,7 +282,8 @@ static void test_cpu_only_evidence(void **state)
         assert_true(why[0] != '\0');
     free(dg);
     attn_key_fini(&key);
-    attn_split_plan_free(&plan);
+    attn_engine_plan_release(plan);
+    attn_engine_destroy(cpu);
     free(o);
     free(lse);
     free(sel);

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -27,6 +28,7 @@
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
+#include "attn/client.h"
 #include "engines/cpu/engine.h"
 #include "planner/registry.h"
 #include "protocol/codec.h"
@@ -535,20 +537,23 @@ static void test_plan_run_stale(void **state)
     attn_server_destroy(s);
 }
 
-/* A backend whose run fails: the reply names the failure and the pool is
+/* An engine whose run fails: the reply names the failure and the pool is
  * unchanged (the daemon commits nothing itself). */
-static int failing_run(const attn_backend *self, const attn_exec_args *a, attn_exec_report *rep)
+static int failing_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                       attn_exec_report *rep, attn_error_detail *err)
 {
     (void)self;
-    (void)a;
+    (void)p;
+    (void)io;
     (void)rep;
-    return ATTN_E_ENGINE;
+    return attn_error_set(err, ATTN_E_ENGINE, "layer", "the test double always fails");
 }
 
 static void test_engine_failure(void **state)
 {
     attn_server *s = new_server();
-    attn_backend fail = *attn_cpu_backend();
+    attn_engine_ops fail = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
     attn_error_detail e;
     attn_rb rb;
     attn_rb_spec spec;
@@ -560,7 +565,8 @@ static void test_engine_failure(void **state)
     fail.name = "failing_test_double";
     fail.priority = -1;
     fail.run = failing_run;
-    assert_int_equal(attn_registry_add(attn_server_registry(s), &fail, &e), 0);
+    assert_int_equal(attn_engine_create(&fail, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
     memset(&spec, 0, sizeof spec);
     assert_int_equal(attn_rb_make(&rb, &spec, 5), 0);
     load_batch(s, &rb, "f");
@@ -573,9 +579,84 @@ static void test_engine_failure(void **state)
     attn_rb_run_args(&rb, &req.run);
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_ENGINE);
     assert_non_null(strstr(rep.error.message, "unchanged"));
+    /* the engine's own detail crosses the boundary: its field and sentence */
+    assert_string_equal(rep.error.field, "layer");
+    assert_non_null(strstr(rep.error.message, "the test double always fails"));
     free(keep);
     assert_int_equal(attn_server_pool_checksum(s, "f", &sum1), 0);
     assert_true(sum0 == sum1);
+    attn_rb_free(&rb);
+    attn_server_destroy(s); /* frees the plans made by `inst` */
+    attn_engine_destroy(inst);
+}
+
+/* The diagnostic reports what the engine did (issue 8): the schedule that
+ * ran with the one asked and why, the engine's timing with its method and
+ * scope and the daemon's host window apart, the key environment and the
+ * ledger of the engine plan.  A mixed batch (prefill, append, decode). */
+static void test_diag_reports_engine_truth(void **state)
+{
+    static const struct {
+        attn_schedule_policy asked;
+        const char *ran, *requested, *why;
+    } cases[] = {
+        {ATTN_SCHED_UNIFIED, "unified", "unified", "as asked"},
+        {ATTN_SCHED_PARTITION, "partition", "partition", "as asked"},
+        {ATTN_SCHED_AUTO, "unified", "auto", "auto"},
+    };
+    attn_server *s = new_server();
+    int64_t T[3] = {0, 21, 9}, C[3] = {4, 3, 1};
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_error_detail e;
+    (void)state;
+    memset(&spec, 0, sizeof spec);
+    spec.num_requests = 3;
+    spec.max_cache_len = 21;
+    spec.max_new_len = 4;
+    assert_int_equal(attn_rb_make_lengths(&rb, &spec, T, C, 99), 0);
+    load_batch(s, &rb, "d");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        attn_request req;
+        attn_reply rep;
+        void *keep;
+        char *js = NULL;
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_ATTEND;
+        req.manifest = rb.m;
+        req.manifest.policy.schedule = cases[k].asked;
+        attn_rb_run_args(&rb, &req.run);
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        assert_int_equal(attn_reply_diag_json(&rep, &js, &e), 0);
+        json_t *d = json_loads(js, 0, NULL);
+        assert_non_null(d);
+        const json_t *sc = json_object_get(d, "schedule");
+        assert_string_equal(json_string_value(json_object_get(sc, "schedule")), cases[k].ran);
+        assert_string_equal(json_string_value(json_object_get(sc, "requested")),
+                            cases[k].requested);
+        assert_non_null(strstr(json_string_value(json_object_get(sc, "why")), cases[k].why));
+        /* the engine's own timing, then the daemon's window, each labelled */
+        assert_string_equal(json_string_value(json_object_get(d, "timing_method")), "host_clock");
+        assert_non_null(
+            strstr(json_string_value(json_object_get(d, "timing_scope")), "cpu engine"));
+        assert_string_equal(json_string_value(json_object_get(d, "host_timing_method")),
+                            "host_clock");
+        assert_true(json_is_number(json_object_get(d, "host_timing_us")));
+        assert_true(json_number_value(json_object_get(d, "host_timing_us")) >=
+                    json_number_value(json_object_get(d, "timing_us")));
+        /* key environment and ledger from the engine plan */
+        const json_t *ck = json_object_get(d, "call_key");
+        assert_string_equal(json_string_value(json_object_get(ck, "device_type")), "cpu");
+        assert_string_equal(json_string_value(json_object_get(ck, "workspace_device")), "cpu");
+        assert_int_equal(json_integer_value(json_object_get(ck, "compute_capability")), 0);
+        const json_t *wl = json_object_get(d, "workspace_ledger");
+        assert_int_equal(json_array_size(wl), 2);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(wl, 1), "field")),
+                            rb.m.policy.state_abi == ATTN_ABI_MLU ? "partial_u" : "partial_O");
+        json_decref(d);
+        free(js);
+        free(keep);
+    }
     attn_rb_free(&rb);
     attn_server_destroy(s);
 }
@@ -789,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_attend_matches_engine),
         cmocka_unit_test(test_plan_run_stale),
         cmocka_unit_test(test_engine_failure),
+        cmocka_unit_test(test_diag_reports_engine_truth),
         cmocka_unit_test(test_cheap_and_refuse),
         cmocka_unit_test(test_server_capture),
         cmocka_unit_test(test_notify),

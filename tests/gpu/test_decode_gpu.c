@@ -5,7 +5,7 @@
  * replays one): ragged lengths up to 131,072 keys, pages in random physical
  * order with unused pages, page tails and the append slots filled with NaN
  * (tests/lib/random_batch.c), device outputs and workspace poisoned with NaN
- * before every run.  Each is compared with the CPU engine (kernels/cpu,
+ * before every run.  Each is compared with the CPU engine (engines/cpu,
  * fp64 accumulation): relative L2 of O <= 1e-2, |LSE error| <= 1e-3, no NaN
  * anywhere.  Commit and no-commit runs are checked against the pool bytes.
  */
@@ -24,12 +24,36 @@
 #include "kernels/common/dtype.h"
 #include "engines/cpu/engine.h"
 #include "engines/cuda/cuda_engine.h"
+#include "planner/engine.h"
 #include "kernels/cuda/decode_launch.h"
 #include "planner/split.h"
 #include "tests/lib/random_batch.h"
 
 static uint64_t g_seed;
+static int g_quick; /* ATTN_GPU_QUICK=1: small sweep for compute-sanitizer */
 static double g_worst_rel, g_worst_lse;
+static attn_engine *g_cuda; /* the engine instance on cuda:0 every test runs on */
+
+/* The instance's tuning for the next plans (a plan keeps the tuning it was
+ * made with); poison on, so an element no kernel wrote shows as NaN. */
+/* The instance's tuning for the plans made next (a plan keeps the tuning
+ * it was made with); every run poisons its outputs and workspace. */
+static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge)
+{
+    attn_cuda_tuning t;
+    attn_cuda_tuning_defaults(&t);
+    t.simt = simt;
+    t.heads_fast = heads_fast;
+    t.row_prefetch = row_prefetch;
+    t.fused_merge = fused_merge;
+    t.poison = 1;
+    attn_cuda_engine_set_tuning(g_cuda, &t);
+}
+
+static void tune(int simt, int heads_fast, int row_prefetch)
+{
+    tune_all(simt, heads_fast, row_prefetch, 0);
+}
 
 typedef struct gpu_case {
     const char *name;
@@ -104,10 +128,9 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     /* one run in four on the CUDA-core producer; the grid order either way */
     const int simt = attn_rb_range(&s, 0, 3) == 0, heads_fast = (int)attn_rb_range(&s, 0, 1);
     const int prefetch = (int)attn_rb_range(&s, 0, 1);
-    attn_cuda_set_producer(simt, heads_fast, prefetch);
     /* split requests folded by the producer's last CTA (3 in 4) or the reducer kernel */
     const int fused = attn_rb_range(&s, 0, 3) != 0;
-    attn_cuda_decode_set_fused_merge(fused);
+    tune_all(simt, heads_fast, prefetch, fused);
 
     /* the device pool: the same bytes, NaN poison included */
     attn_pool_geometry g = rb.g;
@@ -124,12 +147,16 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     assert_int_equal(attn_cuda_pool_pages(&g, 0, dk, 0, all, g.num_pages, rb.k, 1, &err), 0);
     assert_int_equal(attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
 
-    attn_split_plan plan;
+    attn_engine_plan *ep = NULL;
     attn_cuda_plan_info info;
-    int rv = attn_cuda_plan(&rb.m, &g, ATTN_SPLIT_AUTO, &plan, &info, &err);
+    int rv = attn_engine_plan_new(g_cuda, &rb.m, &g, &ep, &err);
     if (rv)
         fprintf(stderr, "plan: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
     assert_int_equal(rv, 0);
+    assert_int_equal(attn_cuda_plan_info_get(ep, &info), 0);
+    const attn_split_plan plan = ep->split;
+    assert_string_equal(ep->env.device_type, "cuda");
+    assert_true(ep->env.compute_capability >= 70);
 
     attn_admission adm;
     attn_cuda_admit(&rb.m, &g, &adm);
@@ -143,21 +170,32 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     assert_true(o && o_ref && lse && lse_ref);
     void *kd[1] = {dk}, *vd[1] = {dv};
     attn_pool_view pv = {.geom = &g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = kd, .v = vd};
-    attn_exec_args a = {.m = &rb.m,
-                        .plan = &plan,
-                        .pool = &pv,
-                        .layer = 0,
-                        .q = rb.q,
-                        .k_new = rb.k_new,
-                        .v_new = rb.v_new,
-                        .o = o,
-                        .lse = lse,
-                        .commit = commit};
+    attn_run_io a = {.pool = &pv,
+                     .layer = 0,
+                     .q = rb.q,
+                     .k_new = rb.k_new,
+                     .v_new = rb.v_new,
+                     .o = o,
+                     .lse = lse,
+                     .commit = false};
     attn_exec_report rep;
-    attn_cuda_debug_poison(1);
-    rv = attn_cuda_backend()->run(attn_cuda_backend(), &a, &rep);
+    /* the plan's metadata was uploaded once: a second run of the same plan
+     * (the first one without commit, so the pool is as before) agrees bit
+     * for bit */
+    rv = attn_engine_run(g_cuda, ep, &a, &rep, &err);
+    if (rv)
+        fprintf(stderr, "run: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
     assert_int_equal(rv, 0);
+    void *o_first = malloc(rb.o_elems * qs);
+    assert_non_null(o_first);
+    memcpy(o_first, o, rb.o_elems * qs);
+    a.commit = commit;
+    rv = attn_engine_run(g_cuda, ep, &a, &rep, &err);
+    assert_int_equal(rv, 0);
+    assert_memory_equal(o_first, o, rb.o_elems * qs);
+    free(o_first);
     assert_true(rep.num_kernels >= 2);
+    assert_string_equal(rep.timing_method, "cuda_events");
 
     attn_cpu_call cc = {.m = &rb.m,
                         .g = &rb.g,
@@ -244,11 +282,11 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     free(lse);
     free(lse_ref);
     free(all);
-    attn_split_plan_free(&plan);
+    attn_engine_plan_release(ep);
     attn_cuda_pool_free(0, dk);
     attn_cuda_pool_free(0, dv);
     attn_rb_free(&rb);
-    attn_cuda_set_producer(0, 1, 1);
+    tune(0, 1, 1);
     free(T);
     free(C);
 }
@@ -279,8 +317,6 @@ static const gpu_case k_cases[] = {
     {"fixed-splits-window", 5, 1, 3000, 0, 16, 2, 64, 64, ATTN_FP16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_WINDOW, ATTN_SPLIT_FIXED, 7, false},
 };
-
-static int g_quick; /* ATTN_GPU_QUICK=1: small sweep for compute-sanitizer */
 
 static void test_random_sweep(void **state)
 {
@@ -371,45 +407,214 @@ static void test_seed_0x02G_known_answer(void **state)
                     attn_cuda_pool_pages(&g, 0, dk, 0, all, g.num_pages, rb.k, 1, &err), 0);
                 assert_int_equal(
                     attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
-                attn_split_plan plan;
-                assert_int_equal(attn_cuda_plan(&rb.m, &g, ATTN_SPLIT_AUTO, &plan, NULL, &err), 0);
-                assert_int_equal(plan.num_slots, 3);
+                /* two plans: the fused reducer (a plan keeps its tuning) and the reducer kernel */
+                tune_all(simt, layout, abi, 1);
+                attn_engine_plan *ep = NULL, *ep2 = NULL;
+                assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep, &err), 0);
+                assert_int_equal(ep->split.num_slots, 3);
+                tune_all(simt, layout, abi, 0);
+                assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep2, &err), 0);
                 float o[64], lse;
                 void *kd[1] = {dk}, *vd[1] = {dv};
-                attn_pool_view pv = {.geom = &g, .platform = ATTN_PLATFORM_CUDA, .k = kd, .v = vd};
-                attn_exec_args a = {.m = &rb.m,
-                                    .plan = &plan,
-                                    .pool = &pv,
-                                    .q = rb.q,
-                                    .k_new = rb.k_new,
-                                    .v_new = rb.v_new,
-                                    .o = o,
-                                    .lse = &lse};
-                attn_cuda_set_producer(simt, layout, abi);
-                attn_cuda_decode_set_fused_merge(1);
-                assert_int_equal(attn_cuda_backend()->run(attn_cuda_backend(), &a, NULL), 0);
+                attn_pool_view pv = {
+                    .geom = &g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = kd, .v = vd};
+                attn_run_io a = {.pool = &pv,
+                                 .q = rb.q,
+                                 .k_new = rb.k_new,
+                                 .v_new = rb.v_new,
+                                 .o = o,
+                                 .lse = &lse};
+                assert_int_equal(attn_engine_run(g_cuda, ep, &a, NULL, &err), 0);
                 /* the fused reducer (last CTA folds) and the reducer kernel
                  * fold the same slots in the same order: bit-identical */
                 float o2[64], lse2;
                 a.o = o2;
                 a.lse = &lse2;
-                attn_cuda_decode_set_fused_merge(0);
-                assert_int_equal(attn_cuda_backend()->run(attn_cuda_backend(), &a, NULL), 0);
-                attn_cuda_decode_set_fused_merge(1);
+                assert_int_equal(attn_engine_run(g_cuda, ep2, &a, NULL, &err), 0);
+                attn_engine_plan_release(ep2);
                 assert_memory_equal(o, o2, sizeof o);
                 assert_memory_equal(&lse, &lse2, sizeof lse);
-                attn_cuda_set_producer(0, 1, 1);
+                tune(0, 1, 1);
                 const double tol = simt ? 1e-5 : 8e-3;
                 assert_float_equal(o[0], 1.3543003322450418, tol);
                 assert_float_equal(o[1], 0.7200695075868776, tol);
                 for (int i = 2; i < 64; i++)
                     assert_float_equal(o[i], 0.0, 1e-7);
                 assert_float_equal(lse, 4.355492491217523, 1e-5);
-                attn_split_plan_free(&plan);
+                attn_engine_plan_release(ep);
                 attn_cuda_pool_free(0, dk);
                 attn_cuda_pool_free(0, dv);
                 attn_rb_free(&rb);
             }
+}
+
+/* The NaN rule (kernels/common/state.h, issue 8): a NaN or inf inside the
+ * *visible* history of a request is a data error that must reach every head
+ * of that request as NaN, never pass for a masked key or a masked split; the
+ * other requests of the batch stay untouched and correct.  On the H200
+ * (2026-12-01) the tensor-core producer returned a finite O here (it decided
+ * emptiness with l > 0, which a NaN l fails).  Every producer x split policy
+ * x state ABI, for a short and a long request 0, with the poison in K
+ * (NaN, +inf: the score is NaN) or in V (NaN: the score is finite, u is NaN);
+ * the grid order, page-table prefetch, q dtype (hi + lo split or not) and
+ * fused reducer vary with the case index. */
+typedef enum poison_kind { POISON_K_NAN, POISON_K_INF, POISON_V_NAN, POISON_NUM } poison_kind;
+
+static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi, int64_t T0,
+                          poison_kind kind, uint64_t seed)
+{
+    int64_t T[2] = {T0, 777}, C[2] = {1, 1};
+    attn_rb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = 2;
+    sp.max_cache_len = T0 + 1 > 778 ? T0 + 1 : 778;
+    sp.phase_mask = 1u << ATTN_PHASE_DECODE;
+    sp.num_qo_heads = 32;
+    sp.num_kv_heads = 8;
+    sp.head_dim_qk = sp.head_dim_vo = 128;
+    sp.page_size = 16;
+    sp.spare_pages = 3;
+    sp.kv_dtype = ATTN_BF16;
+    sp.q_dtype = (seed & 1) ? ATTN_FP32 : ATTN_BF16;
+    sp.layout = (seed >> 1) & 1 ? ATTN_HND : ATTN_NHD;
+    sp.format = ATTN_KV_CSR;
+    sp.mask_kind = ATTN_MASK_CAUSAL;
+    sp.poison = true;
+    attn_rb rb;
+    assert_int_equal(attn_rb_make_lengths(&rb, &sp, T, C, seed), 0);
+    rb.m.policy.state_abi = abi;
+    rb.m.policy.split_policy = policy;
+    rb.m.policy.splits = policy == ATTN_SPLIT_FIXED ? 5 : 0;
+
+    /* one whole row of the visible history of request 0, every K/V head */
+    uint64_t s = seed;
+    const int64_t t = attn_rb_range(&s, 0, T0 - 1);
+    const uint16_t bad = kind == POISON_K_INF ? 0x7f80 : 0x7fc0; /* bf16 +inf / NaN */
+    for (uint32_t h = 0; h < rb.g.num_kv_heads; h++) {
+        int64_t e = row_elem(&rb, 0, t, h, 128);
+        assert_true(e >= 0);
+        uint16_t *row = (uint16_t *)(kind == POISON_V_NAN ? rb.v : rb.k) + e;
+        for (int i = 0; i < 128; i++)
+            row[i] = bad;
+    }
+
+    const int heads_fast = (int)((seed >> 2) & 1), prefetch = (int)((seed >> 3) & 1);
+    const int fused = (int)((seed >> 4) & 1);
+    tune_all(simt, heads_fast, prefetch, fused);
+
+    attn_pool_geometry g = rb.g;
+    snprintf(g.device, sizeof g.device, "cuda:0");
+    void *dk = NULL, *dv = NULL;
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(attn_cuda_pool_alloc(0, rb.k_bytes, &dk, &err), 0);
+    assert_int_equal(attn_cuda_pool_alloc(0, rb.v_bytes, &dv, &err), 0);
+    int32_t *all = malloc(sizeof *all * g.num_pages);
+    assert_non_null(all);
+    for (uint32_t p = 0; p < g.num_pages; p++)
+        all[p] = (int32_t)p;
+    assert_int_equal(attn_cuda_pool_pages(&g, 0, dk, 0, all, g.num_pages, rb.k, 1, &err), 0);
+    assert_int_equal(attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
+    attn_engine_plan *ep = NULL;
+    assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep, &err), 0);
+    const attn_split_plan *plan = &ep->split;
+
+    size_t qs = attn_dtype_size(rb.m.q_dtype);
+    void *o = malloc(rb.o_elems * qs), *o_ref = malloc(rb.o_elems * qs);
+    float *lse = malloc(sizeof *lse * rb.lse_elems), *lse_ref = malloc(sizeof *lse * rb.lse_elems);
+    assert_true(o && o_ref && lse && lse_ref);
+    void *kd[1] = {dk}, *vd[1] = {dv};
+    attn_pool_view pv = {.geom = &g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = kd, .v = vd};
+    attn_run_io a = {.pool = &pv,
+                     .q = rb.q,
+                     .k_new = rb.k_new,
+                     .v_new = rb.v_new,
+                     .o = o,
+                     .lse = lse};
+    assert_int_equal(attn_engine_run(g_cuda, ep, &a, NULL, &err), 0);
+
+    attn_cpu_call cc = {.m = &rb.m,
+                        .g = &rb.g,
+                        .k_store = rb.k,
+                        .v_store = rb.v,
+                        .q = rb.q,
+                        .k_new = rb.k_new,
+                        .v_new = rb.v_new,
+                        .o = o_ref,
+                        .lse = lse_ref};
+    attn_cpu_options opt = {.acc = ATTN_CPU_ACC_F64};
+    assert_int_equal(attn_cpu_attend(&cc, &opt, &err), 0);
+
+    /* request 0 (row 0): every element of every head NaN, as on the CPU;
+     * its LSE NaN exactly where the CPU's is (a NaN in V leaves it finite) */
+    const size_t row_elems = (size_t)32 * 128;
+    size_t finite0 = 0, lse_mismatch = 0, nan1 = 0;
+    for (size_t i = 0; i < row_elems; i++) {
+        assert_true(isnan(attn_load_f32(o_ref, rb.m.q_dtype, i))); /* the rule itself */
+        finite0 += !isnan(attn_load_f32(o, rb.m.q_dtype, i));
+    }
+    for (size_t h = 0; h < 32; h++) {
+        if (isnan(lse_ref[h]) != isnan(lse[h]))
+            lse_mismatch++;
+        else if (!isnan(lse[h]) && fabs(lse[h] - lse_ref[h]) > 1e-3)
+            lse_mismatch++;
+    }
+    /* request 1 (row 1): untouched and correct */
+    double num = 0, den = 0, lse_err = 0;
+    for (size_t i = row_elems; i < 2 * row_elems; i++) {
+        double x = attn_load_f32(o, rb.m.q_dtype, i), r = attn_load_f32(o_ref, rb.m.q_dtype, i);
+        nan1 += isnan(x) != 0;
+        num += (x - r) * (x - r);
+        den += r * r;
+    }
+    for (size_t h = 32; h < 64; h++) {
+        nan1 += isnan(lse[h]) != 0;
+        if (fabs(lse[h] - lse_ref[h]) > lse_err)
+            lse_err = fabs(lse[h] - lse_ref[h]);
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    static const char *const kinds[] = {"K=nan", "K=+inf", "V=nan"};
+    printf("  nonfinite %s T0=%-5lld key=%-5lld %s %s policy=%s slots=%u q=%s%s%s%s: "
+           "finite O in req 0: %zu, LSE mismatch %zu; req 1 rel=%.2e lse=%.2e nan=%zu\n",
+           kinds[kind], (long long)T0, (long long)t, simt ? "simt" : "tc",
+           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", attn_split_policy_label(plan->policy),
+           plan->num_slots, attn_dtype_name(rb.m.q_dtype), heads_fast ? "/hf" : "/if",
+           prefetch ? "/pre" : "", fused && !simt ? "/fused" : "", finite0, lse_mismatch, rel,
+           lse_err, nan1);
+    assert_int_equal(finite0, 0);
+    assert_int_equal(lse_mismatch, 0);
+    assert_int_equal(nan1, 0);
+    assert_true(rel <= 1e-2);
+    assert_true(lse_err <= 1e-3);
+
+    free(o);
+    free(o_ref);
+    free(lse);
+    free(lse_ref);
+    free(all);
+    attn_engine_plan_release(ep);
+    attn_cuda_pool_free(0, dk);
+    attn_cuda_pool_free(0, dv);
+    attn_rb_free(&rb);
+    tune(0, 1, 1);
+}
+
+static void test_nonfinite_history(void **state)
+{
+    (void)state;
+    static const attn_split_policy policies[] = {ATTN_SPLIT_FA, ATTN_SPLIT_FI, ATTN_SPLIT_GLOBAL,
+                                                 ATTN_SPLIT_FIXED};
+    static const int64_t lens[] = {300, 5000};
+    uint64_t n = 0;
+    /* the quick sweep (compute-sanitizer) keeps one length and one poison */
+    const int nlens = g_quick ? 1 : 2, nkinds = g_quick ? 1 : POISON_NUM;
+    for (int simt = 0; simt < 2; simt++)
+        for (int p = 0; p < 4; p++)
+            for (int abi = 0; abi < 2; abi++)
+                for (int l = 0; l < nlens; l++)
+                    for (int k = 0; k < nkinds; k++)
+                        run_nonfinite(simt, policies[p], (attn_state_abi)abi, lens[l],
+                                      (poison_kind)k, g_seed + 7919u * n++);
 }
 
 /* Admission says every reason at once (seed 0x07B). */
@@ -457,10 +662,19 @@ int main(void)
     if (attn_cuda_device_info_get(0, &di, NULL) == 0)
         printf("device: %s cc %d.%d, %d SMs, driver %d runtime %d image %s\n", di.name, di.cc_major,
                di.cc_minor, di.sm_count, di.driver_version, di.runtime_version, di.image_id);
+    attn_engine_config cfg = {.device = 0, .num_threads = 0, .tuning = NULL};
+    attn_error_detail err;
+    if (attn_engine_create(attn_cuda_engine_ops(), &cfg, &g_cuda, &err) != 0) {
+        printf("cannot make the cuda:0 instance: %s: %s\n", err.field, err.message);
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admission_reasons),
         cmocka_unit_test(test_seed_0x02G_known_answer),
+        cmocka_unit_test(test_nonfinite_history),
         cmocka_unit_test(test_random_sweep),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    attn_engine_destroy(g_cuda);
+    return rc;
 }

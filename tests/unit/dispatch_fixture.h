@@ -110,10 +110,27 @@ typedef struct fx_device {
     int admit_calls;
 } fx_device;
 
-static inline void fx_cuda_decode_admit(const attn_backend *self, const attn_manifest *m,
+/* An engine double: its ops table and one instance of it (device 0 for a
+ * CUDA double, the host otherwise); the instance's state is the fx_device. */
+typedef struct fx_engine {
+    attn_engine_ops ops;
+    attn_engine inst;
+} fx_engine;
+
+/* Point the instance at its own table (after copying or editing one). */
+static inline attn_engine *fx_engine_ready(fx_engine *f)
+{
+    f->inst.ops = &f->ops;
+    f->inst.device = f->ops.platform == ATTN_PLATFORM_CUDA ? 0 : -1;
+    snprintf(f->inst.where, sizeof f->inst.where, "%s",
+             f->ops.platform == ATTN_PLATFORM_CUDA ? "cuda:0" : "cpu");
+    return &f->inst;
+}
+
+static inline void fx_cuda_decode_admit(const attn_engine *self, const attn_manifest *m,
                                         const attn_pool_geometry *g, attn_admission *out)
 {
-    fx_device *dev = self->ctx;
+    fx_device *dev = self->state;
     dev->admit_calls++;
     if (!dev->present)
         attn_admission_reject(out, ATTN_ADMIT_HARDWARE, "device", "no CUDA device present");
@@ -147,10 +164,10 @@ static inline void fx_cuda_decode_admit(const attn_backend *self, const attn_man
     out->admitted = out->num_reasons == 0;
 }
 
-static inline void fx_cpu_ref_admit(const attn_backend *self, const attn_manifest *m,
+static inline void fx_cpu_ref_admit(const attn_engine *self, const attn_manifest *m,
                                     const attn_pool_geometry *g, attn_admission *out)
 {
-    fx_device *dev = self->ctx;
+    fx_device *dev = self->state;
     dev->admit_calls++;
     if (m->policy.graph)
         attn_admission_reject(out, ATTN_ADMIT_LIFECYCLE, "policy.graph",
@@ -164,24 +181,30 @@ static inline void fx_cpu_ref_admit(const attn_backend *self, const attn_manifes
 /* A registry with the CUDA decode double (priority 10) and the CPU
  * reference double (priority 100) serving host pools and, through a host
  * gather, device pools (the seed's paged_reference role). */
-static inline void fx_registry(attn_registry *r, attn_backend *cuda, attn_backend *cpu,
-                               fx_device *dev)
+static inline void fx_registry(attn_registry *r, fx_engine *cuda, fx_engine *cpu, fx_device *dev)
 {
-    *cuda = (attn_backend){.name = "cuda_decode",
-                           .platform = ATTN_PLATFORM_CUDA,
-                           .phases = FX_DECODE,
-                           .priority = 10,
-                           .admit = fx_cuda_decode_admit,
-                           .ctx = dev};
-    *cpu = (attn_backend){.name = "cpu_ref",
+    memset(cuda, 0, sizeof *cuda);
+    memset(cpu, 0, sizeof *cpu);
+    cuda->ops = (attn_engine_ops){.version = ATTN_ENGINE_OPS_VERSION,
+                                  .name = "cuda_decode",
+                                  .platform = ATTN_PLATFORM_CUDA,
+                                  .phases = FX_DECODE,
+                                  .schedules = 1u << ATTN_SCHED_PARTITION,
+                                  .priority = 10,
+                                  .admit = fx_cuda_decode_admit};
+    cpu->ops =
+        (attn_engine_ops){.version = ATTN_ENGINE_OPS_VERSION,
+                          .name = "cpu_ref",
                           .platform = ATTN_PLATFORM_CPU,
                           .phases = FX_ALL_PHASES,
+                          .schedules = (1u << ATTN_SCHED_PARTITION) | (1u << ATTN_SCHED_UNIFIED),
                           .priority = 100,
-                          .admit = fx_cpu_ref_admit,
-                          .ctx = dev};
+                          .admit = fx_cpu_ref_admit};
+    cuda->inst.state = dev;
+    cpu->inst.state = dev;
     attn_registry_init(r);
-    attn_registry_add(r, cuda, NULL);
-    attn_registry_add_platforms(r, cpu, 1u << ATTN_PLATFORM_CUDA, NULL);
+    attn_registry_add(r, fx_engine_ready(cuda), NULL);
+    attn_registry_add_platforms(r, fx_engine_ready(cpu), 1u << ATTN_PLATFORM_CUDA, NULL);
 }
 
 #endif

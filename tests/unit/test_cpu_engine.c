@@ -16,6 +16,7 @@
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "engines/cpu/engine.h"
+#include "planner/engine.h"
 #include "planner/split.h"
 #include "protocol/manifest.h"
 #include "tests/lib/batch_call.h"
@@ -832,65 +833,225 @@ static void test_commit_writes_only_new_rows(void **state)
     }
 }
 
-/* ---- the backend interface ----------------------------------------------- */
+/* ---- the engine interface ------------------------------------------------ */
 
-static void test_backend_run(void **state)
+static attn_engine *cpu_instance(uint32_t threads)
+{
+    attn_cpu_options opt = {.num_threads = threads, .acc = ATTN_CPU_ACC_F32, .block_keys = 0};
+    attn_engine_config cfg = {.device = -1, .num_threads = 0, .tuning = &opt};
+    attn_engine *e = NULL;
+    attn_error_detail err;
+    assert_int_equal(attn_engine_create(attn_cpu_engine_ops(), &cfg, &e, &err), 0);
+    return e;
+}
+
+static attn_run_io run_io(const attn_rb *rb, const attn_pool_view *pv, outs *u, bool commit)
+{
+    attn_run_io io = {.pool = pv,
+                      .layer = 0,
+                      .q = rb->q,
+                      .k_new = rb->k_new,
+                      .v_new = rb->v_new,
+                      .o = u->o,
+                      .lse = u->lse,
+                      .commit = commit};
+    return io;
+}
+
+static void test_engine_run(void **state)
 {
     (void)state;
     attn_rb rb;
     attn_rb_spec sp;
+    attn_error_detail err;
     memset(&sp, 0, sizeof sp);
     sp.poison = true;
     assert_int_equal(attn_rb_make(&rb, &sp, 8), 0);
-    const attn_backend *be = attn_cpu_backend();
-    assert_string_equal(be->name, "cpu_ref");
-    assert_int_equal(be->phases, 7u);
+    attn_engine *e = cpu_instance(2);
+    assert_string_equal(e->ops->name, "cpu_ref");
+    assert_int_equal(e->ops->version, ATTN_ENGINE_OPS_VERSION);
+    assert_int_equal(e->ops->phases, 7u);
     attn_admission adm;
-    be->admit(be, &rb.m, &rb.g, &adm);
+    e->ops->admit(e, &rb.m, &rb.g, &adm);
     assert_true(adm.admitted);
     assert_int_equal(adm.num_reasons, 0);
-    attn_split_plan plan;
-    assert_int_equal(be->plan(be, &rb.m, &rb.g, &plan), 0);
+    attn_engine_plan *plan = NULL;
+    assert_int_equal(attn_engine_plan_new(e, &rb.m, &rb.g, &plan, &err), 0);
+    assert_ptr_equal(plan->owner, e);
+    /* the key environment and the ledger are the engine's own */
+    assert_string_equal(plan->env.device_type, "cpu");
+    assert_int_equal(plan->env.compute_capability, 0);
+    assert_string_equal(plan->env.workspace_device, "cpu");
+    assert_int_equal(plan->ledger.num_fields, 2);
+    assert_true(plan->ledger.total_bytes >= plan->ledger.payload_bytes);
+    assert_true(plan->ledger.fields[1].elems % rb.g.head_dim_vo == 0);
     void *kl[1] = {rb.k}, *vl[1] = {rb.v};
     attn_pool_view pv = {&rb.g, ATTN_PLATFORM_CPU, -1, kl, vl};
     outs u;
     outs_alloc(&u, &rb);
-    attn_exec_args a;
-    memset(&a, 0, sizeof a);
-    a.m = &rb.m;
-    a.plan = &plan;
-    a.pool = &pv;
-    a.q = rb.q;
-    a.k_new = rb.k_new;
-    a.v_new = rb.v_new;
-    a.o = u.o;
-    a.lse = u.lse;
+    attn_run_io io = run_io(&rb, &pv, &u, false);
     attn_exec_report rep;
-    assert_int_equal(be->run(be, &a, &rep), 0);
+    assert_int_equal(attn_engine_run(e, plan, &io, &rep, &err), 0);
     assert_int_equal(rep.num_kernels, 2);
     assert_false(rep.kernels_observed);
     assert_string_equal(rep.timing_method, "host_clock");
+    assert_true(rep.timing_scope[0] != '\0');
     double *ro, *rl;
     reference(&rb, &ro, &rl);
     for (size_t i = 0; i < rb.o_elems; i++)
         assert_float_equal(((float *)u.o)[i], ro[i], 1e-5);
-    /* a layer outside the pool is refused before anything runs */
+    /* a layer outside the pool is refused before anything runs, with its field */
     uint64_t before = attn_rb_pool_checksum(&rb);
-    a.layer = 1;
-    a.commit = true;
-    assert_int_equal(be->run(be, &a, &rep), ATTN_E_LAYER);
+    io.layer = 1;
+    io.commit = true;
+    assert_int_equal(attn_engine_run(e, plan, &io, &rep, &err), ATTN_E_LAYER);
+    assert_string_equal(err.field, "layer");
     assert_true(attn_rb_pool_checksum(&rb) == before);
+    /* a device pool is refused by the host engine, naming the device */
+    attn_pool_view dv = pv;
+    dv.platform = ATTN_PLATFORM_CUDA;
+    io.layer = 0;
+    io.pool = &dv;
+    assert_int_equal(attn_engine_run(e, plan, &io, &rep, &err), ATTN_E_BACKEND_REJECTED);
+    assert_string_equal(err.field, "pool.device");
     /* head ratio that does not divide: admission says why */
     attn_manifest m2 = rb.m;
     m2.num_qo_heads = 3;
-    be->admit(be, &m2, &rb.g, &adm);
+    e->ops->admit(e, &m2, &rb.g, &adm);
     assert_false(adm.admitted);
     assert_int_equal(adm.reasons[0].factor, ATTN_ADMIT_HEAD_RATIO);
+    /* plan validates before it splits: a bad manifest is refused with its
+     * field and leaves no plan behind */
+    attn_engine_plan *bad = NULL;
+    assert_true(attn_engine_plan_new(e, &m2, &rb.g, &bad, &err) != 0);
+    assert_null(bad);
+    assert_true(err.field[0] != '\0');
     free(ro);
     free(rl);
     outs_free(&u);
-    attn_split_plan_free(&plan);
+    attn_engine_plan_release(plan);
+    attn_engine_destroy(e);
     attn_rb_free(&rb);
+}
+
+/* plan does the per-step work once: a plan reused for five runs validated
+ * the manifest and built its mask program once, and the runs started no
+ * thread (the instance's workers are persistent).  A plan belongs to the
+ * instance that made it. */
+static void test_engine_plan_once(void **state)
+{
+    (void)state;
+    attn_rb rb;
+    attn_rb_spec sp;
+    attn_error_detail err;
+    memset(&sp, 0, sizeof sp);
+    sp.mask_kind = ATTN_MASK_WINDOW;
+    assert_int_equal(attn_rb_make(&rb, &sp, 21), 0);
+    attn_engine *e = cpu_instance(3);
+    attn_cpu_engine_counts c0, c1;
+    attn_cpu_engine_counts_get(e, &c0);
+    assert_int_equal(c0.threads_started, 2); /* 3 workers: the caller and two threads */
+    attn_engine_plan *plan = NULL;
+    assert_int_equal(attn_engine_plan_new(e, &rb.m, &rb.g, &plan, &err), 0);
+    void *kl[1] = {rb.k}, *vl[1] = {rb.v};
+    attn_pool_view pv = {&rb.g, ATTN_PLATFORM_CPU, -1, kl, vl};
+    outs u;
+    outs_alloc(&u, &rb);
+    double *ro, *rl;
+    reference(&rb, &ro, &rl);
+    for (int run = 0; run < 5; run++) {
+        attn_run_io io = run_io(&rb, &pv, &u, false);
+        memset(u.o, 0, rb.o_elems * attn_dtype_size(rb.m.q_dtype));
+        assert_int_equal(attn_engine_run(e, plan, &io, NULL, &err), 0);
+        for (size_t i = 0; i < rb.o_elems; i++)
+            assert_float_equal(((float *)u.o)[i], ro[i], 1e-5);
+    }
+    attn_cpu_engine_counts_get(e, &c1);
+    assert_int_equal(c1.validations - c0.validations, 1);
+    assert_int_equal(c1.mask_programs - c0.mask_programs, 1);
+    assert_int_equal(c1.runs - c0.runs, 5);
+    assert_int_equal(c1.threads_started, c0.threads_started);
+    assert_int_equal(atomic_load(&e->count.plans), 1);
+    assert_int_equal(atomic_load(&e->count.runs), 5);
+    /* another instance does not run this plan */
+    attn_engine *other = cpu_instance(1);
+    attn_run_io io = run_io(&rb, &pv, &u, false);
+    assert_int_equal(attn_engine_run(other, plan, &io, NULL, &err), ATTN_E_STALE_PLAN);
+    assert_string_equal(err.field, "plan_id");
+    attn_engine_destroy(other);
+    free(ro);
+    free(rl);
+    outs_free(&u);
+    attn_engine_plan_release(plan);
+    attn_engine_destroy(e);
+    attn_rb_free(&rb);
+}
+
+/* seed 0x08G: policy.schedule is executed as asked, and AUTO picks and
+ * says why.  A mixed batch (prefill, append, two decodes): partition runs
+ * one producer and merge pass per phase (three launches each), unified one
+ * over every phase; the results are bit-identical (every unit writes its
+ * own slot; the merge folds slots in slot order). */
+static void test_engine_schedules(void **state)
+{
+    (void)state;
+    int64_t T[4] = {0, 37, 12, 80}, C[4] = {5, 4, 1, 1};
+    attn_rb rb;
+    attn_rb_spec sp;
+    attn_error_detail err;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = 4;
+    sp.max_cache_len = 80;
+    sp.max_new_len = 5;
+    assert_int_equal(attn_rb_make_lengths(&rb, &sp, T, C, 77), 0);
+    attn_engine *e = cpu_instance(2);
+    void *kl[1] = {rb.k}, *vl[1] = {rb.v};
+    attn_pool_view pv = {&rb.g, ATTN_PLATFORM_CPU, -1, kl, vl};
+    const attn_schedule_policy asked[3] = {ATTN_SCHED_AUTO, ATTN_SCHED_PARTITION,
+                                           ATTN_SCHED_UNIFIED};
+    const attn_schedule_policy ran[3] = {ATTN_SCHED_UNIFIED, ATTN_SCHED_PARTITION,
+                                         ATTN_SCHED_UNIFIED};
+    const uint32_t launches[3] = {1, 3, 1};
+    outs u[3];
+    for (int k = 0; k < 3; k++) {
+        attn_manifest m = rb.m;
+        m.policy.schedule = asked[k];
+        attn_engine_plan *plan = NULL;
+        assert_int_equal(attn_engine_plan_new(e, &m, &rb.g, &plan, &err), 0);
+        assert_int_equal(plan->schedule, ran[k]);
+        assert_non_null(strstr(plan->schedule_why, k == 0 ? "auto" : "as asked"));
+        outs_alloc(&u[k], &rb);
+        attn_run_io io = run_io(&rb, &pv, &u[k], false);
+        attn_exec_report rep;
+        assert_int_equal(attn_engine_run(e, plan, &io, &rep, &err), 0);
+        assert_int_equal(rep.kernels[0].launches, launches[k]);
+        assert_int_equal(rep.kernels[1].launches, launches[k]);
+        attn_engine_plan_release(plan);
+    }
+    size_t ob = rb.o_elems * attn_dtype_size(rb.m.q_dtype);
+    assert_memory_equal(u[0].o, u[1].o, ob);
+    assert_memory_equal(u[0].o, u[2].o, ob);
+    assert_memory_equal(u[0].lse, u[1].lse, rb.lse_elems * sizeof(float));
+    for (int k = 0; k < 3; k++)
+        outs_free(&u[k]);
+    attn_engine_destroy(e);
+    attn_rb_free(&rb);
+}
+
+/* The ops table is versioned: a table of another version is refused. */
+static void test_engine_version_checked(void **state)
+{
+    (void)state;
+    attn_engine_ops old = *attn_cpu_engine_ops();
+    attn_engine *e = NULL;
+    attn_error_detail err;
+    old.version = ATTN_ENGINE_OPS_VERSION - 1;
+    assert_int_equal(attn_engine_create(&old, NULL, &e, &err), ATTN_E_VERSION);
+    assert_null(e);
+    assert_non_null(strstr(err.message, "ops version"));
+    old = *attn_cpu_engine_ops();
+    old.plan_free = NULL;
+    assert_int_equal(attn_engine_create(&old, NULL, &e, &err), ATTN_E_INTERNAL);
 }
 
 int main(void)
@@ -915,7 +1076,10 @@ int main(void)
         cmocka_unit_test(test_gqa_mapping),
         cmocka_unit_test(test_cache_row_remap_and_encodings),
         cmocka_unit_test(test_commit_writes_only_new_rows),
-        cmocka_unit_test(test_backend_run),
+        cmocka_unit_test(test_engine_run),
+        cmocka_unit_test(test_engine_plan_once),
+        cmocka_unit_test(test_engine_schedules),
+        cmocka_unit_test(test_engine_version_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

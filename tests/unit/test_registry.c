@@ -12,7 +12,7 @@
 
 typedef struct world {
     attn_registry reg;
-    attn_backend cuda, cpu;
+    fx_engine cuda, cpu;
     fx_device dev;
     attn_selection sel;
 } world;
@@ -69,7 +69,7 @@ static void test_seven_case_matrix(void **state)
     assert_string_equal(selected_name(&w->sel), "cuda_decode");
     assert_int_equal(w->sel.fallback, ATTN_FALLBACK_NONE);
     assert_false(cand(&w->sel, "cuda_decode")->above_winner);
-    assert_int_equal(w->sel.backend, &w->cuda);
+    assert_ptr_equal(w->sel.engine, &w->cuda.inst);
     /* the full vector is kept after the winner: cpu_ref rejects graph mode */
     assert_true(has_reason(cand(&w->sel, "cpu_ref"), ATTN_ADMIT_LIFECYCLE, "policy.graph"));
     selections++;
@@ -119,7 +119,7 @@ static void test_seven_case_matrix(void **state)
     assert_string_equal(err.field, "policy.backend");
     assert_non_null(strstr(err.message, "mask_kind=dense unsupported"));
     assert_int_equal(w->sel.selected, -1);
-    assert_null(w->sel.backend);
+    assert_null(w->sel.engine);
     assert_true(w->sel.forced);
     /* cpu_ref admitted, but forced fails closed */
     assert_true(cand(&w->sel, "cpu_ref")->admission.admitted);
@@ -270,7 +270,8 @@ static void test_malformed_policies(void **state)
     /* a CPU-only build: cuda_decode is declared (known) but not installed */
     attn_registry r;
     attn_registry_init(&r);
-    assert_int_equal(attn_registry_add_platforms(&r, &w->cpu, 1u << ATTN_PLATFORM_CUDA, &err), 0);
+    assert_int_equal(attn_registry_add_platforms(&r, &w->cpu.inst, 1u << ATTN_PLATFORM_CUDA, &err),
+                     0);
     assert_int_equal(attn_registry_declare(&r, "cuda_decode", ATTN_PLATFORM_CUDA, FX_DECODE, 10,
                                            "built without CUDA (make CUDA=0)", &err),
                      0);
@@ -294,12 +295,12 @@ static void test_malformed_policies(void **state)
     assert_non_null(strstr(err.message, "platform cpu not served"));
 
     /* registration errors */
-    assert_int_equal(attn_registry_add(&r, &w->cpu, &err), ATTN_E_POLICY); /* duplicate */
-    attn_backend bad = w->cpu;
-    bad.name = "auto";
-    assert_int_equal(attn_registry_add(&r, &bad, &err), ATTN_E_POLICY);
-    bad.name = "Bad-Name";
-    assert_int_equal(attn_registry_add(&r, &bad, &err), ATTN_E_POLICY);
+    assert_int_equal(attn_registry_add(&r, &w->cpu.inst, &err), ATTN_E_POLICY); /* duplicate */
+    fx_engine bad = w->cpu;
+    bad.ops.name = "auto";
+    assert_int_equal(attn_registry_add(&r, fx_engine_ready(&bad), &err), ATTN_E_POLICY);
+    bad.ops.name = "Bad-Name";
+    assert_int_equal(attn_registry_add(&r, fx_engine_ready(&bad), &err), ATTN_E_POLICY);
 }
 
 /* Priority, not registration order, decides under auto. */
@@ -309,13 +310,13 @@ static void test_priority_order(void **state)
     attn_error_detail err;
     attn_registry r;
     attn_registry_init(&r);
-    attn_backend slow = w->cuda, fast = w->cuda;
-    slow.name = "cuda_slow";
-    slow.priority = 50;
-    fast.name = "cuda_fast";
-    fast.priority = 5;
-    assert_int_equal(attn_registry_add(&r, &slow, &err), 0);
-    assert_int_equal(attn_registry_add(&r, &fast, &err), 0);
+    fx_engine slow = w->cuda, fast = w->cuda;
+    slow.ops.name = "cuda_slow";
+    slow.ops.priority = 50;
+    fast.ops.name = "cuda_fast";
+    fast.ops.priority = 5;
+    assert_int_equal(attn_registry_add(&r, fx_engine_ready(&slow), &err), 0);
+    assert_int_equal(attn_registry_add(&r, fx_engine_ready(&fast), &err), 0);
     fx_call c;
     fx_base(&c);
     assert_int_equal(attn_registry_select(&r, &c.m, &c.g, &w->sel, &err), 0);
@@ -377,6 +378,73 @@ static void test_fallback_classes(void **state)
     assert_int_equal(attn_platform_of_device("cudax"), 0);
 }
 
+/* One instance per device: a pool on a device without an instance is an
+ * admission reason naming `device` (not a run-time E_CUDA); a second
+ * instance of the same engine serves its own device. */
+static void test_instance_per_device(void **state)
+{
+    world *w = *state;
+    attn_error_detail err;
+    fx_call c;
+    fx_base(&c);
+    c.m.policy.graph = false;
+    snprintf(c.g.device, sizeof c.g.device, "cuda:1");
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err), 0);
+    assert_string_equal(selected_name(&w->sel), "cpu_ref");
+    assert_int_equal(w->sel.fallback, ATTN_FALLBACK_BACKEND);
+    const attn_candidate *cd = cand(&w->sel, "cuda_decode");
+    assert_true(has_reason(cd, ATTN_ADMIT_HARDWARE, "device"));
+    assert_non_null(strstr(cd->admission.reasons[0].text, "cuda:1"));
+    assert_non_null(strstr(cd->admission.reasons[0].text, "instances: cuda:0"));
+    snprintf(c.m.policy.backend, sizeof c.m.policy.backend, "cuda_decode");
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err),
+                     ATTN_E_BACKEND_REJECTED);
+    assert_non_null(strstr(err.message, "hardware"));
+
+    /* a second instance of the same engine joins its entry */
+    attn_engine second = w->cuda.inst;
+    second.device = 1;
+    snprintf(second.where, sizeof second.where, "cuda:1");
+    assert_int_equal(attn_registry_add(&w->reg, &second, &err), 0);
+    assert_int_equal(attn_registry_find(&w->reg, "cuda_decode")->num_instances, 2);
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err), 0);
+    assert_ptr_equal(w->sel.engine, &second);
+    snprintf(c.g.device, sizeof c.g.device, "cuda:0");
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err), 0);
+    assert_ptr_equal(w->sel.engine, &w->cuda.inst);
+    /* one instance per device */
+    attn_engine dup = second;
+    assert_int_equal(attn_registry_add(&w->reg, &dup, &err), ATTN_E_POLICY);
+    assert_ptr_equal(attn_registry_instance(attn_registry_find(&w->reg, "cuda_decode"), "cuda"),
+                     &w->cuda.inst);
+    assert_null(attn_registry_instance(attn_registry_find(&w->reg, "cuda_decode"), "cuda:7"));
+}
+
+/* seed 0x08G: a schedule an engine does not implement is refused (forced)
+ * or falls back with the reason named, never run under another label. */
+static void test_schedule_not_implemented(void **state)
+{
+    world *w = *state;
+    attn_error_detail err;
+    fx_call c;
+    fx_base(&c);
+    c.m.policy.graph = false;
+    c.m.policy.schedule = ATTN_SCHED_UNIFIED;
+    snprintf(c.m.policy.backend, sizeof c.m.policy.backend, "cuda_decode");
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err),
+                     ATTN_E_BACKEND_REJECTED);
+    assert_true(has_reason(cand(&w->sel, "cuda_decode"), ATTN_ADMIT_PHASE, "policy.schedule"));
+    snprintf(c.m.policy.backend, sizeof c.m.policy.backend, "auto");
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err), 0);
+    assert_string_equal(selected_name(&w->sel), "cpu_ref");
+    assert_int_equal(w->sel.fallback, ATTN_FALLBACK_BACKEND);
+    assert_non_null(strstr(w->sel.fallback_reason, "schedule unified"));
+    /* partition is implemented: the CUDA double keeps the call */
+    c.m.policy.schedule = ATTN_SCHED_PARTITION;
+    assert_int_equal(attn_registry_select(&w->reg, &c.m, &c.g, &w->sel, &err), 0);
+    assert_string_equal(selected_name(&w->sel), "cuda_decode");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -387,6 +455,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_priority_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mixed_batch_phase_factor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fallback_classes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_instance_per_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schedule_not_implemented, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

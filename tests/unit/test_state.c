@@ -1,4 +1,5 @@
 /* seed 0x02: the split-state algebra, its identities and its worked numbers. */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -289,6 +290,37 @@ static void test_nonfinite_is_not_masked(void **state)
     assert_true(st.valid);
 }
 
+/* The one emptiness rule (attn_state_empty): only m = -inf (or LSE = -inf)
+ * is empty.  The GPU kernels used `l > 0` instead, which calls a state
+ * whose l a NaN score made NaN "empty" and dropped it (issue 8, H200
+ * 2026-12-01); the sentinel (m, l) pairs a kernel stores decode by m. */
+static void test_state_empty_rule(void **state)
+{
+    (void)state;
+    assert_true(attn_state_empty_f32(-INFINITY));
+    assert_true(attn_state_empty_f64(-INFINITY));
+    const float nonempty[] = {NAN, INFINITY, 0.0f, -1e30f, 3.5f, -FLT_MIN};
+    for (size_t i = 0; i < sizeof nonempty / sizeof nonempty[0]; i++) {
+        assert_false(attn_state_empty_f32(nonempty[i]));
+        assert_false(attn_state_empty_f64((double)nonempty[i]));
+    }
+    /* a state with finite m and NaN l (a NaN score of a running sum) is not
+     * empty, and merging it into a finite state gives NaN, not the finite one */
+    attn_mlu_f32 a = {true, 1.0f, 2.0f}, b = {!attn_state_empty_f32(0.5f), 0.5f, NAN};
+    float ua[1] = {1}, ub[1] = {NAN}, o = 0, lse = 0;
+    assert_true(b.valid);
+    attn_mlu_merge_f32(&a, ua, &b, ub, 1);
+    attn_mlu_finalize_f32(&a, ua, 1, &o, &lse);
+    assert_true(isnan(o) && isnan(lse));
+    /* the stored empty sentinel (-inf, 0) decodes as empty and is skipped */
+    attn_mlu_f32 c = {true, 1.0f, 2.0f}, e = {!attn_state_empty_f32(-INFINITY), -INFINITY, 0};
+    float uc[1] = {4}, ue[1] = {0};
+    assert_false(e.valid);
+    attn_mlu_merge_f32(&c, uc, &e, ue, 1);
+    assert_float_equal(c.l, 2.0f, 0);
+    assert_float_equal(uc[0], 4.0f, 0);
+}
+
 static void test_error_names(void **state)
 {
     (void)state;
@@ -307,7 +339,7 @@ int main(void)
         cmocka_unit_test(test_worked_empty_middle),  cmocka_unit_test(test_lse_merge_not_average),
         cmocka_unit_test(test_empty_identity),       cmocka_unit_test(test_extreme_scores),
         cmocka_unit_test(test_reduction_order_fp16), cmocka_unit_test(test_nonfinite_is_not_masked),
-        cmocka_unit_test(test_error_names),
+        cmocka_unit_test(test_error_names),          cmocka_unit_test(test_state_empty_rule),
     };
     return cmocka_run_group_tests_name("state", tests, NULL, NULL);
 }

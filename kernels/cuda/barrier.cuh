@@ -1,0 +1,107 @@
+/* mbarrier building blocks (sm_90): the transaction barriers that TMA
+ * copies and producer/consumer warp pipelines synchronise on, and the
+ * phase-bit pipeline state that walks a ring of such barriers.
+ *
+ * An mbarrier is one 64-bit word in shared memory.  It completes a phase
+ * when `count` arrivals have been made and every byte announced with
+ * expect_tx has landed; waiters name the phase by its parity bit.  A ring
+ * of S stages keeps one "full" barrier (the data of the stage arrived) and
+ * usually one "empty" barrier (its consumers are done) per stage; the
+ * pipeline_state below names the stage and the parity a waiter expects.
+ */
+#ifndef ATTN_CUDA_BARRIER_CUH
+#define ATTN_CUDA_BARRIER_CUH
+
+#include <stdint.h>
+
+#include "kernels/cuda/ptx.cuh"
+
+namespace attn
+{
+namespace mbar
+{
+
+/* Initialise the barrier for `count` arrivals per phase (one thread does
+ * it, then a fence_init + __syncthreads before any other thread uses it). */
+__device__ __forceinline__ void init(uint64_t *bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ptx::smem_addr(bar)),
+                 "r"(count));
+}
+
+/* Make initialised barriers visible to the async proxy (TMA) and the
+ * cluster before they are used. */
+__device__ __forceinline__ void fence_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* One arrival on the current phase. */
+__device__ __forceinline__ void arrive(uint64_t *bar)
+{
+    asm volatile("{\n\t.reg .b64 st;\n\t"
+                 "mbarrier.arrive.shared::cta.b64 st, [%0];\n\t}\n" ::"r"(ptx::smem_addr(bar))
+                 : "memory");
+}
+
+/* One arrival that also announces `bytes` of asynchronous transactions
+ * (the TMA copies that complete_tx on this barrier) for the phase. */
+__device__ __forceinline__ void arrive_expect_tx(uint64_t *bar, uint32_t bytes)
+{
+    asm volatile(
+        "{\n\t.reg .b64 st;\n\t"
+        "mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n\t}\n" ::"r"(ptx::smem_addr(bar)),
+        "r"(bytes)
+        : "memory");
+}
+
+/* Announce `bytes` more transactions without arriving. */
+__device__ __forceinline__ void expect_tx(uint64_t *bar, uint32_t bytes)
+{
+    asm volatile(
+        "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(ptx::smem_addr(bar)),
+        "r"(bytes)
+        : "memory");
+}
+
+/* True once the phase with parity `phase` has completed (one probe, with
+ * the hardware's bounded suspend). */
+__device__ __forceinline__ bool try_wait(uint64_t *bar, uint32_t phase)
+{
+    uint32_t done;
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}\n"
+                 : "=r"(done)
+                 : "r"(ptx::smem_addr(bar)), "r"(phase)
+                 : "memory");
+    return done != 0;
+}
+
+/* Block until the phase with parity `phase` has completed. */
+__device__ __forceinline__ void wait(uint64_t *bar, uint32_t phase)
+{
+    while (!try_wait(bar, phase)) {
+    }
+}
+
+/* Stage index and phase parity of a ring of S barriers: advance() moves to
+ * the next stage and flips the parity each time the ring wraps, so a
+ * waiter on stage i always names the phase it has not seen yet. */
+template <int S> struct pipeline_state {
+    int index = 0;
+    uint32_t phase = 0;
+
+    __device__ __forceinline__ void advance()
+    {
+        if (++index == S) {
+            index = 0;
+            phase ^= 1u;
+        }
+    }
+};
+
+} // namespace mbar
+} // namespace attn
+
+#endif

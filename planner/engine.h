@@ -1,0 +1,175 @@
+/* The engine interface: every engine (CPU reference, CUDA) plugs in through
+ * one versioned, static table of operations, like nng's transports, and
+ * runs as instances, one per (engine, device).
+ *
+ * Lifecycle (ARCHITECTURE.md "Engines are plug-ins"):
+ *   attn_engine_create   ops->init: the instance's stream(s), workspace,
+ *                        thread pool and tuning, from the daemon's config
+ *   admit                every reason the instance cannot run a call
+ *   attn_engine_plan_new ops->plan: once per scheduler step; validation,
+ *                        the split plan, the ledger the engine carves, the
+ *                        key environment, private data (device metadata is
+ *                        uploaded here, once)
+ *   attn_engine_run      ops->run: once per layer; binds q, k_new, v_new,
+ *                        o, lse and the layer's stores, then launches
+ *   attn_engine_plan_release  ops->plan_free
+ *   attn_engine_destroy  ops->fini
+ * A plan belongs to the instance that made it: running it on another is
+ * ATTN_E_STALE_PLAN.  Error detail (code, field, one sentence, the CUDA
+ * runtime's own text) crosses every boundary through attn_error_detail.
+ */
+#ifndef ATTN_PLANNER_ENGINE_H
+#define ATTN_PLANNER_ENGINE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "attn/error.h"
+#include "attn/types.h"
+#include "planner/backend.h"
+#include "planner/key.h"
+#include "planner/ledger.h"
+#include "planner/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever a member of attn_engine_ops changes meaning or layout;
+ * attn_engine_create refuses a table of another version. */
+#define ATTN_ENGINE_OPS_VERSION 2u
+
+/* Most instances of one engine (one per device). */
+#define ATTN_ENGINE_DEVICES_MAX 16
+
+/* What the daemon's configuration gives one instance. */
+typedef struct attn_engine_config {
+    int device;           /* CUDA ordinal for a device engine; -1 for a host engine */
+    uint32_t num_threads; /* host engines: worker threads, 0 = online CPUs */
+    const void *tuning;   /* engine-specific knobs (attn_cpu_options for cpu_ref,
+                             attn_cuda_tuning for cuda_decode); NULL = defaults */
+} attn_engine_config;
+
+/* Where a plan runs and keeps its workspace: the key environment of the
+ * call and plan keys (seed 0x07A, 0x0BE). */
+typedef struct attn_engine_env {
+    char device_type[8];       /* "cpu" or "cuda" */
+    int compute_capability;    /* major * 10 + minor, e.g. 90; 0 on the host */
+    char device[16];           /* the pool's device the plan binds: "cpu", "cuda:0" */
+    char workspace_device[16]; /* where the partial states live */
+} attn_engine_env;
+
+typedef struct attn_engine attn_engine;
+typedef struct attn_engine_ops attn_engine_ops;
+
+/* What plan produced and run consumes.  The manifest and geometry given to
+ * plan must outlive the plan (the daemon's cached plan owns both).  Every
+ * field is written by plan and read-only afterwards; `priv` is private to
+ * the engine. */
+typedef struct attn_engine_plan {
+    attn_engine *owner;    /* the instance that made it; only it runs it */
+    attn_split_plan split; /* which keys each producer summarises */
+    attn_ledger ledger;    /* the workspace the engine really carves, by field */
+    attn_engine_env env;
+    attn_schedule_policy schedule; /* what run executes; never AUTO */
+    char schedule_why[128];        /* why that schedule, in one sentence */
+    void *priv;                    /* the engine's own per-plan data */
+} attn_engine_plan;
+
+/* The per-layer bindings of one run.  Host buffers in wire dtypes (q, o in
+ * q_dtype; k_new, v_new in the pool's kv_dtype); the stores come from
+ * `pool` at `layer`. */
+typedef struct attn_run_io {
+    const attn_pool_view *pool;
+    uint32_t layer;
+    const void *q;     /* [total_q, H_q, d_qk] */
+    const void *k_new; /* [total_q, H_kv, d_qk] */
+    const void *v_new; /* [total_q, H_kv, d_vo] */
+    void *o;           /* [total_q, H_q, d_vo] */
+    float *lse;        /* [total_q, H_q], may be NULL */
+    bool commit;       /* write the new rows into their pages after attention succeeded */
+} attn_run_io;
+
+/* How often an instance planned and ran (tests count re-validation with
+ * it; `hello`/stats may report it). */
+typedef struct attn_engine_counters {
+    _Atomic uint64_t plans; /* plans built (validation, mask program, metadata) */
+    _Atomic uint64_t runs;  /* runs started */
+} attn_engine_counters;
+
+struct attn_engine_ops {
+    uint32_t version; /* ATTN_ENGINE_OPS_VERSION */
+    const char *name; /* "cpu_ref", "cuda_decode", ... */
+    attn_platform platform;
+    uint32_t phases;    /* bit (1u << attn_phase) per phase in the candidate domain */
+    uint32_t schedules; /* bit (1u << attn_schedule_policy) per schedule run can execute */
+    int priority;       /* lower runs first under `auto` */
+    /* Make the instance state for `cfg`; 0 or an attn_err with detail. */
+    int (*init)(const attn_engine_config *cfg, void **state, attn_error_detail *err);
+    /* Release what init made (every plan of the instance is freed first). */
+    void (*fini)(void *state);
+    /* Fill `out` with every reason this instance cannot run the call. */
+    void (*admit)(const attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
+                  attn_admission *out);
+    /* Fill `out` (zeroed, owner set) for a validated manifest; on failure
+     * leave nothing for plan_free to release. */
+    int (*plan)(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
+                attn_engine_plan *out, attn_error_detail *err);
+    /* Stage, attend, merge and (when io->commit) commit; on failure the pool
+     * is unchanged (or ATTN_E_POOL_UNRESTORED says it could not be). */
+    int (*run)(attn_engine *self, attn_engine_plan *p, const attn_run_io *io, attn_exec_report *rep,
+               attn_error_detail *err);
+    /* Release the split plan, ledger and private data of `p`. */
+    void (*plan_free)(attn_engine *self, attn_engine_plan *p);
+};
+
+/* One (engine, device) instance.  Set by attn_engine_create and read-only
+ * afterwards, except `state` (private to the engine) and `count` (updated
+ * by attn_engine_plan_new and attn_engine_run). */
+struct attn_engine {
+    const attn_engine_ops *ops;
+    int device;     /* CUDA ordinal, -1 for the host */
+    char where[16]; /* "cpu" or "cuda:N" */
+    void *state;    /* what ops->init made */
+    attn_engine_counters count;
+};
+
+/* Create an instance of `ops` for `cfg` (NULL: the host, defaults):
+ * checks the table's version and members, then calls init. */
+int attn_engine_create(const attn_engine_ops *ops, const attn_engine_config *cfg, attn_engine **out,
+                       attn_error_detail *err);
+
+/* Finish and free an instance (NULL is ignored). */
+void attn_engine_destroy(attn_engine *e);
+
+/* Plan `m` on `e`: a new engine plan owned by the caller, released with
+ * attn_engine_plan_release. */
+int attn_engine_plan_new(attn_engine *e, const attn_manifest *m, const attn_pool_geometry *g,
+                         attn_engine_plan **out, attn_error_detail *err);
+
+/* Free a plan through its owner's plan_free (NULL is ignored). */
+void attn_engine_plan_release(attn_engine_plan *p);
+
+/* Run `p` on `e` for one layer; ATTN_E_STALE_PLAN when `p` was made by
+ * another instance. */
+int attn_engine_run(attn_engine *e, attn_engine_plan *p, const attn_run_io *io,
+                    attn_exec_report *rep, attn_error_detail *err);
+
+/* Fill the environment of a host engine: "cpu", cc 0, device and workspace "cpu". */
+void attn_engine_env_host(attn_engine_env *env);
+
+/* Fill the environment of a device engine: "cuda", cc major*10+minor, and
+ * "cuda:N" for both the device and the workspace. */
+void attn_engine_env_cuda(attn_engine_env *env, int device, int cc_major, int cc_minor);
+
+/* The key environment as planner/key.h takes it (borrows `env`'s strings). */
+attn_key_env attn_engine_key_env(const attn_engine_env *env);
+
+/* Whether `ops` can run schedule `s` (AUTO always: the engine picks). */
+bool attn_engine_implements(const attn_engine_ops *ops, attn_schedule_policy s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
