@@ -20,9 +20,16 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # The build id names the source revision (seed 0x0BA: a version string is not
 # a loaded-artifact identity, so replies carry the commit and the flags).
 ATTN_BUILD_ID ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+# The version has one home, the VERSION file: it feeds the daemon's hello,
+# libattn's SONAME (its major number) and libattn.pc.
+ATTN_VERSION := $(shell cat VERSION)
+ATTN_SOVERSION := $(firstword $(subst ., ,$(ATTN_VERSION)))
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -I. -MMD -MP
+# Every object hides its symbols; attn/client.h marks the public ones
+# (ATTN_EXPORT), so libattn.so exports the client API and nothing else.
+CFLAGS  += -fvisibility=hidden -DATTN_VERSION='"$(ATTN_VERSION)"'
 CFLAGS  += -DATTN_BUILD_ID='"$(ATTN_BUILD_ID)"' -DATTN_BUILD_FLAGS='"CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)"'
 LDLIBS  := -lnng -luv -lmsgpackc -ljansson -lcrypto -lpthread -lm -ldl -lrt
 ifeq ($(STATIC),1)
@@ -60,7 +67,7 @@ CTL_SRCS    := $(wildcard client/attnctl/*.c)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 SRVT_SRCS   := $(wildcard tests/daemon/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
-PY_TESTS    := $(wildcard client/python/test_*.py)
+PY_TESTS    := $(wildcard client/python/test_*.py) $(wildcard tests/lint/test_*.py)
 TESTLIB_SRCS:= $(wildcard tests/lib/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -76,9 +83,16 @@ INTEG_BINS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
 # Objects that embed the build id are rebuilt whenever it changes (a stale id
 # would name another revision than the one that runs).
 BUILD_ID_STAMP := $(BUILD)/build_id.stamp
-BUILD_ID_LINE  := $(ATTN_BUILD_ID) CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)
+BUILD_ID_LINE  := $(ATTN_BUILD_ID) $(ATTN_VERSION) CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)
 $(shell mkdir -p $(BUILD) && (echo '$(BUILD_ID_LINE)' | cmp -s - $(BUILD_ID_STAMP) || echo '$(BUILD_ID_LINE)' > $(BUILD_ID_STAMP)))
 $(BUILD)/obj/daemon/artifact.o $(BUILD)/obj/daemon/server.o: $(BUILD_ID_STAMP)
+
+# Every C object is rebuilt when the compile flags change (the build id
+# aside): an object left over from other flags, e.g. without
+# -fvisibility=hidden, would silently change what libattn.so exports.
+FLAGS_STAMP := $(BUILD)/cflags.stamp
+FLAGS_LINE  := $(CC) $(filter-out -DATTN_BUILD_ID=%,$(CFLAGS))
+$(shell mkdir -p $(BUILD) && (echo '$(FLAGS_LINE)' | cmp -s - $(FLAGS_STAMP) || echo '$(FLAGS_LINE)' > $(FLAGS_STAMP)))
 
 ifeq ($(CUDA),1)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CUDA_SRCS)) $(call obj,$(CUDA_CSRCS))
@@ -91,6 +105,8 @@ LIBCUDA   := $(BUILD)/libattn_cuda.a
 LIBSRV    := $(BUILD)/libattn_server.a
 LIBCLIENT := $(BUILD)/libattn.a
 LIBCLIENT_SO := $(BUILD)/libattn.so
+LIBCLIENT_SO_REAL := $(BUILD)/libattn.so.$(ATTN_VERSION)
+LIBCLIENT_SONAME  := libattn.so.$(ATTN_SOVERSION)
 ATTND     := $(BUILD)/attnd
 ATTNCTL   := $(BUILD)/attnctl
 ENGINE_LIBS := $(LIBCUDA) $(LIBCORE)
@@ -103,7 +119,7 @@ all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(if $(filter 1,$(STATIC)),,$(LIBCLIE
 deps:
 	@./scripts/deps.sh
 
-$(BUILD)/obj/%.o: %.c | deps
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -127,14 +143,24 @@ $(LIBCLIENT): $(CLIENT_OBJS) $(CORE_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBCLIENT_SO): $(CLIENT_OBJS) $(CORE_OBJS)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# libattn.so.X.Y.Z with SONAME libattn.so.X and the usual two links: the
+# client and protocol objects (the API lives in both), and from the core
+# archive only the members they need (names, errors, validators).
+PROTOCOL_OBJS := $(call obj,$(wildcard protocol/*.c))
+$(LIBCLIENT_SO_REAL): $(CLIENT_OBJS) $(PROTOCOL_OBJS) $(LIBCORE)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(LIBCLIENT_SONAME) -Wl,--no-undefined -o $@ \
+		$(CLIENT_OBJS) $(PROTOCOL_OBJS) $(LIBCORE) $(LDLIBS)
+
+$(LIBCLIENT_SO): $(LIBCLIENT_SO_REAL)
+	ln -sf $(notdir $(LIBCLIENT_SO_REAL)) $(BUILD)/$(LIBCLIENT_SONAME)
+	ln -sf $(notdir $(LIBCLIENT_SO_REAL)) $@
 
 $(ATTND): $(BUILD)/obj/daemon/main.o $(LIBSRV) $(ENGINE_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
-$(ATTNCTL): $(CTL_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS)
-	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) $(LDLIBS)
+# attnctl is a client: libattn and protocol only (--local starts an attnd).
+$(ATTNCTL): $(CTL_OBJS) $(LIBCLIENT)
+	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCLIENT) $(LDLIBS)
 
 # tests/unit: pure modules (core library only); tests/daemon: server and
 # client modules in-process; tests/integration: a daemon subprocess.
@@ -157,12 +183,17 @@ unit: deps $(UNIT_BINS) $(SRVT_BINS)
 unit-core: deps $(UNIT_BINS)
 	ATTN_SRCDIR=$(CURDIR) ./scripts/run-tests.sh $(UNIT_BINS)
 
-integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(INTEG_BINS) $(PY_TESTS)
+# tests/lint/test_exports.py reads the shared library ("none" when STATIC=1).
+TEST_LIBATTN := $(if $(filter 1,$(STATIC)),none,$(abspath $(LIBCLIENT_SO)))
+TEST_ENV = ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) \
+	ATTN_LIBATTN=$(TEST_LIBATTN)
+
+integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
+	$(TEST_ENV) ./scripts/run-tests.sh $(INTEG_BINS) $(PY_TESTS)
 
 # The README's test command: every suite, one summary line at the end.
-test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS)
-	ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(ATTNCTL)) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS) $(PY_TESTS)
+test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
+	$(TEST_ENV) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS) $(PY_TESTS)
 
 # Unit suite under AddressSanitizer and UndefinedBehaviorSanitizer (CUDA off:
 # the sanitizers do not instrument nvcc's objects and no GPU runs here).
@@ -200,9 +231,11 @@ $(FUZZ_SEEDGEN): tests/fuzz/fuzz_seeds.c $(LIBSRV) $(ENGINE_LIBS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBSRV) $(ENGINE_LIBS) $(LDLIBS)
 
 # clang-format checks every tracked or new (untracked, not ignored) source
-# file; cppcheck the C modules.
+# file; cppcheck the C modules; check-includes.py the arrows between the
+# folders (ARCHITECTURE.md, exceptions in scripts/include-exceptions.txt).
 LINT_SRCS := '*.c' '*.h' '*.cu' '*.cuh'
 lint: deps
+	python3 scripts/check-includes.py
 	@files=$$(git ls-files --cached --others --exclude-standard -- $(LINT_SRCS)); \
 	clang-format --dry-run --Werror $$files && echo "clang-format: clean"
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
@@ -216,9 +249,12 @@ demo: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attn
 	install -m 755 $(ATTND) $(ATTNCTL) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(LIBCLIENT) $(LIBCLIENT_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(LIBCLIENT) $(DESTDIR)$(PREFIX)/lib/
+	$(if $(filter 1,$(STATIC)),,install -m 755 $(LIBCLIENT_SO_REAL) $(DESTDIR)$(PREFIX)/lib/ && \
+		ln -sf $(notdir $(LIBCLIENT_SO_REAL)) $(DESTDIR)$(PREFIX)/lib/$(LIBCLIENT_SONAME) && \
+		ln -sf $(notdir $(LIBCLIENT_SO_REAL)) $(DESTDIR)$(PREFIX)/lib/libattn.so)
 	install -m 644 include/attn/*.h $(DESTDIR)$(PREFIX)/include/attn/
-	sed 's|@PREFIX@|$(PREFIX)|' client/libattn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libattn.pc
+	sed 's|@PREFIX@|$(PREFIX)|; s|@VERSION@|$(ATTN_VERSION)|' client/libattn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libattn.pc
 
 clean:
 	rm -rf build build-*

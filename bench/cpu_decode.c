@@ -295,7 +295,7 @@ int main(int argc, char **argv)
              "figure counts each visible K and V row once per (request, K/V head); the memory "
              "figure sums the same two arrays.\n",
              date, date, model, nproc, cmdline, B, (long long)T, Hq, Hkv, d,
-             layout == ATTN_HND ? "HND" : "NHD", P, threads, attn_split_policy_label(plan.policy),
+             attn_layout_name(layout), P, threads, attn_split_policy_name(plan.policy),
              plan.num_slots, plan.num_requests, repeats, sink, threads, mem_bytes,
              median(mem_s, repeats) * 1e3, mem_gbs, kv_bytes, eng_med * 1e3, eng_gbs,
              100.0 * ratio);

@@ -20,7 +20,7 @@
 #include "planner/diag.h"
 #include "planner/key.h"
 #include "planner/registry.h"
-#include "protocol/diag.h"
+#include "planner/diag_encode.h"
 
 static double now_ns(void)
 {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/common/dtype.h"
+#include "attn/names.h"
 
 void attnd_config_defaults(attnd_config *c)
 {
@@ -27,25 +27,16 @@ void attnd_config_defaults(attnd_config *c)
 
 int attnd_engine_parse(const char *s, attnd_engine_pref *out)
 {
-    if (strcmp(s, "auto") == 0)
+    attn_platform p;
+    if (strcmp(s, "auto") == 0) {
         *out = ATTND_ENGINE_AUTO;
-    else if (strcmp(s, "cpu") == 0)
-        *out = ATTND_ENGINE_CPU;
-    else if (strcmp(s, "cuda") == 0)
-        *out = ATTND_ENGINE_CUDA;
-    else
+        return 0;
+    }
+    /* the engine names are the platform names (attn/types.h ATTN_PLATFORMS) */
+    if (attn_platform_parse(s, "engine", &p, NULL) != 0)
         return ATTN_E_UNKNOWN_BACKEND;
+    *out = p == ATTN_PLATFORM_CUDA ? ATTND_ENGINE_CUDA : ATTND_ENGINE_CPU;
     return 0;
-}
-
-int attnd_dtype_parse(const char *s, attn_dtype *out)
-{
-    for (int k = ATTN_FP32; k <= ATTN_BF16; k++)
-        if (strcmp(s, attn_dtype_name((attn_dtype)k)) == 0) {
-            *out = (attn_dtype)k;
-            return 0;
-        }
-    return ATTN_E_DTYPE;
 }
 
 /* Parse an unsigned decimal (or 0-prefixed octal/0x hex) that must fit `max`. */
@@ -67,6 +58,7 @@ int attnd_pool_spec_parse(const char *spec, attn_pool_geometry *g, attn_error_de
 {
     char buf[256];
     char *parts[9] = {0};
+    int rv;
     int n = 0;
     uint64_t v[5];
     char *save = NULL, *tok;
@@ -96,16 +88,10 @@ int attnd_pool_spec_parse(const char *spec, attn_pool_geometry *g, attn_error_de
     g->kv_dtype = ATTN_FP32;
     g->layout = ATTN_NHD;
     snprintf(g->device, sizeof g->device, "cpu");
-    if (n > 6 && attnd_dtype_parse(parts[6], &g->kv_dtype) != 0)
-        return attn_error_set(err, ATTN_E_DTYPE, "pool.kv_dtype", "unknown dtype '%s'", parts[6]);
-    if (n > 7) {
-        if (strcmp(parts[7], "NHD") == 0)
-            g->layout = ATTN_NHD;
-        else if (strcmp(parts[7], "HND") == 0)
-            g->layout = ATTN_HND;
-        else
-            return attn_error_set(err, ATTN_E_RANGE, "pool.layout", "layout must be NHD or HND");
-    }
+    if (n > 6 && (rv = attn_dtype_parse(parts[6], "pool.kv_dtype", &g->kv_dtype, err)) != 0)
+        return rv;
+    if (n > 7 && (rv = attn_layout_parse(parts[7], "pool.layout", &g->layout, err)) != 0)
+        return rv;
     if (n > 8)
         snprintf(g->device, sizeof g->device, "%s", parts[8]);
     return 0;
@@ -155,16 +141,13 @@ static int pool_from_json(json_t *o, attn_pool_geometry *g, const char *path,
                 return attn_error_set(err, ATTN_E_RANGE, field, "pool name must be 1..63 bytes");
             snprintf(g->name, sizeof g->name, "%s", json_string_value(val));
         } else if (strcmp(key, "kv_dtype") == 0) {
-            if (attnd_dtype_parse(json_string_value(val), &g->kv_dtype) != 0)
-                return attn_error_set(err, ATTN_E_DTYPE, field, "unknown dtype");
+            int rv = attn_dtype_parse(json_string_value(val), field, &g->kv_dtype, err);
+            if (rv != 0)
+                return rv;
         } else if (strcmp(key, "layout") == 0) {
-            const char *s = json_string_value(val);
-            if (strcmp(s, "NHD") == 0)
-                g->layout = ATTN_NHD;
-            else if (strcmp(s, "HND") == 0)
-                g->layout = ATTN_HND;
-            else
-                return attn_error_set(err, ATTN_E_RANGE, field, "layout must be NHD or HND");
+            int rv = attn_layout_parse(json_string_value(val), field, &g->layout, err);
+            if (rv != 0)
+                return rv;
         } else if (strcmp(key, "device") == 0) {
             if (json_string_length(val) >= sizeof g->device)
                 return attn_error_set(err, ATTN_E_RANGE, field, "device name too long");

@@ -20,10 +20,11 @@
 #define ATTND_DEFAULT_CONTEXTS 16              /* nng REP contexts (concurrent requests) */
 #define ATTND_MAX_CONFIG_POOLS 16
 
+/* "auto" or one platform; the values are the attn_platform ones. */
 typedef enum attnd_engine_pref {
     ATTND_ENGINE_AUTO = 0,
-    ATTND_ENGINE_CPU = 1,
-    ATTND_ENGINE_CUDA = 2,
+    ATTND_ENGINE_CPU = ATTN_PLATFORM_CPU,
+    ATTND_ENGINE_CUDA = ATTN_PLATFORM_CUDA,
 } attnd_engine_pref;
 
 typedef struct attnd_config {
@@ -61,9 +62,6 @@ int attnd_pool_spec_parse(const char *spec, attn_pool_geometry *g, attn_error_de
 
 /* Parse an engine name ("cpu", "cuda", "auto"). */
 int attnd_engine_parse(const char *s, attnd_engine_pref *out);
-
-/* Parse a dtype name ("fp32", "fp16", "bf16"); returns 0 or ATTN_E_DTYPE. */
-int attnd_dtype_parse(const char *s, attn_dtype *out);
 
 /* The text printed by --help. */
 const char *attnd_config_usage(void);

@@ -21,7 +21,7 @@
 #include "daemon/server_int.h"
 #include "planner/diag.h"
 #include "planner/ledger.h"
-#include "protocol/diag.h"
+#include "planner/diag_encode.h"
 #include "daemon/verify.h"
 #include "engines/cuda/cupti_trace.h"
 #include "planner/split.h"

@@ -169,17 +169,17 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
         }
     }
     if (cfg->capture[0] != '\0') {
-        attnd_capture_header h;
+        attn_capture_header h;
         memset(&h, 0, sizeof h);
-        h.version = ATTND_CAPTURE_VERSION;
+        h.version = ATTN_CAPTURE_VERSION;
         snprintf(h.attnd, sizeof h.attnd, "%s", ATTND_VERSION);
         snprintf(h.build, sizeof h.build, "%s", s->build_id);
+        /* an engine preference is a platform (same values) or "auto" */
         snprintf(h.engine, sizeof h.engine, "%s",
-                 cfg->engine == ATTND_ENGINE_CUDA  ? "cuda"
-                 : cfg->engine == ATTND_ENGINE_CPU ? "cpu"
-                                                   : "auto");
-        h.num_pools = attnd_pool_table_list(s->pools, h.pools, ATTND_CAPTURE_MAX_POOLS);
-        if ((rc = attnd_capture_open(&s->capture, cfg->capture, &h, err)) != 0)
+                 cfg->engine == ATTND_ENGINE_AUTO ? "auto"
+                                                  : attn_platform_name((attn_platform)cfg->engine));
+        h.num_pools = attnd_pool_table_list(s->pools, h.pools, ATTN_CAPTURE_MAX_POOLS);
+        if ((rc = attn_capture_open(&s->capture, cfg->capture, &h, err)) != 0)
             goto fail;
     }
     atomic_store(&s->metrics.engines_ready, 1);
@@ -194,7 +194,7 @@ void attn_server_destroy(attn_server *s)
 {
     if (s == NULL)
         return;
-    attnd_capture_close(s->capture);
+    attn_capture_close(s->capture);
     attnd_plan_cache_destroy(s->plans); /* engine plans go before their engines */
     attnd_pool_table_destroy(s->pools);
     for (uint32_t i = 0; i < s->num_engines; i++)
@@ -465,7 +465,7 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
 capture:
     attnd_metrics_observe(&s->metrics, op, rc != 0 ? rc : code, now_ns() - t0);
     if (rc == 0 && s->capture != NULL)
-        attnd_capture_append(s->capture, frame, len, *reply, *reply_len);
+        attn_capture_append(s->capture, frame, len, *reply, *reply_len);
     return rc;
 }
 

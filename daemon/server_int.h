@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 
 #include "attn/client.h"
-#include "daemon/capture.h"
+#include "protocol/capture.h"
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
@@ -16,7 +16,11 @@
 #include "planner/registry.h"
 #include "protocol/codec.h"
 
-#define ATTND_VERSION "0.1.0"
+/* The version has one home, the VERSION file (the Makefile passes it in). */
+#ifndef ATTN_VERSION
+#error "ATTN_VERSION is defined by the Makefile from the VERSION file"
+#endif
+#define ATTND_VERSION ATTN_VERSION
 
 struct attn_server {
     attnd_config cfg;
@@ -25,7 +29,7 @@ struct attn_server {
     attn_registry registry;
     uint32_t num_engines;
     attn_engine *engines[1 + ATTN_ENGINE_DEVICES_MAX]; /* owned; the registry borrows them */
-    attnd_capture *capture;
+    attn_capture *capture;
     attnd_metrics metrics;
     attn_codec_limits limits;
     _Atomic uint64_t engine_failures;

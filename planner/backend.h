@@ -17,8 +17,6 @@
 #include "attn/types.h"
 #include "planner/plan.h"
 
-typedef enum attn_platform { ATTN_PLATFORM_CPU = 1, ATTN_PLATFORM_CUDA = 2 } attn_platform;
-
 /* The twelve admission factors of seed 0x07B. */
 typedef enum attn_admit_factor {
     ATTN_ADMIT_INSTALLED = 0,

@@ -3,7 +3,8 @@
  *
  * The diagnostic borrows what is large and already lives until the reply is
  * encoded (call key, selection, split plan) and copies what is small.  The
- * encoders are in protocol/diag.h (msgpack for replies, JSON for attnctl).
+ * encoders are in planner/diag_encode.h (msgpack for replies, JSON for
+ * attnctl); the explanation of the JSON form is protocol/diag.h.
  */
 #ifndef ATTN_PLANNER_DIAG_H
 #define ATTN_PLANNER_DIAG_H

@@ -1,4 +1,5 @@
 /* Call keys, plan keys, their canonical form and digest (seed 0x07A, 0x07F, 0x0BE). */
+#include <ctype.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,7 +12,7 @@
 #include "kernels/common/mask.h"
 #include "planner/key.h"
 #include "planner/split.h"
-#include "protocol/manifest.h"
+#include "attn/names.h"
 
 void attn_key_init(attn_key *k)
 {
@@ -536,40 +537,6 @@ int attn_key_sha256(const attn_key *k, char hex[ATTN_SHA256_HEX])
     return rv;
 }
 
-const char *attn_key_schedule_name(attn_schedule_policy s)
-{
-    switch (s) {
-    case ATTN_SCHED_AUTO:
-        return "auto";
-    case ATTN_SCHED_PARTITION:
-        return "partition";
-    case ATTN_SCHED_UNIFIED:
-        return "unified";
-    }
-    return "unknown";
-}
-
-const char *attn_key_abi_name(attn_state_abi a)
-{
-    return a == ATTN_ABI_MLU ? "mlu" : a == ATTN_ABI_LSE_O ? "lse_o" : "unknown";
-}
-
-attn_tolerance attn_tolerance_for(attn_dtype q_dtype, attn_dtype kv_dtype)
-{
-    attn_tolerance t;
-    if (q_dtype == ATTN_FP32 && kv_dtype == ATTN_FP32) {
-        t.metric = "max_rel";
-        t.rtol = 1e-5;
-        t.lse_atol = 1e-5;
-    } else {
-        /* half-precision storage: normwise error, LSE absolute (device METHOD.md) */
-        t.metric = "rel_l2";
-        t.rtol = 1e-2;
-        t.lse_atol = 1e-3;
-    }
-    return t;
-}
-
 /* SHA-256 of the mask payload, so the key changes when the mask program
  * changes even though the vectors themselves are too large to inline. */
 static int mask_data_digest(const attn_mask *mk, char hex[ATTN_SHA256_HEX])
@@ -625,16 +592,18 @@ int attn_call_key_build(const attn_manifest *m, const attn_pool_geometry *g,
     else if (phases != 0)
         phase = "mixed"; /* seed 0x08F: a mixed batch is its own operation coordinate */
 
+    /* the key spells the layout "paged_nhd"/"paged_hnd" (digests of
+     * recorded keys depend on it): the wire name in lower case */
     char layout[24];
-    snprintf(layout, sizeof layout, "paged_%s", g->layout == ATTN_HND ? "hnd" : "nhd");
+    int ln = snprintf(layout, sizeof layout, "paged_%s", attn_layout_name(g->layout));
+    for (int i = 6; i < ln && i < (int)sizeof layout; i++)
+        layout[i] = (char)tolower((unsigned char)layout[i]);
     char mask_hex[ATTN_SHA256_HEX] = "";
     attn_tolerance tol = attn_tolerance_for(m->q_dtype, g->kv_dtype);
-    double sm_scale = m->has_sm_scale ? (double)m->sm_scale
-                                      : 1.0 / sqrt((double)(g->head_dim_qk ? g->head_dim_qk : 1));
-    const char *polarity = m->mask.polarity == ATTN_POLARITY_TRUE_MEANS_MASKED ? "true_means_masked"
-                           : m->mask.polarity == ATTN_POLARITY_TRUE_MEANS_ALLOWED
-                               ? "true_means_allowed"
-                               : "unset";
+    /* the default in double, as keys have always recorded it (digests of
+     * recorded keys depend on it); the formula's one home is names.c */
+    double sm_scale = m->has_sm_scale ? (double)m->sm_scale : attn_sm_scale_default(g->head_dim_qk);
+    const char *polarity = attn_mask_polarity_name(m->mask.polarity);
     attn_key_fini(out);
     if (m->mask.kind == ATTN_MASK_FLASHMASK || m->mask.kind == ATTN_MASK_DENSE)
         rv = mask_data_digest(&m->mask, mask_hex);
@@ -663,7 +632,7 @@ int attn_call_key_build(const attn_manifest *m, const attn_pool_geometry *g,
     TRY(attn_key_set_str(out, "q_dtype", attn_dtype_name(m->q_dtype)));
     TRY(attn_key_set_str(out, "kv_dtype", attn_dtype_name(g->kv_dtype)));
     TRY(attn_key_set_str(out, "cache_layout", layout));
-    TRY(attn_key_set_str(out, "kv_format", m->kv.format == ATTN_KV_DENSE ? "dense" : "csr"));
+    TRY(attn_key_set_str(out, "kv_format", attn_kv_format_name(m->kv.format)));
     TRY(attn_key_set_int(out, "page_size", g->page_size));
     TRY(attn_key_set_bool(out, "last_dim_contiguous", true)); /* wire tensors are row-major */
     /* semantics S */
@@ -677,10 +646,10 @@ int attn_call_key_build(const attn_manifest *m, const attn_pool_geometry *g,
     /* runtime controls R (seed 0x07G: determinism and numerics belong in the key) */
     TRY(attn_key_set_str(out, "backend_request",
                          m->policy.backend[0] ? m->policy.backend : "auto"));
-    TRY(attn_key_set_str(out, "schedule", attn_key_schedule_name(m->policy.schedule)));
-    TRY(attn_key_set_str(out, "split_policy", attn_split_policy_label(m->policy.split_policy)));
+    TRY(attn_key_set_str(out, "schedule", attn_schedule_policy_name(m->policy.schedule)));
+    TRY(attn_key_set_str(out, "split_policy", attn_split_policy_name(m->policy.split_policy)));
     TRY(attn_key_set_int(out, "splits", m->policy.splits));
-    TRY(attn_key_set_str(out, "state_abi", attn_key_abi_name(m->policy.state_abi)));
+    TRY(attn_key_set_str(out, "state_abi", attn_state_abi_name(m->policy.state_abi)));
     TRY(attn_key_set_bool(out, "requires_deterministic", m->policy.deterministic));
     TRY(attn_key_set_bool(out, "cuda_graph", m->policy.graph));
     /* seed 0x0BG: the tolerance is a field of the key, not a post-hoc choice */

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "attn/error.h"
+#include "attn/names.h"
 #include "attn/types.h"
 
 #define ATTN_KEY_MAX_FIELDS 48
@@ -139,23 +140,5 @@ void attn_plan_decide(const attn_key *frozen, const attn_key *now, attn_plan_dec
  * a frozen field (it cannot be replanned silently under an id the caller
  * holds); returns 0, or ATTN_E_STALE_PLAN naming the first changed field. */
 int attn_plan_check_named(const attn_key *frozen, const attn_key *now, attn_error_detail *d);
-
-/* Wire names of the policy enums that appear in keys and diagnostics (the
- * other enums have theirs beside their contract: attn_dtype_name,
- * attn_phase_name, attn_mask_kind_name, attn_split_policy_label). */
-const char *attn_key_schedule_name(attn_schedule_policy s);
-const char *attn_key_abi_name(attn_state_abi a);
-
-/* The tolerance a call declares for verification (seed 0x0BG: a field of the
- * key, never adjusted after the fact).  fp32 storage: max relative error
- * 1e-5; fp16/bf16: relative L2 error 1e-2 and LSE absolute error 1e-3. */
-typedef struct attn_tolerance {
-    const char *metric; /* "max_rel" or "rel_l2" */
-    double rtol;
-    double lse_atol;
-} attn_tolerance;
-
-/* The declared tolerance of a call with these query and K/V dtypes. */
-attn_tolerance attn_tolerance_for(attn_dtype q_dtype, attn_dtype kv_dtype);
 
 #endif

@@ -7,7 +7,7 @@
 #include "planner/key.h"
 #include "planner/registry.h"
 #include "planner/split.h"
-#include "protocol/manifest.h"
+#include "attn/names.h"
 
 void attn_registry_init(attn_registry *r)
 {
@@ -165,11 +165,6 @@ attn_platform attn_platform_of_device(const char *device)
     return (attn_platform)0;
 }
 
-const char *attn_platform_name(attn_platform p)
-{
-    return p == ATTN_PLATFORM_CPU ? "cpu" : p == ATTN_PLATFORM_CUDA ? "cuda" : "unknown";
-}
-
 const char *attn_admit_factor_name(attn_admit_factor f)
 {
     static const char *const names[ATTN_ADMIT_NUM_FACTORS] = {
@@ -199,16 +194,11 @@ void attn_admission_reject(attn_admission *a, attn_admit_factor f, const char *f
     va_end(ap);
 }
 
-/* Phase of one request from (T, C) (seed 0x08C); -1 when neither. */
+/* Phase of one request from (T, C) (seed 0x08C, attn_phase_classify); -1 when neither. */
 static int phase_of(const attn_request_desc *r)
 {
-    if (r->cache_len == 0 && r->new_len > 0)
-        return ATTN_PHASE_PREFILL;
-    if (r->cache_len > 0 && r->new_len == 1)
-        return ATTN_PHASE_DECODE;
-    if (r->cache_len > 0 && r->new_len > 1)
-        return ATTN_PHASE_APPEND;
-    return -1;
+    attn_phase ph;
+    return attn_phase_classify(r->cache_len, r->new_len, &ph) == 0 ? (int)ph : -1;
 }
 
 int attn_semantic_check(const attn_manifest *m, const attn_pool_geometry *g, attn_error_detail *d)
@@ -340,7 +330,7 @@ static attn_engine *admit_entry(const attn_registry_entry *e, const attn_manifes
         /* seed 0x08G: a schedule is executed as asked or refused, never relabelled */
         attn_admission_reject(a, ATTN_ADMIT_PHASE, "policy.schedule",
                               "schedule %s is not implemented by %s",
-                              attn_key_schedule_name(m->policy.schedule), e->name);
+                              attn_schedule_policy_name(m->policy.schedule), e->name);
     if (inst != NULL) {
         attn_admission own;
         memset(&own, 0, sizeof own);
@@ -501,7 +491,7 @@ void attn_selection_note_plan(attn_selection *sel, const attn_policy *p,
         sel->fallback = ATTN_FALLBACK_ALGORITHMIC;
         snprintf(sel->fallback_reason, sizeof sel->fallback_reason,
                  "policy asked split policy %s; the plan used %s",
-                 attn_split_policy_label(p->split_policy), attn_split_policy_label(plan->policy));
+                 attn_split_policy_name(p->split_policy), attn_split_policy_name(plan->policy));
     }
 }
 

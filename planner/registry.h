@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "attn/error.h"
+#include "attn/names.h"
 #include "attn/types.h"
 #include "planner/engine.h"
 
@@ -74,9 +75,6 @@ const attn_registry_entry *attn_registry_find(const attn_registry *r, const char
 
 /* Platform of a pool device string: "cpu" -> CPU, "cuda:N"/"cuda" -> CUDA, else 0. */
 attn_platform attn_platform_of_device(const char *device);
-
-/* "cpu" or "cuda". */
-const char *attn_platform_name(attn_platform p);
 
 /* Short name of an admission factor ("installed", "head_ratio", "mask", ...). */
 const char *attn_admit_factor_name(attn_admit_factor f);

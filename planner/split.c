@@ -153,23 +153,6 @@ int64_t attn_split_paper_chunk(uint32_t num_requests, const int64_t *kv_len, con
     return ceil_div_i64(work, workers);
 }
 
-const char *attn_split_policy_label(attn_split_policy p)
-{
-    switch (p) {
-    case ATTN_SPLIT_AUTO:
-        return "auto";
-    case ATTN_SPLIT_FA:
-        return "fa";
-    case ATTN_SPLIT_FI:
-        return "fi";
-    case ATTN_SPLIT_GLOBAL:
-        return "global";
-    case ATTN_SPLIT_FIXED:
-        return "fixed";
-    }
-    return "unknown";
-}
-
 void attn_split_params_from_manifest(const attn_manifest *m, uint32_t num_kv_heads,
                                      attn_split_params *p)
 {
@@ -264,7 +247,7 @@ static int check_params(const attn_split_params *p, attn_split_policy pol, attn_
                                   (long long)p->max_chunk);
     } else if (p->grid_capacity == 0) {
         return attn_error_set(err, ATTN_E_SPLIT, "grid_capacity",
-                              "policy %s needs a grid capacity > 0", attn_split_policy_label(pol));
+                              "policy %s needs a grid capacity > 0", attn_split_policy_name(pol));
     }
     return 0;
 }
@@ -669,7 +652,7 @@ size_t attn_split_plan_json(const attn_split_plan *plan, uint32_t max_items, cha
     if (buf != NULL && cap > 0)
         buf[0] = '\0';
     json_put(&o, "{\"policy\":\"%s\",\"chunk\":%u,\"num_requests\":%u,\"num_slots\":%u,",
-             attn_split_policy_label(plan->policy), plan->chunk, plan->num_requests,
+             attn_split_policy_name(plan->policy), plan->chunk, plan->num_requests,
              plan->num_slots);
     json_put(&o, "\"slot_capacity\":%u,\"num_splits\":[", plan->slot_capacity);
     for (uint32_t b = 0; b < plan->num_requests; b++)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "attn/error.h"
+#include "attn/names.h"
 #include "attn/types.h"
 #include "planner/plan.h"
 
@@ -121,9 +122,6 @@ void attn_split_owner_counts(const attn_split_plan *plan, const int64_t *q_len,
  * slot written by exactly one item, num_slots <= slot_capacity. */
 int attn_split_plan_check(const attn_split_plan *plan, const int64_t *kv_len,
                           attn_error_detail *err);
-
-/* "fa", "fi", "global", "fixed" or "auto". */
-const char *attn_split_policy_label(attn_split_policy p);
 
 /* Write the plan as one JSON object (policy, chunk, slots, split counts per
  * request, and the first max_items items as [req, slot, begin, end]) for the

@@ -14,10 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/common/dtype.h"
-#include "kernels/common/mask.h"
-#include "planner/key.h"
-#include "planner/split.h"
+#include "attn/names.h"
 #include "protocol/codec.h"
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
@@ -257,38 +254,34 @@ static int get_str(dec *d, size_t pos, const char *field, char *dst, size_t cap)
     return 0;
 }
 
-/* A str that must be one of `names`; *out is its index.  A bad value is
- * `code` (e.g. ATTN_E_DTYPE for dtypes, ATTN_E_POLICY inside policy). */
-static int get_enum(dec *d, size_t pos, const char *field, const char *const *names, int n,
-                    int code, int *out)
+/* A str that must be a wire name of one enumeration list: the list's parser
+ * (attn/names.h) names the field and the allowed values.  A str that does
+ * not fit (empty, too long, NUL inside) is handed on as "", so it is
+ * refused with the list's own error code like any other unknown name. */
+static int get_name(dec *d, size_t pos, const char *field, char s[ATTN_NAME_MAX])
 {
-    char s[32];
-    int rv = get_str(d, pos, field, s, sizeof s);
+    int rv = get_str(d, pos, field, s, ATTN_NAME_MAX);
     if (rv == ATTN_E_RANGE)
-        return attn_error_set(d->err, code, field, "%s has an unknown value", field);
-    if (rv != 0)
-        return rv;
-    for (int k = 0; k < n; k++)
-        if (strcmp(s, names[k]) == 0) {
-            *out = k;
-            return 0;
-        }
-    return attn_error_set(d->err, code, field, "%s \"%s\" is not one of the allowed values", field,
-                          s);
+        s[0] = '\0';
+    return rv == ATTN_E_RANGE ? 0 : rv;
 }
 
-static const char *const g_layouts[] = {"NHD", "HND"};
-
-static int get_dtype(dec *d, size_t pos, const char *field, attn_dtype *out)
-{
-    /* the wire names have one home, attn_dtype_name; index k is dtype k */
-    const char *const names[3] = {attn_dtype_name(ATTN_FP32), attn_dtype_name(ATTN_FP16),
-                                  attn_dtype_name(ATTN_BF16)};
-    int k, rv = get_enum(d, pos, field, names, 3, ATTN_E_DTYPE, &k);
-    if (rv == 0)
-        *out = (attn_dtype)k;
-    return rv;
-}
+#define GET_NAME_DEFINE(type)                                                                      \
+    static int get_##type(dec *d, size_t pos, const char *field, type *out)                        \
+    {                                                                                              \
+        char s[ATTN_NAME_MAX];                                                                     \
+        int rv = get_name(d, pos, field, s);                                                       \
+        return rv != 0 ? rv : type##_parse(s, field, out, d->err);                                 \
+    }
+GET_NAME_DEFINE(attn_dtype)
+GET_NAME_DEFINE(attn_layout)
+GET_NAME_DEFINE(attn_kv_format)
+GET_NAME_DEFINE(attn_mask_kind)
+GET_NAME_DEFINE(attn_mask_polarity)
+GET_NAME_DEFINE(attn_schedule_policy)
+GET_NAME_DEFINE(attn_split_policy)
+GET_NAME_DEFINE(attn_state_abi)
+#undef GET_NAME_DEFINE
 
 /* An int32 array: `bin` of little-endian int32 (one memcpy) or a msgpack
  * array of integers in int32 range.  Always returns a non-NULL array. */
@@ -499,7 +492,7 @@ static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
 
 static int decode_geometry(dec *d, const size_t *pos, attn_pool_geometry *g, bool *has_device)
 {
-    int rv, k;
+    int rv;
     if ((rv = get_str(d, pos[K_POOL], "pool", g->name, sizeof g->name)) ||
         (rv = get_u32(d, pos[K_LAYERS], "layers", 1, &g->layers)) ||
         (rv = get_u32(d, pos[K_NUM_PAGES], "num_pages", 1, &g->num_pages)) ||
@@ -507,11 +500,10 @@ static int decode_geometry(dec *d, const size_t *pos, attn_pool_geometry *g, boo
         (rv = get_u32(d, pos[K_NUM_KV_HEADS], "num_kv_heads", 1, &g->num_kv_heads)) ||
         (rv = get_u32(d, pos[K_HEAD_DIM_QK], "head_dim_qk", 1, &g->head_dim_qk)) ||
         (rv = get_u32(d, pos[K_HEAD_DIM_VO], "head_dim_vo", 1, &g->head_dim_vo)) ||
-        (rv = get_dtype(d, pos[K_KV_DTYPE], "kv_dtype", &g->kv_dtype)))
+        (rv = get_attn_dtype(d, pos[K_KV_DTYPE], "kv_dtype", &g->kv_dtype)))
         return rv;
-    if ((rv = get_enum(d, pos[K_LAYOUT], "layout", g_layouts, 2, ATTN_E_RANGE, &k)) != 0)
+    if ((rv = get_attn_layout(d, pos[K_LAYOUT], "layout", &g->layout)) != 0)
         return pos[K_LAYOUT] == ABSENT ? missing(d, "layout") : rv;
-    g->layout = (attn_layout)k;
     *has_device = pos[K_DEVICE] != ABSENT;
     if (!*has_device)
         return 0;
@@ -750,29 +742,38 @@ enum {
 static const char *const g_kv_keys[KV_COUNT] = {"format",        "page_indptr", "page_indices",
                                                 "last_page_len", "block_table", "lens"};
 
+/* The keys a page-table format allows besides "format" (no default: a new
+ * format must say which keys it takes). */
+static uint32_t kv_keys_allowed(attn_kv_format f)
+{
+    switch (f) {
+    case ATTN_KV_CSR:
+        return (1u << KV_PAGE_INDPTR) | (1u << KV_PAGE_INDICES) | (1u << KV_LAST_PAGE_LEN);
+    case ATTN_KV_DENSE:
+        return (1u << KV_BLOCK_TABLE) | (1u << KV_LENS);
+    }
+    return 0;
+}
+
 static int decode_kv(dec *d, size_t pos, uint32_t nb, attn_kv_table *kv)
 {
-    static const char *const formats[] = {"csr", "dense"};
     size_t idx[KV_COUNT];
-    int rv, k;
+    int rv;
     if (pos == ABSENT)
         return missing(d, "kv");
     if ((rv = open_map(d, pos, 2, "kv", g_kv_keys, KV_COUNT, idx, true)) != 0)
         return rv;
     if (idx[KV_FORMAT] == ABSENT)
         return missing(d, "kv.format");
-    if ((rv = get_enum(d, idx[KV_FORMAT], "kv.format", formats, 2, ATTN_E_RANGE, &k)) != 0)
+    if ((rv = get_attn_kv_format(d, idx[KV_FORMAT], "kv.format", &kv->format)) != 0)
         return rv;
-    kv->format = (attn_kv_format)k;
     /* keys of the other format are not silently ignored */
-    const int other[2][3] = {{KV_BLOCK_TABLE, KV_LENS, KV_LENS},
-                             {KV_PAGE_INDPTR, KV_PAGE_INDICES, KV_LAST_PAGE_LEN}};
-    for (int j = 0; j < 3; j++)
-        if (idx[other[k][j]] != ABSENT) {
+    for (int j = 0; j < KV_COUNT; j++)
+        if (idx[j] != ABSENT && j != KV_FORMAT && !(kv_keys_allowed(kv->format) & (1u << j))) {
             char f[48];
-            snprintf(f, sizeof f, "kv.%s", g_kv_keys[other[k][j]]);
+            snprintf(f, sizeof f, "kv.%s", g_kv_keys[j]);
             return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY, f, "%s is not part of a %s table", f,
-                                  formats[k]);
+                                  attn_kv_format_name(kv->format));
         }
     if (kv->format == ATTN_KV_CSR) {
         if ((rv = get_i32s_len(d, idx[KV_PAGE_INDPTR], "kv.page_indptr", (uint64_t)nb + 1,
@@ -805,24 +806,31 @@ enum {
 static const char *const g_mask_keys[MK_COUNT] = {"kind", "left", "sinks", "causal",   "lts",
                                                   "lte",  "uts",  "ute",   "polarity", "bits"};
 
+/* The keys a mask kind allows besides "kind" (no default: a new kind must
+ * say which keys it takes). */
+static uint32_t mask_keys_allowed(attn_mask_kind kind)
+{
+    switch (kind) {
+    case ATTN_MASK_CAUSAL:
+    case ATTN_MASK_NONE:
+        return 0;
+    case ATTN_MASK_WINDOW:
+        return 1u << MK_LEFT;
+    case ATTN_MASK_SINK:
+        return (1u << MK_LEFT) | (1u << MK_SINKS);
+    case ATTN_MASK_FLASHMASK:
+        return (1u << MK_CAUSAL) | (1u << MK_LTS) | (1u << MK_LTE) | (1u << MK_UTS) |
+               (1u << MK_UTE);
+    case ATTN_MASK_DENSE:
+        return (1u << MK_POLARITY) | (1u << MK_BITS);
+    }
+    return 0;
+}
+
 static int decode_mask(dec *d, size_t pos, attn_mask *mk)
 {
-    /* wire names from their one home (kernels/common/mask.h); index k is kind k */
-    const char *const kinds[6] = {
-        attn_mask_kind_name(ATTN_MASK_CAUSAL),    attn_mask_kind_name(ATTN_MASK_NONE),
-        attn_mask_kind_name(ATTN_MASK_WINDOW),    attn_mask_kind_name(ATTN_MASK_SINK),
-        attn_mask_kind_name(ATTN_MASK_FLASHMASK), attn_mask_kind_name(ATTN_MASK_DENSE)};
-    static const char *const polarities[] = {"true_means_masked", "true_means_allowed"};
-    /* keys each kind allows, besides "kind" */
-    static const uint32_t allowed[6] = {0,
-                                        0,
-                                        1u << MK_LEFT,
-                                        (1u << MK_LEFT) | (1u << MK_SINKS),
-                                        (1u << MK_CAUSAL) | (1u << MK_LTS) | (1u << MK_LTE) |
-                                            (1u << MK_UTS) | (1u << MK_UTE),
-                                        (1u << MK_POLARITY) | (1u << MK_BITS)};
     size_t idx[MK_COUNT];
-    int rv, k;
+    int rv;
     uint64_t v;
     memset(mk, 0, sizeof *mk);
     mk->kind = ATTN_MASK_CAUSAL; /* PROTOCOL.md: the default */
@@ -832,15 +840,14 @@ static int decode_mask(dec *d, size_t pos, attn_mask *mk)
         return rv;
     if (idx[MK_KIND] == ABSENT)
         return missing(d, "mask.kind");
-    if ((rv = get_enum(d, idx[MK_KIND], "mask.kind", kinds, 6, ATTN_E_MASK_KIND, &k)) != 0)
+    if ((rv = get_attn_mask_kind(d, idx[MK_KIND], "mask.kind", &mk->kind)) != 0)
         return rv;
-    mk->kind = (attn_mask_kind)k;
     for (int j = 1; j < MK_COUNT; j++)
-        if (idx[j] != ABSENT && !(allowed[k] & (1u << j))) {
+        if (idx[j] != ABSENT && !(mask_keys_allowed(mk->kind) & (1u << j))) {
             char f[32];
             snprintf(f, sizeof f, "mask.%s", g_mask_keys[j]);
             return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY, f, "%s is not part of a %s mask", f,
-                                  kinds[k]);
+                                  attn_mask_kind_name(mk->kind));
         }
     switch (mk->kind) {
     case ATTN_MASK_SINK:
@@ -884,14 +891,14 @@ static int decode_mask(dec *d, size_t pos, attn_mask *mk)
         if (idx[MK_POLARITY] == ABSENT)
             return attn_error_set(d->err, ATTN_E_MASK_POLARITY, "mask.polarity",
                                   "a dense mask needs an explicit polarity");
-        if ((rv = get_enum(d, idx[MK_POLARITY], "mask.polarity", polarities, 2,
-                           ATTN_E_MASK_POLARITY, &k)) != 0)
+        if ((rv = get_attn_mask_polarity(d, idx[MK_POLARITY], "mask.polarity", &mk->polarity)) != 0)
             return rv;
-        mk->polarity = k == 0 ? ATTN_POLARITY_TRUE_MEANS_MASKED : ATTN_POLARITY_TRUE_MEANS_ALLOWED;
         return get_u8s(d, idx[MK_BITS], "mask.bits", &mk->dense_bits, &mk->dense_bytes);
-    default:
+    case ATTN_MASK_CAUSAL:
+    case ATTN_MASK_NONE:
         return 0;
     }
+    return 0;
 }
 
 enum {
@@ -909,19 +916,8 @@ static const char *const g_policy_keys[PO_COUNT] = {
 
 static int decode_policy(dec *d, size_t pos, attn_policy *p)
 {
-    /* wire names from their one home each (the key's and the split
-     * planner's); index k is enum value k */
-    const char *const schedules[3] = {attn_key_schedule_name(ATTN_SCHED_AUTO),
-                                      attn_key_schedule_name(ATTN_SCHED_PARTITION),
-                                      attn_key_schedule_name(ATTN_SCHED_UNIFIED)};
-    const char *const split_policies[5] = {
-        attn_split_policy_label(ATTN_SPLIT_AUTO), attn_split_policy_label(ATTN_SPLIT_FA),
-        attn_split_policy_label(ATTN_SPLIT_FI), attn_split_policy_label(ATTN_SPLIT_GLOBAL),
-        attn_split_policy_label(ATTN_SPLIT_FIXED)};
-    const char *const abis[2] = {attn_key_abi_name(ATTN_ABI_LSE_O),
-                                 attn_key_abi_name(ATTN_ABI_MLU)};
     size_t idx[PO_COUNT];
-    int rv, k;
+    int rv;
     memset(p, 0, sizeof *p);
     snprintf(p->backend, sizeof p->backend, "auto");
     if (pos == ABSENT)
@@ -934,16 +930,14 @@ static int decode_policy(dec *d, size_t pos, attn_policy *p)
                                                    "policy.backend must name a backend")
                                   : rv;
     if (idx[PO_SCHEDULE] != ABSENT) {
-        if ((rv = get_enum(d, idx[PO_SCHEDULE], "policy.schedule", schedules, 3, ATTN_E_POLICY,
-                           &k)) != 0)
+        if ((rv = get_attn_schedule_policy(d, idx[PO_SCHEDULE], "policy.schedule", &p->schedule)) !=
+            0)
             return rv;
-        p->schedule = (attn_schedule_policy)k;
     }
     if (idx[PO_SPLIT_POLICY] != ABSENT) {
-        if ((rv = get_enum(d, idx[PO_SPLIT_POLICY], "policy.split_policy", split_policies, 5,
-                           ATTN_E_POLICY, &k)) != 0)
+        if ((rv = get_attn_split_policy(d, idx[PO_SPLIT_POLICY], "policy.split_policy",
+                                        &p->split_policy)) != 0)
             return rv;
-        p->split_policy = (attn_split_policy)k;
     }
     if (idx[PO_SPLITS] != ABSENT) {
         attn_wire_item it;
@@ -969,10 +963,8 @@ static int decode_policy(dec *d, size_t pos, attn_policy *p)
         return attn_error_set(d->err, ATTN_E_POLICY, "policy.splits",
                               "split_policy \"fixed\" needs a split count");
     if (idx[PO_STATE_ABI] != ABSENT) {
-        if ((rv = get_enum(d, idx[PO_STATE_ABI], "policy.state_abi", abis, 2, ATTN_E_POLICY, &k)) !=
-            0)
+        if ((rv = get_attn_state_abi(d, idx[PO_STATE_ABI], "policy.state_abi", &p->state_abi)) != 0)
             return rv;
-        p->state_abi = (attn_state_abi)k;
     }
     if ((rv = get_bool(d, idx[PO_DETERMINISTIC], "policy.deterministic", false,
                        &p->deterministic)) != 0)
@@ -990,7 +982,7 @@ static int decode_manifest(dec *d, const size_t *pos, attn_manifest *m)
                            ATTN_E_QO_INDPTR, &m->qo_indptr)) ||
         (rv = decode_kv(d, pos[K_KV], m->num_requests, &m->kv)) ||
         (rv = decode_mask(d, pos[K_MASK], &m->mask)) ||
-        (rv = get_dtype(d, pos[K_Q_DTYPE], "q_dtype", &m->q_dtype)) ||
+        (rv = get_attn_dtype(d, pos[K_Q_DTYPE], "q_dtype", &m->q_dtype)) ||
         (rv = decode_policy(d, pos[K_POLICY], &m->policy)))
         return rv;
     m->has_sm_scale = pos[K_SM_SCALE] != ABSENT;
@@ -1019,7 +1011,7 @@ static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
         if ((rv = get_uint(d, pos[K_PLAN_ID], "plan_id", 0, UINT64_MAX, &a->plan_id)) != 0)
             return rv;
         a->has_q_dtype = pos[K_Q_DTYPE] != ABSENT;
-        if (a->has_q_dtype && (rv = get_dtype(d, pos[K_Q_DTYPE], "q_dtype", &a->q_dtype)) != 0)
+        if (a->has_q_dtype && (rv = get_attn_dtype(d, pos[K_Q_DTYPE], "q_dtype", &a->q_dtype)) != 0)
             return rv;
     }
     if ((rv = get_u32(d, pos[K_LAYER], "layer", 0, &a->layer)) ||
@@ -1044,7 +1036,7 @@ static int decode_kv_args(dec *d, const size_t *pos, attn_op op, attn_kv_args *a
     if (op != ATTN_OP_KV_WRITE)
         return 0;
     a->has_kv_dtype = pos[K_KV_DTYPE] != ABSENT;
-    if (a->has_kv_dtype && (rv = get_dtype(d, pos[K_KV_DTYPE], "kv_dtype", &a->kv_dtype)) != 0)
+    if (a->has_kv_dtype && (rv = get_attn_dtype(d, pos[K_KV_DTYPE], "kv_dtype", &a->kv_dtype)) != 0)
         return rv;
     size_t idx[2];
     if (pos[K_TENSORS] == ABSENT)
@@ -1430,14 +1422,14 @@ int attn_reply_decode(const void *buf, size_t len, const attn_codec_limits *lim,
         if (rep->op == ATTN_OP_PLAN)
             break;
         if ((rv = get_tensor(&d, pos[K_O], "o", true, &rep->o)) ||
-            (rv = get_dtype(&d, pos[K_O_DTYPE], "o_dtype", &rep->o_dtype)) ||
+            (rv = get_attn_dtype(&d, pos[K_O_DTYPE], "o_dtype", &rep->o_dtype)) ||
             (rv = get_tensor(&d, pos[K_LSE], "lse", false, &rep->lse)))
             break;
         rep->has_lse = pos[K_LSE] != ABSENT;
         break;
     case ATTN_OP_KV_READ: {
         size_t idx[2];
-        if ((rv = get_dtype(&d, pos[K_KV_DTYPE], "kv_dtype", &rep->kv_dtype)) ||
+        if ((rv = get_attn_dtype(&d, pos[K_KV_DTYPE], "kv_dtype", &rep->kv_dtype)) ||
             (rv = pos[K_TENSORS] == ABSENT ? missing(&d, "tensors") : 0) ||
             (rv = open_map(&d, pos[K_TENSORS], 2, "tensors", g_tensor_keys, 2, idx, false)) ||
             (rv = get_tensor(&d, idx[0], "tensors.k", true, &rep->k)))
@@ -1584,7 +1576,7 @@ static void enc_geometry(enc *e, const attn_pool_geometry *g, bool with_device)
     kv_u64(e, "head_dim_qk", g->head_dim_qk);
     kv_u64(e, "head_dim_vo", g->head_dim_vo);
     kv_str(e, "kv_dtype", attn_dtype_name(g->kv_dtype));
-    kv_str(e, "layout", g->layout == ATTN_HND ? "HND" : "NHD");
+    kv_str(e, "layout", attn_layout_name(g->layout));
     if (with_device && g->device[0])
         kv_str(e, "device", g->device);
 }
@@ -1593,7 +1585,7 @@ static void enc_mask(enc *e, const attn_mask *mk)
 {
     key(e, "mask");
     map_begin(e);
-    kv_str(e, "kind", (unsigned)mk->kind < 6 ? attn_mask_kind_name(mk->kind) : "?");
+    kv_str(e, "kind", attn_mask_kind_name(mk->kind));
     switch (mk->kind) {
     case ATTN_MASK_SINK:
         kv_u64(e, "sinks", (uint64_t)mk->sinks);
@@ -1612,13 +1604,12 @@ static void enc_mask(enc *e, const attn_mask *mk)
         break;
     case ATTN_MASK_DENSE:
         if (mk->polarity != ATTN_POLARITY_UNSET)
-            kv_str(e, "polarity",
-                   mk->polarity == ATTN_POLARITY_TRUE_MEANS_MASKED ? "true_means_masked"
-                                                                   : "true_means_allowed");
+            kv_str(e, "polarity", attn_mask_polarity_name(mk->polarity));
         key(e, "bits");
         put_bin(e, mk->dense_bits, mk->dense_bytes);
         break;
-    default:
+    case ATTN_MASK_CAUSAL:
+    case ATTN_MASK_NONE:
         break;
     }
     map_end(e);
@@ -1640,14 +1631,13 @@ static void enc_manifest(enc *e, const attn_manifest *m)
     kv_i32s(e, "qo_indptr", m->qo_indptr, m->qo_indptr ? (uint64_t)m->num_requests + 1 : 0);
     key(e, "kv");
     map_begin(e);
+    kv_str(e, "format", attn_kv_format_name(m->kv.format));
     if (m->kv.format == ATTN_KV_CSR) {
-        kv_str(e, "format", "csr");
         kv_i32s(e, "page_indptr", m->kv.page_indptr,
                 m->kv.page_indptr ? (uint64_t)m->num_requests + 1 : 0);
         kv_i32s(e, "page_indices", m->kv.page_indices, m->kv.num_page_indices);
         kv_i32s(e, "last_page_len", m->kv.last_page_len, m->kv.last_page_len ? m->num_requests : 0);
     } else {
-        kv_str(e, "format", "dense");
         kv_i32s(e, "block_table", m->kv.block_table, (uint64_t)m->num_requests * m->kv.max_blocks);
         kv_i32s(e, "lens", m->kv.lens, m->kv.lens ? m->num_requests : 0);
     }
@@ -1662,14 +1652,13 @@ static void enc_manifest(enc *e, const attn_manifest *m)
     key(e, "policy");
     map_begin(e);
     kv_str(e, "backend", p->backend[0] ? p->backend : "auto");
-    kv_str(e, "schedule", (unsigned)p->schedule < 3 ? attn_key_schedule_name(p->schedule) : "?");
+    kv_str(e, "schedule", attn_schedule_policy_name(p->schedule));
     if (p->splits == 0)
         kv_str(e, "splits", "auto");
     else
         kv_u64(e, "splits", p->splits);
-    kv_str(e, "split_policy",
-           (unsigned)p->split_policy < 5 ? attn_split_policy_label(p->split_policy) : "?");
-    kv_str(e, "state_abi", (unsigned)p->state_abi < 2 ? attn_key_abi_name(p->state_abi) : "?");
+    kv_str(e, "split_policy", attn_split_policy_name(p->split_policy));
+    kv_str(e, "state_abi", attn_state_abi_name(p->state_abi));
     kv_bool(e, "deterministic", p->deterministic);
     kv_bool(e, "graph", p->graph);
     map_end(e);

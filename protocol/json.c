@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/common/dtype.h"
+#include "attn/names.h"
+#include "kernels/common/dtype.h" /* fp16/bf16 rounding: one home for engines and the JSON form */
 #include "protocol/json.h"
 #include "protocol/wire.h"
 
@@ -56,14 +57,17 @@ typedef struct dtypes {
     int q, o, kv; /* attn_dtype, or -1 when unknown */
 } dtypes;
 
+/* A dtype named by `n` bytes at `s` (not NUL-terminated), or -1; the names
+ * are the list's (attn/names.h). */
 static int dtype_parse(const char *s, size_t n)
 {
-    for (int k = ATTN_FP32; k <= ATTN_BF16; k++) {
-        const char *name = attn_dtype_name((attn_dtype)k);
-        if (strlen(name) == n && memcmp(name, s, n) == 0)
-            return k;
-    }
-    return -1;
+    char name[16];
+    attn_dtype dt;
+    if (n >= sizeof name)
+        return -1;
+    memcpy(name, s, n);
+    name[n] = '\0';
+    return attn_dtype_parse(name, "dtype", &dt, NULL) == 0 ? (int)dt : -1;
 }
 
 static int dtype_for(const dtypes *dt, bin_kind kind)

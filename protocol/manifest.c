@@ -10,33 +10,6 @@
 #include "kernels/common/mask.h"
 #include "protocol/manifest.h"
 
-int attn_phase_classify(int64_t cache_len, int64_t new_len, attn_phase *phase)
-{
-    /* seed 0x08H freeze_microbatch: the three phases, anything else fails */
-    if (cache_len == 0 && new_len > 0)
-        *phase = ATTN_PHASE_PREFILL;
-    else if (cache_len > 0 && new_len == 1)
-        *phase = ATTN_PHASE_DECODE;
-    else if (cache_len > 0 && new_len > 1)
-        *phase = ATTN_PHASE_APPEND;
-    else
-        return ATTN_E_PHASE;
-    return 0;
-}
-
-const char *attn_phase_name(attn_phase phase)
-{
-    switch (phase) {
-    case ATTN_PHASE_PREFILL:
-        return "prefill";
-    case ATTN_PHASE_APPEND:
-        return "append";
-    case ATTN_PHASE_DECODE:
-        return "decode";
-    }
-    return "?";
-}
-
 void attn_phase_ledger_of(int64_t cache_len, int64_t new_len, attn_phase_ledger *out)
 {
     int64_t T = cache_len, C = new_len;
@@ -407,13 +380,6 @@ int64_t attn_manifest_total_q(const attn_manifest *m)
     for (uint32_t b = 0; b < m->num_requests; b++)
         n += m->requests[b].new_len;
     return n;
-}
-
-float attn_manifest_sm_scale(const attn_manifest *m, const attn_pool_geometry *g)
-{
-    if (m->has_sm_scale)
-        return m->sm_scale;
-    return (float)(1.0 / sqrt((double)g->head_dim_qk));
 }
 
 /* snprintf into buf at *len, tracking the length needed even past cap. */

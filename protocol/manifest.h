@@ -17,18 +17,12 @@
 #include <stdint.h>
 
 #include "attn/error.h"
+#include "attn/names.h" /* attn_phase_classify, attn_phase_name, attn_manifest_sm_scale */
 #include "attn/types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Classify (T, C) as prefill, append or decode (seed 0x08B); anything else
- * (C <= 0, T < 0) returns ATTN_E_PHASE and leaves *phase untouched. */
-int attn_phase_classify(int64_t cache_len, int64_t new_len, attn_phase *phase);
-
-/* Wire name of a phase: "prefill", "append", "decode" ("?" otherwise). */
-const char *attn_phase_name(attn_phase phase);
 
 /* Logical cell ledger of one request (seed 0x08B/C). */
 typedef struct attn_phase_ledger {
@@ -44,15 +38,15 @@ void attn_phase_ledger_of(int64_t cache_len, int64_t new_len, attn_phase_ledger 
 /* Ledger of a whole mixed batch (seed 0x08F). */
 typedef struct attn_batch_ledger {
     uint32_t num_requests;
-    uint32_t phase_count[3]; /* requests per attn_phase */
-    int64_t total_q;         /* sum C_b: packed query rows = rows appended */
-    int64_t visible;         /* sum of per-request visible cells */
-    int64_t rect;            /* sum of per-request rectangles */
-    int64_t causal_masked;   /* sum of C_b (C_b - 1) / 2 */
-    int64_t max_q;           /* max C_b */
-    int64_t max_kv;          /* max T_b + C_b */
-    int64_t envelope;        /* B * max_q * max_kv: a padding envelope, not work */
-    int64_t beyond_rect;     /* envelope - rect: cells outside every request rectangle */
+    uint32_t phase_count[ATTN_PHASE_COUNT]; /* requests per attn_phase */
+    int64_t total_q;                        /* sum C_b: packed query rows = rows appended */
+    int64_t visible;                        /* sum of per-request visible cells */
+    int64_t rect;                           /* sum of per-request rectangles */
+    int64_t causal_masked;                  /* sum of C_b (C_b - 1) / 2 */
+    int64_t max_q;                          /* max C_b */
+    int64_t max_kv;                         /* max T_b + C_b */
+    int64_t envelope;                       /* B * max_q * max_kv: a padding envelope, not work */
+    int64_t beyond_rect; /* envelope - rect: cells outside every request rectangle */
 } attn_batch_ledger;
 
 /* Build the batch ledger; ATTN_E_EMPTY_BATCH / ATTN_E_PHASE on bad requests. */
@@ -98,9 +92,6 @@ int attn_manifest_clone(attn_manifest *dst, const attn_manifest *src);
 
 /* Packed query rows of a manifest: sum of new_len (qo_indptr[B] once valid). */
 int64_t attn_manifest_total_q(const attn_manifest *m);
-
-/* The softmax scale in force: m->sm_scale when given, else 1/sqrt(d_qk). */
-float attn_manifest_sm_scale(const attn_manifest *m, const attn_pool_geometry *g);
 
 /* One human-readable summary for the diagnostic: a line per request with its
  * id, phase, (T, C), query slice and ledger, then the batch ledger.  Writes

@@ -1,31 +1,13 @@
 /* Typed messages: op names, ownership, and the shape checks of PROTOCOL.md. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/common/dtype.h"
+#include "attn/names.h"
+#include "kernels/common/dtype.h" /* the one fp16/bf16 widening (seed 0x03H) */
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
-
-static const char *const g_op_names[ATTN_OP_COUNT] = {
-    "hello", "pool_create", "pool_drop", "pool_info", "plan",
-    "run",   "attend",      "kv_read",   "kv_write",  "stats",
-};
-
-const char *attn_op_name(attn_op op)
-{
-    return (unsigned)op < ATTN_OP_COUNT ? g_op_names[op] : "?";
-}
-
-int attn_op_from_name(const char *name, attn_op *op)
-{
-    for (unsigned k = 0; k < ATTN_OP_COUNT; k++)
-        if (strcmp(name, g_op_names[k]) == 0) {
-            *op = (attn_op)k;
-            return 1;
-        }
-    return 0;
-}
 
 void attn_request_free(attn_request *req)
 {
@@ -59,6 +41,26 @@ uint64_t attn_tensor_bytes(uint64_t n0, uint64_t n1, uint64_t n2, attn_dtype dt,
             r *= dims[k];
     }
     return *ok ? r : 0;
+}
+
+float attn_tensor_elem_f32(const attn_bytes *t, attn_dtype dt, size_t i)
+{
+    /* wire payloads may sit at any byte offset inside a frame: memcpy */
+    const char *p = (const char *)t->data;
+    uint16_t h;
+    float f;
+    switch (dt) {
+    case ATTN_FP32:
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    case ATTN_FP16:
+        memcpy(&h, p + 2 * i, 2);
+        return attn_f16_to_f32(h);
+    case ATTN_BF16:
+        memcpy(&h, p + 2 * i, 2);
+        return attn_bf16_to_f32(h);
+    }
+    return NAN;
 }
 
 /* One tensor's byte length against its shape (ATTN_E_SHAPE with the field). */

@@ -22,6 +22,10 @@ extern "C" {
  * product overflows uint64 (the caller then reports ATTN_E_TOO_LARGE). */
 uint64_t attn_tensor_bytes(uint64_t n0, uint64_t n1, uint64_t n2, attn_dtype dt, bool *ok);
 
+/* Element `i` of tensor `t` of dtype `dt`, widened to fp32 (exact; the
+ * conversions of kernels/common/dtype.h).  The caller keeps i inside t. */
+float attn_tensor_elem_f32(const attn_bytes *t, attn_dtype dt, size_t i);
+
 /* Check the tensors of a run (or the run half of an attend) against the
  * validated manifest `m` and its pool `g`: q, k_new, v_new byte lengths must
  * equal the PROTOCOL.md shapes (total_q = qo_indptr[B]); else ATTN_E_SHAPE

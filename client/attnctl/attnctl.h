@@ -1,6 +1,7 @@
-/* attnctl internals: one connection type over either a socket (nng REQ) or
- * the in-process server (--local: attn_server_handle, the daemon's own code
- * path), and the subcommands. */
+/* attnctl internals: one connection type (an nng REQ socket) and the
+ * subcommands.  attnctl is a client: it links libattn and protocol/ only.
+ * --local starts attnd itself as a child process on a private ipc socket
+ * (the daemon's own code path, without linking the daemon into attnctl). */
 #ifndef ATTN_ATTNCTL_H
 #define ATTN_ATTNCTL_H
 
@@ -9,25 +10,28 @@
 
 #include <nng/nng.h>
 
+#include <sys/types.h>
+
 #include "attn/client.h"
-#include "daemon/config.h"
-#include "daemon/server.h"
 
 #define ATTNCTL_DEFAULT_URL "ipc:///run/attnd/attnd.sock"
 
 typedef struct actl_conn {
-    attn_server *local; /* --local */
     nng_socket sock;
     int open;
+    pid_t child;  /* --local: the attnd we started, else 0 */
+    char dir[64]; /* --local: its private directory (socket inside) */
 } actl_conn;
 
-/* Connect to `url`, or build an in-process server when `local` (with `capture` when not NULL). */
+/* Connect to `url`; or, when `local`, start attnd (the binary beside
+ * attnctl, or $ATTND) on an ipc socket in a fresh private directory, with
+ * `--capture capture` when not NULL, wait until it is ready and connect. */
 int actl_open(actl_conn *c, const char *url, int local, const char *capture);
 
 /* Send one request frame and receive its reply (*rep malloc'ed). */
 int actl_call(actl_conn *c, const void *req, size_t len, void **rep, size_t *rep_len);
 
-/* Close the connection (or free the in-process server). */
+/* Close the connection; a --local attnd is stopped (SIGTERM, then waited for). */
 void actl_close(actl_conn *c);
 
 /* Encode a typed request, call, and decode the reply into `rep`, which

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/names.h"
 #include "attnctl.h"
 #include "protocol/codec.h"
 #include "protocol/json.h"
@@ -125,6 +126,7 @@ int actl_cmd_pool(int argc, char **argv)
     snprintf(g->name, sizeof g->name, "%s", name);
     g->kv_dtype = ATTN_FP32;
     g->layout = ATTN_NHD;
+    attn_error_detail perr;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -148,13 +150,16 @@ int actl_cmd_pool(int argc, char **argv)
         else if (strcmp(a, "--head-dim-vo") == 0)
             g->head_dim_vo = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(a, "--dtype") == 0) {
-            if (attnd_dtype_parse(v, &g->kv_dtype) != 0) {
-                fprintf(stderr, "attnctl: unknown dtype %s\n", v);
+            if (attn_dtype_parse(v, "--dtype", &g->kv_dtype, &perr) != 0) {
+                fprintf(stderr, "attnctl: %s\n", perr.message);
                 return 2;
             }
-        } else if (strcmp(a, "--layout") == 0)
-            g->layout = strcmp(v, "HND") == 0 ? ATTN_HND : ATTN_NHD;
-        else if (strcmp(a, "--device") == 0) {
+        } else if (strcmp(a, "--layout") == 0) {
+            if (attn_layout_parse(v, "--layout", &g->layout, &perr) != 0) {
+                fprintf(stderr, "attnctl: %s\n", perr.message);
+                return 2;
+            }
+        } else if (strcmp(a, "--device") == 0) {
             snprintf(g->device, sizeof g->device, "%.15s", v);
             req.has_device = true;
         } else {
@@ -345,13 +350,16 @@ int actl_cmd_run(int argc, char **argv)
         op = json_object_get(el, "op");
         qd = json_object_get(el, "q_dtype");
         kd = json_object_get(el, "kv_dtype");
-        if (json_is_string(qd) && attnd_dtype_parse(json_string_value(qd), &hints.q_dtype) == 0)
+        if (json_is_string(qd) &&
+            attn_dtype_parse(json_string_value(qd), "q_dtype", &hints.q_dtype, NULL) == 0)
             hints.has_q_dtype = true;
-        if (json_is_string(op) && strcmp(json_string_value(op), "pool_create") == 0) {
+        attn_op opv = ATTN_OP_COUNT;
+        if (json_is_string(op) && attn_op_from_name(json_string_value(op), &opv) &&
+            opv == ATTN_OP_POOL_CREATE) {
             hints.has_kv_dtype = true;
             hints.kv_dtype = ATTN_FP32;
             if (json_is_string(kd))
-                attnd_dtype_parse(json_string_value(kd), &hints.kv_dtype);
+                attn_dtype_parse(json_string_value(kd), "kv_dtype", &hints.kv_dtype, NULL);
         }
         text = json_dumps(el, JSON_COMPACT);
         if (text == NULL || attn_json_to_msgpack(text, strlen(text), &hints, &b, &err) != 0) {

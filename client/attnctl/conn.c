@@ -1,9 +1,15 @@
-/* attnctl connections: nng REQ socket or the in-process server. */
+/* attnctl connections: an nng REQ socket to a running attnd, or to one
+ * attnctl starts itself (--local). */
+#include <limits.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,26 +58,131 @@ const char *actl_url(const char *flag)
     return env != NULL && env[0] != '\0' ? env : ATTNCTL_DEFAULT_URL;
 }
 
+/* The attnd to start for --local: $ATTND, else the attnd beside this
+ * attnctl (build/ and an install's bin/ hold both), else "attnd" on PATH. */
+static void local_binary(char *out, size_t n)
+{
+    const char *env = getenv("ATTND");
+    char self[PATH_MAX];
+    ssize_t len;
+    if (env != NULL && env[0] != '\0') {
+        snprintf(out, n, "%s", env);
+        return;
+    }
+    len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash != NULL) {
+            slash[1] = '\0';
+            if ((size_t)(slash + 1 - self) + sizeof "attnd" <= n) {
+                memcpy(out, self, (size_t)(slash + 1 - self));
+                memcpy(out + (slash + 1 - self), "attnd", sizeof "attnd");
+                if (access(out, X_OK) == 0)
+                    return;
+            }
+        }
+    }
+    snprintf(out, n, "attnd");
+}
+
+/* Start attnd on ipc://<private dir>/attnd.sock and wait for its READY line
+ * on a pipe (the daemon's --ready-fd); fills c->child, c->dir and `url`. */
+static int local_start(actl_conn *c, const char *capture, char *url, size_t n)
+{
+    char bin[PATH_MAX], fdstr[16], buf[16] = {0};
+    const char *argv[12];
+    int argc = 0, pfd[2], st;
+    struct pollfd pf;
+    ssize_t got = 0;
+    local_binary(bin, sizeof bin);
+    snprintf(c->dir, sizeof c->dir, "/tmp/attnctl-XXXXXX");
+    if (mkdtemp(c->dir) == NULL) {
+        perror("attnctl: mkdtemp");
+        c->dir[0] = '\0';
+        return ATTN_E_IO;
+    }
+    snprintf(url, n, "ipc://%s/attnd.sock", c->dir);
+    if (pipe(pfd) != 0) {
+        perror("attnctl: pipe");
+        return ATTN_E_IO;
+    }
+    snprintf(fdstr, sizeof fdstr, "%d", pfd[1]);
+    argv[argc++] = bin;
+    argv[argc++] = "--listen";
+    argv[argc++] = url;
+    argv[argc++] = "--ready-fd";
+    argv[argc++] = fdstr;
+    if (capture != NULL) {
+        argv[argc++] = "--capture";
+        argv[argc++] = capture;
+    }
+    argv[argc] = NULL;
+    c->child = fork();
+    if (c->child < 0) {
+        perror("attnctl: fork");
+        c->child = 0;
+        close(pfd[0]);
+        close(pfd[1]);
+        return ATTN_E_IO;
+    }
+    if (c->child == 0) {
+        /* the private daemon does not outlive its attnctl */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        close(pfd[0]);
+        execvp(bin, (char *const *)argv);
+        fprintf(stderr, "attnctl: cannot run %s (set ATTND)\n", bin);
+        _exit(127);
+    }
+    close(pfd[1]);
+    pf.fd = pfd[0];
+    pf.events = POLLIN;
+    if (poll(&pf, 1, 30000) == 1)
+        got = read(pfd[0], buf, sizeof buf - 1);
+    close(pfd[0]);
+    if (got < 5 || strncmp(buf, "READY", 5) != 0) {
+        fprintf(stderr, "attnctl: local attnd (%s) did not become ready\n", bin);
+        kill(c->child, SIGKILL);
+        waitpid(c->child, &st, 0);
+        c->child = 0;
+        return ATTN_E_IO;
+    }
+    return 0;
+}
+
+/* Stop a --local attnd and remove its private directory. */
+static void local_stop(actl_conn *c)
+{
+    char path[128];
+    int st;
+    if (c->child > 0) {
+        kill(c->child, SIGTERM);
+        waitpid(c->child, &st, 0);
+    }
+    if (c->dir[0] != '\0') {
+        snprintf(path, sizeof path, "%s/attnd.sock", c->dir);
+        unlink(path);
+        rmdir(c->dir);
+    }
+    c->child = 0;
+    c->dir[0] = '\0';
+}
+
 int actl_open(actl_conn *c, const char *url, int local, const char *capture)
 {
+    char local_url[128];
     int rv;
     memset(c, 0, sizeof *c);
     if (local) {
-        attnd_config cfg;
-        attn_error_detail err;
-        attnd_config_defaults(&cfg);
-        /* like attnd's default: the CUDA engine too when built and a device answers */
-        cfg.engine = ATTND_ENGINE_AUTO;
-        if (capture != NULL)
-            snprintf(cfg.capture, sizeof cfg.capture, "%s", capture);
-        if (attn_server_create(&c->local, &cfg, &err) != 0) {
-            fprintf(stderr, "attnctl: local server: %s: %s\n", err.field, err.message);
-            return ATTN_E_IO;
+        if ((rv = local_start(c, capture, local_url, sizeof local_url)) != 0) {
+            local_stop(c);
+            return rv;
         }
-        return 0;
+        url = local_url;
     }
     if ((rv = nng_req0_open(&c->sock)) != 0) {
         fprintf(stderr, "attnctl: nng_req0_open: %s\n", nng_strerror(rv));
+        local_stop(c);
         return ATTN_E_IO;
     }
     nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, 60000);
@@ -81,6 +192,7 @@ int actl_open(actl_conn *c, const char *url, int local, const char *capture)
     if ((rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
         fprintf(stderr, "attnctl: cannot connect to %s: %s\n", url, nng_strerror(rv));
         nng_close(c->sock);
+        local_stop(c);
         return ATTN_E_IO;
     }
     c->open = 1;
@@ -92,8 +204,6 @@ int actl_call(actl_conn *c, const void *req, size_t len, void **rep, size_t *rep
     void *buf = NULL;
     size_t sz = 0;
     int rv;
-    if (c->local != NULL)
-        return attn_server_handle(c->local, req, len, rep, rep_len);
     if ((rv = nng_send(c->sock, (void *)req, len, 0)) != 0 ||
         (rv = nng_recv(c->sock, &buf, &sz, NNG_FLAG_ALLOC)) != 0) {
         fprintf(stderr, "attnctl: %s\n", nng_strerror(rv));
@@ -112,10 +222,9 @@ int actl_call(actl_conn *c, const void *req, size_t len, void **rep, size_t *rep
 
 void actl_close(actl_conn *c)
 {
-    if (c->local != NULL)
-        attn_server_destroy(c->local);
     if (c->open)
         nng_close(c->sock);
+    local_stop(c);
     memset(c, 0, sizeof *c);
 }
 

@@ -13,7 +13,7 @@
 
 #include "attn/error.h"
 #include "attnctl.h"
-#include "daemon/capture.h"
+#include "protocol/capture.h"
 #include "protocol/diag.h"
 #include "protocol/json.h"
 
@@ -64,10 +64,10 @@ static int explain_value(json_t *v, explain_opts *o)
 
 static int explain_capture(const char *path, explain_opts *o)
 {
-    attnd_capture_reader *r = NULL;
-    attnd_capture_header h;
+    attn_capture_reader *r = NULL;
+    attn_capture_header h;
     attn_error_detail err;
-    int rv = attnd_capture_reader_open(&r, path, &h, &err);
+    int rv = attn_capture_reader_open(&r, path, &h, &err);
     if (rv != 0) {
         fprintf(stderr, "attnctl explain: %s: %s\n", path, err.message);
         return 1;
@@ -76,7 +76,7 @@ static int explain_capture(const char *path, explain_opts *o)
     for (;;) {
         void *req = NULL, *rep = NULL;
         size_t req_len = 0, rep_len = 0;
-        rv = attnd_capture_next(r, &req, &req_len, &rep, &rep_len, &err);
+        rv = attn_capture_next(r, &req, &req_len, &rep, &rep_len, &err);
         if (rv <= 0) {
             if (rv < 0) {
                 fprintf(stderr, "attnctl explain: %s: %s\n", path, err.message);
@@ -100,7 +100,7 @@ static int explain_capture(const char *path, explain_opts *o)
         free(req);
         free(rep);
     }
-    attnd_capture_reader_close(r);
+    attn_capture_reader_close(r);
     return status;
 }
 
@@ -164,7 +164,7 @@ int attnctl_explain(int argc, char **argv)
     }
     size_t n = fread(magic, 1, sizeof magic, f);
     fclose(f);
-    int rv = n == sizeof magic && memcmp(magic, ATTND_CAPTURE_MAGIC, 8) == 0
+    int rv = n == sizeof magic && memcmp(magic, ATTN_CAPTURE_MAGIC, 8) == 0
                  ? explain_capture(path, &o)
                  : explain_json(path, &o);
     if (o.shown == 0) {

@@ -1,7 +1,7 @@
 /* attnctl gen: synthetic workloads written as capture files.
  *
- * The workload runs through the in-process server (the daemon's own code
- * path) with capture on, so the file holds every request with the reply the
+ * The workload runs through a private attnd that attnctl starts (--local:
+ * the daemon's own code path) with capture on, so the file holds every request with the reply the
  * CPU engine gave: hello, pool_create, kv_write of each request's history,
  * then per step a plan + one run per layer (or a one-shot attend), kv_read
  * of the committed rows and stats.  Phases: decode (T > 0, C = 1), prefill
@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 
 #include "attnctl.h"
+#include "attn/names.h"
 #include "progress.h"
-#include "kernels/common/dtype.h"
 
 typedef struct gen_opts {
     const char *out;
@@ -167,7 +167,7 @@ static int parse_gen(int argc, char **argv, gen_opts *o)
         else if (strcmp(a, "--seed") == 0)
             o->seed = strtoull(v, NULL, 0);
         else if (strcmp(a, "--dtype") == 0) {
-            if (attnd_dtype_parse(v, &o->dtype) != 0)
+            if (attn_dtype_parse(v, "--dtype", &o->dtype, NULL) != 0)
                 return -1;
         } else if (strcmp(a, "--requests") == 0)
             u = &o->requests;

@@ -23,13 +23,13 @@
 #include <string.h>
 
 #include "attnctl.h"
-#include "daemon/capture.h"
+#include "protocol/capture.h"
+#include "attn/names.h"
 #include "progress.h"
-#include "kernels/common/dtype.h"
-#include "planner/key.h"
 #include "protocol/codec.h"
 #include "protocol/json.h"
 #include "protocol/manifest.h"
+#include "protocol/msg.h"
 
 #define MAX_PLAN_MAP 4096
 
@@ -132,25 +132,11 @@ static void diag_summary(const attn_reply *r, char *backend, size_t nb, char *sp
     json_decref(d);
 }
 
-static float elem_f32(const void *p, size_t i, attn_dtype dt)
-{
-    if (dt == ATTN_FP32) {
-        float f;
-        memcpy(&f, (const char *)p + 4 * i, 4);
-        return f;
-    }
-    {
-        uint16_t h;
-        memcpy(&h, (const char *)p + 2 * i, 2);
-        return dt == ATTN_BF16 ? attn_bf16_to_f32(h) : attn_f16_to_f32(h);
-    }
-}
-
 /* Compare two tensors: exact, or relative L2 within rtol. */
 static int tensors_match(const attn_bytes *a, const attn_bytes *b, attn_dtype dt, int exact,
                          double rtol, char *why, size_t n, const char *what)
 {
-    size_t es = dt == ATTN_FP32 ? 4 : 2, cnt;
+    size_t es = attn_dtype_size(dt), cnt;
     double num = 0, den = 0;
     if (a->len != b->len) {
         snprintf(why, n, "%s: %llu bytes, recorded %llu", what, (unsigned long long)a->len,
@@ -159,13 +145,17 @@ static int tensors_match(const attn_bytes *a, const attn_bytes *b, attn_dtype dt
     }
     if (a->len == 0 || memcmp(a->data, b->data, a->len) == 0)
         return 1;
+    if (es == 0) {
+        snprintf(why, n, "%s: unknown dtype %d", what, (int)dt);
+        return 0;
+    }
     if (exact) {
         snprintf(why, n, "%s differs bitwise", what);
         return 0;
     }
     cnt = a->len / es;
     for (size_t i = 0; i < cnt; i++) {
-        double x = elem_f32(a->data, i, dt), y = elem_f32(b->data, i, dt);
+        double x = attn_tensor_elem_f32(a, dt, i), y = attn_tensor_elem_f32(b, dt, i);
         if (isinf(x) || isinf(y)) {
             if (x != y) {
                 snprintf(why, n, "%s[%zu]: %g vs recorded %g", what, i, x, y);
@@ -297,8 +287,8 @@ int actl_cmd_replay(int argc, char **argv)
     uint64_t unexpected = 0;
     int stop = 0; /* a pool could not be set up: the rest would run on someone else's */
     uint32_t repeat = 1;
-    attnd_capture_reader *rd = NULL;
-    attnd_capture_header h;
+    attn_capture_reader *rd = NULL;
+    attn_capture_header h;
     attn_error_detail err;
     actl_conn c;
     plan_map *pm;
@@ -333,12 +323,12 @@ int actl_cmd_replay(int argc, char **argv)
                 "                      [--keep-names [--replace]]\n");
         return 2;
     }
-    if (attnd_capture_reader_open(&rd, file, &h, &err) != 0) {
+    if (attn_capture_reader_open(&rd, file, &h, &err) != 0) {
         fprintf(stderr, "attnctl replay: %s\n", err.message);
         return 2;
     }
     if (actl_open(&c, actl_url(url), local, NULL) != 0) {
-        attnd_capture_reader_close(rd);
+        attn_capture_reader_close(rd);
         return 1;
     }
     pm = calloc(1, sizeof *pm);
@@ -405,7 +395,7 @@ int actl_cmd_replay(int argc, char **argv)
 
         if (actl_interrupted())
             break;
-        rc = attnd_capture_next(rd, &req, &req_len, &rec, &rec_len, &err);
+        rc = attn_capture_next(rd, &req, &req_len, &rec, &rec_len, &err);
         if (rc == 0)
             break;
         if (rc < 0) {
@@ -529,7 +519,7 @@ int actl_cmd_replay(int argc, char **argv)
     free(pm);
     free(owned);
     actl_close(&c);
-    attnd_capture_reader_close(rd);
+    attn_capture_reader_close(rd);
     if (actl_interrupted()) {
         fprintf(stderr, "attnctl replay: interrupted after %llu requests%s\n",
                 (unsigned long long)count, keep_names ? "" : "; its pools were dropped");

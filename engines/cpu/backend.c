@@ -81,10 +81,10 @@ static void cpu_admit(const attn_engine *self, const attn_manifest *m, const att
         attn_admission_reject(out, ATTN_ADMIT_HEAD_RATIO, "num_qo_heads",
                               "num_qo_heads %u is not a multiple of num_kv_heads %u",
                               m->num_qo_heads, g->num_kv_heads);
-    if ((unsigned)g->layout > ATTN_HND || g->page_size == 0)
+    if ((unsigned)g->layout >= ATTN_LAYOUT_COUNT || g->page_size == 0)
         attn_admission_reject(out, ATTN_ADMIT_LAYOUT, "layout", "layout %d page_size %u",
                               (int)g->layout, g->page_size);
-    if ((unsigned)m->mask.kind > ATTN_MASK_DENSE)
+    if ((unsigned)m->mask.kind >= ATTN_MASK_KIND_COUNT)
         attn_admission_reject(out, ATTN_ADMIT_MASK, "mask.kind", "unknown mask kind %d",
                               (int)m->mask.kind);
     out->admitted = out->num_reasons == 0;

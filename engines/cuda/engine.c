@@ -368,7 +368,7 @@ int attn_cuda_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
     pr->q_dtype = m->q_dtype;
     pr->kv_dtype = g->kv_dtype;
     pr->abi = m->policy.state_abi;
-    pr->sm_scale = m->has_sm_scale ? m->sm_scale : 1.0f / sqrtf((float)d);
+    pr->sm_scale = attn_manifest_sm_scale(m, g);
     pr->any_split = any_split;
     pr->force_merge = m->policy.graph;
     pr->simt = t->simt;

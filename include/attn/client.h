@@ -32,26 +32,24 @@ extern "C" {
 
 #define ATTN_PROTOCOL_VERSION 1
 
-/* Operations of PROTOCOL.md; the wire name is the lower-case suffix. */
-typedef enum attn_op {
-    ATTN_OP_HELLO = 0,
-    ATTN_OP_POOL_CREATE,
-    ATTN_OP_POOL_DROP,
-    ATTN_OP_POOL_INFO,
-    ATTN_OP_PLAN,
-    ATTN_OP_RUN,
-    ATTN_OP_ATTEND,
-    ATTN_OP_KV_READ,
-    ATTN_OP_KV_WRITE,
-    ATTN_OP_STATS,
-    ATTN_OP_COUNT
-} attn_op;
+/* libattn.so is built with -fvisibility=hidden: the functions of this header
+ * are its whole ABI, and ATTN_EXPORT marks each of them (tests/lint checks
+ * that the exported set equals the declarations here). */
+#if defined(__GNUC__)
+#define ATTN_EXPORT __attribute__((visibility("default")))
+#else
+#define ATTN_EXPORT
+#endif
+
+/* Operations of PROTOCOL.md (the list ATTN_OPS is in attn/types.h);
+ * ATTN_OP_COUNT follows the last one and means "no operation". */
+typedef enum attn_op { ATTN_OPS(ATTN__ENUM_ENTRY) ATTN_OP_COUNT } attn_op;
 
 /* Wire name of an operation ("pool_create"); "?" when unknown. */
-const char *attn_op_name(attn_op op);
+ATTN_EXPORT const char *attn_op_name(attn_op op);
 
 /* Parse a wire name; returns 1 and sets *op when known, else 0. */
-int attn_op_from_name(const char *name, attn_op *op);
+ATTN_EXPORT int attn_op_from_name(const char *name, attn_op *op);
 
 /* A byte range: a tensor payload (little-endian elements of a dtype the
  * message states) or a pre-encoded msgpack object.  Decoders point it into
@@ -179,15 +177,15 @@ typedef struct attn_reply {
 } attn_reply;
 
 /* Release what a decoded reply owns (its backing buffer) and zero it. */
-void attn_reply_free(attn_reply *rep);
+ATTN_EXPORT void attn_reply_free(attn_reply *rep);
 
 /* Release the arrays a decoded request owns (manifest arrays, kv pages); the
  * byte ranges borrowed from the received buffer are not freed. */
-void attn_request_free(attn_request *req);
+ATTN_EXPORT void attn_request_free(attn_request *req);
 
 /* Render a reply's diagnostic (raw msgpack) as JSON text; *json is malloc'ed
  * (free it).  Returns 0 or an attn_err with `err` filled. */
-int attn_reply_diag_json(const attn_reply *rep, char **json, attn_error_detail *err);
+ATTN_EXPORT int attn_reply_diag_json(const attn_reply *rep, char **json, attn_error_detail *err);
 
 /* ---- the client ---------------------------------------------------------- */
 
@@ -195,19 +193,19 @@ typedef struct attn_client attn_client;
 
 /* Connect to attnd at `url` ("ipc:///run/attnd/attnd.sock", "tcp://...");
  * the dial is non-blocking, so a daemon started later is still reached. */
-int attn_client_open(attn_client **c, const char *url);
+ATTN_EXPORT int attn_client_open(attn_client **c, const char *url);
 
 /* Close the connection and free the client (calls in flight must be done). */
-void attn_client_close(attn_client *c);
+ATTN_EXPORT void attn_client_close(attn_client *c);
 
 /* Set the per-call timeout in milliseconds (default 30000; <= 0: none). */
-void attn_client_set_timeout(attn_client *c, int ms);
+ATTN_EXPORT void attn_client_set_timeout(attn_client *c, int ms);
 
 /* Send any typed request and wait for its typed reply.  `req->id` is
  * assigned by the client when zero.  Returns 0 when the reply is ok, the
  * server's error code when not (rep->error filled), ATTN_E_IO on transport
  * failure.  Free `rep` with attn_reply_free in every case. */
-int attn_call(attn_client *c, attn_request *req, attn_reply *rep);
+ATTN_EXPORT int attn_call(attn_client *c, attn_request *req, attn_reply *rep);
 
 /* Completion of an asynchronous call: `rv` as attn_call returns; `rep`
  * (never NULL) is the callback's: attn_reply_free it, then free() it.
@@ -217,37 +215,38 @@ typedef void (*attn_reply_cb)(void *arg, int rv, attn_reply *rep);
 /* Send a request without waiting; `cb` runs exactly once when the reply
  * arrives or the call fails (also when this function returns an error, then
  * never).  The request is encoded before return, so it may be freed then. */
-int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *arg);
+ATTN_EXPORT int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *arg);
 
 /* hello: server version, build, backends, devices, artifact identity. */
-int attn_hello(attn_client *c, attn_reply *rep);
+ATTN_EXPORT int attn_hello(attn_client *c, attn_reply *rep);
 
 /* pool_create: create a pool with geometry `g` (g->device "" = daemon default). */
-int attn_pool_create(attn_client *c, const attn_pool_geometry *g, attn_reply *rep);
+ATTN_EXPORT int attn_pool_create(attn_client *c, const attn_pool_geometry *g, attn_reply *rep);
 
 /* pool_drop: drop the pool named `pool`. */
-int attn_pool_drop(attn_client *c, const char *pool, attn_reply *rep);
+ATTN_EXPORT int attn_pool_drop(attn_client *c, const char *pool, attn_reply *rep);
 
 /* pool_info: geometry and usage of `pool` (rep->geom, rep->bytes). */
-int attn_pool_info(attn_client *c, const char *pool, attn_reply *rep);
+ATTN_EXPORT int attn_pool_info(attn_client *c, const char *pool, attn_reply *rep);
 
 /* kv_write: write a->k, a->v into pages a->pages of layer a->layer. */
-int attn_kv_write(attn_client *c, const attn_kv_args *a, attn_reply *rep);
+ATTN_EXPORT int attn_kv_write(attn_client *c, const attn_kv_args *a, attn_reply *rep);
 
 /* kv_read: read pages a->pages of layer a->layer (rep->k, rep->v_data). */
-int attn_kv_read(attn_client *c, const attn_kv_args *a, attn_reply *rep);
+ATTN_EXPORT int attn_kv_read(attn_client *c, const attn_kv_args *a, attn_reply *rep);
 
 /* plan: send a manifest; the reply carries plan_id, plan_key and diag. */
-int attn_plan(attn_client *c, const attn_manifest *m, attn_reply *rep);
+ATTN_EXPORT int attn_plan(attn_client *c, const attn_manifest *m, attn_reply *rep);
 
 /* run: one layer of a planned microbatch; the reply carries o, lse, diag. */
-int attn_run(attn_client *c, const attn_run_args *a, attn_reply *rep);
+ATTN_EXPORT int attn_run(attn_client *c, const attn_run_args *a, attn_reply *rep);
 
 /* attend: plan and run in one call. */
-int attn_attend(attn_client *c, const attn_manifest *m, const attn_run_args *a, attn_reply *rep);
+ATTN_EXPORT int attn_attend(attn_client *c, const attn_manifest *m, const attn_run_args *a,
+                            attn_reply *rep);
 
 /* stats: counters, plan-cache and pool usage (rep->stats). */
-int attn_stats(attn_client *c, attn_reply *rep);
+ATTN_EXPORT int attn_stats(attn_client *c, attn_reply *rep);
 
 #ifdef __cplusplus
 }

@@ -18,17 +18,124 @@ extern "C" {
 
 #define ATTN_NAME_MAX 64 /* pool names, request ids, backend names (with NUL) */
 
-typedef enum attn_dtype { ATTN_FP32 = 0, ATTN_FP16 = 1, ATTN_BF16 = 2 } attn_dtype;
+/* ---- enumerations: one X-macro list each ---------------------------------
+ *
+ * Every enumeration of the wire (and of the configuration) is one list below,
+ * libuv's UV_ERRNO_MAP habit: X(enumerator, value, "wire name"[, extra]).
+ * The list generates the enum here, its count (ATTN_<LIST>_COUNT), and in
+ * include/attn/names.h its to-string and from-string functions.  Add an
+ * entry by appending one line; never renumber one (captures record them).
+ * Code that dispatches on one of these enums uses a switch without a
+ * `default:`, so -Wswitch -Werror names every place a new entry must be
+ * handled.
+ */
+#define ATTN__ENUM_ENTRY(e, v, ...) e = (v),
+#define ATTN__ENUM_PLUS_ONE(...) +1
 
-/* NHD: page -> slot -> head -> dim.  HND: page -> head -> slot -> dim. */
-typedef enum attn_layout { ATTN_NHD = 0, ATTN_HND = 1 } attn_layout;
+/* Storage dtypes: X(enumerator, value, name, bytes per element). */
+#define ATTN_DTYPES(X)                                                                             \
+    X(ATTN_FP32, 0, "fp32", 4)                                                                     \
+    X(ATTN_FP16, 1, "fp16", 2)                                                                     \
+    X(ATTN_BF16, 2, "bf16", 2)
 
-/* Phase follows from (T, C) alone (seed 0x08C). */
-typedef enum attn_phase {
-    ATTN_PHASE_PREFILL = 0, /* T = 0, C > 0 */
-    ATTN_PHASE_APPEND = 1,  /* T > 0, C > 1 */
-    ATTN_PHASE_DECODE = 2,  /* T > 0, C = 1 */
-} attn_phase;
+/* Pool layouts.  NHD: page -> slot -> head -> dim.  HND: page -> head -> slot -> dim. */
+#define ATTN_LAYOUTS(X)                                                                            \
+    X(ATTN_NHD, 0, "NHD")                                                                          \
+    X(ATTN_HND, 1, "HND")
+
+/* Phases follow from (T, C) alone (seed 0x08C): X(enumerator, value, name,
+ * the one letter of the diagnostic's phase string). */
+#define ATTN_PHASES(X)                                                                             \
+    X(ATTN_PHASE_PREFILL, 0, "prefill", 'P') /* T = 0, C > 0 */                                    \
+    X(ATTN_PHASE_APPEND, 1, "append", 'A')   /* T > 0, C > 1 */                                    \
+    X(ATTN_PHASE_DECODE, 2, "decode", 'D')   /* T > 0, C = 1 */
+
+/* Page-table formats of a manifest (PROTOCOL.md "kv.format"). */
+#define ATTN_KV_FORMATS(X)                                                                         \
+    X(ATTN_KV_CSR, 0, "csr")                                                                       \
+    X(ATTN_KV_DENSE, 1, "dense")
+
+/* Mask kinds (PROTOCOL.md "mask.kind", seed 0x05, 0x06). */
+#define ATTN_MASK_KINDS(X)                                                                         \
+    X(ATTN_MASK_CAUSAL, 0, "causal") /* bottom-right causal from (T, C): row i sees [0, T+i+1) */  \
+    X(ATTN_MASK_NONE, 1, "none")     /* every committed and new row visible */                     \
+    X(ATTN_MASK_WINDOW, 2, "window") /* causal and key >= T+i-left */                              \
+    X(ATTN_MASK_SINK, 3, "sink")     /* causal and (key < sinks or key >= T+i-left) */             \
+    X(ATTN_MASK_FLASHMASK, 4, "flashmask") /* per-column masked row intervals (seed 0x06) */       \
+    X(ATTN_MASK_DENSE, 5, "dense")         /* explicit bit matrix with explicit polarity */
+
+/* Dense-mask polarities; "unset" (0) is not on the list: polarity must be
+ * explicit (seed 0x05B), so no wire name parses to it. */
+#define ATTN_MASK_POLARITIES(X)                                                                    \
+    X(ATTN_POLARITY_TRUE_MEANS_MASKED, 1, "true_means_masked")                                     \
+    X(ATTN_POLARITY_TRUE_MEANS_ALLOWED, 2, "true_means_allowed")
+
+/* Schedules of a mixed batch (policy.schedule, seed 0x08G). */
+#define ATTN_SCHEDULES(X)                                                                          \
+    X(ATTN_SCHED_AUTO, 0, "auto")                                                                  \
+    X(ATTN_SCHED_PARTITION, 1, "partition") /* one launch family per phase */                      \
+    X(ATTN_SCHED_UNIFIED, 2, "unified")     /* one persistent launch for the mixed batch */
+
+/* The two sufficient-state ABIs of seed 0x02: (LSE, O) or (valid, m, l, u). */
+#define ATTN_STATE_ABIS(X)                                                                         \
+    X(ATTN_ABI_LSE_O, 0, "lse_o")                                                                  \
+    X(ATTN_ABI_MLU, 1, "mlu")
+
+/* How split counts are chosen (policy.split_policy, seed 0x09, issue 4). */
+#define ATTN_SPLIT_POLICIES(X)                                                                     \
+    X(ATTN_SPLIT_AUTO, 0, "auto")                                                                  \
+    X(ATTN_SPLIT_FA, 1, "fa")         /* FlashAttention wave-efficiency heuristic */               \
+    X(ATTN_SPLIT_FI, 2, "fi")         /* FlashInfer pages-per-chunk binary search */               \
+    X(ATTN_SPLIT_GLOBAL, 3, "global") /* global equal-work partition */                            \
+    X(ATTN_SPLIT_FIXED, 4, "fixed")   /* policy.splits given explicitly */
+
+/* Backend platforms: the device family of a pool and of an engine ("cpu",
+ * "cuda:N" -> cuda).  0 is no platform. */
+#define ATTN_PLATFORMS(X)                                                                          \
+    X(ATTN_PLATFORM_CPU, 1, "cpu")                                                                 \
+    X(ATTN_PLATFORM_CUDA, 2, "cuda")
+
+/* Operations of PROTOCOL.md (the enum is in attn/client.h). */
+#define ATTN_OPS(X)                                                                                \
+    X(ATTN_OP_HELLO, 0, "hello")                                                                   \
+    X(ATTN_OP_POOL_CREATE, 1, "pool_create")                                                       \
+    X(ATTN_OP_POOL_DROP, 2, "pool_drop")                                                           \
+    X(ATTN_OP_POOL_INFO, 3, "pool_info")                                                           \
+    X(ATTN_OP_PLAN, 4, "plan")                                                                     \
+    X(ATTN_OP_RUN, 5, "run")                                                                       \
+    X(ATTN_OP_ATTEND, 6, "attend")                                                                 \
+    X(ATTN_OP_KV_READ, 7, "kv_read")                                                               \
+    X(ATTN_OP_KV_WRITE, 8, "kv_write")                                                             \
+    X(ATTN_OP_STATS, 9, "stats")
+
+typedef enum attn_dtype { ATTN_DTYPES(ATTN__ENUM_ENTRY) } attn_dtype;
+typedef enum attn_layout { ATTN_LAYOUTS(ATTN__ENUM_ENTRY) } attn_layout;
+typedef enum attn_phase { ATTN_PHASES(ATTN__ENUM_ENTRY) } attn_phase;
+typedef enum attn_kv_format { ATTN_KV_FORMATS(ATTN__ENUM_ENTRY) } attn_kv_format;
+typedef enum attn_mask_kind { ATTN_MASK_KINDS(ATTN__ENUM_ENTRY) } attn_mask_kind;
+typedef enum attn_mask_polarity {
+    ATTN_POLARITY_UNSET = 0, /* rejected: polarity must be explicit (seed 0x05B) */
+    ATTN_MASK_POLARITIES(ATTN__ENUM_ENTRY)
+} attn_mask_polarity;
+typedef enum attn_schedule_policy { ATTN_SCHEDULES(ATTN__ENUM_ENTRY) } attn_schedule_policy;
+typedef enum attn_state_abi { ATTN_STATE_ABIS(ATTN__ENUM_ENTRY) } attn_state_abi;
+typedef enum attn_split_policy { ATTN_SPLIT_POLICIES(ATTN__ENUM_ENTRY) } attn_split_policy;
+typedef enum attn_platform { ATTN_PLATFORMS(ATTN__ENUM_ENTRY) } attn_platform;
+
+/* How many entries each list has (arrays indexed by an enum use these,
+ * never a literal). */
+enum {
+    ATTN_DTYPE_COUNT = 0 ATTN_DTYPES(ATTN__ENUM_PLUS_ONE),
+    ATTN_LAYOUT_COUNT = 0 ATTN_LAYOUTS(ATTN__ENUM_PLUS_ONE),
+    ATTN_PHASE_COUNT = 0 ATTN_PHASES(ATTN__ENUM_PLUS_ONE),
+    ATTN_KV_FORMAT_COUNT = 0 ATTN_KV_FORMATS(ATTN__ENUM_PLUS_ONE),
+    ATTN_MASK_KIND_COUNT = 0 ATTN_MASK_KINDS(ATTN__ENUM_PLUS_ONE),
+    ATTN_MASK_POLARITY_COUNT = 0 ATTN_MASK_POLARITIES(ATTN__ENUM_PLUS_ONE),
+    ATTN_SCHEDULE_COUNT = 0 ATTN_SCHEDULES(ATTN__ENUM_PLUS_ONE),
+    ATTN_STATE_ABI_COUNT = 0 ATTN_STATE_ABIS(ATTN__ENUM_PLUS_ONE),
+    ATTN_SPLIT_POLICY_COUNT = 0 ATTN_SPLIT_POLICIES(ATTN__ENUM_PLUS_ONE),
+    ATTN_PLATFORM_COUNT = 0 ATTN_PLATFORMS(ATTN__ENUM_PLUS_ONE),
+};
 
 /* Geometry of one paged K/V pool (pool_create). */
 typedef struct attn_pool_geometry {
@@ -44,8 +151,6 @@ typedef struct attn_pool_geometry {
     char device[16]; /* "cpu" or "cuda:N" */
 } attn_pool_geometry;
 
-typedef enum attn_kv_format { ATTN_KV_CSR = 0, ATTN_KV_DENSE = 1 } attn_kv_format;
-
 /* Page table of a microbatch.  Either way the pages of request b must cover
  * exactly T_b + C_b rows after the append (PROTOCOL.md, seed 0x04D). */
 typedef struct attn_kv_table {
@@ -60,21 +165,6 @@ typedef struct attn_kv_table {
     uint32_t max_blocks;
     int32_t *lens; /* [B]: rows after the append, must equal T_b + C_b */
 } attn_kv_table;
-
-typedef enum attn_mask_kind {
-    ATTN_MASK_CAUSAL = 0,    /* bottom-right causal from (T, C): row i sees [0, T+i+1) */
-    ATTN_MASK_NONE = 1,      /* every committed and new row visible */
-    ATTN_MASK_WINDOW = 2,    /* causal and key >= T+i-left */
-    ATTN_MASK_SINK = 3,      /* causal and (key < sinks or key >= T+i-left) */
-    ATTN_MASK_FLASHMASK = 4, /* per-column masked row intervals (seed 0x06) */
-    ATTN_MASK_DENSE = 5,     /* explicit bit matrix with explicit polarity */
-} attn_mask_kind;
-
-typedef enum attn_mask_polarity {
-    ATTN_POLARITY_UNSET = 0, /* rejected: polarity must be explicit (seed 0x05B) */
-    ATTN_POLARITY_TRUE_MEANS_MASKED = 1,
-    ATTN_POLARITY_TRUE_MEANS_ALLOWED = 2,
-} attn_mask_polarity;
 
 /* Mask program of a microbatch (PROTOCOL.md "mask").  For FlashMask and dense
  * masks, data of all requests is concatenated in request order; request b's
@@ -96,24 +186,6 @@ typedef struct attn_mask {
     uint8_t *dense_bits;
     uint64_t dense_bytes;
 } attn_mask;
-
-typedef enum attn_schedule_policy {
-    ATTN_SCHED_AUTO = 0,
-    ATTN_SCHED_PARTITION = 1, /* one launch family per phase */
-    ATTN_SCHED_UNIFIED = 2,   /* one persistent launch for the mixed batch */
-} attn_schedule_policy;
-
-/* The two sufficient-state ABIs of seed 0x02: (valid, m, l, u) or (LSE, O). */
-typedef enum attn_state_abi { ATTN_ABI_LSE_O = 0, ATTN_ABI_MLU = 1 } attn_state_abi;
-
-/* How split counts are chosen (seed 0x09, issue 4). */
-typedef enum attn_split_policy {
-    ATTN_SPLIT_AUTO = 0,
-    ATTN_SPLIT_FA = 1,     /* FlashAttention wave-efficiency heuristic */
-    ATTN_SPLIT_FI = 2,     /* FlashInfer pages-per-chunk binary search */
-    ATTN_SPLIT_GLOBAL = 3, /* global equal-work partition */
-    ATTN_SPLIT_FIXED = 4,  /* policy.splits given explicitly */
-} attn_split_policy;
 
 typedef struct attn_policy {
     char backend[ATTN_NAME_MAX]; /* "auto" or a registered backend name */

@@ -14,35 +14,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "attn/names.h" /* attn_dtype_size, attn_dtype_name */
 #include "attn/types.h"
 #include "hd.h"
-
-/* Bytes of one element of `dt` (0 for an unknown dtype). */
-ATTN_HD size_t attn_dtype_size(attn_dtype dt)
-{
-    switch (dt) {
-    case ATTN_FP32:
-        return 4;
-    case ATTN_FP16:
-    case ATTN_BF16:
-        return 2;
-    }
-    return 0;
-}
-
-/* Wire name of a dtype ("fp32", "fp16", "bf16"; "?" when unknown). */
-ATTN_HD const char *attn_dtype_name(attn_dtype dt)
-{
-    switch (dt) {
-    case ATTN_FP32:
-        return "fp32";
-    case ATTN_FP16:
-        return "fp16";
-    case ATTN_BF16:
-        return "bf16";
-    }
-    return "?";
-}
 
 /* The bits of an fp32 (memcpy: no aliasing games, works in device code). */
 ATTN_HD uint32_t attn__f32_bits(float f)

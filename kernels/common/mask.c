@@ -11,25 +11,6 @@
 /* Largest C*(T+C) we accept, so bit and cell counts never overflow. */
 #define MASK_CELLS_MAX ((int64_t)1 << 60)
 
-static const char *const kind_names[] = {"causal", "none", "window", "sink", "flashmask", "dense"};
-
-const char *attn_mask_kind_name(attn_mask_kind kind)
-{
-    if ((unsigned)kind < sizeof(kind_names) / sizeof(kind_names[0]))
-        return kind_names[kind];
-    return "unknown";
-}
-
-int attn_mask_kind_from_name(const char *name, attn_mask_kind *kind)
-{
-    for (unsigned k = 0; name && k < sizeof(kind_names) / sizeof(kind_names[0]); k++)
-        if (strcmp(name, kind_names[k]) == 0) {
-            *kind = (attn_mask_kind)k;
-            return 1;
-        }
-    return 0;
-}
-
 uint32_t attn_mask_needs(const attn_mask *m)
 {
     switch (m->kind) {

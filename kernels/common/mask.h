@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "attn/error.h"
+#include "attn/names.h" /* attn_mask_kind_name */
 #include "attn/types.h"
 #include "hd.h"
 
@@ -157,12 +158,6 @@ uint32_t attn_mask_needs(const attn_mask *m);
 /* A short name for a need bit ("causal", "none", "window", "sink", "interval", "dense"). */
 const char *attn_mask_need_name(uint32_t need);
 
-/* The wire name of a mask kind ("causal", "none", "window", "sink", "flashmask", "dense"). */
-const char *attn_mask_kind_name(attn_mask_kind kind);
-
-/* Parse a wire mask kind name; returns 1 when found. */
-int attn_mask_kind_from_name(const char *name, attn_mask_kind *kind);
-
 /* Convert one request's dense C x (T+C) bit matrix (layout of attn_mask.dense_bits,
  * starting at `bits`) into FlashMask vectors of length T+C.  Rejects with
  * ATTN_E_MASK_UNREPRESENTABLE (field "mask.bits") any column with more than two
@@ -271,7 +266,8 @@ ATTN_HD attn_row_keys attn_mask_row_keys(const attn_mask_prog *p, uint32_t b, in
         }
         break;
     }
-    default: /* flashmask, dense: host-computed hull, per-cell test inside */
+    case ATTN_MASK_FLASHMASK: /* host-computed hull, per-cell test inside */
+    case ATTN_MASK_DENSE:
         k.lo0 = p->row_lo[r->row + i];
         k.hi0 = p->row_hi[r->row + i];
         k.exact = false;

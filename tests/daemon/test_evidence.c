@@ -20,7 +20,7 @@
 #include "engines/cuda/cupti_trace.h"
 #include "planner/diag.h"
 #include "planner/registry.h"
-#include "protocol/diag.h"
+#include "planner/diag_encode.h"
 #include "tests/lib/batch_call.h"
 #include "tests/lib/random_batch.h"
 

@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "daemon/capture.h"
+#include "protocol/capture.h"
 #include "daemon/loop.h"
 #include "daemon/notify.h"
 #include "daemon/config.h"
@@ -295,9 +295,9 @@ static void test_capture_roundtrip(void **state)
 {
     char path[] = "/tmp/attnd-capture-XXXXXX";
     int fd = mkstemp(path);
-    attnd_capture *c;
-    attnd_capture_reader *r;
-    attnd_capture_header h, h2;
+    attn_capture *c;
+    attn_capture_reader *r;
+    attn_capture_header h, h2;
     attn_error_detail e;
     void *a, *b;
     size_t al, bl;
@@ -305,7 +305,7 @@ static void test_capture_roundtrip(void **state)
     (void)state;
     close(fd);
     memset(&h, 0, sizeof h);
-    h.version = ATTND_CAPTURE_VERSION;
+    h.version = ATTN_CAPTURE_VERSION;
     snprintf(h.attnd, sizeof h.attnd, "0.1.0");
     snprintf(h.build, sizeof h.build, "test");
     snprintf(h.engine, sizeof h.engine, "cpu");
@@ -313,27 +313,27 @@ static void test_capture_roundtrip(void **state)
     h.pools[0] = small_geom("pool-x");
     h.pools[0].layout = ATTN_HND;
     h.pools[0].kv_dtype = ATTN_BF16;
-    assert_int_equal(attnd_capture_open(&c, path, &h, &e), 0);
-    assert_int_equal(attnd_capture_append(c, "req1", 4, "reply-1", 7), 0);
-    assert_int_equal(attnd_capture_append(c, "", 0, "r2", 2), 0);
-    attnd_capture_close(c);
+    assert_int_equal(attn_capture_open(&c, path, &h, &e), 0);
+    assert_int_equal(attn_capture_append(c, "req1", 4, "reply-1", 7), 0);
+    assert_int_equal(attn_capture_append(c, "", 0, "r2", 2), 0);
+    attn_capture_close(c);
 
-    assert_int_equal(attnd_capture_reader_open(&r, path, &h2, &e), 0);
+    assert_int_equal(attn_capture_reader_open(&r, path, &h2, &e), 0);
     assert_string_equal(h2.build, "test");
     assert_int_equal(h2.num_pools, 1);
     assert_memory_equal(&h2.pools[0], &h.pools[0], sizeof h.pools[0]);
-    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 1);
+    assert_int_equal(attn_capture_next(r, &a, &al, &b, &bl, &e), 1);
     assert_int_equal(al, 4);
     assert_memory_equal(a, "req1", 4);
     assert_memory_equal(b, "reply-1", 7);
     free(a);
     free(b);
-    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 1);
+    assert_int_equal(attn_capture_next(r, &a, &al, &b, &bl, &e), 1);
     assert_int_equal(al, 0);
     free(a);
     free(b);
-    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 0);
-    attnd_capture_reader_close(r);
+    assert_int_equal(attn_capture_next(r, &a, &al, &b, &bl, &e), 0);
+    attn_capture_reader_close(r);
 
     /* a record cut in the middle is E_TRUNCATED, not a silent end */
     f = fopen(path, "ab");
@@ -341,19 +341,19 @@ static void test_capture_roundtrip(void **state)
            "abc",
            1, 7, f);
     fclose(f);
-    assert_int_equal(attnd_capture_reader_open(&r, path, &h2, &e), 0);
+    assert_int_equal(attn_capture_reader_open(&r, path, &h2, &e), 0);
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), 1);
+        assert_int_equal(attn_capture_next(r, &a, &al, &b, &bl, &e), 1);
         free(a);
         free(b);
     }
-    assert_int_equal(attnd_capture_next(r, &a, &al, &b, &bl, &e), ATTN_E_TRUNCATED);
-    attnd_capture_reader_close(r);
+    assert_int_equal(attn_capture_next(r, &a, &al, &b, &bl, &e), ATTN_E_TRUNCATED);
+    attn_capture_reader_close(r);
     /* not a capture */
     f = fopen(path, "wb");
     fwrite("hello world!", 1, 12, f);
     fclose(f);
-    assert_int_equal(attnd_capture_reader_open(&r, path, &h2, &e), ATTN_E_PROTOCOL);
+    assert_int_equal(attn_capture_reader_open(&r, path, &h2, &e), ATTN_E_PROTOCOL);
     unlink(path);
 }
 
@@ -713,8 +713,8 @@ static void test_server_capture(void **state)
     attn_server *s;
     attn_request req;
     attn_buf b = {0};
-    attnd_capture_reader *r;
-    attnd_capture_header h;
+    attn_capture_reader *r;
+    attn_capture_header h;
     void *out, *a, *c;
     size_t len, al, cl;
     (void)state;
@@ -733,18 +733,18 @@ static void test_server_capture(void **state)
     assert_int_equal(attn_request_encode(&req, &b, &e), 0);
     assert_int_equal(attn_server_handle(s, b.data, b.len, &out, &len), 0);
     attn_server_destroy(s);
-    assert_int_equal(attnd_capture_reader_open(&r, path, &h, &e), 0);
+    assert_int_equal(attn_capture_reader_open(&r, path, &h, &e), 0);
     assert_int_equal(h.num_pools, 1);
     assert_string_equal(h.pools[0].name, "cfgpool");
-    assert_int_equal(attnd_capture_next(r, &a, &al, &c, &cl, &e), 1);
+    assert_int_equal(attn_capture_next(r, &a, &al, &c, &cl, &e), 1);
     assert_int_equal(al, b.len);
     assert_memory_equal(a, b.data, al);
     assert_int_equal(cl, len);
     assert_memory_equal(c, out, cl);
     free(a);
     free(c);
-    assert_int_equal(attnd_capture_next(r, &a, &al, &c, &cl, &e), 0);
-    attnd_capture_reader_close(r);
+    assert_int_equal(attn_capture_next(r, &a, &al, &c, &cl, &e), 0);
+    attn_capture_reader_close(r);
     attn_buf_free(&b);
     free(out);
     unlink(path);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/capture.h"
+#include "protocol/capture.h"
 #include "protocol/codec.h"
 #include "protocol/json.h"
 #include "tests/fuzz/fuzz_frames.h"
@@ -69,13 +69,13 @@ static const char *base_name(const char *path)
 
 static int from_capture(const char *dir, const char *path)
 {
-    attnd_capture_reader *r;
-    attnd_capture_header h;
+    attn_capture_reader *r;
+    attn_capture_header h;
     attn_error_detail err;
     seed_seq seq = {NULL, 0, 0};
     const char *base = base_name(path);
     int rc = 0;
-    if (attnd_capture_reader_open(&r, path, &h, &err) != 0) {
+    if (attn_capture_reader_open(&r, path, &h, &err) != 0) {
         fprintf(stderr, "fuzz_seeds: %s: %s\n", path, err.message);
         return 1;
     }
@@ -97,7 +97,7 @@ static int from_capture(const char *dir, const char *path)
         void *req = NULL, *rep = NULL;
         size_t req_len = 0, rep_len = 0;
         char *js = NULL;
-        int got = attnd_capture_next(r, &req, &req_len, &rep, &rep_len, &err);
+        int got = attn_capture_next(r, &req, &req_len, &rep, &rep_len, &err);
         if (got <= 0) {
             if (got < 0)
                 fprintf(stderr, "fuzz_seeds: %s: %s\n", path, err.message);
@@ -114,7 +114,7 @@ static int from_capture(const char *dir, const char *path)
         free(req);
         free(rep);
     }
-    attnd_capture_reader_close(r);
+    attn_capture_reader_close(r);
     if (seq.frames > 0)
         rc |= write_seed(dir, base, "seq", 0, seq.data, seq.len);
     free(seq.data);

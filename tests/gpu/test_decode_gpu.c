@@ -238,7 +238,7 @@ static void run_case(const gpu_case *gc, uint64_t seed)
            gc->name, (unsigned long long)seed, gc->B, gc->hq / gc->hkv, gc->d, gc->page,
            attn_dtype_name(gc->kv), gc->layout == ATTN_HND ? "HND" : "NHD",
            attn_dtype_name(rb.m.q_dtype), rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o",
-           attn_split_policy_label(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
+           attn_split_policy_name(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
            simt ? "simt" : "tc", heads_fast ? "/hf" : "/if", prefetch ? "/pre" : "",
            fused && !simt ? "/fused" : "", rel, lse_err, nan, commit ? "commit" : "no-commit");
     if (rel > g_worst_rel)
@@ -525,12 +525,8 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
     assert_true(o && o_ref && lse && lse_ref);
     void *kd[1] = {dk}, *vd[1] = {dv};
     attn_pool_view pv = {.geom = &g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = kd, .v = vd};
-    attn_run_io a = {.pool = &pv,
-                     .q = rb.q,
-                     .k_new = rb.k_new,
-                     .v_new = rb.v_new,
-                     .o = o,
-                     .lse = lse};
+    attn_run_io a = {
+        .pool = &pv, .q = rb.q, .k_new = rb.k_new, .v_new = rb.v_new, .o = o, .lse = lse};
     assert_int_equal(attn_engine_run(g_cuda, ep, &a, NULL, &err), 0);
 
     attn_cpu_call cc = {.m = &rb.m,
@@ -577,7 +573,7 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
     printf("  nonfinite %s T0=%-5lld key=%-5lld %s %s policy=%s slots=%u q=%s%s%s%s: "
            "finite O in req 0: %zu, LSE mismatch %zu; req 1 rel=%.2e lse=%.2e nan=%zu\n",
            kinds[kind], (long long)T0, (long long)t, simt ? "simt" : "tc",
-           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", attn_split_policy_label(plan->policy),
+           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", attn_split_policy_name(plan->policy),
            plan->num_slots, attn_dtype_name(rb.m.q_dtype), heads_fast ? "/hf" : "/if",
            prefetch ? "/pre" : "", fused && !simt ? "/fused" : "", finite0, lse_mismatch, rel,
            lse_err, nan1);

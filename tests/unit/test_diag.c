@@ -11,6 +11,7 @@
 
 #include "dispatch_fixture.h"
 #include "planner/diag.h"
+#include "planner/diag_encode.h"
 #include "protocol/diag.h"
 
 /* seed 0x0AH ladder with the capping rule: one row per situation. */

@@ -784,15 +784,18 @@ static void test_needs_and_names(void **state)
         assert_string_equal(attn_mask_need_name(need), names[k]);
         /* seed 0x07D: the decode fast path rejects custom masks */
         assert_int_equal((need & ~cuda_decode) != 0, k >= 4);
-        assert_true(attn_mask_kind_from_name(attn_mask_kind_name((attn_mask_kind)k), &back));
+        assert_int_equal(
+            attn_mask_kind_parse(attn_mask_kind_name((attn_mask_kind)k), "mask.kind", &back, NULL),
+            0);
         assert_int_equal(back, k);
     }
     attn_mask bad = mask_of((attn_mask_kind)42);
     attn_mask_kind kk;
     assert_int_equal(attn_mask_needs(&bad), 0);
-    assert_string_equal(attn_mask_kind_name((attn_mask_kind)42), "unknown");
-    assert_false(attn_mask_kind_from_name("dense_custom", &kk));
-    assert_false(attn_mask_kind_from_name(NULL, &kk));
+    assert_string_equal(attn_mask_kind_name((attn_mask_kind)42), "?");
+    assert_int_equal(attn_mask_kind_parse("dense_custom", "mask.kind", &kk, NULL),
+                     ATTN_E_MASK_KIND);
+    assert_int_equal(attn_mask_kind_parse(NULL, "mask.kind", &kk, NULL), ATTN_E_MASK_KIND);
 }
 
 static void test_rebase_copy(void **state)

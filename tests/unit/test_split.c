@@ -545,7 +545,7 @@ static void test_plan_json(void **state)
     assert_int_equal(strlen(small), 7);
     assert_int_equal(attn_split_plan_json(&plan, 2, NULL, 0), n);
     attn_split_plan_free(&plan);
-    assert_string_equal(attn_split_policy_label(ATTN_SPLIT_GLOBAL), "global");
+    assert_string_equal(attn_split_policy_name(ATTN_SPLIT_GLOBAL), "global");
 }
 
 int main(void)

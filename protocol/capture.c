@@ -1,5 +1,5 @@
 /* Capture files (see capture.h). */
-#include "daemon/capture.h"
+#include "protocol/capture.h"
 
 #include <msgpack.h>
 #include <pthread.h>
@@ -7,18 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/config.h"
-#include "kernels/common/dtype.h"
+#include "attn/names.h"
 #include "protocol/wire.h"
 
 #define HEADER_MAX (1u << 20)
 
-struct attnd_capture {
+struct attn_capture {
     FILE *f;
     pthread_mutex_t lock;
 };
 
-struct attnd_capture_reader {
+struct attn_capture_reader {
     FILE *f;
 };
 
@@ -29,7 +28,7 @@ static void pack_str(msgpack_packer *pk, const char *s)
     msgpack_pack_str_body(pk, s, n);
 }
 
-int attnd_capture_header_encode(const attnd_capture_header *h, void **buf, size_t *len)
+int attn_capture_header_encode(const attn_capture_header *h, void **buf, size_t *len)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -68,7 +67,7 @@ int attnd_capture_header_encode(const attnd_capture_header *h, void **buf, size_
         pack_str(&pk, "kv_dtype");
         pack_str(&pk, attn_dtype_name(g->kv_dtype));
         pack_str(&pk, "layout");
-        pack_str(&pk, g->layout == ATTN_HND ? "HND" : "NHD");
+        pack_str(&pk, attn_layout_name(g->layout));
         pack_str(&pk, "device");
         pack_str(&pk, g->device[0] != '\0' ? g->device : "cpu");
     }
@@ -90,19 +89,19 @@ static uint32_t get_u32(const unsigned char *b)
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
-int attnd_capture_open(attnd_capture **out, const char *path, const attnd_capture_header *h,
-                       attn_error_detail *err)
+int attn_capture_open(attn_capture **out, const char *path, const attn_capture_header *h,
+                      attn_error_detail *err)
 {
-    attnd_capture *c;
+    attn_capture *c;
     void *hb = NULL;
     size_t hl = 0;
     unsigned char lb[4];
     FILE *f = fopen(path, "wb");
     if (f == NULL)
         return attn_error_set(err, ATTN_E_IO, "capture", "cannot create %s", path);
-    attnd_capture_header_encode(h, &hb, &hl);
+    attn_capture_header_encode(h, &hb, &hl);
     put_u32(lb, (uint32_t)hl);
-    if (fwrite(ATTND_CAPTURE_MAGIC, 1, 8, f) != 8 || fwrite(lb, 1, 4, f) != 4 ||
+    if (fwrite(ATTN_CAPTURE_MAGIC, 1, 8, f) != 8 || fwrite(lb, 1, 4, f) != 4 ||
         fwrite(hb, 1, hl, f) != hl || fflush(f) != 0) {
         free(hb);
         fclose(f);
@@ -120,12 +119,12 @@ int attnd_capture_open(attnd_capture **out, const char *path, const attnd_captur
     return 0;
 }
 
-int attnd_capture_append(attnd_capture *c, const void *req, size_t req_len, const void *rep,
-                         size_t rep_len)
+int attn_capture_append(attn_capture *c, const void *req, size_t req_len, const void *rep,
+                        size_t rep_len)
 {
     unsigned char a[4], b[4];
     int ok;
-    if (req_len >= ATTND_CAPTURE_MAX_FRAME || rep_len >= ATTND_CAPTURE_MAX_FRAME)
+    if (req_len >= ATTN_CAPTURE_MAX_FRAME || rep_len >= ATTN_CAPTURE_MAX_FRAME)
         return ATTN_E_TOO_LARGE;
     put_u32(a, (uint32_t)req_len);
     put_u32(b, (uint32_t)rep_len);
@@ -137,7 +136,7 @@ int attnd_capture_append(attnd_capture *c, const void *req, size_t req_len, cons
     return ok ? 0 : ATTN_E_IO;
 }
 
-void attnd_capture_close(attnd_capture *c)
+void attn_capture_close(attn_capture *c)
 {
     if (c == NULL)
         return;
@@ -190,10 +189,12 @@ static int parse_pool(attn_wire_reader *r, attn_pool_geometry *g)
                 return ATTN_E_RANGE;
             if (attn_wire_str_eq(&k, "pool"))
                 snprintf(g->name, sizeof g->name, "%s", s);
-            else if (attn_wire_str_eq(&k, "kv_dtype") && attnd_dtype_parse(s, &g->kv_dtype) != 0)
+            else if (attn_wire_str_eq(&k, "kv_dtype") &&
+                     attn_dtype_parse(s, "kv_dtype", &g->kv_dtype, NULL) != 0)
                 return ATTN_E_DTYPE;
-            else if (attn_wire_str_eq(&k, "layout"))
-                g->layout = strcmp(s, "HND") == 0 ? ATTN_HND : ATTN_NHD;
+            else if (attn_wire_str_eq(&k, "layout") &&
+                     attn_layout_parse(s, "layout", &g->layout, NULL) != 0)
+                return ATTN_E_RANGE;
             else if (attn_wire_str_eq(&k, "device") &&
                      item_str(&v, g->device, sizeof g->device) != 0)
                 return ATTN_E_RANGE;
@@ -204,7 +205,7 @@ static int parse_pool(attn_wire_reader *r, attn_pool_geometry *g)
     return 0;
 }
 
-static int parse_header(const void *buf, size_t len, attnd_capture_header *h)
+static int parse_header(const void *buf, size_t len, attn_capture_header *h)
 {
     attn_wire_reader r;
     attn_wire_item it, k, v;
@@ -223,7 +224,7 @@ static int parse_header(const void *buf, size_t len, attnd_capture_header *h)
         if (attn_wire_str_eq(&k, "pools")) {
             if ((rc = attn_wire_next(&r, &v)) != 0)
                 return rc;
-            if (v.type != ATTN_WT_ARRAY || v.len > ATTND_CAPTURE_MAX_POOLS)
+            if (v.type != ATTN_WT_ARRAY || v.len > ATTN_CAPTURE_MAX_POOLS)
                 return ATTN_E_TOO_LARGE;
             for (uint32_t p = 0; p < v.len; p++)
                 if ((rc = parse_pool(&r, &h->pools[p])) != 0)
@@ -248,23 +249,23 @@ static int parse_header(const void *buf, size_t len, attnd_capture_header *h)
     }
     if (!format_ok)
         return ATTN_E_PROTOCOL;
-    if (h->version != ATTND_CAPTURE_VERSION)
+    if (h->version != ATTN_CAPTURE_VERSION)
         return ATTN_E_VERSION;
     return 0;
 }
 
-int attnd_capture_reader_open(attnd_capture_reader **out, const char *path, attnd_capture_header *h,
-                              attn_error_detail *err)
+int attn_capture_reader_open(attn_capture_reader **out, const char *path, attn_capture_header *h,
+                             attn_error_detail *err)
 {
     unsigned char head[12];
     uint32_t hl;
     void *hb;
     int rc;
-    attnd_capture_reader *r;
+    attn_capture_reader *r;
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return attn_error_set(err, ATTN_E_IO, "capture", "cannot open %s", path);
-    if (fread(head, 1, 12, f) != 12 || memcmp(head, ATTND_CAPTURE_MAGIC, 8) != 0) {
+    if (fread(head, 1, 12, f) != 12 || memcmp(head, ATTN_CAPTURE_MAGIC, 8) != 0) {
         fclose(f);
         return attn_error_set(err, ATTN_E_PROTOCOL, "capture", "%s is not an attnd capture", path);
     }
@@ -319,8 +320,8 @@ static int read_frame(FILE *f, void **buf, size_t *len, int allow_eof, attn_erro
     return 1;
 }
 
-int attnd_capture_next(attnd_capture_reader *r, void **req, size_t *req_len, void **rep,
-                       size_t *rep_len, attn_error_detail *err)
+int attn_capture_next(attn_capture_reader *r, void **req, size_t *req_len, void **rep,
+                      size_t *rep_len, attn_error_detail *err)
 {
     int rc = read_frame(r->f, req, req_len, 1, err);
     if (rc <= 0)
@@ -334,7 +335,7 @@ int attnd_capture_next(attnd_capture_reader *r, void **req, size_t *req_len, voi
     return 1;
 }
 
-void attnd_capture_reader_close(attnd_capture_reader *r)
+void attn_capture_reader_close(attn_capture_reader *r)
 {
     if (r == NULL)
         return;
