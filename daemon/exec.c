@@ -297,7 +297,7 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     attn_verify_result vr;
     traced_kernels *tk = NULL;
     int tracing = 0, exclusive;
-    double exec_us;
+    double exec_us, engine_t0;
     uint64_t total_q, o_bytes;
     size_t esz = p->m.q_dtype == ATTN_FP32 ? 4 : 2;
     int rc;
@@ -354,8 +354,11 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     }
     /* one writer per pool: the staged rows commit while nobody reads them */
     pthread_mutex_lock(&pool->lock);
+    engine_t0 = now_us();
     rc = attn_engine_run(p->engine, p->eplan, &a, &report, &eerr);
     exec_us = now_us() - t0;
+    attnd_metrics_note_engine(&s->metrics, p->engine->ops->platform,
+                              (uint64_t)((now_us() - engine_t0) * 1e3));
     /* the engine's run copied O back to the host: the device is synchronised */
     if (tracing && attn_cupti_end(tk->k, ATTN_KERNELS_MAX, &tk->n, NULL, NULL) != 0)
         tk->n = 0;
