@@ -46,6 +46,7 @@ typedef struct job {
     uint64_t t_recv_ns;
     uint32_t pipe; /* nng pipe id of the request's connection */
     int sending;   /* attnd_conn_sending was called for this request */
+    int refused;   /* answered with a refusal: its reply does not postpone a drain */
     struct job *next;
     _Atomic int state;
 } job;
@@ -205,6 +206,7 @@ static void aio_cb(void *arg)
         j->t_recv_ns = now_ns();
         j->pipe = nng_pipe_id(nng_msg_get_pipe(j->req));
         j->sending = 0;
+        j->refused = 0;
         atomic_fetch_add(&l->pending, 1);
         /* requests refused during a shutdown do not postpone its close */
         if (!atomic_load(&l->refuse_pipes))
@@ -229,6 +231,7 @@ static void aio_cb(void *arg)
             return;
         case ATTND_CONN_BUSY:
             atomic_fetch_add(&l->o.metrics->busy_replies, 1);
+            j->refused = 1;
             if (l->o.refuse == NULL ||
                 l->o.refuse(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), ATTN_E_BUSY,
                             &j->reply, &j->reply_len) != 0)
@@ -265,7 +268,10 @@ static void aio_cb(void *arg)
         }
     } else {
         atomic_fetch_add(&l->o.metrics->replies, 1);
-        atomic_store(&l->last_reply_ms, now_ms());
+        /* a refusal handed over during a drain does not postpone the close
+         * (test_shutdown_not_postponed); an answered request's reply does */
+        if (!j->refused)
+            atomic_store(&l->last_reply_ms, now_ms());
     }
     attnd_conn_end(l->conns, j->pipe, j->sending, now_ms());
     atomic_fetch_sub(&l->o.metrics->in_flight, 1);
@@ -450,6 +456,7 @@ static void async_cb(uv_async_t *a)
             atomic_fetch_sub(&l->pending, 1);
         } else if (l->stopping && l->o.refuse != NULL) {
             atomic_fetch_add(&l->o.metrics->shutting_down_replies, 1);
+            j->refused = 1;
             l->o.refuse(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), ATTN_E_SHUTTING_DOWN,
                         &j->reply, &j->reply_len);
             send_reply(l, j);
