@@ -629,6 +629,65 @@ static void test_engine_failure(void **state)
     attn_engine_destroy(inst);
 }
 
+/* A run whose O and LSE cannot fit --max-reply is refused before the engine
+ * commits its rows: the error reply (E_TOO_LARGE, naming q) leaves the pool
+ * byte-identical, for attend and for run alike.  Before, the engine ran and
+ * committed, and only the reply-size backstop refused, so a client that
+ * retried appended the same rows twice. */
+static void test_reply_cap_before_commit(void **state)
+{
+    attnd_config cfg;
+    attn_error_detail e;
+    attn_server *s = NULL;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t sum0, sum1, plan_id;
+    (void)state;
+    attnd_config_defaults(&cfg);
+    cfg.engine = ATTND_ENGINE_CPU;
+    cfg.max_reply = 4096;
+    assert_int_equal(attn_server_create(&s, &cfg, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    spec.num_requests = 5;
+    spec.head_dim_qk = 64;
+    spec.phase_mask = 1u << ATTN_PHASE_APPEND;
+    assert_int_equal(attn_rb_make(&rb, &spec, 77), 0);
+    assert_true(rb.o_elems * sizeof(float) > cfg.max_reply);
+    load_batch(s, &rb, "cap");
+    assert_int_equal(attn_server_pool_checksum(s, "cap", &sum0), 0);
+
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    attn_rb_run_args(&rb, &req.run);
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_TOO_LARGE);
+    assert_int_equal(attn_server_pool_checksum(s, "cap", &sum1), 0);
+    assert_true(sum0 == sum1);
+    assert_string_equal(rep.error.field, "q");
+    free(keep);
+
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    plan_id = rep.plan_id;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_RUN;
+    attn_rb_run_args(&rb, &req.run);
+    req.run.plan_id = plan_id;
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_TOO_LARGE);
+    assert_int_equal(attn_server_pool_checksum(s, "cap", &sum1), 0);
+    assert_true(sum0 == sum1);
+    assert_string_equal(rep.error.field, "q");
+    free(keep);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
 /* The diagnostic reports what the engine did (issue 8): the schedule that
  * ran with the one asked and why, the engine's timing with its method and
  * scope and the daemon's host window apart, the key environment and the
@@ -910,6 +969,7 @@ int main(void)
         cmocka_unit_test(test_attend_matches_engine),
         cmocka_unit_test(test_plan_run_stale),
         cmocka_unit_test(test_engine_failure),
+        cmocka_unit_test(test_reply_cap_before_commit),
         cmocka_unit_test(test_diag_reports_engine_truth),
         cmocka_unit_test(test_cheap_and_refuse),
         cmocka_unit_test(test_server_capture),
