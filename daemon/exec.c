@@ -297,7 +297,7 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     traced_kernels *tk = NULL;
     int tracing = 0, exclusive;
     double exec_us;
-    uint64_t total_q, o_bytes;
+    uint64_t total_q, o_bytes, lse_bytes;
     size_t esz = p->m.q_dtype == ATTN_FP32 ? 4 : 2;
     int rc;
 
@@ -322,9 +322,20 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
         goto out;
     total_q = (uint64_t)attn_manifest_total_q(&p->m);
     o_bytes = total_q * p->m.num_qo_heads * pool->geom.head_dim_vo * esz;
+    lse_bytes = ra->return_lse ? total_q * p->m.num_qo_heads * sizeof(float) : 0;
+    /* nothing half-applied: a reply that cannot be sent is refused before the
+     * engine commits rows (the encoder's backstop comes after the commit) */
+    if (o_bytes + lse_bytes > atomic_load(&s->max_reply)) {
+        rc = attn_error_set(err, ATTN_E_TOO_LARGE, "q",
+                            "O and LSE of %llu query rows make %llu bytes, over --max-reply %llu; "
+                            "the pool is unchanged",
+                            (unsigned long long)total_q, (unsigned long long)(o_bytes + lse_bytes),
+                            (unsigned long long)atomic_load(&s->max_reply));
+        goto out;
+    }
     scratch[SCRATCH_O] = malloc(o_bytes + 1);
     if (ra->return_lse)
-        scratch[SCRATCH_LSE] = malloc(total_q * p->m.num_qo_heads * sizeof(float) + 1);
+        scratch[SCRATCH_LSE] = malloc(lse_bytes + 1);
     if (scratch[SCRATCH_O] == NULL || (ra->return_lse && scratch[SCRATCH_LSE] == NULL)) {
         rc = attn_error_set(err, ATTN_E_NOMEM, "q", "cannot allocate the output");
         goto out;
@@ -409,7 +420,7 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     rep->has_lse = ra->return_lse;
     if (ra->return_lse) {
         rep->lse.data = scratch[SCRATCH_LSE];
-        rep->lse.len = total_q * p->m.num_qo_heads * sizeof(float);
+        rep->lse.len = lse_bytes;
     }
     rc = encode_diag(s, p, plan_id, &report, exec_us, &vr, tk, scratch, &rep->diag);
 out:
