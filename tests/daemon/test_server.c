@@ -25,6 +25,7 @@
 #include "daemon/loop.h"
 #include "daemon/notify.h"
 #include "daemon/config.h"
+#include "daemon/conn_table.h"
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
@@ -189,6 +190,33 @@ static void test_pool_table(void **state)
     assert_int_equal(attnd_pool_create(t, &g, &bytes, &e), 0); /* the budget came back */
     assert_int_equal(attnd_pool_drop(t, "zz", &e), ATTN_E_UNKNOWN_POOL);
     attnd_pool_table_destroy(t);
+}
+
+/* ---- connection table ----------------------------------------------------- */
+
+/* The idle check reads the clock before it takes the table lock, so an nng
+ * thread can stamp a connection with a later millisecond in between: such a
+ * connection has just been active, not idle for 2^64 ms.  Before, the
+ * unsigned difference wrapped and the idle timer closed a connection that
+ * had just been added or had just finished a request. */
+static void test_conn_idle_clock(void **state)
+{
+    attnd_conn_table *t;
+    uint32_t ids[4];
+    (void)state;
+    assert_int_equal(attnd_conn_table_create(&t, 4, 2), 0);
+    assert_int_equal(attnd_conn_add(t, 7, 1000), 0);
+    /* the timer's "now" (999) predates the connection's last activity (1000) */
+    assert_int_equal(attnd_conn_idle(t, 999, 60000, ids, 4), 0);
+    assert_int_equal(attnd_conn_idle(t, 60999, 60000, ids, 4), 0);
+    assert_int_equal(attnd_conn_idle(t, 61000, 60000, ids, 4), 1);
+    assert_int_equal(ids[0], 7);
+    /* a request in progress is never idle; its end stamps the activity */
+    assert_int_equal(attnd_conn_begin(t, 7, 61000), ATTND_CONN_SERVE);
+    assert_int_equal(attnd_conn_idle(t, 200000, 60000, ids, 4), 0);
+    attnd_conn_end(t, 7, 0, 200001);
+    assert_int_equal(attnd_conn_idle(t, 200000, 60000, ids, 4), 0);
+    attnd_conn_table_destroy(t);
 }
 
 /* ---- plan cache ----------------------------------------------------------- */
@@ -962,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_pool_table),
+        cmocka_unit_test(test_conn_idle_clock),
         cmocka_unit_test(test_plan_cache),
         cmocka_unit_test(test_plan_cache_insert_holds),
         cmocka_unit_test(test_plan_cache_bytes),
