@@ -31,8 +31,10 @@
 #include "daemon/server.h"
 #include "attn/client.h"
 #include "engines/cpu/engine.h"
+#include "kernels/common/mask.h"
 #include "planner/registry.h"
 #include "protocol/codec.h"
+#include "protocol/manifest.h"
 #include "tests/lib/batch_call.h"
 #include "tests/lib/random_batch.h"
 
@@ -716,6 +718,65 @@ static void test_reply_cap_before_commit(void **state)
     attn_server_destroy(s);
 }
 
+/* The plan cache's byte bound counts what a plan really holds (issue 9
+ * item 4), the engine's own plan data included: the CPU engine keeps a mask
+ * program (a dense mask's bits copied once more, row hulls) and row maps per
+ * plan.  Before, attnd_plan_bytes left the engine's data out, so a dense
+ * mask plan held about twice what --plan-cache-bytes was told. */
+static uint64_t stats_counter(attn_server *s, const char *name)
+{
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t v = UINT64_MAX;
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_STATS;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    for (uint32_t i = 0; i < rep.stats.num_counters; i++)
+        if (strcmp(rep.stats.counters[i].name, name) == 0)
+            v = rep.stats.counters[i].value;
+    free(keep);
+    assert_true(v != UINT64_MAX);
+    return v;
+}
+
+static void test_plan_bytes_count_engine_data(void **state)
+{
+    attn_server *s = new_server();
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    attn_mask_prog prog;
+    void *keep;
+    (void)state;
+    memset(&spec, 0, sizeof spec);
+    spec.num_requests = 8;
+    spec.max_cache_len = 20000;
+    spec.max_new_len = 128;
+    spec.phase_mask = 1u << ATTN_PHASE_APPEND;
+    spec.page_size = 16;
+    spec.head_dim_qk = 2;
+    spec.mask_kind = ATTN_MASK_DENSE;
+    assert_int_equal(attn_rb_make(&rb, &spec, 4242), 0);
+    load_batch(s, &rb, "pb");
+    assert_int_equal(stats_counter(s, "plan_cache_bytes"), 0);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    /* the manifest's arrays plus the engine's mask program are a lower bound */
+    assert_int_equal(
+        attn_mask_prog_build(&rb.m.mask, rb.m.requests, rb.m.num_requests, &prog, NULL), 0);
+    assert_true(rb.m.mask.dense_bytes > 256 * 1024); /* far above the plan's fixed part */
+    assert_true(stats_counter(s, "plan_cache_bytes") >=
+                attn_manifest_heap_bytes(&rb.m) + prog.arena_bytes);
+    attn_mask_prog_free(&prog);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
 /* The diagnostic reports what the engine did (issue 8): the schedule that
  * ran with the one asked and why, the engine's timing with its method and
  * scope and the daemon's host window apart, the key environment and the
@@ -999,6 +1060,7 @@ int main(void)
         cmocka_unit_test(test_plan_run_stale),
         cmocka_unit_test(test_engine_failure),
         cmocka_unit_test(test_reply_cap_before_commit),
+        cmocka_unit_test(test_plan_bytes_count_engine_data),
         cmocka_unit_test(test_diag_reports_engine_truth),
         cmocka_unit_test(test_cheap_and_refuse),
         cmocka_unit_test(test_server_capture),
