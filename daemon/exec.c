@@ -48,10 +48,11 @@ uint64_t attnd_plan_bytes(const attnd_plan *p)
     n += p->sel != NULL ? sizeof *p->sel : 0;
     if (p->eplan == NULL)
         return n;
-    /* the engine plan: its struct and split arrays (its private data is the
-     * engine's and not counted) */
+    /* the engine plan: its struct, split arrays and the private data the
+     * engine says it holds (a CPU plan's mask program and row maps, a CUDA
+     * plan's device metadata) */
     const attn_split_plan *sp = &p->eplan->split;
-    n += sizeof *p->eplan;
+    n += sizeof *p->eplan + p->eplan->priv_bytes;
     n += sp->num_splits ? sizeof(uint32_t) * (uint64_t)sp->num_requests : 0;
     n += sp->slot_indptr ? sizeof(uint32_t) * ((uint64_t)sp->num_requests + 1) : 0;
     n += sp->items ? sizeof *sp->items * (uint64_t)sp->num_items : 0;

@@ -75,6 +75,7 @@ typedef struct attn_engine_plan {
     attn_schedule_policy schedule; /* what run executes; never AUTO */
     char schedule_why[128];        /* why that schedule, in one sentence */
     void *priv;                    /* the engine's own per-plan data */
+    uint64_t priv_bytes; /* host and device bytes priv holds (the daemon's plan-cache bound) */
 } attn_engine_plan;
 
 /* The per-layer bindings of one run.  Host buffers in wire dtypes (q, o in
