@@ -3,13 +3,21 @@
 # `make demo` is the main job (README).  BUILD=dir builds out of tree, so
 # several builds (asan, static, per-developer) can coexist.
 
-# `make` alone builds `all` (the build-id rule below would otherwise be the
-# first target).
+# `make` with no target builds attnd, attnctl and libattn: stamp and include
+# rules below would otherwise be the first target make meets.
 .DEFAULT_GOAL := all
 
 BUILD   ?= build
 CC      ?= cc
 PREFIX  ?= /usr/local
+# Where `make install` puts the rest (DESTDIR=dir stages it all under dir).
+# systemd reads units, sysusers.d and tmpfiles.d from $(PREFIX)/lib too.
+BINDIR      ?= $(PREFIX)/bin
+SYSCONFDIR  ?= /etc
+DOCDIR      ?= $(PREFIX)/share/doc/attnd
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 SAN     ?= 0
 STATIC  ?= 0
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
@@ -69,6 +77,7 @@ UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 SRVT_SRCS   := $(wildcard tests/daemon/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
 PY_TESTS    := $(wildcard client/python/test_*.py) $(wildcard tests/lint/test_*.py)
+SH_TESTS    := $(wildcard tests/integration/test_*.sh)
 TESTLIB_SRCS:= $(wildcard tests/lib/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -81,19 +90,28 @@ UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 SRVT_BINS   := $(patsubst tests/daemon/%.c,$(BUILD)/tests/%,$(SRVT_SRCS))
 INTEG_BINS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
 
+# A stamp file is rewritten only when its line changes, so a rule that
+# depends on it reruns exactly when that configuration changed.
+write_stamp = $(shell mkdir -p $(BUILD) && (echo '$(2)' | cmp -s - $(1) || echo '$(2)' > $(1)))
+
+# Every object depends on the build configuration: CUDA=0/1 (ATTN_WITH_CUDA
+# and which objects exist), SAN, STATIC, the compilers and their flags (an
+# object left over from other flags, e.g. without -fvisibility=hidden, would
+# also silently change what libattn.so exports).  The build id is left out
+# here, so a new commit does not rebuild everything.
+FLAGS_STAMP := $(BUILD)/flags.stamp
+FLAGS_LINE  := CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC) NVCC=$(NVCC) \
+	CFLAGS=$(filter-out -DATTN_BUILD_ID=%,$(CFLAGS)) NVCCFLAGS=$(NVCCFLAGS) \
+	LDFLAGS=$(LDFLAGS) LDLIBS=$(LDLIBS) CUDA_LIBS=$(CUDA_LIBS)
+$(call write_stamp,$(FLAGS_STAMP),$(subst ',,$(FLAGS_LINE)))
+
 # Objects that embed the build id are rebuilt whenever it changes (a stale id
 # would name another revision than the one that runs).
 BUILD_ID_STAMP := $(BUILD)/build_id.stamp
 BUILD_ID_LINE  := $(ATTN_BUILD_ID) $(ATTN_VERSION) CC=$(CC) CUDA=$(CUDA) SAN=$(SAN) STATIC=$(STATIC)
-$(shell mkdir -p $(BUILD) && (echo '$(BUILD_ID_LINE)' | cmp -s - $(BUILD_ID_STAMP) || echo '$(BUILD_ID_LINE)' > $(BUILD_ID_STAMP)))
+$(call write_stamp,$(BUILD_ID_STAMP),$(BUILD_ID_LINE))
 $(BUILD)/obj/daemon/artifact.o $(BUILD)/obj/daemon/server.o: $(BUILD_ID_STAMP)
-
-# Every C object is rebuilt when the compile flags change (the build id
-# aside): an object left over from other flags, e.g. without
-# -fvisibility=hidden, would silently change what libattn.so exports.
-FLAGS_STAMP := $(BUILD)/cflags.stamp
-FLAGS_LINE  := $(CC) $(filter-out -DATTN_BUILD_ID=%,$(CFLAGS))
-$(shell mkdir -p $(BUILD) && (echo '$(FLAGS_LINE)' | cmp -s - $(FLAGS_STAMP) || echo '$(FLAGS_LINE)' > $(FLAGS_STAMP)))
+$(BUILD)/obj/client/attnctl/version.o: $(BUILD_ID_STAMP)
 
 ifeq ($(CUDA),1)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CUDA_SRCS)) $(call obj,$(CUDA_CSRCS))
@@ -112,7 +130,7 @@ ATTND     := $(BUILD)/attnd
 ATTNCTL   := $(BUILD)/attnctl
 ENGINE_LIBS := $(LIBCUDA) $(LIBCORE)
 
-.PHONY: all deps test unit unit-core integration test-asan lint demo bench-cpu install clean gpu-check
+.PHONY: all deps test unit unit-core integration test-asan lint demo bench-cpu install clean gpu-check verify-systemd
 # STATIC=1 (self-contained binaries for machines without the -dev packages)
 # links nng, libuv, msgpack-c, jansson and libcrypto statically; no .so then.
 all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
@@ -124,7 +142,7 @@ $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu | deps
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP) | deps
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -132,9 +150,9 @@ $(LIBCORE): $(CORE_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBCUDA): $(CUDA_OBJS)
+$(LIBCUDA): $(CUDA_OBJS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^ $(if $(CUDA_OBJS),,&& true)
+	rm -f $@ && ar rcs $@ $(CUDA_OBJS)
 
 $(LIBSRV): $(DAEMON_OBJS)
 	@mkdir -p $(dir $@)
@@ -191,11 +209,11 @@ TEST_ENV = ATTN_SRCDIR=$(CURDIR) ATTND=$(abspath $(ATTND)) ATTNCTL=$(abspath $(A
 	ATTN_LIBATTN=$(TEST_LIBATTN)
 
 integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
-	$(TEST_ENV) ./scripts/run-tests.sh $(INTEG_BINS) $(PY_TESTS)
+	$(TEST_ENV) ./scripts/run-tests.sh $(INTEG_BINS) $(PY_TESTS) $(SH_TESTS)
 
 # The README's test command: every suite, one summary line at the end.
 test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
-	$(TEST_ENV) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS) $(PY_TESTS)
+	$(TEST_ENV) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS) $(PY_TESTS) $(SH_TESTS)
 
 # Unit suite under AddressSanitizer and UndefinedBehaviorSanitizer (CUDA off:
 # the sanitizers do not instrument nvcc's objects and no GPU runs here).
@@ -218,15 +236,43 @@ lint: deps
 demo: all
 	./scripts/demo.sh $(BUILD)
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attn
-	install -m 755 $(ATTND) $(ATTNCTL) $(DESTDIR)$(PREFIX)/bin/
+# The unit with this install's paths (systemd/attnd.service.in).
+UNIT := $(BUILD)/attnd.service
+.PHONY: $(UNIT) # cheap, and its paths are make variables: always rewritten
+$(UNIT): systemd/attnd.service.in
+	@mkdir -p $(dir $@)
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+		-e 's|@DOCDIR@|$(DOCDIR)|g' $< > $@
+
+# Binaries, libattn, headers, pkg-config; the systemd unit, its sysusers.d
+# and tmpfiles.d entries; the default configuration (an existing one is
+# kept); README, LICENSE and docs.  Then, on a systemd host:
+#   systemd-sysusers && systemd-tmpfiles --create && systemctl daemon-reload
+install: all $(UNIT)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attn
+	install -m 755 $(ATTND) $(ATTNCTL) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(LIBCLIENT) $(DESTDIR)$(PREFIX)/lib/
 	$(if $(filter 1,$(STATIC)),,install -m 755 $(LIBCLIENT_SO_REAL) $(DESTDIR)$(PREFIX)/lib/ && \
 		ln -sf $(notdir $(LIBCLIENT_SO_REAL)) $(DESTDIR)$(PREFIX)/lib/$(LIBCLIENT_SONAME) && \
 		ln -sf $(notdir $(LIBCLIENT_SO_REAL)) $(DESTDIR)$(PREFIX)/lib/libattn.so)
 	install -m 644 include/attn/*.h $(DESTDIR)$(PREFIX)/include/attn/
 	sed 's|@PREFIX@|$(PREFIX)|; s|@VERSION@|$(ATTN_VERSION)|' client/libattn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libattn.pc
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR)
+	install -m 644 $(UNIT) $(DESTDIR)$(UNITDIR)/attnd.service
+	install -m 644 systemd/attnd.sysusers $(DESTDIR)$(SYSUSERSDIR)/attnd.conf
+	install -m 644 systemd/attnd.tmpfiles $(DESTDIR)$(TMPFILESDIR)/attnd.conf
+	install -d $(DESTDIR)$(SYSCONFDIR)/attnd
+	[ -e $(DESTDIR)$(SYSCONFDIR)/attnd/attnd.json ] || \
+		install -m 644 config/attnd.json $(DESTDIR)$(SYSCONFDIR)/attnd/attnd.json
+	install -d $(DESTDIR)$(DOCDIR)
+	install -m 644 README.md LICENSE docs/*.md $(DESTDIR)$(DOCDIR)/
+
+# systemd-analyze verify of the unit as `make install` writes it, in a staged
+# root (scripts/verify-systemd.sh; installs systemd from Debian if missing).
+verify-systemd: all
+	@root=$$(mktemp -d) && $(MAKE) --no-print-directory install DESTDIR=$$root >/dev/null && \
+	PREFIX=$(PREFIX) SYSCONFDIR=$(SYSCONFDIR) ./scripts/verify-systemd.sh $$root; \
+	rc=$$?; rm -rf $$root; exit $$rc
 
 clean:
 	rm -rf build build-*

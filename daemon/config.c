@@ -23,6 +23,9 @@ void attnd_config_defaults(attnd_config *c)
     c->ipc_mode = 0660;
     c->ready_fd = -1;
     c->inline_cheap = 1;
+    c->log_level = ATTND_LOG_INFO;
+    c->log_format = ATTND_LOG_FORMAT_AUTO;
+    c->log_rate = ATTND_DEFAULT_LOG_WARN_PER_S;
 #define ATTND__LIMIT_DEFAULT(flag, key, field, def, lo, hi, doc) c->field = (def);
     ATTND_LIMITS(ATTND__LIMIT_DEFAULT)
 #undef ATTND__LIMIT_DEFAULT
@@ -254,6 +257,16 @@ static int apply_setting(attnd_config *c, const char *key, const char *val, attn
         if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
             return attn_error_set(err, ATTN_E_RANGE, key, "must be 0 or 1");
         c->inline_cheap = val[0] == '1';
+    } else if (strcmp(key, "log-level") == 0 || strcmp(key, "log_level") == 0) {
+        if (attnd_log_level_parse(val, &c->log_level) != 0)
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be error, warn, info or debug");
+    } else if (strcmp(key, "log-format") == 0 || strcmp(key, "log_format") == 0) {
+        if (attnd_log_format_parse(val, &c->log_format) != 0)
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be auto, plain or journal");
+    } else if (strcmp(key, "log-rate") == 0 || strcmp(key, "log_rate") == 0) {
+        if (parse_u64(val, 1000000, &v) != 0 || v == 0)
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be an integer in [1, 1000000]");
+        c->log_rate = (uint32_t)v;
     } else if (strcmp(key, "allow-remote") == 0 || strcmp(key, "allow_remote") == 0) {
         if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
             return attn_error_set(err, ATTN_E_RANGE, key, "must be 0 or 1");
@@ -458,7 +471,13 @@ const char *attnd_config_usage(void)
            "             [--max-reply BYTES] [--plan-cache-bytes BYTES] [--max-conns N]\n"
            "             [--conn-inflight N] [--send-timeout-ms MS] [--idle-timeout-ms MS]\n"
            "             [--drain-timeout-ms MS]\n"
+           "             [--log-level error|warn|info|debug] [--log-format auto|plain|journal]\n"
+           "             [--log-rate LINES_PER_S]\n"
+           "       attnd --version | --help\n"
            "defaults: --listen " ATTND_DEFAULT_URL " --engine auto --workers 2 --contexts 16\n"
            "          --max-msg 67108864 (64 MiB) --max-plans 256 --pool-budget 8 GiB --ipc-mode "
-           "0660\n";
+           "0660\n"
+           "          --log-level info --log-format auto --log-rate 10\n"
+           "Keys of a --config JSON file are the long flags without \"--\".\n"
+           "Logs go to stderr; docs/daemon.md describes every flag.\n";
 }

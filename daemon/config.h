@@ -12,6 +12,7 @@
 
 #include "attn/error.h"
 #include "attn/types.h"
+#include "daemon/log.h"
 
 #define ATTND_DEFAULT_URL "ipc:///run/attnd/attnd.sock"
 #define ATTND_DEFAULT_MAX_MSG (64u << 20)      /* 64 MiB frame cap (NNG_OPT_RECVMAXSZ) */
@@ -59,6 +60,9 @@ typedef struct attnd_config {
     char capture[512];
     int ready_fd;     /* write "READY\n" here when serving (tests); -1 when unset */
     int inline_cheap; /* answer hello/stats in the nng callback (default 1; 0 to measure) */
+    attnd_log_level log_level;   /* default info */
+    attnd_log_format log_format; /* default auto: "<N>" prefixes under journald */
+    uint32_t log_rate;           /* client-triggered log lines per second (burst 5x) */
     uint32_t num_pools;
     attn_pool_geometry pools[ATTND_MAX_CONFIG_POOLS];
 #define ATTND__LIMIT_FIELD(flag, key, field, def, lo, hi, doc) uint64_t field;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -24,6 +25,15 @@
 #define ATTND_DRAIN_TICK_MS 20
 
 typedef enum job_state { JOB_RECV = 0, JOB_WORK, JOB_SEND, JOB_IDLE } job_state;
+
+/* The watchdog's self-probe: a request to our own socket between two pings. */
+typedef enum probe_state {
+    PROBE_IDLE = 0, /* none sent yet */
+    PROBE_SENDING,
+    PROBE_WAITING, /* sent, reply not yet received */
+    PROBE_ANSWERED,
+    PROBE_FAILED, /* timed out or the socket refused it */
+} probe_state;
 
 typedef struct job {
     attnd_loop *l;
@@ -47,6 +57,12 @@ struct attnd_loop {
     uv_signal_t sigint;
     uv_signal_t sighup;
     uv_timer_t drain;
+    uv_timer_t watchdog;
+    uint64_t watchdog_ms; /* ping period (half of $WATCHDOG_USEC); 0 = no watchdog */
+    nng_socket probe_sock;
+    nng_aio *probe_aio; /* NULL: the watchdog pings without probing */
+    int probe_open;
+    _Atomic int probe_state;
     uv_timer_t idle;
     attnd_conn_table *conns;
     /* live limits (SIGHUP): read on nng threads, written on the loop thread */
@@ -96,18 +112,35 @@ static void close_pipe(uint32_t id)
 }
 
 /* nng thread: a connection is being added (refused once shutdown began or
- * beyond max_conns) or went away. */
+ * beyond max_conns), was added, or went away.  Added and gone are debug
+ * lines, so a connection that nng closed without a request (a frame over
+ * --max-msg with nng < 1.9, which does not say why) still shows in the log. */
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     attnd_loop *l = arg;
+    uint64_t pid = 0;
     if (ev == NNG_PIPE_EV_REM_POST) {
         attnd_conn_remove(l->conns, nng_pipe_id(p));
+        attnd_log_write(l->o.log, ATTND_LOG_DEBUG, "connection %d closed", nng_pipe_id(p));
+        return;
+    }
+    if (ev == NNG_PIPE_EV_ADD_POST) {
+        if (!attnd_log_enabled(l->o.log, ATTND_LOG_DEBUG))
+            return;
+        if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0)
+            attnd_log_write(l->o.log, ATTND_LOG_DEBUG, "connection %d opened (peer pid %llu)",
+                            nng_pipe_id(p), (unsigned long long)pid);
+        else
+            attnd_log_write(l->o.log, ATTND_LOG_DEBUG, "connection %d opened", nng_pipe_id(p));
         return;
     }
     if (atomic_load(&l->refuse_pipes)) {
         nng_pipe_close(p);
     } else if (attnd_conn_add(l->conns, nng_pipe_id(p), now_ms()) != 0) {
         atomic_fetch_add(&l->o.metrics->conns_refused, 1);
+        attnd_log_limited(l->o.log, ATTND_LOG_WARN,
+                          "connection %d refused: --max-conns connections are open",
+                          nng_pipe_id(p));
         nng_pipe_close(p);
     }
 }
@@ -286,6 +319,62 @@ static void after_work_cb(uv_work_t *w, int status)
     send_reply(j->l, j);
 }
 
+/* nng thread: a step of the watchdog's self-probe completed. */
+static void probe_cb(void *arg)
+{
+    attnd_loop *l = arg;
+    int rv = nng_aio_result(l->probe_aio);
+    int st = atomic_load(&l->probe_state);
+    if (rv != 0) {
+        nng_msg *m = st == PROBE_SENDING ? nng_aio_get_msg(l->probe_aio) : NULL;
+        if (m != NULL)
+            nng_msg_free(m); /* a failed send leaves the message with us */
+        atomic_store(&l->probe_state, PROBE_FAILED);
+        return;
+    }
+    if (st == PROBE_SENDING) {
+        atomic_store(&l->probe_state, PROBE_WAITING);
+        nng_recv_aio(l->probe_sock, l->probe_aio);
+        return;
+    }
+    nng_msg_free(nng_aio_get_msg(l->probe_aio));
+    atomic_store(&l->probe_state, PROBE_ANSWERED);
+}
+
+/* Loop thread: send the probe request to our own socket. */
+static void probe_start(attnd_loop *l)
+{
+    nng_msg *m;
+    if (nng_msg_alloc(&m, l->o.probe_len) != 0) {
+        atomic_store(&l->probe_state, PROBE_FAILED);
+        return;
+    }
+    memcpy(nng_msg_body(m), l->o.probe_frame, l->o.probe_len);
+    atomic_store(&l->probe_state, PROBE_SENDING);
+    nng_aio_set_msg(l->probe_aio, m);
+    nng_send_aio(l->probe_sock, l->probe_aio);
+}
+
+/* Loop thread, every watchdog_ms: WATCHDOG=1 only when the loop runs (this
+ * timer fires) and, with a probe, the socket answered the previous probe, so
+ * a wedged loop or a wedged listener lets systemd's watchdog restart attnd. */
+static void watchdog_cb(uv_timer_t *t)
+{
+    attnd_loop *l = t->data;
+    int st = l->probe_aio != NULL ? atomic_load(&l->probe_state) : PROBE_ANSWERED;
+
+    if (l->stopping || st == PROBE_ANSWERED || st == PROBE_IDLE) {
+        attnd_notify("WATCHDOG=1");
+    } else {
+        attnd_log_limited(l->o.log, ATTND_LOG_WARN,
+                          "watchdog: %s did not answer its self-probe within %llu ms; "
+                          "not pinging systemd",
+                          l->url, (unsigned long long)l->watchdog_ms);
+    }
+    if (l->probe_aio != NULL && !l->stopping && st != PROBE_SENDING && st != PROBE_WAITING)
+        probe_start(l);
+}
+
 static void begin_shutdown(attnd_loop *l)
 {
     if (l->stopping)
@@ -293,6 +382,8 @@ static void begin_shutdown(attnd_loop *l)
     l->stopping = 1;
     l->shutdown_start_ms = now_ms();
     attnd_notify("STOPPING=1\nSTATUS=draining");
+    attnd_log_write(l->o.log, ATTND_LOG_INFO, "shutdown: draining %llu requests in flight",
+                    (unsigned long long)atomic_load(&l->pending));
     /* Stop accepting: new connections are closed by pipe_cb from now on.
      * The listener itself stays open, because closing an nng listener also
      * closes the pipes it accepted, and with them the replies still owed on
@@ -311,8 +402,9 @@ static void drain_cb(uv_timer_t *t)
     if (deadline > 0 && now - l->shutdown_start_ms >= deadline) {
         /* a shutdown cannot be postponed forever (a supervisor would SIGKILL) */
         if (pending != 0)
-            fprintf(stderr, "attnd: drain deadline (%llu ms) passed; %llu requests unanswered\n",
-                    (unsigned long long)deadline, (unsigned long long)pending);
+            attnd_log_write(l->o.log, ATTND_LOG_WARN,
+                            "shutdown: drain deadline (%llu ms) passed; %llu requests unanswered",
+                            (unsigned long long)deadline, (unsigned long long)pending);
         close_all(l);
         return;
     }
@@ -369,30 +461,37 @@ static void reload(attnd_loop *l)
 {
     attnd_loop_live live;
     if (l->o.reload(l->o.reload_arg, &live) != 0) {
-        fprintf(stderr, "attnd: SIGHUP: the configuration was not reloaded (see above)\n");
+        attnd_log_write(l->o.log, ATTND_LOG_ERROR,
+                        "SIGHUP: the configuration was not reloaded (see above)");
         return;
     }
     attnd_conn_set_inflight(l->conns, live.conn_inflight);
     atomic_store(&l->send_timeout_ms, live.send_timeout_ms);
     atomic_store(&l->idle_timeout_ms, live.idle_timeout_ms);
     atomic_store(&l->drain_timeout_ms, live.drain_timeout_ms);
-    fprintf(stderr,
-            "attnd: SIGHUP: reloaded (conn-inflight %u, send-timeout-ms %llu, idle-timeout-ms "
-            "%llu, drain-timeout-ms %llu)\n",
-            live.conn_inflight, (unsigned long long)live.send_timeout_ms,
-            (unsigned long long)live.idle_timeout_ms, (unsigned long long)live.drain_timeout_ms);
+    attnd_log_write(l->o.log, ATTND_LOG_INFO,
+                    "SIGHUP: reloaded (conn-inflight %u, send-timeout-ms %llu, idle-timeout-ms "
+                    "%llu, drain-timeout-ms %llu)",
+                    live.conn_inflight, (unsigned long long)live.send_timeout_ms,
+                    (unsigned long long)live.idle_timeout_ms,
+                    (unsigned long long)live.drain_timeout_ms);
 }
 
 static void signal_cb(uv_signal_t *s, int signum)
 {
     attnd_loop *l = s->data;
+    attnd_log_write(l->o.log, ATTND_LOG_INFO, "signal %s received",
+                    signum == SIGTERM  ? "SIGTERM"
+                    : signum == SIGINT ? "SIGINT"
+                    : signum == SIGHUP ? "SIGHUP"
+                                       : "?");
     if (signum == SIGHUP && l->o.reload != NULL) {
         if (!l->stopping)
             reload(l);
         return;
     }
     if (signum == SIGHUP && !l->stopping)
-        fprintf(stderr, "attnd: SIGHUP: no reload here; draining and exiting\n");
+        attnd_log_write(l->o.log, ATTND_LOG_WARN, "SIGHUP: no reload here; draining and exiting");
     if (!l->stopping) {
         begin_shutdown(l);
         uv_timer_start(&l->drain, drain_cb, ATTND_DRAIN_TICK_MS, ATTND_DRAIN_TICK_MS);
@@ -404,6 +503,12 @@ static void close_all(attnd_loop *l)
     if (l->closed)
         return;
     l->closed = 1;
+    if (l->stopping)
+        attnd_log_write(l->o.log, ATTND_LOG_INFO, "shutdown: drained, closing %s", l->url);
+    if (l->probe_open) {
+        nng_close(l->probe_sock);
+        l->probe_open = 0;
+    }
     if (l->sock_open) {
         nng_close(l->sock); /* every context's aio completes with NNG_ECLOSED */
         l->sock_open = 0;
@@ -413,6 +518,8 @@ static void close_all(attnd_loop *l)
     uv_timer_stop(&l->drain);
     uv_timer_stop(&l->idle);
     uv_close((uv_handle_t *)&l->drain, NULL);
+    uv_timer_stop(&l->watchdog);
+    uv_close((uv_handle_t *)&l->watchdog, NULL);
     uv_close((uv_handle_t *)&l->idle, NULL);
     uv_close((uv_handle_t *)&l->async, NULL);
     uv_close((uv_handle_t *)&l->sigterm, NULL);
@@ -485,6 +592,7 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
         return attn_error_set(err, ATTN_E_NOMEM, "max_conns", "out of memory");
     }
     nng_pipe_notify(l->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, l);
+    nng_pipe_notify(l->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, l);
     nng_pipe_notify(l->sock, NNG_PIPE_EV_REM_POST, pipe_cb, l);
     if ((rv = nng_listener_create(&l->lst, l->sock, l->url)) != 0) {
         attnd_loop_destroy(l);
@@ -535,6 +643,28 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
     l->sigterm.data = l->sigint.data = l->sighup.data = l;
     uv_timer_init(&l->loop, &l->drain);
     l->drain.data = l;
+    uv_timer_init(&l->loop, &l->watchdog);
+    l->watchdog.data = l;
+    {
+        uint64_t usec = attnd_notify_watchdog_usec();
+        l->watchdog_ms = usec == 0 ? 0 : usec / 2000 > 0 ? usec / 2000 : 1;
+    }
+    /* the self-probe speaks to our own socket: local transports only (a
+     * tcp listener may demand credentials the probe does not have) */
+    if (l->watchdog_ms > 0 && o->probe_frame != NULL && o->probe_len > 0 &&
+        (strncmp(l->url, "ipc://", 6) == 0 || strncmp(l->url, "inproc://", 9) == 0)) {
+        if ((rv = nng_req0_open(&l->probe_sock)) != 0) {
+            attnd_loop_destroy(l);
+            return fail(err, "watchdog probe socket", rv);
+        }
+        l->probe_open = 1;
+        nng_socket_set_ms(l->probe_sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+        if ((rv = nng_aio_alloc(&l->probe_aio, probe_cb, l)) != 0) {
+            attnd_loop_destroy(l);
+            return fail(err, "watchdog probe aio", rv);
+        }
+        nng_aio_set_timeout(l->probe_aio, (nng_duration)l->watchdog_ms);
+    }
     uv_timer_init(&l->loop, &l->idle);
     l->idle.data = l;
     *out = l;
@@ -554,7 +684,8 @@ int attnd_loop_run(attnd_loop *l)
         uv_timer_start(&l->idle, idle_cb, tick, tick);
     }
     if ((rv = nng_listener_start(l->lst, 0)) != 0) {
-        fprintf(stderr, "attnd: cannot listen on %s: %s\n", l->url, nng_strerror(rv));
+        attnd_log_write(l->o.log, ATTND_LOG_ERROR, "cannot listen on %s: %s", l->url,
+                        nng_strerror(rv));
         l->lst_open = 0;       /* never started; nng_close frees it */
         l->ipc_path[0] = '\0'; /* someone else's socket, or none: not ours to remove */
         close_all(l);
@@ -563,6 +694,10 @@ int attnd_loop_run(attnd_loop *l)
     }
     for (uint32_t i = 0; i < l->njobs; i++)
         rearm(&l->jobs[i]);
+    /* only now: the listener is bound and every context is receiving */
+    attnd_log_write(l->o.log, ATTND_LOG_INFO,
+                    "serving on %s (max frame %zu bytes, %u contexts, %u workers)", l->url,
+                    l->o.max_msg, l->njobs, l->o.workers == 0 ? 2 : l->o.workers);
     if (l->o.ready_fd >= 0) {
         ssize_t w = write(l->o.ready_fd, "READY\n", 6);
         (void)w;
@@ -573,6 +708,16 @@ int attnd_loop_run(attnd_loop *l)
         char st[600];
         snprintf(st, sizeof st, "READY=1\nSTATUS=serving on %s", l->url);
         attnd_notify(st);
+    }
+    if (l->watchdog_ms > 0) {
+        if (l->probe_aio != NULL && nng_dial(l->probe_sock, l->url, NULL, NNG_FLAG_NONBLOCK) != 0) {
+            nng_aio_free(l->probe_aio); /* nothing pending on it yet */
+            l->probe_aio = NULL;
+        }
+        uv_timer_start(&l->watchdog, watchdog_cb, l->watchdog_ms, l->watchdog_ms);
+        attnd_log_write(l->o.log, ATTND_LOG_INFO, "watchdog: WATCHDOG=1 every %llu ms%s",
+                        (unsigned long long)l->watchdog_ms,
+                        l->probe_aio != NULL ? " while the socket answers a self-probe" : "");
     }
     /* a stop requested before the loop ran */
     if (atomic_load(&l->stop_requested))
@@ -592,6 +737,12 @@ int attnd_loop_destroy(attnd_loop *l)
     int rc = 0;
     if (l == NULL)
         return 0;
+    if (l->probe_open) {
+        nng_close(l->probe_sock);
+        l->probe_open = 0;
+    }
+    if (l->probe_aio != NULL)
+        nng_aio_free(l->probe_aio); /* waits for its callback */
     if (l->sock_open) {
         nng_close(l->sock);
         l->sock_open = 0;
@@ -613,7 +764,7 @@ int attnd_loop_destroy(attnd_loop *l)
         uv_run(&l->loop, UV_RUN_DEFAULT);
         rc = uv_loop_close(&l->loop);
         if (rc != 0)
-            fprintf(stderr, "attnd: uv_loop_close: %s\n", uv_strerror(rc));
+            attnd_log_write(l->o.log, ATTND_LOG_ERROR, "uv_loop_close: %s", uv_strerror(rc));
     }
     free(l->jobs);
     attnd_conn_table_destroy(l->conns);

@@ -9,6 +9,10 @@
  * queue and hands each job to libuv's worker pool (uv_queue_work); the reply
  * is sent from the loop thread through the context's nng aio.
  *
+ * systemd watchdog ($WATCHDOG_USEC): a loop timer sends WATCHDOG=1 every
+ * half period, only while the socket answers a self-probe, so neither a
+ * wedged loop nor a wedged listener keeps pinging.
+ *
  * SIGTERM/SIGINT/SIGHUP: stop accepting connections, answer every request
  * already received (late arrivals get E_SHUTTING_DOWN and do not postpone the
  * close), close the socket, remove the IPC path, close every handle;
@@ -31,6 +35,7 @@
 #include <stdint.h>
 
 #include "attn/error.h"
+#include "daemon/log.h"
 #include "daemon/metrics.h"
 
 /* Answer one request frame: *reply is malloc'ed, the caller frees it.
@@ -79,6 +84,12 @@ typedef struct attnd_loop_opts {
     void *reload_arg;
     void *arg;
     attnd_metrics *metrics; /* may be NULL */
+    attnd_log *log;         /* may be NULL: listen, signal and drain events */
+    /* With $WATCHDOG_USEC set, this request (a hello) is sent to our own
+     * ipc/inproc socket between two WATCHDOG=1 pings, and a ping is skipped
+     * when it went unanswered.  NULL: ping whenever the loop runs. */
+    const void *probe_frame;
+    size_t probe_len;
 } attnd_loop_opts;
 
 typedef struct attnd_loop attnd_loop;

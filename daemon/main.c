@@ -5,11 +5,47 @@
  * timeouts). */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "attn/client.h"
 #include "daemon/config.h"
+#include "daemon/log.h"
 #include "daemon/loop.h"
 #include "daemon/notify.h"
 #include "daemon/server.h"
+#include "protocol/codec.h"
+
+/* The id of the watchdog's self-probe (a hello), recognisable in a debug log. */
+#define ATTND_WATCHDOG_PROBE_ID 0x5744u /* "WD" */
+
+/* --help and --version answer before anything else is parsed, exit 0. */
+static int early_flag(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(attnd_config_usage(), stdout);
+            return 1;
+        }
+        if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
+            printf("attnd %s (build %s)\n", attn_server_version(), attn_server_build_id());
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static const char *engine_name(attnd_engine_pref e)
+{
+    return e == ATTND_ENGINE_CPU ? "cpu" : e == ATTND_ENGINE_CUDA ? "cuda" : "auto";
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* What a SIGHUP reload needs: the command line (its --config file is read
  * again) and the running configuration and server. */
@@ -18,6 +54,7 @@ typedef struct reload_ctx {
     char **argv;
     attnd_config *cfg;
     attn_server *srv;
+    attnd_log *log;
 } reload_ctx;
 
 /* SIGHUP: parse the configuration again; apply the live limits; say which
@@ -32,14 +69,14 @@ static int reload_cb(void *arg, attnd_loop_live *live)
     attnd_config_defaults(&c);
     if (attnd_config_parse_args(&c, r->argc, r->argv, &err) != 0 ||
         attnd_config_check(&c, &err) != 0) {
-        fprintf(stderr, "attnd: SIGHUP: %s: %s (%s)\n", err.field, err.message,
-                attn_err_name(err.code));
+        attnd_log_write(r->log, ATTND_LOG_ERROR, "SIGHUP: %s: %s (%s); nothing changed", err.field,
+                        err.message, attn_err_name(err.code));
         return -1;
     }
     if ((restart = attnd_config_restart_setting(r->cfg, &c)) != NULL)
-        fprintf(stderr,
-                "attnd: SIGHUP: %s changed; that takes a restart, the running value stays\n",
-                restart);
+        attnd_log_write(r->log, ATTND_LOG_WARN,
+                        "SIGHUP: %s changed; that takes a restart, the running value stays",
+                        restart);
     attn_server_set_max_reply(r->srv, c.max_reply);
     r->cfg->max_reply = c.max_reply;
     r->cfg->conn_inflight = c.conn_inflight;
@@ -61,14 +98,16 @@ int main(int argc, char **argv)
     attn_server *srv = NULL;
     attnd_loop *loop = NULL;
     attnd_loop_opts o;
+    attnd_log_opts lo;
+    attnd_log *log;
+    attnd_metrics *m;
+    attn_request probe;
+    attn_buf probe_frame = {0};
+    double t_start = mono_s();
     int rc;
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(attnd_config_usage(), stdout);
-            return 0;
-        }
-    }
+    if (early_flag(argc, argv))
+        return 0;
     memset(&err, 0, sizeof err);
     attnd_config_defaults(&cfg);
     if (attnd_config_parse_args(&cfg, argc, argv, &err) != 0 ||
@@ -77,10 +116,32 @@ int main(int argc, char **argv)
                 attnd_config_usage());
         return 2;
     }
+    attnd_log_opts_default(&lo);
+    lo.level = cfg.log_level;
+    lo.format = cfg.log_format;
+    lo.warn_per_s = cfg.log_rate;
+    lo.warn_burst = 5 * cfg.log_rate;
+    if ((log = attnd_log_create(&lo)) == NULL) {
+        fprintf(stderr, "attnd: out of memory\n");
+        return 1;
+    }
+    attnd_log_attach_nng(log);
+    attnd_log_write(log, ATTND_LOG_INFO,
+                    "attnd %s (build %s) starting: pid %d, listen %s, engine %s, %u workers, "
+                    "%u contexts, max frame %zu bytes, %u configured pools, log level %s%s%s",
+                    attn_server_version(), attn_server_build_id(), (int)getpid(), cfg.listen,
+                    engine_name(cfg.engine), cfg.workers, cfg.contexts, cfg.max_msg, cfg.num_pools,
+                    attnd_log_level_name(cfg.log_level), cfg.capture[0] ? ", capture " : "",
+                    cfg.capture);
     if (attn_server_create(&srv, &cfg, &err) != 0) {
-        fprintf(stderr, "attnd: %s: %s (%s)\n", err.field, err.message, attn_err_name(err.code));
+        attnd_log_write(log, ATTND_LOG_ERROR, "cannot start: %s: %s (%s)", err.field, err.message,
+                        attn_err_name(err.code));
+        attnd_log_attach_nng(NULL);
+        attnd_log_destroy(log);
         return 2;
     }
+    attn_server_set_log(srv, log);
+    m = attn_server_metrics(srv);
     memset(&o, 0, sizeof o);
     o.url = cfg.listen;
     o.max_msg = cfg.max_msg;
@@ -101,6 +162,7 @@ int main(int argc, char **argv)
     rctx.argv = argv;
     rctx.cfg = &cfg;
     rctx.srv = srv;
+    rctx.log = log;
     o.reload = reload_cb;
     o.reload_arg = &rctx;
     if (cfg.tls_cert[0] != '\0') {
@@ -108,18 +170,39 @@ int main(int argc, char **argv)
         o.tls_key = cfg.tls_key;
         o.tls_ca = cfg.tls_ca;
     }
-    o.metrics = attn_server_metrics(srv);
+    o.metrics = m;
+    o.log = log;
+    memset(&probe, 0, sizeof probe);
+    probe.v = ATTN_PROTOCOL_VERSION;
+    probe.op = ATTN_OP_HELLO;
+    probe.id = ATTND_WATCHDOG_PROBE_ID;
+    if (attn_request_encode(&probe, &probe_frame, &err) == 0) {
+        o.probe_frame = probe_frame.data;
+        o.probe_len = probe_frame.len;
+    }
     if (attnd_loop_create(&loop, &o, &err) != 0) {
-        fprintf(stderr, "attnd: %s: %s\n", err.field, err.message);
+        attnd_log_write(log, ATTND_LOG_ERROR, "cannot listen: %s: %s", err.field, err.message);
+        attn_buf_free(&probe_frame);
         attn_server_destroy(srv);
+        attnd_log_attach_nng(NULL);
+        attnd_log_destroy(log);
         return 1;
     }
-    fprintf(stderr, "attnd: serving on %s (max frame %zu bytes, %u contexts, %u workers)\n",
-            cfg.listen, cfg.max_msg, cfg.contexts, cfg.workers);
     rc = attnd_loop_run(loop);
     if (attnd_loop_destroy(loop) != 0 && rc == 0)
         rc = ATTN_E_INTERNAL; /* a handle left open: not a clean shutdown */
+    attnd_log_write(
+        log, rc == 0 ? ATTND_LOG_INFO : ATTND_LOG_ERROR,
+        "attnd stopped%s after %.1f s: %llu requests, %llu replies, %llu error replies, "
+        "%llu refused while draining, %llu log lines suppressed; exit %d",
+        rc == 0 ? "" : " with an error", mono_s() - t_start,
+        (unsigned long long)atomic_load(&m->requests), (unsigned long long)atomic_load(&m->replies),
+        (unsigned long long)atomic_load(&m->errors),
+        (unsigned long long)atomic_load(&m->shutting_down_replies),
+        (unsigned long long)attnd_log_suppressed(log), rc == 0 ? 0 : 1);
+    attn_buf_free(&probe_frame);
     attn_server_destroy(srv);
-    fprintf(stderr, "attnd: stopped%s\n", rc == 0 ? "" : " after an error");
+    attnd_log_attach_nng(NULL);
+    attnd_log_destroy(log);
     return rc == 0 ? 0 : 1;
 }

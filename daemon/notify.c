@@ -2,6 +2,7 @@
  * leading '@' names an abstract socket. */
 #include "daemon/notify.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,4 +35,26 @@ int attnd_notify(const char *state)
     rc = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa, len) < 0 ? -1 : 1;
     close(fd);
     return rc;
+}
+
+uint64_t attnd_notify_watchdog_usec(void)
+{
+    const char *usec = getenv("WATCHDOG_USEC");
+    const char *pid = getenv("WATCHDOG_PID");
+    char *end = NULL;
+    unsigned long long v;
+
+    if (usec == NULL || usec[0] == '\0')
+        return 0;
+    if (pid != NULL && pid[0] != '\0') {
+        errno = 0;
+        unsigned long long p = strtoull(pid, &end, 10);
+        if (errno != 0 || *end != '\0' || p != (unsigned long long)getpid())
+            return 0; /* meant for another process (a wrapper's child) */
+    }
+    errno = 0;
+    v = strtoull(usec, &end, 10);
+    if (errno != 0 || *end != '\0' || usec[0] == '-')
+        return 0;
+    return (uint64_t)v;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon/artifact.h"
 #include "daemon/server_int.h"
@@ -24,6 +25,55 @@
 attnd_metrics *attn_server_metrics(attn_server *s)
 {
     return &s->metrics;
+}
+
+void attn_server_set_log(attn_server *s, attnd_log *log)
+{
+    s->log = log;
+}
+
+const char *attn_server_version(void)
+{
+    return ATTND_VERSION;
+}
+
+const char *attn_server_build_id(void)
+{
+    return ATTN_BUILD_ID;
+}
+
+static double mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* One request's log line: debug when it succeeded, warn (rate-limited: a
+ * client can trigger it at will) for an error reply or a malformed frame. */
+static void log_request(attn_server *s, int decoded, const attn_request *req, size_t len,
+                        const attn_error_detail *err, int failed, double us)
+{
+    const char *op = decoded && (unsigned)req->op < ATTN_OP_COUNT ? attn_op_name(req->op) : "?";
+    if (!failed) {
+        if (attnd_log_enabled(s->log, ATTND_LOG_DEBUG))
+            attnd_log_write(s->log, ATTND_LOG_DEBUG, "request op=%s id=%llu result=ok us=%.0f", op,
+                            (unsigned long long)req->id, us);
+        return;
+    }
+    if (!attnd_log_enabled(s->log, ATTND_LOG_WARN))
+        return;
+    if (!decoded)
+        attnd_log_limited(s->log, ATTND_LOG_WARN,
+                          "malformed frame of %zu bytes id=%s%llu result=%s field=%s us=%.0f: %s",
+                          len, req->has_id ? "" : "none/", (unsigned long long)req->id,
+                          attn_err_name(err->code), err->field[0] ? err->field : "-", us,
+                          err->message);
+    else
+        attnd_log_limited(s->log, ATTND_LOG_WARN,
+                          "request op=%s id=%llu result=%s field=%s us=%.0f: %s", op,
+                          (unsigned long long)req->id, attn_err_name(err->code),
+                          err->field[0] ? err->field : "-", us, err->message);
 }
 
 void attn_server_set_max_reply(attn_server *s, uint64_t bytes)
@@ -391,7 +441,8 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
     attn_error_detail err;
     void *scratch[ATTND_SCRATCH] = {0};
     attn_buf out = {0};
-    int rc;
+    double t0 = mono_us();
+    int rc, decoded = 0, failed = 0;
 
     memset(&err, 0, sizeof err);
     memset(&req, 0, sizeof req);
@@ -400,9 +451,11 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
     *reply_len = 0;
     rc = attn_request_decode(frame, len, &s->limits, &req, &err);
     if (rc != 0) {
+        failed = 1;
         rc = encode_error(s, req.has_id ? req.id : 0, ATTN_OP_COUNT, &err, reply, reply_len);
         goto capture;
     }
+    decoded = 1;
     if ((unsigned)req.op < ATTN_OP_COUNT)
         atomic_fetch_add(&s->op_count[req.op], 1);
     rep.v = ATTN_PROTOCOL_VERSION;
@@ -457,14 +510,18 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
             *reply_len = out.len;
         }
     }
-    if (rc != 0)
+    if (rc != 0) {
+        failed = 1;
         rc = encode_error(s, req.id, req.op, &err, reply, reply_len);
+    }
     attn_request_free(&req);
     for (int i = 0; i < ATTND_SCRATCH; i++)
         free(scratch[i]);
 capture:
     if (rc == 0 && s->capture != NULL)
         attn_capture_append(s->capture, frame, len, *reply, *reply_len);
+    if (s->log != NULL)
+        log_request(s, decoded, &req, len, &err, failed, mono_us() - t0);
     return rc;
 }
 
@@ -532,6 +589,10 @@ int attn_server_refuse(attn_server *s, const void *frame, size_t len, int code, 
                        "wait for a reply first");
     else
         attn_error_set(&err, ATTN_E_SHUTTING_DOWN, "", "attnd is shutting down; retry elsewhere");
+    attnd_log_limited(s->log, ATTND_LOG_WARN, "request op=%s id=%llu result=%s: %s",
+                      (unsigned)op < ATTN_OP_COUNT ? attn_op_name(op) : "?", (unsigned long long)id,
+                      attn_err_name(err.code),
+                      code == ATTN_E_BUSY ? "refused, busy" : "refused, draining");
     return encode_error(s, id, op, &err, reply, reply_len);
 }
 

@@ -11,6 +11,7 @@
 
 #include "attn/error.h"
 #include "daemon/config.h"
+#include "daemon/log.h"
 #include "daemon/metrics.h"
 
 typedef struct attn_server attn_server;
@@ -38,6 +39,16 @@ int attn_server_is_cheap(attn_server *s, const void *req, size_t len);
 int attn_server_refuse(attn_server *s, const void *req, size_t len, int code, void **reply,
                        size_t *reply_len);
 
+/* Log every request through `log` (debug: one line each; warn, rate-limited:
+ * error replies and malformed frames); NULL turns it off.  Call before serving. */
+void attn_server_set_log(attn_server *s, attnd_log *log);
+
+/* This attnd's version string ("0.1.0"). */
+const char *attn_server_version(void);
+
+/* The build id compiled into this binary (the source revision, "-dirty" when
+ * the tree had changes). */
+const char *attn_server_build_id(void);
 /* Change the reply-bytes cap while serving (SIGHUP reload). */
 void attn_server_set_max_reply(attn_server *s, uint64_t bytes);
 

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "attn/client.h"
+#include "daemon/log.h"
 #include "protocol/capture.h"
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
@@ -43,6 +44,7 @@ struct attn_server {
     size_t identity_len;
     char device_desc[ATTN_NAME_MAX]; /* "cuda:0 NVIDIA H200 cc9.0 132sm 139GiB" or "" */
     pthread_rwlock_t trace_lock;     /* a traced device run holds it exclusively */
+    attnd_log *log;                  /* NULL: no request log (attnctl --local, tests) */
 };
 
 /* What a `plan` (or the plan half of an `attend`) froze: the validated

@@ -5,8 +5,9 @@ set -u
 passed=0; failed=0; broken=()
 for t in "$@"; do
     case "$t" in
-    *.py) # a Python test script: one test, passed when it exits 0
-        out=$(python3 "$t" 2>&1); rc=$?
+    *.py|*.sh) # a Python or shell test script: one test, passed when it exits 0
+        case "$t" in *.py) run=python3 ;; *) run=bash ;; esac
+        out=$("$run" "$t" 2>&1); rc=$?
         printf '%s\n' "$out"
         if [ $rc -eq 0 ]; then passed=$((passed + 1)); echo "[  PASSED  ] $t"
         else failed=$((failed + 1)); echo "[  FAILED  ] $t (exit $rc)"; fi

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <nng/nng.h>
 
@@ -54,6 +55,19 @@ int actl_cmd_run(int argc, char **argv);
 int actl_cmd_gen(int argc, char **argv);
 int actl_cmd_replay(int argc, char **argv);
 int actl_cmd_bench(int argc, char **argv);
+
+/* Print the command list (attnctl --help, or a usage error) to `out`. */
+void actl_print_usage(FILE *out);
+
+/* The full usage text of one command (options, defaults, exit codes); NULL
+ * for an unknown command. */
+const char *actl_command_usage(const char *cmd);
+
+/* Print "attnctl VERSION (build ID)\n" to `out`. */
+void actl_print_version(FILE *out);
+
+/* 1 when the command's arguments (argv[0] = the command) ask for --help/-h. */
+int actl_wants_help(int argc, char **argv);
 
 /* attnctl explain (client/attnctl/explain.c). */
 int attnctl_explain(int argc, char **argv);

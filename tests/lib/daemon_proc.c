@@ -15,6 +15,12 @@
 
 int attn_daemon_start(attn_daemon_proc *d, const char *binary, const char *const *extra)
 {
+    return attn_daemon_start_logged(d, binary, extra, NULL);
+}
+
+int attn_daemon_start_logged(attn_daemon_proc *d, const char *binary, const char *const *extra,
+                             const char *log_path)
+{
     const char *bin = binary != NULL ? binary : getenv("ATTND");
     int pfd[2];
     char fdstr[16];
@@ -43,12 +49,24 @@ int attn_daemon_start(attn_daemon_proc *d, const char *binary, const char *const
     }
     snprintf(fdstr, sizeof fdstr, "%d", pfd[1]);
     argv[argc++] = bin;
+    /* a --config among the extra flags goes first, so the file cannot move
+     * the socket; the other extra flags follow --listen and may override it */
+    for (int i = 0; extra != NULL && extra[i] != NULL && extra[i + 1] != NULL && argc < 58; i++)
+        if (strcmp(extra[i], "--config") == 0) {
+            argv[argc++] = extra[i];
+            argv[argc++] = extra[++i];
+        }
     argv[argc++] = "--listen";
     argv[argc++] = d->url;
     argv[argc++] = "--ready-fd";
     argv[argc++] = fdstr;
-    for (int i = 0; extra != NULL && extra[i] != NULL && argc < 62; i++)
+    for (int i = 0; extra != NULL && extra[i] != NULL && argc < 62; i++) {
+        if (strcmp(extra[i], "--config") == 0 && extra[i + 1] != NULL) {
+            i++;
+            continue;
+        }
         argv[argc++] = extra[i];
+    }
     argv[argc] = NULL;
     d->pid = fork();
     if (d->pid < 0) {
@@ -57,6 +75,11 @@ int attn_daemon_start(attn_daemon_proc *d, const char *binary, const char *const
     }
     if (d->pid == 0) {
         close(pfd[0]);
+        if (log_path != NULL) {
+            int lfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+            if (lfd < 0 || dup2(lfd, 2) < 0)
+                _exit(126);
+        }
         execv(bin, (char *const *)argv);
         _exit(127);
     }

@@ -15,9 +15,16 @@ typedef struct attn_daemon_proc {
 } attn_daemon_proc;
 
 /* Start $ATTND (or `binary` when not NULL) with --listen on a fresh temp
- * directory, --ready-fd, and the NULL-terminated `extra` flags; waits up
- * to 10 s for "READY".  Returns 0, or -1 with a message on stderr. */
+ * directory, --ready-fd, and the NULL-terminated `extra` flags after them
+ * (a --config FILE among them goes first, so the file cannot override the
+ * socket; other flags can); waits up to 10 s for "READY".  Returns 0, or -1
+ * with a message on stderr. */
 int attn_daemon_start(attn_daemon_proc *d, const char *binary, const char *const *extra);
+
+/* As attn_daemon_start, with the daemon's stderr (its log) appended to
+ * `log_path` when not NULL. */
+int attn_daemon_start_logged(attn_daemon_proc *d, const char *binary, const char *const *extra,
+                             const char *log_path);
 
 /* Send `sig` (SIGTERM when 0), wait up to 10 s, store the exit code (or
  * 128 + signal) in *status; returns 0 when it exited in time. */
