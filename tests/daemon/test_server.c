@@ -777,6 +777,49 @@ static void test_plan_bytes_count_engine_data(void **state)
     attn_server_destroy(s);
 }
 
+/* A plan whose workspace (the ledger the engine carves per run) is beyond
+ * --max-workspace is refused at plan time, naming the field that made it
+ * so: the CPU instance keeps the largest workspace any run asked for, so
+ * before, a 16 KB attend with policy.splits = 16384 made the instance
+ * allocate and write 17 GB and keep it. */
+static void test_workspace_cap(void **state)
+{
+    attn_server *s = new_server(); /* --max-workspace at its default, 4 GiB */
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    int64_t T[1] = {16320}, C[1] = {64};
+    (void)state;
+    memset(&spec, 0, sizeof spec);
+    spec.num_requests = 1;
+    spec.num_qo_heads = 16;
+    spec.num_kv_heads = 1;
+    spec.head_dim_qk = 1;
+    spec.head_dim_vo = 256;
+    spec.page_size = 64;
+    assert_int_equal(attn_rb_make_lengths(&rb, &spec, T, C, 31), 0);
+    load_batch(s, &rb, "ws");
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    /* 64 rows x 16 heads x 16384 splits x (256 + 2) floats: about 17 GB */
+    req.manifest.policy.split_policy = ATTN_SPLIT_FIXED;
+    req.manifest.policy.splits = 16384;
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_TOO_LARGE);
+    assert_string_equal(rep.error.field, "policy.splits");
+    assert_non_null(strstr(rep.error.message, "--max-workspace"));
+    free(keep);
+    /* the same batch with the engine's own splits plans */
+    req.manifest.policy.split_policy = rb.m.policy.split_policy;
+    req.manifest.policy.splits = rb.m.policy.splits;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
 /* The diagnostic reports what the engine did (issue 8): the schedule that
  * ran with the one asked and why, the engine's timing with its method and
  * scope and the daemon's host window apart, the key environment and the
@@ -1061,6 +1104,7 @@ int main(void)
         cmocka_unit_test(test_engine_failure),
         cmocka_unit_test(test_reply_cap_before_commit),
         cmocka_unit_test(test_plan_bytes_count_engine_data),
+        cmocka_unit_test(test_workspace_cap),
         cmocka_unit_test(test_diag_reports_engine_truth),
         cmocka_unit_test(test_cheap_and_refuse),
         cmocka_unit_test(test_server_capture),
