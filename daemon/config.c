@@ -416,6 +416,8 @@ const char *attnd_config_restart_setting(const attnd_config *a, const attnd_conf
         return "inline-cheap";
     if (!ATTND__SAME(max_conns))
         return "max-conns";
+    if (!ATTND__SAME(max_workspace))
+        return "max-workspace";
     if (!ATTND__SAME(allow_remote))
         return "allow-remote";
     if (a->num_pools != b->num_pools ||

@@ -182,6 +182,18 @@ static int plan_core(attn_server *s, attn_request *req, attnd_plan **out, uint64
     /* the engine plans once: splits, ledger, key environment, device metadata */
     if ((rc = attn_engine_plan_new(p->engine, &p->m, &p->geom, &p->eplan, err)) != 0)
         goto out;
+    /* the partial states a run carves grow with rows x heads x splits: a
+     * small request must not make an engine instance allocate (and keep) an
+     * unbounded workspace */
+    if (p->eplan->ledger.total_bytes > s->cfg.max_workspace) {
+        bool asked = p->m.policy.split_policy == ATTN_SPLIT_FIXED || p->m.policy.splits > 0;
+        rc = attn_error_set(err, ATTN_E_TOO_LARGE, asked ? "policy.splits" : "requests",
+                            "the plan's workspace is %llu bytes (%u splits), over "
+                            "--max-workspace %llu",
+                            (unsigned long long)p->eplan->ledger.total_bytes,
+                            p->eplan->split.num_items, (unsigned long long)s->cfg.max_workspace);
+        goto out;
+    }
     attn_selection_note_plan(sel, &p->m.policy, &p->eplan->split);
     env = attn_engine_key_env(&p->eplan->env);
     if ((rc = attn_call_key_build(&p->m, &p->geom, &env, &p->call_key)) != 0 ||
