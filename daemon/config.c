@@ -472,7 +472,7 @@ const char *attnd_config_usage(void)
            "             [--tls-cert PEM --tls-key PEM --tls-ca PEM] (tls+tcp://)\n"
            "             [--max-reply BYTES] [--plan-cache-bytes BYTES] [--max-conns N]\n"
            "             [--conn-inflight N] [--send-timeout-ms MS] [--idle-timeout-ms MS]\n"
-           "             [--drain-timeout-ms MS]\n"
+           "             [--drain-timeout-ms MS] [--max-workspace BYTES]\n"
            "             [--log-level error|warn|info|debug] [--log-format auto|plain|journal]\n"
            "             [--log-rate LINES_PER_S]\n"
            "       attnd --version | --help\n"
