@@ -103,6 +103,7 @@ static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
     /* what the engine plans to run, not what the policy asked (seed 0x08G) */
     attn_diag_set_schedule(dg, &p->eplan->split, p->eplan->schedule, p->m.policy.state_abi);
     attn_diag_set_schedule_choice(dg, p->m.policy.schedule, p->eplan->schedule_why);
+    attn_diag_set_tiles(dg, &p->eplan->tiles);
     attn_diag_set_requests(dg, p->m.requests, p->m.num_requests);
     /* the ledger the engine carves */
     const attn_ledger *led = &p->eplan->ledger;

@@ -11,9 +11,8 @@
 #include "daemon/artifact.h"
 #include "daemon/server_int.h"
 #include "engines/cpu/engine.h"
-#ifdef ATTN_WITH_CUDA
-#include "engines/cuda/cuda_engine.h"
-#endif
+#include "engines/cuda/cuda_engine.h" /* plain C; both CUDA engines exist in a CUDA=0 build too */
+#include "engines/cuda/prefill_engine.h"
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
 #include "protocol/wire.h"
@@ -81,6 +80,18 @@ void attn_server_set_max_reply(attn_server *s, uint64_t bytes)
     atomic_store(&s->max_reply, bytes);
 }
 
+/* Declare both CUDA engines with the reason they cannot run here (hello
+ * lists them; forcing one fails with that reason). */
+static int declare_cuda(attn_server *s, const char *why, attn_error_detail *err)
+{
+    const attn_engine_ops *dec = attn_cuda_engine_ops(), *pre = attn_cuda_prefill_engine_ops();
+    int rc = attn_registry_declare(&s->registry, dec->name, ATTN_PLATFORM_CUDA, dec->phases,
+                                   dec->priority, why, err);
+    return rc != 0 ? rc
+                   : attn_registry_declare(&s->registry, pre->name, ATTN_PLATFORM_CUDA, pre->phases,
+                                           pre->priority, why, err);
+}
+
 /* Register the engines this build has; the CUDA engine is declared with its
  * reason when it was not built (seed 0x07C: hello lists it, forcing it fails
  * with that reason). */
@@ -108,32 +119,37 @@ static int register_engines(attn_server *s, attn_error_detail *err)
         int ndev = 0;
         char why[160] = "";
         if (s->cfg.engine != ATTND_ENGINE_CPU && attn_cuda_available(&ndev, why, sizeof why)) {
-            /* one instance per device, each with its own stream and workspace */
-            for (int d = 0; d < ndev && d < ATTN_ENGINE_DEVICES_MAX; d++) {
-                cfg.device = d;
-                cfg.num_threads = 0;
-                cfg.tuning = NULL;
-                if ((rc = attn_engine_create(attn_cuda_engine_ops(), &cfg, &e, err)) != 0)
-                    return rc;
-                s->engines[s->num_engines++] = e;
-                if ((rc = attn_registry_add(&s->registry, e, err)) != 0)
-                    return rc;
-            }
+            /* per device one instance of each CUDA engine, each with its own
+             * stream and workspace: cuda_decode (C = 1) ranks first, so a
+             * decode batch keeps its kernel; cuda_prefill takes the rest */
+            const attn_engine_ops *const cuda_ops[] = {attn_cuda_engine_ops(),
+                                                       attn_cuda_prefill_engine_ops()};
+            for (int d = 0; d < ndev && d < ATTN_ENGINE_DEVICES_MAX; d++)
+                for (size_t k = 0; k < sizeof cuda_ops / sizeof cuda_ops[0]; k++) {
+                    if (s->num_engines >= sizeof s->engines / sizeof s->engines[0])
+                        return attn_error_set(err, ATTN_E_TOO_LARGE, "engine",
+                                              "too many engine instances (%u)", s->num_engines);
+                    cfg.device = d;
+                    cfg.num_threads = 0;
+                    cfg.tuning = NULL;
+                    if ((rc = attn_engine_create(cuda_ops[k], &cfg, &e, err)) != 0)
+                        return rc;
+                    s->engines[s->num_engines++] = e;
+                    if ((rc = attn_registry_add(&s->registry, e, err)) != 0)
+                        return rc;
+                }
             return 0;
         }
         if (s->cfg.engine == ATTND_ENGINE_CUDA)
             return attn_error_set(err, ATTN_E_UNKNOWN_BACKEND, "engine", "--engine cuda: %s", why);
-        return attn_registry_declare(
-            &s->registry, "cuda_decode", ATTN_PLATFORM_CUDA, 1u << ATTN_PHASE_DECODE, 0,
-            s->cfg.engine == ATTND_ENGINE_CPU ? "disabled by --engine cpu" : why, err);
+        return declare_cuda(s, s->cfg.engine == ATTND_ENGINE_CPU ? "disabled by --engine cpu" : why,
+                            err);
     }
 #else
     if (s->cfg.engine == ATTND_ENGINE_CUDA)
         return attn_error_set(err, ATTN_E_UNKNOWN_BACKEND, "engine",
                               "--engine cuda: this attnd was built without the CUDA engine");
-    return attn_registry_declare(&s->registry, "cuda_decode", ATTN_PLATFORM_CUDA,
-                                 1u << ATTN_PHASE_DECODE, 0,
-                                 "not compiled into this attnd (built with CUDA=0)", err);
+    return declare_cuda(s, "not compiled into this attnd (built with CUDA=0)", err);
 #endif
 }
 

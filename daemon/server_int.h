@@ -29,7 +29,8 @@ struct attn_server {
     attnd_plan_cache *plans;
     attn_registry registry;
     uint32_t num_engines;
-    attn_engine *engines[1 + ATTN_ENGINE_DEVICES_MAX]; /* owned; the registry borrows them */
+    attn_engine *engines[1 + 2 * ATTN_ENGINE_DEVICES_MAX]; /* owned (cpu, then two CUDA engines per
+                                                              device); the registry borrows them */
     attn_capture *capture;
     attnd_metrics metrics;
     attn_codec_limits limits;

@@ -86,6 +86,11 @@ void attn_diag_set_schedule_choice(attn_diag *dg, attn_schedule_policy requested
     snprintf(dg->schedule_why, sizeof dg->schedule_why, "%s", why != NULL ? why : "");
 }
 
+void attn_diag_set_tiles(attn_diag *dg, const attn_tile_report *tiles)
+{
+    dg->tiles = tiles != NULL && tiles->counted ? tiles : NULL;
+}
+
 void attn_diag_set_host_timing(attn_diag *dg, double us, const char *scope)
 {
     dg->host_timed = true;

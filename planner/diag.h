@@ -87,6 +87,7 @@ typedef struct attn_diag {
     attn_schedule_policy schedule;           /* what the engine runs */
     attn_schedule_policy schedule_requested; /* what policy.schedule asked */
     char schedule_why[128];                  /* the engine's reason for its schedule */
+    const attn_tile_report *tiles;           /* borrowed; NULL when the engine does not tile */
     attn_state_abi state_abi;
     /* workspace ledger, bytes by field */
     uint32_t num_workspace;
@@ -135,6 +136,10 @@ int attn_diag_add_workspace(attn_diag *dg, const char *field, uint64_t bytes);
 /* Append one ledger field with its dtype and element count. */
 int attn_diag_add_workspace_field(attn_diag *dg, const char *field, const char *dtype,
                                   uint64_t elems, uint64_t bytes);
+
+/* Record the tile classes of a tiled plan (borrowed; seed 0x06G); NULL
+ * or an uncounted report leaves the diagnostic's "tiles" null. */
+void attn_diag_set_tiles(attn_diag *dg, const attn_tile_report *tiles);
 
 /* Record the manifest's requests (borrowed), so the diagnostic states the
  * phase of each request (seed 0x08F: a mixed batch has no single phase). */

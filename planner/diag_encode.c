@@ -274,10 +274,35 @@ static int emit_candidates(emitter *e, const attn_selection *s)
     return rv | e->end(e);
 }
 
+/* seed 0x06G: the tiles skipped, run without mask work and masked per
+ * element, and the visible cells against the cells the tiles computed;
+ * null for an engine that does not tile. */
+static int emit_tiles(emitter *e, const attn_tile_report *tr)
+{
+    int rv = e->str(e, "tiles");
+    if (tr == NULL)
+        return rv | e->nil(e);
+    const attn_prefill_ledger *t = &tr->ledger;
+    const uint64_t all = t->skip_tiles + t->full_tiles + t->partial_tiles;
+    rv |= e->map(e, 7);
+    rv |= e->str(e, "shape");
+    rv |= e->arr(e, 2);
+    rv |= e->u64(e, tr->tile_m);
+    rv |= e->u64(e, tr->tile_n);
+    rv |= e->end(e);
+    rv |= kv_u64(e, "skip", t->skip_tiles);
+    rv |= kv_u64(e, "full", t->full_tiles);
+    rv |= kv_u64(e, "partial", t->partial_tiles);
+    rv |= kv_u64(e, "logical_cells", t->logical_cells);
+    rv |= kv_u64(e, "executed_cells", t->executed_cells);
+    rv |= kv_dbl(e, "skip_ratio", all ? (double)t->skip_tiles / (double)all : 0.0);
+    return rv | e->end(e);
+}
+
 static int emit_schedule(emitter *e, const attn_diag *dg)
 {
     const attn_split_plan *p = dg->plan;
-    int rv = e->map(e, 9);
+    int rv = e->map(e, 10);
     rv |= kv_str(e, "schedule", attn_schedule_policy_name(dg->schedule));
     rv |= kv_str(e, "requested", attn_schedule_policy_name(dg->schedule_requested));
     rv |= kv_str(e, "why", dg->schedule_why);
@@ -305,7 +330,7 @@ static int emit_schedule(emitter *e, const attn_diag *dg)
     rv |= e->end(e);
     rv |= kv_u64(e, "work_items", p ? p->num_items : 0);
     rv |= kv_u64(e, "slots", p ? p->num_slots : 0);
-    return rv | e->end(e);
+    return rv | emit_tiles(e, dg->tiles) | e->end(e);
 }
 
 static int emit_kernels(emitter *e, const attn_diag *dg)

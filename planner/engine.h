@@ -31,6 +31,7 @@
 #include "planner/key.h"
 #include "planner/ledger.h"
 #include "planner/plan.h"
+#include "planner/prefill_plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +61,17 @@ typedef struct attn_engine_env {
     char workspace_device[16]; /* where the partial states live */
 } attn_engine_env;
 
+/* The tile classes of a tiled plan (seed 0x06G: SKIP tiles are never
+ * loaded, FULL tiles do no per-element mask work, PARTIAL tiles test
+ * elements; logical cells are the visible ones, executed cells what the
+ * FULL and PARTIAL tiles compute).  counted = false for an engine that
+ * does not plan in tiles (the diag then says null). */
+typedef struct attn_tile_report {
+    bool counted;
+    uint32_t tile_m, tile_n; /* packed query rows x keys of one tile */
+    attn_prefill_ledger ledger;
+} attn_tile_report;
+
 typedef struct attn_engine attn_engine;
 typedef struct attn_engine_ops attn_engine_ops;
 
@@ -74,6 +86,7 @@ typedef struct attn_engine_plan {
     attn_engine_env env;
     attn_schedule_policy schedule; /* what run executes; never AUTO */
     char schedule_why[128];        /* why that schedule, in one sentence */
+    attn_tile_report tiles;        /* tile classes, when the engine tiles */
     void *priv;                    /* the engine's own per-plan data */
     uint64_t priv_bytes; /* host and device bytes priv holds (the daemon's plan-cache bound) */
 } attn_engine_plan;

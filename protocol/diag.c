@@ -84,6 +84,20 @@ int attn_diag_explain(const json_t *diag, FILE *out)
                     attn_phase_of_letter(ph[k], &p) ? attn_phase_name(p) : "?");
         }
         fprintf(out, "]\n");
+        const json_t *tl = json_object_get(sc, "tiles");
+        if (json_is_object(tl)) {
+            const json_t *sh = json_object_get(tl, "shape");
+            fprintf(out,
+                    "tiles    %lldx%lld: skip %lld, full %lld, partial %lld; cells logical %lld, "
+                    "executed %lld\n",
+                    (long long)json_integer_value(json_array_get(sh, 0)),
+                    (long long)json_integer_value(json_array_get(sh, 1)),
+                    (long long)json_integer_value(json_object_get(tl, "skip")),
+                    (long long)json_integer_value(json_object_get(tl, "full")),
+                    (long long)json_integer_value(json_object_get(tl, "partial")),
+                    (long long)json_integer_value(json_object_get(tl, "logical_cells")),
+                    (long long)json_integer_value(json_object_get(tl, "executed_cells")));
+        }
     }
     const json_t *wl = json_object_get(diag, "workspace_ledger");
     if (json_array_size(wl) > 0) {

@@ -17,6 +17,11 @@ cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-para
     -lcmocka -lpthread -lm -ldl -lrt
 cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
     -Iinclude -I. -DATTN_WITH_CUDA=1 -I"$CUDA_HOME/include" \
+    -o "$B/tests/test_prefill_engine_gpu" tests/gpu/test_prefill_engine_gpu.c \
+    "$B/obj/tests/lib/random_batch.o" "$B/libattn_cuda.a" "$B/libattn_core.a" \
+    -L"$CUDA_HOME/lib64" -lcudart_static -lstdc++ -lcmocka -lpthread -lm -ldl -lrt
+cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+    -Iinclude -I. -DATTN_WITH_CUDA=1 -I"$CUDA_HOME/include" \
     -o "$B/tests/test_prefill_gpu" tests/gpu/test_prefill_gpu.c "$B/obj/tests/lib/random_batch.o" \
     "$B/libattn_cuda.a" "$B/libattn_core.a" -L"$CUDA_HOME/lib64" -lcudart_static -lstdc++ \
     -lcmocka -lpthread -lm -ldl -lrt
@@ -29,4 +34,4 @@ nvcc -O3 -std=c++17 -Xcompiler -fPIC -shared -Iinclude -I. \
     -Xlinker --whole-archive "$B/libattn_cuda.a" -Xlinker --no-whole-archive "$B/libattn_core.a" \
     -lcudart_static -lpthread -lm -ldl -lrt 2>&1 | grep -v "^$" || true
 test -f "$B/lib/libattn_cuda_bench.so"
-echo "built $B/tests/test_decode_gpu $B/tests/test_prefill_gpu $B/lib/libattn_cuda_bench.so"
+echo "built $B/tests/test_decode_gpu $B/tests/test_prefill_engine_gpu $B/tests/test_prefill_gpu $B/lib/libattn_cuda_bench.so"

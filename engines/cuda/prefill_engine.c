@@ -1,0 +1,888 @@
+/* The CUDA prefill/append engine (prefill_engine.h): admission, the host
+ * half of its plan, and the instance (plan once, run per layer) behind
+ * planner/engine.h.
+ *
+ * Why a second engine rather than a branch inside cuda_decode: the two
+ * kernels plan different things (split slots per request vs. a tile list
+ * per m tile with mask classes), so their plans, ledgers and runs share
+ * nothing but the append launcher; the registry already picks by phase
+ * and priority and reports the choice in the diagnostic (candidates, each
+ * rejection, fallback), so no phase branch hides in a run.
+ *
+ * Plain C over the CUDA runtime API.  Without ATTN_WITH_CUDA the host half
+ * (admission, plan_host) still builds and is tested; init says "built
+ * without CUDA".
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engines/cuda/prefill_engine.h"
+#include "attn/names.h"
+#include "kernels/common/addr.h"
+#include "kernels/common/dtype.h"
+#include "kernels/common/mask.h"
+#include "kernels/cuda/decode_launch.h"
+#include "kernels/cuda/prefill_launch.h"
+#include "planner/ledger.h"
+#include "planner/split.h"
+
+#ifdef ATTN_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+/* ---- admission ------------------------------------------------------------ */
+
+/* One reason more (registry.h's attn_admission_reject does the same, but
+ * linking the registry would pull the key's SHA-256 and libcrypto into the
+ * GPU test binaries, which run where there is none). */
+static void add_reason(attn_admission *out, attn_admit_factor f, const char *field, const char *fmt,
+                       ...) __attribute__((format(printf, 4, 5)));
+
+static void add_reason(attn_admission *out, attn_admit_factor f, const char *field, const char *fmt,
+                       ...)
+{
+    out->admitted = false;
+    if (out->num_reasons >= ATTN_REASONS_MAX)
+        return;
+    attn_reason *r = &out->reasons[out->num_reasons++];
+    r->factor = f;
+    snprintf(r->field, sizeof r->field, "%s", field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->text, sizeof r->text, fmt, ap);
+    va_end(ap);
+}
+
+static bool head_dim_ok(uint32_t d)
+{
+    return d == 64 || d == 128 || d == 256;
+}
+
+/* Bit (1u << attn_phase) per phase present in the manifest. */
+static uint32_t manifest_phases(const attn_manifest *m)
+{
+    uint32_t ph = 0;
+    for (uint32_t b = 0; b < m->num_requests; b++) {
+        attn_phase p;
+        if (attn_phase_classify(m->requests[b].cache_len, m->requests[b].new_len, &p) == 0)
+            ph |= 1u << p;
+    }
+    return ph;
+}
+
+static bool one_phase(uint32_t phases)
+{
+    return phases != 0 && (phases & (phases - 1)) == 0;
+}
+
+void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
+                             const attn_cuda_device_facts *dev, attn_admission *out)
+{
+    memset(out, 0, sizeof *out);
+    out->admitted = true;
+    if (g != NULL && strncmp(g->device, "cuda", 4) != 0)
+        add_reason(out, ATTN_ADMIT_HARDWARE, "pool.device",
+                   "pool lives on \"%s\"; cuda_prefill reads only device pools", g->device);
+    if (dev != NULL && (dev->cc_major != 9 || dev->cc_minor != 0))
+        add_reason(out, ATTN_ADMIT_HARDWARE, "device",
+                   "cuda:%d has compute capability %d.%d; the prefill kernel is sm_90a "
+                   "(wgmma) only",
+                   dev->device, dev->cc_major, dev->cc_minor);
+    /* seed 0x08G: a mixed batch runs in one launch; "partition" would be a relabel */
+    uint32_t phases = manifest_phases(m);
+    if (m->policy.schedule == ATTN_SCHED_PARTITION && !one_phase(phases))
+        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
+                   "schedule partition asked for a batch that mixes phases; "
+                   "cuda_prefill runs every row in one launch (unified)");
+    if (m->policy.graph)
+        add_reason(out, ATTN_ADMIT_LIFECYCLE, "policy.graph",
+                   "graph mode needs fixed launch shapes; the prefill kernel's item and merge "
+                   "counts are launch parameters of each plan");
+    if (m->policy.state_abi != ATTN_ABI_LSE_O && m->policy.state_abi != ATTN_ABI_MLU)
+        add_reason(out, ATTN_ADMIT_NUMERICS, "policy.state_abi", "state ABI %d unknown",
+                   (int)m->policy.state_abi);
+    /* the planner's index space: int32 key positions and packed rows */
+    uint32_t group = g && g->num_kv_heads ? m->num_qo_heads / g->num_kv_heads : 1;
+    for (uint32_t b = 0; b < m->num_requests; b++) {
+        const attn_request_desc *r = &m->requests[b];
+        if (r->cache_len + r->new_len > INT32_MAX || r->new_len * (int64_t)group > INT32_MAX) {
+            char f[48];
+            snprintf(f, sizeof f, "requests[%u].new_len", b);
+            add_reason(out, ATTN_ADMIT_SHAPE, f,
+                       "request %u: T + C = %lld or C x group = %lld exceeds int32", b,
+                       (long long)(r->cache_len + r->new_len),
+                       (long long)(r->new_len * (int64_t)group));
+            break; /* one reason per factor keeps the vector readable */
+        }
+    }
+    if (g == NULL)
+        return;
+    /* the MMA takes q in the K/V dtype (an fp32 q rounded for it came within
+     * 1e-4 of the LSE tolerance on the H200: the prefill kernel refuses it) */
+    if (m->q_dtype != g->kv_dtype)
+        add_reason(out, ATTN_ADMIT_Q_DTYPE, "q_dtype",
+                   "q_dtype %s differs from kv_dtype %s; the prefill kernel takes q in "
+                   "the K/V dtype",
+                   attn_dtype_name(m->q_dtype), attn_dtype_name(g->kv_dtype));
+    if (g->kv_dtype != ATTN_BF16 && g->kv_dtype != ATTN_FP16)
+        add_reason(out, ATTN_ADMIT_KV_DTYPE, "kv_dtype", "kv_dtype %s not in {bf16, fp16}",
+                   attn_dtype_name(g->kv_dtype));
+    if (g->head_dim_qk != g->head_dim_vo)
+        add_reason(out, ATTN_ADMIT_SHAPE, "head_dim_vo",
+                   "head_dim_vo %u differs from head_dim_qk %u", g->head_dim_vo, g->head_dim_qk);
+    /* seed 0x07D: each unsupported head dimension is its own reason */
+    if (!head_dim_ok(g->head_dim_qk))
+        add_reason(out, ATTN_ADMIT_SHAPE, "head_dim_qk", "head_dim_qk %u not in {64, 128, 256}",
+                   g->head_dim_qk);
+    if (!head_dim_ok(g->head_dim_vo))
+        add_reason(out, ATTN_ADMIT_SHAPE, "head_dim_vo", "head_dim_vo %u not in {64, 128, 256}",
+                   g->head_dim_vo);
+    if (g->num_kv_heads == 0 || m->num_qo_heads % g->num_kv_heads)
+        add_reason(out, ATTN_ADMIT_HEAD_RATIO, "num_qo_heads",
+                   "num_qo_heads %u is not a multiple of num_kv_heads %u", m->num_qo_heads,
+                   g->num_kv_heads);
+    if (g->layout != ATTN_NHD && g->layout != ATTN_HND)
+        add_reason(out, ATTN_ADMIT_LAYOUT, "layout", "layout %d unknown", (int)g->layout);
+    if (g->page_size == 0 || g->page_size > 65536)
+        add_reason(out, ATTN_ADMIT_LAYOUT, "page_size", "page_size %u outside [1, 65536]",
+                   g->page_size);
+    /* every mask kind of kernels/common/mask.h runs on the GPU (issue 10
+     * item 4): nothing to refuse for the mask */
+}
+
+/* ---- the host half of a plan (no CUDA call) ------------------------------- */
+
+/* What a plan keeps for its runs. */
+typedef struct prefill_priv {
+    attn_cuda_prefill_tuning tuning;
+    int device;
+    uint32_t tile_m, tile_n, num_tiles, num_parts;
+    attn_mask_prog host_mask; /* until the upload: the arena the image copies */
+    attn_kv_table dev_table;  /* the manifest's table, arrays re-pointed at upload */
+    /* the metadata image: reqs | items | tiles | merges | mask arena |
+     * table arrays | new-row offsets */
+    void *host_meta; /* freed once uploaded */
+    void *dev_meta;  /* the plan's device copy, uploaded once */
+    size_t meta_bytes;
+    size_t off_reqs, off_items, off_tiles, off_merges, off_arena, off_rows;
+    size_t off_t[3]; /* CSR: indptr, indices, last; dense: block_table, lens */
+    /* kernel parameters fixed for the plan (device pointers set at upload) */
+    attn_cuda_prefill_params params;
+    uint32_t total_q;
+    int64_t head_stride;
+    size_t q_bytes, kv_bytes, lse_bytes;
+} prefill_priv;
+
+static size_t align256(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+void attn_cuda_prefill_plan_host_free(attn_engine_plan *p)
+{
+    prefill_priv *pp = p->priv;
+    if (pp != NULL) {
+#ifdef ATTN_WITH_CUDA
+        if (pp->dev_meta != NULL) {
+            cudaSetDevice(pp->device);
+            cudaFree(pp->dev_meta);
+        }
+#endif
+        attn_mask_prog_free(&pp->host_mask);
+        free(pp->host_meta);
+        free(pp);
+        p->priv = NULL;
+    }
+    if (p->split.slot_indptr != NULL || p->split.items != NULL || p->split.num_splits != NULL)
+        attn_split_plan_free(&p->split);
+}
+
+/* The split view the diagnostic and attn_selection_note_plan read: per
+ * request the most parts any of its m tiles was cut into (1 unsplit),
+ * slots = partial states, work items = CTAs per K/V head.  items stays
+ * NULL: the tile plan's items are not key ranges of attn_work_item. */
+static int split_view(const attn_prefill_plan *tp, bool fixed, attn_split_plan *sv,
+                      attn_error_detail *err)
+{
+    const uint32_t B = tp->num_requests;
+    memset(sv, 0, sizeof *sv);
+    sv->num_requests = B;
+    sv->num_splits = calloc(B ? B : 1, sizeof *sv->num_splits);
+    sv->slot_indptr = calloc(B + 1, sizeof *sv->slot_indptr);
+    if (sv->num_splits == NULL || sv->slot_indptr == NULL) {
+        attn_split_plan_free(sv);
+        return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the split view");
+    }
+    for (uint32_t b = 0; b < B; b++)
+        sv->num_splits[b] = 1;
+    for (uint32_t i = 0; i < tp->num_merges; i++) {
+        const attn_prefill_merge *mg = &tp->merges[i];
+        if ((uint32_t)mg->num_parts > sv->num_splits[mg->req])
+            sv->num_splits[mg->req] = (uint32_t)mg->num_parts;
+        sv->slot_indptr[mg->req + 1] += (uint32_t)mg->num_parts;
+    }
+    for (uint32_t b = 0; b < B; b++)
+        sv->slot_indptr[b + 1] += sv->slot_indptr[b];
+    sv->num_slots = tp->num_parts;
+    sv->slot_capacity = tp->num_parts;
+    sv->num_items = tp->num_items;
+    sv->policy = fixed ? ATTN_SPLIT_FIXED : ATTN_SPLIT_FA;
+    return 0;
+}
+
+/* Lay the image out and fill it; the tile plan's arrays are copied in. */
+static int build_image(const attn_manifest *m, const attn_pool_geometry *g,
+                       const attn_prefill_plan *tp, prefill_priv *pp, attn_error_detail *err)
+{
+    const uint32_t B = m->num_requests, d = g->head_dim_qk;
+    const attn_kv_table *kv = &m->kv;
+    size_t tb[3] = {0, 0, 0};
+    if (kv->format == ATTN_KV_CSR) {
+        tb[0] = sizeof(int32_t) * (B + 1);
+        tb[1] = sizeof(int32_t) * kv->num_page_indices;
+        tb[2] = sizeof(int32_t) * B;
+    } else {
+        tb[0] = sizeof(int32_t) * (size_t)B * kv->max_blocks;
+        tb[1] = sizeof(int32_t) * B;
+    }
+    size_t o = 0;
+    pp->off_reqs = o;
+    o += align256(sizeof *tp->reqs * B);
+    pp->off_items = o;
+    o += align256(sizeof *tp->items * tp->num_items);
+    pp->off_tiles = o;
+    o += align256(sizeof *tp->tiles * tp->num_tiles);
+    pp->off_merges = o;
+    o += align256(sizeof *tp->merges * tp->num_merges);
+    pp->off_arena = o;
+    o += align256(pp->host_mask.arena_bytes);
+    for (int i = 0; i < 3; i++) {
+        pp->off_t[i] = o;
+        o += align256(tb[i]);
+    }
+    pp->off_rows = o;
+    o += align256(sizeof(int64_t) * pp->total_q);
+    pp->meta_bytes = o;
+    if ((pp->host_meta = calloc(1, o ? o : 1)) == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for %zu metadata bytes", o);
+    char *hm = pp->host_meta;
+    memcpy(hm + pp->off_reqs, tp->reqs, sizeof *tp->reqs * B);
+    memcpy(hm + pp->off_items, tp->items, sizeof *tp->items * tp->num_items);
+    memcpy(hm + pp->off_tiles, tp->tiles, sizeof *tp->tiles * tp->num_tiles);
+    memcpy(hm + pp->off_merges, tp->merges, sizeof *tp->merges * tp->num_merges);
+    if (pp->host_mask.arena_bytes)
+        memcpy(hm + pp->off_arena, pp->host_mask.arena, pp->host_mask.arena_bytes);
+    const void *src[3] = {
+        kv->format == ATTN_KV_CSR ? (const void *)kv->page_indptr : (const void *)kv->block_table,
+        kv->format == ATTN_KV_CSR ? (const void *)kv->page_indices : (const void *)kv->lens,
+        kv->format == ATTN_KV_CSR ? (const void *)kv->last_page_len : NULL};
+    for (int i = 0; i < 3; i++)
+        if (tb[i] && src[i])
+            memcpy(hm + pp->off_t[i], src[i], tb[i]);
+
+    /* every page the kernel may read lies in this pool, and every new row
+     * has a slot (the manifest validator checked the shapes, not the pool) */
+    attn_kv_addr ad;
+    attn_kv_addr_from_table(&ad, kv, B, g);
+    int64_t *rows = (int64_t *)(void *)(hm + pp->off_rows);
+    char f[96];
+    for (uint32_t b = 0; b < B; b++) {
+        int64_t len = attn_kv_addr_len(&ad, b);
+        int64_t nb = (len + g->page_size - 1) / g->page_size;
+        for (int64_t j = 0; j < nb; j++) {
+            int64_t page = attn_kv_addr_block_page(&ad, b, j);
+            if (page < 0 || page >= (int64_t)g->num_pages) {
+                snprintf(f, sizeof f, "kv.page_indices (request %u, block %lld)", b, (long long)j);
+                return attn_error_set(err, ATTN_E_PAGE_OUT_OF_POOL, f, "page %lld outside [0, %u)",
+                                      (long long)page, g->num_pages);
+            }
+        }
+        /* seed 0x08C: new row i of request b lands at logical position T_b + i */
+        const int64_t T = m->requests[b].cache_len, C = m->requests[b].new_len;
+        for (int64_t i = 0; i < C; i++) {
+            int64_t page, slot;
+            if (!attn_kv_addr_locate(&ad, b, T + i, &page, &slot)) {
+                snprintf(f, sizeof f, "requests[%u].new_len", b);
+                return attn_error_set(err, ATTN_E_COVERAGE, f, "no page slot for new row %lld",
+                                      (long long)i);
+            }
+            rows[m->qo_indptr[b] + i] = attn_kv_addr_elem(&ad, page, slot, 0, 0, d);
+        }
+    }
+    return 0;
+}
+
+/* The partial states of split m tiles: one per (part, K/V head, packed
+ * row), in the manifest's ABI; empty ledger when nothing is split. */
+static int layout_ledger(const attn_manifest *m, const attn_pool_geometry *g,
+                         const attn_prefill_plan *tp, attn_ledger *led, attn_error_detail *err)
+{
+    memset(led, 0, sizeof *led);
+    if (tp->num_parts == 0)
+        return 0;
+    uint64_t vec_f, row_f;
+    attn_prefill_plan_workspace(tp, g->num_kv_heads, g->head_dim_vo, &vec_f, &row_f);
+    attn_ledger_spec ls;
+    memset(&ls, 0, sizeof ls);
+    ls.abi = m->policy.state_abi;
+    ls.states = row_f;
+    ls.head_dim_vo = g->head_dim_vo;
+    ls.vec_align = 1; /* the kernel indexes vec rows by d, unpadded */
+    ls.vec_dtype = ATTN_FP32;
+    ls.scalar_dtype = ATTN_FP32;
+    ls.align_bytes = 256;
+    int rv = attn_ledger_layout(&ls, NULL, 0, led, err);
+    if (rv != 0)
+        return rv;
+    const bool mlu = ls.abi == ATTN_ABI_MLU;
+    const attn_ledger_field *vec = attn_ledger_find(led, mlu ? "partial_u" : "partial_O");
+    if (vec == NULL || attn_ledger_find(led, mlu ? "partial_m" : "partial_LSE") == NULL ||
+        (mlu && attn_ledger_find(led, "partial_l") == NULL) || vec->elems != vec_f)
+        return attn_error_set(err, ATTN_E_WORKSPACE, "policy.state_abi",
+                              "the ledger lacks the fields the prefill kernel writes");
+    return 0;
+}
+
+static void schedule_choice(const attn_manifest *m, uint32_t phases, attn_engine_plan *out)
+{
+    const bool mixed = !one_phase(phases);
+    /* one launch of the prefill kernel either way; a single-phase batch is
+     * also one launch family (partition), a mixed one is unified */
+    out->schedule = m->policy.schedule != ATTN_SCHED_AUTO ? m->policy.schedule
+                    : mixed                               ? ATTN_SCHED_UNIFIED
+                                                          : ATTN_SCHED_PARTITION;
+    snprintf(out->schedule_why, sizeof out->schedule_why, "%s%s",
+             m->policy.schedule != ATTN_SCHED_AUTO ? "as asked: " : "auto: ",
+             mixed ? "every row, decode rows included, in one launch of the prefill kernel"
+                   : "one launch of the prefill kernel (attend, then combine when split)");
+}
+
+int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
+                                const attn_cuda_device_facts *dev,
+                                const attn_cuda_prefill_tuning *t, attn_engine_plan *out,
+                                attn_error_detail *err)
+{
+    const uint32_t B = m->num_requests, Hq = m->num_qo_heads, Hkv = g->num_kv_heads;
+    const uint32_t d = g->head_dim_qk;
+    attn_prefill_plan tp;
+    int64_t *T = NULL, *C = NULL;
+    int rv;
+
+    memset(&tp, 0, sizeof tp);
+    if (!head_dim_ok(d) || g->head_dim_vo != d || Hkv == 0 || Hq % Hkv)
+        return attn_error_set(err, ATTN_E_SHAPE, "head_dim_qk",
+                              "no prefill kernel for head_dim %u/%u, H_q %u, H_kv %u", d,
+                              g->head_dim_vo, Hq, Hkv);
+    prefill_priv *pp = calloc(1, sizeof *pp);
+    if (pp == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the plan");
+    out->priv = pp;
+    if (t != NULL)
+        pp->tuning = *t;
+    pp->device = dev->device;
+    attn_prefill_tile_shape(d, &pp->tile_m, &pp->tile_n);
+
+    /* the mask program at the kernel's key-tile width (its block summaries
+     * classify whole tiles), then the tile plan */
+    if ((rv = attn_mask_prog_build_blocks(&m->mask, m->requests, B, pp->tile_n, &pp->host_mask,
+                                          err)) != 0)
+        goto fail;
+    T = malloc(sizeof *T * B);
+    C = malloc(sizeof *C * B);
+    if (T == NULL || C == NULL) {
+        rv = attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");
+        goto fail;
+    }
+    for (uint32_t b = 0; b < B; b++) {
+        T[b] = m->requests[b].cache_len;
+        C[b] = m->requests[b].new_len;
+    }
+    const bool fixed = m->policy.splits > 0;
+    attn_prefill_plan_in in = {.num_requests = B,
+                               .T = T,
+                               .C = C,
+                               .qo_indptr = m->qo_indptr,
+                               .num_qo_heads = Hq,
+                               .num_kv_heads = Hkv,
+                               .head_dim = d,
+                               .mask = &pp->host_mask,
+                               .num_sms = dev->sm_count,
+                               .fixed_splits = fixed ? m->policy.splits : 0};
+    if ((rv = attn_prefill_plan_build(&in, &tp, err)) != 0)
+        goto fail;
+    pp->total_q = (uint32_t)m->qo_indptr[B];
+    pp->num_tiles = tp.num_tiles;
+    pp->num_parts = tp.num_parts;
+    if ((rv = build_image(m, g, &tp, pp, err)) != 0 ||
+        (rv = layout_ledger(m, g, &tp, &out->ledger, err)) != 0 ||
+        (rv = split_view(&tp, fixed, &out->split, err)) != 0)
+        goto fail;
+
+    out->tiles.counted = true;
+    out->tiles.tile_m = tp.tile_m;
+    out->tiles.tile_n = tp.tile_n;
+    out->tiles.ledger = tp.ledger;
+
+    /* kernel parameters fixed for the plan's life */
+    const size_t es = attn_dtype_size(g->kv_dtype), qs = attn_dtype_size(m->q_dtype);
+    pp->q_bytes = (size_t)pp->total_q * Hq * d * qs;
+    pp->kv_bytes = (size_t)pp->total_q * Hkv * d * es;
+    pp->lse_bytes = (size_t)pp->total_q * Hq * sizeof(float);
+    pp->head_stride = g->layout == ATTN_HND ? (int64_t)g->page_size * d : (int64_t)d;
+    pp->dev_table = m->kv;
+    attn_cuda_prefill_params *pr = &pp->params;
+    pr->num_items = tp.num_items;
+    pr->num_merges = tp.num_merges;
+    pr->num_qo_heads = Hq;
+    pr->num_kv_heads = Hkv;
+    pr->head_dim = d;
+    pr->q_dtype = m->q_dtype;
+    pr->kv_dtype = g->kv_dtype;
+    pr->abi = m->policy.state_abi;
+    pr->sm_scale = attn_manifest_sm_scale(m, g);
+    pr->max_ctas = dev->sm_count; /* persistent grid: one CTA per SM walks the units */
+
+    attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);
+    schedule_choice(m, manifest_phases(m), out);
+    attn_prefill_plan_free(&tp);
+    free(T);
+    free(C);
+    return 0;
+fail:
+    attn_prefill_plan_free(&tp);
+    free(T);
+    free(C);
+    attn_cuda_prefill_plan_host_free(out);
+    memset(&out->ledger, 0, sizeof out->ledger);
+    memset(&out->tiles, 0, sizeof out->tiles);
+    return rv;
+}
+
+int attn_cuda_prefill_plan_info_get(const attn_engine_plan *p, attn_cuda_prefill_plan_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (p == NULL || p->priv == NULL || !p->tiles.counted ||
+        (p->owner != NULL && p->owner->ops != attn_cuda_prefill_engine_ops()))
+        return ATTN_E_ENGINE;
+    const prefill_priv *pp = p->priv;
+    out->tile_m = pp->tile_m;
+    out->tile_n = pp->tile_n;
+    out->num_items = pp->params.num_items;
+    out->num_tiles = pp->num_tiles;
+    out->num_merges = pp->params.num_merges;
+    out->num_parts = pp->num_parts;
+    out->total_q = pp->total_q;
+    out->meta_bytes = pp->meta_bytes;
+#ifdef ATTN_WITH_CUDA
+    attn_cuda_prefill_symbols(&pp->params, &out->attend, &out->combine);
+#endif
+    return 0;
+}
+
+/* ---- the instance ---------------------------------------------------------- */
+
+#ifndef ATTN_WITH_CUDA
+
+static int engine_init(const attn_engine_config *cfg, void **state, attn_error_detail *err)
+{
+    return attn_error_set(err, ATTN_E_CUDA, "device", "attnd was built without CUDA (make CUDA=0)");
+}
+
+static void engine_fini(void *state)
+{
+}
+
+static void engine_admit(const attn_engine *self, const attn_manifest *m,
+                         const attn_pool_geometry *g, attn_admission *out)
+{
+    attn_cuda_prefill_admit(m, g, NULL, out);
+}
+
+static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
+                       attn_engine_plan *out, attn_error_detail *err)
+{
+    return attn_error_set(err, ATTN_E_CUDA, "backend", "built without CUDA");
+}
+
+static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                      attn_exec_report *rep, attn_error_detail *err)
+{
+    return attn_error_set(err, ATTN_E_CUDA, "backend", "built without CUDA");
+}
+
+void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill_tuning *t)
+{
+}
+
+#else /* ATTN_WITH_CUDA */
+
+/* One instance: its device, stream, events and the buffers every run
+ * reuses, grown when a plan needs more. */
+typedef struct prefill_instance {
+    attn_cuda_device_facts dev; /* first: what admission reads */
+    pthread_mutex_t mu;         /* one run at a time on the stream and the buffers */
+    attn_cuda_prefill_tuning tuning;
+    cudaStream_t stream;
+    cudaEvent_t ev0, ev1;
+    void *dev_io; /* q | k_new | v_new | o | lse | saved k | saved v */
+    size_t dev_io_cap;
+    void *dev_ws; /* partial states */
+    size_t dev_ws_cap;
+} prefill_instance;
+
+/* An error with the CUDA runtime's own sentence (planner/engine.h). */
+static int cuda_fail(attn_error_detail *err, cudaError_t e, const char *field, const char *what)
+{
+    return attn_error_set(err, e == cudaErrorMemoryAllocation ? ATTN_E_NOMEM : ATTN_E_CUDA, field,
+                          "%s: %s", what, cudaGetErrorString(e));
+}
+
+static cudaError_t grow_dev(void **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return cudaSuccess;
+    if (*p)
+        cudaFree(*p);
+    *p = NULL;
+    *cap = 0;
+    size_t n = need + need / 4;
+    cudaError_t e = cudaMalloc(p, n ? n : 256);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return e;
+    }
+    *cap = n;
+    return cudaSuccess;
+}
+
+static int engine_init(const attn_engine_config *cfg, void **state, attn_error_detail *err)
+{
+    int dev = cfg->device < 0 ? 0 : cfg->device, ndev = 0;
+    cudaError_t e;
+    if ((e = cudaGetDeviceCount(&ndev)) != cudaSuccess)
+        return cuda_fail(err, e, "device", "cudaGetDeviceCount");
+    if (dev >= ndev)
+        return attn_error_set(err, ATTN_E_CUDA, "device", "cuda:%d does not exist (%d devices)",
+                              dev, ndev);
+    prefill_instance *pi = calloc(1, sizeof *pi);
+    if (pi == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, "engine", "out of memory");
+    struct cudaDeviceProp pr;
+    if ((e = cudaSetDevice(dev)) != cudaSuccess ||
+        (e = cudaGetDeviceProperties(&pr, dev)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&pi->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreate(&pi->ev0)) != cudaSuccess ||
+        (e = cudaEventCreate(&pi->ev1)) != cudaSuccess) {
+        free(pi);
+        return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
+    }
+    pthread_mutex_init(&pi->mu, NULL);
+    pi->dev.device = dev;
+    pi->dev.cc_major = pr.major;
+    pi->dev.cc_minor = pr.minor;
+    pi->dev.sm_count = (uint32_t)pr.multiProcessorCount;
+    if (cfg->tuning != NULL)
+        pi->tuning = *(const attn_cuda_prefill_tuning *)cfg->tuning;
+    *state = pi;
+    return 0;
+}
+
+static void engine_fini(void *state)
+{
+    prefill_instance *pi = state;
+    if (pi == NULL)
+        return;
+    cudaSetDevice(pi->dev.device);
+    cudaStreamSynchronize(pi->stream);
+    cudaFree(pi->dev_io);
+    cudaFree(pi->dev_ws);
+    cudaEventDestroy(pi->ev0);
+    cudaEventDestroy(pi->ev1);
+    cudaStreamDestroy(pi->stream);
+    pthread_mutex_destroy(&pi->mu);
+    free(pi);
+}
+
+static void engine_admit(const attn_engine *self, const attn_manifest *m,
+                         const attn_pool_geometry *g, attn_admission *out)
+{
+    const prefill_instance *pi = self->state;
+    attn_cuda_prefill_admit(m, g, pi != NULL ? &pi->dev : NULL, out);
+}
+
+void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill_tuning *t)
+{
+    if (e == NULL || e->ops != attn_cuda_prefill_engine_ops() || e->state == NULL)
+        return;
+    prefill_instance *pi = e->state;
+    pthread_mutex_lock(&pi->mu);
+    if (t != NULL)
+        pi->tuning = *t;
+    else
+        memset(&pi->tuning, 0, sizeof pi->tuning);
+    pthread_mutex_unlock(&pi->mu);
+}
+
+/* The one upload of plan time; afterwards the kernel parameters point
+ * into the device image and the host copies are released. */
+static int upload(prefill_priv *pp, const attn_manifest *m, const attn_pool_geometry *g,
+                  attn_error_detail *err)
+{
+    cudaError_t e;
+    if ((e = cudaMalloc(&pp->dev_meta, pp->meta_bytes ? pp->meta_bytes : 256)) != cudaSuccess) {
+        pp->dev_meta = NULL;
+        return cuda_fail(err, e, "", "cudaMalloc of the plan's metadata");
+    }
+    if ((e = cudaMemcpy(pp->dev_meta, pp->host_meta, pp->meta_bytes, cudaMemcpyHostToDevice)) !=
+        cudaSuccess)
+        return cuda_fail(err, e, "", "upload of the plan's metadata");
+    char *dm = pp->dev_meta;
+    attn_cuda_prefill_params *pr = &pp->params;
+    pr->reqs = (const attn_prefill_req *)(const void *)(dm + pp->off_reqs);
+    pr->items = (const attn_prefill_item *)(const void *)(dm + pp->off_items);
+    pr->tiles = (const int32_t *)(const void *)(dm + pp->off_tiles);
+    pr->merges = (const attn_prefill_merge *)(const void *)(dm + pp->off_merges);
+    pr->mask = attn_mask_prog_rebase(&pp->host_mask, dm + pp->off_arena);
+    attn_kv_table *t = &pp->dev_table;
+    if (t->format == ATTN_KV_CSR) {
+        t->page_indptr = (int32_t *)(void *)(dm + pp->off_t[0]);
+        t->page_indices = (int32_t *)(void *)(dm + pp->off_t[1]);
+        t->last_page_len = (int32_t *)(void *)(dm + pp->off_t[2]);
+    } else {
+        t->block_table = (int32_t *)(void *)(dm + pp->off_t[0]);
+        t->lens = (int32_t *)(void *)(dm + pp->off_t[1]);
+    }
+    attn_kv_addr_from_table(&pr->kv, t, m->num_requests, g);
+    free(pp->host_meta);
+    pp->host_meta = NULL;
+    attn_mask_prog_free(&pp->host_mask);
+    return 0;
+}
+
+static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
+                       attn_engine_plan *out, attn_error_detail *err)
+{
+    prefill_instance *pi = self->state;
+    attn_cuda_device_facts dev;
+    attn_cuda_prefill_tuning tuning;
+    cudaError_t e;
+    int rv;
+
+    pthread_mutex_lock(&pi->mu);
+    dev = pi->dev;
+    tuning = pi->tuning;
+    pthread_mutex_unlock(&pi->mu);
+    if ((e = cudaSetDevice(dev.device)) != cudaSuccess)
+        return cuda_fail(err, e, "device", "cudaSetDevice");
+    if ((rv = attn_cuda_prefill_plan_host(m, g, &dev, &tuning, out, err)) != 0)
+        return rv;
+    if ((rv = upload(out->priv, m, g, err)) != 0) {
+        attn_cuda_prefill_plan_host_free(out);
+        return rv;
+    }
+    return 0;
+}
+
+/* The one place the append launcher is called: copy the new rows in,
+ * saving the old ones, or put the saved ones back. */
+static int append_rows(const prefill_priv *pp, void *kst, void *vst, char *io, size_t o_k,
+                       size_t o_v, size_t o_sk, size_t o_sv, int restore, cudaStream_t st)
+{
+    const attn_cuda_prefill_params *pr = &pp->params;
+    attn_cuda_append_params ap = {
+        .k = kst,
+        .v = vst,
+        .row_off = (const int64_t *)(const void *)((const char *)pp->dev_meta + pp->off_rows),
+        .rows = pp->total_q,
+        .num_kv_heads = pr->num_kv_heads,
+        .head_dim = pr->head_dim,
+        .head_stride = pp->head_stride,
+        .kv_dtype = pr->kv_dtype,
+        .new_k = restore ? NULL : io + o_k,
+        .new_v = restore ? NULL : io + o_v,
+        .save_k = io + o_sk,
+        .save_v = io + o_sv,
+        .restore = restore,
+    };
+    return attn_cuda_append_launch(&ap, st);
+}
+
+static void report_kernels(const attn_cuda_prefill_params *p, bool commit, attn_exec_report *rep)
+{
+    const char *attend = NULL, *combine = NULL;
+    attn_cuda_prefill_symbols(p, &attend, &combine);
+    const char *syms[3] = {attn_cuda_append_symbol(), attend, combine};
+    const uint32_t launches[3] = {commit ? 1u : 2u, p->num_items ? 1u : 0u, 1};
+    for (int i = 0; i < 3; i++)
+        if (syms[i] && launches[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
+            snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
+                     syms[i]);
+            rep->kernels[rep->num_kernels++].launches = launches[i];
+        }
+    rep->kernels_observed = false;
+}
+
+#define CK(call, what)                                                                             \
+    do {                                                                                           \
+        cudaError_t ck_ = (call);                                                                  \
+        if (ck_ != cudaSuccess) {                                                                  \
+            rv = cuda_fail(err, ck_, "", what);                                                    \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger *led,
+                      const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
+{
+    int rv = 0;
+    bool swapped = false;
+    cudaStream_t st = pi->stream;
+    void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
+
+    /* io buffers: q | k_new | v_new | o | lse | save_k | save_v */
+    size_t o_q = 0, o_k = align256(pp->q_bytes), o_v = o_k + align256(pp->kv_bytes);
+    size_t o_o = o_v + align256(pp->kv_bytes), o_l = o_o + align256(pp->q_bytes);
+    size_t o_sk = o_l + align256(pp->lse_bytes), o_sv = o_sk + align256(pp->kv_bytes);
+    size_t io_bytes = o_sv + align256(pp->kv_bytes);
+    CK(cudaSetDevice(pi->dev.device), "cudaSetDevice");
+    CK(grow_dev(&pi->dev_io, &pi->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
+    CK(grow_dev(&pi->dev_ws, &pi->dev_ws_cap, led->total_bytes + 256),
+       "cudaMalloc of the workspace");
+    char *dio = pi->dev_io, *ws = pi->dev_ws;
+    /* bind: the plan's parameters with this layer's pointers */
+    attn_cuda_prefill_params p = pp->params;
+    p.q = dio + o_q;
+    p.o = dio + o_o;
+    p.lse = (float *)(void *)(dio + o_l);
+    p.k = kst;
+    p.v = vst;
+    if (pp->num_parts) {
+        const bool mlu = p.abi == ATTN_ABI_MLU;
+        p.part_vec =
+            (float *)(void *)(ws + attn_ledger_find(led, mlu ? "partial_u" : "partial_O")->offset);
+        p.part_m =
+            (float *)(void *)(ws +
+                              attn_ledger_find(led, mlu ? "partial_m" : "partial_LSE")->offset);
+        p.part_l = mlu ? (float *)(void *)(ws + attn_ledger_find(led, "partial_l")->offset) : NULL;
+    }
+
+    CK(cudaMemcpyAsync(dio + o_q, io->q, pp->q_bytes, cudaMemcpyHostToDevice, st), "copy of q");
+    CK(cudaMemcpyAsync(dio + o_k, io->k_new, pp->kv_bytes, cudaMemcpyHostToDevice, st),
+       "copy of k_new");
+    CK(cudaMemcpyAsync(dio + o_v, io->v_new, pp->kv_bytes, cudaMemcpyHostToDevice, st),
+       "copy of v_new");
+    if (pp->tuning.poison) {
+        /* tests: NaN everywhere a kernel must write, so an unwritten element shows */
+        CK(cudaMemsetAsync(dio + o_o, 0xff, pp->q_bytes, st), "poison");
+        CK(cudaMemsetAsync(dio + o_l, 0xff, pp->lse_bytes, st), "poison");
+        if (led->total_bytes)
+            CK(cudaMemsetAsync(ws, 0xff, led->total_bytes, st), "poison");
+    }
+    /* the engine's timing: CUDA events around the kernels only */
+    CK(cudaEventRecord(pi->ev0, st), "cudaEventRecord");
+    if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
+        rv = attn_error_set(err, rv, "", "append launch failed");
+        goto fail;
+    }
+    swapped = true;
+    if (pp->tuning.fail_after_staging) {
+        rv = attn_error_set(err, ATTN_E_CUDA, "test", "failure injected after staging");
+        goto fail;
+    }
+    if ((rv = attn_cuda_prefill_launch(&p, st)) != 0) {
+        rv = attn_error_set(err, rv, "", "prefill launch failed: %s",
+                            cudaGetErrorString(cudaGetLastError()));
+        goto fail;
+    }
+    CK(cudaEventRecord(pi->ev1, st), "cudaEventRecord");
+    CK(cudaMemcpyAsync(io->o, dio + o_o, pp->q_bytes, cudaMemcpyDeviceToHost, st), "copy of o");
+    if (io->lse)
+        CK(cudaMemcpyAsync(io->lse, dio + o_l, pp->lse_bytes, cudaMemcpyDeviceToHost, st),
+           "copy of lse");
+    if (!io->commit) {
+        swapped = false;
+        if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
+            rv = attn_error_set(err, rv, "", "restore launch failed");
+            goto fail;
+        }
+    }
+    CK(cudaStreamSynchronize(st), "the run's stream");
+    if (rep) {
+        report_kernels(&p, io->commit, rep);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, pi->ev0, pi->ev1);
+        rep->engine_us = ms * 1000.0;
+        snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
+        snprintf(rep->timing_scope, sizeof rep->timing_scope,
+                 "cuda events: append, prefill attend and combine kernels");
+    }
+    return 0;
+
+fail:
+    if (!swapped)
+        cudaStreamSynchronize(st); /* no copy may still read the caller's buffers */
+    if (swapped) {
+        /* put the old rows back so the pool is unchanged (engine.h contract);
+         * when even that fails, say so instead of claiming an unchanged pool */
+        int back = append_rows(pp, kst, vst, (char *)pi->dev_io, o_k, o_v, o_sk, o_sv, 1, st);
+        if (back != 0 || cudaStreamSynchronize(st) != cudaSuccess)
+            rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
+                                "the run failed and the old rows could not be put back");
+    }
+    return rv;
+}
+
+static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                      attn_exec_report *rep, attn_error_detail *err)
+{
+    prefill_instance *pi = self->state;
+    prefill_priv *pp = p->priv;
+    if (rep != NULL)
+        memset(rep, 0, sizeof *rep);
+    if (io == NULL || io->pool == NULL || io->pool->geom == NULL || pp == NULL ||
+        pp->dev_meta == NULL)
+        return attn_error_set(err, ATTN_E_MISSING, "pool", "no pool or no uploaded plan");
+    if (io->pool->platform != ATTN_PLATFORM_CUDA || io->pool->device != pi->dev.device)
+        return attn_error_set(err, ATTN_E_ENGINE, "pool.device",
+                              "the pool is not on %s, the device of this instance", self->where);
+    if (io->layer >= io->pool->geom->layers || io->pool->k == NULL || io->pool->v == NULL)
+        return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside the pool", io->layer);
+    if (io->q == NULL || io->k_new == NULL || io->v_new == NULL || io->o == NULL)
+        return attn_error_set(err, ATTN_E_MISSING, io->q == NULL ? "q" : "o",
+                              "a run needs q, k_new, v_new and o");
+    pthread_mutex_lock(&pi->mu);
+    int rv = run_locked(pi, pp, &p->ledger, io, rep, err);
+    pthread_mutex_unlock(&pi->mu);
+    return rv;
+}
+
+#endif /* ATTN_WITH_CUDA */
+
+static void engine_plan_free(attn_engine *self, attn_engine_plan *p)
+{
+    attn_cuda_prefill_plan_host_free(p);
+}
+
+static const attn_engine_ops g_prefill_ops = {
+    .version = ATTN_ENGINE_OPS_VERSION,
+    .name = "cuda_prefill",
+    .platform = ATTN_PLATFORM_CUDA,
+    .phases = (1u << ATTN_PHASE_PREFILL) | (1u << ATTN_PHASE_APPEND) | (1u << ATTN_PHASE_DECODE),
+    .schedules = (1u << ATTN_SCHED_PARTITION) | (1u << ATTN_SCHED_UNIFIED),
+    .priority = ATTN_CUDA_PREFILL_PRIORITY,
+    .init = engine_init,
+    .fini = engine_fini,
+    .admit = engine_admit,
+    .plan = engine_plan,
+    .run = engine_run,
+    .plan_free = engine_plan_free,
+};
+
+const attn_engine_ops *attn_cuda_prefill_engine_ops(void)
+{
+    return &g_prefill_ops;
+}

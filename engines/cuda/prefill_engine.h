@@ -1,0 +1,103 @@
+/* The CUDA prefill/append engine ("cuda_prefill") as the daemon sees it:
+ * plain C, no CUDA header needed.
+ *
+ * A second engine next to cuda_decode (cuda_engine.h), one instance per
+ * device: it serves rows with C >= 1 (prefill T = 0, append T > 0 with
+ * C > 1, few-query rows, and the C = 1 rows of a batch that mixes phases)
+ * on CUDA pools with the sm_90a tensor-core kernel of
+ * kernels/cuda/prefill_launch.h.  Its registry priority is just below
+ * cuda_decode's, so a pure-decode batch keeps the decode kernel (faster
+ * for C = 1) and this engine takes every batch that has a prefill or
+ * append row, or a pure-decode batch the decode engine refuses.
+ *
+ * Plan (once per scheduler step): the tile plan of planner/prefill_plan.h
+ * (tile classes from the one mask classifier), the mask program at the
+ * kernel's key-tile width, the page-table arrays and every new row's page
+ * slot, in one metadata image uploaded once; the ledger of the split
+ * tiles' partial states, which the run carves.  Run (per layer, one append
+ * transaction, seed 0x08C): stage the C new rows of every request in their
+ * page slots saving the bytes they replace, attend (row i sees
+ * [0, T + i + 1) under causal), copy O and LSE back, then commit, or put
+ * the saved bytes back (no commit, or any failure), so a refused or failed
+ * run leaves the pool byte-identical.
+ */
+#ifndef ATTN_CUDA_PREFILL_ENGINE_H
+#define ATTN_CUDA_PREFILL_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/error.h"
+#include "attn/types.h"
+#include "engines/cuda/cuda_engine.h"
+#include "planner/engine.h"
+#include "planner/prefill_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Registry priority of cuda_prefill: after cuda_decode (10), so decode
+ * batches keep the decode kernel. */
+#define ATTN_CUDA_PREFILL_PRIORITY 11
+
+/* Knobs of one instance. */
+typedef struct attn_cuda_prefill_tuning {
+    int poison;             /* tests: NaN bytes in O, LSE and the workspace before every run */
+    int fail_after_staging; /* tests: fail the run once the new rows are staged (the restore
+                               path); the run returns ATTN_E_CUDA with field "test" */
+} attn_cuda_prefill_tuning;
+
+/* The engine's ops table (name "cuda_prefill", platform CUDA, phases
+ * prefill, append and decode, schedules partition and unified).  The
+ * config's device is the CUDA ordinal; its tuning, when not NULL, an
+ * attn_cuda_prefill_tuning. */
+const attn_engine_ops *attn_cuda_prefill_engine_ops(void);
+
+/* Replace the tuning of an instance made from attn_cuda_prefill_engine_ops()
+ * (plans made afterwards use it). */
+void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill_tuning *t);
+
+/* Fill `out` with every reason the prefill kernel cannot run the call:
+ * device (a CUDA pool; compute capability 9.0 when `dev` is known), q in
+ * the K/V dtype, K/V dtype bf16 or fp16, each head dimension, the head ratio, page size, the
+ * requested schedule against the batch's phases, graph mode (not
+ * supported), the state ABI and the kernel's index limits.  `dev` NULL: the device is not known (no
+ * capability check).  Pure host code. */
+void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
+                             const attn_cuda_device_facts *dev, attn_admission *out);
+
+/* The host half of the engine's plan, no CUDA call: the tile plan (split
+ * policy from the manifest: FIXED with policy.splits, else the planner's
+ * wave fill, reported as FA), the mask program at the key-tile width, the
+ * checks the manifest validator cannot make (page ids inside this pool, a
+ * page slot for every new row), the metadata image, the ledger of the
+ * partial states, the tile-class report, the key environment and the
+ * schedule.  Free with attn_cuda_prefill_plan_host_free. */
+int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
+                                const attn_cuda_device_facts *dev,
+                                const attn_cuda_prefill_tuning *t, attn_engine_plan *out,
+                                attn_error_detail *err);
+
+/* Release what attn_cuda_prefill_plan_host made (and the device copy). */
+void attn_cuda_prefill_plan_host_free(attn_engine_plan *p);
+
+/* What a prefill plan holds, for tests and the bench: the tile plan's
+ * sizes and the bytes of its one upload. */
+typedef struct attn_cuda_prefill_plan_info {
+    uint32_t tile_m, tile_n;
+    uint32_t num_items, num_tiles, num_merges, num_parts;
+    uint32_t total_q;    /* new rows staged per run */
+    uint64_t meta_bytes; /* the plan's one host-to-device transfer */
+    const char *attend;  /* the attention kernel's symbol */
+    const char *combine; /* the combine kernel's symbol, NULL without merges */
+} attn_cuda_prefill_plan_info;
+
+/* Fill `out` for a plan made by attn_cuda_prefill_plan_host (or the
+ * engine's plan); ATTN_E_ENGINE when `p` is not one. */
+int attn_cuda_prefill_plan_info_get(const attn_engine_plan *p, attn_cuda_prefill_plan_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,406 @@
+/* The CUDA prefill/append engine's host functions, on any machine (no GPU
+ * here): admission names every failing factor (seed 0x07B/0x07D), the
+ * host half of the plan (tile plan from a manifest, the tile-class ledger
+ * and the partial-state ledger as the diag reports them, key environment,
+ * schedule, the checks the validator cannot make), and the choice between
+ * cuda_decode and cuda_prefill by phase through the registry with
+ * instances that were never initialised (the engines' admit functions are
+ * pure host code). */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "engines/cuda/cuda_engine.h"
+#include "engines/cuda/prefill_engine.h"
+#include "planner/diag.h"
+#include "planner/engine.h"
+#include "planner/registry.h"
+#include "planner/diag_encode.h"
+#include "tests/lib/random_batch.h"
+
+static const attn_cuda_device_facts k_h200 = {
+    .device = 0, .cc_major = 9, .cc_minor = 0, .sm_count = 132, .ctas_per_sm = 1, .head_chunks = 1};
+
+/* A batch on a cuda:0 pool with the given (T, C) per request. */
+static void make_batch(attn_rb *rb, uint32_t B, const int64_t *T, const int64_t *C,
+                       attn_mask_kind mask, uint32_t d, uint64_t seed)
+{
+    attn_rb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = B;
+    sp.max_cache_len = 1;
+    for (uint32_t b = 0; b < B; b++)
+        sp.max_cache_len = T[b] > sp.max_cache_len ? T[b] : sp.max_cache_len;
+    sp.num_qo_heads = 8;
+    sp.num_kv_heads = 2;
+    sp.head_dim_qk = sp.head_dim_vo = d;
+    sp.page_size = 16;
+    sp.spare_pages = 2;
+    sp.kv_dtype = ATTN_BF16;
+    sp.q_dtype = ATTN_BF16;
+    sp.layout = ATTN_NHD;
+    sp.format = ATTN_KV_CSR;
+    sp.mask_kind = mask;
+    assert_int_equal(attn_rb_make_lengths(rb, &sp, T, C, seed), 0);
+    snprintf(rb->g.device, sizeof rb->g.device, "cuda:0");
+}
+
+static bool has_reason(const attn_admission *a, attn_admit_factor f, const char *field)
+{
+    for (uint32_t i = 0; i < a->num_reasons; i++)
+        if (a->reasons[i].factor == f && (field == NULL || strcmp(a->reasons[i].field, field) == 0))
+            return true;
+    return false;
+}
+
+/* Every phase and every mask kind is admitted on an H200 pool. */
+static void test_admits_every_phase_and_mask(void **state)
+{
+    (void)state;
+    const int64_t T[4] = {0, 700, 33, 5000}, C[4] = {300, 1, 7, 64};
+    for (int k = 0; k <= ATTN_MASK_DENSE; k++) {
+        attn_rb rb;
+        make_batch(&rb, 4, T, C, (attn_mask_kind)k, 128, 40 + (uint64_t)k);
+        attn_admission a;
+        attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+        if (!a.admitted)
+            fprintf(stderr, "mask %d: %s\n", k, a.reasons[0].text);
+        assert_true(a.admitted);
+        assert_int_equal(a.num_reasons, 0);
+        attn_rb_free(&rb);
+    }
+}
+
+/* One call that fails every factor the engine checks gets one reason for
+ * each, each head dimension separately (seed 0x07D). */
+static void test_admission_names_every_factor(void **state)
+{
+    (void)state;
+    const int64_t T[2] = {0, 40}, C[2] = {20, 1};
+    attn_rb rb;
+    make_batch(&rb, 2, T, C, ATTN_MASK_CAUSAL, 128, 7);
+    attn_pool_geometry g = rb.g;
+    snprintf(g.device, sizeof g.device, "cpu");
+    g.head_dim_qk = 80;
+    g.head_dim_vo = 96;
+    g.kv_dtype = ATTN_FP32;
+    g.num_kv_heads = 3; /* 8 query heads: not a multiple */
+    g.layout = (attn_layout)7;
+    g.page_size = 100000;
+    attn_manifest m = rb.m;
+    m.q_dtype = (attn_dtype)9;
+    m.policy.schedule = ATTN_SCHED_PARTITION; /* on a batch that mixes prefill and decode */
+    m.policy.state_abi = (attn_state_abi)5;
+    m.policy.graph = true;
+    attn_cuda_device_facts ampere = k_h200;
+    ampere.cc_major = 8;
+    attn_admission a;
+    attn_cuda_prefill_admit(&m, &g, &ampere, &a);
+    assert_false(a.admitted);
+    assert_true(has_reason(&a, ATTN_ADMIT_HARDWARE, "pool.device"));
+    assert_true(has_reason(&a, ATTN_ADMIT_HARDWARE, "device"));
+    assert_true(has_reason(&a, ATTN_ADMIT_Q_DTYPE, "q_dtype"));
+    assert_true(has_reason(&a, ATTN_ADMIT_KV_DTYPE, "kv_dtype"));
+    assert_true(has_reason(&a, ATTN_ADMIT_SHAPE, "head_dim_qk"));
+    assert_true(has_reason(&a, ATTN_ADMIT_SHAPE, "head_dim_vo"));
+    assert_true(has_reason(&a, ATTN_ADMIT_HEAD_RATIO, "num_qo_heads"));
+    assert_true(has_reason(&a, ATTN_ADMIT_LAYOUT, "layout"));
+    assert_true(has_reason(&a, ATTN_ADMIT_LAYOUT, "page_size"));
+    assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
+    assert_true(has_reason(&a, ATTN_ADMIT_NUMERICS, "policy.state_abi"));
+    assert_true(has_reason(&a, ATTN_ADMIT_LIFECYCLE, "policy.graph"));
+    /* the differing head dims (qk 80 vs vo 96) are a reason of their own */
+    uint32_t shape = 0;
+    for (uint32_t i = 0; i < a.num_reasons; i++)
+        shape += a.reasons[i].factor == ATTN_ADMIT_SHAPE;
+    assert_int_equal(shape, 3);
+    assert_int_equal(a.num_reasons, 13);
+    /* with the device unknown (no instance state) there is no capability reason */
+    attn_cuda_prefill_admit(&m, &g, NULL, &a);
+    assert_false(has_reason(&a, ATTN_ADMIT_HARDWARE, "device"));
+    /* the same mixed batch with schedule unified is fine; an fp32 q on a
+     * bf16 pool is not (the MMA takes q in the K/V dtype) */
+    m = rb.m;
+    m.policy.schedule = ATTN_SCHED_UNIFIED;
+    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+    assert_true(a.admitted);
+    m.q_dtype = ATTN_FP32;
+    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+    assert_int_equal(a.num_reasons, 1);
+    assert_true(has_reason(&a, ATTN_ADMIT_Q_DTYPE, "q_dtype"));
+    attn_rb_free(&rb);
+}
+
+/* Tiles of one request with causal visibility, counted independently of
+ * the planner: for every m tile of packed rows and every key tile, SKIP
+ * when no row sees a key of it. */
+static void count_causal(int64_t T, int64_t C, uint32_t g, uint32_t tm, uint32_t tn, uint64_t *skip,
+                         uint64_t *visited)
+{
+    int64_t rows = C * g, ntiles = (T + C + tn - 1) / tn;
+    for (int64_t r0 = 0; r0 < rows; r0 += tm) {
+        int64_t last = (r0 + tm - 1 < rows ? r0 + tm - 1 : rows - 1) / g;
+        int64_t hi = T + last + 1; /* keys the last token of the tile sees */
+        int64_t need = (hi + tn - 1) / tn;
+        *visited += (uint64_t)need;
+        *skip += (uint64_t)(ntiles - need);
+    }
+}
+
+/* The host plan of a prefill + append batch: tile classes and cells as
+ * counted independently, the partial-state ledger as the kernel indexes it,
+ * the key environment, the schedule, the split view, and the diag's
+ * "tiles" object carrying the same numbers. */
+static void test_plan_host_tiles_ledger_diag(void **state)
+{
+    (void)state;
+    const int64_t T[2] = {0, 1000}, C[2] = {300, 40};
+    attn_rb rb;
+    make_batch(&rb, 2, T, C, ATTN_MASK_CAUSAL, 128, 9);
+    rb.m.policy.state_abi = ATTN_ABI_MLU;
+    attn_engine_plan p;
+    attn_error_detail err;
+    memset(&p, 0, sizeof p);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &p, &err), 0);
+    assert_true(p.tiles.counted);
+    assert_int_equal(p.tiles.tile_m, 128);
+    assert_int_equal(p.tiles.tile_n, 128);
+    uint64_t skip = 0, visited = 0, logical = 0;
+    const uint32_t g = 4, hkv = 2;
+    for (int b = 0; b < 2; b++) {
+        count_causal(T[b], C[b], g, 128, 128, &skip, &visited);
+        logical += (uint64_t)(C[b] * T[b] + C[b] * (C[b] + 1) / 2) * 8; /* x H_q */
+    }
+    const attn_prefill_ledger *lg = &p.tiles.ledger;
+    assert_int_equal(lg->skip_tiles, skip * hkv);
+    assert_int_equal(lg->full_tiles + lg->partial_tiles, visited * hkv);
+    assert_true(lg->partial_tiles > 0); /* the diagonal tiles */
+    assert_int_equal(lg->logical_cells, logical);
+    assert_int_equal(lg->executed_cells, (lg->full_tiles + lg->partial_tiles) * 128 * 128);
+
+    attn_cuda_prefill_plan_info info;
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&p, &info), 0);
+    assert_int_equal(info.total_q, 340);
+    assert_true(info.meta_bytes > 0);
+    /* 13 CTAs per K/V head (10 + 3 m tiles) x 2 heads fill fewer than the
+     * 132 SMs: the planner splits and the ledger holds the partial states */
+    assert_true(info.num_parts > 0);
+    assert_int_equal(p.ledger.num_fields, 3);
+    const attn_ledger_field *u = attn_ledger_find(&p.ledger, "partial_u");
+    assert_non_null(u);
+    assert_int_equal(u->elems, (uint64_t)info.num_parts * hkv * 128 * 128);
+    assert_non_null(attn_ledger_find(&p.ledger, "partial_m"));
+    assert_non_null(attn_ledger_find(&p.ledger, "partial_l"));
+    assert_int_equal(p.split.num_slots, info.num_parts);
+    assert_int_equal(p.split.num_items, info.num_items);
+    assert_int_equal(p.split.policy, ATTN_SPLIT_FA);
+    assert_string_equal(p.env.device_type, "cuda");
+    assert_int_equal(p.env.compute_capability, 90);
+    assert_string_equal(p.env.workspace_device, "cuda:0");
+    /* prefill + append rows in one launch: unified, and the why says so */
+    assert_int_equal(p.schedule, ATTN_SCHED_UNIFIED);
+    assert_non_null(strstr(p.schedule_why, "one launch of the prefill kernel"));
+
+    /* the diag reports the plan's tile classes */
+    attn_diag dg;
+    memset(&dg, 0, sizeof dg);
+    attn_diag_set_requests(&dg, rb.m.requests, rb.m.num_requests);
+    attn_diag_set_schedule(&dg, &p.split, p.schedule, rb.m.policy.state_abi);
+    attn_diag_set_tiles(&dg, &p.tiles);
+    json_t *j = attn_diag_to_json(&dg);
+    assert_non_null(j);
+    json_t *tl = json_object_get(json_object_get(j, "schedule"), "tiles");
+    assert_true(json_is_object(tl));
+    assert_int_equal(json_integer_value(json_object_get(tl, "skip")), lg->skip_tiles);
+    assert_int_equal(json_integer_value(json_object_get(tl, "full")), lg->full_tiles);
+    assert_int_equal(json_integer_value(json_object_get(tl, "partial")), lg->partial_tiles);
+    assert_int_equal(json_integer_value(json_object_get(tl, "logical_cells")), lg->logical_cells);
+    assert_int_equal(json_integer_value(json_object_get(tl, "executed_cells")), lg->executed_cells);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(tl, "shape"), 1)), 128);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(j, "schedule"), "phases")), "PA");
+    json_decref(j);
+    /* an engine that does not tile leaves "tiles" null */
+    attn_tile_report none = {0};
+    attn_diag_set_tiles(&dg, &none);
+    j = attn_diag_to_json(&dg);
+    assert_true(json_is_null(json_object_get(json_object_get(j, "schedule"), "tiles")));
+    json_decref(j);
+
+    attn_cuda_prefill_plan_host_free(&p);
+    assert_null(p.priv);
+    assert_null(p.split.num_splits);
+    attn_rb_free(&rb);
+}
+
+/* A FlashMask of documents skips tiles a causal mask of the same lengths
+ * runs, and forced splits are reported as FIXED. */
+static void test_plan_host_flashmask_and_fixed_splits(void **state)
+{
+    (void)state;
+    const int64_t T[1] = {0}, C[1] = {1024};
+    attn_rb rb;
+    make_batch(&rb, 1, T, C, ATTN_MASK_CAUSAL, 64, 3);
+    attn_engine_plan causal, docs;
+    attn_error_detail err;
+    memset(&causal, 0, sizeof causal);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &causal, &err), 0);
+    attn_rb_free(&rb);
+    make_batch(&rb, 1, T, C, ATTN_MASK_FLASHMASK, 64, 3);
+    /* 4 causal documents of 256 rows: column j masks rows past its document */
+    attn_mask *mk = &rb.m.mask;
+    mk->fm_causal = true;
+    for (int64_t j = 0; j < 1024; j++) {
+        mk->fm_lts[j] = (int32_t)((j / 256 + 1) * 256);
+        mk->fm_lte[j] = 1024;
+        mk->fm_uts[j] = 0;
+        mk->fm_ute[j] = 0;
+    }
+    rb.m.policy.splits = 3;
+    memset(&docs, 0, sizeof docs);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &docs, &err), 0);
+    assert_true(docs.tiles.ledger.skip_tiles > causal.tiles.ledger.skip_tiles);
+    assert_true(docs.tiles.ledger.logical_cells < causal.tiles.ledger.logical_cells);
+    assert_int_equal(docs.split.policy, ATTN_SPLIT_FIXED);
+    assert_int_equal(causal.schedule, ATTN_SCHED_PARTITION); /* one phase */
+    attn_cuda_prefill_plan_host_free(&causal);
+    attn_cuda_prefill_plan_host_free(&docs);
+    attn_rb_free(&rb);
+}
+
+/* What the validator cannot know is refused at plan time with its field:
+ * a page outside this pool; nothing is left for plan_free. */
+static void test_plan_host_refusals(void **state)
+{
+    (void)state;
+    const int64_t T[2] = {30, 0}, C[2] = {5, 17};
+    attn_rb rb;
+    make_batch(&rb, 2, T, C, ATTN_MASK_CAUSAL, 128, 5);
+    rb.m.kv.page_indices[1] = (int32_t)rb.g.num_pages + 3;
+    attn_engine_plan p;
+    attn_error_detail err;
+    memset(&p, 0, sizeof p);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &p, &err),
+                     ATTN_E_PAGE_OUT_OF_POOL);
+    assert_non_null(strstr(err.field, "kv.page_indices"));
+    assert_null(p.priv);
+    assert_null(p.split.num_splits);
+    assert_false(p.tiles.counted);
+    attn_pool_geometry g = rb.g;
+    g.head_dim_qk = g.head_dim_vo = 96;
+    memset(&p, 0, sizeof p);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &g, &k_h200, NULL, &p, &err), ATTN_E_SHAPE);
+    assert_null(p.priv);
+    attn_rb_free(&rb);
+}
+
+/* Selection by phase through the registry: both CUDA engines registered
+ * with an instance on cuda:0 (never initialised: admission is host code).
+ * cuda_decode ranks first; a pure-decode batch lists it first, and its only
+ * failing factor on this GPU-less machine is "installed", so on a GPU it
+ * wins; a prefill batch leaves it out of the domain; a mixed batch rejects
+ * it for the phase and runs on cuda_prefill, which says "unified". */
+static void test_selection_by_phase(void **state)
+{
+    (void)state;
+    attn_engine dec = {.ops = attn_cuda_engine_ops(), .device = 0, .where = "cuda:0"};
+    attn_engine pre = {.ops = attn_cuda_prefill_engine_ops(), .device = 0, .where = "cuda:0"};
+    attn_registry r;
+    attn_error_detail err;
+    attn_registry_init(&r);
+    assert_int_equal(attn_registry_add(&r, &pre, &err), 0); /* order of adding does not matter */
+    assert_int_equal(attn_registry_add(&r, &dec, &err), 0);
+    assert_true(attn_cuda_engine_ops()->priority < attn_cuda_prefill_engine_ops()->priority);
+
+    attn_selection sel;
+    attn_rb rb;
+    /* decode only */
+    const int64_t Td[3] = {100, 2000, 17}, Cd[3] = {1, 1, 1};
+    make_batch(&rb, 3, Td, Cd, ATTN_MASK_CAUSAL, 128, 21);
+    int rv = attn_registry_select(&r, &rb.m, &rb.g, &sel, &err);
+    assert_int_equal(sel.num_candidates, 2);
+    assert_string_equal(sel.candidates[0].name, "cuda_decode");
+    assert_string_equal(sel.candidates[1].name, "cuda_prefill");
+    assert_true(sel.candidates[1].admission.admitted);
+    for (uint32_t i = 0; i < sel.candidates[0].admission.num_reasons; i++)
+        assert_int_equal(sel.candidates[0].admission.reasons[i].factor, ATTN_ADMIT_INSTALLED);
+    if (sel.candidates[0].admission.admitted) /* a machine with a GPU */
+        assert_int_equal(sel.selected, 0);
+    else
+        assert_int_equal(rv, 0);
+    attn_rb_free(&rb);
+
+    /* prefill only: cuda_decode is outside the domain, not a rejection */
+    const int64_t Tp[2] = {0, 0}, Cp[2] = {64, 200};
+    make_batch(&rb, 2, Tp, Cp, ATTN_MASK_CAUSAL, 128, 22);
+    assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), 0);
+    assert_int_equal(sel.num_candidates, 1);
+    assert_string_equal(sel.candidates[sel.selected].name, "cuda_prefill");
+    assert_int_equal(sel.fallback, ATTN_FALLBACK_NONE);
+    assert_int_equal(sel.num_out_of_domain, 1);
+    assert_string_equal(sel.out_of_domain[0].name, "cuda_decode");
+    attn_rb_free(&rb);
+
+    /* mixed prefill, append and decode rows: cuda_decode is rejected for
+     * the phase, cuda_prefill runs all rows */
+    const int64_t Tm[3] = {0, 500, 300}, Cm[3] = {40, 9, 1};
+    make_batch(&rb, 3, Tm, Cm, ATTN_MASK_CAUSAL, 128, 23);
+    assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), 0);
+    assert_string_equal(sel.candidates[0].name, "cuda_decode");
+    assert_true(has_reason(&sel.candidates[0].admission, ATTN_ADMIT_PHASE, NULL));
+    assert_string_equal(sel.candidates[sel.selected].name, "cuda_prefill");
+    assert_int_equal(sel.fallback, ATTN_FALLBACK_BACKEND);
+    attn_engine_plan p;
+    memset(&p, 0, sizeof p);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &p, &err), 0);
+    assert_int_equal(p.schedule, ATTN_SCHED_UNIFIED);
+    assert_non_null(strstr(p.schedule_why, "decode rows included"));
+    attn_cuda_prefill_plan_host_free(&p);
+
+    /* forcing partition on that mixed batch fails closed with the reason */
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), ATTN_E_NO_BACKEND);
+    for (uint32_t k = 0; k < sel.num_candidates; k++)
+        if (strcmp(sel.candidates[k].name, "cuda_prefill") == 0)
+            assert_true(
+                has_reason(&sel.candidates[k].admission, ATTN_ADMIT_PHASE, "policy.schedule"));
+    attn_rb_free(&rb);
+}
+
+/* The ops table: versioned, both schedules, every phase, CUDA. */
+static void test_ops_table(void **state)
+{
+    (void)state;
+    const attn_engine_ops *ops = attn_cuda_prefill_engine_ops();
+    assert_int_equal(ops->version, ATTN_ENGINE_OPS_VERSION);
+    assert_string_equal(ops->name, "cuda_prefill");
+    assert_int_equal(ops->platform, ATTN_PLATFORM_CUDA);
+    assert_int_equal(ops->phases, 7u);
+    assert_true(attn_engine_implements(ops, ATTN_SCHED_PARTITION));
+    assert_true(attn_engine_implements(ops, ATTN_SCHED_UNIFIED));
+#ifndef ATTN_WITH_CUDA
+    attn_engine *e = NULL;
+    attn_error_detail err;
+    assert_int_equal(attn_engine_create(ops, NULL, &e, &err), ATTN_E_CUDA);
+    assert_null(e);
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_admits_every_phase_and_mask),
+        cmocka_unit_test(test_admission_names_every_factor),
+        cmocka_unit_test(test_plan_host_tiles_ledger_diag),
+        cmocka_unit_test(test_plan_host_flashmask_and_fixed_splits),
+        cmocka_unit_test(test_plan_host_refusals),
+        cmocka_unit_test(test_selection_by_phase),
+        cmocka_unit_test(test_ops_table),
+    };
+    return cmocka_run_group_tests_name("cuda_prefill", tests, NULL, NULL);
+}

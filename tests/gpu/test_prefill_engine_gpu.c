@@ -1,0 +1,420 @@
+/* GPU tests of the cuda_prefill engine through the engine interface (run
+ * on an H100/H200: tests/gpu/build.sh builds, scripts/device-e2e-prefill.sh
+ * runs): plan once, run per layer, the append transaction on the device.
+ *
+ * Every run draws fresh random manifests (the seed is printed, ATTN_SEED
+ * replays one): prefill, append, few-query and mixed batches, ragged
+ * lengths, pages in random physical order with unused pages and page tails
+ * and the new rows' slots poisoned with NaN (tests/lib/random_batch.c),
+ * NHD/HND, CSR/dense, bf16/fp16, d 64/128/256, groups 1..8, every mask
+ * kind, O/LSE/workspace poisoned with NaN before every run (instance
+ * tuning).  Each plan runs twice (no commit, then commit or not): the two
+ * runs agree bit for bit, the instance planned once, and O/LSE match the
+ * CPU engine (fp64): rel L2 <= 1e-2, |LSE err| <= 1e-3, -inf exactly where
+ * the reference has it, no NaN.  The pool after: byte-identical without
+ * commit, else exactly the C new rows at T_b + i.  A run that fails after
+ * staging (injected) and a refused run leave the pool byte-identical.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "engines/cpu/engine.h"
+#include "engines/cuda/cuda_engine.h"
+#include "engines/cuda/prefill_engine.h"
+#include "kernels/common/addr.h"
+#include "kernels/common/dtype.h"
+#include "planner/engine.h"
+#include "tests/lib/random_batch.h"
+
+static uint64_t g_seed;
+static int g_quick;
+static double g_worst_rel, g_worst_lse;
+static attn_engine *g_eng; /* the cuda_prefill instance on cuda:0 */
+
+static void tune(int fail_after_staging)
+{
+    attn_cuda_prefill_tuning t = {.poison = 1, .fail_after_staging = fail_after_staging};
+    attn_cuda_prefill_engine_set_tuning(g_eng, &t);
+}
+
+typedef struct pe_case {
+    const char *name;
+    uint32_t B;
+    uint32_t phases;      /* bit per phase drawn per request */
+    int64_t t_max, c_max; /* T in [1, t_max] (append/decode), C in [1 or 2, c_max] */
+    uint32_t hq, hkv, d, page;
+    attn_dtype kv;
+    attn_layout layout;
+    attn_kv_format format;
+    attn_mask_kind mask;
+} pe_case;
+
+#define P (1u << ATTN_PHASE_PREFILL)
+#define A (1u << ATTN_PHASE_APPEND)
+#define D (1u << ATTN_PHASE_DECODE)
+
+static const pe_case k_cases[] = {
+    {"prefill-causal-d128-g4", 3, P, 1, 500, 16, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL},
+    {"append-hnd-fp16-p1", 4, A, 2000, 300, 8, 2, 128, 1, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL},
+    {"fewq-g8-p128-dense", 8, A, 6000, 8, 16, 2, 128, 128, ATTN_BF16, ATTN_NHD, ATTN_KV_DENSE,
+     ATTN_MASK_CAUSAL},
+    {"mixed-pad-d64-window", 6, P | A | D, 1500, 200, 16, 4, 64, 16, ATTN_BF16, ATTN_NHD,
+     ATTN_KV_CSR, ATTN_MASK_WINDOW},
+    {"mixed-d256-sink-hnd", 4, P | A | D, 1500, 200, 8, 4, 256, 64, ATTN_FP16, ATTN_HND,
+     ATTN_KV_DENSE, ATTN_MASK_SINK},
+    {"prefill-flashmask", 2, P | A, 800, 500, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_FLASHMASK},
+    {"append-dense-mask", 3, P | A, 500, 300, 8, 2, 64, 16, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_DENSE},
+    {"decode-only-none", 5, D, 4000, 1, 8, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_NONE},
+};
+
+static int64_t row_elem(const attn_rb *rb, uint32_t b, int64_t t, uint32_t h, uint32_t d)
+{
+    attn_kv_addr a;
+    attn_kv_addr_from_table(&a, &rb->m.kv, rb->m.num_requests, &rb->g);
+    int64_t page, slot;
+    if (!attn_kv_addr_locate(&a, b, t, &page, &slot))
+        return -1;
+    return attn_kv_addr_elem(&a, page, slot, h, 0, d);
+}
+
+/* The batch: per request a phase from the case's set, then lengths. */
+static void draw(const pe_case *pc, uint64_t seed, attn_rb *rb)
+{
+    uint64_t s = seed;
+    int64_t *T = calloc(pc->B, sizeof *T), *C = calloc(pc->B, sizeof *C);
+    assert_true(T && C);
+    int64_t maxT = 1;
+    for (uint32_t b = 0; b < pc->B; b++) {
+        int ph;
+        do
+            ph = (int)attn_rb_range(&s, 0, 2);
+        while (!(pc->phases & (1u << ph)));
+        T[b] = ph == ATTN_PHASE_PREFILL ? 0 : attn_rb_range(&s, 1, pc->t_max);
+        C[b] = ph == ATTN_PHASE_DECODE   ? 1
+               : ph == ATTN_PHASE_APPEND ? attn_rb_range(&s, 2, pc->c_max > 2 ? pc->c_max : 2)
+                                         : attn_rb_range(&s, 1, pc->c_max);
+        if (g_quick) {
+            T[b] = T[b] > 300 ? 300 : T[b];
+            C[b] = C[b] > 100 ? 100 : C[b];
+            if (ph == ATTN_PHASE_APPEND && C[b] < 2)
+                C[b] = 2;
+        }
+        maxT = T[b] > maxT ? T[b] : maxT;
+    }
+    attn_rb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = pc->B;
+    sp.max_cache_len = maxT;
+    sp.num_qo_heads = pc->hq;
+    sp.num_kv_heads = pc->hkv;
+    sp.head_dim_qk = sp.head_dim_vo = pc->d;
+    sp.page_size = pc->page;
+    sp.spare_pages = (uint32_t)attn_rb_range(&s, 1, 9);
+    sp.kv_dtype = pc->kv;
+    sp.q_dtype = pc->kv; /* the prefill kernel takes q in the K/V dtype */
+    sp.layout = pc->layout;
+    sp.format = pc->format;
+    sp.mask_kind = pc->mask;
+    sp.poison = true;
+    assert_int_equal(attn_rb_make_lengths(rb, &sp, T, C, seed), 0);
+    rb->m.policy.state_abi = (attn_state_abi)attn_rb_range(&s, 0, 1);
+    rb->m.policy.splits = attn_rb_range(&s, 0, 3) == 0 ? (uint32_t)attn_rb_range(&s, 2, 4) : 0;
+    free(T);
+    free(C);
+}
+
+typedef struct dev_pool {
+    attn_pool_geometry g;
+    void *dk, *dv;
+    void *kd[1], *vd[1];
+    attn_pool_view pv;
+    int32_t *all;
+} dev_pool;
+
+static void pool_up(dev_pool *p, const attn_rb *rb)
+{
+    attn_error_detail err;
+    p->g = rb->g;
+    snprintf(p->g.device, sizeof p->g.device, "cuda:0");
+    assert_int_equal(attn_cuda_pool_alloc(0, rb->k_bytes, &p->dk, &err), 0);
+    assert_int_equal(attn_cuda_pool_alloc(0, rb->v_bytes, &p->dv, &err), 0);
+    p->all = malloc(sizeof *p->all * p->g.num_pages);
+    assert_non_null(p->all);
+    for (uint32_t i = 0; i < p->g.num_pages; i++)
+        p->all[i] = (int32_t)i;
+    assert_int_equal(
+        attn_cuda_pool_pages(&p->g, 0, p->dk, 0, p->all, p->g.num_pages, rb->k, 1, &err), 0);
+    assert_int_equal(
+        attn_cuda_pool_pages(&p->g, 0, p->dv, 1, p->all, p->g.num_pages, rb->v, 1, &err), 0);
+    p->kd[0] = p->dk;
+    p->vd[0] = p->dv;
+    p->pv = (attn_pool_view){
+        .geom = &p->g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = p->kd, .v = p->vd};
+}
+
+/* FNV checksums of the device pool's K and V stores. */
+static void pool_sums(dev_pool *p, const attn_rb *rb, uint64_t *ks, uint64_t *vs, void *kb,
+                      void *vb)
+{
+    attn_error_detail err;
+    assert_int_equal(attn_cuda_pool_pages(&p->g, 0, p->dk, 0, p->all, p->g.num_pages, kb, 0, &err),
+                     0);
+    assert_int_equal(attn_cuda_pool_pages(&p->g, 0, p->dv, 1, p->all, p->g.num_pages, vb, 0, &err),
+                     0);
+    *ks = attn_rb_checksum(kb, rb->k_bytes);
+    *vs = attn_rb_checksum(vb, rb->v_bytes);
+}
+
+static void pool_down(dev_pool *p)
+{
+    attn_cuda_pool_free(0, p->dk);
+    attn_cuda_pool_free(0, p->dv);
+    free(p->all);
+}
+
+static void run_case(const pe_case *pc, uint64_t seed)
+{
+    attn_rb rb;
+    draw(pc, seed, &rb);
+    dev_pool dp;
+    pool_up(&dp, &rb);
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    attn_admission adm;
+    attn_cuda_prefill_admit(&rb.m, &dp.g, NULL, &adm);
+    if (!adm.admitted)
+        fprintf(stderr, "rejected: %s\n", adm.reasons[0].text);
+    assert_true(adm.admitted);
+
+    const uint64_t plans0 = g_eng->count.plans;
+    attn_engine_plan *ep = NULL;
+    int rv = attn_engine_plan_new(g_eng, &rb.m, &dp.g, &ep, &err);
+    if (rv)
+        fprintf(stderr, "plan: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
+    assert_int_equal(rv, 0);
+    attn_cuda_prefill_plan_info info;
+    assert_int_equal(attn_cuda_prefill_plan_info_get(ep, &info), 0);
+    assert_true(ep->tiles.counted);
+
+    const size_t qs = attn_dtype_size(rb.m.q_dtype);
+    void *o = malloc(rb.o_elems * qs), *o_ref = malloc(rb.o_elems * qs),
+         *o1 = malloc(rb.o_elems * qs);
+    float *lse = malloc(sizeof *lse * rb.lse_elems), *lse_ref = malloc(sizeof *lse * rb.lse_elems);
+    void *kb = malloc(rb.k_bytes), *vb = malloc(rb.v_bytes);
+    assert_true(o && o_ref && o1 && lse && lse_ref && kb && vb);
+    uint64_t k0, v0, k1, v1;
+    pool_sums(&dp, &rb, &k0, &v0, kb, vb);
+    assert_true(k0 == attn_rb_checksum(rb.k, rb.k_bytes));
+
+    attn_run_io a = {.pool = &dp.pv,
+                     .layer = 0,
+                     .q = rb.q,
+                     .k_new = rb.k_new,
+                     .v_new = rb.v_new,
+                     .o = o1,
+                     .lse = lse,
+                     .commit = false};
+    attn_exec_report rep;
+    rv = attn_engine_run(g_eng, ep, &a, &rep, &err);
+    if (rv)
+        fprintf(stderr, "run: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
+    assert_int_equal(rv, 0);
+    pool_sums(&dp, &rb, &k1, &v1, kb, vb);
+    assert_true(k1 == k0 && v1 == v0); /* no commit: byte-identical */
+    uint64_t s = seed ^ 0x5bd1e995u;
+    const bool commit = attn_rb_range(&s, 0, 1) != 0;
+    a.o = o;
+    a.commit = commit;
+    rv = attn_engine_run(g_eng, ep, &a, &rep, &err);
+    assert_int_equal(rv, 0);
+    assert_memory_equal(o1, o, rb.o_elems * qs);      /* the same plan, the same bytes */
+    assert_int_equal(g_eng->count.plans, plans0 + 1); /* planned once, ran twice */
+    assert_string_equal(rep.timing_method, "cuda_events");
+    assert_true(rep.num_kernels >= 2);
+    assert_non_null(strstr(rep.kernels[1].symbol, "attn_prefill_attend"));
+
+    attn_cpu_call cc = {.m = &rb.m,
+                        .g = &rb.g,
+                        .k_store = rb.k,
+                        .v_store = rb.v,
+                        .q = rb.q,
+                        .k_new = rb.k_new,
+                        .v_new = rb.v_new,
+                        .o = o_ref,
+                        .lse = lse_ref,
+                        .commit = false};
+    attn_cpu_options opt = {.acc = ATTN_CPU_ACC_F64};
+    rv = attn_cpu_attend(&cc, &opt, &err);
+    if (rv)
+        fprintf(stderr, "cpu: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
+    assert_int_equal(rv, 0);
+    double num = 0, den = 0, lse_err = 0;
+    size_t nan = 0, inf_mismatch = 0;
+    for (size_t i = 0; i < rb.o_elems; i++) {
+        double x = attn_load_f32(o, rb.m.q_dtype, i), r = attn_load_f32(o_ref, rb.m.q_dtype, i);
+        nan += isnan(x) != 0;
+        num += (x - r) * (x - r);
+        den += r * r;
+    }
+    for (size_t i = 0; i < rb.lse_elems; i++) {
+        if (isnan(lse[i]))
+            nan++;
+        else if (isinf(lse[i]) || isinf(lse_ref[i]))
+            inf_mismatch += lse[i] != lse_ref[i];
+        else if (fabs(lse[i] - lse_ref[i]) > lse_err)
+            lse_err = fabs(lse[i] - lse_ref[i]);
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    const attn_prefill_ledger *lg = &ep->tiles.ledger;
+    printf("  %-24s seed=%llu B=%u g=%u d=%u P=%u %s %s %s abi=%s splits=%u items=%u parts=%u "
+           "sched=%d tiles(s/f/p)=%llu/%llu/%llu %.1f us rel=%.2e lse=%.2e nan=%zu infmis=%zu %s\n",
+           pc->name, (unsigned long long)seed, pc->B, pc->hq / pc->hkv, pc->d, pc->page,
+           attn_dtype_name(pc->kv), pc->layout == ATTN_HND ? "HND" : "NHD",
+           pc->format == ATTN_KV_CSR ? "csr" : "dense",
+           rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o", rb.m.policy.splits,
+           info.num_items, info.num_parts, (int)ep->schedule, (unsigned long long)lg->skip_tiles,
+           (unsigned long long)lg->full_tiles, (unsigned long long)lg->partial_tiles, rep.engine_us,
+           rel, lse_err, nan, inf_mismatch, commit ? "commit" : "no-commit");
+    fflush(stdout);
+    g_worst_rel = rel > g_worst_rel ? rel : g_worst_rel;
+    g_worst_lse = lse_err > g_worst_lse ? lse_err : g_worst_lse;
+    assert_int_equal(nan, 0);
+    assert_int_equal(inf_mismatch, 0);
+    assert_true(rel <= 1e-2);
+    assert_true(lse_err <= 1e-3);
+
+    /* the pool after: unchanged, or exactly the new rows at T_b + i */
+    if (commit) {
+        const size_t es = attn_dtype_size(dp.g.kv_dtype), d = dp.g.head_dim_qk;
+        for (uint32_t b = 0; b < rb.m.num_requests; b++)
+            for (int64_t i = 0; i < rb.m.requests[b].new_len; i++)
+                for (uint32_t h = 0; h < dp.g.num_kv_heads; h++) {
+                    int64_t e = row_elem(&rb, b, rb.m.requests[b].cache_len + i, h, (uint32_t)d);
+                    assert_true(e >= 0);
+                    size_t src = ((size_t)(rb.m.qo_indptr[b] + i) * dp.g.num_kv_heads + h) * d;
+                    memcpy((char *)rb.k + e * es, (char *)rb.k_new + src * es, d * es);
+                    memcpy((char *)rb.v + e * es, (char *)rb.v_new + src * es, d * es);
+                }
+    }
+    pool_sums(&dp, &rb, &k1, &v1, kb, vb);
+    assert_true(k1 == attn_rb_checksum(rb.k, rb.k_bytes));
+    assert_true(v1 == attn_rb_checksum(rb.v, rb.v_bytes));
+
+    free(o);
+    free(o1);
+    free(o_ref);
+    free(lse);
+    free(lse_ref);
+    free(kb);
+    free(vb);
+    attn_engine_plan_release(ep);
+    pool_down(&dp);
+    attn_rb_free(&rb);
+}
+
+static void test_random_sweep(void **state)
+{
+    (void)state;
+    const size_t n = sizeof k_cases / sizeof k_cases[0];
+    const int rounds = g_quick ? 1 : 2;
+    for (int r = 0; r < rounds; r++)
+        for (size_t i = 0; i < n; i++)
+            run_case(&k_cases[i], g_seed + 1000u * (uint64_t)r + i);
+    printf("  worst rel L2 %.3e, worst |LSE err| %.3e\n", g_worst_rel, g_worst_lse);
+}
+
+/* A failure after the rows were staged (injected) and a refused run (a
+ * layer outside the pool) leave the pool byte-identical; the injected one
+ * names its field, nothing reads as unrestored. */
+static void test_failed_and_refused_runs_leave_the_pool(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 3; k++) {
+        attn_rb rb;
+        draw(&k_cases[k == 0 ? 1 : k == 1 ? 3 : 5], g_seed + 77u + (uint64_t)k, &rb);
+        dev_pool dp;
+        pool_up(&dp, &rb);
+        void *kb = malloc(rb.k_bytes), *vb = malloc(rb.v_bytes);
+        const size_t qs = attn_dtype_size(rb.m.q_dtype);
+        void *o = malloc(rb.o_elems * qs);
+        assert_true(kb && vb && o);
+        uint64_t k0, v0, k1, v1;
+        pool_sums(&dp, &rb, &k0, &v0, kb, vb);
+        attn_error_detail err;
+        memset(&err, 0, sizeof err);
+        tune(1);
+        attn_engine_plan *ep = NULL;
+        assert_int_equal(attn_engine_plan_new(g_eng, &rb.m, &dp.g, &ep, &err), 0);
+        attn_run_io a = {.pool = &dp.pv,
+                         .layer = 0,
+                         .q = rb.q,
+                         .k_new = rb.k_new,
+                         .v_new = rb.v_new,
+                         .o = o,
+                         .lse = NULL,
+                         .commit = true};
+        int rv = attn_engine_run(g_eng, ep, &a, NULL, &err);
+        assert_int_equal(rv, ATTN_E_CUDA);
+        assert_string_equal(err.field, "test");
+        pool_sums(&dp, &rb, &k1, &v1, kb, vb);
+        printf(
+            "  injected failure after staging: pool k %016llx -> %016llx, v %016llx -> %016llx\n",
+            (unsigned long long)k0, (unsigned long long)k1, (unsigned long long)v0,
+            (unsigned long long)v1);
+        assert_true(k1 == k0 && v1 == v0);
+        attn_engine_plan_release(ep);
+        tune(0);
+        assert_int_equal(attn_engine_plan_new(g_eng, &rb.m, &dp.g, &ep, &err), 0);
+        a.layer = 5;
+        assert_int_equal(attn_engine_run(g_eng, ep, &a, NULL, &err), ATTN_E_LAYER);
+        pool_sums(&dp, &rb, &k1, &v1, kb, vb);
+        assert_true(k1 == k0 && v1 == v0);
+        attn_engine_plan_release(ep);
+        free(kb);
+        free(vb);
+        free(o);
+        pool_down(&dp);
+        attn_rb_free(&rb);
+    }
+}
+
+int main(void)
+{
+    const char *e = getenv("ATTN_SEED");
+    g_seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
+    g_quick = getenv("ATTN_GPU_QUICK") != NULL;
+    printf("test_prefill_engine_gpu: seed %llu (replay with ATTN_SEED)\n",
+           (unsigned long long)g_seed);
+    char why[160];
+    if (!attn_cuda_available(NULL, why, sizeof why)) {
+        printf("no GPU: %s\n", why);
+        return 0;
+    }
+    attn_cuda_prefill_tuning t = {.poison = 1};
+    attn_engine_config cfg = {.device = 0, .num_threads = 0, .tuning = &t};
+    attn_error_detail err;
+    if (attn_engine_create(attn_cuda_prefill_engine_ops(), &cfg, &g_eng, &err) != 0) {
+        printf("cannot make the cuda:0 instance: %s: %s\n", err.field, err.message);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_sweep),
+        cmocka_unit_test(test_failed_and_refused_runs_leave_the_pool),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    attn_engine_destroy(g_eng);
+    return rc;
+}
