@@ -425,6 +425,8 @@ const char *attnd_config_restart_setting(const attnd_config *a, const attnd_conf
         return "inline-cheap";
     if (!ATTND__SAME(max_conns))
         return "max-conns";
+    if (!ATTND__SAME(max_workspace))
+        return "max-workspace";
     if (!ATTND__SAME(allow_remote))
         return "allow-remote";
     if (a->num_pools != b->num_pools ||
@@ -479,7 +481,7 @@ const char *attnd_config_usage(void)
            "             [--tls-cert PEM --tls-key PEM --tls-ca PEM] (tls+tcp://)\n"
            "             [--max-reply BYTES] [--plan-cache-bytes BYTES] [--max-conns N]\n"
            "             [--conn-inflight N] [--send-timeout-ms MS] [--idle-timeout-ms MS]\n"
-           "             [--drain-timeout-ms MS]\n"
+           "             [--drain-timeout-ms MS] [--max-workspace BYTES]\n"
            "             [--metrics HOST:PORT [--metrics-allow-remote 1]]\n"
            "             [--log-level error|warn|info|debug] [--log-format auto|plain|journal]\n"
            "             [--log-rate LINES_PER_S]\n"

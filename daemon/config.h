@@ -38,7 +38,9 @@
     X("idle-timeout-ms", "idle_timeout_ms", idle_timeout_ms, 60000, 10, 86400000,                  \
       "a connection with nothing in progress and no complete request for this long is closed")     \
     X("drain-timeout-ms", "drain_timeout_ms", drain_timeout_ms, 10000, 1, 3600000,                 \
-      "hard deadline of a shutdown's drain")
+      "hard deadline of a shutdown's drain")                                                       \
+    X("max-workspace", "max_workspace", max_workspace, 4ull << 30, 1 << 20, 1ull << 44,            \
+      "workspace bytes one plan's run may carve (partial states)")
 
 /* "auto" or one platform; the values are the attn_platform ones. */
 typedef enum attnd_engine_pref {
