@@ -38,7 +38,9 @@
     X("idle-timeout-ms", "idle_timeout_ms", idle_timeout_ms, 60000, 10, 86400000,                  \
       "a connection with nothing in progress and no complete request for this long is closed")     \
     X("drain-timeout-ms", "drain_timeout_ms", drain_timeout_ms, 10000, 1, 3600000,                 \
-      "hard deadline of a shutdown's drain")
+      "hard deadline of a shutdown's drain")                                                       \
+    X("max-workspace", "max_workspace", max_workspace, 4ull << 30, 1 << 20, 1ull << 44,            \
+      "workspace bytes one plan's run may carve (partial states)")
 
 /* "auto" or one platform; the values are the attn_platform ones. */
 typedef enum attnd_engine_pref {
@@ -63,6 +65,8 @@ typedef struct attnd_config {
     attnd_log_level log_level;   /* default info */
     attnd_log_format log_format; /* default auto: "<N>" prefixes under journald */
     uint32_t log_rate;           /* client-triggered log lines per second (burst 5x) */
+    char metrics[256];        /* --metrics HOST:PORT for /metrics and /health; "" = off */
+    int metrics_allow_remote; /* serve them on a non-loopback address too */
     uint32_t num_pools;
     attn_pool_geometry pools[ATTND_MAX_CONFIG_POOLS];
 #define ATTND__LIMIT_FIELD(flag, key, field, def, lo, hi, doc) uint64_t field;

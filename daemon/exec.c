@@ -48,10 +48,11 @@ uint64_t attnd_plan_bytes(const attnd_plan *p)
     n += p->sel != NULL ? sizeof *p->sel : 0;
     if (p->eplan == NULL)
         return n;
-    /* the engine plan: its struct and split arrays (its private data is the
-     * engine's and not counted) */
+    /* the engine plan: its struct, split arrays and the private data the
+     * engine says it holds (a CPU plan's mask program and row maps, a CUDA
+     * plan's device metadata) */
     const attn_split_plan *sp = &p->eplan->split;
-    n += sizeof *p->eplan;
+    n += sizeof *p->eplan + p->eplan->priv_bytes;
     n += sp->num_splits ? sizeof(uint32_t) * (uint64_t)sp->num_requests : 0;
     n += sp->slot_indptr ? sizeof(uint32_t) * ((uint64_t)sp->num_requests + 1) : 0;
     n += sp->items ? sizeof *sp->items * (uint64_t)sp->num_items : 0;
@@ -182,6 +183,18 @@ static int plan_core(attn_server *s, attn_request *req, attnd_plan **out, uint64
     /* the engine plans once: splits, ledger, key environment, device metadata */
     if ((rc = attn_engine_plan_new(p->engine, &p->m, &p->geom, &p->eplan, err)) != 0)
         goto out;
+    /* the partial states a run carves grow with rows x heads x splits: a
+     * small request must not make an engine instance allocate (and keep) an
+     * unbounded workspace */
+    if (p->eplan->ledger.total_bytes > s->cfg.max_workspace) {
+        bool asked = p->m.policy.split_policy == ATTN_SPLIT_FIXED || p->m.policy.splits > 0;
+        rc = attn_error_set(err, ATTN_E_TOO_LARGE, asked ? "policy.splits" : "requests",
+                            "the plan's workspace is %llu bytes (%u splits), over "
+                            "--max-workspace %llu",
+                            (unsigned long long)p->eplan->ledger.total_bytes,
+                            p->eplan->split.num_items, (unsigned long long)s->cfg.max_workspace);
+        goto out;
+    }
     attn_selection_note_plan(sel, &p->m.policy, &p->eplan->split);
     env = attn_engine_key_env(&p->eplan->env);
     if ((rc = attn_call_key_build(&p->m, &p->geom, &env, &p->call_key)) != 0 ||
@@ -297,8 +310,8 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     attn_verify_result vr;
     traced_kernels *tk = NULL;
     int tracing = 0, exclusive;
-    double exec_us;
-    uint64_t total_q, o_bytes;
+    double exec_us, engine_t0;
+    uint64_t total_q, o_bytes, lse_bytes;
     size_t esz = p->m.q_dtype == ATTN_FP32 ? 4 : 2;
     int rc;
 
@@ -323,9 +336,20 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
         goto out;
     total_q = (uint64_t)attn_manifest_total_q(&p->m);
     o_bytes = total_q * p->m.num_qo_heads * pool->geom.head_dim_vo * esz;
+    lse_bytes = ra->return_lse ? total_q * p->m.num_qo_heads * sizeof(float) : 0;
+    /* nothing half-applied: a reply that cannot be sent is refused before the
+     * engine commits rows (the encoder's backstop comes after the commit) */
+    if (o_bytes + lse_bytes > atomic_load(&s->max_reply)) {
+        rc = attn_error_set(err, ATTN_E_TOO_LARGE, "q",
+                            "O and LSE of %llu query rows make %llu bytes, over --max-reply %llu; "
+                            "the pool is unchanged",
+                            (unsigned long long)total_q, (unsigned long long)(o_bytes + lse_bytes),
+                            (unsigned long long)atomic_load(&s->max_reply));
+        goto out;
+    }
     scratch[SCRATCH_O] = malloc(o_bytes + 1);
     if (ra->return_lse)
-        scratch[SCRATCH_LSE] = malloc(total_q * p->m.num_qo_heads * sizeof(float) + 1);
+        scratch[SCRATCH_LSE] = malloc(lse_bytes + 1);
     if (scratch[SCRATCH_O] == NULL || (ra->return_lse && scratch[SCRATCH_LSE] == NULL)) {
         rc = attn_error_set(err, ATTN_E_NOMEM, "q", "cannot allocate the output");
         goto out;
@@ -354,8 +378,11 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     }
     /* one writer per pool: the staged rows commit while nobody reads them */
     pthread_mutex_lock(&pool->lock);
+    engine_t0 = now_us();
     rc = attn_engine_run(p->engine, p->eplan, &a, &report, &eerr);
     exec_us = now_us() - t0;
+    attnd_metrics_note_engine(&s->metrics, p->engine->ops->platform,
+                              (uint64_t)((now_us() - engine_t0) * 1e3));
     /* the engine's run copied O back to the host: the device is synchronised */
     if (tracing && attn_cupti_end(tk->k, ATTN_KERNELS_MAX, &tk->n, NULL, NULL) != 0)
         tk->n = 0;
@@ -410,7 +437,7 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
     rep->has_lse = ra->return_lse;
     if (ra->return_lse) {
         rep->lse.data = scratch[SCRATCH_LSE];
-        rep->lse.len = total_q * p->m.num_qo_heads * sizeof(float);
+        rep->lse.len = lse_bytes;
     }
     rc = encode_diag(s, p, plan_id, &report, exec_us, &vr, tk, scratch, &rep->diag);
 out:
