@@ -65,8 +65,8 @@ typedef struct attnd_config {
     attnd_log_level log_level;   /* default info */
     attnd_log_format log_format; /* default auto: "<N>" prefixes under journald */
     uint32_t log_rate;           /* client-triggered log lines per second (burst 5x) */
-    char metrics[256];        /* --metrics HOST:PORT for /metrics and /health; "" = off */
-    int metrics_allow_remote; /* serve them on a non-loopback address too */
+    char metrics[256];           /* --metrics HOST:PORT for /metrics and /health; "" = off */
+    int metrics_allow_remote;    /* serve them on a non-loopback address too */
     uint32_t num_pools;
     attn_pool_geometry pools[ATTND_MAX_CONFIG_POOLS];
 #define ATTND__LIMIT_FIELD(flag, key, field, def, lo, hi, doc) uint64_t field;

@@ -71,9 +71,9 @@ typedef struct attnd_metrics {
     _Atomic uint64_t conns_closed_inflight; /* over --conn-inflight with unread replies */
     _Atomic uint64_t conns_closed_idle;     /* idle past --idle-timeout-ms */
     _Atomic uint64_t send_timeouts;         /* a reply not taken within --send-timeout-ms */
-    _Atomic uint64_t queued;            /* handed to the loop, not yet on a worker */
-    _Atomic uint64_t connections;       /* open pipes */
-    _Atomic uint64_t connections_total; /* pipes ever opened */
+    _Atomic uint64_t queued;                /* handed to the loop, not yet on a worker */
+    _Atomic uint64_t connections;           /* open pipes */
+    _Atomic uint64_t connections_total;     /* pipes ever opened */
     /* the request path (attnd_metrics_observe) */
     _Atomic uint64_t op_requests[ATTND_OP_SLOTS];
     _Atomic uint64_t op_errors[ATTND_OP_SLOTS];

@@ -56,7 +56,6 @@ fail:
     return capacity == 0 ? ATTN_E_RANGE : ATTN_E_NOMEM;
 }
 
-
 static void entry_free(attnd_plan_cache *c, entry *x)
 {
     if (x->obj != NULL && c->free_obj != NULL)
