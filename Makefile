@@ -1,5 +1,6 @@
 # attnd build.  `make` builds everything; `make test` runs the unit and
 # integration suites; `make test-asan` runs the unit suite under ASan+UBSan;
+# `make fuzz FUZZ_SECONDS=N` runs the libFuzzer target (docs/fuzz.md);
 # `make demo` is the main job (README).  BUILD=dir builds out of tree, so
 # several builds (asan, static, per-developer) can coexist.
 
@@ -56,6 +57,15 @@ endif
 ifeq ($(SAN),1)
 CFLAGS  := $(filter-out -O2,$(CFLAGS)) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
+endif
+# FUZZ=1 (with CC=clang SAN=1, set by `make fuzz`): coverage instrumentation
+# for libFuzzer in every object; only the fuzz target links the fuzzer's main.
+FUZZ    ?= 0
+# The CPU engine's inner loops get no comparison tracing (they branch on
+# data, not on the request's structure, and would halve the executions).
+ifeq ($(FUZZ),1)
+CFLAGS  := $(filter-out -O1,$(CFLAGS)) -O2 -fsanitize=fuzzer-no-link \
+	-fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt
 endif
 
 # sm_90a machine code for the H200 plus compute_90 PTX for portability.
@@ -130,7 +140,7 @@ ATTND     := $(BUILD)/attnd
 ATTNCTL   := $(BUILD)/attnctl
 ENGINE_LIBS := $(LIBCUDA) $(LIBCORE)
 
-.PHONY: all deps test unit unit-core integration test-asan lint demo bench-cpu install clean gpu-check verify-systemd
+.PHONY: all deps test unit unit-core integration test-asan lint demo bench-cpu install clean gpu-check verify-systemd fuzz fuzz-run
 # STATIC=1 (self-contained binaries for machines without the -dev packages)
 # links nng, libuv, msgpack-c, jansson and libcrypto statically; no .so then.
 all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
@@ -219,6 +229,36 @@ test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS) $(if $(fi
 # the sanitizers do not instrument nvcc's objects and no GPU runs here).
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=1 CUDA=0 unit
+
+# Coverage-guided fuzzing (docs/fuzz.md): the frame decoder, the JSON form,
+# the manifest validator and the request handler under libFuzzer with ASan
+# and UBSan, seeded from examples/.  FUZZ_SECONDS bounds the run; new inputs
+# accumulate in $(FUZZ_BUILD)/fuzz/corpus, a crash lands in $(FUZZ_BUILD)/fuzz/.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_ARGS    ?=
+FUZZ_INPUTS  := $(wildcard examples/*.capture examples/*.json)
+FUZZ_TARGET  := $(BUILD)/fuzz/fuzz_request
+FUZZ_SEEDGEN := $(BUILD)/fuzz/fuzz_seeds
+
+fuzz:
+	@./scripts/deps.sh fuzz
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang SAN=1 CUDA=0 FUZZ=1 fuzz-run
+
+fuzz-run: $(FUZZ_TARGET) $(FUZZ_SEEDGEN)
+	rm -rf $(BUILD)/fuzz/seeds && mkdir -p $(BUILD)/fuzz/seeds $(BUILD)/fuzz/corpus
+	$(FUZZ_SEEDGEN) $(BUILD)/fuzz/seeds $(FUZZ_INPUTS)
+	$(FUZZ_TARGET) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+		-max_len=16384 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $(FUZZ_ARGS) \
+		$(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds
+
+$(FUZZ_TARGET): tests/fuzz/fuzz_request.c $(LIBSRV) $(ENGINE_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIBSRV) $(ENGINE_LIBS) $(LDLIBS)
+
+$(FUZZ_SEEDGEN): tests/fuzz/fuzz_seeds.c $(LIBSRV) $(ENGINE_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBSRV) $(ENGINE_LIBS) $(LDLIBS)
 
 # clang-format checks every tracked or new (untracked, not ignored) source
 # file; cppcheck the C modules; check-includes.py the arrows between the

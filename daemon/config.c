@@ -218,6 +218,15 @@ static int apply_setting(attnd_config *c, const char *key, const char *val, attn
         if (strlen(val) >= sizeof c->capture)
             return attn_error_set(err, ATTN_E_RANGE, key, "path too long");
         snprintf(c->capture, sizeof c->capture, "%s", val);
+    } else if (strcmp(key, "metrics") == 0) {
+        if (strlen(val) >= sizeof c->metrics)
+            return attn_error_set(err, ATTN_E_RANGE, key, "address too long");
+        snprintf(c->metrics, sizeof c->metrics, "%s", val);
+    } else if (strcmp(key, "metrics-allow-remote") == 0 ||
+               strcmp(key, "metrics_allow_remote") == 0) {
+        if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be 0 or 1");
+        c->metrics_allow_remote = val[0] == '1';
     } else if (strcmp(key, "pool") == 0) {
         attn_pool_geometry g;
         int rc = attnd_pool_spec_parse(val, &g, err);
@@ -418,6 +427,8 @@ const char *attnd_config_restart_setting(const attnd_config *a, const attnd_conf
         return "max-conns";
     if (!ATTND__SAME(max_buffers) || !ATTND__SAME(max_buffer_bytes))
         return "max-buffers/max-buffer-bytes";
+    if (!ATTND__SAME(max_workspace))
+        return "max-workspace";
     if (!ATTND__SAME(allow_remote))
         return "allow-remote";
     if (a->num_pools != b->num_pools ||
@@ -472,7 +483,8 @@ const char *attnd_config_usage(void)
            "             [--tls-cert PEM --tls-key PEM --tls-ca PEM] (tls+tcp://)\n"
            "             [--max-reply BYTES] [--plan-cache-bytes BYTES] [--max-conns N]\n"
            "             [--conn-inflight N] [--send-timeout-ms MS] [--idle-timeout-ms MS]\n"
-           "             [--drain-timeout-ms MS]\n"
+           "             [--drain-timeout-ms MS] [--max-workspace BYTES]\n"
+           "             [--metrics HOST:PORT [--metrics-allow-remote 1]]\n"
            "             [--log-level error|warn|info|debug] [--log-format auto|plain|journal]\n"
            "             [--log-rate LINES_PER_S]\n"
            "       attnd --version | --help\n"

@@ -42,7 +42,9 @@
     X("max-buffers", "max_buffers", max_buffers, 256, 1, 65536,                                    \
       "registered buffers at once, all connections together")                                      \
     X("max-buffer-bytes", "max_buffer_bytes", max_buffer_bytes, 16ull << 30, 4096, 1ull << 44,     \
-      "bytes all registered buffers may map together")
+      "bytes all registered buffers may map together")                                             \
+    X("max-workspace", "max_workspace", max_workspace, 4ull << 30, 1 << 20, 1ull << 44,            \
+      "workspace bytes one plan's run may carve (partial states)")
 
 /* "auto" or one platform; the values are the attn_platform ones. */
 typedef enum attnd_engine_pref {
@@ -67,6 +69,8 @@ typedef struct attnd_config {
     attnd_log_level log_level;   /* default info */
     attnd_log_format log_format; /* default auto: "<N>" prefixes under journald */
     uint32_t log_rate;           /* client-triggered log lines per second (burst 5x) */
+    char metrics[256];           /* --metrics HOST:PORT for /metrics and /health; "" = off */
+    int metrics_allow_remote;    /* serve them on a non-loopback address too */
     uint32_t num_pools;
     attn_pool_geometry pools[ATTND_MAX_CONFIG_POOLS];
 #define ATTND__LIMIT_FIELD(flag, key, field, def, lo, hi, doc) uint64_t field;

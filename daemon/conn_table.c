@@ -132,7 +132,10 @@ size_t attnd_conn_idle(attnd_conn_table *t, uint64_t now_ms, uint64_t idle_ms, u
     pthread_mutex_lock(&t->lock);
     for (uint32_t i = 0; i < t->cap && n < max; i++) {
         conn *c = &t->slots[i];
-        if (c->id != 0 && c->inflight == 0 && now_ms - c->last_ms >= idle_ms)
+        /* now_ms was read before the lock: a connection an nng thread stamped
+         * since then (last_ms > now_ms) was just active, not idle */
+        if (c->id != 0 && c->inflight == 0 && c->last_ms <= now_ms &&
+            now_ms - c->last_ms >= idle_ms)
             ids[n++] = c->id;
     }
     pthread_mutex_unlock(&t->lock);

@@ -48,10 +48,11 @@ uint64_t attnd_plan_bytes(const attnd_plan *p)
     n += p->sel != NULL ? sizeof *p->sel : 0;
     if (p->eplan == NULL)
         return n;
-    /* the engine plan: its struct and split arrays (its private data is the
-     * engine's and not counted) */
+    /* the engine plan: its struct, split arrays and the private data the
+     * engine says it holds (a CPU plan's mask program and row maps, a CUDA
+     * plan's device metadata) */
     const attn_split_plan *sp = &p->eplan->split;
-    n += sizeof *p->eplan;
+    n += sizeof *p->eplan + p->eplan->priv_bytes;
     n += sp->num_splits ? sizeof(uint32_t) * (uint64_t)sp->num_requests : 0;
     n += sp->slot_indptr ? sizeof(uint32_t) * ((uint64_t)sp->num_requests + 1) : 0;
     n += sp->items ? sizeof *sp->items * (uint64_t)sp->num_items : 0;
@@ -182,6 +183,18 @@ static int plan_core(attn_server *s, attn_request *req, attnd_plan **out, uint64
     /* the engine plans once: splits, ledger, key environment, device metadata */
     if ((rc = attn_engine_plan_new(p->engine, &p->m, &p->geom, &p->eplan, err)) != 0)
         goto out;
+    /* the partial states a run carves grow with rows x heads x splits: a
+     * small request must not make an engine instance allocate (and keep) an
+     * unbounded workspace */
+    if (p->eplan->ledger.total_bytes > s->cfg.max_workspace) {
+        bool asked = p->m.policy.split_policy == ATTN_SPLIT_FIXED || p->m.policy.splits > 0;
+        rc = attn_error_set(err, ATTN_E_TOO_LARGE, asked ? "policy.splits" : "requests",
+                            "the plan's workspace is %llu bytes (%u splits), over "
+                            "--max-workspace %llu",
+                            (unsigned long long)p->eplan->ledger.total_bytes,
+                            p->eplan->split.num_items, (unsigned long long)s->cfg.max_workspace);
+        goto out;
+    }
     attn_selection_note_plan(sel, &p->m.policy, &p->eplan->split);
     env = attn_engine_key_env(&p->eplan->env);
     if ((rc = attn_call_key_build(&p->m, &p->geom, &env, &p->call_key)) != 0 ||
@@ -345,8 +358,8 @@ static int run_core(attn_server *s, uint32_t conn, attnd_plan *p, uint64_t plan_
     attn_verify_result vr;
     traced_kernels *tk = NULL;
     int tracing = 0, exclusive;
-    double exec_us;
-    uint64_t total_q, o_bytes, lse_bytes;
+    double exec_us, engine_t0;
+    uint64_t total_q, o_bytes, lse_bytes, inline_bytes;
     void *o_direct = NULL, *lse_direct = NULL;
     size_t esz = p->m.q_dtype == ATTN_FP32 ? 4 : 2;
     int rc;
@@ -374,6 +387,20 @@ static int run_core(attn_server *s, uint32_t conn, attnd_plan *p, uint64_t plan_
     total_q = (uint64_t)attn_manifest_total_q(&p->m);
     o_bytes = total_q * p->m.num_qo_heads * pool->geom.head_dim_vo * esz;
     lse_bytes = total_q * p->m.num_qo_heads * sizeof(float);
+    /* nothing half-applied: a reply that cannot be sent is refused before the
+     * engine commits rows (the encoder's backstop comes after the commit);
+     * the cap counts the outputs that travel inline, not those in buffers */
+    inline_bytes =
+        (o_dst == NULL ? o_bytes : 0) + (ra->return_lse && lse_dst == NULL ? lse_bytes : 0);
+    if (inline_bytes > atomic_load(&s->max_reply)) {
+        rc = attn_error_set(err, ATTN_E_TOO_LARGE, o_dst == NULL ? "q" : "lse",
+                            "the inline outputs of %llu query rows make %llu bytes, over "
+                            "--max-reply %llu (pass o/lse as buffer references); "
+                            "the pool is unchanged",
+                            (unsigned long long)total_q, (unsigned long long)inline_bytes,
+                            (unsigned long long)atomic_load(&s->max_reply));
+        goto out;
+    }
     /* an output goes straight into its buffer when aligned for its elements
      * (engines store float/uint16), else through scratch and one copy */
     if (o_dst != NULL && ((uintptr_t)o_dst & (esz - 1)) == 0)
@@ -413,8 +440,11 @@ static int run_core(attn_server *s, uint32_t conn, attnd_plan *p, uint64_t plan_
     }
     /* one writer per pool: the staged rows commit while nobody reads them */
     pthread_mutex_lock(&pool->lock);
+    engine_t0 = now_us();
     rc = attn_engine_run(p->engine, p->eplan, &a, &report, &eerr);
     exec_us = now_us() - t0;
+    attnd_metrics_note_engine(&s->metrics, p->engine->ops->platform,
+                              (uint64_t)((now_us() - engine_t0) * 1e3));
     /* the engine's run copied O back to the host: the device is synchronised */
     if (tracing && attn_cupti_end(tk->k, ATTN_KERNELS_MAX, &tk->n, NULL, NULL) != 0)
         tk->n = 0;

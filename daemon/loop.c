@@ -46,6 +46,7 @@ typedef struct job {
     uint64_t t_recv_ns;
     uint32_t pipe; /* nng pipe id of the request's connection */
     int sending;   /* attnd_conn_sending was called for this request */
+    int refused;   /* answered with a refusal: its reply does not postpone a drain */
     struct job *next;
     _Atomic int state;
 } job;
@@ -86,8 +87,9 @@ struct attnd_loop {
     _Atomic int refuse_pipes; /* shutdown began: close new connections */
     _Atomic uint64_t pending; /* received and not yet sent */
     _Atomic uint64_t last_recv_ms;
-    int stopping; /* loop thread only */
-    int closed;   /* loop thread only */
+    _Atomic uint64_t last_reply_ms; /* a send completed: the reply is queued on its pipe */
+    int stopping;                   /* loop thread only */
+    int closed;                     /* loop thread only */
     attnd_metrics local_metrics;
 };
 
@@ -120,6 +122,8 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
     attnd_loop *l = arg;
     uint64_t pid = 0;
     if (ev == NNG_PIPE_EV_REM_POST) {
+        /* nng reports the removal of every pipe it announced */
+        atomic_fetch_sub(&l->o.metrics->connections, 1);
         attnd_conn_remove(l->conns, nng_pipe_id(p));
         if (l->o.conn_closed != NULL)
             l->o.conn_closed(l->o.arg, nng_pipe_id(p));
@@ -136,6 +140,8 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
             attnd_log_write(l->o.log, ATTND_LOG_DEBUG, "connection %d opened", nng_pipe_id(p));
         return;
     }
+    atomic_fetch_add(&l->o.metrics->connections, 1);
+    atomic_fetch_add(&l->o.metrics->connections_total, 1);
     if (atomic_load(&l->refuse_pipes)) {
         nng_pipe_close(p);
     } else if (attnd_conn_add(l->conns, nng_pipe_id(p), now_ms()) != 0) {
@@ -173,8 +179,11 @@ static void rearm(job *j)
     nng_ctx_recv(j->ctx, j->aio);
 }
 
+/* Requests handed to the loop wait in its queue, then in libuv's for a
+ * worker: the queue depth counts both, until a handler starts. */
 static void enqueue(attnd_loop *l, job *j)
 {
+    atomic_fetch_add(&l->o.metrics->queued, 1);
     pthread_mutex_lock(&l->qlock);
     j->next = NULL;
     if (l->qtail != NULL)
@@ -217,6 +226,7 @@ static void aio_cb(void *arg)
         j->t_recv_ns = now_ns();
         j->pipe = nng_pipe_id(nng_msg_get_pipe(j->req));
         j->sending = 0;
+        j->refused = 0;
         atomic_fetch_add(&l->pending, 1);
         /* requests refused during a shutdown do not postpone its close */
         if (!atomic_load(&l->refuse_pipes))
@@ -241,6 +251,7 @@ static void aio_cb(void *arg)
             return;
         case ATTND_CONN_BUSY:
             atomic_fetch_add(&l->o.metrics->busy_replies, 1);
+            j->refused = 1;
             if (l->o.refuse == NULL ||
                 l->o.refuse(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), ATTN_E_BUSY,
                             &j->reply, &j->reply_len) != 0)
@@ -276,6 +287,10 @@ static void aio_cb(void *arg)
         }
     } else {
         atomic_fetch_add(&l->o.metrics->replies, 1);
+        /* a refusal handed over during a drain does not postpone the close
+         * (test_shutdown_not_postponed); an answered request's reply does */
+        if (!j->refused)
+            atomic_store(&l->last_reply_ms, now_ms());
     }
     attnd_conn_end(l->conns, j->pipe, j->sending, now_ms());
     atomic_fetch_sub(&l->o.metrics->in_flight, 1);
@@ -325,6 +340,7 @@ static void work_cb(uv_work_t *w)
 {
     job *j = w->data;
     attnd_loop *l = j->l;
+    atomic_fetch_sub(&l->o.metrics->queued, 1);
     attnd_metrics_note_handoff(l->o.metrics, now_ns() - j->t_recv_ns);
     j->reply = NULL;
     j->reply_len = 0;
@@ -400,6 +416,7 @@ static void begin_shutdown(attnd_loop *l)
         return;
     l->stopping = 1;
     l->shutdown_start_ms = now_ms();
+    atomic_store(&l->o.metrics->draining, 1);
     attnd_notify("STOPPING=1\nSTATUS=draining");
     attnd_log_write(l->o.log, ATTND_LOG_INFO, "shutdown: draining %llu requests in flight",
                     (unsigned long long)atomic_load(&l->pending));
@@ -431,6 +448,11 @@ static void drain_cb(uv_timer_t *t)
         return;
     if (now - atomic_load(&l->last_recv_ms) < ATTND_DRAIN_QUIET_MS)
         return;
+    /* a reply handed over just now may still sit in its pipe's queue, and
+     * closing the socket drops it: the quiet period runs from the last
+     * reply too (a request that ran longer than the period lost its reply) */
+    if (now - atomic_load(&l->last_reply_ms) < ATTND_DRAIN_QUIET_MS)
+        return;
     close_all(l);
 }
 
@@ -445,6 +467,7 @@ static void async_cb(uv_async_t *a)
     }
     while (j != NULL) {
         job *next = j->next;
+        atomic_fetch_sub(&l->o.metrics->queued, 1); /* out of the loop's queue */
         if (l->closed) {
             /* only after the socket closed: nobody can be answered */
             nng_msg_free(j->req);
@@ -452,6 +475,7 @@ static void async_cb(uv_async_t *a)
             atomic_fetch_sub(&l->pending, 1);
         } else if (l->stopping && l->o.refuse != NULL) {
             atomic_fetch_add(&l->o.metrics->shutting_down_replies, 1);
+            j->refused = 1;
             l->o.refuse(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), ATTN_E_SHUTTING_DOWN,
                         &j->reply, &j->reply_len);
             send_reply(l, j);
@@ -463,8 +487,10 @@ static void async_cb(uv_async_t *a)
             send_reply(l, j);
         } else {
             atomic_fetch_add(&l->o.metrics->worker_ops, 1);
+            atomic_fetch_add(&l->o.metrics->queued, 1); /* into libuv's, until work_cb */
             j->work.data = j;
             if (uv_queue_work(&l->loop, &j->work, work_cb, after_work_cb) != 0) {
+                atomic_fetch_sub(&l->o.metrics->queued, 1);
                 handle(l, j);
                 send_reply(l, j);
             }
@@ -715,6 +741,7 @@ int attnd_loop_run(attnd_loop *l)
     attnd_log_write(l->o.log, ATTND_LOG_INFO,
                     "serving on %s (max frame %zu bytes, %u contexts, %u workers)", l->url,
                     l->o.max_msg, l->njobs, l->o.workers == 0 ? 2 : l->o.workers);
+    atomic_store(&l->o.metrics->listening, 1);
     if (l->o.ready_fd >= 0) {
         ssize_t w = write(l->o.ready_fd, "READY\n", 6);
         (void)w;

@@ -11,6 +11,7 @@
 #include "attn/client.h"
 #include "daemon/config.h"
 #include "daemon/log.h"
+#include "daemon/http.h"
 #include "daemon/loop.h"
 #include "daemon/notify.h"
 #include "daemon/server.h"
@@ -104,6 +105,8 @@ int main(int argc, char **argv)
     attn_request probe;
     attn_buf probe_frame = {0};
     double t_start = mono_s();
+    attnd_http *http = NULL;
+    char metrics_url[300] = "";
     int rc;
 
     if (early_flag(argc, argv))
@@ -114,6 +117,11 @@ int main(int argc, char **argv)
         attnd_config_check(&cfg, &err) != 0) {
         fprintf(stderr, "attnd: %s: %s (%s)\n%s", err.field, err.message, attn_err_name(err.code),
                 attnd_config_usage());
+        return 2;
+    }
+    if (cfg.metrics[0] != '\0' && attnd_http_url(cfg.metrics, cfg.metrics_allow_remote, metrics_url,
+                                                 sizeof metrics_url, &err) != 0) {
+        fprintf(stderr, "attnd: %s: %s (%s)\n", err.field, err.message, attn_err_name(err.code));
         return 2;
     }
     attnd_log_opts_default(&lo);
@@ -189,7 +197,21 @@ int main(int argc, char **argv)
         attnd_log_destroy(log);
         return 1;
     }
+    /* the endpoints come up before the listener, so /health/ready can say
+     * "not listening yet" rather than nothing */
+    if (metrics_url[0] != '\0' && attnd_http_start(&http, metrics_url, o.metrics,
+                                                   attn_server_metrics_text_cb, srv, &err) != 0) {
+        attnd_log_write(log, ATTND_LOG_ERROR, "cannot serve metrics: %s: %s", err.field,
+                        err.message);
+        attnd_loop_destroy(loop);
+        attn_server_destroy(srv);
+        attnd_log_destroy(log);
+        return 1;
+    }
+    if (http != NULL)
+        attnd_log_write(log, ATTND_LOG_INFO, "metrics and health on %s", metrics_url);
     rc = attnd_loop_run(loop);
+    attnd_http_stop(http);
     if (attnd_loop_destroy(loop) != 0 && rc == 0)
         rc = ATTN_E_INTERNAL; /* a handle left open: not a clean shutdown */
     attnd_log_write(

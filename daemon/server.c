@@ -93,6 +93,35 @@ static int declare_cuda(attn_server *s, const char *why, attn_error_detail *err)
                                            pre->priority, why, err);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int attn_server_metrics_text(attn_server *s, char **text, size_t *len)
+{
+    attnd_metrics_gauges g;
+    attnd_plan_cache_stats pc;
+    uint32_t np = 0;
+    memset(&g, 0, sizeof g);
+    attnd_plan_cache_stats_get(s->plans, &pc);
+    g.plan_entries = pc.entries;
+    g.plan_capacity = pc.capacity;
+    g.plan_bytes = pc.bytes;
+    g.plan_hits = pc.hits;
+    g.plan_misses = pc.misses;
+    g.plan_replans = pc.replans;
+    g.plan_evictions = pc.evictions;
+    g.plan_stale = pc.stale;
+    attnd_pool_table_usage(s->pools, &np, &g.pool_bytes);
+    g.pools = np;
+    g.pool_budget = s->cfg.pool_budget;
+    g.engine_failures = atomic_load(&s->engine_failures);
+    return attnd_metrics_render(&s->metrics, &g, text, len);
+}
+
 /* Register the engines this build has; the CUDA engine is declared with its
  * reason when it was not built (seed 0x07C: hello lists it, forcing it fails
  * with that reason). */
@@ -230,6 +259,7 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
         if ((rc = attn_capture_open(&s->capture, cfg->capture, &h, err)) != 0)
             goto fail;
     }
+    atomic_store(&s->metrics.engines_ready, 1);
     *out = s;
     return 0;
 fail:
@@ -338,7 +368,7 @@ static int do_stats(attn_server *s, attn_reply *rep)
     for (int op = 0; op < ATTN_OP_COUNT; op++) {
         char name[48];
         snprintf(name, sizeof name, "op_%s", attn_op_name((attn_op)op));
-        add_counter(st, name, atomic_load(&s->op_count[op]));
+        add_counter(st, name, atomic_load(&s->metrics.op_requests[op]));
     }
     attnd_plan_cache_stats_get(s->plans, &pc);
     add_counter(st, "plan_cache_stale", pc.stale);
@@ -471,6 +501,8 @@ static int do_buffer_register(attn_server *s, uint32_t conn, const attn_buffer_a
 
 /* ---- dispatch --------------------------------------------------------------- */
 
+static int peek_op(const void *frame, size_t len, attn_op *op);
+
 #define ATTND_SCRATCH 8
 
 static int encode_error(attn_server *s, uint64_t id, attn_op op, const attn_error_detail *e,
@@ -501,6 +533,9 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
     void *scratch[ATTND_SCRATCH] = {0};
     attn_buf out = {0};
     double t0 = mono_us();
+    uint64_t t0_ns = now_ns();
+    attn_op op = ATTN_OP_COUNT;
+    int code = 0; /* of the reply: 0 or the error it carries */
     int rc, decoded = 0, failed = 0;
 
     memset(&err, 0, sizeof err);
@@ -511,12 +546,13 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
     rc = attn_request_decode(frame, len, &s->limits, &req, &err);
     if (rc != 0) {
         failed = 1;
+        peek_op(frame, len, &op); /* counted under its op when that much is readable */
+        code = rc;
         rc = encode_error(s, req.has_id ? req.id : 0, ATTN_OP_COUNT, &err, reply, reply_len);
         goto capture;
     }
     decoded = 1;
-    if ((unsigned)req.op < ATTN_OP_COUNT)
-        atomic_fetch_add(&s->op_count[req.op], 1);
+    op = req.op;
     rep.v = ATTN_PROTOCOL_VERSION;
     rep.op = req.op;
     rep.id = req.id;
@@ -577,12 +613,14 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
     }
     if (rc != 0) {
         failed = 1;
+        code = rc;
         rc = encode_error(s, req.id, req.op, &err, reply, reply_len);
     }
     attn_request_free(&req);
     for (int i = 0; i < ATTND_SCRATCH; i++)
         free(scratch[i]);
 capture:
+    attnd_metrics_observe(&s->metrics, op, rc != 0 ? rc : code, now_ns() - t0_ns);
     if (rc == 0 && s->capture != NULL)
         attn_capture_append(s->capture, frame, len, *reply, *reply_len);
     if (s->log != NULL)
@@ -658,6 +696,7 @@ int attn_server_refuse(attn_server *s, const void *frame, size_t len, int code, 
                       (unsigned)op < ATTN_OP_COUNT ? attn_op_name(op) : "?", (unsigned long long)id,
                       attn_err_name(err.code),
                       code == ATTN_E_BUSY ? "refused, busy" : "refused, draining");
+    attnd_metrics_observe(&s->metrics, op, err.code, 0);
     return encode_error(s, id, op, &err, reply, reply_len);
 }
 
@@ -686,4 +725,9 @@ int attn_server_refuse_cb(void *arg, const void *req, size_t len, int code, void
                           size_t *reply_len)
 {
     return attn_server_refuse(arg, req, len, code, reply, reply_len);
+}
+
+int attn_server_metrics_text_cb(void *arg, char **text, size_t *len)
+{
+    return attn_server_metrics_text(arg, text, len);
 }

@@ -64,6 +64,10 @@ void attn_server_set_max_reply(attn_server *s, uint64_t bytes);
 /* The counters the loop updates (hand-off time, in-flight requests). */
 attnd_metrics *attn_server_metrics(attn_server *s);
 
+/* The Prometheus text of the counters and of the plan cache and pools
+ * (daemon/metrics.h); *text is malloc'ed.  0 or ATTN_E_NOMEM. */
+int attn_server_metrics_text(attn_server *s, char **text, size_t *len);
+
 /* Checksum of a pool's bytes (tests: a rejected call leaves the pool as it was). */
 int attn_server_pool_checksum(attn_server *s, const char *pool, uint64_t *sum);
 
@@ -80,6 +84,9 @@ void attn_server_conn_closed_cb(void *arg, uint32_t conn);
 
 /* attn_server_is_cheap for daemon/loop.h. */
 int attn_server_is_cheap_cb(void *arg, const void *req, size_t len);
+
+/* attn_server_metrics_text for daemon/http.h (arg = the server). */
+int attn_server_metrics_text_cb(void *arg, char **text, size_t *len);
 
 /* attn_server_refuse for daemon/loop.h. */
 int attn_server_refuse_cb(void *arg, const void *req, size_t len, int code, void **reply,

@@ -37,7 +37,6 @@ struct attn_server {
     attnd_metrics metrics;
     attn_codec_limits limits;
     _Atomic uint64_t max_reply; /* --max-reply; SIGHUP may change it */
-    _Atomic uint64_t op_count[ATTN_OP_COUNT];
     _Atomic uint64_t engine_failures;
     char build_id[64];
     char artifact[128];

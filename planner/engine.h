@@ -88,6 +88,7 @@ typedef struct attn_engine_plan {
     char schedule_why[128];        /* why that schedule, in one sentence */
     attn_tile_report tiles;        /* tile classes, when the engine tiles */
     void *priv;                    /* the engine's own per-plan data */
+    uint64_t priv_bytes; /* host and device bytes priv holds (the daemon's plan-cache bound) */
 } attn_engine_plan;
 
 /* The per-layer bindings of one run.  Host buffers in wire dtypes (q, o in

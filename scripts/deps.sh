@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages attnd needs to build and test, only those missing.
 # Called by the Makefile before any build; quick when everything is present.
+# `deps.sh fuzz` (make fuzz) adds clang and its runtime (libFuzzer, sanitizers).
 set -eu
 # nng: Debian 12's 1.5.2 stops its listener when a peer disconnects during the
 # SP handshake (nng issue 1518, fixed in 1.6.0): one bare connect-and-close on
@@ -23,6 +24,7 @@ fi
 need=(build-essential pkg-config libuv1-dev libnng-dev libmsgpack-dev libcmocka-dev
       libssl-dev libjansson-dev libmbedtls-dev cppcheck clang-format python3
       cmake dpkg-dev openssl)
+[ "${1:-}" = fuzz ] && need+=(clang libclang-rt-dev)
 missing=()
 for p in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

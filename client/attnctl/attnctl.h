@@ -45,6 +45,14 @@ const char *actl_url(const char *flag);
 /* Monotonic microseconds. */
 double actl_now_us(void);
 
+/* A short tag distinct per invocation (pid and start time, hex), for pool
+ * names that two runs of a command never share. */
+void actl_unique_tag(char *buf, size_t cap);
+
+/* Drop pool `name`; 0, or the error code (message on stderr unless it is
+ * E_UNKNOWN_POOL and `quiet_unknown`). */
+int actl_pool_drop(actl_conn *c, const char *name, int quiet_unknown);
+
 /* Print a msgpack frame as JSON to stdout. */
 void actl_print_frame(const void *buf, size_t len, int pretty);
 

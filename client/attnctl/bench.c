@@ -3,15 +3,23 @@
  * arrived.  Prints requests/s and RTT p50/p99.  With --echo the target is a
  * bare nng echo server (bench/ipc/echo.c): the same frames are sent and the
  * replies are not decoded, so the two figures differ only by attnd's work.
+ *
+ * --op decode creates its own pool (bench-<tag>, a name no other run shares)
+ * and drops it when done, after an error or on Ctrl-C, so runs of different
+ * shapes follow each other on one daemon.  Progress goes to stderr when it
+ * is a terminal; stdout carries only the result line (or JSON).
  */
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attnctl.h"
+#include "progress.h"
 #include "protocol/codec.h"
 
 typedef struct bench_client {
@@ -22,6 +30,8 @@ typedef struct bench_client {
     double *rtt;
     int errors;
     int echo;
+    _Atomic uint64_t *done;    /* requests answered, all clients */
+    _Atomic uint32_t *running; /* clients still sending */
 } bench_client;
 
 static void *client_main(void *arg)
@@ -30,6 +40,7 @@ static void *client_main(void *arg)
     nng_socket s;
     if (nng_req0_open(&s) != 0) {
         bc->errors = (int)bc->requests;
+        atomic_fetch_sub(bc->running, 1);
         return NULL;
     }
     nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 60000);
@@ -37,9 +48,10 @@ static void *client_main(void *arg)
     if (nng_dial(s, bc->url, NULL, 0) != 0) {
         bc->errors = (int)bc->requests;
         nng_close(s);
+        atomic_fetch_sub(bc->running, 1);
         return NULL;
     }
-    for (uint32_t i = 0; i < bc->requests; i++) {
+    for (uint32_t i = 0; i < bc->requests && !actl_interrupted(); i++) {
         void *buf = NULL;
         size_t sz = 0;
         double t0 = actl_now_us();
@@ -57,8 +69,10 @@ static void *client_main(void *arg)
                 bc->errors++;
         }
         nng_free(buf, sz);
+        atomic_fetch_add(bc->done, 1);
     }
     nng_close(s);
+    atomic_fetch_sub(bc->running, 1);
     return NULL;
 }
 
@@ -68,10 +82,11 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Set up a decode workload on the daemon (pool, history, plan) and encode
- * the run frame the clients send.  B, T, heads and d come from the flags. */
-static int decode_frame(actl_conn *c, uint32_t B, uint32_t T, uint32_t hq, uint32_t hkv, uint32_t d,
-                        attn_buf *out)
+/* Set up a decode workload on the daemon (pool `pool`, history, plan) and
+ * encode the run frame the clients send.  B, T, heads and d come from the
+ * flags.  *created tells whether the pool exists now (the caller drops it). */
+static int decode_frame(actl_conn *c, const char *pool, uint32_t B, uint32_t T, uint32_t hq,
+                        uint32_t hkv, uint32_t d, attn_buf *out, int *created)
 {
     const uint32_t P = 16, per = (T + 1 + P - 1) / P;
     attn_request req;
@@ -90,8 +105,8 @@ static int decode_frame(actl_conn *c, uint32_t B, uint32_t T, uint32_t hq, uint3
     }
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_POOL_CREATE;
-    snprintf(req.pool, sizeof req.pool, "bench");
-    snprintf(req.geom.name, sizeof req.geom.name, "bench");
+    snprintf(req.pool, sizeof req.pool, "%s", pool);
+    snprintf(req.geom.name, sizeof req.geom.name, "%s", pool);
     req.geom.layers = 1;
     req.geom.num_pages = B * per;
     req.geom.page_size = P;
@@ -100,10 +115,12 @@ static int decode_frame(actl_conn *c, uint32_t B, uint32_t T, uint32_t hq, uint3
     req.geom.kv_dtype = ATTN_FP32;
     rc = actl_call_typed(c, &req, &rep, &err);
     attn_reply_free(&rep);
-    if (rc != 0 && rc != ATTN_E_POOL_EXISTS) {
-        fprintf(stderr, "attnctl bench: pool_create: %s\n", err.message);
+    if (rc != 0) {
+        fprintf(stderr, "attnctl bench: pool_create %s: %s %s: %s\n", pool, attn_err_name(rc),
+                err.field, err.message);
         goto done;
     }
+    *created = 1;
     for (uint32_t i = 0; i < B * hq * d; i++)
         q[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     for (uint32_t i = 0; i < B * hkv * d; i++)
@@ -120,7 +137,7 @@ static int decode_frame(actl_conn *c, uint32_t B, uint32_t T, uint32_t hq, uint3
     }
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_PLAN;
-    snprintf(req.manifest.pool, sizeof req.manifest.pool, "bench");
+    snprintf(req.manifest.pool, sizeof req.manifest.pool, "%s", pool);
     req.manifest.num_qo_heads = hq;
     req.manifest.num_requests = B;
     req.manifest.requests = rq;
@@ -173,6 +190,12 @@ int actl_cmd_bench(int argc, char **argv)
     pthread_t *th;
     double *all, t0, wall;
     uint64_t n = 0, errors = 0;
+    _Atomic uint64_t done = 0;
+    _Atomic uint32_t running = 0;
+    char pool[ATTN_NAME_MAX] = "";
+    actl_conn setup;
+    int have_setup = 0, created = 0, rc = 0;
+    actl_progress pg;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
@@ -230,14 +253,17 @@ int actl_cmd_bench(int argc, char **argv)
             return 1;
     } else if (strcmp(op, "decode") == 0) {
         /* the decode frame is built against a real attnd (its plan id), also for --echo */
-        actl_conn c;
-        if (actl_open(&c, echo ? actl_url(frame_url) : url, 0, NULL) != 0)
+        char tag[24];
+        actl_interrupt_catch();
+        actl_unique_tag(tag, sizeof tag);
+        snprintf(pool, sizeof pool, "bench-%s", tag);
+        if (actl_open(&setup, echo ? actl_url(frame_url) : url, 0, NULL) != 0)
             return 1;
-        if (decode_frame(&c, B, T, hq, hkv, d, &frame) != 0) {
-            actl_close(&c);
-            return 1;
+        have_setup = 1;
+        if (decode_frame(&setup, pool, B, T, hq, hkv, d, &frame, &created) != 0) {
+            rc = 1;
+            goto out;
         }
-        actl_close(&c);
     } else {
         fprintf(stderr, "attnctl bench: unknown --op %s\n", op);
         return 2;
@@ -245,8 +271,15 @@ int actl_cmd_bench(int argc, char **argv)
     bc = calloc(clients, sizeof *bc);
     th = calloc(clients, sizeof *th);
     all = calloc((size_t)clients * requests, sizeof *all);
-    if (bc == NULL || th == NULL || all == NULL)
-        return 1;
+    if (bc == NULL || th == NULL || all == NULL || actl_interrupted()) {
+        free(bc);
+        free(th);
+        free(all);
+        rc = 1;
+        goto out;
+    }
+    actl_progress_begin(&pg, "bench");
+    atomic_store(&running, clients);
     t0 = actl_now_us();
     for (uint32_t i = 0; i < clients; i++) {
         bc[i].url = url;
@@ -255,9 +288,22 @@ int actl_cmd_bench(int argc, char **argv)
         bc[i].requests = requests;
         bc[i].rtt = all + (size_t)i * requests;
         bc[i].echo = echo;
-        pthread_create(&th[i], NULL, client_main, &bc[i]);
+        bc[i].done = &done;
+        bc[i].running = &running;
+        if (pthread_create(&th[i], NULL, client_main, &bc[i]) != 0) {
+            th[i] = 0;
+            bc[i].errors = (int)requests;
+            atomic_fetch_sub(&running, 1);
+        }
     }
+    while (atomic_load(&running) > 0) {
+        actl_progress_show(&pg, atomic_load(&done), (uint64_t)clients * requests, "requests", NULL);
+        usleep(50000);
+    }
+    actl_progress_end(&pg);
     for (uint32_t i = 0; i < clients; i++) {
+        if (th[i] == 0)
+            continue;
         pthread_join(th[i], NULL);
         errors += (uint64_t)bc[i].errors;
     }
@@ -280,9 +326,19 @@ int actl_cmd_bench(int argc, char **argv)
             echo ? "echo" : "attnd", op, frame.len, clients, requests, (unsigned long long)n,
             (unsigned long long)errors, n / (wall / 1e6), n ? all[n / 2] : 0.0,
             n ? all[(size_t)(n * 0.99)] : 0.0);
-    attn_buf_free(&frame);
     free(bc);
     free(th);
     free(all);
-    return errors == 0 ? 0 : 1;
+    rc = errors == 0 ? 0 : 1;
+out:
+    attn_buf_free(&frame);
+    if (created && actl_pool_drop(&setup, pool, 0) != 0)
+        rc = 1;
+    if (have_setup)
+        actl_close(&setup);
+    if (actl_interrupted()) {
+        fprintf(stderr, "attnctl bench: interrupted%s\n", created ? "; its pool was dropped" : "");
+        return 130;
+    }
+    return rc;
 }

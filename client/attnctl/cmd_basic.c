@@ -182,8 +182,89 @@ int actl_cmd_pool(int argc, char **argv)
     return simple_call(&o, &req);
 }
 
+static const char run_usage[] =
+    "usage: attnctl run FILE.json [--url U | --local] [--compact] [--replace | --reuse] "
+    "[--keep-going]\n";
+
+/* What `run` does when a pool_create meets a pool of that name. */
+typedef enum run_existing { RUN_FAIL = 0, RUN_REPLACE, RUN_REUSE } run_existing;
+
+static int same_geometry(const attn_pool_geometry *a, const attn_pool_geometry *b)
+{
+    uint32_t avo = a->head_dim_vo ? a->head_dim_vo : a->head_dim_qk;
+    uint32_t bvo = b->head_dim_vo ? b->head_dim_vo : b->head_dim_qk;
+    return a->layers == b->layers && a->num_pages == b->num_pages && a->page_size == b->page_size &&
+           a->num_kv_heads == b->num_kv_heads && a->head_dim_qk == b->head_dim_qk && avo == bvo &&
+           a->kv_dtype == b->kv_dtype && a->layout == b->layout;
+}
+
+/* Before a pool_create (msgpack `frame`): --replace drops the pool of that
+ * name (absent is fine).  Fills *g with the geometry asked for. */
+static void before_pool_create(actl_conn *c, run_existing mode, const void *frame, size_t len,
+                               attn_pool_geometry *g)
+{
+    attn_request r;
+    attn_error_detail err;
+    memset(&r, 0, sizeof r);
+    memset(g, 0, sizeof *g);
+    if (attn_request_decode(frame, len, NULL, &r, &err) != 0)
+        return;
+    *g = r.geom;
+    if (g->name[0] == '\0')
+        snprintf(g->name, sizeof g->name, "%s", r.pool);
+    attn_request_free(&r);
+    if (mode == RUN_REPLACE && g->name[0] != '\0')
+        actl_pool_drop(c, g->name, 1);
+}
+
+/* --reuse after E_POOL_EXISTS: the existing pool counts as created when its
+ * geometry is the one asked for; its pool_info reply replaces the error in
+ * *rb.  Returns 1 when reused. */
+static int reuse_pool(actl_conn *c, const attn_pool_geometry *want, size_t index, void **rb,
+                      size_t *rl)
+{
+    attn_request r;
+    attn_reply info;
+    attn_error_detail err;
+    attn_buf b = {0};
+    void *ib = NULL;
+    size_t il = 0;
+    int same;
+    memset(&r, 0, sizeof r);
+    r.v = ATTN_PROTOCOL_VERSION;
+    r.op = ATTN_OP_POOL_INFO;
+    r.id = index + 1;
+    snprintf(r.pool, sizeof r.pool, "%s", want->name);
+    if (attn_request_encode(&r, &b, &err) != 0 || actl_call(c, b.data, b.len, &ib, &il) != 0) {
+        attn_buf_free(&b);
+        return 0;
+    }
+    attn_buf_free(&b);
+    memset(&info, 0, sizeof info);
+    same = attn_reply_decode(ib, il, NULL, &info, &err) == 0 && info.ok &&
+           same_geometry(&info.geom, want);
+    if (!same) {
+        fprintf(stderr,
+                "attnctl run: request %zu: pool %s exists with another geometry; not "
+                "reused\n",
+                index, want->name);
+        free(ib);
+        return 0;
+    }
+    fprintf(stderr, "attnctl run: request %zu: pool %s exists with this geometry; reused\n", index,
+            want->name);
+    free(*rb);
+    *rb = ib;
+    *rl = il;
+    return 1;
+}
+
 /* attnctl run FILE.json: one request or an array of requests in JSON form;
- * "plan_id": "last" names the plan of the latest plan/attend reply. */
+ * "plan_id": "last" names the plan of the latest plan/attend reply.  The
+ * first error reply stops the run (--keep-going sends the rest) and the
+ * exit status is 1 after any error reply.  A pool_create whose pool exists
+ * fails unless --replace (drop it first) or --reuse (keep it when its
+ * geometry matches), so the same file can run again on one daemon. */
 int actl_cmd_run(int argc, char **argv)
 {
     common_opts o = {NULL, 0, 1};
@@ -193,22 +274,35 @@ int actl_cmd_run(int argc, char **argv)
     attn_json_hints hints;
     actl_conn c;
     uint64_t last_plan = 0;
-    int failures = 0;
+    int failures = 0, keep_going = 0;
+    run_existing existing = RUN_FAIL;
     size_t i;
     json_t *el;
 
     for (int k = 1; k < argc; k++) {
         if (take_common(&k, argc, argv, &o))
             continue;
+        if (strcmp(argv[k], "--replace") == 0 && existing != RUN_REUSE) {
+            existing = RUN_REPLACE;
+            continue;
+        }
+        if (strcmp(argv[k], "--reuse") == 0 && existing != RUN_REPLACE) {
+            existing = RUN_REUSE;
+            continue;
+        }
+        if (strcmp(argv[k], "--keep-going") == 0) {
+            keep_going = 1;
+            continue;
+        }
         if (file == NULL && argv[k][0] != '-') {
             file = argv[k];
             continue;
         }
-        fprintf(stderr, "usage: attnctl run FILE.json [--url U | --local] [--compact]\n");
+        fputs(run_usage, stderr);
         return 2;
     }
     if (file == NULL) {
-        fprintf(stderr, "usage: attnctl run FILE.json [--url U | --local] [--compact]\n");
+        fputs(run_usage, stderr);
         return 2;
     }
     root = json_load_file(file, JSON_DECODE_ANY, &je);
@@ -239,6 +333,8 @@ int actl_cmd_run(int argc, char **argv)
         char *text;
         json_t *pid, *op, *qd, *kd;
         attn_reply rep;
+        attn_pool_geometry want;
+        int is_create;
 
         memset(&err, 0, sizeof err);
         if (i > 0)
@@ -270,28 +366,59 @@ int actl_cmd_run(int argc, char **argv)
             printf("{\"ok\": false, \"error\": {\"code\": \"%s\", \"field\": \"%s\", \"message\": "
                    "\"request %zu: not converted to msgpack\"}}",
                    attn_err_name(err.code), err.field, i);
+            fprintf(stderr, "attnctl run: request %zu: not converted to msgpack: %s: %s\n", i,
+                    err.field, err.message);
             free(text);
             failures++;
+            if (!keep_going)
+                break;
             continue;
         }
         free(text);
+        is_create = json_is_string(op) && strcmp(json_string_value(op), "pool_create") == 0;
+        if (is_create)
+            before_pool_create(&c, existing, b.data, b.len, &want);
         if (actl_call(&c, b.data, b.len, &rb, &rl) != 0) {
             attn_buf_free(&b);
             failures++;
             break;
         }
         attn_buf_free(&b);
-        actl_print_frame(rb, rl, o.pretty);
         memset(&rep, 0, sizeof rep);
-        if (attn_reply_decode(rb, rl, NULL, &rep, &err) == 0) {
-            if (!rep.ok)
-                failures++;
-            else if (rep.plan_id != 0)
+        if (attn_reply_decode(rb, rl, NULL, &rep, &err) != 0) {
+            actl_print_frame(rb, rl, o.pretty);
+            fprintf(stderr, "attnctl run: request %zu: reply not decodable: %s\n", i, err.message);
+            failures++;
+            free(rb);
+            if (!keep_going)
+                break;
+            continue;
+        }
+        if (!rep.ok && is_create && existing == RUN_REUSE && rep.error.code == ATTN_E_POOL_EXISTS &&
+            reuse_pool(&c, &want, i, &rb, &rl))
+            rep.ok = true;
+        actl_print_frame(rb, rl, o.pretty);
+        if (rep.ok) {
+            if (rep.plan_id != 0)
                 last_plan = rep.plan_id;
         } else {
             failures++;
+            fprintf(stderr, "attnctl run: request %zu (%s) failed: %s %s: %s%s\n", i,
+                    json_is_string(op) ? json_string_value(op) : "?", attn_err_name(rep.error.code),
+                    rep.error.field, rep.error.message,
+                    rep.error.code == ATTN_E_POOL_EXISTS
+                        ? " (--replace drops it first, --reuse keeps a pool of this geometry)"
+                        : "");
         }
         free(rb);
+        if (failures > 0 && !keep_going) {
+            if (i + 1 < json_array_size(arr))
+                fprintf(stderr,
+                        "attnctl run: stopped; %zu request(s) not sent (--keep-going sends "
+                        "them)\n",
+                        json_array_size(arr) - i - 1);
+            break;
+        }
     }
     printf("\n]\n");
     actl_close(&c);

@@ -25,6 +25,32 @@ double actl_now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+void actl_unique_tag(char *buf, size_t cap)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(buf, cap, "%x%05lx", (unsigned)getpid() & 0xfffffu,
+             (unsigned long)((ts.tv_sec * 1000 + ts.tv_nsec / 1000000) & 0xfffffu));
+}
+
+int actl_pool_drop(actl_conn *c, const char *name, int quiet_unknown)
+{
+    attn_request req;
+    attn_reply rep;
+    attn_error_detail err;
+    int rc;
+    memset(&req, 0, sizeof req);
+    req.v = ATTN_PROTOCOL_VERSION;
+    req.op = ATTN_OP_POOL_DROP;
+    req.id = 1;
+    snprintf(req.pool, sizeof req.pool, "%s", name);
+    rc = actl_call_typed(c, &req, &rep, &err);
+    attn_reply_free(&rep);
+    if (rc != 0 && !(quiet_unknown && rc == ATTN_E_UNKNOWN_POOL))
+        fprintf(stderr, "attnctl: pool_drop %s: %s: %s\n", name, attn_err_name(rc), err.message);
+    return rc;
+}
+
 const char *actl_url(const char *flag)
 {
     const char *env = getenv("ATTN_URL");

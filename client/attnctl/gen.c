@@ -6,14 +6,17 @@
  * then per step a plan + one run per layer (or a one-shot attend), kv_read
  * of the committed rows and stats.  Phases: decode (T > 0, C = 1), prefill
  * (T = 0 first, then decode), append (T > 0, C in [2, 6]) or mixed.
+ * On a terminal, stderr shows the frames sent and the bytes written so far.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "attnctl.h"
 #include "attn/names.h"
+#include "progress.h"
 
 typedef struct gen_opts {
     const char *out;
@@ -84,6 +87,9 @@ typedef struct gen_state {
     actl_conn c;
     uint64_t next_id;
     int failures;
+    actl_progress pg;
+    uint64_t total_frames; /* what the workload will send, for the progress line */
+    const char *out;
 } gen_state;
 
 static int send_req(gen_state *g, attn_request *req, attn_reply *rep)
@@ -98,6 +104,13 @@ static int send_req(gen_state *g, attn_request *req, attn_reply *rep)
         fprintf(stderr, "attnctl gen: %s request %llu failed: %s %s: %s\n", attn_op_name(req->op),
                 (unsigned long long)req->id, attn_err_name(rc), err.field, err.message);
         g->failures++;
+    }
+    if (g->pg.on) {
+        struct stat st;
+        char detail[64] = "";
+        if (stat(g->out, &st) == 0)
+            snprintf(detail, sizeof detail, "%.1f MiB written", (double)st.st_size / 1048576.0);
+        actl_progress_show(&g->pg, g->next_id, g->total_frames, "frames", detail);
     }
     return rc;
 }
@@ -276,6 +289,11 @@ int actl_cmd_gen(int argc, char **argv)
     }
 
     memset(&g, 0, sizeof g);
+    g.out = o.out;
+    /* hello, pool_create, history per request and layer, per step a plan and
+     * a run per layer, kv_read, stats */
+    g.total_frames = 2 + (uint64_t)B * o.layers + (uint64_t)o.steps * (o.layers + 1) + 2;
+    actl_progress_begin(&g.pg, "gen");
     if (actl_open(&g.c, NULL, 1, o.out) != 0)
         return 1;
     memset(&req, 0, sizeof req);
@@ -440,6 +458,7 @@ int actl_cmd_gen(int argc, char **argv)
             attn_reply_free(&rep);
     }
 done:
+    actl_progress_end(&g.pg);
     actl_close(&g.c);
     fprintf(stderr, "attnctl gen: %s: kind %s, %u requests, %u steps, %llu frames%s\n", o.out,
             o.kind, B, o.steps, (unsigned long long)g.next_id,

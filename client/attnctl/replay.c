@@ -8,6 +8,13 @@
  * tolerance the call declares (planner/key.h attn_tolerance_for); kv_read
  * pages bit for bit; plan keys equal.  Plan ids are remapped: a run names
  * the id the replaying daemon gave, not the recorded one.
+ *
+ * Re-runnable: by default every pool of the capture is renamed NAME.<tag>,
+ * a tag no other invocation shares, and the replay drops the pools it
+ * created when it ends (also after an error or Ctrl-C), so replays run
+ * again, or side by side, on one daemon.  --keep-names uses the recorded
+ * names and leaves the pools (--replace drops existing ones first).  Any
+ * error reply the recording did not have makes the exit status 1.
  */
 #include <jansson.h>
 #include <math.h>
@@ -18,6 +25,7 @@
 #include "attnctl.h"
 #include "protocol/capture.h"
 #include "attn/names.h"
+#include "progress.h"
 #include "protocol/codec.h"
 #include "protocol/json.h"
 #include "protocol/manifest.h"
@@ -227,6 +235,43 @@ static int compare_replies(const attn_reply *now, const attn_reply *rec, const c
     }
 }
 
+#define MAX_OWNED_POOLS 128
+
+/* Pools this replay created, dropped at its end unless --keep-names. */
+typedef struct owned_pools {
+    char name[MAX_OWNED_POOLS][ATTN_NAME_MAX];
+    uint32_t n;
+} owned_pools;
+
+static void own(owned_pools *o, const char *name)
+{
+    for (uint32_t i = 0; i < o->n; i++)
+        if (strcmp(o->name[i], name) == 0)
+            return;
+    if (o->n < MAX_OWNED_POOLS)
+        snprintf(o->name[o->n++], ATTN_NAME_MAX, "%s", name);
+}
+
+/* NAME -> NAME.<suffix> in place; -1 when that no longer fits a pool name. */
+static int rename_one(char name[ATTN_NAME_MAX], const char *suffix)
+{
+    size_t n = strnlen(name, ATTN_NAME_MAX), k = strlen(suffix);
+    if (n == 0)
+        return 0;
+    if (n + 1 + k >= ATTN_NAME_MAX)
+        return -1;
+    name[n] = '.';
+    memcpy(name + n + 1, suffix, k + 1);
+    return 0;
+}
+
+/* Every pool name a request carries (pool_create/drop/info, manifest, kv). */
+static int rename_request(attn_request *r, const char *suffix)
+{
+    return rename_one(r->pool, suffix) | rename_one(r->geom.name, suffix) |
+           rename_one(r->manifest.pool, suffix) | rename_one(r->kv.pool, suffix);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -236,7 +281,11 @@ static int cmp_double(const void *a, const void *b)
 int actl_cmd_replay(int argc, char **argv)
 {
     const char *file = NULL, *url = NULL;
-    int local = 0, verify = 0, quiet = 0;
+    int local = 0, verify = 0, quiet = 0, keep_names = 0, replace = 0;
+    char suffix[24] = "";
+    owned_pools *owned;
+    uint64_t unexpected = 0;
+    int stop = 0; /* a pool could not be set up: the rest would run on someone else's */
     uint32_t repeat = 1;
     attn_capture_reader *rd = NULL;
     attn_capture_header h;
@@ -257,6 +306,10 @@ int actl_cmd_replay(int argc, char **argv)
             verify = 1;
         else if (strcmp(argv[i], "--quiet") == 0)
             quiet = 1;
+        else if (strcmp(argv[i], "--keep-names") == 0)
+            keep_names = 1;
+        else if (strcmp(argv[i], "--replace") == 0)
+            replace = keep_names = 1;
         else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
             repeat = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (file == NULL && argv[i][0] != '-')
@@ -265,9 +318,9 @@ int actl_cmd_replay(int argc, char **argv)
             file = NULL, i = argc;
     }
     if (file == NULL || repeat == 0 || repeat > 100000) {
-        fprintf(
-            stderr,
-            "usage: attnctl replay FILE [--url U | --local] [--verify] [--repeat N] [--quiet]\n");
+        fprintf(stderr,
+                "usage: attnctl replay FILE [--url U | --local] [--verify] [--repeat N] [--quiet]\n"
+                "                      [--keep-names [--replace]]\n");
         return 2;
     }
     if (attn_capture_reader_open(&rd, file, &h, &err) != 0) {
@@ -279,8 +332,19 @@ int actl_cmd_replay(int argc, char **argv)
         return 1;
     }
     pm = calloc(1, sizeof *pm);
-    if (pm == NULL)
+    owned = calloc(1, sizeof *owned);
+    if (pm == NULL || owned == NULL)
         return 1;
+    actl_interrupt_catch();
+    if (!keep_names) {
+        char tag[20];
+        actl_unique_tag(tag, sizeof tag);
+        snprintf(suffix, sizeof suffix, "r%s", tag);
+        fprintf(stderr,
+                "attnctl replay: pools renamed NAME.%s for this replay (--keep-names keeps "
+                "the recorded names)\n",
+                suffix);
+    }
     /* pools that existed before the capture began */
     for (uint32_t p = 0; p < h.num_pools; p++) {
         attn_request req;
@@ -292,17 +356,32 @@ int actl_cmd_replay(int argc, char **argv)
         req.geom = h.pools[p];
         req.has_device = true;
         snprintf(req.pool, sizeof req.pool, "%s", h.pools[p].name);
+        if (!keep_names && rename_request(&req, suffix) != 0) {
+            fprintf(stderr,
+                    "attnctl replay: pool name %s is too long to rename; use --keep-names\n",
+                    h.pools[p].name);
+            stop = 1;
+            break;
+        }
+        if (replace)
+            actl_pool_drop(&c, req.pool, 1);
         rc = actl_call_typed(&c, &req, &rep, &err);
-        if (rc != 0)
-            fprintf(stderr, "attnctl replay: pool %s from the header: %s\n", h.pools[p].name,
-                    err.message);
         attn_reply_free(&rep);
+        if (rc != 0) {
+            fprintf(stderr, "attnctl replay: pool %s from the header: %s: %s%s\n", req.pool,
+                    attn_err_name(rc), err.message,
+                    rc == ATTN_E_POOL_EXISTS ? " (--replace drops it first)" : "");
+            stop = 1;
+            break;
+        }
+        if (!keep_names)
+            own(owned, req.pool);
     }
     printf("replay %s (attnd %s, build %s) %s\n", file, h.attnd, h.build,
            verify ? "verifying" : "");
     printf("%5s  %-11s %-10s %-9s %-16s %-7s %10s  %s\n", "#", "op", "phases", "backend", "splits",
            "plan", "us", "result");
-    for (;;) {
+    for (; failures == 0 && !stop;) {
         void *req = NULL, *rec = NULL, *now = NULL, *sendbuf;
         size_t req_len = 0, rec_len = 0, now_len = 0, send_len;
         attn_request r;
@@ -314,6 +393,8 @@ int actl_cmd_replay(int argc, char **argv)
         double *times;
         uint32_t reps;
 
+        if (actl_interrupted())
+            break;
         rc = attn_capture_next(rd, &req, &req_len, &rec, &rec_len, &err);
         if (rc == 0)
             break;
@@ -331,17 +412,27 @@ int actl_cmd_replay(int argc, char **argv)
             phase_mix(&r.manifest, phases, sizeof phases);
         if (decoded && r.op == ATTN_OP_POOL_CREATE)
             kv_dtype = r.geom.kv_dtype;
-        if (decoded && r.op == ATTN_OP_RUN) {
-            int mi = map_find(pm, r.run.plan_id);
-            if (mi >= 0) {
-                snprintf(phases, sizeof phases, "%s", pm->phases[mi]);
-                if (pm->to[mi] != r.run.plan_id) {
-                    r.run.plan_id = pm->to[mi];
-                    if (attn_request_encode(&r, &re, &err) == 0) {
-                        sendbuf = re.data;
-                        send_len = re.len;
+        {
+            int reencode = 0;
+            if (decoded && r.op == ATTN_OP_RUN) {
+                int mi = map_find(pm, r.run.plan_id);
+                if (mi >= 0) {
+                    snprintf(phases, sizeof phases, "%s", pm->phases[mi]);
+                    if (pm->to[mi] != r.run.plan_id) {
+                        r.run.plan_id = pm->to[mi];
+                        reencode = 1;
                     }
                 }
+            }
+            if (decoded && !keep_names && rename_request(&r, suffix) == 0)
+                reencode = 1;
+            if (decoded && replace && r.op == ATTN_OP_POOL_CREATE)
+                actl_pool_drop(&c, r.geom.name[0] ? r.geom.name : r.pool, 1);
+            if (decoded && !keep_names && r.op == ATTN_OP_POOL_CREATE)
+                own(owned, r.geom.name[0] ? r.geom.name : r.pool);
+            if (reencode && attn_request_encode(&r, &re, &err) == 0) {
+                sendbuf = re.data;
+                send_len = re.len;
             }
         }
         /* only operations without side effects beyond their first run repeat */
@@ -382,6 +473,19 @@ int actl_cmd_replay(int argc, char **argv)
             if (strstr(why, "bitwise") != NULL)
                 bitwise++;
         }
+        /* an error the recording did not have fails the replay, verified or not */
+        if (ok_now && !rnow.ok && !(ok_rec && !rrec.ok && rrec.error.code == rnow.error.code)) {
+            unexpected++;
+            if (rnow.error.code == ATTN_E_POOL_EXISTS) {
+                fprintf(stderr,
+                        "attnctl replay: pool %s exists; stopping (--replace drops it "
+                        "first, or leave out --keep-names)\n",
+                        !decoded         ? "?"
+                        : r.geom.name[0] ? r.geom.name
+                                         : r.pool);
+                stop = 1;
+            }
+        }
         if (times != NULL && reps > 0) {
             qsort(times, reps, sizeof *times, cmp_double);
             total_us += times[reps / 2];
@@ -405,12 +509,21 @@ int actl_cmd_replay(int argc, char **argv)
         free(rec);
         free(now);
     }
-    printf("%llu requests, %llu mismatches, %llu transport failures, %.1f us total (median per "
-           "request%s)\n",
-           (unsigned long long)count, (unsigned long long)mismatches, (unsigned long long)failures,
-           total_us, repeat > 1 ? " over repeats" : "");
+    printf("%llu requests, %llu mismatches, %llu unexpected errors, %llu transport failures, %.1f "
+           "us total (median per request%s)\n",
+           (unsigned long long)count, (unsigned long long)mismatches,
+           (unsigned long long)unexpected, (unsigned long long)failures, total_us,
+           repeat > 1 ? " over repeats" : "");
+    for (uint32_t i = 0; i < owned->n; i++)
+        actl_pool_drop(&c, owned->name[i], 1); /* the capture may have dropped it already */
     free(pm);
+    free(owned);
     actl_close(&c);
     attn_capture_reader_close(rd);
-    return mismatches == 0 && failures == 0 && count > 0 ? 0 : 1;
+    if (actl_interrupted()) {
+        fprintf(stderr, "attnctl replay: interrupted after %llu requests%s\n",
+                (unsigned long long)count, keep_names ? "" : "; its pools were dropped");
+        return 130;
+    }
+    return mismatches == 0 && failures == 0 && unexpected == 0 && !stop && count > 0 ? 0 : 1;
 }

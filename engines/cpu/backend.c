@@ -133,6 +133,12 @@ static int cpu_plan(attn_engine *self, const attn_manifest *m, const attn_pool_g
         goto fail;
     }
     out->schedule = pp->ord.schedule;
+    /* what this plan keeps between runs: the mask program (a dense mask's
+     * bits and row hulls), the row maps and the work order */
+    out->priv_bytes = sizeof *pp + pp->r.mask.arena_bytes +
+                      (sizeof *pp->r.row_req + sizeof *pp->ord.rows) * (uint64_t)pp->r.total_q +
+                      sizeof *pp->r.ws_off * (uint64_t)m->num_requests +
+                      sizeof *pp->ord.items * (uint64_t)out->split.num_items;
     cpu_ledger(&pp->r, pp->f64, &out->ledger);
     attn_engine_env_host(&out->env);
     snprintf(out->env.device, sizeof out->env.device, "%s", g->device[0] ? g->device : "cpu");

@@ -377,6 +377,8 @@ int attn_cuda_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
     pr->heads_fast = t->heads_fast && plan->num_items <= 65535u;
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);
+    /* the metadata image: on the host until the upload, then its device copy */
+    out->priv_bytes = sizeof *pp + pp->meta_bytes;
     out->schedule = ATTN_SCHED_PARTITION;
     snprintf(out->schedule_why, sizeof out->schedule_why, "%s",
              m->policy.schedule == ATTN_SCHED_PARTITION

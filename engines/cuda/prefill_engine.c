@@ -426,6 +426,9 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     out->tiles.tile_m = tp.tile_m;
     out->tiles.tile_n = tp.tile_n;
     out->tiles.ledger = tp.ledger;
+    /* the metadata image (mask arena included): on the host until the
+     * upload, then its device copy (the daemon's plan-cache bound) */
+    out->priv_bytes = sizeof *pp + pp->meta_bytes;
 
     /* kernel parameters fixed for the plan's life */
     const size_t es = attn_dtype_size(g->kv_dtype), qs = attn_dtype_size(m->q_dtype);

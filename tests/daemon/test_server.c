@@ -18,6 +18,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -25,13 +26,16 @@
 #include "daemon/loop.h"
 #include "daemon/notify.h"
 #include "daemon/config.h"
+#include "daemon/conn_table.h"
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
 #include "attn/client.h"
 #include "engines/cpu/engine.h"
+#include "kernels/common/mask.h"
 #include "planner/registry.h"
 #include "protocol/codec.h"
+#include "protocol/manifest.h"
 #include "tests/lib/batch_call.h"
 #include "tests/lib/random_batch.h"
 
@@ -189,6 +193,33 @@ static void test_pool_table(void **state)
     assert_int_equal(attnd_pool_create(t, &g, &bytes, &e), 0); /* the budget came back */
     assert_int_equal(attnd_pool_drop(t, "zz", &e), ATTN_E_UNKNOWN_POOL);
     attnd_pool_table_destroy(t);
+}
+
+/* ---- connection table ----------------------------------------------------- */
+
+/* The idle check reads the clock before it takes the table lock, so an nng
+ * thread can stamp a connection with a later millisecond in between: such a
+ * connection has just been active, not idle for 2^64 ms.  Before, the
+ * unsigned difference wrapped and the idle timer closed a connection that
+ * had just been added or had just finished a request. */
+static void test_conn_idle_clock(void **state)
+{
+    attnd_conn_table *t;
+    uint32_t ids[4];
+    (void)state;
+    assert_int_equal(attnd_conn_table_create(&t, 4, 2), 0);
+    assert_int_equal(attnd_conn_add(t, 7, 1000), 0);
+    /* the timer's "now" (999) predates the connection's last activity (1000) */
+    assert_int_equal(attnd_conn_idle(t, 999, 60000, ids, 4), 0);
+    assert_int_equal(attnd_conn_idle(t, 60999, 60000, ids, 4), 0);
+    assert_int_equal(attnd_conn_idle(t, 61000, 60000, ids, 4), 1);
+    assert_int_equal(ids[0], 7);
+    /* a request in progress is never idle; its end stamps the activity */
+    assert_int_equal(attnd_conn_begin(t, 7, 61000), ATTND_CONN_SERVE);
+    assert_int_equal(attnd_conn_idle(t, 200000, 60000, ids, 4), 0);
+    attnd_conn_end(t, 7, 0, 200001);
+    assert_int_equal(attnd_conn_idle(t, 200000, 60000, ids, 4), 0);
+    attnd_conn_table_destroy(t);
 }
 
 /* ---- plan cache ----------------------------------------------------------- */
@@ -629,6 +660,202 @@ static void test_engine_failure(void **state)
     attn_engine_destroy(inst);
 }
 
+/* A run whose O and LSE cannot fit --max-reply is refused before the engine
+ * commits its rows: the error reply (E_TOO_LARGE, naming q) leaves the pool
+ * byte-identical, for attend and for run alike.  Before, the engine ran and
+ * committed, and only the reply-size backstop refused, so a client that
+ * retried appended the same rows twice. */
+static void test_reply_cap_before_commit(void **state)
+{
+    attnd_config cfg;
+    attn_error_detail e;
+    attn_server *s = NULL;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t sum0, sum1, plan_id;
+    (void)state;
+    attnd_config_defaults(&cfg);
+    cfg.engine = ATTND_ENGINE_CPU;
+    cfg.max_reply = 4096;
+    assert_int_equal(attn_server_create(&s, &cfg, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    spec.num_requests = 5;
+    spec.head_dim_qk = 64;
+    spec.phase_mask = 1u << ATTN_PHASE_APPEND;
+    assert_int_equal(attn_rb_make(&rb, &spec, 77), 0);
+    assert_true(rb.o_elems * sizeof(float) > cfg.max_reply);
+    load_batch(s, &rb, "cap");
+    assert_int_equal(attn_server_pool_checksum(s, "cap", &sum0), 0);
+
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    attn_rb_run_args(&rb, &req.run);
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_TOO_LARGE);
+    assert_int_equal(attn_server_pool_checksum(s, "cap", &sum1), 0);
+    assert_true(sum0 == sum1);
+    assert_string_equal(rep.error.field, "q");
+    free(keep);
+
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    plan_id = rep.plan_id;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_RUN;
+    attn_rb_run_args(&rb, &req.run);
+    req.run.plan_id = plan_id;
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_TOO_LARGE);
+    assert_int_equal(attn_server_pool_checksum(s, "cap", &sum1), 0);
+    assert_true(sum0 == sum1);
+    assert_string_equal(rep.error.field, "q");
+    free(keep);
+
+    /* the cap counts inline outputs only: O and LSE into a registered buffer
+     * do not travel in the reply, so the same run is served */
+    {
+        char name[64];
+        uint64_t o_bytes = rb.o_elems * sizeof(float), lse_bytes = rb.lse_elems * sizeof(float);
+        uint64_t bytes = o_bytes + lse_bytes, buf;
+        snprintf(name, sizeof name, "/attn-test-%d-cap", (int)getpid());
+        int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
+        close(fd);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_BUFFER_REGISTER;
+        req.buffer.kind = ATTN_BUFFER_SHM;
+        snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+        req.buffer.bytes = bytes;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        buf = rep.buf;
+        free(keep);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN;
+        attn_rb_run_args(&rb, &req.run);
+        req.run.plan_id = plan_id;
+        req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+        req.run.lse_ref = (attn_tensor_ref){buf, o_bytes, lse_bytes};
+        req.run.return_lse = true;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        assert_int_equal(rep.o.len, 0);
+        assert_int_equal(rep.o_ref.buf, buf);
+        free(keep);
+        assert_int_equal(attn_server_pool_checksum(s, "cap", &sum1), 0);
+        assert_true(sum0 != sum1); /* served and committed */
+        shm_unlink(name);
+    }
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
+/* The plan cache's byte bound counts what a plan really holds (issue 9
+ * item 4), the engine's own plan data included: the CPU engine keeps a mask
+ * program (a dense mask's bits copied once more, row hulls) and row maps per
+ * plan.  Before, attnd_plan_bytes left the engine's data out, so a dense
+ * mask plan held about twice what --plan-cache-bytes was told. */
+static uint64_t stats_counter(attn_server *s, const char *name)
+{
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t v = UINT64_MAX;
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_STATS;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    for (uint32_t i = 0; i < rep.stats.num_counters; i++)
+        if (strcmp(rep.stats.counters[i].name, name) == 0)
+            v = rep.stats.counters[i].value;
+    free(keep);
+    assert_true(v != UINT64_MAX);
+    return v;
+}
+
+static void test_plan_bytes_count_engine_data(void **state)
+{
+    attn_server *s = new_server();
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    attn_mask_prog prog;
+    void *keep;
+    (void)state;
+    memset(&spec, 0, sizeof spec);
+    spec.num_requests = 8;
+    spec.max_cache_len = 20000;
+    spec.max_new_len = 128;
+    spec.phase_mask = 1u << ATTN_PHASE_APPEND;
+    spec.page_size = 16;
+    spec.head_dim_qk = 2;
+    spec.mask_kind = ATTN_MASK_DENSE;
+    assert_int_equal(attn_rb_make(&rb, &spec, 4242), 0);
+    load_batch(s, &rb, "pb");
+    assert_int_equal(stats_counter(s, "plan_cache_bytes"), 0);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    /* the manifest's arrays plus the engine's mask program are a lower bound */
+    assert_int_equal(
+        attn_mask_prog_build(&rb.m.mask, rb.m.requests, rb.m.num_requests, &prog, NULL), 0);
+    assert_true(rb.m.mask.dense_bytes > 256 * 1024); /* far above the plan's fixed part */
+    assert_true(stats_counter(s, "plan_cache_bytes") >=
+                attn_manifest_heap_bytes(&rb.m) + prog.arena_bytes);
+    attn_mask_prog_free(&prog);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
+/* A plan whose workspace (the ledger the engine carves per run) is beyond
+ * --max-workspace is refused at plan time, naming the field that made it
+ * so: the CPU instance keeps the largest workspace any run asked for, so
+ * before, a 16 KB attend with policy.splits = 16384 made the instance
+ * allocate and write 17 GB and keep it. */
+static void test_workspace_cap(void **state)
+{
+    attn_server *s = new_server(); /* --max-workspace at its default, 4 GiB */
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    int64_t T[1] = {16320}, C[1] = {64};
+    (void)state;
+    memset(&spec, 0, sizeof spec);
+    spec.num_requests = 1;
+    spec.num_qo_heads = 16;
+    spec.num_kv_heads = 1;
+    spec.head_dim_qk = 1;
+    spec.head_dim_vo = 256;
+    spec.page_size = 64;
+    assert_int_equal(attn_rb_make_lengths(&rb, &spec, T, C, 31), 0);
+    load_batch(s, &rb, "ws");
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    /* 64 rows x 16 heads x 16384 splits x (256 + 2) floats: about 17 GB */
+    req.manifest.policy.split_policy = ATTN_SPLIT_FIXED;
+    req.manifest.policy.splits = 16384;
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_TOO_LARGE);
+    assert_string_equal(rep.error.field, "policy.splits");
+    assert_non_null(strstr(rep.error.message, "--max-workspace"));
+    free(keep);
+    /* the same batch with the engine's own splits plans */
+    req.manifest.policy.split_policy = rb.m.policy.split_policy;
+    req.manifest.policy.splits = rb.m.policy.splits;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
 /* The diagnostic reports what the engine did (issue 8): the schedule that
  * ran with the one asked and why, the engine's timing with its method and
  * scope and the daemon's host window apart, the key environment and the
@@ -903,6 +1130,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_pool_table),
+        cmocka_unit_test(test_conn_idle_clock),
         cmocka_unit_test(test_plan_cache),
         cmocka_unit_test(test_plan_cache_insert_holds),
         cmocka_unit_test(test_plan_cache_bytes),
@@ -910,6 +1138,9 @@ int main(void)
         cmocka_unit_test(test_attend_matches_engine),
         cmocka_unit_test(test_plan_run_stale),
         cmocka_unit_test(test_engine_failure),
+        cmocka_unit_test(test_reply_cap_before_commit),
+        cmocka_unit_test(test_plan_bytes_count_engine_data),
+        cmocka_unit_test(test_workspace_cap),
         cmocka_unit_test(test_diag_reports_engine_truth),
         cmocka_unit_test(test_cheap_and_refuse),
         cmocka_unit_test(test_server_capture),
