@@ -1887,8 +1887,8 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
         kv_bool(e, "verify", true);
     if (a->wait.buf != 0)
         kv_sem(e, "wait", &a->wait);
-    if (a->signal.buf != 0)
-        kv_sem(e, "signal", &a->signal);
+    if (a->sig.buf != 0)
+        kv_sem(e, "signal", &a->sig);
     if (a->async)
         kv_bool(e, "async", true);
 }

@@ -97,12 +97,12 @@ typedef struct attn_run_args {
     bool has_q_dtype; /* optional cross-check of the plan's q_dtype (run only) */
     attn_dtype q_dtype;
     /* GPU-side ordering (run only): attnd's stream waits for `wait` before
-     * reading any input and writes `signal` after its last kernel; with
+     * reading any input and writes `sig` after its last kernel; with
      * `async` attnd replies once the work is enqueued (no O/LSE bytes and no
      * GPU timing in that reply: outputs go to o_ref/lse_ref, and completion
-     * is `signal`).  The encoder sends them; attnd decodes and enforces them
+     * is `sig`).  The encoder sends them; attnd decodes and enforces them
      * (until it does, a run carrying them is refused with E_UNKNOWN_KEY). */
-    attn_sem_ref wait, signal;
+    attn_sem_ref wait, sig; /* on the wire "wait" and "signal" */
     bool async;
 } attn_run_args;
 

@@ -399,7 +399,7 @@ static void test_run_ordering_encoding(void **state)
     free(json);
     attn_buf_free(&b);
     r.run.wait = (attn_sem_ref){5, 64, 41};
-    r.run.signal = (attn_sem_ref){5, 72, 0x100000000ull};
+    r.run.sig = (attn_sem_ref){5, 72, 0x100000000ull};
     r.run.async = true;
     assert_int_equal(attn_request_encode(&r, &b, &e), 0);
     assert_int_equal(attn_msgpack_to_json(b.data, b.len, 8, false, &json, &e), 0);

@@ -76,6 +76,7 @@ class _BatchWrapper:
         self._plan = None
         self._epoch = 0
         self._torch = None
+        self.last_reply = None  # the last run's reply (its diag: kernels, timing)
         if transport == "cuda_ipc":
             import torch
             self._torch = torch
@@ -262,8 +263,9 @@ class _BatchWrapper:
         if self.transport == "cuda_ipc":
             self._run_ordered(layer, refs, o_ref, lse_ref)
         else:
-            self.client.run(p["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
-                            return_lse=return_lse, o=o_ref, lse=lse_ref)
+            self.last_reply = self.client.run(p["id"], layer, refs["q"], refs["k_new"],
+                                              refs["v_new"], return_lse=return_lse, o=o_ref,
+                                              lse=lse_ref)
         o_view = self.arena.view(outs["o"], *p["shapes"]["o"])
         if out is not None and o_view is not out and self.arena.offset_of(out) is None:
             _copy(out, o_view)
@@ -283,16 +285,17 @@ class _BatchWrapper:
         self._epoch += 1
         e = self._epoch
         a.driver.stream_write_u64(stream, a.addr(_SEM_READY), e)
-        self.client.run(self._plan["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
-                        return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
-                        wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e),
-                        async_=True)
+        self.last_reply = self.client.run(
+            self._plan["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
+            return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
+            wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True)
         a.driver.stream_wait_u64(stream, a.addr(_SEM_DONE), e)
 
     def _run_inline(self, q, k_new, v_new, layer, out, lse, return_lse):
         p = self._plan
         rep = self.client.run(p["id"], layer, _to_bytes(q), _to_bytes(k_new), _to_bytes(v_new),
                               return_lse=return_lse)
+        self.last_reply = rep
         o = _from_bytes(rep["o"], p["shapes"]["o"], q)
         if out is not None:
             _copy(out, o)
@@ -326,12 +329,10 @@ def _copy(dst, src):
 
 
 def _to_bytes(x):
-    if hasattr(x, "is_cuda"):  # torch: bf16 has no numpy dtype, so go through its bits
-        import torch
-        x = x.detach().contiguous()
-        if x.dtype == torch.bfloat16:
-            x = x.view(torch.int16)
-        return x.cpu().numpy().tobytes()
+    if hasattr(x, "is_cuda"):  # torch, without numpy (bf16 has no numpy dtype)
+        import ctypes
+        h = x.detach().contiguous().cpu()
+        return ctypes.string_at(h.data_ptr(), h.numel() * h.element_size())
     return x.tobytes()
 
 

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The two-process zero-copy benchmark and device test on a GPU machine
+# (issue 11): bench/gpu/bench_zerocopy.py's phases around attnd, with and
+# without CUDA MPS.  Staged by scripts/stage-zerocopy.sh (static attnd, the
+# bench glue library, the Python package and a pure-Python msgpack).
+#   (a) in-process kernels          -> phase inproc (no daemon)
+#   under MPS:   (b) refs, (c) inline, kill test
+#   without MPS: (b') refs, (c) inline, kill test
+# Usage: bash bench/gpu/run_zerocopy.sh STAGED_DIR OUT_DIR [STEPS]
+# Writes OUT_DIR/{env.txt, run.log, attnd.log, zc-results.jsonl, summary.md}.
+set -u
+S=$(cd "${1:?usage: $0 STAGED_DIR OUT_DIR}" && pwd)
+OUT=${2:-/tmp/zc}
+STEPS=${3:-10}
+mkdir -p "$OUT"
+here=$(cd "$(dirname "$0")" && pwd)
+# msgpack's wheel (C decoder) where it installs, else its pure-Python half in $S/py
+site=$(mktemp -d)
+python3 -m pip install -q --no-index --no-deps --target "$site" "$S"/whl/*.whl >/dev/null 2>&1 ||
+    echo "msgpack wheel did not install: pure-Python msgpack" >>"$OUT/env.txt"
+export PYTHONPATH=$site:$S/py${PYTHONPATH:+:$PYTHONPATH}
+# every kernel loaded before any cross-process wait is enqueued (ZERO-COPY.md
+# §2: a lazily loaded kernel behind a pending wait deadlocks both processes)
+export CUDA_MODULE_LOADING=EAGER
+tmp=$(mktemp -d)
+url="ipc://$tmp/attnd.sock"
+{
+    date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+    "$S/attnd" --version
+    command -v nvidia-cuda-mps-control || echo "no nvidia-cuda-mps-control"
+    python3 -c 'import msgpack, attn; print("msgpack", msgpack.version, msgpack.Packer, attn.__file__)'
+} >>"$OUT/env.txt" 2>&1
+
+bench() { # PHASE TAG
+    echo "== $1 $2" >>"$OUT/run.log"
+    ZC_MPS=$mps timeout 150 python3 "$here/bench_zerocopy.py" --phase "$1" --url "$url" \
+        --lib "$S/libattn_cuda_bench.so" --steps "$STEPS" --out "$OUT" --tag "$2" >>"$OUT/run.log" 2>&1
+    echo "== $1 $2 rc=$?" >>"$OUT/run.log"
+}
+start_attnd() { # TAG
+    rm -f "$tmp/attnd.sock"
+    echo "== attnd $1" >>"$OUT/attnd.log"
+    "$S/attnd" --listen "$url" --engine cuda --pool-budget $((48 << 30)) --log-level info \
+        2>>"$OUT/attnd.log" &
+    apid=$!
+    for _ in $(seq 200); do [ -S "$tmp/attnd.sock" ] && break; sleep 0.05; done
+}
+stop_attnd() {
+    kill -TERM "$apid" 2>/dev/null
+    wait "$apid"
+    echo "== attnd exit $?" >>"$OUT/attnd.log"
+}
+
+mps=0
+bench inproc ""
+if command -v nvidia-cuda-mps-control >/dev/null; then
+    export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=$tmp/mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d; then
+        mps=1
+        start_attnd mps
+        bench refs -mps
+        bench inline -mps
+        bench kill -mps
+        stop_attnd
+        echo quit | nvidia-cuda-mps-control
+        sleep 1
+        cat "$CUDA_MPS_LOG_DIRECTORY"/*.log >>"$OUT/attnd.log" 2>/dev/null
+    else
+        echo "MPS did not start" >>"$OUT/run.log"
+    fi
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
+mps=0
+start_attnd nomps
+bench refs -nomps
+bench inline -nomps
+bench kill -nomps
+stop_attnd
+python3 "$here/zerocopy_summary.py" "$OUT/zc-results.jsonl" >"$OUT/summary.md" 2>>"$OUT/run.log"
+rm -rf "$tmp" "$site"
+grep -vE '^\s+File|^\s+\^|Traceback' "$OUT/run.log" | tail -40
+cat "$OUT/summary.md"
