@@ -143,7 +143,8 @@ ENGINE_LIBS := $(LIBCUDA) $(LIBCORE)
 .PHONY: all deps test unit unit-core integration test-asan lint demo bench-cpu install clean gpu-check verify-systemd fuzz fuzz-run
 # STATIC=1 (self-contained binaries for machines without the -dev packages)
 # links nng, libuv, msgpack-c, jansson and libcrypto statically; no .so then.
-all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
+all: deps $(ATTND) $(ATTNCTL) $(LIBCLIENT) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO)) \
+	$(if $(filter 1,$(CUDA)),$(BUILD)/examples/zero_copy)
 
 deps:
 	@./scripts/deps.sh
@@ -191,6 +192,11 @@ $(ATTND): $(BUILD)/obj/daemon/main.o $(LIBSRV) $(ENGINE_LIBS)
 # attnctl is a client: libattn and protocol only (--local starts an attnd).
 $(ATTNCTL): $(CTL_OBJS) $(LIBCLIENT)
 	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCLIENT) $(LDLIBS)
+
+# examples/zero_copy.c: libattn and the CUDA runtime (CUDA=1 builds only).
+$(BUILD)/examples/zero_copy: examples/zero_copy.c $(LIBCLIENT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBCLIENT) $(CUDA_LIBS) $(LDLIBS)
 
 # tests/unit: pure modules (core library only); tests/daemon: server and
 # client modules in-process; tests/integration: a daemon subprocess.

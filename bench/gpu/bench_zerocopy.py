@@ -335,12 +335,14 @@ def phase_kill(args):
     child = subprocess.Popen([sys.executable, __file__, "--phase", "kill-child", "--url",
                               args.url, "--layers", str(args.layers)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    line = child.stdout.readline().strip()  # "running <transport>" once it is mid-step
-    time.sleep(0.3)
-    admin = attn.Client(args.url, timeout=60)
-    before = admin.stats()["counters"].get("buffers")
-    child.kill()
-    child.wait()
+    try:
+        line = child.stdout.readline().strip()  # "running <transport>" once it is mid-step
+        time.sleep(0.3)
+        admin = attn.Client(args.url, timeout=60)
+        before = admin.stats()["counters"].get("buffers")
+    finally:
+        child.kill()
+        child.wait()
     t0 = time.perf_counter()
     after = None
     while time.perf_counter() - t0 < 10:

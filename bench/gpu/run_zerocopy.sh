@@ -4,8 +4,8 @@
 # without CUDA MPS.  Staged by scripts/stage-zerocopy.sh (static attnd, the
 # bench glue library, the Python package and a pure-Python msgpack).
 #   (a) in-process kernels          -> phase inproc (no daemon)
-#   under MPS:   (b) refs, (c) inline, kill test
 #   without MPS: (b') refs, (c) inline, kill test
+#   under MPS:   (b) refs, (c) inline, kill test
 # Usage: bash bench/gpu/run_zerocopy.sh STAGED_DIR OUT_DIR [STEPS]
 # Writes OUT_DIR/{env.txt, run.log, attnd.log, zc-results.jsonl, summary.md}.
 set -u
@@ -34,7 +34,7 @@ url="ipc://$tmp/attnd.sock"
 
 bench() { # PHASE TAG
     echo "== $1 $2" >>"$OUT/run.log"
-    ZC_MPS=$mps timeout 150 python3 "$here/bench_zerocopy.py" --phase "$1" --url "$url" \
+    ZC_MPS=$mps timeout "${PHASE_TIMEOUT:-60}" python3 "$here/bench_zerocopy.py" --phase "$1" --url "$url" \
         --lib "$S/libattn_cuda_bench.so" --steps "$STEPS" --out "$OUT" --tag "$2" >>"$OUT/run.log" 2>&1
     echo "== $1 $2 rc=$?" >>"$OUT/run.log"
 }
@@ -46,18 +46,28 @@ start_attnd() { # TAG
     apid=$!
     for _ in $(seq 200); do [ -S "$tmp/attnd.sock" ] && break; sleep 0.05; done
 }
-stop_attnd() {
+stop_attnd() { # SIGTERM (drains), SIGKILL after 10 s
     kill -TERM "$apid" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$apid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$apid" 2>/dev/null && { echo "== attnd did not exit in 10 s: SIGKILL" >>"$OUT/attnd.log"; kill -KILL "$apid"; }
     wait "$apid"
     echo "== attnd exit $?" >>"$OUT/attnd.log"
 }
 
 mps=0
 bench inproc ""
+# without MPS first: (b') and (c), the kill test
+start_attnd nomps
+bench refs -nomps
+bench inline -nomps
+bench kill -nomps
+stop_attnd
+# under MPS (stopped again on the way out, whatever happens)
 if command -v nvidia-cuda-mps-control >/dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=$tmp/mps-log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if nvidia-cuda-mps-control -d; then
+        trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
         mps=1
         start_attnd mps
         bench refs -mps
@@ -65,6 +75,7 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
         bench kill -mps
         stop_attnd
         echo quit | nvidia-cuda-mps-control
+        trap - EXIT
         sleep 1
         cat "$CUDA_MPS_LOG_DIRECTORY"/*.log >>"$OUT/attnd.log" 2>/dev/null
     else
@@ -72,12 +83,6 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
     fi
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
-mps=0
-start_attnd nomps
-bench refs -nomps
-bench inline -nomps
-bench kill -nomps
-stop_attnd
 python3 "$here/zerocopy_summary.py" "$OUT/zc-results.jsonl" >"$OUT/summary.md" 2>>"$OUT/run.log"
 rm -rf "$tmp" "$site"
 grep -vE '^\s+File|^\s+\^|Traceback' "$OUT/run.log" | tail -40
