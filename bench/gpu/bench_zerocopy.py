@@ -236,7 +236,7 @@ def phase_daemon(args, transport):
     tag = {"inline": "c_inline", "cuda_ipc": "b_refs"}[transport]
     res = {"phase": tag, "transport": transport, "mps": os.environ.get("ZC_MPS", "?"),
            "hello_server": {k: v for k, v in hello.get("server", {}).items()
-                            if isinstance(v, (str, int, float, bool))}}
+                            if k in ("version", "build_id", "mps", "gpu_handoff")}}
     w = None
     try:  # this attnd's answer first (registration, plan, one run), before the history
         w = attn.BatchDecodeWrapper(args.url, pool=POOL, transport=transport,
@@ -422,7 +422,7 @@ def main():
                   "shape": dict(B=B, T=T, HQ=HQ, HKV=HKV, D=D, P=P, dtype="bf16")}
     res["tag"] = args.tag
     with open(os.path.join(args.out, "zc-results.jsonl"), "a") as f:
-        f.write(json.dumps(res) + "\n")
+        f.write(json.dumps(res, default=str) + "\n")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
   against the pool, unsupported options), each an AttnError with its field;
   attnd's refusals (unknown pool) the same way.
 - the cuda_ipc arena without a GPU driver: E_BUFFER_UNSUPPORTED, field dev_ptr.
-- Client.run carries wait / signal / async as PROTOCOL.md v2 writes them.
+- Client.run carries wait / signal / async as PROTOCOL.md v2 writes them;
+  an "async_error" on a reply (an earlier async run failed) raises.
 - a closed wrapper's buffer is gone from attnd's stats.
 """
 
@@ -211,6 +212,13 @@ def checks(url):
     rc.run(3, 1, q=b"", k_new=b"", v_new=b"")
     assert sent["async"] is None and sent["wait"] is None  # absent (call drops None)
     rc.close()
+
+    # a failure after enqueue, reported on a later reply, raises there
+    from attn.wrappers import _raise_async_error
+    _raise_async_error({"ok": True})
+    expect("E_CUDA", "q", _raise_async_error,
+           {"ok": True, "async_error": {"run_seq": 4, "code": "E_CUDA", "field": "q",
+                                        "message": "illegal address"}})
     admin.close()
 
 

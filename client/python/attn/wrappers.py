@@ -54,6 +54,16 @@ def _bad(code, field, fmt, *args):
     return AttnError(code, field, fmt % args)
 
 
+def _raise_async_error(rep):
+    """An earlier asynchronous run of this connection failed after its reply
+    (attnd says so once, on the next reply): raise it here."""
+    e = rep.get("async_error") if isinstance(rep, dict) else None
+    if e:
+        raise AttnError(e.get("code", "E_UNKNOWN"), e.get("field", ""),
+                        "asynchronous run %s failed after it was enqueued: %s"
+                        % (e.get("run_seq", "?"), e.get("message", "")))
+
+
 class _BatchWrapper:
     _default_mask = None
 
@@ -290,6 +300,7 @@ class _BatchWrapper:
             return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
             wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True)
         a.driver.stream_wait_u64(stream, a.addr(_SEM_DONE), e)
+        _raise_async_error(self.last_reply)
 
     def _run_inline(self, q, k_new, v_new, layer, out, lse, return_lse):
         p = self._plan
