@@ -205,6 +205,9 @@ class _BatchWrapper:
 
     # ---- run
 
+    _TORCH_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+    _NUMPY_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "uint16"}
+
     def _check(self, x, name):
         """x matches the plan's shape and dtype for `name`, on the right side."""
         shape, dt = self._plan["shapes"][name]
@@ -217,17 +220,23 @@ class _BatchWrapper:
             raise _bad("E_TYPE", name, "%s must be a numpy array or a torch tensor, not %s", name,
                        type(x).__name__)
         if is_torch:
-            got = str(x.dtype).replace("torch.", "")
-            want = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[dt]
+            want = self._TORCH_NAMES[dt]
+            ok = x.dtype is getattr(self._torch_mod(), want)
         else:
-            got = str(getattr(getattr(x, "dtype", None), "name", None))
-            want = {"fp32": "float32", "fp16": "float16", "bf16": "uint16"}[dt]
-        if got != want:
-            raise _bad("E_DTYPE", name, "%s is %s; the plan needs %s (%s)", name, got, dt, want)
-        have = tuple(getattr(x, "shape", ()))
-        if have != tuple(shape):
-            raise _bad("E_SHAPE", name, "%s has shape %s; the plan needs %s", name, have,
-                       tuple(shape))
+            want = self._NUMPY_NAMES[dt]
+            ok = getattr(x.dtype, "name", None) == want
+        if not ok:
+            raise _bad("E_DTYPE", name, "%s is %s; the plan needs %s (%s)", name, x.dtype, dt,
+                       want)
+        if tuple(x.shape) != shape:
+            raise _bad("E_SHAPE", name, "%s has shape %s; the plan needs %s", name,
+                       tuple(x.shape), shape)
+
+    def _torch_mod(self):
+        if self._torch is None:
+            import torch
+            self._torch = torch
+        return self._torch
 
     def _as_ref(self, x, name):
         """A reference to x in the arena: in place, or after a copy into the slot."""
