@@ -22,6 +22,7 @@ struct attnd_buffer {
     uint32_t conn;
     uint32_t refs; /* the slot's reference (while registered) + one per hold */
     attn_buffer_kind kind;
+    int device; /* cuda_ipc: the CUDA ordinal; -1 for shm */
     uint8_t *base;
     uint64_t bytes;
 };
@@ -33,6 +34,7 @@ struct attnd_buffer_table {
     uint64_t max_bytes;
     uint64_t next_id;
     attnd_buffer_stats st;
+    attnd_ipc_opener ipc; /* open == NULL: no cuda_ipc */
 };
 
 int attnd_buffers_create(attnd_buffer_table **out, uint32_t max_buffers, uint64_t max_bytes)
@@ -54,14 +56,26 @@ int attnd_buffers_create(attnd_buffer_table **out, uint32_t max_buffers, uint64_
     return 0;
 }
 
-static void unmap(attnd_buffer *b)
+void attnd_buffers_set_ipc(attnd_buffer_table *t, const attnd_ipc_opener *o)
+{
+    pthread_mutex_lock(&t->lock);
+    if (o != NULL)
+        t->ipc = *o;
+    else
+        memset(&t->ipc, 0, sizeof t->ipc);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void unmap(attnd_buffer_table *t, attnd_buffer *b)
 {
     switch (b->kind) {
     case ATTN_BUFFER_SHM:
         munmap(b->base, (size_t)b->bytes);
         break;
     case ATTN_BUFFER_CUDA_IPC:
-        break; /* never registered (refused in attnd_buffers_register) */
+        if (t->ipc.close != NULL)
+            t->ipc.close(t->ipc.arg, b->device, b->base);
+        break;
     }
     free(b);
 }
@@ -72,7 +86,7 @@ static void unref_locked(attnd_buffer_table *t, attnd_buffer *b)
     if (--b->refs > 0)
         return;
     t->st.bytes -= b->bytes;
-    unmap(b);
+    unmap(t, b);
 }
 
 void attnd_buffers_destroy(attnd_buffer_table *t)
@@ -81,7 +95,7 @@ void attnd_buffers_destroy(attnd_buffer_table *t)
         return;
     for (uint32_t i = 0; i < t->max_buffers; i++)
         if (t->slots[i] != NULL)
-            unmap(t->slots[i]);
+            unmap(t, t->slots[i]);
     pthread_mutex_destroy(&t->lock);
     free(t->slots);
     free(t);
@@ -160,30 +174,43 @@ int attnd_buffers_register(attnd_buffer_table *t, uint32_t conn, int64_t peer_ui
     uint32_t slot;
     int rc;
 
+    int device = -1;
+    attnd_ipc_opener ipc;
+    pthread_mutex_lock(&t->lock);
+    ipc = t->ipc;
+    pthread_mutex_unlock(&t->lock);
     switch (a->kind) {
     case ATTN_BUFFER_SHM:
         break;
     case ATTN_BUFFER_CUDA_IPC:
-        pthread_mutex_lock(&t->lock);
-        t->st.refused++;
-        pthread_mutex_unlock(&t->lock);
+        /* the codec checked "cuda:N" */
+        device = strncmp(a->device, "cuda:", 5) == 0 ? atoi(a->device + 5) : -1;
+        if (ipc.open == NULL || device < 0) {
+            pthread_mutex_lock(&t->lock);
+            t->st.refused++;
+            pthread_mutex_unlock(&t->lock);
 #ifdef ATTN_WITH_CUDA
-        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "kind",
-                              "cuda_ipc buffers are not implemented yet in this attnd (a CUDA "
-                              "build); register a shm buffer or send tensors inline");
+            return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "kind",
+                                  "this attnd has no CUDA engine on %s to open cuda_ipc "
+                                  "handles; register a shm buffer or send tensors inline",
+                                  a->device);
 #else
-        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "kind",
-                              "CUDA IPC buffers need a CUDA build and device; this attnd was "
-                              "built without CUDA");
+            return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "kind",
+                                  "CUDA IPC buffers need a CUDA build and device; this attnd was "
+                                  "built without CUDA");
 #endif
+        }
+        break;
     }
     /* the caps first, so a refused registration maps nothing; checked again
      * under the lock after the (slow) map, since others may have registered */
     pthread_mutex_lock(&t->lock);
     rc = check_caps_locked(t, a->bytes, &slot, err);
     pthread_mutex_unlock(&t->lock);
-    if (rc == 0)
+    if (rc == 0 && a->kind == ATTN_BUFFER_SHM)
         rc = map_shm(a, peer_uid, &base, err);
+    else if (rc == 0)
+        rc = ipc.open(ipc.arg, device, a->handle, a->offset, a->bytes, (void **)&base, err);
     b = rc == 0 ? calloc(1, sizeof *b) : NULL;
     if (rc == 0 && b == NULL)
         rc = attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");
@@ -193,8 +220,10 @@ int attnd_buffers_register(attnd_buffer_table *t, uint32_t conn, int64_t peer_ui
     if (rc != 0) {
         t->st.refused++;
         pthread_mutex_unlock(&t->lock);
-        if (base != NULL)
+        if (base != NULL && a->kind == ATTN_BUFFER_SHM)
             munmap(base, (size_t)a->bytes);
+        else if (base != NULL)
+            ipc.close(ipc.arg, device, base);
         free(b);
         return rc;
     }
@@ -202,6 +231,7 @@ int attnd_buffers_register(attnd_buffer_table *t, uint32_t conn, int64_t peer_ui
     b->conn = conn;
     b->refs = 1;
     b->kind = a->kind;
+    b->device = device;
     b->base = base;
     b->bytes = a->bytes;
     t->slots[slot] = b;
@@ -278,7 +308,7 @@ uint32_t attnd_buffers_drop_conn(attnd_buffer_table *t, uint32_t conn)
 
 int attnd_buffers_resolve(attnd_buffer_table *t, uint32_t conn, const attn_tensor_ref *ref,
                           const char *field, attnd_buffer_hold *h, void **ptr,
-                          attn_error_detail *err)
+                          attn_buffer_kind *kind, int *device, attn_error_detail *err)
 {
     char f[48];
     int rc = 0;
@@ -314,6 +344,10 @@ int attnd_buffers_resolve(attnd_buffer_table *t, uint32_t conn, const attn_tenso
     b->refs++;
     h->held[h->n++] = b;
     *ptr = b->base + ref->offset;
+    if (kind != NULL)
+        *kind = b->kind;
+    if (device != NULL)
+        *device = b->device;
 out:
     pthread_mutex_unlock(&t->lock);
     return rc;

@@ -10,8 +10,11 @@
  * a drop or a close while it runs unmaps them only once it is done.
  *
  * Kinds: "shm" (POSIX shm_open + mmap read-write, the object must exist and
- * hold at least `bytes`); "cuda_ipc" is validated by the codec and refused
- * here with ATTN_E_BUFFER_UNSUPPORTED until the CUDA engine maps IPC handles.
+ * hold at least `bytes`); "cuda_ipc" (a cudaIpcMemHandle_t plus an offset
+ * into its allocation), opened through the hook the server installs
+ * (attnd_buffers_set_ipc: the CUDA engine of the device opens, caches per
+ * allocation and closes; this file includes no CUDA header).  Without a
+ * hook a cuda_ipc registration is ATTN_E_BUFFER_UNSUPPORTED "kind".
  *
  * Thread-safe (one mutex).  Caps: at most max_buffers buffers and
  * max_buffer_bytes mapped bytes, all connections together (daemon/config.h).
@@ -37,8 +40,22 @@ typedef struct attnd_buffer_stats {
     uint64_t refused;           /* registrations refused (any error) */
 } attnd_buffer_stats;
 
+/* How a cuda_ipc handle is opened and closed (the CUDA engine's functions
+ * behind the server's glue).  open: the device pointer of [offset, offset +
+ * bytes) of the allocation `handle` names, on device `device`; errors name
+ * "handle", "offset" or "bytes".  close: release what open gave. */
+typedef struct attnd_ipc_opener {
+    int (*open)(void *arg, int device, const uint8_t *handle, uint64_t offset, uint64_t bytes,
+                void **dev_ptr, attn_error_detail *err);
+    void (*close)(void *arg, int device, void *dev_ptr);
+    void *arg;
+} attnd_ipc_opener;
+
 /* A table for at most `max_buffers` buffers and `max_bytes` mapped bytes. */
 int attnd_buffers_create(attnd_buffer_table **out, uint32_t max_buffers, uint64_t max_bytes);
+
+/* Install the cuda_ipc hook (NULL removes it); before any registration. */
+void attnd_buffers_set_ipc(attnd_buffer_table *t, const attnd_ipc_opener *o);
 
 /* Unmap everything and free the table (no run may hold a buffer any more). */
 void attnd_buffers_destroy(attnd_buffer_table *t);
@@ -62,7 +79,7 @@ int attnd_buffers_drop(attnd_buffer_table *t, uint32_t conn, uint64_t id, attn_e
 uint32_t attnd_buffers_drop_conn(attnd_buffer_table *t, uint32_t conn);
 
 /* The buffers one run names, held until attnd_buffer_hold_release. */
-#define ATTND_HOLD_MAX 5
+#define ATTND_HOLD_MAX 7 /* q, k_new, v_new, o, lse, wait, signal */
 typedef struct attnd_buffer_hold {
     uint32_t n;
     attnd_buffer *held[ATTND_HOLD_MAX];
@@ -71,11 +88,13 @@ typedef struct attnd_buffer_hold {
 /* Resolve reference `ref` of tensor `field` for connection `conn`: the
  * buffer must be this connection's and live (E_UNKNOWN_BUFFER "<field>.buf")
  * and [offset, offset + bytes) inside it (E_BUFFER_RANGE "<field>.offset" /
- * "<field>.bytes").  On success *ptr points at the bytes and `h` holds the
+ * "<field>.bytes").  On success *ptr points at the bytes (a device pointer
+ * for a cuda_ipc buffer), *kind (may be NULL) gets the buffer's kind and
+ * *device its CUDA ordinal (-1 for shm; may be NULL), and `h` holds the
  * buffer (a buffer named twice is held twice). */
 int attnd_buffers_resolve(attnd_buffer_table *t, uint32_t conn, const attn_tensor_ref *ref,
                           const char *field, attnd_buffer_hold *h, void **ptr,
-                          attn_error_detail *err);
+                          attn_buffer_kind *kind, int *device, attn_error_detail *err);
 
 /* Release what `h` holds (a buffer dropped meanwhile is unmapped now). */
 void attnd_buffer_hold_release(attnd_buffer_table *t, attnd_buffer_hold *h);

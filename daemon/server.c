@@ -13,6 +13,7 @@
 #include "daemon/server_int.h"
 #include "engines/cpu/engine.h"
 #include "engines/cuda/cuda_engine.h" /* plain C; both CUDA engines exist in a CUDA=0 build too */
+#include "engines/cuda/ipc.h"
 #include "engines/cuda/prefill_engine.h"
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
@@ -183,6 +184,58 @@ static int register_engines(attn_server *s, attn_error_detail *err)
 #endif
 }
 
+attn_cuda_ipc *attnd_server_ipc(attn_server *s, int device, char *why, size_t n)
+{
+    for (uint32_t i = 0; i < s->num_engines; i++)
+        if (s->engines[i]->ops == attn_cuda_engine_ops() && s->engines[i]->device == device)
+            return attn_cuda_engine_ipc(s->engines[i], why, n);
+    if (why != NULL && n > 0)
+        snprintf(why, n, "attnd has no CUDA engine on cuda:%d", device);
+    return NULL;
+}
+
+/* The buffer table's cuda_ipc hook: the CUDA engine of the device opens. */
+static int ipc_open(void *arg, int device, const uint8_t *handle, uint64_t offset, uint64_t bytes,
+                    void **dev_ptr, attn_error_detail *err)
+{
+    attn_server *s = arg;
+    char why[160];
+    attn_cuda_ipc *c = attnd_server_ipc(s, device, why, sizeof why);
+    bool any_cuda = false;
+    *dev_ptr = NULL;
+    for (uint32_t i = 0; i < s->num_engines; i++)
+        any_cuda = any_cuda || s->engines[i]->ops == attn_cuda_engine_ops();
+    if (c == NULL)
+        /* no CUDA engine at all: the kind is what this attnd cannot serve */
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, any_cuda ? "device" : "kind",
+                              "cannot open a cuda_ipc handle on cuda:%d: %s (CUDA IPC buffers need "
+                              "the CUDA engine on that device)",
+                              device, why);
+    return attn_cuda_ipc_open(c, handle, offset, bytes, dev_ptr, err);
+}
+
+static void ipc_close(void *arg, int device, void *dev_ptr)
+{
+    attn_cuda_ipc *c = attnd_server_ipc(arg, device, NULL, 0);
+    if (c != NULL)
+        attn_cuda_ipc_close(c, dev_ptr);
+}
+
+/* Whether the CUDA contexts of this attnd run under MPS, and the sentence
+ * hello and the diag of every waiting or signalling run carry. */
+static void detect_mps(attn_server *s)
+{
+    s->mps = -1;
+    snprintf(s->mps_note, sizeof s->mps_note,
+             "no CUDA engine: semaphores in shm buffers are "
+             "waited and signalled on the host");
+    for (uint32_t i = 0; i < s->num_engines; i++)
+        if (s->engines[i]->ops == attn_cuda_engine_ops()) {
+            s->mps = attn_cuda_mps_state(s->engines[i]->device, s->mps_note, sizeof s->mps_note);
+            return;
+        }
+}
+
 int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_detail *err)
 {
     attn_server *s = calloc(1, sizeof *s);
@@ -223,6 +276,11 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
     }
     if ((rc = register_engines(s, err)) != 0)
         goto fail;
+    detect_mps(s);
+    if ((rc = attnd_async_create(&s->async, 4096)) != 0) {
+        attn_error_set(err, rc, "", "cannot start the asynchronous-run worker");
+        goto fail;
+    }
     if ((rc = attnd_pool_table_create(&s->pools, cfg->pool_budget)) != 0) {
         attn_error_set(err, rc, "", "out of memory");
         goto fail;
@@ -231,6 +289,10 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
                                    cfg->max_buffer_bytes)) != 0) {
         attn_error_set(err, rc, "max_buffers", "cannot create the buffer table");
         goto fail;
+    }
+    {
+        attnd_ipc_opener o = {ipc_open, ipc_close, s};
+        attnd_buffers_set_ipc(s->buffers, &o);
     }
     if ((rc = attnd_plan_cache_create(&s->plans, cfg->max_plans, cfg->plan_cache_bytes,
                                       attnd_plan_free)) != 0) {
@@ -271,6 +333,7 @@ void attn_server_destroy(attn_server *s)
 {
     if (s == NULL)
         return;
+    attnd_async_destroy(s->async); /* queued runs hold plans, pools and buffers */
     attn_capture_close(s->capture);
     attnd_plan_cache_destroy(s->plans); /* engine plans go before their engines */
     attnd_pool_table_destroy(s->pools);
@@ -319,6 +382,8 @@ static int do_hello(attn_server *s, attn_reply *rep)
         snprintf(si->devices[si->num_devices++], sizeof si->devices[0], "%s", s->device_desc);
     si->identity.data = s->identity;
     si->identity.len = s->identity_len;
+    si->mps = s->mps;
+    snprintf(si->gpu_handoff, sizeof si->gpu_handoff, "%s", s->mps_note);
     return 0;
 }
 
@@ -364,6 +429,16 @@ static int do_stats(attn_server *s, attn_reply *rep)
         add_counter(st, "buffers_dropped", bs.dropped);
         add_counter(st, "buffers_released_on_close", bs.released_on_close);
         add_counter(st, "buffers_refused", bs.refused);
+    }
+    {
+        attnd_async_stats as;
+        attnd_async_stats_get(s->async, &as);
+        add_counter(st, "async_enqueued", as.enqueued);
+        add_counter(st, "async_done", as.done);
+        add_counter(st, "async_failed", as.failed);
+        add_counter(st, "async_cancelled", as.cancelled);
+        add_counter(st, "async_pending", as.pending);
+        add_counter(st, "waits_released_on_close", as.waits_released_on_close);
     }
     for (int op = 0; op < ATTN_OP_COUNT; op++) {
         char name[48];
@@ -568,6 +643,7 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
         rc = do_pool_create(s, &req, &rep, &err);
         break;
     case ATTN_OP_POOL_DROP:
+        attnd_async_drain_conn(s->async, conn); /* after this connection's async runs */
         rc = attnd_pool_drop(s->pools, req.pool, &err);
         snprintf(rep.pool, sizeof rep.pool, "%s", req.pool);
         break;
@@ -576,6 +652,7 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
         break;
     case ATTN_OP_KV_READ:
     case ATTN_OP_KV_WRITE:
+        attnd_async_drain_conn(s->async, conn); /* after this connection's async runs */
         rc = do_kv(s, &req, &rep, scratch, &err);
         break;
     case ATTN_OP_PLAN:
@@ -593,10 +670,18 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
     case ATTN_OP_BUFFER_DROP:
         rc = attnd_buffers_drop(s->buffers, conn, req.buffer.buf, &err);
         break;
+    case ATTN_OP_RUN_STATUS:
+        rc = attnd_async_status(s->async, conn, req.run_seq, &rep.status, &err);
+        rep.run_seq = req.run_seq;
+        break;
     default:
         rc = attn_error_set(&err, ATTN_E_UNKNOWN_OP, "op", "unknown operation");
         break;
     }
+    /* an asynchronous run of this connection that failed since its last
+     * reply: this reply carries it (run_status and stats keep it too) */
+    rep.has_async_error =
+        attnd_async_take_failure(s->async, conn, &rep.async_error_seq, &rep.async_error);
     if (rc == 0) {
         rc = attn_reply_encode(&rep, &out, &err);
         if (rc == 0 && out.len > atomic_load(&s->max_reply)) {
@@ -614,7 +699,25 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
     if (rc != 0) {
         failed = 1;
         code = rc;
-        rc = encode_error(s, req.id, req.op, &err, reply, reply_len);
+        if (rep.has_async_error) {
+            /* the error reply carries the async failure all the same */
+            attn_reply er;
+            memset(&er, 0, sizeof er);
+            er.id = req.id;
+            er.op = req.op;
+            er.error = err;
+            er.has_async_error = true;
+            er.async_error_seq = rep.async_error_seq;
+            er.async_error = rep.async_error;
+            atomic_fetch_add(&s->metrics.errors, 1);
+            rc = attn_reply_encode(&er, &out, NULL);
+            if (rc == 0) {
+                *reply = out.data;
+                *reply_len = out.len;
+            }
+        } else {
+            rc = encode_error(s, req.id, req.op, &err, reply, reply_len);
+        }
     }
     attn_request_free(&req);
     for (int i = 0; i < ATTND_SCRATCH; i++)
@@ -708,6 +811,9 @@ int attn_server_handle_cb(void *arg, uint32_t conn, const void *req, size_t len,
 
 void attn_server_conn_closed(attn_server *s, uint32_t conn)
 {
+    /* its waits released and queued runs cancelled first; a run in flight
+     * keeps its buffers (holds) until it completes, then they unmap */
+    attnd_async_conn_closed(s->async, conn);
     attnd_buffers_drop_conn(s->buffers, conn);
 }
 

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "attn/client.h"
+#include "daemon/async_runs.h"
 #include "daemon/log.h"
 #include "protocol/capture.h"
 #include "daemon/buffers.h"
@@ -47,6 +48,9 @@ struct attn_server {
     char device_desc[ATTN_NAME_MAX]; /* "cuda:0 NVIDIA H200 cc9.0 132sm 139GiB" or "" */
     pthread_rwlock_t trace_lock;     /* a traced device run holds it exclusively */
     attnd_log *log;                  /* NULL: no request log (attnctl --local, tests) */
+    attnd_async *async;              /* asynchronous runs, semaphore waits */
+    int mps;                         /* 1: CUDA contexts under MPS, 0: not, -1: unknown / no GPU */
+    char mps_note[192];              /* what that means for a GPU-side hand-off */
 };
 
 /* What a `plan` (or the plan half of an `attend`) froze: the validated
@@ -86,6 +90,13 @@ int attnd_exec_run(attn_server *s, uint32_t conn, attn_request *req, attn_reply 
 /* attend: plan then run in one request (buffer references of `conn`). */
 int attnd_exec_attend(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
                       void **scratch, attn_error_detail *err);
+
+typedef struct attn_cuda_ipc attn_cuda_ipc;
+
+/* The IPC cache and semaphore operations of the cuda_decode instance on
+ * `device` (cuda_ipc buffers, device waits); NULL with `why` filled when
+ * there is none. */
+attn_cuda_ipc *attnd_server_ipc(attn_server *s, int device, char *why, size_t n);
 
 /* Release what an exec call left in `scratch` (output buffers, diag bytes). */
 void attnd_exec_scratch_free(void **scratch);

@@ -446,6 +446,10 @@ enum {
     K_NAME,
     K_HANDLE,
     K_BUF,
+    K_ASYNC,
+    K_WAIT,
+    K_SIGNAL,
+    K_RUN_SEQ,
     K_OFFSET,
     /* reply only (o and lse are also a run's output references) */
     K_OK,
@@ -460,18 +464,21 @@ enum {
     K_COUNTERS,
     K_PLAN_CACHE,
     K_POOLS,
+    K_STATUS,
+    K_ASYNC_ERROR,
     K_COUNT
 };
 
 static const char *const g_keys[K_COUNT] = {
-    "v",         "op",           "id",          "pool",        "layers",     "num_pages",
-    "page_size", "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype",   "layout",
-    "device",    "num_qo_heads", "requests",    "qo_indptr",   "kv",         "mask",
-    "sm_scale",  "q_dtype",      "policy",      "plan_id",     "layer",      "q",
-    "k_new",     "v_new",        "return_lse",  "trace",       "verify",     "pages",
-    "tensors",   "kind",         "name",        "handle",      "buf",        "offset",
-    "ok",        "error",        "server",      "bytes",       "plan_key",   "o",
-    "o_dtype",   "lse",          "diag",        "counters",    "plan_cache", "pools"};
+    "v",         "op",           "id",          "pool",        "layers",   "num_pages",
+    "page_size", "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype", "layout",
+    "device",    "num_qo_heads", "requests",    "qo_indptr",   "kv",       "mask",
+    "sm_scale",  "q_dtype",      "policy",      "plan_id",     "layer",    "q",
+    "k_new",     "v_new",        "return_lse",  "trace",       "verify",   "pages",
+    "tensors",   "kind",         "name",        "handle",      "buf",      "async",
+    "wait",      "signal",       "run_seq",     "offset",      "ok",       "error",
+    "server",    "bytes",        "plan_key",    "o",           "o_dtype",  "lse",
+    "diag",      "counters",     "plan_cache",  "pools",       "status",   "async_error"};
 
 #define B(k) (1ull << (k))
 #define GEOM_KEYS                                                                                  \
@@ -482,7 +489,7 @@ static const char *const g_keys[K_COUNT] = {
      B(K_SM_SCALE) | B(K_Q_DTYPE) | B(K_POLICY))
 #define RUN_KEYS                                                                                   \
     (B(K_LAYER) | B(K_Q) | B(K_K_NEW) | B(K_V_NEW) | B(K_O) | B(K_LSE) | B(K_RETURN_LSE) |         \
-     B(K_TRACE) | B(K_VERIFY))
+     B(K_TRACE) | B(K_VERIFY) | B(K_ASYNC) | B(K_WAIT) | B(K_SIGNAL))
 
 /* Which top-level keys each request op allows (besides v, op, id). */
 static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
@@ -499,6 +506,7 @@ static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
     [ATTN_OP_BUFFER_REGISTER] =
         B(K_KIND) | B(K_NAME) | B(K_HANDLE) | B(K_OFFSET) | B(K_BYTES) | B(K_DEVICE),
     [ATTN_OP_BUFFER_DROP] = B(K_BUF),
+    [ATTN_OP_RUN_STATUS] = B(K_RUN_SEQ),
 };
 
 static int decode_geometry(dec *d, const size_t *pos, attn_pool_geometry *g, bool *has_device)
@@ -1069,6 +1077,28 @@ static int get_out_ref(dec *d, size_t pos, const char *field, attn_tensor_ref *r
     return get_ref(d, pos, field, ref);
 }
 
+enum { SR_BUF, SR_OFFSET, SR_VALUE, SR_COUNT };
+static const char *const g_sem_keys[SR_COUNT] = {"buf", "offset", "value"};
+
+/* An optional semaphore {"buf", "offset", "value"} (all three required when
+ * given); the offset's alignment is checked against the buffer later. */
+static int get_sem(dec *d, size_t pos, const char *field, attn_sem_ref *s)
+{
+    size_t idx[SR_COUNT];
+    char f[SR_COUNT][48];
+    int rv;
+    memset(s, 0, sizeof *s);
+    if (pos == ABSENT)
+        return 0;
+    for (int k = 0; k < SR_COUNT; k++)
+        snprintf(f[k], sizeof f[k], "%s.%s", field, g_sem_keys[k]);
+    if ((rv = open_map(d, pos, 2, field, g_sem_keys, SR_COUNT, idx, true)) ||
+        (rv = get_uint(d, idx[SR_BUF], f[SR_BUF], 1, UINT64_MAX, &s->buf)) ||
+        (rv = get_uint(d, idx[SR_OFFSET], f[SR_OFFSET], 0, UINT64_MAX, &s->offset)))
+        return rv;
+    return get_uint(d, idx[SR_VALUE], f[SR_VALUE], 0, UINT64_MAX, &s->value);
+}
+
 static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
 {
     int rv;
@@ -1087,7 +1117,10 @@ static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
         (rv = get_out_ref(d, pos[K_LSE], "lse", &a->lse_ref)) ||
         (rv = get_bool(d, pos[K_RETURN_LSE], "return_lse", false, &a->return_lse)) ||
         (rv = get_bool(d, pos[K_TRACE], "trace", false, &a->trace)) ||
-        (rv = get_bool(d, pos[K_VERIFY], "verify", false, &a->verify)))
+        (rv = get_bool(d, pos[K_VERIFY], "verify", false, &a->verify)) ||
+        (rv = get_bool(d, pos[K_ASYNC], "async", false, &a->async)) ||
+        (rv = get_sem(d, pos[K_WAIT], "wait", &a->wait)) ||
+        (rv = get_sem(d, pos[K_SIGNAL], "signal", &a->sig)))
         return rv;
     /* LSE written into a buffer is LSE asked for */
     if (a->lse_ref.buf != 0)
@@ -1147,14 +1180,9 @@ static int decode_buffer_register(dec *d, const size_t *pos, attn_buffer_args *a
                                   "handle has %u bytes; a cudaIpcMemHandle_t has %d", it.len,
                                   ATTN_CUDA_IPC_HANDLE_BYTES);
         memcpy(a->handle, it.ptr, it.len);
-        /* offset: where the registered bytes start in the handle's allocation */
         if (pos[K_OFFSET] != ABSENT &&
             (rv = get_uint(d, pos[K_OFFSET], "offset", 0, UINT64_MAX, &a->offset)) != 0)
             return rv;
-        if (a->offset > UINT64_MAX - a->bytes)
-            return attn_error_set(d->err, ATTN_E_BUFFER_RANGE, "offset",
-                                  "offset %llu + bytes %llu overflows",
-                                  (unsigned long long)a->offset, (unsigned long long)a->bytes);
         if ((rv = get_str(d, pos[K_DEVICE], "device", a->device, sizeof a->device)) != 0)
             return rv;
         {
@@ -1307,6 +1335,9 @@ int attn_request_decode(const void *buf, size_t len, const attn_codec_limits *li
     case ATTN_OP_BUFFER_DROP:
         rv = get_uint(&d, pos[K_BUF], "buf", 1, UINT64_MAX, &req->buffer.buf);
         break;
+    case ATTN_OP_RUN_STATUS:
+        rv = get_uint(&d, pos[K_RUN_SEQ], "run_seq", 1, UINT64_MAX, &req->run_seq);
+        break;
     default:
         rv = 0;
         break;
@@ -1355,6 +1386,78 @@ static int decode_error(dec *d, size_t pos, attn_error_detail *e)
     return 0;
 }
 
+static int get_text(dec *d, size_t pos, const char *field, char *dst, size_t cap);
+
+/* A number (float or integer) at `pos`; absent leaves *out as it is. */
+static int get_number(dec *d, size_t pos, const char *field, double *out)
+{
+    attn_wire_item it;
+    int rv;
+    if (pos == ABSENT)
+        return 0;
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type == ATTN_WT_FLOAT)
+        *out = it.f;
+    else if (it.type == ATTN_WT_UINT)
+        *out = (double)it.u;
+    else if (it.type == ATTN_WT_INT)
+        *out = (double)it.i;
+    else if (it.type != ATTN_WT_NIL)
+        return type_fail(d, field, "a number", it.type);
+    return 0;
+}
+
+enum { AE_RUN_SEQ, AE_CODE, AE_FIELD, AE_MESSAGE, AE_COUNT };
+static const char *const g_async_err_keys[AE_COUNT] = {"run_seq", "code", "field", "message"};
+
+/* "async_error": {"run_seq", "code", "field", "message"}. */
+static int decode_async_error(dec *d, size_t pos, attn_reply *rep)
+{
+    size_t idx[AE_COUNT];
+    char code[48];
+    int rv;
+    if ((rv = open_map(d, pos, 2, "async_error", g_async_err_keys, AE_COUNT, idx, false)) ||
+        (rv = get_uint(d, idx[AE_RUN_SEQ], "async_error.run_seq", 1, UINT64_MAX,
+                       &rep->async_error_seq)) ||
+        (rv = get_str(d, idx[AE_CODE], "async_error.code", code, sizeof code)) ||
+        (rv = get_text(d, idx[AE_FIELD], "async_error.field", rep->async_error.field,
+                       sizeof rep->async_error.field)) ||
+        (rv = get_text(d, idx[AE_MESSAGE], "async_error.message", rep->async_error.message,
+                       sizeof rep->async_error.message)))
+        return rv;
+    if (!attn_err_from_name(code, &rep->async_error.code))
+        rep->async_error.code = ATTN_E_INTERNAL;
+    rep->has_async_error = true;
+    return 0;
+}
+
+enum { ST_STATE, ST_ENGINE_US, ST_METHOD, ST_EXEC_US, ST_QUEUED_US, ST_ERROR, ST_COUNT };
+static const char *const g_status_keys[ST_COUNT] = {"state",   "engine_us", "timing_method",
+                                                    "exec_us", "queued_us", "error"};
+
+/* run_status's "status" map. */
+static int decode_status(dec *d, size_t pos, attn_run_status *st)
+{
+    size_t idx[ST_COUNT];
+    char state[24];
+    int rv;
+    if (pos == ABSENT)
+        return missing(d, "status");
+    if ((rv = open_map(d, pos, 2, "status", g_status_keys, ST_COUNT, idx, false)) ||
+        (rv = get_str(d, idx[ST_STATE], "status.state", state, sizeof state)) ||
+        (rv = attn_run_state_parse(state, "status.state", &st->state, d->err)) ||
+        (rv = get_number(d, idx[ST_ENGINE_US], "status.engine_us", &st->engine_us)) ||
+        (rv = get_text(d, idx[ST_METHOD], "status.timing_method", st->timing_method,
+                       sizeof st->timing_method)) ||
+        (rv = get_number(d, idx[ST_EXEC_US], "status.exec_us", &st->exec_us)) ||
+        (rv = get_number(d, idx[ST_QUEUED_US], "status.queued_us", &st->queued_us)))
+        return rv;
+    if (idx[ST_ERROR] != ABSENT)
+        return decode_error(d, idx[ST_ERROR], &st->error);
+    return 0;
+}
+
 /* A str into a fixed buffer, truncating (reply side: display only). */
 static int get_text(dec *d, size_t pos, const char *field, char *dst, size_t cap)
 {
@@ -1385,9 +1488,19 @@ static int get_container(dec *d, size_t pos, const char *field, attn_wire_type w
     return 0;
 }
 
-enum { SV_VERSION, SV_BUILD_ID, SV_ARTIFACT, SV_BACKENDS, SV_DEVICES, SV_IDENTITY, SV_COUNT };
-static const char *const g_server_keys[SV_COUNT] = {"version",  "build_id", "artifact",
-                                                    "backends", "devices",  "identity"};
+enum {
+    SV_VERSION,
+    SV_BUILD_ID,
+    SV_ARTIFACT,
+    SV_BACKENDS,
+    SV_DEVICES,
+    SV_IDENTITY,
+    SV_MPS,
+    SV_GPU_HANDOFF,
+    SV_COUNT
+};
+static const char *const g_server_keys[SV_COUNT] = {
+    "version", "build_id", "artifact", "backends", "devices", "identity", "mps", "gpu_handoff"};
 enum { BK_NAME, BK_AVAILABLE, BK_REASON, BK_COUNT };
 static const char *const g_backend_keys[BK_COUNT] = {"name", "available", "reason"};
 
@@ -1441,7 +1554,18 @@ static int decode_server(dec *d, size_t pos, attn_server_info *s)
                          (const char *)e.ptr);
         }
     }
-    return 0;
+    s->mps = -1;
+    if (idx[SV_MPS] != ABSENT) {
+        attn_wire_item it;
+        if ((rv = item_at(d, idx[SV_MPS], "server.mps", &it)) != 0)
+            return rv;
+        if (it.type == ATTN_WT_BOOL)
+            s->mps = it.b ? 1 : 0;
+        else if (it.type != ATTN_WT_NIL)
+            return type_fail(d, "server.mps", "a bool or nil", it.type);
+    }
+    return get_text(d, idx[SV_GPU_HANDOFF], "server.gpu_handoff", s->gpu_handoff,
+                    sizeof s->gpu_handoff);
 }
 
 enum { PC_ENTRIES, PC_CAPACITY, PC_HITS, PC_MISSES, PC_REPLANS, PC_EVICTIONS, PC_COUNT };
@@ -1541,6 +1665,8 @@ int attn_reply_decode(const void *buf, size_t len, const attn_codec_limits *lim,
             goto fail;
         }
     }
+    if (pos[K_ASYNC_ERROR] != ABSENT && (rv = decode_async_error(&d, pos[K_ASYNC_ERROR], rep)) != 0)
+        goto fail;
     if (!rep->ok) {
         rv = decode_error(&d, pos[K_ERROR], &rep->error);
         goto done;
@@ -1576,8 +1702,15 @@ int attn_reply_decode(const void *buf, size_t len, const attn_codec_limits *lim,
             (rv = get_attn_dtype(&d, pos[K_O_DTYPE], "o_dtype", &rep->o_dtype)))
             break;
         rep->has_lse = pos[K_LSE] != ABSENT;
-        if (rep->has_lse)
-            rv = get_tensor_or_ref(&d, pos[K_LSE], "lse", &rep->lse, &rep->lse_ref);
+        if (rep->has_lse &&
+            (rv = get_tensor_or_ref(&d, pos[K_LSE], "lse", &rep->lse, &rep->lse_ref)) != 0)
+            break;
+        if (pos[K_RUN_SEQ] != ABSENT)
+            rv = get_uint(&d, pos[K_RUN_SEQ], "run_seq", 1, UINT64_MAX, &rep->run_seq);
+        break;
+    case ATTN_OP_RUN_STATUS:
+        if ((rv = get_uint(&d, pos[K_RUN_SEQ], "run_seq", 1, UINT64_MAX, &rep->run_seq)) == 0)
+            rv = decode_status(&d, pos[K_STATUS], &rep->status);
         break;
     case ATTN_OP_BUFFER_REGISTER:
         rv = get_uint(&d, pos[K_BUF], "buf", 1, UINT64_MAX, &rep->buf);
@@ -1725,17 +1858,6 @@ static void kv_ref(enc *e, const char *k, const attn_tensor_ref *r)
     map_end(e);
 }
 
-/* A semaphore {"buf", "offset", "value"} under key `k`. */
-static void kv_sem(enc *e, const char *k, const attn_sem_ref *s)
-{
-    key(e, k);
-    map_begin(e);
-    kv_u64(e, "buf", s->buf);
-    kv_u64(e, "offset", s->offset);
-    kv_u64(e, "value", s->value);
-    map_end(e);
-}
-
 /* A tensor inline, or its reference when r->buf is nonzero. */
 static void kv_tensor(enc *e, const char *k, attn_bytes b, const attn_tensor_ref *r)
 {
@@ -1864,6 +1986,17 @@ static void enc_manifest(enc *e, const attn_manifest *m)
     map_end(e);
 }
 
+/* A semaphore {"buf", "offset", "value"} under key `k`. */
+static void kv_sem(enc *e, const char *k, const attn_sem_ref *r)
+{
+    key(e, k);
+    map_begin(e);
+    kv_u64(e, "buf", r->buf);
+    kv_u64(e, "offset", r->offset);
+    kv_u64(e, "value", r->value);
+    map_end(e);
+}
+
 static void enc_run(enc *e, const attn_run_args *a, attn_op op)
 {
     if (op == ATTN_OP_RUN) {
@@ -1885,12 +2018,12 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
         kv_bool(e, "trace", true);
     if (a->verify)
         kv_bool(e, "verify", true);
+    if (a->async)
+        kv_bool(e, "async", true);
     if (a->wait.buf != 0)
         kv_sem(e, "wait", &a->wait);
     if (a->sig.buf != 0)
         kv_sem(e, "signal", &a->sig);
-    if (a->async)
-        kv_bool(e, "async", true);
 }
 
 static void enc_tensors(enc *e, attn_bytes k, attn_bytes v)
@@ -1949,12 +2082,16 @@ int attn_request_encode(const attn_request *req, attn_buf *out, attn_error_detai
         } else {
             key(&e, "handle");
             put_bin(&e, req->buffer.handle, sizeof req->buffer.handle);
-            kv_u64(&e, "offset", req->buffer.offset);
             kv_str(&e, "device", req->buffer.device);
+            if (req->buffer.offset != 0)
+                kv_u64(&e, "offset", req->buffer.offset);
         }
         break;
     case ATTN_OP_BUFFER_DROP:
         kv_u64(&e, "buf", req->buffer.buf);
+        break;
+    case ATTN_OP_RUN_STATUS:
+        kv_u64(&e, "run_seq", req->run_seq);
         break;
     default:
         break;
@@ -1971,6 +2108,48 @@ static void enc_error(enc *e, const attn_error_detail *d)
     kv_str(e, "code", attn_err_name(d->code));
     kv_str(e, "field", d->field);
     kv_str(e, "message", d->message[0] ? d->message : attn_err_message(d->code));
+    map_end(e);
+}
+
+static void kv_dbl(enc *e, const char *k, double v)
+{
+    key(e, k);
+    enc_ok(e, msgpack_pack_double(&e->pk, v));
+}
+
+static void enc_async_error(enc *e, const attn_reply *rep)
+{
+    const attn_error_detail *d = &rep->async_error;
+    key(e, "async_error");
+    map_begin(e);
+    kv_u64(e, "run_seq", rep->async_error_seq);
+    kv_str(e, "code", attn_err_name(d->code));
+    kv_str(e, "field", d->field);
+    kv_str(e, "message", d->message[0] ? d->message : attn_err_message(d->code));
+    map_end(e);
+}
+
+static void enc_status(enc *e, const attn_run_status *st)
+{
+    key(e, "status");
+    map_begin(e);
+    kv_str(e, "state", attn_run_state_name(st->state));
+    if (st->state == ATTN_RUN_DONE || st->state == ATTN_RUN_FAILED) {
+        kv_dbl(e, "engine_us", st->engine_us);
+        kv_str(e, "timing_method", st->timing_method);
+        kv_dbl(e, "exec_us", st->exec_us);
+    }
+    if (st->state != ATTN_RUN_QUEUED)
+        kv_dbl(e, "queued_us", st->queued_us);
+    if (st->state == ATTN_RUN_FAILED) {
+        key(e, "error");
+        map_begin(e);
+        kv_str(e, "code", attn_err_name(st->error.code));
+        kv_str(e, "field", st->error.field);
+        kv_str(e, "message",
+               st->error.message[0] ? st->error.message : attn_err_message(st->error.code));
+        map_end(e);
+    }
     map_end(e);
 }
 
@@ -2013,6 +2192,11 @@ static void enc_server(enc *e, const attn_server_info *s)
         put_str(e, s->devices[k]);
     if (s->identity.len > 0 && !splice_raw(e, "identity", &s->identity))
         e->rc |= ENC_NOMEM;
+    key(e, "mps");
+    enc_ok(e, s->mps < 0 ? msgpack_pack_nil(&e->pk)
+              : s->mps   ? msgpack_pack_true(&e->pk)
+                         : msgpack_pack_false(&e->pk));
+    kv_str(e, "gpu_handoff", s->gpu_handoff);
     map_end(e);
 }
 
@@ -2052,6 +2236,8 @@ int attn_reply_encode(const attn_reply *rep, attn_buf *out, attn_error_detail *e
     kv_u64(&e, "id", rep->id);
     if ((unsigned)rep->op < ATTN_OP_COUNT)
         kv_str(&e, "op", attn_op_name(rep->op));
+    if (rep->has_async_error)
+        enc_async_error(&e, rep);
     if (!rep->ok) {
         enc_error(&e, &rep->error);
         map_end(&e);
@@ -2082,6 +2268,12 @@ int attn_reply_encode(const attn_reply *rep, attn_buf *out, attn_error_detail *e
         kv_str(&e, "o_dtype", attn_dtype_name(rep->o_dtype));
         if (rep->has_lse)
             kv_tensor(&e, "lse", rep->lse, &rep->lse_ref);
+        if (rep->run_seq != 0)
+            kv_u64(&e, "run_seq", rep->run_seq);
+        break;
+    case ATTN_OP_RUN_STATUS:
+        kv_u64(&e, "run_seq", rep->run_seq);
+        enc_status(&e, &rep->status);
         break;
     case ATTN_OP_BUFFER_REGISTER:
         kv_u64(&e, "buf", rep->buf);

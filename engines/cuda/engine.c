@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "engines/cuda/cuda_engine.h"
+#include "engines/cuda/ipc.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
@@ -472,6 +473,13 @@ void attn_cuda_engine_set_tuning(attn_engine *e, const attn_cuda_tuning *t)
 {
 }
 
+attn_cuda_ipc *attn_cuda_engine_ipc(attn_engine *e, char *why, size_t n)
+{
+    if (why != NULL && n > 0)
+        snprintf(why, n, "built without CUDA");
+    return NULL;
+}
+
 #else /* ATTN_WITH_CUDA */
 
 int attn_cuda_available(int *num_devices, char *why, size_t n)
@@ -605,6 +613,8 @@ typedef struct cuda_instance {
     size_t dev_ws_cap;
     void *dev_cnt; /* fused-reducer counters, zero between runs */
     size_t dev_cnt_cap;
+    attn_cuda_ipc *ipc; /* IPC handles and semaphores; NULL when the driver lacks them */
+    char ipc_why[160];  /* why ipc is NULL */
 } cuda_instance;
 
 /* An error with the CUDA runtime's own sentence (planner/engine.h). */
@@ -672,6 +682,12 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
     }
     pthread_mutex_init(&ci->mu, NULL);
+    {
+        attn_error_detail ie;
+        memset(&ie, 0, sizeof ie);
+        if (attn_cuda_ipc_create(dev, &ci->ipc, &ie) != 0)
+            snprintf(ci->ipc_why, sizeof ci->ipc_why, "%.150s", ie.message);
+    }
     ci->dev.device = dev;
     ci->dev.cc_major = pr.major;
     ci->dev.cc_minor = pr.minor;
@@ -691,6 +707,7 @@ static void engine_fini(void *state)
         return;
     cudaSetDevice(ci->dev.device);
     cudaStreamSynchronize(ci->stream);
+    attn_cuda_ipc_destroy(ci->ipc);
     cudaFree(ci->dev_io);
     cudaFreeHost(ci->host_io);
     cudaFree(ci->dev_ws);
@@ -700,6 +717,19 @@ static void engine_fini(void *state)
     cudaStreamDestroy(ci->stream);
     pthread_mutex_destroy(&ci->mu);
     free(ci);
+}
+
+attn_cuda_ipc *attn_cuda_engine_ipc(attn_engine *e, char *why, size_t n)
+{
+    if (e == NULL || e->ops != attn_cuda_engine_ops() || e->state == NULL) {
+        if (why != NULL && n > 0)
+            snprintf(why, n, "not a cuda_decode instance");
+        return NULL;
+    }
+    cuda_instance *ci = e->state;
+    if (ci->ipc == NULL && why != NULL && n > 0)
+        snprintf(why, n, "%s", ci->ipc_why);
+    return ci->ipc;
 }
 
 void attn_cuda_engine_set_tuning(attn_engine *e, const attn_cuda_tuning *t)
@@ -812,7 +842,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
     int rv = 0;
-    bool swapped = false;
+    bool swapped = false, waited = false, signalled = false;
     cudaStream_t st = ci->stream;
     void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
 
@@ -849,17 +879,51 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     p.part_l = mlu ? (float *)(void *)(ws + attn_ledger_find(led, "partial_l")->offset) : NULL;
     p.merge_counters = (int32_t *)ci->dev_cnt;
 
-    /* q, k_new and v_new through pinned staging in one transfer: a copy
-     * from pageable memory is one synchronous driver copy per tensor */
+    /* an input on the device is read where it is when aligned for the
+     * kernels (q), else copied device to device; host inputs go through
+     * pinned staging, in one transfer when all three are on the host (a
+     * copy from pageable memory is one synchronous driver copy per tensor) */
+    unsigned dv = io->on_device;
     char *hio = (char *)ci->host_io;
-    memcpy(hio + o_q, io->q, pp->q_bytes);
-    memcpy(hio + o_k, io->k_new, pp->kv_bytes);
-    memcpy(hio + o_v, io->v_new, pp->kv_bytes);
-    CK(cudaMemcpyAsync(dio, hio, o_o, cudaMemcpyHostToDevice, st), "copy of q, k_new, v_new");
+    bool o_out_dev = (dv >> ATTN_IO_O) & 1u, lse_out_dev = (dv >> ATTN_IO_LSE) & 1u;
+    if (io->wait_dev != NULL) {
+        /* nothing of this run may read an input before the client's signal */
+        if ((rv = attn_cuda_ipc_wait(ci->ipc, st, io->wait_dev, io->wait_value, err)) != 0)
+            goto fail;
+        waited = true;
+    }
+    if (dv & ((1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW))) {
+        const void *src[3] = {io->q, io->k_new, io->v_new};
+        size_t off[3] = {o_q, o_k, o_v}, len[3] = {pp->q_bytes, pp->kv_bytes, pp->kv_bytes};
+        for (int i = 0; i < 3; i++) {
+            if ((dv >> i) & 1u) {
+                if (i == ATTN_IO_Q && ((uintptr_t)src[i] & 15u) == 0) {
+                    p.q = src[i];
+                    continue;
+                }
+                CK(cudaMemcpyAsync(dio + off[i], src[i], len[i], cudaMemcpyDeviceToDevice, st),
+                   "device copy of an input");
+            } else {
+                memcpy(hio + off[i], src[i], len[i]);
+                CK(cudaMemcpyAsync(dio + off[i], hio + off[i], len[i], cudaMemcpyHostToDevice, st),
+                   "copy of an input");
+            }
+        }
+    } else {
+        memcpy(hio + o_q, io->q, pp->q_bytes);
+        memcpy(hio + o_k, io->k_new, pp->kv_bytes);
+        memcpy(hio + o_v, io->v_new, pp->kv_bytes);
+        CK(cudaMemcpyAsync(dio, hio, o_o, cudaMemcpyHostToDevice, st), "copy of q, k_new, v_new");
+    }
+    /* outputs on the device are written in place when aligned */
+    if (o_out_dev && ((uintptr_t)io->o & 15u) == 0)
+        p.o = io->o;
+    if (lse_out_dev && io->lse != NULL && ((uintptr_t)io->lse & 3u) == 0)
+        p.lse = io->lse;
     if (pp->tuning.poison) {
         /* tests: NaN everywhere a kernel must write, so an unwritten element shows */
-        CK(cudaMemsetAsync(dio + o_o, 0xff, pp->q_bytes, st), "poison");
-        CK(cudaMemsetAsync(dio + o_l, 0xff, pp->lse_bytes, st), "poison");
+        CK(cudaMemsetAsync(p.o, 0xff, pp->q_bytes, st), "poison");
+        CK(cudaMemsetAsync(p.lse, 0xff, pp->lse_bytes, st), "poison");
         CK(cudaMemsetAsync(ci->dev_ws, 0xff, led->total_bytes, st), "poison");
     }
     /* the engine's timing: CUDA events around the kernels only */
@@ -875,10 +939,26 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
         goto fail;
     }
     CK(cudaEventRecord(ci->ev1, st), "cudaEventRecord");
-    /* O and LSE back in one transfer into the staging */
-    CK(cudaMemcpyAsync(hio + o_o, dio + o_o, (io->lse ? o_sk : o_l) - o_o, cudaMemcpyDeviceToHost,
-                       st),
-       "copy of o and lse");
+    /* O and LSE: a host output back through the staging (one transfer when
+     * both go to the host), a device output not written in place copied */
+    if (!o_out_dev && (io->lse == NULL || !lse_out_dev)) {
+        CK(cudaMemcpyAsync(hio + o_o, dio + o_o, (io->lse ? o_sk : o_l) - o_o,
+                           cudaMemcpyDeviceToHost, st),
+           "copy of o and lse");
+    } else {
+        if (!o_out_dev)
+            CK(cudaMemcpyAsync(hio + o_o, dio + o_o, pp->q_bytes, cudaMemcpyDeviceToHost, st),
+               "copy of o");
+        else if (p.o != io->o)
+            CK(cudaMemcpyAsync(io->o, p.o, pp->q_bytes, cudaMemcpyDeviceToDevice, st),
+               "device copy of o");
+        if (io->lse != NULL && !lse_out_dev)
+            CK(cudaMemcpyAsync(hio + o_l, dio + o_l, pp->lse_bytes, cudaMemcpyDeviceToHost, st),
+               "copy of lse");
+        else if (io->lse != NULL && p.lse != io->lse)
+            CK(cudaMemcpyAsync(io->lse, p.lse, pp->lse_bytes, cudaMemcpyDeviceToDevice, st),
+               "device copy of lse");
+    }
     if (!io->commit) {
         swapped = false;
         if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
@@ -886,9 +966,16 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
             goto fail;
         }
     }
+    if (io->signal_dev != NULL) {
+        /* after the last kernel and copy: the client reads O behind it */
+        if ((rv = attn_cuda_ipc_signal(ci->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
+            goto fail;
+        signalled = true;
+    }
     CK(cudaStreamSynchronize(st), "the run's stream");
-    memcpy(io->o, hio + o_o, pp->q_bytes);
-    if (io->lse)
+    if (!o_out_dev)
+        memcpy(io->o, hio + o_o, pp->q_bytes);
+    if (io->lse && !lse_out_dev)
         memcpy(io->lse, hio + o_l, pp->lse_bytes);
     if (rep) {
         report_kernels(&p, io->commit, rep);
@@ -912,6 +999,11 @@ fail:
             rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
                                 "the run failed and the old rows could not be put back");
     }
+    /* a failed run still signals, so the client's stream never waits for
+     * ever (it learns of the failure from the reply or run_status) */
+    if (io->signal_dev != NULL && !signalled && ci->ipc != NULL)
+        attn_cuda_ipc_release(ci->ipc, io->signal_dev, io->signal_value);
+    (void)waited;
     /* nothing still in flight may read the staging once the lock is released */
     cudaStreamSynchronize(st);
     return rv;
@@ -935,6 +1027,10 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
     if (io->q == NULL || io->k_new == NULL || io->v_new == NULL || io->o == NULL)
         return attn_error_set(err, ATTN_E_MISSING, io->q == NULL ? "q" : "o",
                               "a run needs q, k_new, v_new and o");
+    if ((io->wait_dev != NULL || io->signal_dev != NULL) && ci->ipc == NULL)
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, io->wait_dev ? "wait" : "signal",
+                              "device semaphores need the driver's stream memory operations: %s",
+                              ci->ipc_why);
     pthread_mutex_lock(&ci->mu);
     int rv = run_locked(ci, pp, &p->ledger, io, rep, err);
     pthread_mutex_unlock(&ci->mu);

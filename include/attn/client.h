@@ -69,17 +69,6 @@ typedef struct attn_tensor_ref {
     uint64_t bytes;
 } attn_tensor_ref;
 
-/* A semaphore (PROTOCOL.md v2): the uint64 counter at byte `offset` of the
- * registered buffer `buf` (8-byte aligned), and the value a run waits for
- * (counter >= value, cuStreamWaitValue64 GEQ) or writes after its last
- * kernel (cuStreamWriteValue64); on the wire {"buf", "offset", "value"}.
- * buf == 0 means "none". */
-typedef struct attn_sem_ref {
-    uint64_t buf;
-    uint64_t offset;
-    uint64_t value;
-} attn_sem_ref;
-
 /* `run` arguments (also the second half of `attend`).  Shapes (PROTOCOL.md):
  * q [total_q, num_qo_heads, head_dim_qk] in q_dtype; k_new [total_q,
  * num_kv_heads, head_dim_qk] and v_new [total_q, num_kv_heads, head_dim_vo]
@@ -88,22 +77,27 @@ typedef struct attn_sem_ref {
  * this connection registered (the attn_bytes is then ignored).  o_ref and
  * lse_ref, when nonzero, ask attnd to write O (and LSE; lse_ref implies
  * return_lse) into a buffer instead of the reply. */
+/* A semaphore: the uint64 counter at byte `offset` (8-aligned) of the
+ * registered buffer `buf` (on the wire {"buf", "offset", "value"}); buf 0 =
+ * none.  A wait holds the run until the counter is >= value (compared as
+ * CUDA's cyclic GEQ: (int64_t)(counter - value) >= 0); a signal stores
+ * value after the run's last kernel. */
+typedef struct attn_sem_ref {
+    uint64_t buf;
+    uint64_t offset;
+    uint64_t value;
+} attn_sem_ref;
+
 typedef struct attn_run_args {
     uint64_t plan_id; /* run only */
     uint32_t layer;
     attn_bytes q, k_new, v_new;
     attn_tensor_ref q_ref, k_new_ref, v_new_ref, o_ref, lse_ref;
     bool return_lse, trace, verify;
-    bool has_q_dtype; /* optional cross-check of the plan's q_dtype (run only) */
-    attn_dtype q_dtype;
-    /* GPU-side ordering (run only): attnd's stream waits for `wait` before
-     * reading any input and writes `sig` after its last kernel; with
-     * `async` attnd replies once the work is enqueued (no O/LSE bytes and no
-     * GPU timing in that reply: outputs go to o_ref/lse_ref, and completion
-     * is `sig`).  The encoder sends them; attnd decodes and enforces them
-     * (until it does, a run carrying them is refused with E_UNKNOWN_KEY). */
+    bool async;             /* reply once enqueued (O and LSE must go to buffers) */
     attn_sem_ref wait, sig; /* on the wire "wait" and "signal" */
-    bool async;
+    bool has_q_dtype;       /* optional cross-check of the plan's q_dtype (run only) */
+    attn_dtype q_dtype;
 } attn_run_args;
 
 #define ATTN_SHM_NAME_MAX 128         /* a shm buffer's name, "/" included, with NUL */
@@ -111,15 +105,14 @@ typedef struct attn_run_args {
 
 /* `buffer_register` / `buffer_drop` arguments.  shm: `name` ("/x", the
  * shm_open name of an existing object of at least `bytes` bytes); cuda_ipc:
- * `handle` (cudaIpcGetMemHandle's bytes of the allocation's base), `offset`
- * (where the registered `bytes` start inside that allocation: allocators
- * sub-allocate) and `device` ("cuda:N").  buffer_drop uses `buf` only. */
+ * `handle` (cudaIpcGetMemHandle's bytes) and `device` ("cuda:N").
+ * buffer_drop uses `buf` only. */
 typedef struct attn_buffer_args {
     attn_buffer_kind kind;
     char name[ATTN_SHM_NAME_MAX];
     uint8_t handle[ATTN_CUDA_IPC_HANDLE_BYTES];
     char device[ATTN_NAME_MAX];
-    uint64_t offset; /* cuda_ipc only */
+    uint64_t offset; /* cuda_ipc: where the buffer starts inside the handle's allocation */
     uint64_t bytes;
     uint64_t buf; /* buffer_drop */
 } attn_buffer_args;
@@ -153,6 +146,7 @@ typedef struct attn_request {
     attn_run_args run;
     attn_kv_args kv;
     attn_buffer_args buffer;
+    uint64_t run_seq; /* run_status: the asynchronous run asked about */
 } attn_request;
 
 #define ATTN_HELLO_MAX_BACKENDS 16
@@ -181,6 +175,10 @@ typedef struct attn_server_info {
      * kernel image hash, device properties, driver and runtime): one
      * pre-encoded msgpack map, spliced verbatim; empty when absent. */
     attn_bytes identity;
+    /* Whether attnd's CUDA contexts run under MPS (1, 0; -1 unknown or no
+     * GPU) and one sentence on what a GPU-side hand-off costs then. */
+    int mps;
+    char gpu_handoff[192];
 } attn_server_info;
 
 /* The `stats` reply. */
@@ -199,6 +197,19 @@ typedef struct attn_stats_info {
         uint64_t bytes;
     } pools[ATTN_STATS_MAX_POOLS];
 } attn_stats_info;
+
+/* What run_status says of one asynchronous run (the run_seq its run's
+ * reply gave): its state; once done or failed, the engine's timing with its
+ * method and the daemon's window; when failed, the error (the pool
+ * restored, as for a synchronous run). */
+typedef struct attn_run_status {
+    attn_run_state state;
+    double engine_us;        /* the engine's timing (CUDA events on a GPU); 0 until done */
+    char timing_method[32];  /* "cuda_events", "host_clock", "" */
+    double exec_us;          /* the daemon's window from dequeue to completion, host clock */
+    double queued_us;        /* from enqueue to start (includes the wait on a semaphore) */
+    attn_error_detail error; /* state failed: why */
+} attn_run_status;
 
 /* One typed reply.  `ok` false means `error` holds the code, field path and
  * sentence; otherwise the part named by `op` is meaningful:
@@ -230,6 +241,13 @@ typedef struct attn_reply {
     attn_dtype kv_dtype;
     attn_bytes diag; /* the diagnostic: one pre-encoded msgpack map, spliced verbatim */
     attn_stats_info stats;
+    uint64_t run_seq;       /* an async run's id (run_status asks with it); 0 otherwise */
+    attn_run_status status; /* run_status */
+    /* An asynchronous run of this connection failed after its reply was
+     * sent: the next reply (ok or not) carries it once ("async_error"). */
+    bool has_async_error;
+    uint64_t async_error_seq;
+    attn_error_detail async_error;
     /* private: the buffer the byte ranges point into, released by attn_reply_free */
     void *backing;
     void (*backing_free)(void *backing);

@@ -44,20 +44,22 @@ static void test_ownership_holds_and_close(void **state)
     assert_int_equal(id1, 1);
 
     attn_tensor_ref ref = {id1, 16, 64};
-    assert_int_equal(attnd_buffers_resolve(t, 2, &ref, "q", &h, &p, &err), ATTN_E_UNKNOWN_BUFFER);
+    assert_int_equal(attnd_buffers_resolve(t, 2, &ref, "q", &h, &p, NULL, NULL, &err),
+                     ATTN_E_UNKNOWN_BUFFER);
     assert_string_equal(err.field, "q.buf");
     assert_non_null(strstr(err.message, "another connection"));
     assert_int_equal(h.n, 0);
     assert_int_equal(attnd_buffers_drop(t, 2, id1, &err), ATTN_E_UNKNOWN_BUFFER);
 
     /* held by a run, then dropped: still mapped and counted until released */
-    assert_int_equal(attnd_buffers_resolve(t, 1, &ref, "q", &h, &p, &err), 0);
+    assert_int_equal(attnd_buffers_resolve(t, 1, &ref, "q", &h, &p, NULL, NULL, &err), 0);
     assert_int_equal(attnd_buffers_drop(t, 1, id1, &err), 0);
     attnd_buffers_stats(t, &st);
     assert_int_equal(st.live, 0);
     assert_int_equal(st.bytes, 4096);
     memset(p, 0xab, 64); /* the mapping is still there */
-    assert_int_equal(attnd_buffers_resolve(t, 1, &ref, "q", &h, &p, &err), ATTN_E_UNKNOWN_BUFFER);
+    assert_int_equal(attnd_buffers_resolve(t, 1, &ref, "q", &h, &p, NULL, NULL, &err),
+                     ATTN_E_UNKNOWN_BUFFER);
     assert_non_null(strstr(err.message, "dropped"));
     attnd_buffer_hold_release(t, &h);
     attnd_buffers_stats(t, &st);
@@ -81,7 +83,7 @@ static void test_ownership_holds_and_close(void **state)
     assert_int_equal(st.released_on_close, 1);
     assert_int_equal(st.refused, 1);
     ref.buf = id3;
-    assert_int_equal(attnd_buffers_resolve(t, 3, &ref, "k_new", &h, &p, &err), 0);
+    assert_int_equal(attnd_buffers_resolve(t, 3, &ref, "k_new", &h, &p, NULL, NULL, &err), 0);
     attnd_buffer_hold_release(t, &h);
     attnd_buffers_destroy(t);
     shm_unlink(a.name);
@@ -101,14 +103,16 @@ static void test_ranges_and_overlap(void **state)
     assert_int_equal(attnd_buffers_register(t, 0, -1, &a, &id, &err), 0);
     attn_tensor_ref whole = {id, 0, 1000}, past = {id, 1001, 0}, over = {id, 999, 2},
                     wrap = {id, 8, UINT64_MAX - 4}, edge = {id, 1000, 0};
-    assert_int_equal(attnd_buffers_resolve(t, 0, &whole, "o", &h, &p, &err), 0);
-    assert_int_equal(attnd_buffers_resolve(t, 0, &edge, "o", &h, &p, &err), 0);
-    assert_int_equal(attnd_buffers_resolve(t, 0, &past, "o", &h, &p, &err), ATTN_E_BUFFER_RANGE);
+    assert_int_equal(attnd_buffers_resolve(t, 0, &whole, "o", &h, &p, NULL, NULL, &err), 0);
+    assert_int_equal(attnd_buffers_resolve(t, 0, &edge, "o", &h, &p, NULL, NULL, &err), 0);
+    assert_int_equal(attnd_buffers_resolve(t, 0, &past, "o", &h, &p, NULL, NULL, &err),
+                     ATTN_E_BUFFER_RANGE);
     assert_string_equal(err.field, "o.offset");
-    assert_int_equal(attnd_buffers_resolve(t, 0, &over, "v_new", &h, &p, &err),
+    assert_int_equal(attnd_buffers_resolve(t, 0, &over, "v_new", &h, &p, NULL, NULL, &err),
                      ATTN_E_BUFFER_RANGE);
     assert_string_equal(err.field, "v_new.bytes");
-    assert_int_equal(attnd_buffers_resolve(t, 0, &wrap, "lse", &h, &p, &err), ATTN_E_BUFFER_RANGE);
+    assert_int_equal(attnd_buffers_resolve(t, 0, &wrap, "lse", &h, &p, NULL, NULL, &err),
+                     ATTN_E_BUFFER_RANGE);
     assert_string_equal(err.field, "lse.bytes");
     assert_int_equal(h.n, 2);
     attnd_buffer_hold_release(t, &h);

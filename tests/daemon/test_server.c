@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -619,6 +620,8 @@ static int failing_run(attn_engine *self, attn_engine_plan *p, const attn_run_io
     return attn_error_set(err, ATTN_E_ENGINE, "layer", "the test double always fails");
 }
 
+static uint64_t stats_counter(attn_server *s, const char *name);
+
 static void test_engine_failure(void **state)
 {
     attn_server *s = new_server();
@@ -655,8 +658,158 @@ static void test_engine_failure(void **state)
     free(keep);
     assert_int_equal(attn_server_pool_checksum(s, "f", &sum1), 0);
     assert_true(sum0 == sum1);
+
+    /* asynchronous: the reply is ok (enqueued); the failure comes with the
+     * next reply of the connection, once, and in run_status and stats; the
+     * pool is unchanged all the same */
+    {
+        char name[64];
+        uint64_t o_bytes = rb.o_elems * sizeof(float), buf, seq, plan_id;
+        snprintf(name, sizeof name, "/attn-test-%d-afail", (int)getpid());
+        int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
+        close(fd);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_BUFFER_REGISTER;
+        req.buffer.kind = ATTN_BUFFER_SHM;
+        snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+        req.buffer.bytes = o_bytes;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        buf = rep.buf;
+        free(keep);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_PLAN;
+        req.manifest = rb.m;
+        snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+                 "failing_test_double");
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        plan_id = rep.plan_id;
+        free(keep);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN;
+        attn_rb_run_args(&rb, &req.run);
+        req.run.plan_id = plan_id;
+        req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+        req.run.return_lse = false;
+        req.run.async = true;
+        if (call(s, &req, &rep, &keep) != 0)
+            fail_msg("%s %s", rep.error.field, rep.error.message);
+        seq = rep.run_seq;
+        assert_true(seq > 0);
+        assert_false(rep.has_async_error);
+        free(keep);
+        /* run_status until it settled (no reply takes the failure before) */
+        attn_run_status st;
+        do {
+            memset(&req, 0, sizeof req);
+            req.op = ATTN_OP_RUN_STATUS;
+            req.run_seq = seq;
+            assert_int_equal(call(s, &req, &rep, &keep), 0);
+            st = rep.status;
+            bool carried = rep.has_async_error;
+            free(keep);
+            if (carried) {
+                assert_int_equal(st.state, ATTN_RUN_FAILED);
+                break;
+            }
+        } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+        assert_int_equal(st.state, ATTN_RUN_FAILED);
+        assert_int_equal(st.error.code, ATTN_E_ENGINE);
+        assert_string_equal(st.error.field, "layer");
+        assert_non_null(strstr(st.error.message, "unchanged"));
+        assert_int_equal(stats_counter(s, "async_failed"), 1);
+        /* carried once: by the status reply above or by this one, not again */
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_HELLO;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        free(keep);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_HELLO;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        assert_false(rep.has_async_error);
+        free(keep);
+        assert_int_equal(attn_server_pool_checksum(s, "f", &sum1), 0);
+        assert_true(sum0 == sum1);
+        shm_unlink(name);
+    }
     attn_rb_free(&rb);
     attn_server_destroy(s); /* frees the plans made by `inst` */
+    attn_engine_destroy(inst);
+}
+
+/* The failure of an asynchronous run is handed to the next reply of its
+ * connection, an error reply included, exactly once. */
+static void test_async_failure_on_next_reply(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops fail = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    char name[64];
+    (void)state;
+    fail.name = "failing_test_double";
+    fail.priority = -1;
+    fail.run = failing_run;
+    assert_int_equal(attn_engine_create(&fail, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 6), 0);
+    load_batch(s, &rb, "g");
+    uint64_t o_bytes = rb.o_elems * sizeof(float);
+    snprintf(name, sizeof name, "/attn-test-%d-anext", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
+    close(fd);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+    req.buffer.bytes = o_bytes;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    uint64_t buf = rep.buf;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "failing_test_double");
+    attn_rb_run_args(&rb, &req.run);
+    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    req.run.return_lse = false;
+    req.run.async = true;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    uint64_t seq = rep.run_seq;
+    free(keep);
+    /* the test double fails at once; every reply would take the failure,
+     * so wait without asking */
+    nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+    /* an error reply (an unknown pool) carries it */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_INFO;
+    snprintf(req.pool, sizeof req.pool, "nope");
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_UNKNOWN_POOL);
+    assert_true(rep.has_async_error);
+    assert_int_equal(rep.async_error_seq, seq);
+    assert_int_equal(rep.async_error.code, ATTN_E_ENGINE);
+    assert_string_equal(rep.async_error.field, "layer");
+    free(keep);
+    /* once only */
+    assert_int_equal(stats_counter(s, "async_failed"), 1);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_HELLO;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    assert_false(rep.has_async_error);
+    free(keep);
+    shm_unlink(name);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
     attn_engine_destroy(inst);
 }
 
@@ -1139,6 +1292,7 @@ int main(void)
         cmocka_unit_test(test_plan_run_stale),
         cmocka_unit_test(test_engine_failure),
         cmocka_unit_test(test_reply_cap_before_commit),
+        cmocka_unit_test(test_async_failure_on_next_reply),
         cmocka_unit_test(test_plan_bytes_count_engine_data),
         cmocka_unit_test(test_workspace_cap),
         cmocka_unit_test(test_diag_reports_engine_truth),

@@ -187,6 +187,9 @@ static void roundtrip_request(const attn_request *in)
         assert_memory_equal(&out.run.v_new_ref, &in->run.v_new_ref, sizeof out.run.v_new_ref);
         assert_memory_equal(&out.run.o_ref, &in->run.o_ref, sizeof out.run.o_ref);
         assert_memory_equal(&out.run.lse_ref, &in->run.lse_ref, sizeof out.run.lse_ref);
+        assert_int_equal(out.run.async, in->run.async);
+        assert_memory_equal(&out.run.wait, &in->run.wait, sizeof out.run.wait);
+        assert_memory_equal(&out.run.sig, &in->run.sig, sizeof out.run.sig);
         /* zero copy: the tensor points into the received bytes */
         if (in->run.q_ref.buf == 0)
             assert_true((const uint8_t *)out.run.q.data > b.data &&
@@ -202,6 +205,9 @@ static void roundtrip_request(const attn_request *in)
         break;
     case ATTN_OP_BUFFER_DROP:
         assert_int_equal(out.buffer.buf, in->buffer.buf);
+        break;
+    case ATTN_OP_RUN_STATUS:
+        assert_int_equal(out.run_seq, in->run_seq);
         break;
     case ATTN_OP_KV_READ:
     case ATTN_OP_KV_WRITE:
@@ -287,6 +293,9 @@ static void test_roundtrip_every_op(void **state)
             r.run.plan_id = 0xfeedfacecafeull;
             r.run.has_q_dtype = true;
             r.run.q_dtype = ATTN_BF16;
+            r.run.async = true;
+            r.run.wait = (attn_sem_ref){3, 64, 0xffffffff00000001ull};
+            r.run.sig = (attn_sem_ref){4, 0, 7};
             break;
         case ATTN_OP_KV_READ:
         case ATTN_OP_KV_WRITE: {
@@ -310,6 +319,9 @@ static void test_roundtrip_every_op(void **state)
             break;
         case ATTN_OP_BUFFER_DROP:
             r.buffer.buf = 0xabcdef12345ull;
+            break;
+        case ATTN_OP_RUN_STATUS:
+            r.run_seq = 0x1234567890ull;
             break;
         default:
             break;
@@ -344,35 +356,17 @@ static void test_roundtrip_references(void **state)
     for (int i = 0; i < ATTN_CUDA_IPC_HANDLE_BYTES; i++)
         r.buffer.handle[i] = (uint8_t)(i * 7 + 1);
     snprintf(r.buffer.device, sizeof r.buffer.device, "cuda:3");
-    r.buffer.offset = (1ull << 21) + 512; /* a tensor inside a larger allocation */
+    r.buffer.offset = 1u << 16; /* a sub-allocation inside the handle's allocation */
     roundtrip_request(&r);
 }
 
 static void expect_json(const char *json, int code, const char *field);
 
-/* A cuda_ipc registration whose offset + bytes wraps is refused naming
- * "offset"; a shm registration has no offset. */
-static void test_cuda_ipc_offset_checks(void **state)
+/* A shm registration takes no offset (only cuda_ipc handles name a larger
+ * allocation); refused naming "offset". */
+static void test_shm_takes_no_offset(void **state)
 {
-    attn_request r, out;
-    attn_buf b = {0};
-    attn_error_detail e;
-    attn_codec_limits lim;
     (void)state;
-    memset(&r, 0, sizeof r);
-    r.op = ATTN_OP_BUFFER_REGISTER;
-    r.id = 7;
-    r.buffer.kind = ATTN_BUFFER_CUDA_IPC;
-    r.buffer.bytes = 2;
-    r.buffer.offset = UINT64_MAX;
-    snprintf(r.buffer.device, sizeof r.buffer.device, "cuda:0");
-    assert_int_equal(attn_request_encode(&r, &b, &e), 0);
-    attn_codec_limits_default(&lim);
-    memset(&out, 0, sizeof out);
-    assert_int_equal(attn_request_decode(b.data, b.len, &lim, &out, &e), ATTN_E_BUFFER_RANGE);
-    assert_string_equal(e.field, "offset");
-    attn_request_free(&out);
-    attn_buf_free(&b);
     expect_json("{\"v\":1,\"op\":\"buffer_register\",\"id\":1,\"kind\":\"shm\",\"name\":"
                 "\"/a\",\"bytes\":1,\"offset\":0}",
                 ATTN_E_UNKNOWN_KEY, "offset");
@@ -447,6 +441,22 @@ static void test_bad_references_decode(void **state)
     expect_json(REG_HEAD
                 "\"kind\":\"cuda_ipc\",\"handle\":[1,2],\"bytes\":1,\"device\":\"cuda:0\"}",
                 ATTN_E_TYPE, "handle");
+    expect_json(REG_HEAD "\"kind\":\"shm\",\"name\":\"/a\",\"bytes\":1,\"offset\":8}",
+                ATTN_E_UNKNOWN_KEY, "offset");
+    /* semaphores: all three keys, buf >= 1; async a bool; run_status needs run_seq >= 1 */
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE
+                         ",\"wait\":{\"buf\":1,\"offset\":8,\"value\":3},\"async\":true}",
+                0, NULL);
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE
+                         ",\"wait\":{\"buf\":1,\"offset\":8}}",
+                ATTN_E_MISSING, "wait.value");
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE
+                         ",\"signal\":{\"buf\":0,\"offset\":8,\"value\":1}}",
+                ATTN_E_RANGE, "signal.buf");
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE ",\"async\":1}",
+                ATTN_E_TYPE, "async");
+    expect_json("{\"v\":1,\"op\":\"run_status\",\"id\":1}", ATTN_E_MISSING, "run_seq");
+    expect_json("{\"v\":1,\"op\":\"run_status\",\"id\":1,\"run_seq\":0}", ATTN_E_RANGE, "run_seq");
     expect_json("{\"v\":1,\"op\":\"buffer_drop\",\"id\":1}", ATTN_E_MISSING, "buf");
     expect_json("{\"v\":1,\"op\":\"buffer_drop\",\"id\":1,\"buf\":0}", ATTN_E_RANGE, "buf");
 #undef RUN_HEAD
@@ -582,6 +592,21 @@ static void test_reply_roundtrip(void **state)
         snprintf(in.stats.pools[0].name, ATTN_NAME_MAX, "main");
         in.stats.pools[0].bytes = 4096;
         in.buf = 31;
+        in.run_seq = in.op == ATTN_OP_RUN || in.op == ATTN_OP_RUN_STATUS ? 99 : 0;
+        in.status.state = ATTN_RUN_FAILED;
+        in.status.engine_us = 12.5;
+        snprintf(in.status.timing_method, sizeof in.status.timing_method, "cuda_events");
+        in.status.exec_us = 20.25;
+        in.status.queued_us = 3.0;
+        in.status.error.code = ATTN_E_CUDA;
+        snprintf(in.status.error.field, sizeof in.status.error.field, "wait");
+        /* any reply may carry an earlier async run's failure */
+        in.has_async_error = true;
+        in.async_error_seq = 98;
+        in.async_error.code = ATTN_E_ENGINE;
+        snprintf(in.async_error.field, sizeof in.async_error.field, "layer");
+        in.server.mps = 1;
+        snprintf(in.server.gpu_handoff, sizeof in.server.gpu_handoff, "overlaps");
         assert_int_equal(attn_reply_encode(&in, &b, &e), 0);
         int rv = attn_reply_decode(b.data, b.len, NULL, &out, &e);
         if (rv != 0)
@@ -591,6 +616,10 @@ static void test_reply_roundtrip(void **state)
         assert_true(out.ok);
         /* the diag is spliced verbatim and comes back as the same bytes */
         assert_bytes_equal(out.diag, in.diag);
+        assert_true(out.has_async_error);
+        assert_int_equal(out.async_error_seq, 98);
+        assert_int_equal(out.async_error.code, ATTN_E_ENGINE);
+        assert_string_equal(out.async_error.field, "layer");
         switch (in.op) {
         case ATTN_OP_HELLO:
             assert_string_equal(out.server.version, "0.1.0");
@@ -598,6 +627,18 @@ static void test_reply_roundtrip(void **state)
             assert_false(out.server.backends[1].available);
             assert_string_equal(out.server.backends[1].reason, "no CUDA device");
             assert_string_equal(out.server.devices[0], "cpu");
+            assert_int_equal(out.server.mps, 1);
+            assert_string_equal(out.server.gpu_handoff, "overlaps");
+            break;
+        case ATTN_OP_RUN_STATUS:
+            assert_int_equal(out.run_seq, 99);
+            assert_int_equal(out.status.state, ATTN_RUN_FAILED);
+            assert_true(out.status.engine_us == 12.5);
+            assert_string_equal(out.status.timing_method, "cuda_events");
+            assert_true(out.status.exec_us == 20.25);
+            assert_true(out.status.queued_us == 3.0);
+            assert_int_equal(out.status.error.code, ATTN_E_CUDA);
+            assert_string_equal(out.status.error.field, "wait");
             break;
         case ATTN_OP_POOL_CREATE:
             assert_string_equal(out.pool, "main");
@@ -613,8 +654,10 @@ static void test_reply_roundtrip(void **state)
             assert_int_equal(out.o_dtype, ATTN_BF16);
             assert_true(out.has_lse);
             assert_bytes_equal(out.lse, in.lse);
-            if (in.op == ATTN_OP_RUN)
+            if (in.op == ATTN_OP_RUN) {
+                assert_int_equal(out.run_seq, 99);
                 break;
+            }
             /* fall through */
         case ATTN_OP_PLAN:
             assert_int_equal(out.plan_id, 42);
@@ -1135,7 +1178,7 @@ int main(void)
         cmocka_unit_test(test_wrong_types_and_ranges),
         cmocka_unit_test(test_version_op_and_header),
         cmocka_unit_test(test_masks),
-        cmocka_unit_test(test_cuda_ipc_offset_checks),
+        cmocka_unit_test(test_shm_takes_no_offset),
         cmocka_unit_test(test_run_ordering_encoding),
         cmocka_unit_test(test_depth_bound),
         cmocka_unit_test(test_shape_checks),
