@@ -264,7 +264,7 @@ def phase_daemon(args, transport):
         k_new = torch.empty((B, HKV, D), dtype=torch.bfloat16, device="cuda")
         v_new = torch.empty_like(k_new)
     acc = torch.zeros((B, HQ, D), dtype=torch.float32, device="cuda")
-    submit, diag_us, host_us, wait_us = [], [], [], []
+    submit, diag_us, host_us, wait_us, seqs = [], [], [], [], []
     out = {}
 
     def layer(li, ev=None, record=True):
@@ -288,6 +288,8 @@ def phase_daemon(args, transport):
                 diag_us.append(d["timing_us"])
             if isinstance(d.get("host_timing_us"), (int, float)):
                 host_us.append(d["host_timing_us"])
+            if (w.last_reply or {}).get("run_seq"):
+                seqs.append(w.last_reply["run_seq"])
         if li == 0:
             out["o0"], out["lse0"] = o.clone(), l.clone()
         acc.add_(o.float())
@@ -310,6 +312,15 @@ def phase_daemon(args, transport):
         steps_ev.append(e0.elapsed_time(e1) * 1e3)
         for ev in evs:
             wait_us.append(ev[0].elapsed_time(ev[1]) * 1e3)
+    engine_us, queued_us = [], []
+    for seq in seqs[-4 * args.layers:]:  # async runs: the GPU time comes from run_status
+        st = w.client.run_status(seq)
+        if isinstance(st.get("engine_us"), (int, float)) and st.get("state") == "done":
+            engine_us.append(st["engine_us"])
+            queued_us.append(st.get("queued_us") or 0)
+    if engine_us:
+        diag_us[:] = engine_us
+        res["run_status_queued_us"] = summary(queued_us)
     res.update(step_us=summary(steps_ev), step_wall_us=summary(steps_wall),
                submit_us=summary(submit), diag_kernel_us=summary(diag_us),
                diag_host_us=summary(host_us), run_window_on_client_stream_us=summary(wait_us),
@@ -336,7 +347,12 @@ def phase_kill(args):
                               args.url, "--layers", str(args.layers)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        line = child.stdout.readline().strip()  # "running <transport>" once it is mid-step
+        line = ""
+        for _ in range(200):  # its say-so ("waiting ..." / "running ..."), past any warnings
+            line = child.stdout.readline()
+            if not line or line.startswith(("waiting", "running")):
+                break
+        line = line.strip()
         time.sleep(0.3)
         admin = attn.Client(args.url, timeout=60)
         before = admin.stats()["counters"].get("buffers")
@@ -367,8 +383,11 @@ def phase_kill(args):
 
 
 def phase_kill_child(args):
-    """Runs steps until killed: async runs through a cuda_ipc arena where this
-    attnd has them, else inline runs while holding a registered shm buffer."""
+    """Steps of async runs through a cuda_ipc arena (the stream synchronised
+    per step, as an engine would), then one run whose wait nobody will ever
+    satisfy, and sleeps until killed: attnd must release that wait when the
+    connection goes.  Where this attnd has no cuda_ipc buffers: inline runs
+    while holding a registered shm buffer."""
     import attn
     wl = Workload(args.layers)
     try:
@@ -384,14 +403,29 @@ def phase_kill_child(args):
         held = attn.ShmArena(w.client, 1 << 20)  # noqa: F841 (held until killed)
         w.plan(wl.indptr, wl.indices, wl.last, HQ, HKV, D, P, q_data_type="bf16")
         q, k, v = wl.q[0], wl.k_new[0], wl.v_new[0]
+    for step in range(3):
+        for li in range(args.layers):
+            if transport == "cuda_ipc":
+                q.copy_(wl.q[li])
+                k.copy_(wl.k_new[li])
+                v.copy_(wl.v_new[li])
+            w.run(q, k, v, layer=li)
+        torch.cuda.current_stream().synchronize()
+    if transport == "cuda_ipc":
+        a, p = w.arena, w._plan
+        sl = p["slots"]
+        r = lambda n: attn.ref(a.buf, sl[n][0], sl[n][1])  # noqa: E731
+        w.client.run(p["id"], 0, r("q"), r("k_new"), r("v_new"), o=r("o"),
+                     wait=attn.sem(a.buf, 0, 1 << 40), signal=attn.sem(a.buf, 8, 1 << 40),
+                     async_=True)
+        print("waiting: %s, one run enqueued behind a semaphore nobody writes" % transport,
+              flush=True)
+        while True:
+            time.sleep(1)
     print("running %s" % transport, flush=True)
     li = 0
     while True:
         li = (li + 1) % args.layers
-        if transport == "cuda_ipc":
-            q.copy_(wl.q[li])
-            k.copy_(wl.k_new[li])
-            v.copy_(wl.v_new[li])
         w.run(q, k, v, layer=li)
 
 

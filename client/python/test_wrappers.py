@@ -10,6 +10,8 @@
   against the pool, unsupported options), each an AttnError with its field;
   attnd's refusals (unknown pool) the same way.
 - the cuda_ipc arena without a GPU driver: E_BUFFER_UNSUPPORTED, field dev_ptr.
+- async runs through the Python client on shm semaphores: enqueued, held by
+  the wait, done with the signal written; run_status.
 - Client.run carries wait / signal / async as PROTOCOL.md v2 writes them;
   an "async_error" on a reply (an earlier async run failed) raises.
 - a closed wrapper's buffer is gone from attnd's stats.
@@ -212,6 +214,40 @@ def checks(url):
     rc.run(3, 1, q=b"", k_new=b"", v_new=b"")
     assert sent["async"] is None and sent["wait"] is None  # absent (call drops None)
     rc.close()
+
+    # async runs through the Python client, shm semaphores (attnd waits and
+    # signals them on the host): enqueued, held by its wait, done, signalled
+    import struct
+    ar = attn.ShmArena(admin, 1 << 16)
+    man = {"pool": "w", "num_qo_heads": HQ, "q_dtype": "fp32",
+           "requests": [{"id": 0, "cache_len": 5, "new_len": 1}], "qo_indptr": attn.i32([0, 1]),
+           "kv": {"format": "csr", "page_indptr": attn.i32([0, 2]),
+                  "page_indices": attn.i32([7, 3]), "last_page_len": attn.i32([2])}}
+    pid = admin.plan(man)["plan_id"]
+    xs = [ar.empty(s_, "fp32") for s_ in ((1, HQ, D), (1, HKV, D), (1, HKV, D), (1, HQ, D))]
+    for x in xs[:3]:
+        x[...] = rng.uniform(-1, 1, x.shape)
+    refs = [attn.ref(ar.buf, ar.offset_of(x), x.nbytes) for x in xs]
+
+    def status_after(seq, want, limit=5.0):
+        t_end = time.time() + limit
+        while True:
+            st = admin.run_status(seq)
+            if st["state"] == want or time.time() > t_end:
+                return st
+            time.sleep(0.01)
+
+    r = admin.run(pid, 0, *refs[:3], o=refs[3], wait=attn.sem(ar.buf, 0, 1),
+                  signal=attn.sem(ar.buf, 8, 1), async_=True)
+    assert r["diag"]["async"]["state"] == "enqueued" and r["run_seq"] >= 1, r
+    assert status_after(r["run_seq"], "done", 0.3)["state"] != "done"  # held by its wait
+    assert struct.unpack_from("<Q", ar.shm.buf, 8)[0] == 0
+    struct.pack_into("<Q", ar.shm.buf, 0, 1)  # the engine's "ready"
+    st = status_after(r["run_seq"], "done")
+    assert st["state"] == "done" and st["engine_us"] > 0, st
+    assert struct.unpack_from("<Q", ar.shm.buf, 8)[0] == 1  # attnd's "done"
+    del xs
+    ar.close()
 
     # a failure after enqueue, reported on a later reply, raises there
     from attn.wrappers import _raise_async_error

@@ -301,6 +301,11 @@ class Client:
                          verify=verify or None, wait=wait, signal=signal,
                          **{"async": True if async_ else None})
 
+    def run_status(self, run_seq):
+        """State of asynchronous run `run_seq` (its reply's "run_seq"): the reply's
+        "status" map {state, engine_us, timing_method, exec_us, queued_us, error}."""
+        return self.call("run_status", run_seq=int(run_seq))["status"]
+
     def attend(self, manifest, layer, q, k_new, v_new, return_lse=False, trace=False,
                verify=False, o=None, lse=None):
         fields = dict(manifest)
