@@ -5,7 +5,7 @@
 # bench glue library, the Python package and a pure-Python msgpack).
 #   (a) in-process kernels          -> phase inproc (no daemon)
 #   without MPS: (b') refs, (c) inline, kill test
-#   under MPS:   (b) refs, (c) inline, kill test
+#   under MPS:   (b) refs, kill test
 # Usage: bash bench/gpu/run_zerocopy.sh STAGED_DIR OUT_DIR [STEPS]
 # Writes OUT_DIR/{env.txt, run.log, attnd.log, zc-results.jsonl, summary.md}.
 set -u
@@ -71,7 +71,6 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
         mps=1
         start_attnd mps
         bench refs -mps
-        bench inline -mps
         bench kill -mps
         stop_attnd
         echo quit | nvidia-cuda-mps-control
