@@ -35,7 +35,7 @@ url="ipc://$tmp/attnd.sock"
 bench() { # PHASE TAG
     echo "== $1 $2" >>"$OUT/run.log"
     ZC_MPS=$mps timeout "${PHASE_TIMEOUT:-60}" python3 "$here/bench_zerocopy.py" --phase "$1" --url "$url" \
-        --lib "$S/libattn_cuda_bench.so" --steps "$STEPS" --out "$OUT" --tag "$2" >>"$OUT/run.log" 2>&1
+        --lib "$S/libattn_cuda_bench.so" --steps "$STEPS" --out "$OUT" --tag="$2" >>"$OUT/run.log" 2>&1
     echo "== $1 $2 rc=$?" >>"$OUT/run.log"
 }
 start_attnd() { # TAG

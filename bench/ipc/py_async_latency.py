@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Host latency of one request through the Python client, per kind: hello,
+a synchronous run by reference (shm buffer), an asynchronous run whose shm
+semaphore is already satisfied (queue idle between runs), and async runs back
+to back.  Starts its own attnd (CPU engine) on a private socket.
+
+    ATTND=build/attnd python3 bench/ipc/py_async_latency.py [N]
+Prints p50 and p99 in µs per kind.
+"""
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "client", "python"))
+import attn  # noqa: E402
+
+
+def p50_p99(ts):
+    ts = sorted(ts)
+    return ts[len(ts) // 2], ts[int(len(ts) * 0.99)]
+
+
+def timed(n, fn, between=None):
+    ts = []
+    for i in range(n):
+        t = time.perf_counter()
+        fn(i)
+        ts.append((time.perf_counter() - t) * 1e6)
+        if between:
+            between(i)
+    return p50_p99(ts)
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+    tmp = tempfile.mkdtemp(prefix="attn-lat-")
+    path = os.path.join(tmp, "s")
+    proc = subprocess.Popen([os.environ.get("ATTND", "build/attnd"), "--listen", "ipc://" + path,
+                             "--engine", "cpu"], stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(250):
+            if os.path.exists(path):
+                break
+            time.sleep(0.02)
+        c = attn.Client("ipc://" + path)
+        c.pool_create("p", layers=1, num_pages=8, page_size=4, num_kv_heads=1, head_dim_qk=8,
+                      head_dim_vo=8, kv_dtype="fp32")
+        a = attn.ShmArena(c, 1 << 16)
+        m = {"pool": "p", "num_qo_heads": 1, "q_dtype": "fp32",
+             "requests": [{"id": 0, "cache_len": 1, "new_len": 1}], "qo_indptr": attn.i32([0, 1]),
+             "kv": {"format": "csr", "page_indptr": attn.i32([0, 1]),
+                    "page_indices": attn.i32([3]), "last_page_len": attn.i32([2])}}
+        pid = c.plan(m)["plan_id"]
+        xs = [a.empty((1, 1, 8), "fp32") for _ in range(4)]
+        r = [attn.ref(a.buf, a.offset_of(x), 32) for x in xs]
+        ready = lambda v: struct.pack_into("<Q", a.shm.buf, 0, v)  # noqa: E731
+
+        def arun(v):
+            c.run(pid, 0, *r[:3], o=r[3], wait=attn.sem(a.buf, 0, v), signal=attn.sem(a.buf, 8, v),
+                  async_=True)
+
+        print("hello p50 %.1f p99 %.1f us" % timed(n, lambda i: c.hello()))
+        print("sync run by ref p50 %.1f p99 %.1f us" % timed(n, lambda i: c.run(pid, 0, *r[:3],
+                                                                                 o=r[3])))
+        ready(n)
+        print("async run, queue idle p50 %.1f p99 %.1f us"
+              % timed(n, lambda i: arun(i + 1), lambda i: time.sleep(0.002)))
+        print("async run, back to back p50 %.1f p99 %.1f us"
+              % timed(n, lambda i: arun(n + i + 1), lambda i: ready(n + i + 1)))
+        del xs
+        a.close()
+        c.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
