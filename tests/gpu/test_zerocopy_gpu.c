@@ -158,8 +158,7 @@ static int child_main(int fd)
     if (cudaSetDevice(0) != cudaSuccess || cudaMalloc((void **)&arena, l.bytes) != cudaSuccess ||
         cudaMemset(arena, 0, l.bytes) != cudaSuccess ||
         cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaIpcGetMemHandle(&h, arena) != cudaSuccess ||
-        attn_cuda_ipc_create(0, &ipc, &err) != 0) {
+        cudaIpcGetMemHandle(&h, arena) != cudaSuccess || attn_cuda_ipc_create(0, &ipc, &err) != 0) {
         fprintf(stderr, "child: CUDA set-up failed\n");
         return 2;
     }
@@ -283,8 +282,8 @@ static int parent_main(int fd, pid_t child)
         CHECK(rv == ATTN_E_BUFFER_RANGE && strcmp(err.field, "offset") == 0, "offset past: %d %s",
               rv, err.field);
         rv = attn_cuda_ipc_open(ipc, (const uint8_t *)&h, 0, (size_t)1 << 40, &p, &err);
-        CHECK(rv == ATTN_E_BUFFER_RANGE && strcmp(err.field, "bytes") == 0, "bytes past: %d %s",
-              rv, err.field);
+        CHECK(rv == ATTN_E_BUFFER_RANGE && strcmp(err.field, "bytes") == 0, "bytes past: %d %s", rv,
+              err.field);
         CHECK(attn_cuda_ipc_open_count(ipc) == 1, "refusals opened nothing more");
     }
 
@@ -378,8 +377,7 @@ static int parent_main(int fd, pid_t child)
             kern += rep.engine_us;
         }
         double attnd_us = (now_us() - t0) / ITERS;
-        CHECK(recv_all(fd, &client_us, sizeof client_us) == 0 && client_us > 0,
-              "client ping-pong");
+        CHECK(recv_all(fd, &client_us, sizeof client_us) == 0 && client_us > 0, "client ping-pong");
         printf("per layer with attention (B=64, T 512..1024, Hq32 Hkv8 d128 bf16): client step "
                "%.1f us, attnd run %.1f us wall, kernels %.1f us => hand-off overhead %.1f us\n",
                client_us, attnd_us, kern / ITERS, client_us - kern / ITERS);
