@@ -498,3 +498,10 @@ int attn_buffer_drop(attn_client *c, uint64_t buf, attn_reply *rep)
     req.buffer.buf = buf;
     return call_op(c, &req, rep);
 }
+
+int attn_run_status_get(attn_client *c, uint64_t run_seq, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_RUN_STATUS};
+    req.run_seq = run_seq;
+    return call_op(c, &req, rep);
+}

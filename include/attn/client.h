@@ -360,6 +360,11 @@ ATTN_EXPORT int attn_buffer_register_cuda(attn_client *c, const void *dev_ptr, u
 /* buffer_drop: release buffer `buf` (a run in progress on it finishes first). */
 ATTN_EXPORT int attn_buffer_drop(attn_client *c, uint64_t buf, attn_reply *rep);
 
+/* run_status: the state of asynchronous run `run_seq` of this connection
+ * (the run_seq of its run reply) in rep->status: queued, running, done or
+ * failed (with the error), cancelled; timing once done. */
+ATTN_EXPORT int attn_run_status_get(attn_client *c, uint64_t run_seq, attn_reply *rep);
+
 /* stats: counters, plan-cache and pool usage (rep->stats). */
 ATTN_EXPORT int attn_stats(attn_client *c, attn_reply *rep);
 

@@ -31,6 +31,7 @@
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
+#include "daemon/server_int.h" /* the buffer table, for a stand-in cuda_ipc opener */
 #include "attn/client.h"
 #include "engines/cpu/engine.h"
 #include "kernels/common/mask.h"
@@ -738,6 +739,100 @@ static void test_engine_failure(void **state)
     attn_engine_destroy(inst);
 }
 
+/* A stand-in for the CUDA engine's IPC open (no GPU in CI): it hands out
+ * host memory labelled cuda_ipc, so the daemon's refusals can be seen. */
+static int g_fake_closes;
+
+static int fake_ipc_open(void *arg, int device, const uint8_t *handle, uint64_t offset,
+                         uint64_t bytes, void **dev_ptr, attn_error_detail *err)
+{
+    (void)arg;
+    (void)device;
+    (void)handle;
+    (void)offset;
+    *dev_ptr = calloc(1, bytes);
+    return *dev_ptr != NULL ? 0 : attn_error_set(err, ATTN_E_NOMEM, "bytes", "out of memory");
+}
+
+static void fake_ipc_close(void *arg, int device, void *dev_ptr)
+{
+    (void)arg;
+    (void)device;
+    free(dev_ptr);
+    g_fake_closes++;
+}
+
+/* Device memory with a host engine: a reference into a cuda_ipc buffer, a
+ * device semaphore, or verify over device tensors is refused before
+ * anything runs, naming the field; the pool is unchanged; the drop closes
+ * the handle. */
+static void test_device_refs_refused_on_cpu(void **state)
+{
+    attn_server *s = new_server();
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t sum0, sum1, plan_id, buf;
+    (void)state;
+    attnd_ipc_opener o = {fake_ipc_open, fake_ipc_close, NULL};
+    attnd_buffers_set_ipc(s->buffers, &o);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 8), 0);
+    load_batch(s, &rb, "d");
+    assert_int_equal(attn_server_pool_checksum(s, "d", &sum0), 0);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_CUDA_IPC;
+    req.buffer.bytes = 1u << 20;
+    snprintf(req.buffer.device, sizeof req.buffer.device, "cuda:0");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    buf = rep.buf;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    plan_id = rep.plan_id;
+    free(keep);
+    struct {
+        const char *field;
+        int code;
+    } cases[] = {{"q.buf", ATTN_E_BUFFER_UNSUPPORTED},
+                 {"o.buf", ATTN_E_BUFFER_UNSUPPORTED},
+                 {"wait.buf", ATTN_E_BUFFER_UNSUPPORTED},
+                 {"signal.buf", ATTN_E_BUFFER_UNSUPPORTED}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN;
+        attn_rb_run_args(&rb, &req.run);
+        req.run.plan_id = plan_id;
+        if (i == 0)
+            req.run.q_ref = (attn_tensor_ref){buf, 0, rb.q_bytes};
+        if (i == 1)
+            req.run.o_ref = (attn_tensor_ref){buf, 0, rb.o_elems * sizeof(float)};
+        if (i == 2)
+            req.run.wait = (attn_sem_ref){buf, 64, 1};
+        if (i == 3)
+            req.run.sig = (attn_sem_ref){buf, 64, 1};
+        assert_int_equal(call(s, &req, &rep, &keep), cases[i].code);
+        assert_string_equal(rep.error.field, cases[i].field);
+        free(keep);
+    }
+    assert_int_equal(attn_server_pool_checksum(s, "d", &sum1), 0);
+    assert_true(sum0 == sum1);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_DROP;
+    req.buffer.buf = buf;
+    g_fake_closes = 0;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    assert_int_equal(g_fake_closes, 1);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
 /* The failure of an asynchronous run is handed to the next reply of its
  * connection, an error reply included, exactly once. */
 static void test_async_failure_on_next_reply(void **state)
@@ -1293,6 +1388,7 @@ int main(void)
         cmocka_unit_test(test_engine_failure),
         cmocka_unit_test(test_reply_cap_before_commit),
         cmocka_unit_test(test_async_failure_on_next_reply),
+        cmocka_unit_test(test_device_refs_refused_on_cpu),
         cmocka_unit_test(test_plan_bytes_count_engine_data),
         cmocka_unit_test(test_workspace_cap),
         cmocka_unit_test(test_diag_reports_engine_truth),

@@ -120,12 +120,8 @@ static uint64_t stat_counter(attn_client *c, const char *name)
 
 static int run_status(attn_client *c, uint64_t seq, attn_reply *rep)
 {
-    attn_request req;
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_RUN_STATUS;
-    req.run_seq = seq;
     memset(rep, 0, sizeof *rep);
-    return attn_call(c, &req, rep);
+    return attn_run_status_get(c, seq, rep);
 }
 
 /* Poll run_status until the run is no longer queued or running (5 s at most). */

@@ -347,7 +347,8 @@ static void test_bad_references(void **state)
     expect_register(g_c, s.name, MAX_BUFFER_BYTES + 1ull, ATTN_E_TOO_LARGE, "bytes");
     expect_register(g_c, s.name, 0, ATTN_E_RANGE, "bytes");
     {
-        /* cuda_ipc is parsed and validated, then refused plainly (no GPU path yet) */
+        /* cuda_ipc is parsed and validated, then refused plainly: this attnd runs the CPU engine
+         * only */
         attn_request req;
         memset(&req, 0, sizeof req);
         req.op = ATTN_OP_BUFFER_REGISTER;
