@@ -417,7 +417,7 @@ def phase_kill_child(args):
         r = lambda n: attn.ref(a.buf, sl[n][0], sl[n][1])  # noqa: E731
         w.client.run(p["id"], 0, r("q"), r("k_new"), r("v_new"), o=r("o"),
                      wait=attn.sem(a.buf, 0, 1 << 40), signal=attn.sem(a.buf, 8, 1 << 40),
-                     async_=True)
+                     async_=True).wait()
         print("waiting: %s, one run enqueued behind a semaphore nobody writes" % transport,
               flush=True)
         while True:

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Host latency of one request through the Python client, per kind: hello,
 a synchronous run by reference (shm buffer), an asynchronous run whose shm
-semaphore is already satisfied (queue idle between runs), and async runs back
-to back.  Starts its own attnd (CPU engine) on a private socket.
+semaphore is already satisfied (queue idle between runs), async runs back
+to back (each waits for its reply), and pipelined async runs (the call hands
+the request off; up to max_outstanding replies unread).  Starts its own attnd (CPU engine, --workers 1 so that a connection's
+requests are handled in the order received, --conn-inflight 64 --contexts 64
+for the window of 32) on a private socket.
 
     ATTND=build/attnd python3 bench/ipc/py_async_latency.py [N]
 Prints p50 and p99 in µs per kind.
@@ -40,7 +43,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="attn-lat-")
     path = os.path.join(tmp, "s")
     proc = subprocess.Popen([os.environ.get("ATTND", "build/attnd"), "--listen", "ipc://" + path,
-                             "--engine", "cpu"], stderr=subprocess.DEVNULL)
+                             "--engine", "cpu", "--workers", "1", "--conn-inflight", "64",
+                             "--contexts", "64"], stderr=subprocess.DEVNULL)
     try:
         for _ in range(250):
             if os.path.exists(path):
@@ -59,9 +63,10 @@ def main():
         r = [attn.ref(a.buf, a.offset_of(x), 32) for x in xs]
         ready = lambda v: struct.pack_into("<Q", a.shm.buf, 0, v)  # noqa: E731
 
-        def arun(v):
-            c.run(pid, 0, *r[:3], o=r[3], wait=attn.sem(a.buf, 0, v), signal=attn.sem(a.buf, 8, v),
-                  async_=True)
+        def arun(v, block=True):
+            t = c.run(pid, 0, *r[:3], o=r[3], wait=attn.sem(a.buf, 0, v),
+                      signal=attn.sem(a.buf, 8, v), async_=True)
+            return t.wait() if block else t
 
         print("hello p50 %.1f p99 %.1f us" % timed(n, lambda i: c.hello()))
         print("sync run by ref p50 %.1f p99 %.1f us" % timed(n, lambda i: c.run(pid, 0, *r[:3],
@@ -71,6 +76,29 @@ def main():
               % timed(n, lambda i: arun(i + 1), lambda i: time.sleep(0.002)))
         print("async run, back to back p50 %.1f p99 %.1f us"
               % timed(n, lambda i: arun(n + i + 1), lambda i: ready(n + i + 1)))
+        # pipelined: the call only hands the request off; replies are read
+        # once the window (max_outstanding) is full, or by collect()
+        ready(4 * n)
+        for k, window in enumerate((4, 32)):
+            c.max_outstanding = window
+            base = (2 + k) * n
+            print("async run, pipelined (window %d, steady state): submit p50 %.1f p99 %.1f us"
+                  % ((window,) + timed(n, lambda i: arun(base + i + 1, block=False))))
+            c.collect()
+        # the hand-off alone: batches of `window` submits, collected between
+        window, ts, col = 32, [], []
+        c.max_outstanding = window
+        for b in range(max(1, n // window)):
+            for i in range(window):
+                t = time.perf_counter()
+                arun(4 * n, block=False)
+                ts.append((time.perf_counter() - t) * 1e6)
+            t = time.perf_counter()
+            c.collect()
+            col.append((time.perf_counter() - t) * 1e6)
+        print("async run, pipelined hand-off (batches of %d, no reply read): submit p50 %.1f "
+              "p99 %.1f us; collect of a batch p50 %.1f us" % ((window,) + p50_p99(ts) +
+                                                              (p50_p99(col)[0],)))
         del xs
         a.close()
         c.close()

@@ -12,6 +12,8 @@
 - the cuda_ipc arena without a GPU driver: E_BUFFER_UNSUPPORTED, field dev_ptr.
 - async runs through the Python client on shm semaphores: enqueued, held by
   the wait, done with the signal written; run_status.
+- pipelined async runs (tickets, the outstanding window, order, a refused
+  run's own error, E_ORDER on a run_seq out of send order).
 - Client.run carries wait / signal / async as PROTOCOL.md v2 writes them;
   an "async_error" on a reply (an earlier async run failed) raises.
 - a closed wrapper's buffer is gone from attnd's stats.
@@ -33,11 +35,11 @@ P, HKV, HQ, D = 4, 2, 4, 8
 PAGES = 24
 
 
-def start_attnd():
+def start_attnd(extra=()):
     exe = os.environ.get("ATTND", "build/attnd")
     tmp = tempfile.mkdtemp(prefix="attn-pyw-")
     path = os.path.join(tmp, "attnd.sock")
-    proc = subprocess.Popen([exe, "--listen", "ipc://" + path, "--engine", "cpu"],
+    proc = subprocess.Popen([exe, "--listen", "ipc://" + path, "--engine", "cpu", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(250):
         if os.path.exists(path):
@@ -206,13 +208,18 @@ def checks(url):
             sent.update(fields, op=op)
             return {"ok": True}
 
+        def submit(self, op, **fields):
+            sent.update(fields, op=op)
+            return None
+
     rc = Recorder(url, timeout=5)
     rc.run(3, 1, q=attn.ref(1, 0, 8), k_new=attn.ref(1, 8, 8), v_new=attn.ref(1, 16, 8),
            wait=attn.sem(1, 0, 41), signal=attn.sem(1, 8, 41), async_=True)
     assert sent["wait"] == {"buf": 1, "offset": 0, "value": 41}, sent
     assert sent["signal"] == {"buf": 1, "offset": 8, "value": 41} and sent["async"] is True
+    sent.clear()
     rc.run(3, 1, q=b"", k_new=b"", v_new=b"")
-    assert sent["async"] is None and sent["wait"] is None  # absent (call drops None)
+    assert sent.get("async") is None and sent["wait"] is None  # absent (call drops None)
     rc.close()
 
     # async runs through the Python client, shm semaphores (attnd waits and
@@ -238,7 +245,7 @@ def checks(url):
             time.sleep(0.01)
 
     r = admin.run(pid, 0, *refs[:3], o=refs[3], wait=attn.sem(ar.buf, 0, 1),
-                  signal=attn.sem(ar.buf, 8, 1), async_=True)
+                  signal=attn.sem(ar.buf, 8, 1), async_=True).wait()
     assert r["diag"]["async"]["state"] == "enqueued" and r["run_seq"] >= 1, r
     assert status_after(r["run_seq"], "done", 0.3)["state"] != "done"  # held by its wait
     assert struct.unpack_from("<Q", ar.shm.buf, 8)[0] == 0
@@ -256,6 +263,88 @@ def checks(url):
            {"ok": True, "async_error": {"run_seq": 4, "code": "E_CUDA", "field": "q",
                                         "message": "illegal address"}})
     admin.close()
+    pipelined_runs(exe_args=["--workers", "1"])
+
+
+def pipelined_runs(exe_args):
+    """Async runs submitted without waiting for their replies (shm
+    semaphores, CPU engine): every ticket comes back unread, the window of
+    max_outstanding holds, attnd runs them in the order sent behind one
+    `ready` write, O equals a synchronous run's bit for bit, a refused run
+    raises its own AttnError at wait() while its neighbours succeed, and a
+    run_seq out of send order is E_ORDER."""
+    import struct
+    proc, url = start_attnd(exe_args)
+    try:
+        c = attn.Client(url, timeout=10, max_outstanding=6)
+        c.pool_create("pp", layers=4, num_pages=PAGES, page_size=P, num_kv_heads=HKV,
+                      head_dim_qk=D, head_dim_vo=D, kv_dtype="fp32")
+        rng = np.random.default_rng(11)
+        ar = attn.ShmArena(c, 1 << 16)
+        man = {"pool": "pp", "num_qo_heads": HQ, "q_dtype": "fp32",
+               "requests": [{"id": 0, "cache_len": 5, "new_len": 1}],
+               "qo_indptr": attn.i32([0, 1]),
+               "kv": {"format": "csr", "page_indptr": attn.i32([0, 2]),
+                      "page_indices": attn.i32([7, 3]), "last_page_len": attn.i32([2])}}
+        pid = c.plan(man)["plan_id"]
+        shapes = ((1, HQ, D), (1, HKV, D), (1, HKV, D))
+        ins = [[ar.empty(s_, "fp32") for s_ in shapes] for _ in range(4)]
+        outs = [ar.empty((1, HQ, D), "fp32") for _ in range(4)]
+        for xs in ins:
+            for x in xs:
+                x[...] = rng.uniform(-1, 1, x.shape)
+        r = lambda x: attn.ref(ar.buf, ar.offset_of(x), x.nbytes)  # noqa: E731
+        READY, DONE = 0, 8
+        tickets = [c.run(pid, li, *[r(x) for x in ins[li]], o=r(outs[li]),
+                         wait=attn.sem(ar.buf, READY, li + 1), signal=attn.sem(ar.buf, DONE, li + 1),
+                         async_=True) for li in range(4)]
+        assert c.outstanding == 4 and not any(t.done() for t in tickets)
+        # one refused in the middle: an unknown buffer id for q
+        bad = c.run(pid, 0, attn.ref(999, 0, 4 * HQ * D), *[r(x) for x in ins[0][1:]],
+                    o=r(outs[0]), wait=attn.sem(ar.buf, READY, 1),
+                    signal=attn.sem(ar.buf, DONE, 1), async_=True)
+        time.sleep(0.05)
+        assert struct.unpack_from("<Q", ar.shm.buf, DONE)[0] == 0  # all held by `ready`
+        struct.pack_into("<Q", ar.shm.buf, READY, 4)
+        reps = [t.wait() for t in tickets]
+        seqs = [rep["run_seq"] for rep in reps]
+        assert seqs == sorted(seqs) and len(set(seqs)) == 4, seqs
+        e = expect("E_UNKNOWN_BUFFER", "q.buf", bad.wait)
+        assert "999" in e.message, e.message
+        for seq in seqs:
+            t_end = time.time() + 5
+            while c.run_status(seq)["state"] != "done" and time.time() < t_end:
+                time.sleep(0.01)
+            assert c.run_status(seq)["state"] == "done", c.run_status(seq)
+        assert struct.unpack_from("<Q", ar.shm.buf, DONE)[0] == 4
+        got = [o.copy() for o in outs]
+        for li in range(4):  # the same runs synchronously, bit for bit
+            outs[li][...] = np.nan
+            c.run(pid, li, *[r(x) for x in ins[li]], o=r(outs[li]))
+            assert np.array_equal(got[li], outs[li]), li
+
+        # the window: never more than max_outstanding unanswered
+        c.max_outstanding = 2
+        seen = []
+        for k in range(5):
+            c.run(pid, 0, *[r(x) for x in ins[0]], o=r(outs[0]), async_=True)
+            seen.append(c.outstanding)
+        assert max(seen) == 2 and len(c.collect()) == 2 and c.outstanding == 0, seen
+
+        # the order check: run_seq must rise in send order
+        fake = attn.Client(url, timeout=10)
+        t1, t2 = attn.AsyncRun(fake, 1, 1), attn.AsyncRun(fake, 2, 2)
+        fake._settle(t2, {"ok": True, "run_seq": 7})
+        fake._settle(t1, {"ok": True, "run_seq": 9})
+        expect("E_ORDER", "run_seq", t1.wait)
+        assert t2.wait()["run_seq"] == 7
+        fake.close()
+        del ins, outs
+        ar.close()
+        c.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """attn: the Python client of attnd.
 
-- attn.Client: one connection, one method per operation (attn.client).
+- attn.Client: one connection, one method per operation (attn.client);
+  run(..., async_=True) returns an attn.AsyncRun ticket (pipelined runs).
 - attn.BatchDecodeWrapper / attn.BatchPrefillWrapper: FlashInfer-style
   plan()/run() on torch CUDA tensors (registered arena, GPU-side ordering)
   or numpy arrays (shared memory) (attn.wrappers).
@@ -9,10 +10,10 @@
 """
 
 from .arena import CudaArena, ShmArena
-from .client import (PROTOCOL_VERSION, AttnError, Client, ShmBuffer, i32, ref, sem, tensor,
+from .client import (PROTOCOL_VERSION, AsyncRun, AttnError, Client, ShmBuffer, i32, ref, sem, tensor,
                      untensor)
 from .wrappers import BatchDecodeWrapper, BatchPrefillWrapper
 
-__all__ = ["PROTOCOL_VERSION", "AttnError", "Client", "ShmBuffer", "CudaArena", "ShmArena",
+__all__ = ["PROTOCOL_VERSION", "AsyncRun", "AttnError", "Client", "ShmBuffer", "CudaArena", "ShmArena",
            "BatchDecodeWrapper", "BatchPrefillWrapper", "i32", "ref", "sem", "tensor",
            "untensor"]

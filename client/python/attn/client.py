@@ -28,6 +28,20 @@ frame; O and LSE can be written straight into it:
     r = c.run(plan_id, 0, q=attn.ref(bid, 0, q.nbytes), ...,
               o=attn.ref(bid, o_off, o_bytes))
     o = buf.array(o_off, (total_q, hq, d), "fp32")  # O is already there
+
+Pipelined asynchronous runs: ``run(..., async_=True)`` sends the request
+and returns an AsyncRun ticket at once; its ``wait()`` (or
+``Client.collect()`` for every outstanding one) gives the reply or raises
+its AttnError.  Several requests are on the wire together (nng's REQ/REP
+matches replies by request id); at most ``max_outstanding`` (default 4,
+half attnd's ``--conn-inflight`` default of 8: attnd counts a request
+until its reply's send has completed, which it learns after the client may
+already have read the reply, and closes a connection that goes over the cap
+while replies wait) are unanswered: a send beyond it first reads the oldest
+reply.  Runs ordered on the GPU through semaphores need attnd to enqueue
+them in the order sent; this client checks that the run_seq attnd gave
+them rises in that order and raises AttnError("E_ORDER", "run_seq") when
+it does not (docs/protocol.md, "Pipelined asynchronous runs").
 """
 
 import math
@@ -205,12 +219,47 @@ class _SPConnection:
         self.sock.close()
 
 
+class AsyncRun:
+    """A ticket for an asynchronous run in flight (Client.run(..., async_=True)):
+    `wait()` returns its reply (run_seq, diag, o/lse references) or raises
+    its AttnError; `done()` says whether the reply has been read."""
+
+    def __init__(self, client, rid, index):
+        self._client = client
+        self.rid = rid
+        self.index = index  # this run's place among the connection's async runs
+        self._reply = None
+        self._error = None
+        self._done = False
+
+    def done(self):
+        return self._done
+
+    def wait(self):
+        if not self._done:
+            self._client._read_until(self.rid)
+        if self._error is not None:
+            raise self._error
+        return self._reply
+
+
+def _error_of(rep):
+    err = rep.get("error", {})
+    return AttnError(err.get("code", "E_UNKNOWN"), err.get("field", ""), err.get("message", ""))
+
+
 class Client:
     """A connection to attnd; one method per operation of PROTOCOL.md."""
 
-    def __init__(self, url="ipc:///run/attnd/attnd.sock", timeout=30.0):
+    def __init__(self, url="ipc:///run/attnd/attnd.sock", timeout=30.0, max_outstanding=4):
+        if int(max_outstanding) < 1:
+            raise AttnError("E_RANGE", "max_outstanding", "max_outstanding must be at least 1")
         self._conn = _SPConnection(url, timeout)
         self._next = 1
+        self.max_outstanding = int(max_outstanding)
+        self._pending = {}  # request id -> AsyncRun, in send order (dicts keep it)
+        self._async_count = 0
+        self._seq_of = {}  # AsyncRun.index -> run_seq, for the order check
 
     def close(self):
         self._conn.close()
@@ -221,24 +270,93 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def call(self, op, **fields):
-        """Send one request; return the reply map or raise AttnError."""
+    def _send(self, op, fields):
         rid = self._next
         self._next += 1
         msg = {"v": PROTOCOL_VERSION, "op": op, "id": rid}
         msg.update({k: v for k, v in fields.items() if v is not None})
         # the REQ header: a 32-bit request id with the high bit set
-        tag = struct.pack(">I", 0x80000000 | (rid & 0x7FFFFFFF))
-        self._conn.send(tag + msgpack.packb(msg, use_bin_type=True))
+        self._conn.send(self._tag(rid) + msgpack.packb(msg, use_bin_type=True))
+        return rid
+
+    @staticmethod
+    def _tag(rid):
+        return struct.pack(">I", 0x80000000 | (rid & 0x7FFFFFFF))
+
+    def _read_until(self, rid):
+        """Read replies until the one of request `rid`; replies of outstanding
+        async runs met on the way settle their tickets.  Returns the decoded
+        reply of `rid` when it is not an async run (those settle instead)."""
+        tag = self._tag(rid)
         while True:
             data = self._conn.recv()
+            rep = msgpack.unpackb(data[4:], raw=False, strict_map_key=True)
+            t = self._pending.pop(struct.unpack(">I", data[:4])[0] & 0x7FFFFFFF, None) \
+                if len(data) >= 4 else None
+            if t is not None:
+                self._settle(t, rep)
             if data[:4] == tag:
-                break  # a reply to an abandoned earlier request is dropped
-        rep = msgpack.unpackb(data[4:], raw=False, strict_map_key=True)
+                return rep if t is None else None
+            # else: a reply to an abandoned earlier request is dropped
+
+    def _settle(self, t, rep):
+        t._done = True
         if not rep.get("ok"):
-            err = rep.get("error", {})
-            raise AttnError(err.get("code", "E_UNKNOWN"), err.get("field", ""),
-                            err.get("message", ""))
+            t._error = _error_of(rep)
+            return
+        t._reply = rep
+        seq = rep.get("run_seq")
+        if not isinstance(seq, int):
+            return
+        # attnd enqueues a connection's async runs in the order of their
+        # run_seq: a run sent later must have a larger one, or runs ordered
+        # by semaphores would wait on each other on attnd's stream
+        before = self._seq_of.get(t.index - 1)
+        after = self._seq_of.get(t.index + 1)
+        self._seq_of[t.index] = seq
+        self._seq_of.pop(t.index - 4 * self.max_outstanding, None)
+        if (before is not None and before >= seq) or (after is not None and after <= seq):
+            t._error = AttnError(
+                "E_ORDER", "run_seq",
+                "attnd enqueued async run %d of this connection as run_seq %d, out of the "
+                "order sent (neighbours: %s, %s); runs ordered by semaphores may wait on each "
+                "other: close the connection (attnd releases its waits)" % (t.index, seq, before,
+                                                                             after))
+
+    def submit(self, op, **fields):
+        """Send one request without waiting: returns an AsyncRun ticket.  At
+        most max_outstanding are unanswered: beyond it the oldest is read first."""
+        while len(self._pending) >= self.max_outstanding:
+            self._read_until(next(iter(self._pending)))
+        rid = self._send(op, fields)
+        self._async_count += 1
+        t = AsyncRun(self, rid, self._async_count)
+        self._pending[rid] = t
+        return t
+
+    def collect(self):
+        """Read every outstanding reply; returns their tickets in send order.
+        Raises the first error among them after all have been read."""
+        tickets = list(self._pending.values())
+        while self._pending:
+            self._read_until(next(iter(self._pending)))
+        for t in tickets:
+            if t._error is not None:
+                raise t._error
+        return tickets
+
+    @property
+    def outstanding(self):
+        """Requests sent whose reply has not been read."""
+        return len(self._pending)
+
+    def call(self, op, **fields):
+        """Send one request; return the reply map or raise AttnError."""
+        while len(self._pending) >= self.max_outstanding:  # it counts against attnd's cap too
+            self._read_until(next(iter(self._pending)))
+        rep = self._read_until(self._send(op, fields))
+        if not rep.get("ok"):
+            raise _error_of(rep)
         return rep
 
     def hello(self):
@@ -295,11 +413,15 @@ class Client:
         the reference under "o" / "lse" instead of the bytes).  wait, signal:
         optional sem(...) (attnd's stream waits for the counter >= value
         before reading inputs; writes the value after its last kernel);
-        async_: reply once the work is enqueued."""
-        return self.call("run", plan_id=plan_id, layer=layer, q=q, k_new=k_new, v_new=v_new,
-                         o=o, lse=lse, return_lse=return_lse or None, trace=trace or None,
-                         verify=verify or None, wait=wait, signal=signal,
-                         **{"async": True if async_ else None})
+        async_: attnd replies once the work is enqueued, and this call returns
+        an AsyncRun ticket as soon as the request is sent (its wait() gives
+        the reply); otherwise the reply map."""
+        fields = dict(plan_id=plan_id, layer=layer, q=q, k_new=k_new, v_new=v_new, o=o, lse=lse,
+                      return_lse=return_lse or None, trace=trace or None, verify=verify or None,
+                      wait=wait, signal=signal)
+        if async_:
+            return self.submit("run", **fields, **{"async": True})
+        return self.call("run", **fields)
 
     def run_status(self, run_seq):
         """State of asynchronous run `run_seq` (its reply's "run_seq"): the reply's

@@ -25,6 +25,12 @@ Transports:
   uses before the first run (CUDA_MODULE_LOADING=EAGER, or one warm-up step
   with transport "inline"): a lazily loaded kernel queued behind a
   cross-process wait can deadlock.
+  With ``pipelined=True`` run() does not wait for attnd's reply either: the
+  request is sent and the next layer can be submitted at once (attnd orders
+  the runs on the GPU through the semaphores); ``w.collect()`` (once a
+  step) reads the replies and raises the first AttnError among them, after
+  releasing the current stream past the runs' `done` waits so that it
+  cannot hang on a run attnd refused.
 - "shm" (numpy arrays): a POSIX shared-memory arena, synchronous runs.
 - "inline": tensors inside the request and reply (host copies; any attnd).
 
@@ -68,9 +74,10 @@ class _BatchWrapper:
     _default_mask = None
 
     def __init__(self, url_or_client, pool="main", arena_bytes=256 << 20, transport=None,
-                 device=None, timeout=30.0):
+                 device=None, timeout=30.0, pipelined=False, max_outstanding=4):
         self.client = (url_or_client if isinstance(url_or_client, Client)
-                       else Client(url_or_client, timeout=timeout))
+                       else Client(url_or_client, timeout=timeout,
+                                   max_outstanding=max_outstanding))
         self.pool = pool
         self.geom = self.client.pool_info(pool)
         if transport is None:
@@ -86,6 +93,8 @@ class _BatchWrapper:
         self._plan = None
         self._epoch = 0
         self._torch = None
+        self.pipelined = bool(pipelined)
+        self._tickets = []  # pipelined runs whose replies collect() has not read
         self.last_reply = None  # the last run's reply (its diag: kernels, timing)
         if transport == "cuda_ipc":
             import torch
@@ -304,12 +313,51 @@ class _BatchWrapper:
         self._epoch += 1
         e = self._epoch
         a.driver.stream_write_u64(stream, a.addr(_SEM_READY), e)
-        self.last_reply = self.client.run(
+        ticket = self.client.run(
             self._plan["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
             return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
             wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True)
+        if self.pipelined:
+            a.driver.stream_wait_u64(stream, a.addr(_SEM_DONE), e)
+            self._tickets.append(ticket)
+            return
+        # blocking: a refusal raises before the stream is made to wait for a
+        # `done` that attnd would never write
+        self.last_reply = ticket.wait()
         a.driver.stream_wait_u64(stream, a.addr(_SEM_DONE), e)
         _raise_async_error(self.last_reply)
+
+    def collect(self):
+        """Pipelined runs: read the replies of the runs sent since the last
+        collect(); returns them in send order (None for a refused one).  On
+        any error the current stream is released past every `done` wait
+        (the outputs of that step are then not valid) and the first error
+        is raised."""
+        tickets, self._tickets = self._tickets, []
+        reps, first = [], None
+        for t in tickets:
+            try:
+                rep = t.wait()
+                _raise_async_error(rep)
+                reps.append(rep)
+            except AttnError as err:
+                reps.append(None)
+                first = first or err
+        if reps and reps[-1] is not None:
+            self.last_reply = reps[-1]
+        if first is not None:
+            self._release_done()
+            raise first
+        return reps
+
+    def _release_done(self):
+        """Write `done` = the last epoch from a side stream: the waits the
+        current stream has queued pass (a wait is released by a write from
+        another stream of the same process, ZERO-COPY.md)."""
+        a = self.arena
+        side = self._torch.cuda.Stream(a.device)
+        a.driver.stream_write_u64(side.cuda_stream, a.addr(_SEM_DONE), self._epoch)
+        side.synchronize()
 
     def _run_inline(self, q, k_new, v_new, layer, out, lse, return_lse):
         p = self._plan
