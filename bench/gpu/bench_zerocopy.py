@@ -13,7 +13,11 @@ bench/gpu/run_zerocopy.sh starts attnd and MPS around them):
            cache, then producer + reducer; no daemon.
   refs     (b)/(b') through attnd: tensors in a cuda_ipc arena by reference,
            ready/done semaphores, async runs (attn.BatchDecodeWrapper,
-           transport cuda_ipc).  Reported unavailable, with attnd's reason,
+           transport cuda_ipc), twice on the same pool: b_refs_blocking
+           (each run waits for its reply, the first round's client) and
+           b_refs (pipelined: the step's 32 runs handed off without
+           waiting, --window unanswered at most, replies collected once
+           per step).  Reported unavailable, with attnd's reason,
            when this attnd cannot register cuda_ipc buffers or order runs.
   inline   (c) through attnd with today's inline tensors (transport inline).
   kill     a client killed (SIGKILL) mid-step: attnd keeps serving and the
@@ -228,19 +232,25 @@ def load_history(c, wl, layers):
 
 
 def phase_daemon(args, transport):
+    """(c) inline, or (b)/(b') by reference: the pipelined client (b_refs:
+    a whole step's runs submitted without waiting for replies, collected
+    once per step) and the blocking one (b_refs_blocking: each run waits
+    for its reply, as in the first round), on the same pool and plan."""
     import attn
     wl = Workload(args.layers)
     admin = attn.Client(args.url, timeout=120)
     hello = admin.hello()
     create_pool(admin, wl, args.layers)
-    tag = {"inline": "c_inline", "cuda_ipc": "b_refs"}[transport]
-    res = {"phase": tag, "transport": transport, "mps": os.environ.get("ZC_MPS", "?"),
-           "hello_server": {k: v for k, v in hello.get("server", {}).items()
-                            if k in ("version", "build_id", "mps", "gpu_handoff")}}
+    variants = [("c_inline", False)] if transport == "inline" else \
+        [("b_refs_blocking", False), ("b_refs", True)]
+    common = {"transport": transport, "mps": os.environ.get("ZC_MPS", "?"),
+              "hello_server": {k: v for k, v in hello.get("server", {}).items()
+                               if k in ("version", "build_id", "mps", "gpu_handoff")}}
     w = None
     try:  # this attnd's answer first (registration, plan, one run), before the history
         w = attn.BatchDecodeWrapper(args.url, pool=POOL, transport=transport,
-                                    arena_bytes=64 << 20, timeout=120)
+                                    arena_bytes=64 << 20, timeout=120,
+                                    max_outstanding=args.window)
         w.plan(wl.indptr, wl.indices, wl.last, HQ, HKV, D, P, q_data_type="bf16",
                kv_data_type="bf16")
         probe = [w.empty(s, "bf16") if transport == "cuda_ipc" else
@@ -249,11 +259,11 @@ def phase_daemon(args, transport):
         w.run(*probe, layer=args.layers - 1)
         torch.cuda.synchronize()
     except attn.AttnError as e:
-        res["unavailable"] = "%s %s: %s" % (e.code, e.field, e.message)
-        log("(%s) unavailable: %s" % (tag, res["unavailable"]))
+        why = "%s %s: %s" % (e.code, e.field, e.message)
+        log("(%s) unavailable: %s" % (transport, why))
         if w is not None:
             w.close()
-        return res
+        return [dict(common, phase=tag, unavailable=why) for tag, _ in variants]
     load_history(admin, wl, args.layers)
     if transport == "cuda_ipc":
         q = w.empty((B, HQ, D), "bf16")
@@ -263,9 +273,40 @@ def phase_daemon(args, transport):
         q = torch.empty((B, HQ, D), dtype=torch.bfloat16, device="cuda")
         k_new = torch.empty((B, HKV, D), dtype=torch.bfloat16, device="cuda")
         v_new = torch.empty_like(k_new)
+    results = []
+    for tag, pipelined in variants:
+        w.pipelined = pipelined
+        try:
+            results.append(measure_daemon(args, w, wl, admin, tag, pipelined, common,
+                                          (q, k_new, v_new)))
+        except Exception:  # recorded; the next variant still runs
+            import traceback
+            traceback.print_exc()
+            results.append(dict(common, phase=tag, error=traceback.format_exc()[-2000:]))
+    stats = admin.stats()["counters"]
+    for r in results:
+        r["buffers_live_before_close"] = stats.get("buffers")
+    w.close()
+    admin.close()
+    return results
+
+
+def measure_daemon(args, w, wl, admin, tag, pipelined, common, inputs):
+    q, k_new, v_new = inputs
+    res = dict(common, phase=tag, pipelined=pipelined,
+               window=w.client.max_outstanding if pipelined else 1)
     acc = torch.zeros((B, HQ, D), dtype=torch.float32, device="cuda")
-    submit, diag_us, host_us, wait_us, seqs = [], [], [], [], []
+    submit, diag_us, host_us, wait_us, seqs, step_submit = [], [], [], [], [], []
     out = {}
+
+    def note(rep):
+        d = (rep or {}).get("diag") or {}
+        if isinstance(d.get("timing_us"), (int, float)):
+            diag_us.append(d["timing_us"])
+        if isinstance(d.get("host_timing_us"), (int, float)):
+            host_us.append(d["host_timing_us"])
+        if (rep or {}).get("run_seq"):
+            seqs.append(rep["run_seq"])
 
     def layer(li, ev=None, record=True):
         q.copy_(wl.q[li])
@@ -283,19 +324,21 @@ def phase_daemon(args, transport):
             ev[1].record()
         if record:
             submit.append((t1 - t0) * 1e6)
-            d = (w.last_reply or {}).get("diag") or {}
-            if isinstance(d.get("timing_us"), (int, float)):
-                diag_us.append(d["timing_us"])
-            if isinstance(d.get("host_timing_us"), (int, float)):
-                host_us.append(d["host_timing_us"])
-            if (w.last_reply or {}).get("run_seq"):
-                seqs.append(w.last_reply["run_seq"])
+            if not pipelined:
+                note(w.last_reply)
         if li == 0:
             out["o0"], out["lse0"] = o.clone(), l.clone()
         acc.add_(o.float())
 
+    def collect(record=True):
+        if pipelined:
+            for rep in w.collect():
+                if record:
+                    note(rep)
+
     for li in range(args.layers):  # warm-up step: every kernel loaded, plan cached
         layer(li, record=False)
+    collect(record=False)
     torch.cuda.synchronize()
     res["check"] = check0(wl, out["o0"], out["lse0"], "(%s)" % tag)
     steps_ev, steps_wall = [], []
@@ -307,11 +350,15 @@ def phase_daemon(args, transport):
         for li in range(args.layers):
             layer(li, evs[li])
         e1.record()
+        step_submit.append((time.perf_counter() - t0) * 1e6)
+        collect()  # the replies, after the whole step was handed off
         e1.synchronize()
         steps_wall.append((time.perf_counter() - t0) * 1e6)
         steps_ev.append(e0.elapsed_time(e1) * 1e3)
         for ev in evs:
             wait_us.append(ev[0].elapsed_time(ev[1]) * 1e3)
+    # the last step's layer 0 again checked: pipelining did not reorder anything
+    res["check_last_step"] = check0(wl, out["o0"], out["lse0"], "(%s, last step)" % tag)
     engine_us, queued_us = [], []
     for seq in seqs[-4 * args.layers:]:  # async runs: the GPU time comes from run_status
         st = w.client.run_status(seq)
@@ -321,19 +368,17 @@ def phase_daemon(args, transport):
     if engine_us:
         diag_us[:] = engine_us
         res["run_status_queued_us"] = summary(queued_us)
+    res["run_seq_in_send_order"] = seqs == sorted(seqs)
     res.update(step_us=summary(steps_ev), step_wall_us=summary(steps_wall),
-               submit_us=summary(submit), diag_kernel_us=summary(diag_us),
-               diag_host_us=summary(host_us), run_window_on_client_stream_us=summary(wait_us),
+               step_submit_us=summary(step_submit), submit_us=summary(submit),
+               diag_kernel_us=summary(diag_us), diag_host_us=summary(host_us),
+               run_window_on_client_stream_us=summary(wait_us),
                acc_checksum=float(acc.double().sum().item()))
-    log("(%s) step p50 %.1f us (wall %.1f), submit p50 %.1f p99 %.1f us, attnd kernels per "
-        "layer p50 %s us, client stream per run p50 %.1f us"
-        % (tag, res["step_us"]["p50"], res["step_wall_us"]["p50"], res["submit_us"]["p50"],
-           res["submit_us"]["p99"], res["diag_kernel_us"]["p50"],
+    log("(%s) step p50 %.1f us (wall %.1f, whole step handed off in %.1f), submit p50 %.1f "
+        "p99 %.1f us, attnd kernels per layer p50 %s us, client stream per run p50 %.1f us"
+        % (tag, res["step_us"]["p50"], res["step_wall_us"]["p50"], res["step_submit_us"]["p50"],
+           res["submit_us"]["p50"], res["submit_us"]["p99"], res["diag_kernel_us"]["p50"],
            res["run_window_on_client_stream_us"]["p50"]))
-    stats = admin.stats()["counters"]
-    res["buffers_live_before_close"] = stats.get("buffers")
-    w.close()
-    admin.close()
     return res
 
 
@@ -437,6 +482,8 @@ def main():
     ap.add_argument("--lib", default="build-gpu/lib/libattn_cuda_bench.so")
     ap.add_argument("--layers", type=int, default=L)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--window", type=int, default=16,
+                    help="pipelined runs unanswered at once (attnd: --conn-inflight above it)")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
@@ -450,13 +497,14 @@ def main():
         import traceback
         traceback.print_exc()
         res = {"phase": args.phase, "error": traceback.format_exc()[-2000:]}
-    res["env"] = {"CUDA_MODULE_LOADING": os.environ.get("CUDA_MODULE_LOADING"),
+    env = {"CUDA_MODULE_LOADING": os.environ.get("CUDA_MODULE_LOADING"),
                   "torch": torch.__version__, "device": torch.cuda.get_device_name(0),
                   "layers": args.layers, "steps": args.steps,
                   "shape": dict(B=B, T=T, HQ=HQ, HKV=HKV, D=D, P=P, dtype="bf16")}
-    res["tag"] = args.tag
     with open(os.path.join(args.out, "zc-results.jsonl"), "a") as f:
-        f.write(json.dumps(res, default=str) + "\n")
+        for r in res if isinstance(res, list) else [res]:
+            r["env"], r["tag"] = env, args.tag
+            f.write(json.dumps(r, default=str) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,14 +4,15 @@
 # without CUDA MPS.  Staged by scripts/stage-zerocopy.sh (static attnd, the
 # bench glue library, the Python package and a pure-Python msgpack).
 #   (a) in-process kernels          -> phase inproc (no daemon)
-#   without MPS: (b') refs, (c) inline, kill test
-#   under MPS:   (b) refs, kill test
+#   without MPS: (b') refs (pipelined, and blocking as before), (c) inline, kill test
+#   under MPS:   (b) refs (pipelined, and blocking), kill test
 # Usage: bash bench/gpu/run_zerocopy.sh STAGED_DIR OUT_DIR [STEPS]
 # Writes OUT_DIR/{env.txt, run.log, attnd.log, zc-results.jsonl, summary.md}.
 set -u
 S=$(cd "${1:?usage: $0 STAGED_DIR OUT_DIR}" && pwd)
 OUT=${2:-/tmp/zc}
 STEPS=${3:-10}
+WINDOW=${WINDOW:-16} # pipelined runs unanswered at once
 mkdir -p "$OUT"
 here=$(cd "$(dirname "$0")" && pwd)
 # msgpack's wheel (C decoder) where it installs, else its pure-Python half in $S/py
@@ -35,14 +36,19 @@ url="ipc://$tmp/attnd.sock"
 bench() { # PHASE TAG
     echo "== $1 $2" >>"$OUT/run.log"
     ZC_MPS=$mps timeout "${PHASE_TIMEOUT:-60}" python3 "$here/bench_zerocopy.py" --phase "$1" --url "$url" \
-        --lib "$S/libattn_cuda_bench.so" --steps "$STEPS" --out "$OUT" --tag="$2" >>"$OUT/run.log" 2>&1
+        --lib "$S/libattn_cuda_bench.so" --steps "$STEPS" --window "$WINDOW" --out "$OUT" --tag="$2" \
+        >>"$OUT/run.log" 2>&1
     echo "== $1 $2 rc=$?" >>"$OUT/run.log"
 }
 start_attnd() { # TAG
     rm -f "$tmp/attnd.sock"
     echo "== attnd $1" >>"$OUT/attnd.log"
+    # --workers 1: a connection's requests are handled one at a time in the
+    # order the loop received them, so pipelined async runs are enqueued in
+    # the order sent (docs/protocol.md, "Pipelined asynchronous runs");
+    # --conn-inflight/--contexts above the client's window of $WINDOW
     "$S/attnd" --listen "$url" --engine cuda --pool-budget $((48 << 30)) --log-level info \
-        2>>"$OUT/attnd.log" &
+        --workers 1 --conn-inflight 64 --contexts 64 2>>"$OUT/attnd.log" &
     apid=$!
     for _ in $(seq 200); do [ -S "$tmp/attnd.sock" ] && break; sleep 0.05; done
 }

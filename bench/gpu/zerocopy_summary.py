@@ -7,6 +7,8 @@ Gap per layer: (a) step minus the layers' attention and engine kernels
 (CUDA events) over L; through attnd: the step's extra time per layer over
 (a)'s kernels (step/L - (a) attention - (a) engine work), i.e. what the
 client's stream spends per layer on anything but kernels.
+Step handed off: host time from the step's first run call to its last
+(the pipelined client hands the whole step to attnd before the GPU is done).
 Usage: zerocopy_summary.py zc-results.jsonl
 """
 import json
@@ -22,35 +24,40 @@ def main():
     a = next((r for r in rows if r["phase"] == "a_inproc"), None)
     L = (a or rows[0])["env"]["layers"] if rows else 32
     print("| config | step p50 µs | ×(a) | attnd GPU per layer µs | submit p50 / p99 µs "
-          "| gap per layer µs | layer-0 check |")
-    print("|---|---|---|---|---|---|---|")
+          "| step handed off µs | gap per layer µs | layer-0 check |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         name = r["phase"] + r.get("tag", "")
         if r["phase"] == "kill":
             continue
         if "unavailable" in r:
-            print("| %s | not measured: %s | | | | | |" % (name, r["unavailable"]))
+            print("| %s | not measured: %s | | | | | | |" % (name, r["unavailable"]))
             continue
         if "step_us" not in r:
             err = (r.get("error") or "").strip().splitlines()
-            print("| %s | failed: %s | | | | | |" % (name, err[-1] if err else "see run.log"))
+            print("| %s | failed: %s | | | | | | |" % (name, err[-1] if err else "see run.log"))
             continue
         st = r["step_us"]["p50"]
         ratio = st / a["step_us"]["p50"] if a and "step_us" in a else None
         if r["phase"] == "a_inproc":
             gpu = r["attn_layer_us"]["p50"]
             gap = r["gap_per_layer_us"]
-            sub = "-"
+            sub = handed = "-"
         else:
             gpu = r["diag_kernel_us"]["p50"]
             base = (a["attn_layer_us"]["p50"] + a["engine_layer_us"]["p50"]) if a else None
             gap = st / L - base if base is not None else None
             sub = "%s / %s" % (f(r["submit_us"]["p50"]), f(r["submit_us"]["p99"]))
+            handed = f((r.get("step_submit_us") or {}).get("p50"))
         c = r.get("check", {})
-        chk = "rel L2 %.1e, LSE %.1e, %s" % (c.get("rel_l2", -1), c.get("lse_err", -1),
-                                             "ok" if c.get("ok") else "FAIL")
-        print("| %s | %s | %s | %s | %s | %s | %s |" % (name, f(st), f(ratio, 3), f(gpu), sub,
-                                                        f(gap, 2), chk))
+        last = r.get("check_last_step")
+        chk = "rel L2 %.1e, LSE %.1e, %s%s" % (
+            c.get("rel_l2", -1), c.get("lse_err", -1), "ok" if c.get("ok") else "FAIL",
+            "" if last is None else ("; last step %s" % ("ok" if last.get("ok") else "FAIL")))
+        if r.get("run_seq_in_send_order") is False:
+            chk += "; run_seq OUT OF SEND ORDER"
+        print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (name, f(st), f(ratio, 3), f(gpu),
+                                                             sub, handed, f(gap, 2), chk))
     for r in rows:
         if r["phase"] == "kill":
             print("\nkill test%s: child %r; buffers %s -> %s in %.2f s; another client's run "
