@@ -32,7 +32,10 @@ struct attnd_async {
     bool stop;
     attnd_async_job *head, *tail;
     attnd_async_job *running;
-    bool running_cancelled; /* its connection closed while it ran */
+    bool running_cancelled;   /* its connection closed while it ran */
+    attnd_async_job *pending; /* enqueued on the device, not completed (at most one) */
+    double pending_t0;
+    bool pending_cancelled;
     uint64_t next_seq;
     run_record *ring;
     uint32_t history;
@@ -69,16 +72,76 @@ static void add_failure_locked(attnd_async *a, uint32_t conn, uint64_t seq,
     *tail = f;
 }
 
+/* Record how job j ended (rc from run or complete) and release it.  Caller
+ * holds the lock; it is dropped around the release and retaken. */
+static void finish_locked(attnd_async *a, attnd_async_job *j, int rc, double engine_us,
+                          const char *method, double exec_us, bool cancelled,
+                          const attn_error_detail *e)
+{
+    run_record *r = record_locked(a, j->seq);
+    cancelled = rc != 0 && cancelled;
+    if (r != NULL) {
+        r->st.state = rc == 0 ? ATTN_RUN_DONE : cancelled ? ATTN_RUN_CANCELLED : ATTN_RUN_FAILED;
+        r->st.engine_us = engine_us;
+        snprintf(r->st.timing_method, sizeof r->st.timing_method, "%s", method);
+        r->st.exec_us = exec_us;
+        if (rc != 0)
+            r->st.error = *e;
+    }
+    if (rc == 0) {
+        a->st.done++;
+    } else if (cancelled) {
+        a->st.cancelled++;
+    } else {
+        a->st.failed++;
+        add_failure_locked(a, j->conn, j->seq, e);
+    }
+    a->st.pending--;
+    pthread_mutex_unlock(&a->lock);
+    j->release(j);
+    pthread_mutex_lock(&a->lock);
+    pthread_cond_broadcast(&a->settled);
+}
+
+/* Wait for the pending job (outside the lock) and finish it.  Caller holds
+ * the lock. */
+static void complete_pending_locked(attnd_async *a)
+{
+    attnd_async_job *j = a->pending;
+    attn_error_detail e;
+    double engine_us = 0;
+    char method[32] = "";
+    memset(&e, 0, sizeof e);
+    pthread_mutex_unlock(&a->lock);
+    int rc = j->complete(j, &engine_us, method, &e);
+    double exec_us = mono_us() - a->pending_t0;
+    pthread_mutex_lock(&a->lock);
+    a->pending = NULL;
+    finish_locked(a, j, rc, engine_us, method, exec_us, a->pending_cancelled, &e);
+}
+
+/* One job at a time, except that a job whose work is only enqueued
+ * (ATTND_ASYNC_PENDING) stays in flight while the next one that can follow
+ * it on the same stream is enqueued behind it: the device never waits for
+ * the host between two runs. */
 static void *worker_main(void *arg)
 {
     attnd_async *a = arg;
     pthread_mutex_lock(&a->lock);
     for (;;) {
-        while (a->head == NULL && !a->stop)
+        while (a->head == NULL && a->pending == NULL && !a->stop)
             pthread_cond_wait(&a->work, &a->lock);
-        if (a->head == NULL)
+        if (a->head == NULL && a->pending == NULL)
             break;
+        if (a->head == NULL) {
+            complete_pending_locked(a); /* nothing to overlap it with */
+            continue;
+        }
         attnd_async_job *j = a->head;
+        if (a->pending != NULL && (j->follows == NULL || !j->follows(j, a->pending))) {
+            complete_pending_locked(a); /* j needs the device to itself */
+            continue;
+        }
         a->head = j->next;
         if (a->head == NULL)
             a->tail = NULL;
@@ -97,34 +160,20 @@ static void *worker_main(void *arg)
         char method[32] = "";
         memset(&e, 0, sizeof e);
         int rc = j->run(j, &engine_us, method, &e);
-        double exec_us = mono_us() - t0;
 
         pthread_mutex_lock(&a->lock);
-        bool cancelled = rc != 0 && a->running_cancelled;
-        if ((r = record_locked(a, j->seq)) != NULL) {
-            r->st.state = rc == 0     ? ATTN_RUN_DONE
-                          : cancelled ? ATTN_RUN_CANCELLED
-                                      : ATTN_RUN_FAILED;
-            r->st.engine_us = engine_us;
-            snprintf(r->st.timing_method, sizeof r->st.timing_method, "%s", method);
-            r->st.exec_us = exec_us;
-            if (rc != 0)
-                r->st.error = e;
-        }
-        if (rc == 0) {
-            a->st.done++;
-        } else if (cancelled) {
-            a->st.cancelled++;
-        } else {
-            a->st.failed++;
-            add_failure_locked(a, j->conn, j->seq, &e);
-        }
-        a->st.pending--;
+        bool cancelled = a->running_cancelled;
         a->running = NULL;
-        pthread_mutex_unlock(&a->lock);
-        j->release(j);
-        pthread_mutex_lock(&a->lock);
-        pthread_cond_broadcast(&a->settled);
+        if (rc == ATTND_ASYNC_PENDING && j->complete != NULL) {
+            /* the one before it (if any) overlapped with this enqueue */
+            if (a->pending != NULL)
+                complete_pending_locked(a);
+            a->pending = j;
+            a->pending_t0 = t0;
+            a->pending_cancelled = cancelled;
+            continue;
+        }
+        finish_locked(a, j, rc, engine_us, method, mono_us() - t0, cancelled, &e);
     }
     pthread_mutex_unlock(&a->lock);
     return NULL;
@@ -311,7 +360,8 @@ bool attnd_async_take_failure(attnd_async *a, uint32_t conn, uint64_t *seq, attn
 /* Whether a job of `conn` is queued or running (caller holds the lock). */
 static bool conn_busy_locked(attnd_async *a, uint32_t conn)
 {
-    if (a->running != NULL && a->running->conn == conn)
+    if ((a->running != NULL && a->running->conn == conn) ||
+        (a->pending != NULL && a->pending->conn == conn))
         return true;
     for (attnd_async_job *j = a->head; j != NULL; j = j->next)
         if (j->conn == conn)
@@ -333,6 +383,8 @@ void attnd_async_conn_closed(attnd_async *a, uint32_t conn)
     cancel_queued_locked(a, conn, false);
     if (a->running != NULL && a->running->conn == conn)
         a->running_cancelled = true;
+    if (a->pending != NULL && a->pending->conn == conn)
+        a->pending_cancelled = true;
     a->st.waits_released_on_close += release_waits_locked(a, conn, false);
     for (failure **pp = &a->failures; *pp != NULL;) {
         failure *f = *pp;
