@@ -24,6 +24,9 @@ typedef struct failure {
     attn_error_detail e;
 } failure;
 
+/* Deferred jobs in flight at once (the engine keeps 16 event pairs). */
+#define ATTND_ASYNC_INFLIGHT 4
+
 struct attnd_async {
     pthread_mutex_t lock;
     pthread_cond_t work;    /* a job was queued, or stop */
@@ -32,10 +35,18 @@ struct attnd_async {
     bool stop;
     attnd_async_job *head, *tail;
     attnd_async_job *running;
-    bool running_cancelled;   /* its connection closed while it ran */
-    attnd_async_job *pending; /* enqueued on the device, not completed (at most one) */
-    double pending_t0;
-    bool pending_cancelled;
+    bool running_cancelled; /* its connection closed while it ran */
+    /* jobs enqueued on the device and not completed, oldest first; the
+     * completer thread finishes them in order */
+    struct {
+        attnd_async_job *j;
+        double t0;
+        bool cancelled;
+    } inflight[ATTND_ASYNC_INFLIGHT];
+    uint32_t if_head, if_n;
+    pthread_t completer;
+    pthread_cond_t completable; /* a job went in flight, or the worker ended */
+    bool worker_done;
     uint64_t next_seq;
     run_record *ring;
     uint32_t history;
@@ -103,43 +114,30 @@ static void finish_locked(attnd_async *a, attnd_async_job *j, int rc, double eng
     pthread_cond_broadcast(&a->settled);
 }
 
-/* Wait for the pending job (outside the lock) and finish it.  Caller holds
- * the lock. */
-static void complete_pending_locked(attnd_async *a)
+/* The newest job in flight (caller holds the lock; if_n > 0). */
+static attnd_async_job *newest_inflight(const attnd_async *a)
 {
-    attnd_async_job *j = a->pending;
-    attn_error_detail e;
-    double engine_us = 0;
-    char method[32] = "";
-    memset(&e, 0, sizeof e);
-    pthread_mutex_unlock(&a->lock);
-    int rc = j->complete(j, &engine_us, method, &e);
-    double exec_us = mono_us() - a->pending_t0;
-    pthread_mutex_lock(&a->lock);
-    a->pending = NULL;
-    finish_locked(a, j, rc, engine_us, method, exec_us, a->pending_cancelled, &e);
+    return a->inflight[(a->if_head + a->if_n - 1) % ATTND_ASYNC_INFLIGHT].j;
 }
 
 /* One job at a time, except that a job whose work is only enqueued
- * (ATTND_ASYNC_PENDING) stays in flight while the next one that can follow
- * it on the same stream is enqueued behind it: the device never waits for
- * the host between two runs. */
+ * (ATTND_ASYNC_PENDING) goes to the completer, and the next job that can
+ * follow it on the same stream is enqueued at once: the device does not
+ * wait for the host between two runs.  A job that cannot follow waits
+ * until nothing is in flight. */
 static void *worker_main(void *arg)
 {
     attnd_async *a = arg;
     pthread_mutex_lock(&a->lock);
     for (;;) {
-        while (a->head == NULL && a->pending == NULL && !a->stop)
+        while (a->head == NULL && !a->stop)
             pthread_cond_wait(&a->work, &a->lock);
-        if (a->head == NULL && a->pending == NULL)
+        if (a->head == NULL)
             break;
-        if (a->head == NULL) {
-            complete_pending_locked(a); /* nothing to overlap it with */
-            continue;
-        }
         attnd_async_job *j = a->head;
-        if (a->pending != NULL && (j->follows == NULL || !j->follows(j, a->pending))) {
-            complete_pending_locked(a); /* j needs the device to itself */
+        if (a->if_n == ATTND_ASYNC_INFLIGHT ||
+            (a->if_n > 0 && (j->follows == NULL || !j->follows(j, newest_inflight(a))))) {
+            pthread_cond_wait(&a->settled, &a->lock); /* the completer makes room */
             continue;
         }
         a->head = j->next;
@@ -165,15 +163,47 @@ static void *worker_main(void *arg)
         bool cancelled = a->running_cancelled;
         a->running = NULL;
         if (rc == ATTND_ASYNC_PENDING && j->complete != NULL) {
-            /* the one before it (if any) overlapped with this enqueue */
-            if (a->pending != NULL)
-                complete_pending_locked(a);
-            a->pending = j;
-            a->pending_t0 = t0;
-            a->pending_cancelled = cancelled;
+            uint32_t slot = (a->if_head + a->if_n) % ATTND_ASYNC_INFLIGHT;
+            a->inflight[slot].j = j;
+            a->inflight[slot].t0 = t0;
+            a->inflight[slot].cancelled = cancelled;
+            a->if_n++;
+            pthread_cond_signal(&a->completable);
             continue;
         }
         finish_locked(a, j, rc, engine_us, method, mono_us() - t0, cancelled, &e);
+    }
+    a->worker_done = true;
+    pthread_cond_broadcast(&a->completable);
+    pthread_mutex_unlock(&a->lock);
+    return NULL;
+}
+
+/* Finish the jobs in flight in order: wait for each one's device work
+ * (outside the lock), then record it. */
+static void *completer_main(void *arg)
+{
+    attnd_async *a = arg;
+    pthread_mutex_lock(&a->lock);
+    for (;;) {
+        while (a->if_n == 0 && !a->worker_done)
+            pthread_cond_wait(&a->completable, &a->lock);
+        if (a->if_n == 0)
+            break;
+        attnd_async_job *j = a->inflight[a->if_head].j;
+        double t0 = a->inflight[a->if_head].t0;
+        attn_error_detail e;
+        double engine_us = 0;
+        char method[32] = "";
+        memset(&e, 0, sizeof e);
+        pthread_mutex_unlock(&a->lock);
+        int rc = j->complete(j, &engine_us, method, &e);
+        double exec_us = mono_us() - t0;
+        pthread_mutex_lock(&a->lock);
+        bool cancelled = a->inflight[a->if_head].cancelled;
+        a->if_head = (a->if_head + 1) % ATTND_ASYNC_INFLIGHT;
+        a->if_n--;
+        finish_locked(a, j, rc, engine_us, method, exec_us, cancelled, &e);
     }
     pthread_mutex_unlock(&a->lock);
     return NULL;
@@ -194,8 +224,24 @@ int attnd_async_create(attnd_async **out, uint32_t history)
     pthread_mutex_init(&a->lock, NULL);
     pthread_cond_init(&a->work, NULL);
     pthread_cond_init(&a->settled, NULL);
+    pthread_cond_init(&a->completable, NULL);
     a->next_seq = 1;
+    if (pthread_create(&a->completer, NULL, completer_main, a) != 0) {
+        pthread_cond_destroy(&a->completable);
+        pthread_cond_destroy(&a->settled);
+        pthread_cond_destroy(&a->work);
+        pthread_mutex_destroy(&a->lock);
+        free(a->ring);
+        free(a);
+        return ATTN_E_NOMEM;
+    }
     if (pthread_create(&a->worker, NULL, worker_main, a) != 0) {
+        pthread_mutex_lock(&a->lock);
+        a->worker_done = true;
+        pthread_cond_broadcast(&a->completable);
+        pthread_mutex_unlock(&a->lock);
+        pthread_join(a->completer, NULL);
+        pthread_cond_destroy(&a->completable);
         pthread_cond_destroy(&a->settled);
         pthread_cond_destroy(&a->work);
         pthread_mutex_destroy(&a->lock);
@@ -275,13 +321,16 @@ void attnd_async_destroy(attnd_async *a)
         a->running_cancelled = true;
     release_waits_locked(a, 0, true);
     pthread_cond_broadcast(&a->work);
+    pthread_cond_broadcast(&a->settled);
     pthread_mutex_unlock(&a->lock);
     pthread_join(a->worker, NULL);
+    pthread_join(a->completer, NULL); /* after the worker: it drains what is in flight */
     while (a->failures != NULL) {
         failure *f = a->failures;
         a->failures = f->next;
         free(f);
     }
+    pthread_cond_destroy(&a->completable);
     pthread_cond_destroy(&a->settled);
     pthread_cond_destroy(&a->work);
     pthread_mutex_destroy(&a->lock);
@@ -360,9 +409,11 @@ bool attnd_async_take_failure(attnd_async *a, uint32_t conn, uint64_t *seq, attn
 /* Whether a job of `conn` is queued or running (caller holds the lock). */
 static bool conn_busy_locked(attnd_async *a, uint32_t conn)
 {
-    if ((a->running != NULL && a->running->conn == conn) ||
-        (a->pending != NULL && a->pending->conn == conn))
+    if (a->running != NULL && a->running->conn == conn)
         return true;
+    for (uint32_t i = 0; i < a->if_n; i++)
+        if (a->inflight[(a->if_head + i) % ATTND_ASYNC_INFLIGHT].j->conn == conn)
+            return true;
     for (attnd_async_job *j = a->head; j != NULL; j = j->next)
         if (j->conn == conn)
             return true;
@@ -383,8 +434,11 @@ void attnd_async_conn_closed(attnd_async *a, uint32_t conn)
     cancel_queued_locked(a, conn, false);
     if (a->running != NULL && a->running->conn == conn)
         a->running_cancelled = true;
-    if (a->pending != NULL && a->pending->conn == conn)
-        a->pending_cancelled = true;
+    for (uint32_t i = 0; i < a->if_n; i++) {
+        uint32_t k = (a->if_head + i) % ATTND_ASYNC_INFLIGHT;
+        if (a->inflight[k].j->conn == conn)
+            a->inflight[k].cancelled = true;
+    }
     a->st.waits_released_on_close += release_waits_locked(a, conn, false);
     for (failure **pp = &a->failures; *pp != NULL;) {
         failure *f = *pp;
