@@ -455,9 +455,17 @@ void attnd_async_conn_closed(attnd_async *a, uint32_t conn)
 void attnd_async_wait_enter(attnd_async *a, attnd_wait *w)
 {
     pthread_mutex_lock(&a->lock);
-    atomic_store(&w->released, a->stop ? 1 : 0);
-    w->next = a->waits;
-    a->waits = w;
+    w->next = NULL;
+    if (a->stop) {
+        /* attnd stops: a wait that starts now is released at once */
+        if (w->release != NULL)
+            w->release(w);
+        atomic_store(&w->released, 1);
+    } else {
+        atomic_store(&w->released, 0);
+        w->next = a->waits;
+        a->waits = w;
+    }
     pthread_mutex_unlock(&a->lock);
 }
 
