@@ -24,6 +24,9 @@ typedef struct failure {
     attn_error_detail e;
 } failure;
 
+/* Deferred jobs in flight at once (the engine keeps 16 event pairs). */
+#define ATTND_ASYNC_INFLIGHT 4
+
 struct attnd_async {
     pthread_mutex_t lock;
     pthread_cond_t work;    /* a job was queued, or stop */
@@ -33,6 +36,17 @@ struct attnd_async {
     attnd_async_job *head, *tail;
     attnd_async_job *running;
     bool running_cancelled; /* its connection closed while it ran */
+    /* jobs enqueued on the device and not completed, oldest first; the
+     * completer thread finishes them in order */
+    struct {
+        attnd_async_job *j;
+        double t0;
+        bool cancelled;
+    } inflight[ATTND_ASYNC_INFLIGHT];
+    uint32_t if_head, if_n;
+    pthread_t completer;
+    pthread_cond_t completable; /* a job went in flight, or the worker ended */
+    bool worker_done;
     uint64_t next_seq;
     run_record *ring;
     uint32_t history;
@@ -69,6 +83,48 @@ static void add_failure_locked(attnd_async *a, uint32_t conn, uint64_t seq,
     *tail = f;
 }
 
+/* Record how job j ended (rc from run or complete) and release it.  Caller
+ * holds the lock; it is dropped around the release and retaken. */
+static void finish_locked(attnd_async *a, attnd_async_job *j, int rc, double engine_us,
+                          const char *method, double exec_us, bool cancelled,
+                          const attn_error_detail *e)
+{
+    run_record *r = record_locked(a, j->seq);
+    cancelled = rc != 0 && cancelled;
+    if (r != NULL) {
+        r->st.state = rc == 0 ? ATTN_RUN_DONE : cancelled ? ATTN_RUN_CANCELLED : ATTN_RUN_FAILED;
+        r->st.engine_us = engine_us;
+        snprintf(r->st.timing_method, sizeof r->st.timing_method, "%s", method);
+        r->st.exec_us = exec_us;
+        if (rc != 0)
+            r->st.error = *e;
+    }
+    if (rc == 0) {
+        a->st.done++;
+    } else if (cancelled) {
+        a->st.cancelled++;
+    } else {
+        a->st.failed++;
+        add_failure_locked(a, j->conn, j->seq, e);
+    }
+    a->st.pending--;
+    pthread_mutex_unlock(&a->lock);
+    j->release(j);
+    pthread_mutex_lock(&a->lock);
+    pthread_cond_broadcast(&a->settled);
+}
+
+/* The newest job in flight (caller holds the lock; if_n > 0). */
+static attnd_async_job *newest_inflight(const attnd_async *a)
+{
+    return a->inflight[(a->if_head + a->if_n - 1) % ATTND_ASYNC_INFLIGHT].j;
+}
+
+/* One job at a time, except that a job whose work is only enqueued
+ * (ATTND_ASYNC_PENDING) goes to the completer, and the next job that can
+ * follow it on the same stream is enqueued at once: the device does not
+ * wait for the host between two runs.  A job that cannot follow waits
+ * until nothing is in flight. */
 static void *worker_main(void *arg)
 {
     attnd_async *a = arg;
@@ -79,6 +135,11 @@ static void *worker_main(void *arg)
         if (a->head == NULL)
             break;
         attnd_async_job *j = a->head;
+        if (a->if_n == ATTND_ASYNC_INFLIGHT ||
+            (a->if_n > 0 && (j->follows == NULL || !j->follows(j, newest_inflight(a))))) {
+            pthread_cond_wait(&a->settled, &a->lock); /* the completer makes room */
+            continue;
+        }
         a->head = j->next;
         if (a->head == NULL)
             a->tail = NULL;
@@ -97,34 +158,52 @@ static void *worker_main(void *arg)
         char method[32] = "";
         memset(&e, 0, sizeof e);
         int rc = j->run(j, &engine_us, method, &e);
-        double exec_us = mono_us() - t0;
 
         pthread_mutex_lock(&a->lock);
-        bool cancelled = rc != 0 && a->running_cancelled;
-        if ((r = record_locked(a, j->seq)) != NULL) {
-            r->st.state = rc == 0     ? ATTN_RUN_DONE
-                          : cancelled ? ATTN_RUN_CANCELLED
-                                      : ATTN_RUN_FAILED;
-            r->st.engine_us = engine_us;
-            snprintf(r->st.timing_method, sizeof r->st.timing_method, "%s", method);
-            r->st.exec_us = exec_us;
-            if (rc != 0)
-                r->st.error = e;
-        }
-        if (rc == 0) {
-            a->st.done++;
-        } else if (cancelled) {
-            a->st.cancelled++;
-        } else {
-            a->st.failed++;
-            add_failure_locked(a, j->conn, j->seq, &e);
-        }
-        a->st.pending--;
+        bool cancelled = a->running_cancelled;
         a->running = NULL;
+        if (rc == ATTND_ASYNC_PENDING && j->complete != NULL) {
+            uint32_t slot = (a->if_head + a->if_n) % ATTND_ASYNC_INFLIGHT;
+            a->inflight[slot].j = j;
+            a->inflight[slot].t0 = t0;
+            a->inflight[slot].cancelled = cancelled;
+            a->if_n++;
+            pthread_cond_signal(&a->completable);
+            continue;
+        }
+        finish_locked(a, j, rc, engine_us, method, mono_us() - t0, cancelled, &e);
+    }
+    a->worker_done = true;
+    pthread_cond_broadcast(&a->completable);
+    pthread_mutex_unlock(&a->lock);
+    return NULL;
+}
+
+/* Finish the jobs in flight in order: wait for each one's device work
+ * (outside the lock), then record it. */
+static void *completer_main(void *arg)
+{
+    attnd_async *a = arg;
+    pthread_mutex_lock(&a->lock);
+    for (;;) {
+        while (a->if_n == 0 && !a->worker_done)
+            pthread_cond_wait(&a->completable, &a->lock);
+        if (a->if_n == 0)
+            break;
+        attnd_async_job *j = a->inflight[a->if_head].j;
+        double t0 = a->inflight[a->if_head].t0;
+        attn_error_detail e;
+        double engine_us = 0;
+        char method[32] = "";
+        memset(&e, 0, sizeof e);
         pthread_mutex_unlock(&a->lock);
-        j->release(j);
+        int rc = j->complete(j, &engine_us, method, &e);
+        double exec_us = mono_us() - t0;
         pthread_mutex_lock(&a->lock);
-        pthread_cond_broadcast(&a->settled);
+        bool cancelled = a->inflight[a->if_head].cancelled;
+        a->if_head = (a->if_head + 1) % ATTND_ASYNC_INFLIGHT;
+        a->if_n--;
+        finish_locked(a, j, rc, engine_us, method, exec_us, cancelled, &e);
     }
     pthread_mutex_unlock(&a->lock);
     return NULL;
@@ -145,8 +224,24 @@ int attnd_async_create(attnd_async **out, uint32_t history)
     pthread_mutex_init(&a->lock, NULL);
     pthread_cond_init(&a->work, NULL);
     pthread_cond_init(&a->settled, NULL);
+    pthread_cond_init(&a->completable, NULL);
     a->next_seq = 1;
+    if (pthread_create(&a->completer, NULL, completer_main, a) != 0) {
+        pthread_cond_destroy(&a->completable);
+        pthread_cond_destroy(&a->settled);
+        pthread_cond_destroy(&a->work);
+        pthread_mutex_destroy(&a->lock);
+        free(a->ring);
+        free(a);
+        return ATTN_E_NOMEM;
+    }
     if (pthread_create(&a->worker, NULL, worker_main, a) != 0) {
+        pthread_mutex_lock(&a->lock);
+        a->worker_done = true;
+        pthread_cond_broadcast(&a->completable);
+        pthread_mutex_unlock(&a->lock);
+        pthread_join(a->completer, NULL);
+        pthread_cond_destroy(&a->completable);
         pthread_cond_destroy(&a->settled);
         pthread_cond_destroy(&a->work);
         pthread_mutex_destroy(&a->lock);
@@ -226,13 +321,16 @@ void attnd_async_destroy(attnd_async *a)
         a->running_cancelled = true;
     release_waits_locked(a, 0, true);
     pthread_cond_broadcast(&a->work);
+    pthread_cond_broadcast(&a->settled);
     pthread_mutex_unlock(&a->lock);
     pthread_join(a->worker, NULL);
+    pthread_join(a->completer, NULL); /* after the worker: it drains what is in flight */
     while (a->failures != NULL) {
         failure *f = a->failures;
         a->failures = f->next;
         free(f);
     }
+    pthread_cond_destroy(&a->completable);
     pthread_cond_destroy(&a->settled);
     pthread_cond_destroy(&a->work);
     pthread_mutex_destroy(&a->lock);
@@ -313,6 +411,9 @@ static bool conn_busy_locked(attnd_async *a, uint32_t conn)
 {
     if (a->running != NULL && a->running->conn == conn)
         return true;
+    for (uint32_t i = 0; i < a->if_n; i++)
+        if (a->inflight[(a->if_head + i) % ATTND_ASYNC_INFLIGHT].j->conn == conn)
+            return true;
     for (attnd_async_job *j = a->head; j != NULL; j = j->next)
         if (j->conn == conn)
             return true;
@@ -333,6 +434,11 @@ void attnd_async_conn_closed(attnd_async *a, uint32_t conn)
     cancel_queued_locked(a, conn, false);
     if (a->running != NULL && a->running->conn == conn)
         a->running_cancelled = true;
+    for (uint32_t i = 0; i < a->if_n; i++) {
+        uint32_t k = (a->if_head + i) % ATTND_ASYNC_INFLIGHT;
+        if (a->inflight[k].j->conn == conn)
+            a->inflight[k].cancelled = true;
+    }
     a->st.waits_released_on_close += release_waits_locked(a, conn, false);
     for (failure **pp = &a->failures; *pp != NULL;) {
         failure *f = *pp;
@@ -349,9 +455,17 @@ void attnd_async_conn_closed(attnd_async *a, uint32_t conn)
 void attnd_async_wait_enter(attnd_async *a, attnd_wait *w)
 {
     pthread_mutex_lock(&a->lock);
-    atomic_store(&w->released, a->stop ? 1 : 0);
-    w->next = a->waits;
-    a->waits = w;
+    w->next = NULL;
+    if (a->stop) {
+        /* attnd stops: a wait that starts now is released at once */
+        if (w->release != NULL)
+            w->release(w);
+        atomic_store(&w->released, 1);
+    } else {
+        atomic_store(&w->released, 0);
+        w->next = a->waits;
+        a->waits = w;
+    }
     pthread_mutex_unlock(&a->lock);
 }
 

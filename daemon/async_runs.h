@@ -44,7 +44,16 @@ struct attnd_async_job {
     int (*run)(attnd_async_job *j, double *engine_us, char method[32], attn_error_detail *err);
     /* Free the job (after run, or instead of it when cancelled). */
     void (*release)(attnd_async_job *j);
+    /* Optional.  run returned ATTND_ASYNC_PENDING: the work is only
+     * enqueued; complete waits for it (0 or an attn_err, timing as run's). */
+    int (*complete)(attnd_async_job *j, double *engine_us, char method[32], attn_error_detail *err);
+    /* Optional: true when j may be run while `prev` (pending) is still in
+     * flight (same device stream); else prev completes first. */
+    bool (*follows)(const attnd_async_job *j, const attnd_async_job *prev);
 };
+
+/* What run returns for work it only enqueued (complete finishes it). */
+#define ATTND_ASYNC_PENDING 1
 
 /* A wait in progress on a semaphore of connection `conn`; `release` (called
  * at most once, under the table's lock, so it must not block: it enqueues

@@ -66,6 +66,7 @@ typedef struct attnd_config {
     char capture[512];
     int ready_fd;     /* write "READY\n" here when serving (tests); -1 when unset */
     int inline_cheap; /* answer hello/stats in the nng callback (default 1; 0 to measure) */
+    int async_defer;  /* an async GPU run returns at enqueue (default 1; 0: synchronise each) */
     attnd_log_level log_level;   /* default info */
     attnd_log_format log_format; /* default auto: "<N>" prefixes under journald */
     uint32_t log_rate;           /* client-triggered log lines per second (burst 5x) */

@@ -329,6 +329,7 @@ typedef struct run_ctx {
     uint64_t *wait_host, *sig_host;
     uint64_t wait_value, sig_value;
     attn_cuda_ipc *sem_ipc; /* releases a device wait when the connection closes */
+    attnd_wait dw;          /* a device wait in progress, registered with the async queue */
     void *owned[6];         /* memory the ctx frees */
     attn_exec_report report;
     attn_verify_result vr;
@@ -607,16 +608,42 @@ static void release_device_wait(attnd_wait *w)
     attn_cuda_ipc_release(c->sem_ipc, c->a.wait_dev, c->a.wait_value);
 }
 
+/* Whether an asynchronous run may return from its engine once enqueued
+ * (the engine completes it later): no host semaphore (those are waited and
+ * written around the engine call) and an engine that can defer. */
+static bool run_defers(const run_ctx *c)
+{
+    return c->is_async && c->wait_host == NULL && c->sig_host == NULL &&
+           c->p->engine->ops->complete != NULL && c->s->cfg.async_defer;
+}
+
+/* The engine's failure as the reply says it. */
+static int engine_failure(run_ctx *c, int rc, const attn_error_detail *eerr, attn_error_detail *err)
+{
+    const attnd_plan *p = c->p;
+    atomic_fetch_add(&c->s->engine_failures, 1);
+    if (rc == ATTN_E_POOL_UNRESTORED)
+        return attn_error_set(err, rc, eerr->field,
+                              "engine %s failed and could not restore the pool: "
+                              "the rows of this run may be partly written (%.120s)",
+                              p->engine->ops->name, eerr->message);
+    return attn_error_set(err, rc, eerr->field,
+                          "engine %s on %s failed (%.150s); the pool is unchanged",
+                          p->engine->ops->name, p->engine->where,
+                          eerr->message[0] ? eerr->message : attn_err_message(rc));
+}
+
 /* Wait (host semaphore), run the engine under the pool's lock, verify when
  * asked, signal (host semaphore; a device signal is the engine's).  A
- * failure leaves the pool as it was (or says it could not). */
+ * failure leaves the pool as it was (or says it could not).  A deferring
+ * run returns ATTND_ASYNC_PENDING once its engine enqueued the work;
+ * run_complete finishes it. */
 static int run_execute(run_ctx *c, attn_error_detail *err)
 {
     attn_server *s = c->s;
     attnd_plan *p = c->p;
     attnd_pool *pool = c->pool;
     attn_error_detail eerr;
-    attnd_wait dw;
     double t0 = now_us(), engine_t0;
     int rc, tracing = 0, exclusive;
 
@@ -626,13 +653,14 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
     if (c->wait_host != NULL &&
         (rc = attnd_sem_wait_host(s->async, c->conn, c->wait_host, c->wait_value, err)) != 0)
         return rc;
-    memset(&dw, 0, sizeof dw);
+    c->a.defer = run_defers(c);
+    memset(&c->dw, 0, sizeof c->dw);
     if (c->a.wait_dev != NULL) {
         /* the connection's close releases it while the stream sits on it */
-        dw.conn = c->conn;
-        dw.release = release_device_wait;
-        dw.arg = c;
-        attnd_async_wait_enter(s->async, &dw);
+        c->dw.conn = c->conn;
+        c->dw.release = release_device_wait;
+        c->dw.arg = c;
+        attnd_async_wait_enter(s->async, &c->dw);
     }
     /* seed 0x0BF: a CUPTI window is device-wide, so a traced device run
      * runs alone (every other run holds the trace lock shared) */
@@ -644,10 +672,18 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
     } else {
         pthread_rwlock_rdlock(&s->trace_lock);
     }
-    /* one writer per pool: the staged rows commit while nobody reads them */
-    pthread_mutex_lock(&pool->lock);
+    /* one writer per pool: the staged rows commit while nobody reads them.
+     * A deferring run follows the queue's deferred runs on the same stream
+     * (attnd_async's `follows`), so it does not wait for them; any other
+     * run waits until no deferred run writes the pool */
+    if (c->a.defer)
+        pthread_mutex_lock(&pool->lock);
+    else
+        attnd_pool_lock_idle(pool);
     engine_t0 = now_us();
     rc = attn_engine_run(p->engine, p->eplan, &c->a, &c->report, &eerr);
+    if (rc == 0 && c->report.deferred)
+        atomic_fetch_add(&pool->deferred, 1); /* under the lock: see attnd_pool_lock_idle */
     c->exec_us = now_us() - t0;
     attnd_metrics_note_engine(&s->metrics, p->engine->ops->platform,
                               (uint64_t)((now_us() - engine_t0) * 1e3));
@@ -685,8 +721,10 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
     }
     pthread_mutex_unlock(&pool->lock);
     pthread_rwlock_unlock(&s->trace_lock);
+    if (rc == 0 && c->report.deferred)
+        return ATTND_ASYNC_PENDING; /* outputs are on the device; run_complete */
     if (c->a.wait_dev != NULL)
-        attnd_async_wait_leave(s->async, &dw);
+        attnd_async_wait_leave(s->async, &c->dw);
     if (rc == 0) {
         /* O and LSE into a host buffer not aligned for their elements */
         if (c->o_dst != NULL && c->a.o != c->o_dst)
@@ -700,16 +738,19 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
         attnd_sem_signal_host(c->sig_host, c->sig_value);
     if (rc == 0)
         return 0;
-    atomic_fetch_add(&s->engine_failures, 1);
-    if (rc == ATTN_E_POOL_UNRESTORED)
-        return attn_error_set(err, rc, eerr.field,
-                              "engine %s failed and could not restore the pool: "
-                              "the rows of this run may be partly written (%.120s)",
-                              p->engine->ops->name, eerr.message);
-    return attn_error_set(err, rc, eerr.field,
-                          "engine %s on %s failed (%.150s); the pool is unchanged",
-                          p->engine->ops->name, p->engine->where,
-                          eerr.message[0] ? eerr.message : attn_err_message(rc));
+    return engine_failure(c, rc, &eerr, err);
+}
+
+/* Finish a deferred run: wait for its device work, then let the pool go. */
+static int run_complete(run_ctx *c, attn_error_detail *err)
+{
+    attn_error_detail eerr;
+    memset(&eerr, 0, sizeof eerr);
+    int rc = attn_engine_complete(c->p->engine, c->report.ticket, &c->report, &eerr);
+    atomic_fetch_sub(&c->pool->deferred, 1);
+    if (c->a.wait_dev != NULL)
+        attnd_async_wait_leave(c->s->async, &c->dw);
+    return rc == 0 ? 0 : engine_failure(c, rc, &eerr, err);
 }
 
 /* A run that waits or signals: its diag reports the GPU hand-off (MPS or
@@ -742,6 +783,24 @@ static int async_run_cb(attnd_async_job *j, double *engine_us, char method[32],
     *engine_us = c->report.engine_us;
     snprintf(method, 32, "%s", c->report.timing_method);
     return rc;
+}
+
+static int async_complete_cb(attnd_async_job *j, double *engine_us, char method[32],
+                             attn_error_detail *err)
+{
+    run_ctx *c = (run_ctx *)j;
+    int rc = run_complete(c, err);
+    *engine_us = c->report.engine_us;
+    snprintf(method, 32, "%s", c->report.timing_method);
+    return rc;
+}
+
+/* A deferring run on the engine instance of the one in flight: its work
+ * queues behind it on the same stream. */
+static bool async_follows_cb(const attnd_async_job *j, const attnd_async_job *prev)
+{
+    const run_ctx *c = (const run_ctx *)j, *pc = (const run_ctx *)prev;
+    return run_defers(c) && c->p->engine == pc->p->engine;
 }
 
 static void async_release_cb(attnd_async_job *j)
@@ -817,6 +876,8 @@ static int run_core(attn_server *s, uint32_t conn, attnd_plan *p, uint64_t plan_
     c->job.conn = conn;
     c->job.run = async_run_cb;
     c->job.release = async_release_cb;
+    c->job.complete = async_complete_cb;
+    c->job.follows = async_follows_cb;
     /* the reply is built before the queue may finish (and free) the run */
     rep->o_dtype = p->m.q_dtype;
     rep->has_lse = ra->return_lse;

@@ -632,6 +632,11 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
     rep.op = req.op;
     rep.id = req.id;
     rep.ok = true;
+    /* an asynchronous run of this connection that failed before this request
+     * came: this reply carries it (run_status and stats keep it too); taken
+     * first, so that a run's own reply never carries its own failure */
+    rep.has_async_error =
+        attnd_async_take_failure(s->async, conn, &rep.async_error_seq, &rep.async_error);
     switch (req.op) {
     case ATTN_OP_HELLO:
         rc = do_hello(s, &rep);
@@ -678,10 +683,6 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
         rc = attn_error_set(&err, ATTN_E_UNKNOWN_OP, "op", "unknown operation");
         break;
     }
-    /* an asynchronous run of this connection that failed since its last
-     * reply: this reply carries it (run_status and stats keep it too) */
-    rep.has_async_error =
-        attnd_async_take_failure(s->async, conn, &rep.async_error_seq, &rep.async_error);
     if (rc == 0) {
         rc = attn_reply_encode(&rep, &out, &err);
         if (rc == 0 && out.len > atomic_load(&s->max_reply)) {

@@ -39,7 +39,7 @@ extern "C" {
 
 /* Bumped whenever a member of attn_engine_ops changes meaning or layout;
  * attn_engine_create refuses a table of another version. */
-#define ATTN_ENGINE_OPS_VERSION 2u
+#define ATTN_ENGINE_OPS_VERSION 3u
 
 /* Most instances of one engine (one per device). */
 #define ATTN_ENGINE_DEVICES_MAX 16
@@ -123,6 +123,10 @@ typedef struct attn_run_io {
     uint64_t wait_value;
     void *signal_dev; /* NULL: no signal */
     uint64_t signal_value;
+    /* May return once the work is enqueued (rep->deferred), when the engine
+     * has a `complete` op and can: then the buffers, the pool's stores and
+     * the semaphores must stay valid until complete(rep->ticket). */
+    bool defer;
 } attn_run_io;
 
 /* How often an instance planned and ran (tests count re-validation with
@@ -158,6 +162,13 @@ struct attn_engine_ops {
                attn_error_detail *err);
     /* Release the split plan, ledger and private data of `p`. */
     void (*plan_free)(attn_engine *self, attn_engine_plan *p);
+    /* Optional (NULL: run never defers).  Wait for the deferred run
+     * `ticket` (rep->ticket of its run) and fill rep's timing; 0, or the
+     * failure its work met on the device (the pool may then be partly
+     * written: ATTN_E_POOL_UNRESTORED).  Called once per deferred run, in
+     * ticket order. */
+    int (*complete)(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                    attn_error_detail *err);
 };
 
 /* One (engine, device) instance.  Set by attn_engine_create and read-only
@@ -191,6 +202,11 @@ void attn_engine_plan_release(attn_engine_plan *p);
  * another instance. */
 int attn_engine_run(attn_engine *e, attn_engine_plan *p, const attn_run_io *io,
                     attn_exec_report *rep, attn_error_detail *err);
+
+/* Wait for deferred run `ticket` of `e` (ops->complete; E_INVALID when the
+ * engine has none). */
+int attn_engine_complete(attn_engine *e, uint64_t ticket, attn_exec_report *rep,
+                         attn_error_detail *err);
 
 /* Fill the environment of a host engine: "cpu", cc 0, device and workspace "cpu". */
 void attn_engine_env_host(attn_engine_env *env);

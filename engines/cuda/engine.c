@@ -596,6 +596,9 @@ int attn_cuda_device_info_get(int device, attn_cuda_device_info *out, attn_error
     return 0;
 }
 
+/* Deferred runs in flight at most (the daemon keeps two). */
+#define CUDA_DEFER_SLOTS 16
+
 /* One instance: its device, stream, events and the buffers every run
  * reuses, grown when a plan needs more (the workspace from the ledger,
  * seed 0x03E). */
@@ -615,6 +618,10 @@ typedef struct cuda_instance {
     size_t dev_cnt_cap;
     attn_cuda_ipc *ipc; /* IPC handles and semaphores; NULL when the driver lacks them */
     char ipc_why[160];  /* why ipc is NULL */
+    /* deferred runs (attn_run_io.defer): tickets [done_ticket, next_ticket)
+     * are enqueued and not yet completed; each has its pair of events */
+    cudaEvent_t def0[CUDA_DEFER_SLOTS], def1[CUDA_DEFER_SLOTS];
+    uint64_t next_ticket, done_ticket;
 } cuda_instance;
 
 /* An error with the CUDA runtime's own sentence (planner/engine.h). */
@@ -681,6 +688,12 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         free(ci);
         return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
     }
+    for (int i = 0; i < CUDA_DEFER_SLOTS; i++)
+        if ((e = cudaEventCreate(&ci->def0[i])) != cudaSuccess ||
+            (e = cudaEventCreate(&ci->def1[i])) != cudaSuccess) {
+            free(ci);
+            return cuda_fail(err, e, "device", "cannot create the deferred runs' events");
+        }
     pthread_mutex_init(&ci->mu, NULL);
     {
         attn_error_detail ie;
@@ -714,6 +727,10 @@ static void engine_fini(void *state)
     cudaFree(ci->dev_cnt);
     cudaEventDestroy(ci->ev0);
     cudaEventDestroy(ci->ev1);
+    for (int i = 0; i < CUDA_DEFER_SLOTS; i++) {
+        cudaEventDestroy(ci->def0[i]);
+        cudaEventDestroy(ci->def1[i]);
+    }
     cudaStreamDestroy(ci->stream);
     pthread_mutex_destroy(&ci->mu);
     free(ci);
@@ -851,7 +868,18 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     size_t o_o = o_v + align256(pp->kv_bytes), o_l = o_o + align256(pp->q_bytes);
     size_t o_sk = o_l + align256(pp->lse_bytes), o_sv = o_sk + align256(pp->kv_bytes);
     size_t io_bytes = o_sv + align256(pp->kv_bytes);
+    const unsigned all_dev = (1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW) |
+                             (1u << ATTN_IO_O) | (io->lse != NULL ? 1u << ATTN_IO_LSE : 0);
+    /* deferred: every tensor on the device (nothing to copy back on the
+     * host), committed (no restore after the fact), not poisoned */
+    const bool defer = io->defer && (io->on_device & all_dev) == all_dev && io->commit &&
+                       !pp->tuning.poison && ci->next_ticket - ci->done_ticket < CUDA_DEFER_SLOTS;
     CK(cudaSetDevice(ci->dev.device), "cudaSetDevice");
+    if (ci->next_ticket != ci->done_ticket &&
+        (io_bytes > ci->dev_io_cap || o_sk > ci->host_io_cap ||
+         led->total_bytes + 256 > ci->dev_ws_cap || pp->cnt_bytes > ci->dev_cnt_cap))
+        /* a buffer grows (freed and allocated again): deferred runs still use it */
+        CK(cudaStreamSynchronize(st), "the deferred runs before a buffer grows");
     CK(grow_dev(&ci->dev_io, &ci->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
     CK(grow_host(&ci->host_io, &ci->host_io_cap, o_sk), "cudaMallocHost of the run's staging");
     CK(grow_dev(&ci->dev_ws, &ci->dev_ws_cap, led->total_bytes + 256),
@@ -926,8 +954,11 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
         CK(cudaMemsetAsync(p.lse, 0xff, pp->lse_bytes, st), "poison");
         CK(cudaMemsetAsync(ci->dev_ws, 0xff, led->total_bytes, st), "poison");
     }
-    /* the engine's timing: CUDA events around the kernels only */
-    CK(cudaEventRecord(ci->ev0, st), "cudaEventRecord");
+    /* the engine's timing: CUDA events around the kernels only (a deferred
+     * run's own pair, read by complete) */
+    cudaEvent_t e0 = defer ? ci->def0[ci->next_ticket % CUDA_DEFER_SLOTS] : ci->ev0;
+    cudaEvent_t e1 = defer ? ci->def1[ci->next_ticket % CUDA_DEFER_SLOTS] : ci->ev1;
+    CK(cudaEventRecord(e0, st), "cudaEventRecord");
     if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
         rv = attn_error_set(err, rv, "", "append launch failed");
         goto fail;
@@ -938,7 +969,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                             cudaGetErrorString(cudaGetLastError()));
         goto fail;
     }
-    CK(cudaEventRecord(ci->ev1, st), "cudaEventRecord");
+    CK(cudaEventRecord(e1, st), "cudaEventRecord");
     /* O and LSE: a host output back through the staging (one transfer when
      * both go to the host), a device output not written in place copied */
     if (!o_out_dev && (io->lse == NULL || !lse_out_dev)) {
@@ -972,6 +1003,19 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
             goto fail;
         signalled = true;
     }
+    if (defer) {
+        /* enqueued: complete(ticket) waits for it and reads its timing */
+        if (rep) {
+            report_kernels(&p, io->commit, rep);
+            rep->deferred = true;
+            rep->ticket = ci->next_ticket;
+            snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
+            snprintf(rep->timing_scope, sizeof rep->timing_scope,
+                     "cuda events: append, producer and reducer kernels");
+        }
+        ci->next_ticket++;
+        return 0;
+    }
     CK(cudaStreamSynchronize(st), "the run's stream");
     if (!o_out_dev)
         memcpy(io->o, hio + o_o, pp->q_bytes);
@@ -980,7 +1024,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     if (rep) {
         report_kernels(&p, io->commit, rep);
         float ms = 0;
-        cudaEventElapsedTime(&ms, ci->ev0, ci->ev1);
+        cudaEventElapsedTime(&ms, e0, e1);
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
         snprintf(rep->timing_scope, sizeof rep->timing_scope,
@@ -1037,6 +1081,42 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
     return rv;
 }
 
+/* A deferred run's completion: its end event, outside the instance lock
+ * (the next run enqueues meanwhile), then its timing. */
+static int engine_complete(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                           attn_error_detail *err)
+{
+    cuda_instance *ci = self->state;
+    pthread_mutex_lock(&ci->mu);
+    bool in_order = ticket == ci->done_ticket && ticket != ci->next_ticket;
+    pthread_mutex_unlock(&ci->mu);
+    if (!in_order)
+        return attn_error_set(err, ATTN_E_INVALID, "ticket",
+                              "deferred run %llu is not the oldest one in flight",
+                              (unsigned long long)ticket);
+    cudaEvent_t e0 = ci->def0[ticket % CUDA_DEFER_SLOTS], e1 = ci->def1[ticket % CUDA_DEFER_SLOTS];
+    cudaSetDevice(ci->dev.device);
+    cudaError_t e = cudaEventSynchronize(e1);
+    float ms = 0;
+    if (e == cudaSuccess)
+        cudaEventElapsedTime(&ms, e0, e1);
+    pthread_mutex_lock(&ci->mu);
+    ci->done_ticket++;
+    pthread_mutex_unlock(&ci->mu);
+    if (e != cudaSuccess)
+        /* the rows were committed on the device as part of the run: no
+         * saved copy is left to put back */
+        return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
+                              "the run's device work failed after it was enqueued (%s); its rows "
+                              "may be partly written",
+                              cudaGetErrorString(e));
+    if (rep != NULL) {
+        rep->engine_us = ms * 1000.0;
+        snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
+    }
+    return 0;
+}
+
 #endif /* ATTN_WITH_CUDA */
 
 static const attn_engine_ops g_cuda_ops = {
@@ -1052,6 +1132,9 @@ static const attn_engine_ops g_cuda_ops = {
     .plan = engine_plan,
     .run = engine_run,
     .plan_free = engine_plan_free,
+#ifdef ATTN_WITH_CUDA
+    .complete = engine_complete,
+#endif
 };
 
 const attn_engine_ops *attn_cuda_engine_ops(void)

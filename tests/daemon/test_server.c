@@ -94,6 +94,15 @@ static void test_config_errors(void **state)
     assert_int_equal(attnd_config_parse_args(&c, 3, unknown, &e), ATTN_E_PROTOCOL);
     assert_int_equal(attnd_config_parse_args(&c, 2, no_value, &e), ATTN_E_MISSING);
     assert_int_equal(attnd_config_parse_args(&c, 3, bad_pool, &e), ATTN_E_RANGE);
+    /* --async-defer: 1 by default, 0 or 1 only */
+    char *defer_off[] = {"attnd", "--async-defer", "0"};
+    char *defer_bad[] = {"attnd", "--async-defer", "2"};
+    attnd_config_defaults(&c);
+    assert_int_equal(c.async_defer, 1);
+    assert_int_equal(attnd_config_parse_args(&c, 3, defer_off, &e), 0);
+    assert_int_equal(c.async_defer, 0);
+    assert_int_equal(attnd_config_parse_args(&c, 3, defer_bad, &e), ATTN_E_RANGE);
+    assert_string_equal(e.field, "async-defer");
 }
 
 static void test_config_file(void **state)
@@ -833,6 +842,174 @@ static void test_device_refs_refused_on_cpu(void **state)
     attn_server_destroy(s);
 }
 
+/* An engine whose runs defer (return at enqueue, complete later), logging
+ * the order of run and complete calls. */
+static char g_defer_log[128];
+static _Atomic uint64_t g_defer_next;
+static pthread_mutex_t g_defer_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void defer_log(char what, uint64_t ticket)
+{
+    pthread_mutex_lock(&g_defer_mu);
+    size_t n = strlen(g_defer_log);
+    snprintf(g_defer_log + n, sizeof g_defer_log - n, "%c%llu ", what, (unsigned long long)ticket);
+    pthread_mutex_unlock(&g_defer_mu);
+}
+
+static int deferring_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                         attn_exec_report *rep, attn_error_detail *err)
+{
+    (void)self;
+    (void)p;
+    (void)err;
+    memset(rep, 0, sizeof *rep);
+    if (!io->defer)
+        return attn_error_set(err, ATTN_E_INTERNAL, "defer", "asked to run synchronously");
+    rep->deferred = true;
+    rep->ticket = atomic_load(&g_defer_next);
+    if (rep->ticket == 0) /* the others queue up meanwhile */
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    defer_log('r', rep->ticket);
+    atomic_fetch_add(&g_defer_next, 1);
+    return 0;
+}
+
+static int deferring_complete(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                              attn_error_detail *err)
+{
+    (void)self;
+    (void)err;
+    /* a device run lasts: the next one (if any) is enqueued before this one
+     * completes, which a worker that waited for completions would never do */
+    for (int i = 0; i < 2000 && ticket < 2 && atomic_load(&g_defer_next) < ticket + 2; i++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    defer_log('c', ticket);
+    rep->engine_us = 7;
+    snprintf(rep->timing_method, sizeof rep->timing_method, "test_double");
+    return 0;
+}
+
+/* Deferred runs pipeline: the next run is enqueued while the one before is
+ * in flight, completions come in order, run_status has the completion's
+ * timing, and a synchronous kv_read comes after them all. */
+static void test_async_deferred_pipeline(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops dops = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t seq[3], plan_id, buf;
+    char name[64];
+    (void)state;
+    dops.name = "deferring_test_double";
+    dops.priority = -1;
+    dops.run = deferring_run;
+    dops.complete = deferring_complete;
+    g_defer_log[0] = '\0';
+    g_defer_next = 0;
+    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 9), 0);
+    load_batch(s, &rb, "q");
+    uint64_t o_bytes = rb.o_elems * sizeof(float);
+    snprintf(name, sizeof name, "/attn-test-%d-defer", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
+    close(fd);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+    req.buffer.bytes = o_bytes;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    buf = rep.buf;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "deferring_test_double");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    plan_id = rep.plan_id;
+    free(keep);
+    for (int i = 0; i < 3; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN;
+        attn_rb_run_args(&rb, &req.run);
+        req.run.plan_id = plan_id;
+        req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+        req.run.return_lse = false;
+        req.run.async = true;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        seq[i] = rep.run_seq;
+        free(keep);
+    }
+    /* a synchronous request of the connection: after all three */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_KV_READ;
+    snprintf(req.kv.pool, sizeof req.kv.pool, "q");
+    int32_t page0 = 0;
+    req.kv.pages = &page0;
+    req.kv.num_pages = 1;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    /* pipelined: run 1 was enqueued before run 0 completed; each in order */
+    {
+        const char *r0 = strstr(g_defer_log, "r0 "), *r1 = strstr(g_defer_log, "r1 "),
+                   *r2 = strstr(g_defer_log, "r2 "), *c0 = strstr(g_defer_log, "c0 "),
+                   *c1 = strstr(g_defer_log, "c1 "), *c2 = strstr(g_defer_log, "c2 ");
+        if (!(r0 && r1 && r2 && c0 && c1 && c2 && r0 < r1 && r1 < r2 && r1 < c0 && c0 < c1 &&
+              c1 < c2 && r2 < c1))
+            fail_msg("order of runs and completions: %s", g_defer_log);
+    }
+    for (int i = 0; i < 3; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN_STATUS;
+        req.run_seq = seq[i];
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        assert_int_equal(rep.status.state, ATTN_RUN_DONE);
+        assert_true(rep.status.engine_us == 7);
+        assert_string_equal(rep.status.timing_method, "test_double");
+        free(keep);
+    }
+    assert_int_equal(stats_counter(s, "async_done"), 3);
+    /* --async-defer 0: the same async run is not deferred (the double
+     * refuses a synchronous run, so it fails, reported by run_status) */
+    s->cfg.async_defer = 0;
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_RUN;
+    attn_rb_run_args(&rb, &req.run);
+    req.run.plan_id = plan_id;
+    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    req.run.return_lse = false;
+    req.run.async = true;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    uint64_t sync_seq = rep.run_seq;
+    free(keep);
+    attn_run_status st;
+    do {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN_STATUS;
+        req.run_seq = sync_seq;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        st = rep.status;
+        free(keep);
+    } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+    assert_int_equal(st.state, ATTN_RUN_FAILED);
+    assert_string_equal(st.error.field, "defer");
+    shm_unlink(name);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+    attn_engine_destroy(inst);
+}
+
 /* The failure of an asynchronous run is handed to the next reply of its
  * connection, an error reply included, exactly once. */
 static void test_async_failure_on_next_reply(void **state)
@@ -1389,6 +1566,7 @@ int main(void)
         cmocka_unit_test(test_reply_cap_before_commit),
         cmocka_unit_test(test_async_failure_on_next_reply),
         cmocka_unit_test(test_device_refs_refused_on_cpu),
+        cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_plan_bytes_count_engine_data),
         cmocka_unit_test(test_workspace_cap),
         cmocka_unit_test(test_diag_reports_engine_truth),

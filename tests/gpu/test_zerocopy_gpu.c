@@ -383,6 +383,45 @@ static int parent_main(int fd, pid_t child)
                client_us, attnd_us, kern / ITERS, client_us - kern / ITERS);
     }
 
+    /* the same with deferred runs, as attnd's async queue drives them: run
+     * k+1 is enqueued before run k is completed, so the device does not wait
+     * for the host between layers */
+    {
+        int msg = MSG_PINGPONG_RUN;
+        uint64_t base = 500, prev = 0;
+        double client_us = 0, kern = 0;
+        int deferred = 0;
+        attn_exec_report crep;
+        send_all(fd, &msg, sizeof msg);
+        send_all(fd, &base, sizeof base);
+        t0 = now_us();
+        for (uint64_t k = 1; k <= ITERS && !g_fail; k++) {
+            attn_run_io dd = d;
+            dd.defer = true;
+            dd.commit = true; /* deferral needs a committed run: no restore after the fact */
+            dd.wait_value = dd.signal_value = base + k;
+            rv = attn_engine_run(e, ep, &dd, &rep, &err);
+            CHECK(rv == 0, "deferred run %llu: %s", (unsigned long long)k, err.message);
+            deferred += rep.deferred;
+            if (k > 1) {
+                CHECK(attn_engine_complete(e, prev, &crep, &err) == 0, "complete: %s", err.message);
+                kern += crep.engine_us;
+            }
+            prev = rep.ticket;
+        }
+        CHECK(attn_engine_complete(e, prev, &crep, &err) == 0, "complete: %s", err.message);
+        kern += crep.engine_us;
+        double attnd_us = (now_us() - t0) / ITERS;
+        CHECK(deferred == ITERS, "every run deferred (%d of %d)", deferred, ITERS);
+        CHECK(recv_all(fd, &client_us, sizeof client_us) == 0 && client_us > 0,
+              "client ping-pong (deferred)");
+        cudaMemcpy(o_got, ar + l.o, rb.o_elems * qs, cudaMemcpyDeviceToHost);
+        CHECK(memcmp(o_got, o_ref, rb.o_elems * qs) == 0, "deferred O == inline O");
+        printf("per layer, deferred runs (attnd's async queue): client step %.1f us, attnd "
+               "%.1f us wall, kernels %.1f us => hand-off overhead %.1f us\n",
+               client_us, attnd_us, kern / ITERS, client_us - kern / ITERS);
+    }
+
     /* the bare semaphore ping-pong: no kernels, attnd's side on its own stream */
     {
         int msg = MSG_PINGPONG_BARE;
