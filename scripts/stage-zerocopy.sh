@@ -2,8 +2,9 @@
 # Stage here (no GPU needed) what bench/gpu/run_zerocopy.sh runs on the GPU
 # machine, into DEST (a git-ignored folder the device tool carries, e.g.
 # /work/main/.dev-zpy):
-#   attnd                   static attnd with CUDA (make BUILD=build-static STATIC=1 CUDA=1)
-#   libattn_cuda_bench.so   the bench glue over the same kernel archives
+#   bin.tar.xz              attnd: static, with CUDA (make BUILD=build-static STATIC=1 CUDA=1)
+#                           and libattn_cuda_bench.so, the bench glue over the same kernel
+#                           archives (unpacked by run_zerocopy.sh)
 #   py/attn, py/msgpack     the Python package and msgpack's pure-Python
 #                           half (the device has torch but no msgpack)
 #   whl/                    msgpack's cp312 wheel (its C half: a pure-Python
@@ -34,4 +35,8 @@ mkdir -p "$DEST/whl"
 python3 -m pip download -q msgpack --python-version 3.12 --only-binary=:all: \
     --platform manylinux2014_x86_64 --no-deps -d "$DEST/whl" ||
     echo "no msgpack wheel: the device falls back to pure-Python msgpack" >&2
+# the two binaries are mostly sm_90a cubins and PTX (33 MB): carried as one
+# xz archive (~6 MB); run_zerocopy.sh unpacks it next to itself
+tar -C "$DEST" -cf - attnd libattn_cuda_bench.so | xz -6 -T2 >"$DEST/bin.tar.xz"
+rm "$DEST/attnd" "$DEST/libattn_cuda_bench.so"
 echo "staged $(du -sh "$DEST" | cut -f1) in $DEST (tree $(git rev-parse --short HEAD))"

@@ -14,6 +14,11 @@ OUT=${2:-/tmp/zc}
 STEPS=${3:-10}
 WINDOW=${WINDOW:-16} # pipelined runs unanswered at once
 mkdir -p "$OUT"
+# attnd and the bench glue travel xz-packed (scripts/stage-zerocopy.sh)
+[ -f "$S/bin.tar.xz" ] && [ ! -x "$S/attnd" ] && tar -C "$S" -xJf "$S/bin.tar.xz"
+# the whole run stays under BUDGET_S seconds: a phase that could end past it
+# is skipped (said in run.log and the summary), so the summary always prints
+BUDGET_S=${BUDGET_S:-140}
 here=$(cd "$(dirname "$0")" && pwd)
 # msgpack's wheel (C decoder) where it installs, else its pure-Python half in $S/py
 site=$(mktemp -d)
@@ -34,6 +39,11 @@ url="ipc://$tmp/attnd.sock"
 } >>"$OUT/env.txt" 2>&1
 
 bench() { # PHASE TAG
+    if [ $((SECONDS + ${PHASE_TIMEOUT:-60})) -gt "$BUDGET_S" ]; then
+        echo "== $1 $2 skipped: ${SECONDS}s spent, budget ${BUDGET_S}s" | tee -a "$OUT/run.log" \
+            >>"$OUT/skipped.txt"
+        return
+    fi
     echo "== $1 $2" >>"$OUT/run.log"
     ZC_MPS=$mps timeout "${PHASE_TIMEOUT:-60}" python3 "$here/bench_zerocopy.py" --phase "$1" --url "$url" \
         --lib "$S/libattn_cuda_bench.so" --steps "$STEPS" --window "$WINDOW" --out "$OUT" --tag="$2" \
@@ -89,6 +99,8 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
 python3 "$here/zerocopy_summary.py" "$OUT/zc-results.jsonl" >"$OUT/summary.md" 2>>"$OUT/run.log"
+[ -f "$OUT/skipped.txt" ] && cat "$OUT/skipped.txt" >>"$OUT/summary.md"
+echo "wall ${SECONDS}s" >>"$OUT/summary.md"
 rm -rf "$tmp" "$site"
 grep -vE '^\s+File|^\s+\^|Traceback' "$OUT/run.log" | tail -40
 cat "$OUT/summary.md"

@@ -55,7 +55,8 @@ def main():
             c.get("rel_l2", -1), c.get("lse_err", -1), "ok" if c.get("ok") else "FAIL",
             "" if last is None else ("; last step %s" % ("ok" if last.get("ok") else "FAIL")))
         if r.get("run_seq_in_send_order") is False:
-            chk += "; run_seq OUT OF SEND ORDER"
+            chk += "; run_seq OUT OF SEND ORDER (%d steps voided)" % len(r.get("order_errors")
+                                                                        or [])
         print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (name, f(st), f(ratio, 3), f(gpu),
                                                              sub, handed, f(gap, 2), chk))
     for r in rows:
