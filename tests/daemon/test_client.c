@@ -295,7 +295,8 @@ static void on_reply(void *arg, int rv, attn_reply *rep)
 {
     waiter *w = arg;
     pthread_mutex_lock(&w->mu);
-    w->rv = rv;
+    if (rv != 0 || w->done == 0)
+        w->rv = rv; /* a failure among several calls is kept */
     w->counter = rep->stats.counters[0].value;
     w->done++;
     pthread_cond_signal(&w->cv);
@@ -317,6 +318,30 @@ static void test_async_call(void **state)
     pthread_mutex_unlock(&w.mu);
     assert_int_equal(w.rv, 0);
     assert_int_equal(w.counter, 5);
+    attn_client_close(c);
+}
+
+/* Pipelining: several calls outstanding on one client at once (one nng
+ * context each), every callback runs once with its own reply. */
+static void test_async_calls_outstanding(void **state)
+{
+    enum { N = 8 };
+    attn_client *c = open_client(state);
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1, 0};
+    uint64_t ids[N];
+    for (int i = 0; i < N; i++) {
+        attn_request req = {.op = ATTN_OP_STATS};
+        assert_int_equal(attn_call_async(c, &req, on_reply, &w), 0);
+        ids[i] = req.id;
+        for (int j = 0; j < i; j++)
+            assert_true(ids[j] != ids[i]);
+    }
+    pthread_mutex_lock(&w.mu);
+    while (w.done < N)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    assert_int_equal(w.done, N);
+    assert_int_equal(w.rv, 0);
     attn_client_close(c);
 }
 
@@ -384,6 +409,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_every_op_sync, peer_start, peer_stop),
         cmocka_unit_test_setup_teardown(test_async_call, peer_start, peer_stop),
+        cmocka_unit_test_setup_teardown(test_async_calls_outstanding, peer_start, peer_stop),
         cmocka_unit_test_setup_teardown(test_concurrent_calls_one_client, peer_start, peer_stop),
         cmocka_unit_test(test_no_server_times_out),
     };
