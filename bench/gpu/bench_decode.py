@@ -35,12 +35,25 @@ SHAPES = [
     dict(name="ragged64_256-16384", B=64, ragged=(256, 16384)),
     dict(name="group16_B8_T16384", B=8, T=16384, hq=64, hkv=4),
     dict(name="d256_B32_T4096", B=32, T=4096, d=256),
+    # issue 13: shapes a new user tries beyond the list above
+    dict(name="mha_B16_T4096", B=16, T=4096, hq=32, hkv=32),
+    dict(name="g8_B64_T4096", B=64, T=4096, hq=8, hkv=1),
+    dict(name="d64_B64_T2048", B=64, T=2048, hq=16, hkv=4, d=64),
+    dict(name="P1_B16_T8192", B=16, T=8192, P=1),
+    dict(name="P64_B16_T8192", B=16, T=8192, P=64),
+    dict(name="B2_T2048", B=2, T=2048),
+    dict(name="B32_T1024", B=32, T=1024),
 ]
 POLICIES = {"fa": 1, "fi": 2, "global": 3}
 
 
 def log(*a):
     print(*a, flush=True)
+
+
+def page_size(shape):
+    """Page size of a shape (16 unless it says otherwise)."""
+    return shape.get("P", P)
 
 
 def load_lib(path):
@@ -58,6 +71,12 @@ def load_lib(path):
     lib.attnb_set_simt.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     lib.attnb_set_waves.argtypes = [u32]
     lib.attnb_set_fused.argtypes = [ctypes.c_int]
+    if hasattr(lib, "attnb_set_stages"):  # absent in libraries built before issue 13
+        lib.attnb_set_stages.argtypes = [u32]
+        lib.attnb_set_wave_model.argtypes = [ctypes.c_int64, ctypes.c_int64]
+    for name in ("attnb_set_l2_prefetch", "attnb_set_lazy"):  # issue 13 experiments
+        if hasattr(lib, name):
+            getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_int]
     return lib
 
 
@@ -68,18 +87,31 @@ def i32ptr(t):
 
 class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
-                 simt=False, heads_fast=True, waves=1, prefetch=True, fused=True):
+                 simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
+                 stages=None, wave_model=None, l2_prefetch=None, lazy=None):
         self.lib = lib
+        if stages is not None:
+            lib.attnb_set_stages(stages)
+        if wave_model is not None:
+            lib.attnb_set_wave_model(*wave_model)
         lib.attnb_set_fused(int(fused))  # process-wide, kept until close()
         self.lens, self.indptr, self.indices = lens.int(), indptr.int(), indices.int()
         lib.attnb_set_waves(waves)
         self.h = lib.attnb_create(len(lens), i32ptr(self.lens), i32ptr(self.indptr),
-                                  i32ptr(self.indices), hq, hkv, d, P, 0, 2, 2, policy, abi,
+                                  i32ptr(self.indices), hq, hkv, d, page, 0, 2, 2, policy, abi,
                                   graph_splits, 0)
+        if stages is not None:
+            lib.attnb_set_stages(0)
+        if wave_model is not None:
+            lib.attnb_set_wave_model(-1, 0)
         if not self.h:
             raise RuntimeError("attnb_create failed")
         lib.attnb_set_waves(1)
         lib.attnb_set_simt(self.h, 1 if simt else 0, 1 if heads_fast else 0, 1 if prefetch else 0)
+        if l2_prefetch is not None:
+            lib.attnb_set_l2_prefetch(self.h, int(l2_prefetch))
+        if lazy is not None:
+            lib.attnb_set_lazy(self.h, int(lazy))
         info = (ctypes.c_uint32 * 4)()
         lib.attnb_info(self.h, info)
         self.info = dict(items=info[0], slots=info[1], ctas_per_sm=info[2], grid_capacity=info[3],
@@ -157,19 +189,20 @@ def make_batch(shape, gen):
         lens = torch.randint(lo, hi + 1, (B,), generator=gen, dtype=torch.int64)
     else:
         lens = torch.full((B,), shape["T"], dtype=torch.int64)
-    npages = (lens + P - 1) // P
+    P_ = page_size(shape)
+    npages = (lens + P_ - 1) // P_
     need = int(npages.sum())
     pool = need + need // 16 + 8  # unused pages exist
     indptr = torch.zeros(B + 1, dtype=torch.int64)
     indptr[1:] = torch.cumsum(npages, 0)
     indices = torch.randperm(pool, generator=gen)[:need]  # random physical order
-    last = lens - (npages - 1) * P
+    last = lens - (npages - 1) * P_
     dev = "cuda"
-    k = torch.randn(pool, P, hkv, d, dtype=torch.bfloat16, device=dev)
-    v = torch.randn(pool, P, hkv, d, dtype=torch.bfloat16, device=dev)
+    k = torch.randn(pool, P_, hkv, d, dtype=torch.bfloat16, device=dev)
+    v = torch.randn(pool, P_, hkv, d, dtype=torch.bfloat16, device=dev)
     q = torch.randn(B, hq, d, dtype=torch.bfloat16, device=dev)
     return dict(B=B, hq=hq, hkv=hkv, d=d, lens=lens, indptr=indptr, indices=indices, last=last,
-                k=k, v=v, q=q, pool=pool)
+                k=k, v=v, q=q, pool=pool, P=P_)
 
 
 def ref_decode(bt):
@@ -192,7 +225,7 @@ def bench_shape(lib, shape, fi, gen, res):
     bt = make_batch(shape, gen)
     B, hq, hkv, d = bt["B"], bt["hq"], bt["hkv"], bt["d"]
     kv_bytes = int(bt["lens"].sum()) * hkv * d * 2 * 2
-    row = dict(shape=shape["name"], B=B, hq=hq, hkv=hkv, d=d, page_size=P,
+    row = dict(shape=shape["name"], B=B, hq=hq, hkv=hkv, d=d, page_size=bt["P"],
                sum_len=int(bt["lens"].sum()), kv_bytes=kv_bytes, peers={})
     ref = ref_decode(bt)
     q, k, v = bt["q"], bt["k"], bt["v"]
@@ -202,7 +235,8 @@ def bench_shape(lib, shape, fi, gen, res):
         ("fi_simt", 2, dict(simt=True)), ("fi_reducer", 2, dict(fused=False))]
     for pname, pid, kw in runs:
         try:
-            a = Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid, **kw)
+            a = Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid, page=bt["P"],
+                      **kw)
             o = torch.full((B, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
             lse = torch.full((B, hq), float("nan"), dtype=torch.float32, device="cuda")
             a.run(q, k, v, o, lse)
@@ -225,7 +259,7 @@ def bench_shape(lib, shape, fi, gen, res):
             ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
             w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tc)
             w.plan(bt["indptr"].int().cuda(), bt["indices"].int().cuda(), bt["last"].int().cuda(),
-                   hq, hkv, d, P, q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+                   hq, hkv, d, bt["P"], q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
             o_fi = w.run(q, (k, v))
             torch.cuda.synchronize()
             err = rel_l2(o_fi[:ref.shape[0]], ref)
