@@ -72,6 +72,11 @@ typedef struct attn_split_params {
 
 /* Largest split count the FI wave model tries. */
 #define ATTN_SPLIT_WAVE_MAX 4u
+/* The CUDA decode producer's wave-model costs in keys (H200, d = 128,
+ * 2026-12-01): a CTA's prologue and epilogue ~3 us at ~32 keys/us per CTA
+ * slot; a reducer launch and its reads ~6 us (docs/cuda.md, issue 13). */
+#define ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA 96
+#define ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA 192
 
 /* Fill the manifest's part of `p`: policy, fixed split count, units (H_kv
  * when num_kv_heads > 0, else H_q) and, under policy.graph with a fixed

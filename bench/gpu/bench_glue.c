@@ -32,7 +32,9 @@ typedef struct attnb {
 static uint32_t g_waves = 1;
 static int g_fused = 1;
 static uint32_t g_stages = 0;
-static int64_t g_wave_item = -1, g_wave_merge = 0; /* FI wave model: off below 0 */
+/* FI wave model, the engine's default (off with item keys < 0) */
+static int64_t g_wave_item = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
+static int64_t g_wave_merge = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
 
 /* The FI wave model's costs in keys for the next attnb_create
  * (item_keys < 0: off). */
@@ -40,6 +42,13 @@ void attnb_set_wave_model(int64_t item_keys, int64_t merge_keys)
 {
     g_wave_item = item_keys;
     g_wave_merge = merge_keys;
+}
+
+/* Back to the engine's wave model (planner/split.h's CUDA costs). */
+void attnb_reset_wave_model(void)
+{
+    g_wave_item = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
+    g_wave_merge = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
 }
 
 /* Tensor-core pipeline depth for the next attnb_create (0 = the default). */
@@ -207,18 +216,6 @@ void attnb_set_simt(attnb *h, int simt, int heads_fast, int row_prefetch)
     h->p.simt = simt;
     h->p.row_prefetch = row_prefetch;
     h->p.heads_fast = heads_fast && h->item_cap <= 65535u;
-}
-
-/* EXPERIMENT: K/V copies with the L2::128B prefetch size on this handle. */
-void attnb_set_l2_prefetch(attnb *h, int on)
-{
-    h->p.l2_prefetch = on;
-}
-
-/* EXPERIMENT: lazy O rescale on this handle. */
-void attnb_set_lazy(attnb *h, int on)
-{
-    h->p.lazy_rescale = on;
 }
 
 /* Fused reducer on/off for the handles created next (default on). */

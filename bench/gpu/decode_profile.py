@@ -95,21 +95,10 @@ def ncu_fitc(shapes, gen):
 
 CONFIGS = {
     "base": {},
-    "l2": dict(l2_prefetch=True),
-    "lazy": dict(lazy=True),
-    "l2_lazy": dict(l2_prefetch=True, lazy=True),
-    "l2_lazy_wave": dict(l2_prefetch=True, lazy=True, wave_model=(96, 192)),
-    "l2_lazy_s2w": dict(stages=2, l2_prefetch=True, lazy=True, wave_model=(96, 192)),
-    "base_b": {},
-    "lazy_rows4": dict(lazy=True, l2_prefetch=2),
-    "lazy_rows4_l2": dict(lazy=True, l2_prefetch=3),
-    "lazy_itemsfast": dict(lazy=True, heads_fast=False),
-    "lazy_wave": dict(lazy=True, wave_model=(96, 192)),
-    "lazy_rows4_wave": dict(lazy=True, l2_prefetch=2, wave_model=(96, 192)),
-    "lazy_b": dict(lazy=True),
     "s2": dict(stages=2),
+    "wave": dict(wave_model=(96, 192)),
     "s2_wave": dict(stages=2, wave_model=(96, 192)),
-    "s3_wave": dict(stages=3, wave_model=(96, 192)),
+    "nowave": dict(wave_model=(-1, 0)),
 }
 
 

@@ -44,6 +44,7 @@ void attn_cuda_tuning_defaults(attn_cuda_tuning *t)
     t->default_split = ATTN_SPLIT_FI;
     t->heads_fast = 1;
     t->row_prefetch = 1;
+    t->wave_model = 1; /* ragged 64 x [256, 16384]: -11..-23 % (issue 13, docs/cuda.md) */
 }
 
 static void add_reason(attn_admission *out, attn_admit_factor f, const char *field, const char *fmt,
@@ -208,6 +209,9 @@ static int split_plan(const attn_manifest *m, const attn_pool_geometry *g,
     sp.units_per_split = g->num_kv_heads * (dev->head_chunks ? dev->head_chunks : 1);
     sp.kv_block = g->page_size; /* FI searches in whole pages */
     sp.min_chunk = 256; /* a split shorter than this spends more on its state than on keys */
+    sp.wave_model = t->wave_model != 0;
+    sp.wave_item_keys = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
+    sp.wave_merge_keys = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
     info->policy = sp.policy == ATTN_SPLIT_AUTO ? sp.default_policy : sp.policy;
     info->sm_count = dev->sm_count;
     info->ctas_per_sm = dev->ctas_per_sm;

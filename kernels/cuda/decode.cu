@@ -431,10 +431,10 @@ template <int D> struct cfg {
     static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
     static constexpr int MAX_STAGES = D == 256 ? 3 : 6;
     static constexpr int TILE_VECS = kKeys * CH;
-    static constexpr int WARP_VECS = 16 * CH; /* one warp's 16 rows of a tile */
-    static constexpr int NB = D / 8;          /* n-blocks of O */
-    static constexpr int KS = D / 16;         /* k-steps of S = Q K^T */
-    static constexpr bool QREG = D <= 128;    /* Q fragments in registers */
+    static constexpr int WARP_VECS = 16 * CH;      /* one warp's 16 rows of a tile */
+    static constexpr int NB = D / 8;               /* n-blocks of O */
+    static constexpr int KS = D / 16;              /* k-steps of S = Q K^T */
+    static constexpr bool QREG = D <= 128;         /* Q fragments in registers */
     static constexpr int Q_BYTES = 2 * 16 * D * 2; /* hi and lo */
     static constexpr int RED_BYTES = (4 * 16 * D + 2 * 64) * 4;
     /* Shared memory of a `stages`-deep pipeline: K and V tiles, Q hi/lo,
@@ -491,9 +491,7 @@ template <int D, typename KV, bool PRE> struct warp_pipe {
     paged::key_walk walk;
     paged::page_table pt;
     int lane, wrow0;
-    int stages; /* pipeline depth, kMinStages .. MAX_STAGES */
-    bool l2_128; /* copies with the L2::128B prefetch size (EXPERIMENT) */
-    bool rows4;  /* EXPERIMENT: the copy lane map of 4 rows x 128 bytes */
+    int stages;        /* pipeline depth, kMinStages .. MAX_STAGES */
     int64_t nxt, nxt2; /* offsets of tiles t + STAGES and t + STAGES + 1 (PRE) */
 
     __device__ __forceinline__ int64_t row_off(int t, int r) const
@@ -509,12 +507,7 @@ template <int D, typename KV, bool PRE> struct warp_pipe {
 #pragma unroll 4
         for (int j = 0; j < C::WARP_VECS / 32; j++) {
             const int vi = lane + j * 32;
-            int r = wrow0 + vi / C::CH, c = vi % C::CH;
-            if (rows4) { /* EXPERIMENT: 8 lanes per 128-byte line, 4 rows per copy */
-                constexpr int LINES = C::CH / 8; /* 128-byte lines per row */
-                r = wrow0 + (j / LINES) * 4 + (lane >> 3);
-                c = (j % LINES) * 8 + (lane & 7);
-            }
+            const int r = wrow0 + vi / C::CH, c = vi % C::CH;
             int64_t off;
             bool ok;
             if (PRE) {
@@ -527,13 +520,8 @@ template <int D, typename KV, bool PRE> struct warp_pipe {
                 off = ok ? pt.row_offset(walk.key(v)) + c * 8 : 0;
             }
             const int x = s * C::TILE_VECS + ptx::swizzle<C::CH>(r, c);
-            if (l2_128) {
-                ptx::cp_async_cg_zfill_l2_128(ks + x, kbase + off, ok);
-                ptx::cp_async_cg_zfill_l2_128(vs + x, vbase + off, ok);
-            } else {
-                ptx::cp_async_cg_zfill(ks + x, kbase + off, ok);
-                ptx::cp_async_cg_zfill(vs + x, vbase + off, ok);
-            }
+            ptx::cp_async_cg_zfill(ks + x, kbase + off, ok);
+            ptx::cp_async_cg_zfill(vs + x, vbase + off, ok);
         }
     }
 
@@ -681,11 +669,14 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const uint32_t (*qa)[4
  * `valid` (seed 0x05C), take the row max over the quad with max.NaN (a NaN
  * score makes the row's m NaN, never dropped), rescale l and O, and turn S
  * into P packed as the A operand of P V.  An empty row stays empty and
- * never evaluates exp(-inf - -inf) (seed 0x02C). */
+ * never evaluates exp(-inf - -inf) (seed 0x02C).  Lazy rescale (issue 13):
+ * when no row of the warp grew past its max + kLazyLog2, the stale maxima
+ * stay and the O rescale (NB x 4 multiplies per lane) is skipped; any NaN,
+ * empty row or larger growth takes the exact update below. */
 template <int NB, typename KV>
 __device__ __forceinline__ void softmax_update(float (&s)[2][4], float (&m)[2], float (&l)[2],
                                                float (&o)[NB][4], uint32_t (&pa)[4], float sc,
-                                               int64_t key0, int64_t valid, bool lazy)
+                                               int64_t key0, int64_t valid)
 {
 #pragma unroll
     for (int nb = 0; nb < 2; nb++)
@@ -705,7 +696,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[2][4], float (&m)[2], 
          * growth beyond the bound all take the exact update */
         grow |= !(mx - m[rr] <= kLazyLog2);
     }
-    if (lazy && !__any_sync(0xffffffffu, grow)) {
+    if (!__any_sync(0xffffffffu, grow)) {
         /* No row of this warp grew past the bound: keep the stale maxima,
          * so p <= 2^kLazyLog2 and O needs no rescale (alpha would be 1 or
          * the state is rewritten against the stale m, an exact identity). */
@@ -889,8 +880,6 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     pipe.lane = lane;
     pipe.wrow0 = warp * 16;
     pipe.stages = ST;
-    pipe.l2_128 = p.l2_prefetch & 1;
-    pipe.rows4 = (p.l2_prefetch & 2) != 0;
     const int ntiles = (int)((pipe.walk.n + tc::kKeys - 1) / tc::kKeys);
     pipe.prologue(ntiles);
 
@@ -913,7 +902,6 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
         o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const float sc = p.sm_scale * kLog2e;
-    const bool lazy = p.lazy_rescale != 0;
 
     int st = 0, sn = ST - 1; /* stages of tile t and of tile t + ST - 1 */
     for (int t = 0; t < ntiles; t++) {
@@ -924,8 +912,7 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
         uint32_t pa[4];
         tc::qk_tile<D, KV, QLO>(s, qa, qh, ql, kt, lane, qrow, krow);
         tc::softmax_update<C::NB, KV>(
-            s, m, l, o, pa, sc, (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2, pipe.walk.n,
-            lazy);
+            s, m, l, o, pa, sc, (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2, pipe.walk.n);
         tc::pv_tile<D, KV>(o, pa, vt, lane, vrow);
         pipe.release(t, st, ntiles);
         st = st + 1 == ST ? 0 : st + 1;
@@ -991,7 +978,7 @@ struct producer_entry {
     attn_dtype kv;
     bool tc, pre, qlo; /* tensor cores; row prefetch and q hi+lo (tc only) */
     kernel_fn fn;
-    const char *symbol; /* the demangled name, without return type and parameters */
+    const char *symbol;              /* the demangled name, without return type and parameters */
     uint32_t (*tc_smem)(int stages); /* the tensor-core producer's shared memory */
     int tc_stages, tc_max_stages;    /* its default and deepest pipeline */
 };
@@ -1088,8 +1075,7 @@ int stages_of(const producer_entry *e, uint32_t stages)
 
 /* Block shape, grid.z and shared memory of a producer for group size g
  * (tensor cores: `stages` deep, already checked by stages_of). */
-void producer_shape(const producer_entry *e, uint32_t group, int stages,
-                    attn_cuda_launch_shape *s)
+void producer_shape(const producer_entry *e, uint32_t group, int stages, attn_cuda_launch_shape *s)
 {
     if (e->tc) {
         s->bdx = tc::kThreads;

@@ -78,8 +78,6 @@ typedef struct attn_cuda_decode_params {
      * fewer stages take less shared memory, so more CTAs are resident
      * (attn_cuda_decode_occupancy_stages).  Out of range: ATTN_E_SHAPE. */
     uint32_t stages;
-    int l2_prefetch;  /* EXPERIMENT: K/V copies with the L2::128B prefetch size */
-    int lazy_rescale; /* EXPERIMENT: skip the O rescale while no row max grows by > 2^8 */
 } attn_cuda_decode_params;
 
 /* Threads per producer CTA and the group heads one CTA serves. */

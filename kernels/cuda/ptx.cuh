@@ -42,15 +42,6 @@ __device__ __forceinline__ void cp_async_cg_zfill(void *smem, const void *gmem, 
                  "l"(gmem), "r"(n));
 }
 
-/* cp_async_cg_zfill with the L2::128B prefetch size: the L2 fetches the
- * whole 128-byte line on the first sector's miss. */
-__device__ __forceinline__ void cp_async_cg_zfill_l2_128(void *smem, const void *gmem, bool pred)
-{
-    const int n = pred ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
-                 "l"(gmem), "r"(n));
-}
-
 /* The same, cached in L1 too (.ca: data a CTA reads more than once). */
 __device__ __forceinline__ void cp_async_ca_zfill(void *smem, const void *gmem, bool pred)
 {
