@@ -331,6 +331,10 @@ static const gpu_case k_cases[] = {
      ATTN_MASK_CAUSAL, ATTN_SPLIT_FIXED, 8, true, 0.f},
     {"fixed-splits-window", 5, 1, 3000, 0, 16, 2, 64, 64, ATTN_FP16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_WINDOW, ATTN_SPLIT_FIXED, 7, false, 0.f},
+    /* 40 x 8 units fill 264 slots: the FI wave model splits the long requests
+     * (added after the 2026-12-01 device run; not yet run on a device) */
+    {"wave-split-ragged", 40, 1, 16384, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_FI, 0, false, 0.f},
     {"ramp-scores-lazy-rescale", 6, 500, 8000, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false, 6.f},
     {"ramp-scores-fp16-d64", 4, 500, 6000, 0, 16, 4, 64, 32, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
