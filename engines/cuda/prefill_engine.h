@@ -49,9 +49,14 @@ typedef struct attn_cuda_prefill_tuning {
 } attn_cuda_prefill_tuning;
 
 /* The engine's ops table (name "cuda_prefill", platform CUDA, phases
- * prefill, append and decode, schedules partition and unified).  The
- * config's device is the CUDA ordinal; its tuning, when not NULL, an
- * attn_cuda_prefill_tuning. */
+ * prefill, append and decode, schedules partition and unified).  A batch
+ * with decode rows next to prefill/append rows runs as asked: unified (one
+ * launch of the prefill kernel over every row), partition (the prefill
+ * kernel over the prefill/append rows, then the decode kernels of
+ * engines/cuda/decode_plan.h over the decode rows, one stream), or auto
+ * (the cheaper by planner/mixed_cost.h; the plan's schedule_why gives both
+ * estimates).  overlap is refused.  The config's device is the CUDA
+ * ordinal; its tuning, when not NULL, an attn_cuda_prefill_tuning. */
 const attn_engine_ops *attn_cuda_prefill_engine_ops(void);
 
 /* Replace the tuning of an instance made from attn_cuda_prefill_engine_ops()
@@ -62,7 +67,9 @@ void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill
  * device (a CUDA pool; compute capability 9.0 when `dev` is known), q in
  * the K/V dtype, K/V dtype bf16 or fp16, each head dimension, the head ratio, page size, the
  * requested schedule against the batch's phases, graph mode (not
- * supported), the state ABI and the kernel's index limits.  `dev` NULL: the device is not known (no
+ * supported), the state ABI and the kernel's index limits; partition on a
+ * batch whose decode rows the decode kernels cannot take (a per-cell mask,
+ * a page size they do not walk) and overlap are refused on policy.schedule.  `dev` NULL: the device is not known (no
  * capability check).  Pure host code. */
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
                              const attn_cuda_device_facts *dev, attn_admission *out);
