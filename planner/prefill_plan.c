@@ -185,7 +185,7 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
     uint64_t ctas = (uint64_t)nm * in->num_kv_heads;
     if (in->fixed_splits)
         splits = in->fixed_splits;
-    else if (in->num_sms && ctas < in->num_sms)
+    else if (in->num_sms && ctas > 0 && ctas < in->num_sms) /* ctas 0: every request skipped */
         splits = (uint32_t)((in->num_sms + ctas - 1) / ctas);
     uint64_t num_items = 0;
     for (uint32_t i = 0; i < nm; i++) {

@@ -88,13 +88,13 @@ static bool one_phase(uint32_t phases)
     return phases != 0 && (phases & (phases - 1)) == 0;
 }
 
-/* Whether partition sends rows to two kernels: decode rows next to
- * prefill or append rows (prefill and append share the prefill kernel, so
- * a batch of only those is one launch family either way). */
-static bool splits_phases(uint32_t phases)
+/* Whether the batch has decode rows the schedule may give to the decode
+ * kernels: a mixed batch, or a pure-decode one the registry handed to this
+ * engine (partition and auto then run the decode kernels, not decode rows
+ * padded into prefill m tiles; issue 12's M4). */
+static bool has_decode(uint32_t phases)
 {
-    const uint32_t dec = 1u << ATTN_PHASE_DECODE;
-    return (phases & dec) != 0 && (phases & ~dec) != 0;
+    return (phases & (1u << ATTN_PHASE_DECODE)) != 0;
 }
 
 /* Why the decode kernels cannot take the decode rows of this batch, or
@@ -128,7 +128,7 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
     /* seed 0x08G: a schedule runs as asked or is refused, never relabelled */
     const uint32_t phases = manifest_phases(m);
     const char *dec_why = decode_rows_refusal(m, g);
-    if (m->policy.schedule == ATTN_SCHED_PARTITION && splits_phases(phases) && dec_why != NULL)
+    if (m->policy.schedule == ATTN_SCHED_PARTITION && has_decode(phases) && dec_why != NULL)
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
                    "schedule partition puts the decode rows on the decode kernels: %s", dec_why);
     if (m->policy.schedule == ATTN_SCHED_OVERLAP)
@@ -318,9 +318,13 @@ static int build_image(const attn_manifest *m, const attn_pool_geometry *g,
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for %zu metadata bytes", o);
     char *hm = pp->host_meta;
     memcpy(hm + pp->off_reqs, tp->reqs, sizeof *tp->reqs * B);
-    memcpy(hm + pp->off_items, tp->items, sizeof *tp->items * tp->num_items);
-    memcpy(hm + pp->off_tiles, tp->tiles, sizeof *tp->tiles * tp->num_tiles);
-    memcpy(hm + pp->off_merges, tp->merges, sizeof *tp->merges * tp->num_merges);
+    /* a plan that leaves every row to the decode kernels has no tiles */
+    if (tp->num_items)
+        memcpy(hm + pp->off_items, tp->items, sizeof *tp->items * tp->num_items);
+    if (tp->num_tiles)
+        memcpy(hm + pp->off_tiles, tp->tiles, sizeof *tp->tiles * tp->num_tiles);
+    if (tp->num_merges)
+        memcpy(hm + pp->off_merges, tp->merges, sizeof *tp->merges * tp->num_merges);
     if (pp->host_mask.arena_bytes)
         memcpy(hm + pp->off_arena, pp->host_mask.arena, pp->host_mask.arena_bytes);
     const void *src[3] = {
@@ -534,15 +538,17 @@ static int plan_decode_rows(const attn_manifest *m, const attn_pool_geometry *g,
     return rv;
 }
 
-/* The schedule a two-kernel batch runs (decode rows next to prefill or
- * append rows): as asked, or auto's pick from the cost model over both
- * candidate tile plans.  Leaves in *tp the tile plan the run uses. */
+/* The schedule a batch with decode rows runs: as asked, or auto's pick
+ * from the cost model over both candidate tile plans.  Leaves in *tp the
+ * tile plan the run uses (empty when partition leaves it no rows). */
 static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, prefill_priv *pp,
                            const attn_cuda_device_facts *dev, const int64_t *T, const int64_t *C,
                            const uint8_t *mark, attn_prefill_plan *tp, attn_engine_plan *out,
                            attn_error_detail *err)
 {
     const char *dec_why = decode_rows_refusal(m, g);
+    if (dec_why == NULL && (dev->ctas_per_sm == 0 || dev->sm_count == 0))
+        dec_why = "the decode producer has no measured occupancy on this device";
     uint32_t nd = 0;
     for (uint32_t b = 0; b < m->num_requests; b++)
         nd += mark[b] != 0;
@@ -660,7 +666,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     }
     const bool fixed = m->policy.splits > 0;
     const uint32_t phases = manifest_phases(m);
-    if (splits_phases(phases)) {
+    if (has_decode(phases)) {
         if ((rv = choose_schedule(m, g, pp, dev, T, C, mark, &tp, out, err)) != 0)
             goto fail;
     } else {
@@ -668,7 +674,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         if ((rv = tile_plan(m, g, pp, dev, T, C, NULL, &tp, err)) != 0)
             goto fail;
     }
-    if (out->schedule == ATTN_SCHED_PARTITION && splits_phases(phases) &&
+    if (out->schedule == ATTN_SCHED_PARTITION && has_decode(phases) &&
         (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
         goto fail;
     pp->total_q = (uint32_t)m->qo_indptr[B];

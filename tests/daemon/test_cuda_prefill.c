@@ -428,6 +428,22 @@ static void test_partition_plan_host(void **state)
     attn_cuda_prefill_plan_host_free(&u);
     attn_rb_free(&rb);
 
+    /* a pure-decode batch under partition: the decode kernels alone, the
+     * prefill kernel gets no work */
+    const int64_t Td[3] = {100, 2000, 17}, Cd[3] = {1, 1, 1};
+    make_batch(&rb, 3, Td, Cd, ATTN_MASK_CAUSAL, 128, 33);
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);
+    assert_int_equal(pt.schedule, ATTN_SCHED_PARTITION);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+    assert_int_equal(ip.num_items, 0);
+    assert_int_equal(ip.num_tiles, 0);
+    assert_int_equal(ip.total_q, 3);
+    assert_true(pt.split.num_items > 0); /* the decode producers */
+    attn_cuda_prefill_plan_host_free(&pt);
+    attn_rb_free(&rb);
+
     /* a dense mask: the decode kernels cannot apply it */
     make_batch(&rb, 4, T, C, ATTN_MASK_DENSE, 128, 32);
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;

@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "attn/names.h"
 #include "engines/cpu/engine.h"
 #include "engines/cuda/cuda_engine.h"
 #include "engines/cuda/prefill_engine.h"
@@ -78,6 +79,15 @@ static const pe_case k_cases[] = {
      ATTN_MASK_DENSE},
     {"decode-only-none", 5, D, 4000, 1, 8, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_NONE},
+    /* issue 12: mixed batches under every schedule, page sizes 1, 16, 64 */
+    {"mixed-p1-causal", 5, P | A | D, 700, 150, 16, 4, 128, 1, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL},
+    {"mixed-many-decodes", 48, A | D, 2000, 16, 16, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL},
+    {"mixed-p64-none-dense", 9, P | D, 2500, 300, 16, 4, 128, 64, ATTN_FP16, ATTN_NHD,
+     ATTN_KV_DENSE, ATTN_MASK_NONE},
+    {"mixed-flashmask", 4, P | A | D, 600, 200, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_FLASHMASK},
 };
 
 static int64_t row_elem(const attn_rb *rb, uint32_t b, int64_t t, uint32_t h, uint32_t d)
@@ -185,16 +195,26 @@ static void pool_down(dev_pool *p)
     free(p->all);
 }
 
-static void run_case(const pe_case *pc, uint64_t seed)
+static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sched)
 {
     attn_rb rb;
     draw(pc, seed, &rb);
+    rb.m.policy.schedule = sched;
     dev_pool dp;
     pool_up(&dp, &rb);
     attn_error_detail err;
     memset(&err, 0, sizeof err);
     attn_admission adm;
     attn_cuda_prefill_admit(&rb.m, &dp.g, NULL, &adm);
+    if (!adm.admitted && sched == ATTN_SCHED_PARTITION) {
+        /* a mask the decode kernels cannot apply: refused, with the field */
+        assert_string_equal(adm.reasons[0].field, "policy.schedule");
+        printf("  %-24s seed=%llu sched=partition refused: %s\n", pc->name,
+               (unsigned long long)seed, adm.reasons[0].text);
+        pool_down(&dp);
+        attn_rb_free(&rb);
+        return;
+    }
     if (!adm.admitted)
         fprintf(stderr, "rejected: %s\n", adm.reasons[0].text);
     assert_true(adm.admitted);
@@ -244,7 +264,24 @@ static void run_case(const pe_case *pc, uint64_t seed)
     assert_int_equal(g_eng->count.plans, plans0 + 1); /* planned once, ran twice */
     assert_string_equal(rep.timing_method, "cuda_events");
     assert_true(rep.num_kernels >= 2);
-    assert_non_null(strstr(rep.kernels[1].symbol, "attn_prefill_attend"));
+    /* the prefill kernel ran when its plan has work (partition of a
+     * pure-decode batch leaves it none) */
+    if (info.num_items)
+        assert_non_null(strstr(rep.kernels[1].symbol, "attn_prefill_attend"));
+    if (sched != ATTN_SCHED_AUTO && ep->schedule != sched)
+        fail_msg("asked %d, ran %d", (int)sched, (int)ep->schedule);
+    /* partition of a batch with decode and prefill/append rows: the decode
+     * producer ran too */
+    bool decode_kernel = false;
+    for (uint32_t i = 0; i < rep.num_kernels; i++)
+        decode_kernel |= strstr(rep.kernels[i].symbol, "decode") != NULL;
+    uint32_t nd = 0;
+    for (uint32_t b = 0; b < rb.m.num_requests; b++)
+        nd += rb.m.requests[b].cache_len > 0 && rb.m.requests[b].new_len == 1;
+    if (ep->schedule == ATTN_SCHED_PARTITION && nd > 0)
+        assert_true(decode_kernel);
+    if (ep->schedule == ATTN_SCHED_UNIFIED)
+        assert_false(decode_kernel);
 
     attn_cpu_call cc = {.m = &rb.m,
                         .g = &rb.g,
@@ -280,14 +317,16 @@ static void run_case(const pe_case *pc, uint64_t seed)
     const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     const attn_prefill_ledger *lg = &ep->tiles.ledger;
     printf("  %-24s seed=%llu B=%u g=%u d=%u P=%u %s %s %s abi=%s splits=%u items=%u parts=%u "
-           "sched=%d tiles(s/f/p)=%llu/%llu/%llu %.1f us rel=%.2e lse=%.2e nan=%zu infmis=%zu %s\n",
+           "sched=%s->%d tiles(s/f/p)=%llu/%llu/%llu %.1f us rel=%.2e lse=%.2e nan=%zu infmis=%zu "
+           "%s\n",
            pc->name, (unsigned long long)seed, pc->B, pc->hq / pc->hkv, pc->d, pc->page,
            attn_dtype_name(pc->kv), pc->layout == ATTN_HND ? "HND" : "NHD",
            pc->format == ATTN_KV_CSR ? "csr" : "dense",
            rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o", rb.m.policy.splits,
-           info.num_items, info.num_parts, (int)ep->schedule, (unsigned long long)lg->skip_tiles,
-           (unsigned long long)lg->full_tiles, (unsigned long long)lg->partial_tiles, rep.engine_us,
-           rel, lse_err, nan, inf_mismatch, commit ? "commit" : "no-commit");
+           info.num_items, info.num_parts, attn_schedule_policy_name(sched), (int)ep->schedule,
+           (unsigned long long)lg->skip_tiles, (unsigned long long)lg->full_tiles,
+           (unsigned long long)lg->partial_tiles, rep.engine_us, rel, lse_err, nan, inf_mismatch,
+           commit ? "commit" : "no-commit");
     fflush(stdout);
     g_worst_rel = rel > g_worst_rel ? rel : g_worst_rel;
     g_worst_lse = lse_err > g_worst_lse ? lse_err : g_worst_lse;
@@ -330,9 +369,17 @@ static void test_random_sweep(void **state)
     (void)state;
     const size_t n = sizeof k_cases / sizeof k_cases[0];
     const int rounds = g_quick ? 1 : 2;
+    const attn_schedule_policy scheds[3] = {ATTN_SCHED_UNIFIED, ATTN_SCHED_PARTITION,
+                                            ATTN_SCHED_AUTO};
     for (int r = 0; r < rounds; r++)
-        for (size_t i = 0; i < n; i++)
-            run_case(&k_cases[i], g_seed + 1000u * (uint64_t)r + i);
+        for (size_t i = 0; i < n; i++) {
+            /* a case with decode rows runs under every schedule on the
+             * same draw (issue 12); the others as before */
+            const bool mixes = (k_cases[i].phases & D) != 0;
+            for (int s = 0; s < (mixes ? 3 : 1); s++)
+                run_case(&k_cases[i], g_seed + 1000u * (uint64_t)r + i,
+                         mixes ? scheds[s] : ATTN_SCHED_AUTO);
+        }
     printf("  worst rel L2 %.3e, worst |LSE err| %.3e\n", g_worst_rel, g_worst_lse);
 }
 
