@@ -4,15 +4,19 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Measured on an H200 (132 SMs) on 2026-12-01: provisional values from the
- * prefill and decode benchmarks of bench/results (prefill d128 causal
- * ~620 TFLOP/s = 1.8 us per 128x128x128 tile per SM; decode ~3.9 TB/s of
- * K/V), replaced by the fit of bench/gpu/bench_mixed.py where it ran
- * (bench/results/mixed-h200-2026-12-01.md). */
+/* Calibrated on a lent H200 (132 SMs, driver 580.159.04) on 2026-12-01 at
+ * 11:29 UTC from bench/gpu/bench_mixed.py (bench/results/
+ * mixed-h200-2026-12-01.json): the prefill kernel ran 3.24-3.44 us per
+ * executed 128 x 128 x d128 tile per SM in every batch (M4 prefill-only
+ * 66560 tiles in 1.618 ms; unified M1/M2/M3/M5/M4-decode 3.27/3.41/3.24/
+ * 3.40/3.44), so 3.25; the decode kernels read the decode rows' K/V at
+ * 3.8 TB/s (M4 decode-only: 2148 MB in 0.578 ms, append included).  With
+ * these the model is within 10 % of every measured strategy and picks the
+ * measured best (partition) on M1-M5 (tests/unit/test_mixed_cost.c). */
 static const attn_mixed_cost_consts k_h200 = {
-    .tile_us = 1.8,
+    .tile_us = 3.25,
     .launch_us = 4.0,
-    .decode_gbps = 3900.0,
+    .decode_gbps = 3800.0,
     .decode_fixed_us = 8.0,
 };
 

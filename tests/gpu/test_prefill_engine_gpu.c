@@ -32,6 +32,7 @@
 #include "engines/cuda/prefill_engine.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
+#include "kernels/cuda/decode_launch.h"
 #include "planner/engine.h"
 #include "tests/lib/random_batch.h"
 
@@ -270,11 +271,13 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
         assert_non_null(strstr(rep.kernels[1].symbol, "attn_prefill_attend"));
     if (sched != ATTN_SCHED_AUTO && ep->schedule != sched)
         fail_msg("asked %d, ran %d", (int)sched, (int)ep->schedule);
-    /* partition of a batch with decode and prefill/append rows: the decode
-     * producer ran too */
+    /* partition of a batch with decode rows: the decode producer ran too
+     * (a kernel that is neither the append, always first, nor a prefill
+     * kernel; the append's own symbol lives in the decode namespace) */
     bool decode_kernel = false;
     for (uint32_t i = 0; i < rep.num_kernels; i++)
-        decode_kernel |= strstr(rep.kernels[i].symbol, "decode") != NULL;
+        decode_kernel |= strcmp(rep.kernels[i].symbol, attn_cuda_append_symbol()) != 0 &&
+                         strstr(rep.kernels[i].symbol, "attn_prefill") == NULL;
     uint32_t nd = 0;
     for (uint32_t b = 0; b < rb.m.num_requests; b++)
         nd += rb.m.requests[b].cache_len > 0 && rb.m.requests[b].new_len == 1;

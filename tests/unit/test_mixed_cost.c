@@ -86,11 +86,51 @@ static void test_partition_not_admitted_and_ties(void **state)
     assert_true(h->tile_us > 0 && h->decode_gbps > 0 && h->launch_us >= 0);
 }
 
+/* The H200 calibration reproduces the device run of 2026-12-01 (bench/
+ * results/mixed-h200-2026-12-01.json): the counts each plan reported, the
+ * measured milliseconds of both strategies; the model must pick the
+ * measured best and stay within 10 % of each measured time. */
+static void test_h200_calibration_reproduces_the_run(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *batch;
+        uint64_t unified_tiles, prefill_tiles, decode_mb_x10;
+        uint32_t decodes;
+        double unified_ms, partition_ms;
+    } k_run[] = {
+        {"M1", 92672, 57856, 21485, 256, 2.2929, 1.9963},
+        {"M2", 50176, 16896, 21477, 64, 1.2959, 1.0666},
+        {"M3", 90080, 20544, 45241, 128, 2.2132, 1.8826},
+        {"M5", 50688, 16896, 21480, 128, 1.3063, 1.0596},
+        {"M4_decode", 33792, 0, 21480, 128, 0.8820, 0.5780},
+    };
+    for (size_t i = 0; i < sizeof k_run / sizeof k_run[0]; i++) {
+        attn_mixed_cost_in in = {.unified_tiles = k_run[i].unified_tiles,
+                                 .prefill_tiles = k_run[i].prefill_tiles,
+                                 .decode_kv_bytes = k_run[i].decode_mb_x10 * 100000ull,
+                                 .decode_requests = k_run[i].decodes,
+                                 .num_sms = 132,
+                                 .head_dim = 128,
+                                 .tile_n = 128};
+        attn_mixed_cost c;
+        attn_mixed_cost_estimate(&in, attn_mixed_cost_h200(), 1, &c);
+        const double eu = c.unified_us / 1e3 / k_run[i].unified_ms;
+        const double ep = c.partition_us / 1e3 / k_run[i].partition_ms;
+        printf("  %-10s unified est/meas %.3f  partition est/meas %.3f  pick %s\n",
+               k_run[i].batch, eu, ep, c.pick == ATTN_SCHED_PARTITION ? "partition" : "unified");
+        assert_int_equal(c.pick, ATTN_SCHED_PARTITION);
+        assert_true(eu > 0.9 && eu < 1.1);
+        assert_true(ep > 0.9 && ep < 1.1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_estimates_follow_the_work),
         cmocka_unit_test(test_partition_not_admitted_and_ties),
+        cmocka_unit_test(test_h200_calibration_reproduces_the_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
