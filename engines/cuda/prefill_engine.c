@@ -98,9 +98,11 @@ static bool has_decode(uint32_t phases)
 }
 
 /* Why the decode kernels cannot take the decode rows of this batch, or
- * NULL: they apply length masks only and walk power-of-two pages
- * (cuda_engine.h's admission, restated for the rows partition gives them). */
-static const char *decode_rows_refusal(const attn_manifest *m, const attn_pool_geometry *g)
+ * NULL: they apply length masks only, walk power-of-two pages
+ * (cuda_engine.h's admission, restated for the rows partition gives them)
+ * and need the producer's measured occupancy (`dev` NULL: not known yet). */
+static const char *decode_rows_refusal(const attn_manifest *m, const attn_pool_geometry *g,
+                                       const attn_cuda_device_facts *dev)
 {
     const uint32_t lengths =
         ATTN_MASK_NEED_CAUSAL | ATTN_MASK_NEED_NONE | ATTN_MASK_NEED_WINDOW | ATTN_MASK_NEED_SINK;
@@ -109,6 +111,8 @@ static const char *decode_rows_refusal(const attn_manifest *m, const attn_pool_g
     if (g != NULL &&
         (g->page_size == 0 || (g->page_size & (g->page_size - 1)) != 0 || g->page_size > 1024))
         return "the decode kernels need a power-of-two page_size <= 1024";
+    if (dev != NULL && (dev->ctas_per_sm == 0 || dev->sm_count == 0))
+        return "the decode producer has no measured occupancy on this device";
     return NULL;
 }
 
@@ -127,8 +131,11 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
                    dev->device, dev->cc_major, dev->cc_minor);
     /* seed 0x08G: a schedule runs as asked or is refused, never relabelled */
     const uint32_t phases = manifest_phases(m);
-    const char *dec_why = decode_rows_refusal(m, g);
-    if (m->policy.schedule == ATTN_SCHED_PARTITION && has_decode(phases) && dec_why != NULL)
+    /* a pure-decode batch the decode kernels cannot take stays one launch
+     * of the prefill kernel; a mixed one cannot be partitioned */
+    const char *dec_why = decode_rows_refusal(m, g, NULL);
+    if (m->policy.schedule == ATTN_SCHED_PARTITION && has_decode(phases) && !one_phase(phases) &&
+        dec_why != NULL)
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
                    "schedule partition puts the decode rows on the decode kernels: %s", dec_why);
     if (m->policy.schedule == ATTN_SCHED_OVERLAP)
@@ -546,9 +553,7 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
                            const uint8_t *mark, attn_prefill_plan *tp, attn_engine_plan *out,
                            attn_error_detail *err)
 {
-    const char *dec_why = decode_rows_refusal(m, g);
-    if (dec_why == NULL && (dev->ctas_per_sm == 0 || dev->sm_count == 0))
-        dec_why = "the decode producer has no measured occupancy on this device";
+    const char *dec_why = decode_rows_refusal(m, g, dev);
     uint32_t nd = 0;
     for (uint32_t b = 0; b < m->num_requests; b++)
         nd += mark[b] != 0;
@@ -603,7 +608,8 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
     return 0;
 }
 
-/* A single-kernel batch: one launch of the prefill kernel, whatever the
+/* A single-kernel batch (no decode rows, or only decode rows the decode
+ * kernels cannot take): one launch of the prefill kernel, whatever the
  * label (every row of it belongs to that kernel). */
 static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn_engine_plan *out)
 {
@@ -666,7 +672,11 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     }
     const bool fixed = m->policy.splits > 0;
     const uint32_t phases = manifest_phases(m);
-    if (has_decode(phases)) {
+    /* decode rows the schedule may send to the decode kernels: a mixed
+     * batch, or a pure-decode one they can take */
+    const bool two_kernels =
+        has_decode(phases) && (!one_phase(phases) || decode_rows_refusal(m, g, dev) == NULL);
+    if (two_kernels) {
         if ((rv = choose_schedule(m, g, pp, dev, T, C, mark, &tp, out, err)) != 0)
             goto fail;
     } else {
@@ -674,7 +684,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         if ((rv = tile_plan(m, g, pp, dev, T, C, NULL, &tp, err)) != 0)
             goto fail;
     }
-    if (out->schedule == ATTN_SCHED_PARTITION && has_decode(phases) &&
+    if (out->schedule == ATTN_SCHED_PARTITION && two_kernels &&
         (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
         goto fail;
     pp->total_q = (uint32_t)m->qo_indptr[B];

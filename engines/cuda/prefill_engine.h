@@ -65,12 +65,12 @@ void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill
 
 /* Fill `out` with every reason the prefill kernel cannot run the call:
  * device (a CUDA pool; compute capability 9.0 when `dev` is known), q in
- * the K/V dtype, K/V dtype bf16 or fp16, each head dimension, the head ratio, page size, the
- * requested schedule against the batch's phases, graph mode (not
- * supported), the state ABI and the kernel's index limits; partition on a
- * batch whose decode rows the decode kernels cannot take (a per-cell mask,
- * a page size they do not walk) and overlap are refused on policy.schedule.  `dev` NULL: the device is not known (no
- * capability check).  Pure host code. */
+ * the K/V dtype, K/V dtype bf16 or fp16, each head dimension, the head
+ * ratio, page size, graph mode (not supported), the state ABI and the
+ * kernel's index limits; on policy.schedule: partition of a mixed batch
+ * whose decode rows the decode kernels cannot take (a per-cell mask, a page
+ * size they do not walk), and overlap on any batch.  `dev` NULL: the device
+ * is not known (no capability check).  Pure host code. */
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
                              const attn_cuda_device_facts *dev, attn_admission *out);
 

@@ -455,7 +455,23 @@ static void test_partition_plan_host(void **state)
                      ATTN_E_BACKEND_REJECTED);
     assert_string_equal(err.field, "policy.schedule");
     assert_null(pt.priv);
-    /* auto on it: unified, and the why says partition was not admitted */
+    /* the same mask on a pure-decode batch: partition stays one launch of
+     * the prefill kernel (every row belongs to it), no decode sub-plan */
+    attn_rb rd;
+    make_batch(&rd, 3, Td, Cd, ATTN_MASK_DENSE, 128, 34);
+    rd.m.policy.schedule = ATTN_SCHED_PARTITION;
+    attn_cuda_prefill_admit(&rd.m, &rd.g, &k_h200, &a);
+    assert_true(a.admitted);
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rd.m, &rd.g, &k_h200, NULL, &pt, &err), 0);
+    assert_int_equal(pt.schedule, ATTN_SCHED_PARTITION);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+    assert_true(ip.num_items >= 3); /* at least one m tile per decode row */
+    assert_int_equal(pt.split.num_items, ip.num_items);
+    attn_cuda_prefill_plan_host_free(&pt);
+    attn_rb_free(&rd);
+    /* auto on the mixed dense batch: unified, and the why says partition
+     * was not admitted */
     rb.m.policy.schedule = ATTN_SCHED_AUTO;
     memset(&pt, 0, sizeof pt);
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);

@@ -117,8 +117,8 @@ static void test_h200_calibration_reproduces_the_run(void **state)
         attn_mixed_cost_estimate(&in, attn_mixed_cost_h200(), 1, &c);
         const double eu = c.unified_us / 1e3 / k_run[i].unified_ms;
         const double ep = c.partition_us / 1e3 / k_run[i].partition_ms;
-        printf("  %-10s unified est/meas %.3f  partition est/meas %.3f  pick %s\n",
-               k_run[i].batch, eu, ep, c.pick == ATTN_SCHED_PARTITION ? "partition" : "unified");
+        printf("  %-10s unified est/meas %.3f  partition est/meas %.3f  pick %s\n", k_run[i].batch,
+               eu, ep, c.pick == ATTN_SCHED_PARTITION ? "partition" : "unified");
         assert_int_equal(c.pick, ATTN_SCHED_PARTITION);
         assert_true(eu > 0.9 && eu < 1.1);
         assert_true(ep > 0.9 && ep < 1.1);
