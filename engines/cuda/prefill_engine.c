@@ -227,6 +227,11 @@ typedef struct prefill_priv {
     bool partitioned;
     attn_engine_plan dec;
     uint64_t dec_state0;
+    /* how the two families run (planner/mixed_cost.h): SERIAL on one
+     * stream, or forked onto the instance's second stream in that launch
+     * order, the prefill grid capped at prefill_ctas (0: one CTA per SM) */
+    attn_mixed_order order;
+    uint32_t prefill_ctas;
 } prefill_priv;
 
 static size_t align256(size_t x)
@@ -545,6 +550,53 @@ static int plan_decode_rows(const attn_manifest *m, const attn_pool_geometry *g,
     return rv;
 }
 
+/* What the cost model reads from the candidate tile plans (all NULL: the
+ * unified candidate is not estimated). */
+static attn_mixed_cost_in cost_in(const attn_manifest *m, const attn_pool_geometry *g,
+                                  const prefill_priv *pp, const attn_cuda_device_facts *dev,
+                                  const uint8_t *mark, uint32_t nd, const attn_prefill_plan *all,
+                                  const attn_prefill_plan *part)
+{
+    attn_mixed_cost_in ci = {
+        .unified_tiles = all ? all->ledger.full_tiles + all->ledger.partial_tiles : 0,
+        .unified_longest = all ? longest_item(all) : 0,
+        .prefill_tiles = part->ledger.full_tiles + part->ledger.partial_tiles,
+        .prefill_longest = longest_item(part),
+        .decode_kv_bytes = marked_kv_bytes(m, g, &pp->host_mask, mark),
+        .decode_requests = nd,
+        .num_sms = dev->sm_count,
+        .head_dim = g->head_dim_qk,
+        .tile_n = part->tile_n ? part->tile_n : pp->tile_n,
+        .streams = pp->tuning.streams,
+    };
+    if (ci.unified_tiles < ci.prefill_tiles)
+        ci.unified_tiles = ci.prefill_tiles; /* keeps the why's tile difference >= 0 */
+    return ci;
+}
+
+/* Keep the cost model's stream variant for partition in the plan and say
+ * it in the why after its first n characters: the variant, both
+ * estimates, and the instance setting it came from. */
+static void keep_streams(prefill_priv *pp, const attn_mixed_cost *mc, attn_engine_plan *out, int n)
+{
+    pp->order = mc->order;
+    pp->prefill_ctas = mc->prefill_ctas;
+    if (n < 0 || (size_t)n >= sizeof out->schedule_why)
+        return;
+    if (strstr(out->schedule_why, "forked") != NULL) /* auto's why has the estimates */
+        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n,
+                 " (ATTN_MIXED_STREAMS=%s, prefill grid %u CTAs)",
+                 attn_mixed_order_name(pp->tuning.streams.order), mc->prefill_ctas);
+    else if (mc->concurrent_us < 0)
+        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n, "; serial");
+    else
+        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n,
+                 "; %s (ATTN_MIXED_STREAMS=%s, prefill grid %u CTAs): serial est. %.0f us, "
+                 "forked %.0f us",
+                 attn_mixed_order_name(mc->order), attn_mixed_order_name(pp->tuning.streams.order),
+                 mc->prefill_ctas, mc->serial_us, mc->concurrent_us);
+}
+
 /* The schedule a batch with decode rows runs: as asked, or auto's pick
  * from the cost model over both candidate tile plans.  Leaves in *tp the
  * tile plan the run uses (empty when partition leaves it no rows). */
@@ -565,14 +617,24 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
     if (asked == ATTN_SCHED_OVERLAP)
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
                               "schedule overlap is not implemented by cuda_prefill");
-    if (asked == ATTN_SCHED_PARTITION || asked == ATTN_SCHED_UNIFIED) {
+    if (asked == ATTN_SCHED_UNIFIED) {
         out->schedule = asked;
         snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
-                 asked == ATTN_SCHED_UNIFIED
-                     ? "every row, decode rows included, in one launch of the prefill kernel"
-                     : "prefill/append rows on the prefill kernel, decode rows on the decode "
-                       "kernels");
-        return tile_plan(m, g, pp, dev, T, C, asked == ATTN_SCHED_PARTITION ? mark : NULL, tp, err);
+                 "every row, decode rows included, in one launch of the prefill kernel");
+        return tile_plan(m, g, pp, dev, T, C, NULL, tp, err);
+    }
+    if (asked == ATTN_SCHED_PARTITION) {
+        if ((rv = tile_plan(m, g, pp, dev, T, C, mark, tp, err)) != 0)
+            return rv;
+        attn_mixed_cost_in ci = cost_in(m, g, pp, dev, mark, nd, NULL, tp);
+        attn_mixed_cost mc;
+        attn_mixed_cost_estimate(&ci, attn_mixed_cost_h200(), 1, &mc);
+        out->schedule = asked;
+        int n = snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
+                         "prefill/append rows on the prefill kernel, decode rows on the decode "
+                         "kernels");
+        keep_streams(pp, &mc, out, n);
+        return 0;
     }
     /* auto: estimate both from their tile plans, keep the cheaper */
     attn_prefill_plan all, part;
@@ -583,22 +645,13 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
         attn_prefill_plan_free(&all);
         return rv;
     }
-    attn_mixed_cost_in ci = {
-        .unified_tiles = all.ledger.full_tiles + all.ledger.partial_tiles,
-        .unified_longest = longest_item(&all),
-        .prefill_tiles = part.ledger.full_tiles + part.ledger.partial_tiles,
-        .prefill_longest = longest_item(&part),
-        .decode_kv_bytes = marked_kv_bytes(m, g, &pp->host_mask, mark),
-        .decode_requests = nd,
-        .num_sms = dev->sm_count,
-        .head_dim = g->head_dim_qk,
-        .tile_n = all.tile_n,
-    };
+    attn_mixed_cost_in ci = cost_in(m, g, pp, dev, mark, nd, &all, &part);
     attn_mixed_cost mc;
     attn_mixed_cost_estimate(&ci, attn_mixed_cost_h200(), dec_why == NULL, &mc);
     out->schedule = mc.pick;
-    snprintf(out->schedule_why, sizeof out->schedule_why, "%s", mc.why);
+    int n = snprintf(out->schedule_why, sizeof out->schedule_why, "%s", mc.why);
     if (mc.pick == ATTN_SCHED_PARTITION) {
+        keep_streams(pp, &mc, out, n);
         *tp = part;
         attn_prefill_plan_free(&all);
     } else {
@@ -647,6 +700,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     if (pp == NULL)
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the plan");
     out->priv = pp;
+    pp->order = ATTN_MIXED_ORDER_SERIAL; /* until partition's cost model says otherwise */
     if (t != NULL)
         pp->tuning = *t;
     pp->device = dev->device;
@@ -737,6 +791,9 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     pr->abi = m->policy.state_abi;
     pr->sm_scale = attn_manifest_sm_scale(m, g);
     pr->max_ctas = dev->sm_count; /* persistent grid: one CTA per SM walks the units */
+    if (pp->partitioned && pp->order != ATTN_MIXED_ORDER_SERIAL && pp->prefill_ctas != 0 &&
+        pp->prefill_ctas < dev->sm_count)
+        pr->max_ctas = pp->prefill_ctas; /* forked: leave SMs to the decode kernels */
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);
     attn_prefill_plan_free(&tp);
@@ -770,6 +827,8 @@ int attn_cuda_prefill_plan_info_get(const attn_engine_plan *p, attn_cuda_prefill
     out->num_parts = pp->num_parts;
     out->total_q = pp->total_q;
     out->meta_bytes = pp->meta_bytes;
+    out->streams = attn_mixed_order_name(pp->order);
+    out->max_ctas = pp->params.max_ctas;
 #ifdef ATTN_WITH_CUDA
     attn_cuda_prefill_symbols(&pp->params, &out->attend, &out->combine);
 #endif
@@ -820,7 +879,9 @@ typedef struct prefill_instance {
     pthread_mutex_t mu;         /* one run at a time on the stream and the buffers */
     attn_cuda_prefill_tuning tuning;
     cudaStream_t stream;
-    cudaEvent_t ev0, ev1;
+    cudaStream_t side;           /* partition forked: the decode kernels' stream */
+    cudaEvent_t ev0, ev1;        /* the engine's timing, on `stream` */
+    cudaEvent_t ev_fork, ev_join; /* side waits for the append; stream waits for side */
     void *dev_io; /* q | k_new | v_new | o | lse | saved k | saved v */
     size_t dev_io_cap;
     void *dev_ws; /* partial states */
@@ -852,6 +913,8 @@ static cudaError_t grow_dev(void **p, size_t *cap, size_t need)
     return cudaSuccess;
 }
 
+static void engine_fini(void *state);
+
 static int engine_init(const attn_engine_config *cfg, void **state, attn_error_detail *err)
 {
     int dev = cfg->device < 0 ? 0 : cfg->device, ndev = 0;
@@ -869,7 +932,10 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         (e = cudaGetDeviceProperties(&pr, dev)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&pi->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaEventCreate(&pi->ev0)) != cudaSuccess ||
-        (e = cudaEventCreate(&pi->ev1)) != cudaSuccess) {
+        (e = cudaEventCreate(&pi->ev1)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&pi->side, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&pi->ev_fork, cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&pi->ev_join, cudaEventDisableTiming)) != cudaSuccess) {
         free(pi);
         return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
     }
@@ -880,6 +946,16 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
     pi->dev.sm_count = (uint32_t)pr.multiProcessorCount;
     if (cfg->tuning != NULL)
         pi->tuning = *(const attn_cuda_prefill_tuning *)cfg->tuning;
+    /* partition's stream variant, one setting per instance so one process
+     * can measure every variant (bench/gpu/bench_mixed.py) */
+    const char *order = getenv("ATTN_MIXED_STREAMS"), *ctas = getenv("ATTN_MIXED_PREFILL_CTAS");
+    if ((order != NULL && order[0]) || (ctas != NULL && ctas[0])) {
+        int rv = attn_mixed_streams_parse(order, ctas, pi->dev.sm_count, &pi->tuning.streams, err);
+        if (rv != 0) {
+            engine_fini(pi);
+            return rv;
+        }
+    }
     *state = pi;
     return 0;
 }
@@ -893,8 +969,12 @@ static void engine_fini(void *state)
     cudaStreamSynchronize(pi->stream);
     cudaFree(pi->dev_io);
     cudaFree(pi->dev_ws);
+    cudaStreamSynchronize(pi->side);
     cudaEventDestroy(pi->ev0);
     cudaEventDestroy(pi->ev1);
+    cudaEventDestroy(pi->ev_fork);
+    cudaEventDestroy(pi->ev_join);
+    cudaStreamDestroy(pi->side);
     cudaStreamDestroy(pi->stream);
     pthread_mutex_destroy(&pi->mu);
     free(pi);
@@ -1118,15 +1198,32 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         rv = attn_error_set(err, ATTN_E_CUDA, "test", "failure injected after staging");
         goto fail;
     }
-    if ((p.num_items || p.num_merges) && (rv = attn_cuda_prefill_launch(&p, st)) != 0) {
-        rv = attn_error_set(err, rv, "", "prefill launch failed: %s",
-                            cudaGetErrorString(cudaGetLastError()));
-        goto fail;
+    const bool has_prefill = p.num_items || p.num_merges;
+    const bool forked = pp->partitioned && has_prefill && pp->order != ATTN_MIXED_ORDER_SERIAL;
+    /* forked: the decode kernels on the side stream after the append, joined
+     * before the ev1 record, so the timing and the copy back cover both */
+    cudaStream_t dst = forked ? pi->side : st;
+    if (forked) {
+        CK(cudaEventRecord(pi->ev_fork, st), "cudaEventRecord (fork)");
+        CK(cudaStreamWaitEvent(pi->side, pi->ev_fork, 0), "cudaStreamWaitEvent (fork)");
     }
-    if (pp->partitioned && (rv = attn_cuda_decode_launch(&dp, st)) != 0) {
-        rv = attn_error_set(err, rv, "", "decode launch failed: %s",
-                            cudaGetErrorString(cudaGetLastError()));
-        goto fail;
+    const bool decode_first = forked && pp->order == ATTN_MIXED_ORDER_DECODE_FIRST;
+    for (int k = 0; k < 2; k++) {
+        const bool decode_now = (k == 0) == decode_first;
+        if (!decode_now && has_prefill && (rv = attn_cuda_prefill_launch(&p, st)) != 0) {
+            rv = attn_error_set(err, rv, "", "prefill launch failed: %s",
+                                cudaGetErrorString(cudaGetLastError()));
+            goto fail;
+        }
+        if (decode_now && pp->partitioned && (rv = attn_cuda_decode_launch(&dp, dst)) != 0) {
+            rv = attn_error_set(err, rv, "", "decode launch failed: %s",
+                                cudaGetErrorString(cudaGetLastError()));
+            goto fail;
+        }
+    }
+    if (forked) {
+        CK(cudaEventRecord(pi->ev_join, pi->side), "cudaEventRecord (join)");
+        CK(cudaStreamWaitEvent(st, pi->ev_join, 0), "cudaStreamWaitEvent (join)");
     }
     CK(cudaEventRecord(pi->ev1, st), "cudaEventRecord");
     CK(cudaMemcpyAsync(io->o, dio + o_o, pp->q_bytes, cudaMemcpyDeviceToHost, st), "copy of o");
@@ -1147,15 +1244,15 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         cudaEventElapsedTime(&ms, pi->ev0, pi->ev1);
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
-        snprintf(rep->timing_scope, sizeof rep->timing_scope,
-                 pp->partitioned
-                     ? "cuda events: append, prefill attend and combine, decode producer and "
-                       "reducer kernels"
-                     : "cuda events: append, prefill attend and combine kernels");
+        snprintf(rep->timing_scope, sizeof rep->timing_scope, "%s",
+                 forked             ? "cuda events: append, fork, prefill || decode, join"
+                 : pp->partitioned ? "cuda events: append, prefill, then decode kernels"
+                                   : "cuda events: append, prefill attend and combine");
     }
     return 0;
 
 fail:
+    cudaStreamSynchronize(pi->side); /* a forked decode kernel may still read the pool */
     if (!swapped)
         cudaStreamSynchronize(st); /* no copy may still read the caller's buffers */
     if (swapped) {

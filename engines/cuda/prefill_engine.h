@@ -31,6 +31,7 @@
 #include "attn/types.h"
 #include "engines/cuda/cuda_engine.h"
 #include "planner/engine.h"
+#include "planner/mixed_cost.h"
 #include "planner/prefill_plan.h"
 
 #ifdef __cplusplus
@@ -46,6 +47,8 @@ typedef struct attn_cuda_prefill_tuning {
     int poison;             /* tests: NaN bytes in O, LSE and the workspace before every run */
     int fail_after_staging; /* tests: fail the run once the new rows are staged (the restore
                                path); the run returns ATTN_E_CUDA with field "test" */
+    attn_mixed_streams streams; /* partition's stream variant; engine init reads it from
+                                   ATTN_MIXED_STREAMS / ATTN_MIXED_PREFILL_CTAS when set */
 } attn_cuda_prefill_tuning;
 
 /* The engine's ops table (name "cuda_prefill", platform CUDA, phases
@@ -98,6 +101,8 @@ typedef struct attn_cuda_prefill_plan_info {
     uint64_t meta_bytes; /* the plan's one host-to-device transfer */
     const char *attend;  /* the attention kernel's symbol */
     const char *combine; /* the combine kernel's symbol, NULL without merges */
+    const char *streams; /* partition's variant: "serial", "decode-first" or "prefill-first" */
+    uint32_t max_ctas;   /* the prefill grid's CTAs at most (capped when forked) */
 } attn_cuda_prefill_plan_info;
 
 /* Fill `out` for a plan made by attn_cuda_prefill_plan_host (or the

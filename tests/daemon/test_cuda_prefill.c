@@ -424,7 +424,52 @@ static void test_partition_plan_host(void **state)
     assert_true(pt.split.num_splits[1] >= 1 && pt.split.num_splits[3] >= 1);
     assert_true(pt.split.num_items > ip.num_items);
     assert_true(pt.priv_bytes > sizeof(void *));
+    /* the default stream variant: serial (the uncalibrated interference
+     * gives forking no gain), the prefill grid one CTA per SM */
+    assert_string_equal(ip.streams, "serial");
+    assert_int_equal(ip.max_ctas, k_h200.sm_count);
+    assert_non_null(strstr(pt.schedule_why, "; serial (ATTN_MIXED_STREAMS=auto"));
     attn_cuda_prefill_plan_host_free(&pt);
+    /* a forced fork keeps its order and caps the prefill grid; the why
+     * names the variant and the setting */
+    static const struct {
+        attn_mixed_order order;
+        const char *name;
+    } k_forks[] = {{ATTN_MIXED_ORDER_PREFILL_FIRST, "prefill-first"},
+                   {ATTN_MIXED_ORDER_DECODE_FIRST, "decode-first"}};
+    for (int i = 0; i < 2; i++) {
+        attn_cuda_prefill_tuning tu;
+        memset(&tu, 0, sizeof tu);
+        tu.streams.order = k_forks[i].order;
+        tu.streams.prefill_ctas = 66;
+        memset(&pt, 0, sizeof pt);
+        assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &pt, &err), 0);
+        assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+        assert_string_equal(ip.streams, k_forks[i].name);
+        assert_int_equal(ip.max_ctas, 66);
+        assert_non_null(strstr(pt.schedule_why, "prefill grid 66 CTAs"));
+        assert_non_null(strstr(pt.schedule_why, k_forks[i].name));
+        attn_cuda_prefill_plan_host_free(&pt);
+    }
+    /* auto with a forced fork: when auto picks partition it keeps the fork */
+    {
+        attn_cuda_prefill_tuning tu;
+        memset(&tu, 0, sizeof tu);
+        tu.streams.order = ATTN_MIXED_ORDER_PREFILL_FIRST;
+        rb.m.policy.schedule = ATTN_SCHED_AUTO;
+        memset(&pt, 0, sizeof pt);
+        assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &pt, &err), 0);
+        assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+        if (pt.schedule == ATTN_SCHED_PARTITION) {
+            assert_string_equal(ip.streams, "prefill-first");
+            assert_non_null(strstr(pt.schedule_why, "forked"));
+        } else {
+            assert_string_equal(ip.streams, "serial");
+        }
+        assert_int_equal(ip.max_ctas, k_h200.sm_count); /* no cap asked */
+        attn_cuda_prefill_plan_host_free(&pt);
+        rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    }
     attn_cuda_prefill_plan_host_free(&u);
     attn_rb_free(&rb);
 
@@ -441,6 +486,7 @@ static void test_partition_plan_host(void **state)
     assert_int_equal(ip.num_tiles, 0);
     assert_int_equal(ip.total_q, 3);
     assert_true(pt.split.num_items > 0); /* the decode producers */
+    assert_string_equal(ip.streams, "serial"); /* nothing to fork */
     attn_cuda_prefill_plan_host_free(&pt);
     attn_rb_free(&rb);
 

@@ -13,7 +13,8 @@
 #include "planner/mixed_cost.h"
 
 static const attn_mixed_cost_consts k_unit = {
-    .tile_us = 2.0, .launch_us = 5.0, .decode_gbps = 1000.0, .decode_fixed_us = 3.0};
+    .tile_us = 2.0, .launch_us = 5.0, .decode_gbps = 1000.0, .decode_fixed_us = 3.0,
+    .interference = 1.0}; /* no gain from forking: partition serial */
 
 static attn_mixed_cost_in base_in(void)
 {
@@ -125,12 +126,100 @@ static void test_h200_calibration_reproduces_the_run(void **state)
     }
 }
 
+/* The instance setting: every order name, a CTA cap within the SMs, and
+ * a clear error naming the variable on anything else, *out untouched. */
+static void test_streams_setting_parse(void **state)
+{
+    (void)state;
+    attn_mixed_streams s = {.order = ATTN_MIXED_ORDER_SERIAL, .prefill_ctas = 7};
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(attn_mixed_streams_parse(NULL, NULL, 132, &s, &err), 0);
+    assert_int_equal(s.order, ATTN_MIXED_ORDER_AUTO);
+    assert_int_equal(s.prefill_ctas, 0);
+    static const char *const names[] = {"auto", "serial", "decode-first", "prefill-first"};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(attn_mixed_streams_parse(names[i], "96", 132, &s, &err), 0);
+        assert_int_equal(s.order, i);
+        assert_int_equal(s.prefill_ctas, 96);
+        assert_string_equal(attn_mixed_order_name(s.order), names[i]);
+    }
+    assert_string_equal(attn_mixed_order_name((attn_mixed_order)9), "?");
+    assert_int_equal(attn_mixed_streams_parse("", "132", 132, &s, &err), 0);
+    assert_int_equal(s.prefill_ctas, 132);
+    const attn_mixed_streams before = s;
+    assert_int_equal(attn_mixed_streams_parse("concurrent", NULL, 132, &s, &err), ATTN_E_RANGE);
+    assert_string_equal(err.field, "ATTN_MIXED_STREAMS");
+    static const char *const bad[] = {"133", "-1", "12x", "x", "99999999999999999999"};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(attn_mixed_streams_parse("serial", bad[i], 132, &s, &err), ATTN_E_RANGE);
+        assert_string_equal(err.field, "ATTN_MIXED_PREFILL_CTAS");
+    }
+    assert_memory_equal(&s, &before, sizeof s);
+}
+
+/* Partition's forked variant: max of the two families plus the
+ * interference share of the smaller plus the fork; auto forks only when
+ * that beats serial (prefill first), a forced order is kept, a capped
+ * prefill grid costs more waves, and a batch with one family stays
+ * serial. */
+static void test_concurrent_estimate(void **state)
+{
+    (void)state;
+    attn_mixed_cost_consts k = k_unit;
+    k.fork_us = 2.0;
+    k.interference = 0.25;
+    attn_mixed_cost_in in = base_in();
+    in.unified_tiles = 132 * 1000; /* unified out of the way */
+    attn_mixed_cost c;
+    /* prefill 5 + 50 x 2 = 105, decode 5 + 3 + 100 = 108 */
+    attn_mixed_cost_estimate(&in, &k, 1, &c);
+    assert_true(c.serial_us > 212.9 && c.serial_us < 213.1);
+    assert_true(c.concurrent_us > 108 + 26.25 + 2 - 0.01 && c.concurrent_us < 136.26);
+    assert_int_equal(c.pick, ATTN_SCHED_PARTITION);
+    assert_int_equal(c.order, ATTN_MIXED_ORDER_PREFILL_FIRST);
+    assert_true(c.partition_us == c.concurrent_us);
+    assert_non_null(strstr(c.why, "partition prefill-first: serial 213 us, forked 136 us"));
+    /* interference 1: no gain, auto stays serial (the tie too) */
+    k.interference = 1.0;
+    attn_mixed_cost_estimate(&in, &k, 1, &c);
+    assert_int_equal(c.order, ATTN_MIXED_ORDER_SERIAL);
+    assert_true(c.partition_us == c.serial_us);
+    /* a forced order is kept whatever its estimate */
+    in.streams.order = ATTN_MIXED_ORDER_DECODE_FIRST;
+    attn_mixed_cost_estimate(&in, &k, 1, &c);
+    assert_int_equal(c.order, ATTN_MIXED_ORDER_DECODE_FIRST);
+    assert_true(c.partition_us == c.concurrent_us);
+    /* the cap: 66 CTAs run the 6600 tiles in 100 waves, 205 us > decode */
+    k.interference = 0.0;
+    in.streams.prefill_ctas = 66;
+    attn_mixed_cost_estimate(&in, &k, 1, &c);
+    assert_true(c.concurrent_us > 206.9 && c.concurrent_us < 207.1);
+    assert_int_equal(c.prefill_ctas, 66);
+    in.streams.order = ATTN_MIXED_ORDER_SERIAL;
+    attn_mixed_cost_estimate(&in, &k, 1, &c);
+    assert_int_equal(c.order, ATTN_MIXED_ORDER_SERIAL);
+    assert_int_equal(c.prefill_ctas, 0);
+    /* one family only (pure decode): nothing to fork */
+    in.streams.order = ATTN_MIXED_ORDER_PREFILL_FIRST;
+    in.prefill_tiles = 0;
+    attn_mixed_cost_estimate(&in, &k, 1, &c);
+    assert_int_equal(c.order, ATTN_MIXED_ORDER_SERIAL);
+    assert_true(c.concurrent_us < 0);
+    /* the H200 constants leave auto serial until calibrated */
+    in = base_in();
+    attn_mixed_cost_estimate(&in, attn_mixed_cost_h200(), 1, &c);
+    assert_int_equal(c.order, ATTN_MIXED_ORDER_SERIAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_estimates_follow_the_work),
         cmocka_unit_test(test_partition_not_admitted_and_ties),
         cmocka_unit_test(test_h200_calibration_reproduces_the_run),
+        cmocka_unit_test(test_streams_setting_parse),
+        cmocka_unit_test(test_concurrent_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
