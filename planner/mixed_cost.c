@@ -156,6 +156,6 @@ void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cos
                      in->decode_requests, (double)in->decode_kv_bytes / 1e6);
     if (n > 0 && (size_t)n < sizeof out->why && out->concurrent_us >= 0)
         snprintf(out->why + n, sizeof out->why - (size_t)n,
-                 "; partition %s: serial %.0f us, forked %.0f us", attn_mixed_order_name(out->order),
-                 out->serial_us, out->concurrent_us);
+                 "; partition %s: serial %.0f us, forked %.0f us",
+                 attn_mixed_order_name(out->order), out->serial_us, out->concurrent_us);
 }

@@ -34,9 +34,9 @@ extern "C" {
 
 /* How partition runs its two kernel families: X(enumerator, value, name). */
 #define ATTN_MIXED_ORDERS(X)                                                                       \
-    X(ATTN_MIXED_ORDER_AUTO, 0, "auto")       /* the cost model picks serial or prefill-first */ \
-    X(ATTN_MIXED_ORDER_SERIAL, 1, "serial")   /* one stream: prefill kernel, then decode */      \
-    X(ATTN_MIXED_ORDER_DECODE_FIRST, 2, "decode-first")   /* forked, decode launched first */    \
+    X(ATTN_MIXED_ORDER_AUTO, 0, "auto")     /* the cost model picks serial or prefill-first */     \
+    X(ATTN_MIXED_ORDER_SERIAL, 1, "serial") /* one stream: prefill kernel, then decode */          \
+    X(ATTN_MIXED_ORDER_DECODE_FIRST, 2, "decode-first")   /* forked, decode launched first */      \
     X(ATTN_MIXED_ORDER_PREFILL_FIRST, 3, "prefill-first") /* forked, prefill launched first */
 
 #define ATTN__MIXED_ORDER_ENTRY(e, v, n) e = (v),
@@ -69,7 +69,7 @@ typedef struct attn_mixed_cost_in {
     uint64_t decode_kv_bytes; /* K and V bytes the decode rows read (visible keys) */
     uint32_t decode_requests; /* 0: nothing for the decode kernels */
     uint32_t num_sms;
-    uint32_t head_dim, tile_n; /* one tile is tile_m x tile_n x head_dim */
+    uint32_t head_dim, tile_n;  /* one tile is tile_m x tile_n x head_dim */
     attn_mixed_streams streams; /* the instance's setting (zero: auto, no cap) */
 } attn_mixed_cost_in;
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Mixed batches on the H200 (issue 12): attnd's cuda_prefill engine under each
-policy.schedule (unified, partition, auto) against FlashInfer's partitioned
+policy.schedule (unified, partition, auto; partition also forked onto two
+streams in either launch order, the prefill grid capped or not:
+ATTN_MIXED_STREAMS / ATTN_MIXED_PREFILL_CTAS, read at engine init, so each
+variant is its own engine instance) against FlashInfer's partitioned
 path (BatchPrefillWithPagedKVCacheWrapper for the prefill/append rows +
 BatchDecodeWithPagedKVCacheWrapper with tensor cores for the decodes, one
 stream), FlashInfer BatchAttention (its unified persistent kernel), and
@@ -30,6 +33,20 @@ import torch
 
 HQ, HKV, D, P = 32, 8, 128, 16
 SCHED = {"auto": 0, "partition": 1, "unified": 2}
+# attnd's variants: name -> (policy.schedule, ATTN_MIXED_STREAMS, ATTN_MIXED_PREFILL_CTAS);
+# the forked ones only on batches with both kernel families
+VARIANTS = [
+    ("unified", "unified", None, None),
+    ("partition", "partition", None, None),
+    ("auto", "auto", None, None),
+    ("part_pf", "partition", "prefill-first", None),
+    ("part_pf_c112", "partition", "prefill-first", "112"),
+    ("part_pf_c96", "partition", "prefill-first", "96"),
+    ("part_pf_c66", "partition", "prefill-first", "66"),
+    ("part_df", "partition", "decode-first", None),
+    ("part_df_c96", "partition", "decode-first", "96"),
+]
+FORKED = [v[0] for v in VARIANTS if v[2] is not None]
 
 
 def log(*a):
@@ -104,6 +121,35 @@ def make_case(pre, dec, gen):
                 indptr=i32(indptr), indices=indices, last=i32(last), keys=i32(keys),
                 num_pages=total, K=K, V=V, q=q, q_dev=q.cuda(), knew=knew, vnew=vnew,
                 cells=cells, kv_bytes=kv_bytes)
+
+
+def subset_case(cs, lo, hi):
+    """Requests lo..hi-1 of a case on the same pages (the halves a forked
+    run overlaps, timed alone for the calibration)."""
+    qo, ip = cs["qo"], cs["indptr"]
+    q0, q1, p0, p1 = int(qo[lo]), int(qo[hi]), int(ip[lo]), int(ip[hi])
+    return dict(cs, B=hi - lo, T=cs["T"][lo:hi], C=cs["C"][lo:hi], qo=qo[lo:hi + 1] - q0,
+                indptr=ip[lo:hi + 1] - p0, indices=cs["indices"][p0:p1].contiguous(),
+                last=cs["last"][lo:hi].contiguous(), q=cs["q"][q0:q1].contiguous(),
+                knew=cs["knew"][q0:q1].contiguous(), vnew=cs["vnew"][q0:q1].contiguous())
+
+
+def run_variant(lib, cs, name):
+    """attnd under one variant: the stream setting in the environment while
+    the engine instance is made (read at init), then restored."""
+    _, sched, order, ctas = next(v for v in VARIANTS if v[0] == name)
+    keep = {k: os.environ.pop(k, None) for k in ("ATTN_MIXED_STREAMS", "ATTN_MIXED_PREFILL_CTAS")}
+    try:
+        if order is not None:
+            os.environ["ATTN_MIXED_STREAMS"] = order
+        if ctas is not None:
+            os.environ["ATTN_MIXED_PREFILL_CTAS"] = ctas
+        return run_attnd(lib, cs, sched)
+    finally:
+        for k, v in keep.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
 
 
 def floor_ms(cs):
@@ -257,6 +303,9 @@ def main():
     ap.add_argument("--lib", default="build-gpu/lib/libattn_cuda_bench.so")
     ap.add_argument("--deadline", type=float, default=240.0, help="seconds; later peers skipped")
     ap.add_argument("--peers", default="part,ba,bpod,pod")
+    ap.add_argument("--wait-file", default="",
+                    help="before the peers: wait for this file (bench/gpu/fi_warm.py --done)")
+    ap.add_argument("--wait-max", type=float, default=0.0, help="seconds to wait for it at most")
     a = ap.parse_args()
     t0 = time.time()
     lib = load_lib(a.lib)
@@ -280,17 +329,28 @@ def main():
                    decodes=len(dec), visible_cells=cs["cells"], kv_bytes=cs["kv_bytes"],
                    floor_ms=floor_ms(cs), attnd={}, peers={})
         ref = None
-        for sched in ("unified", "partition", "auto"):
+        both = cs["npre"] > 0 and cs["ndec"] > 0
+        for name_v, *_ in VARIANTS:
+            if name_v in FORKED and not both:
+                continue
             try:
-                ms, o, lse, extra = run_attnd(lib, cs, sched)
-                row["attnd"][sched] = dict(ms=ms, nan=int(torch.isnan(o.float()).sum()) +
-                                           int(torch.isnan(lse).sum()), **extra)
+                ms, o, lse, extra = run_variant(lib, cs, name_v)
+                row["attnd"][name_v] = dict(ms=ms, nan=int(torch.isnan(o.float()).sum()) +
+                                            int(torch.isnan(lse).sum()), **extra)
                 if ref is None:
                     ref = o
                 else:
-                    row["attnd"][sched]["rel_l2_vs_unified"] = rel_l2(o, ref)
+                    row["attnd"][name_v]["rel_l2_vs_unified"] = rel_l2(o, ref)
             except Exception as ex:
-                row["attnd"][sched] = dict(error=repr(ex)[:300])
+                row["attnd"][name_v] = dict(error=repr(ex)[:300])
+        if both:  # the two halves alone (bench/gpu/calibrate_mixed.py)
+            for half, lo, hi in (("prefill_half", 0, cs["npre"]),
+                                 ("decode_half", cs["npre"], cs["B"])):
+                try:
+                    ms, o, lse, extra = run_variant(lib, subset_case(cs, lo, hi), "partition")
+                    row["attnd"][half] = dict(ms=ms, **extra)
+                except Exception as ex:
+                    row["attnd"][half] = dict(error=repr(ex)[:300])
         if cs["npre"] == 0:
             try:  # the specialised decode engine on the same pages (M4)
                 ms, o, lse, extra = run_attnd(lib, cs, "auto", engine=1)
@@ -309,6 +369,12 @@ def main():
     dump()
     # pass 2: the FlashInfer peers (JIT compiles on first use), deadline-bounded
     peers = [p for p in a.peers.split(",") if p]
+    if peers and a.wait_file:
+        tw = time.time()
+        while not os.path.exists(a.wait_file) and time.time() - tw < a.wait_max:
+            time.sleep(1)
+        log("waited %.0f s for the JIT warm-up (%s)" % (time.time() - tw, "done" if os.path.exists(
+            a.wait_file) else "not done"))
     ws = [torch.empty(512 << 20, dtype=torch.uint8, device="cuda") for _ in range(2)]
     for peer in peers:
         for row, cs in zip(res["rows"], cases):
@@ -334,15 +400,29 @@ def main():
         dump()
     dump()
     out = dict(res, rows=[{k: v for k, v in r.items() if k != "attnd_ref"} for r in res["rows"]])
-    # the short table
-    log("batch        floor  unified partition auto(ran)        fi_part fi_BA  fi_BPOD fi_POD")
+    # the short tables: attnd's variants, then the peers against attnd's best
+    g = lambda d, k: ("%.3f" % d[k]["ms"]) if "ms" in d.get(k, {}) else "-"
+    names = [v[0] for v in VARIANTS]
+    log("ms      " + " ".join("%-9s" % n[:9] for n in names) + " P_half D_half")
     for r in out["rows"]:
-        g = lambda d, k: ("%.3f" % d[k]["ms"]) if "ms" in d.get(k, {}) else "-"
-        log("%-12s %.3f  %s  %s  %s(%s)  %s  %s  %s  %s" % (
-            r["batch"], r["floor_ms"], g(r["attnd"], "unified"), g(r["attnd"], "partition"),
-            g(r["attnd"], "auto"), r["attnd"].get("auto", {}).get("ran", "?"),
-            g(r["peers"], "part"), g(r["peers"], "ba"), g(r["peers"], "bpod"),
-            g(r["peers"], "pod")))
+        log("%-7s " % r["batch"][:7] + " ".join("%-9s" % g(r["attnd"], n) for n in names) +
+            " %s %s" % (g(r["attnd"], "prefill_half"), g(r["attnd"], "decode_half")))
+    log("batch   floor  best(attnd)          auto(ran)        fi_part fi_BA  fi_BPOD fi_POD"
+        "  best/part best/BA best/BPOD best/POD auto/best")
+    for r in out["rows"]:
+        ms = {n: r["attnd"][n]["ms"] for n in names if "ms" in r["attnd"].get(n, {})}
+        if not ms:
+            log(r["batch"], "no attnd figure")
+            continue
+        bn = min(ms, key=ms.get)
+        rat = lambda k: ("%.2f" % (ms[bn] / r["peers"][k]["ms"])) if "ms" in r["peers"].get(
+            k, {}) else "-"
+        au = ("%.3f" % (ms["auto"] / ms[bn])) if "auto" in ms else "-"
+        log("%-7s %.3f  %-8s %.3f  %s(%s)  %s  %s  %s  %s   %s %s %s %s  %s" % (
+            r["batch"][:7], r["floor_ms"], bn, ms[bn], g(r["attnd"], "auto"),
+            r["attnd"].get("auto", {}).get("ran", "?"), g(r["peers"], "part"),
+            g(r["peers"], "ba"), g(r["peers"], "bpod"), g(r["peers"], "pod"), rat("part"),
+            rat("ba"), rat("bpod"), rat("pod"), au))
 
 
 if __name__ == "__main__":

@@ -879,10 +879,10 @@ typedef struct prefill_instance {
     pthread_mutex_t mu;         /* one run at a time on the stream and the buffers */
     attn_cuda_prefill_tuning tuning;
     cudaStream_t stream;
-    cudaStream_t side;           /* partition forked: the decode kernels' stream */
-    cudaEvent_t ev0, ev1;        /* the engine's timing, on `stream` */
+    cudaStream_t side;            /* partition forked: the decode kernels' stream */
+    cudaEvent_t ev0, ev1;         /* the engine's timing, on `stream` */
     cudaEvent_t ev_fork, ev_join; /* side waits for the append; stream waits for side */
-    void *dev_io; /* q | k_new | v_new | o | lse | saved k | saved v */
+    void *dev_io;                 /* q | k_new | v_new | o | lse | saved k | saved v */
     size_t dev_io_cap;
     void *dev_ws; /* partial states */
     size_t dev_ws_cap;
@@ -1245,7 +1245,7 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
         snprintf(rep->timing_scope, sizeof rep->timing_scope, "%s",
-                 forked             ? "cuda events: append, fork, prefill || decode, join"
+                 forked            ? "cuda events: append, fork, prefill || decode, join"
                  : pp->partitioned ? "cuda events: append, prefill, then decode kernels"
                                    : "cuda events: append, prefill attend and combine");
     }

@@ -485,7 +485,7 @@ static void test_partition_plan_host(void **state)
     assert_int_equal(ip.num_items, 0);
     assert_int_equal(ip.num_tiles, 0);
     assert_int_equal(ip.total_q, 3);
-    assert_true(pt.split.num_items > 0); /* the decode producers */
+    assert_true(pt.split.num_items > 0);       /* the decode producers */
     assert_string_equal(ip.streams, "serial"); /* nothing to fork */
     attn_cuda_prefill_plan_host_free(&pt);
     attn_rb_free(&rb);

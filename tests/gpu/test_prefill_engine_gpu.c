@@ -14,6 +14,10 @@
  * the reference has it, no NaN.  The pool after: byte-identical without
  * commit, else exactly the C new rows at T_b + i.  A run that fails after
  * staging (injected) and a refused run leave the pool byte-identical.
+ * A case with decode rows runs under unified, partition (serial and forked
+ * onto two streams in both launch orders, the prefill grid capped) and
+ * auto.  ATTN_GPU_QUICK=1 caps T and C (a quick sweep), ATTN_GPU_CASES=S
+ * runs only the sweep's cases whose name contains S (a sanitizer run).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -38,13 +42,21 @@
 
 static uint64_t g_seed;
 static int g_quick;
+static const char *g_only; /* ATTN_GPU_CASES: run only cases whose name contains it */
 static double g_worst_rel, g_worst_lse;
 static attn_engine *g_eng; /* the cuda_prefill instance on cuda:0 */
 
-static void tune(int fail_after_staging)
+static void tune_streams(int fail_after_staging, attn_mixed_order order, uint32_t prefill_ctas)
 {
     attn_cuda_prefill_tuning t = {.poison = 1, .fail_after_staging = fail_after_staging};
+    t.streams.order = order;
+    t.streams.prefill_ctas = prefill_ctas;
     attn_cuda_prefill_engine_set_tuning(g_eng, &t);
+}
+
+static void tune(int fail_after_staging)
+{
+    tune_streams(fail_after_staging, ATTN_MIXED_ORDER_AUTO, 0);
 }
 
 typedef struct pe_case {
@@ -320,16 +332,16 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
     const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     const attn_prefill_ledger *lg = &ep->tiles.ledger;
     printf("  %-24s seed=%llu B=%u g=%u d=%u P=%u %s %s %s abi=%s splits=%u items=%u parts=%u "
-           "sched=%s->%d tiles(s/f/p)=%llu/%llu/%llu %.1f us rel=%.2e lse=%.2e nan=%zu infmis=%zu "
-           "%s\n",
+           "sched=%s->%d streams=%s/%u tiles(s/f/p)=%llu/%llu/%llu %.1f us rel=%.2e lse=%.2e "
+           "nan=%zu infmis=%zu %s\n",
            pc->name, (unsigned long long)seed, pc->B, pc->hq / pc->hkv, pc->d, pc->page,
            attn_dtype_name(pc->kv), pc->layout == ATTN_HND ? "HND" : "NHD",
            pc->format == ATTN_KV_CSR ? "csr" : "dense",
            rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o", rb.m.policy.splits,
            info.num_items, info.num_parts, attn_schedule_policy_name(sched), (int)ep->schedule,
-           (unsigned long long)lg->skip_tiles, (unsigned long long)lg->full_tiles,
-           (unsigned long long)lg->partial_tiles, rep.engine_us, rel, lse_err, nan, inf_mismatch,
-           commit ? "commit" : "no-commit");
+           info.streams, info.max_ctas, (unsigned long long)lg->skip_tiles,
+           (unsigned long long)lg->full_tiles, (unsigned long long)lg->partial_tiles, rep.engine_us,
+           rel, lse_err, nan, inf_mismatch, commit ? "commit" : "no-commit");
     fflush(stdout);
     g_worst_rel = rel > g_worst_rel ? rel : g_worst_rel;
     g_worst_lse = lse_err > g_worst_lse ? lse_err : g_worst_lse;
@@ -372,17 +384,34 @@ static void test_random_sweep(void **state)
     (void)state;
     const size_t n = sizeof k_cases / sizeof k_cases[0];
     const int rounds = g_quick ? 1 : 2;
-    const attn_schedule_policy scheds[3] = {ATTN_SCHED_UNIFIED, ATTN_SCHED_PARTITION,
-                                            ATTN_SCHED_AUTO};
+    /* every schedule, and partition forked onto two streams in both
+     * launch orders, the prefill grid capped (prefill-first) or not */
+    static const struct {
+        attn_schedule_policy sched;
+        attn_mixed_order order;
+        uint32_t ctas;
+    } k_variants[] = {
+        {ATTN_SCHED_UNIFIED, ATTN_MIXED_ORDER_AUTO, 0},
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_AUTO, 0},
+        {ATTN_SCHED_AUTO, ATTN_MIXED_ORDER_AUTO, 0},
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_PREFILL_FIRST, 66},
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_DECODE_FIRST, 0},
+    };
+    const int nv = (int)(sizeof k_variants / sizeof k_variants[0]);
     for (int r = 0; r < rounds; r++)
         for (size_t i = 0; i < n; i++) {
-            /* a case with decode rows runs under every schedule on the
+            /* a case with decode rows runs under every variant on the
              * same draw (issue 12); the others as before */
             const bool mixes = (k_cases[i].phases & D) != 0;
-            for (int s = 0; s < (mixes ? 3 : 1); s++)
+            if (g_only != NULL && strstr(k_cases[i].name, g_only) == NULL)
+                continue;
+            for (int s = 0; s < (mixes ? nv : 1); s++) {
+                tune_streams(0, k_variants[s].order, k_variants[s].ctas);
                 run_case(&k_cases[i], g_seed + 1000u * (uint64_t)r + i,
-                         mixes ? scheds[s] : ATTN_SCHED_AUTO);
+                         mixes ? k_variants[s].sched : ATTN_SCHED_AUTO);
+            }
         }
+    tune(0);
     printf("  worst rel L2 %.3e, worst |LSE err| %.3e\n", g_worst_rel, g_worst_lse);
 }
 
@@ -446,6 +475,7 @@ int main(void)
     const char *e = getenv("ATTN_SEED");
     g_seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
     g_quick = getenv("ATTN_GPU_QUICK") != NULL;
+    g_only = getenv("ATTN_GPU_CASES");
     printf("test_prefill_engine_gpu: seed %llu (replay with ATTN_SEED)\n",
            (unsigned long long)g_seed);
     char why[160];

@@ -12,9 +12,12 @@
 
 #include "planner/mixed_cost.h"
 
-static const attn_mixed_cost_consts k_unit = {
-    .tile_us = 2.0, .launch_us = 5.0, .decode_gbps = 1000.0, .decode_fixed_us = 3.0,
-    .interference = 1.0}; /* no gain from forking: partition serial */
+static const attn_mixed_cost_consts k_unit = {.tile_us = 2.0,
+                                              .launch_us = 5.0,
+                                              .decode_gbps = 1000.0,
+                                              .decode_fixed_us = 3.0,
+                                              .interference =
+                                                  1.0}; /* no gain from forking: partition serial */
 
 static attn_mixed_cost_in base_in(void)
 {
