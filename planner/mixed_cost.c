@@ -16,7 +16,7 @@
  * 3.8 TB/s (M4 decode-only: 2148 MB in 0.578 ms, append included).  With
  * these the model is within 10 % of every measured strategy and picks the
  * measured best (partition) on M1-M5 (tests/unit/test_mixed_cost.c). */
-/* fork_us and interference are not measured yet: interference 1 says the
+/* fork_us, interference and fork_ctas are not measured yet: interference 1 says the
  * second stream gains nothing, so auto keeps partition serial until
  * bench/gpu/calibrate_mixed.py prints the constants from a device run of
  * the forked variants (bench/gpu/run_mixed.sh). */
@@ -27,6 +27,7 @@ static const attn_mixed_cost_consts k_h200 = {
     .decode_fixed_us = 8.0,
     .fork_us = 6.0,
     .interference = 1.0,
+    .fork_ctas = 0,
 };
 
 #define ATTN__MIXED_ORDER_NAME(e, v, n) [v] = n,
@@ -109,7 +110,7 @@ static void partition_variants(const attn_mixed_cost_in *in, const attn_mixed_co
     const double pre = prefill_launch_us(in->prefill_tiles, in->prefill_longest, in, k);
     out->serial_us = pre + dec;
     out->concurrent_us = -1;
-    uint32_t cap = in->streams.prefill_ctas;
+    uint32_t cap = in->streams.prefill_ctas ? in->streams.prefill_ctas : k->fork_ctas;
     const bool both = dec > 0 && in->prefill_tiles > 0;
     if (both) {
         attn_mixed_cost_in capped = *in;

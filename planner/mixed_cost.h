@@ -82,6 +82,8 @@ typedef struct attn_mixed_cost_consts {
     double fork_us;         /* event fork + join of the second stream */
     double interference;    /* concurrent = max(P, D) + interference x min(P, D) + fork_us;
                                1: no gain from the second stream (uncalibrated) */
+    uint32_t fork_ctas;     /* the prefill grid's cap when forked and the setting gives none
+                               (0: one CTA per SM) */
 } attn_mixed_cost_consts;
 
 /* The constants measured on the H200 (date in mixed_cost.c). */

@@ -60,9 +60,14 @@ def main():
         print("forked beat serial: %s %s %.3f ms < %.3f ms" % w)
     best = min(per_variant, key=lambda n: statistics.median(per_variant[n]))
     k = max(0.0, statistics.median(per_variant[best]))
-    print("paste into planner/mixed_cost.c k_h200 (variant %s, the default order prefill-first;"
-          " set ATTN_MIXED_PREFILL_CTAS accordingly if the best variant is capped):" % best)
-    print("    .fork_us = %.1f,\n    .interference = %.3f," % (a.fork_us, k))
+    cap = int(best.rsplit("_c", 1)[1]) if "_c" in best else 0
+    print("paste into planner/mixed_cost.c k_h200 (from variant %s; auto forks prefill-first "
+          "when the estimate beats serial):" % best)
+    print("    .fork_us = %.1f,\n    .interference = %.3f,\n    .fork_ctas = %d," % (
+        a.fork_us, k, cap))
+    if best.startswith("part_df"):
+        print("note: the best variant launches decode first; auto's forked order is "
+              "prefill-first (ATTN_MIXED_STREAMS=decode-first selects it)")
     return 0
 
 

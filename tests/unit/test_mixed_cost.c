@@ -203,6 +203,15 @@ static void test_concurrent_estimate(void **state)
     attn_mixed_cost_estimate(&in, &k, 1, &c);
     assert_int_equal(c.order, ATTN_MIXED_ORDER_SERIAL);
     assert_int_equal(c.prefill_ctas, 0);
+    /* no cap in the setting: the calibrated default cap applies */
+    in.streams.order = ATTN_MIXED_ORDER_PREFILL_FIRST;
+    in.streams.prefill_ctas = 0;
+    k.fork_ctas = 66;
+    attn_mixed_cost_estimate(&in, &k, 1, &c);
+    assert_int_equal(c.prefill_ctas, 66);
+    assert_true(c.concurrent_us > 206.9 && c.concurrent_us < 207.1);
+    k.fork_ctas = 0;
+    in.streams.order = ATTN_MIXED_ORDER_SERIAL;
     /* one family only (pure decode): nothing to fork */
     in.streams.order = ATTN_MIXED_ORDER_PREFILL_FIRST;
     in.prefill_tiles = 0;
