@@ -297,16 +297,48 @@ def fi_pod(fi, cs, ws):
     return time_fn(fn), torch.cat([r[0], r[1]], 0)
 
 
+def print_tables(out):
+    """The short tables: attnd's variants, then the peers against attnd's best."""
+    g = lambda d, k: ("%.3f" % d[k]["ms"]) if "ms" in d.get(k, {}) else "-"
+    names = [v[0] for v in VARIANTS]
+    log("ms      " + " ".join("%-9s" % n.replace("part_", "")[:9] for n in names) +
+        " P_half D_half")
+    for r in out["rows"]:
+        log("%-7s " % r["batch"][:7] + " ".join("%-9s" % g(r["attnd"], n) for n in names) +
+            " %s %s" % (g(r["attnd"], "prefill_half"), g(r["attnd"], "decode_half")))
+    log("batch   floor  best(attnd)          auto(ran)        fi_part fi_BA  fi_BPOD fi_POD"
+        "  best/part best/BA best/BPOD best/POD auto/best")
+    for r in out["rows"]:
+        ms = {n: r["attnd"][n]["ms"] for n in names if "ms" in r["attnd"].get(n, {})}
+        if not ms:
+            log(r["batch"], "no attnd figure")
+            continue
+        bn = min(ms, key=ms.get)
+        rat = lambda k: ("%.2f" % (ms[bn] / r["peers"][k]["ms"])) if "ms" in r["peers"].get(
+            k, {}) else "-"
+        au = ("%.3f" % (ms["auto"] / ms[bn])) if "auto" in ms else "-"
+        log("%-7s %.3f  %-8s %.3f  %s(%s)  %s  %s  %s  %s   %s %s %s %s  %s" % (
+            r["batch"][:7], r["floor_ms"], bn, ms[bn], g(r["attnd"], "auto"),
+            r["attnd"].get("auto", {}).get("ran", "?"), g(r["peers"], "part"),
+            g(r["peers"], "ba"), g(r["peers"], "bpod"), g(r["peers"], "pod"), rat("part"),
+            rat("ba"), rat("bpod"), rat("pod"), au))
+
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--lib", default="build-gpu/lib/libattn_cuda_bench.so")
     ap.add_argument("--deadline", type=float, default=240.0, help="seconds; later peers skipped")
     ap.add_argument("--peers", default="part,ba,bpod,pod")
+    ap.add_argument("--table", default="", help="only print the tables of this mixed_bench.json")
     ap.add_argument("--wait-file", default="",
                     help="before the peers: wait for this file (bench/gpu/fi_warm.py --done)")
     ap.add_argument("--wait-max", type=float, default=0.0, help="seconds to wait for it at most")
     a = ap.parse_args()
+    if a.table:
+        print_tables(json.load(open(a.table)))
+        return 0
     t0 = time.time()
     lib = load_lib(a.lib)
     fi = None
@@ -400,29 +432,7 @@ def main():
         dump()
     dump()
     out = dict(res, rows=[{k: v for k, v in r.items() if k != "attnd_ref"} for r in res["rows"]])
-    # the short tables: attnd's variants, then the peers against attnd's best
-    g = lambda d, k: ("%.3f" % d[k]["ms"]) if "ms" in d.get(k, {}) else "-"
-    names = [v[0] for v in VARIANTS]
-    log("ms      " + " ".join("%-9s" % n[:9] for n in names) + " P_half D_half")
-    for r in out["rows"]:
-        log("%-7s " % r["batch"][:7] + " ".join("%-9s" % g(r["attnd"], n) for n in names) +
-            " %s %s" % (g(r["attnd"], "prefill_half"), g(r["attnd"], "decode_half")))
-    log("batch   floor  best(attnd)          auto(ran)        fi_part fi_BA  fi_BPOD fi_POD"
-        "  best/part best/BA best/BPOD best/POD auto/best")
-    for r in out["rows"]:
-        ms = {n: r["attnd"][n]["ms"] for n in names if "ms" in r["attnd"].get(n, {})}
-        if not ms:
-            log(r["batch"], "no attnd figure")
-            continue
-        bn = min(ms, key=ms.get)
-        rat = lambda k: ("%.2f" % (ms[bn] / r["peers"][k]["ms"])) if "ms" in r["peers"].get(
-            k, {}) else "-"
-        au = ("%.3f" % (ms["auto"] / ms[bn])) if "auto" in ms else "-"
-        log("%-7s %.3f  %-8s %.3f  %s(%s)  %s  %s  %s  %s   %s %s %s %s  %s" % (
-            r["batch"][:7], r["floor_ms"], bn, ms[bn], g(r["attnd"], "auto"),
-            r["attnd"].get("auto", {}).get("ran", "?"), g(r["peers"], "part"),
-            g(r["peers"], "ba"), g(r["peers"], "bpod"), g(r["peers"], "pod"), rat("part"),
-            rat("ba"), rat("bpod"), rat("pod"), au))
+    print_tables(out)
 
 
 if __name__ == "__main__":

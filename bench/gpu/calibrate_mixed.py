@@ -56,8 +56,7 @@ def main():
     if not wins:
         print("no forked variant beat serial partition on any batch: keep .interference = 1.0")
         return 0
-    for w in wins:
-        print("forked beat serial: %s %s %.3f ms < %.3f ms" % w)
+    print("forked beat serial on: " + ", ".join("%s %s %.3f<%.3f" % w for w in wins))
     best = min(per_variant, key=lambda n: statistics.median(per_variant[n]))
     k = max(0.0, statistics.median(per_variant[best]))
     cap = int(best.rsplit("_c", 1)[1]) if "_c" in best else 0

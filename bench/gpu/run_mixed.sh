@@ -94,8 +94,13 @@ if [[ $ST == *b* ]]; then
         --wait-file /tmp/fi_warm.done --wait-max $((lim - 60 > 0 ? lim - 60 : 0)) \
         --deadline $((lim - 15)) ${BENCH_ARGS:-} >> "$L" 2>&1
     echo "bench rc=$? at ${SECONDS}s" >> "$L"
-    [ -f "$OUT/mixed_bench.json" ] &&
+    if [ -f "$OUT/mixed_bench.json" ]; then
+        # from the JSON, so a bench stopped by its limit still gets its tables
+        echo "== tables" >> "$L"
+        python3 bench/gpu/bench_mixed.py --table "$OUT/mixed_bench.json" >> "$L" 2>&1
+        echo "== calibration" >> "$L"
         python3 bench/gpu/calibrate_mixed.py "$OUT/mixed_bench.json" >> "$L" 2>&1
+    fi
 fi
 
 # summary (last)
@@ -106,6 +111,8 @@ grep -E "streams=(prefill|decode)-first" "$T" | wc -l | sed 's/^/forked runs: /'
 [ -f "$OUT/mixed_memcheck.log" ] && grep -E "ERROR SUMMARY|PASSED|FAILED|rc=" "$OUT/mixed_memcheck.log" | tail -4
 [ -f "$OUT/e2e.txt" ] && grep -E "rc=|exit|mismatch|^evidence|^schedule" "$OUT/e2e.txt" | sort | uniq -c | head -12
 grep -E "compiled|failed|rc=|total" "$OUT/fi_warm.log" 2>/dev/null | tail -6
-[ -f "$OUT/mixed_bench.log" ] &&
-    grep -vE "^\s+File|^\s+\^|Traceback" "$OUT/mixed_bench.log" | grep -vE "^M[0-9]" | tail -40
+if [ -f "$OUT/mixed_bench.log" ]; then
+    grep -E "^bench|rc=|waited|import flashinfer|Error" "$OUT/mixed_bench.log" | head -8
+    sed -n '/^== tables/,$p' "$OUT/mixed_bench.log" | grep -vE "^M[0-9A-Za-z_]+ +part_" | head -40
+fi
 ls -la "$OUT"
