@@ -42,7 +42,8 @@
 
 static uint64_t g_seed;
 static int g_quick;
-static const char *g_only; /* ATTN_GPU_CASES: run only cases whose name contains it */
+static const char *g_only;       /* ATTN_GPU_CASES: run only cases whose name contains it */
+static attn_mixed_order g_order; /* the stream order the instance is tuned to */
 static double g_worst_rel, g_worst_lse;
 static attn_engine *g_eng; /* the cuda_prefill instance on cuda:0 */
 
@@ -52,6 +53,7 @@ static void tune_streams(int fail_after_staging, attn_mixed_order order, uint32_
     t.streams.order = order;
     t.streams.prefill_ctas = prefill_ctas;
     attn_cuda_prefill_engine_set_tuning(g_eng, &t);
+    g_order = order;
 }
 
 static void tune(int fail_after_staging)
@@ -295,6 +297,17 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
         nd += rb.m.requests[b].cache_len > 0 && rb.m.requests[b].new_len == 1;
     if (ep->schedule == ATTN_SCHED_PARTITION && nd > 0)
         assert_true(decode_kernel);
+    /* a forced fork ran forked when both kernel families had work, and the
+     * timing says it covers the fork/join region */
+    const bool forked =
+        ep->schedule == ATTN_SCHED_PARTITION && nd > 0 && info.num_items > 0 &&
+        (g_order == ATTN_MIXED_ORDER_DECODE_FIRST || g_order == ATTN_MIXED_ORDER_PREFILL_FIRST);
+    if (forked) {
+        assert_string_equal(info.streams, attn_mixed_order_name(g_order));
+        assert_non_null(strstr(rep.timing_scope, "fork"));
+    } else {
+        assert_null(strstr(rep.timing_scope, "fork"));
+    }
     if (ep->schedule == ATTN_SCHED_UNIFIED)
         assert_false(decode_kernel);
 
