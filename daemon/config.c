@@ -23,6 +23,7 @@ void attnd_config_defaults(attnd_config *c)
     c->ipc_mode = 0660;
     c->ready_fd = -1;
     c->inline_cheap = 1;
+    c->async_defer = 1;
     c->log_level = ATTND_LOG_INFO;
     c->log_format = ATTND_LOG_FORMAT_AUTO;
     c->log_rate = ATTND_DEFAULT_LOG_WARN_PER_S;
@@ -276,6 +277,10 @@ static int apply_setting(attnd_config *c, const char *key, const char *val, attn
         if (parse_u64(val, 1000000, &v) != 0 || v == 0)
             return attn_error_set(err, ATTN_E_RANGE, key, "must be an integer in [1, 1000000]");
         c->log_rate = (uint32_t)v;
+    } else if (strcmp(key, "async-defer") == 0 || strcmp(key, "async_defer") == 0) {
+        if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
+            return attn_error_set(err, ATTN_E_RANGE, key, "must be 0 or 1");
+        c->async_defer = val[0] == '1';
     } else if (strcmp(key, "allow-remote") == 0 || strcmp(key, "allow_remote") == 0) {
         if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
             return attn_error_set(err, ATTN_E_RANGE, key, "must be 0 or 1");
@@ -425,8 +430,12 @@ const char *attnd_config_restart_setting(const attnd_config *a, const attnd_conf
         return "inline-cheap";
     if (!ATTND__SAME(max_conns))
         return "max-conns";
+    if (!ATTND__SAME(max_buffers) || !ATTND__SAME(max_buffer_bytes))
+        return "max-buffers/max-buffer-bytes";
     if (!ATTND__SAME(max_workspace))
         return "max-workspace";
+    if (!ATTND__SAME(async_defer))
+        return "async-defer";
     if (!ATTND__SAME(allow_remote))
         return "allow-remote";
     if (a->num_pools != b->num_pools ||
@@ -477,7 +486,8 @@ const char *attnd_config_usage(void)
            "             [--max-plans N] [--pool-budget BYTES] [--ipc-mode 0660]\n"
            "             [--capture FILE] [--pool "
            "NAME:LAYERS:PAGES:PAGE_SIZE:HKV:D[:DTYPE[:LAYOUT]]]\n"
-           "             [--inline-cheap 0|1] [--ready-fd FD] [--allow-remote 0|1]\n"
+           "             [--inline-cheap 0|1] [--async-defer 0|1] [--ready-fd FD] [--allow-remote "
+           "0|1]\n"
            "             [--tls-cert PEM --tls-key PEM --tls-ca PEM] (tls+tcp://)\n"
            "             [--max-reply BYTES] [--plan-cache-bytes BYTES] [--max-conns N]\n"
            "             [--conn-inflight N] [--send-timeout-ms MS] [--idle-timeout-ms MS]\n"

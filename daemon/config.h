@@ -39,6 +39,10 @@
       "a connection with nothing in progress and no complete request for this long is closed")     \
     X("drain-timeout-ms", "drain_timeout_ms", drain_timeout_ms, 10000, 1, 3600000,                 \
       "hard deadline of a shutdown's drain")                                                       \
+    X("max-buffers", "max_buffers", max_buffers, 256, 1, 65536,                                    \
+      "registered buffers at once, all connections together")                                      \
+    X("max-buffer-bytes", "max_buffer_bytes", max_buffer_bytes, 16ull << 30, 4096, 1ull << 44,     \
+      "bytes all registered buffers may map together")                                             \
     X("max-workspace", "max_workspace", max_workspace, 4ull << 30, 1 << 20, 1ull << 44,            \
       "workspace bytes one plan's run may carve (partial states)")
 
@@ -62,6 +66,7 @@ typedef struct attnd_config {
     char capture[512];
     int ready_fd;     /* write "READY\n" here when serving (tests); -1 when unset */
     int inline_cheap; /* answer hello/stats in the nng callback (default 1; 0 to measure) */
+    int async_defer;  /* an async GPU run returns at enqueue (default 1; 0: synchronise each) */
     attnd_log_level log_level;   /* default info */
     attnd_log_format log_format; /* default auto: "<N>" prefixes under journald */
     uint32_t log_rate;           /* client-triggered log lines per second (burst 5x) */
@@ -90,7 +95,8 @@ int attnd_config_load_file(attnd_config *c, const char *path, attn_error_detail 
 int attnd_config_check(const attnd_config *c, attn_error_detail *err);
 
 /* The first setting that differs between a and b and takes a restart to
- * change (everything but --max-reply, --conn-inflight, --send-timeout-ms,
+ * change (--max-buffers and --max-buffer-bytes among them; everything but --max-reply,
+ * --conn-inflight, --send-timeout-ms,
  * --idle-timeout-ms, --drain-timeout-ms, which SIGHUP applies live); NULL
  * when none does. */
 const char *attnd_config_restart_setting(const attnd_config *a, const attnd_config *b);

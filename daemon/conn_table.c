@@ -78,6 +78,15 @@ void attnd_conn_remove(attnd_conn_table *t, uint32_t id)
     pthread_mutex_unlock(&t->lock);
 }
 
+int attnd_conn_is_open(attnd_conn_table *t, uint32_t id)
+{
+    int open;
+    pthread_mutex_lock(&t->lock);
+    open = id != 0 && find(t, id) != NULL;
+    pthread_mutex_unlock(&t->lock);
+    return open;
+}
+
 attnd_conn_verdict attnd_conn_begin(attnd_conn_table *t, uint32_t id, uint64_t now_ms)
 {
     attnd_conn_verdict v = ATTND_CONN_SERVE;

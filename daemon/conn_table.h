@@ -54,6 +54,9 @@ size_t attnd_conn_idle(attnd_conn_table *t, uint64_t now_ms, uint64_t idle_ms, u
 /* Change the per-connection in-flight cap (SIGHUP reload). */
 void attnd_conn_set_inflight(attnd_conn_table *t, uint32_t inflight);
 
+/* 1 when connection `id` is open (in the table), else 0. */
+int attnd_conn_is_open(attnd_conn_table *t, uint32_t id);
+
 /* Connections now open. */
 uint32_t attnd_conn_count(attnd_conn_table *t);
 

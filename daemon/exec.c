@@ -24,6 +24,7 @@
 #include "planner/diag_encode.h"
 #include "daemon/verify.h"
 #include "engines/cuda/cupti_trace.h"
+#include "engines/cuda/ipc.h"
 #include "planner/split.h"
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
@@ -86,7 +87,8 @@ typedef struct traced_kernels {
 
 static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
                        const attn_exec_report *rep, double exec_us, const attn_verify_result *vr,
-                       const traced_kernels *tk, void **scratch, attn_bytes *out)
+                       const traced_kernels *tk, void **scratch, attn_bytes *out,
+                       uint64_t async_seq, bool handoff)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -125,6 +127,10 @@ static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
         attn_diag_set_verify(dg, vr);
     if (tk != NULL && tk->n > 0)
         attn_diag_set_traced(dg, tk->k, tk->n, "cupti activity");
+    if (async_seq != 0)
+        attn_diag_set_async(dg, async_seq);
+    if (handoff)
+        attn_diag_set_handoff(dg, s->mps, s->mps_note);
     attn_diag_finish(dg, s->artifact_sha[0] ? s->artifact_sha : NULL, s->source_identified);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -250,7 +256,7 @@ int attnd_exec_plan(attn_server *s, attn_request *req, attn_reply *rep, void **s
     if (rc != 0)
         return rc;
     fill_plan_reply(p, id, rep);
-    rc = encode_diag(s, p, id, NULL, 0, NULL, NULL, scratch, &rep->diag);
+    rc = encode_diag(s, p, id, NULL, 0, NULL, NULL, scratch, &rep->diag, 0, false);
     attnd_plan_cache_release(s->plans, p);
     return rc;
 }
@@ -299,94 +305,392 @@ static int layer_to_host(attnd_pool *pool, uint32_t layer, void **k, void **v,
     return rc;
 }
 
-static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_args *ra,
-                    attn_reply *rep, void **scratch, attn_error_detail *err)
-{
-    double t0 = now_us();
-    attnd_pool *pool = NULL;
+/* Everything one run needs once validated (run_prepare), what run_execute
+ * reads and run_reply reports.  A synchronous run keeps it on the stack; an
+ * asynchronous one is this job on the async queue and owns its memory
+ * (copies of inline inputs, output staging), its plan and pool references
+ * and its buffer holds until the run is done. */
+typedef struct run_ctx {
+    attnd_async_job job; /* first: the queue's view of it */
+    attn_server *s;
+    uint32_t conn;
+    attnd_plan *p; /* referenced in the plan cache (async: the ctx's reference) */
+    uint64_t plan_id;
+    attnd_pool *pool;
+    attnd_buffer_hold hold;
     attn_run_io a;
-    attn_error_detail eerr;
+    bool is_async, trace, verify, return_lse;
+    attn_tensor_ref o_ref, lse_ref;
+    void *o_dst, *lse_dst; /* O / LSE into a buffer (host or device); NULL: the reply */
+    uint64_t o_bytes, lse_bytes;
+    const attn_run_args *ra; /* synchronous: the request (verify reads its inputs) */
+    /* semaphores in shm buffers are waited and signalled on the host;
+     * those in cuda_ipc buffers by the engine's stream (a.wait_dev) */
+    uint64_t *wait_host, *sig_host;
+    uint64_t wait_value, sig_value;
+    attn_cuda_ipc *sem_ipc; /* releases a device wait when the connection closes */
+    attnd_wait dw;          /* a device wait in progress, registered with the async queue */
+    void *owned[6];         /* memory the ctx frees */
     attn_exec_report report;
     attn_verify_result vr;
-    traced_kernels *tk = NULL;
-    int tracing = 0, exclusive;
-    double exec_us, engine_t0;
-    uint64_t total_q, o_bytes, lse_bytes;
+    traced_kernels *tk;
+    double exec_us;
+} run_ctx;
+
+/* Memory the ctx owns: `bytes` (+1, so 0 bytes still allocate). */
+static void *ctx_alloc(run_ctx *c, uint64_t bytes)
+{
+    for (size_t i = 0; i < sizeof c->owned / sizeof c->owned[0]; i++)
+        if (c->owned[i] == NULL)
+            return c->owned[i] = malloc(bytes + 1);
+    return NULL;
+}
+
+/* Resolve one reference for tensor or semaphore `field`: the pointer, and
+ * whether it is device memory, refused unless the run's engine runs on the
+ * buffer's device (a host engine cannot read a cuda_ipc buffer). */
+static int resolve_one(run_ctx *c, const attn_tensor_ref *ref, const char *field, void **ptr,
+                       bool *on_device, attn_error_detail *err)
+{
+    attn_buffer_kind kind = ATTN_BUFFER_SHM;
+    int device = -1, rc;
+    char f[48];
+    if ((rc = attnd_buffers_resolve(c->s->buffers, c->conn, ref, field, &c->hold, ptr, &kind,
+                                    &device, err)) != 0)
+        return rc;
+    *on_device = kind == ATTN_BUFFER_CUDA_IPC;
+    if (!*on_device)
+        return 0;
+    snprintf(f, sizeof f, "%s.buf", field);
+    if (c->p->engine->ops->platform != ATTN_PLATFORM_CUDA)
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, f,
+                              "%s is in cuda_ipc buffer %llu but the plan runs on engine %s (%s), "
+                              "which reads host memory; use a shm buffer or an inline tensor",
+                              field, (unsigned long long)ref->buf, c->p->engine->ops->name,
+                              c->p->engine->where);
+    if (device != c->pool->view.device)
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, f,
+                              "%s is in a buffer on cuda:%d but the pool is on %s", field, device,
+                              c->p->engine->where);
+    return 0;
+}
+
+/* Point the run's referenced tensors into their buffers (held in c->hold),
+ * after the shape check: ranges inside buffers of the connection, device
+ * buffers only for a CUDA engine on their device, device outputs aligned
+ * for their elements, and no output overlapping an input or the other
+ * output (the engine reads inputs while it writes outputs). */
+static int resolve_refs(run_ctx *c, attn_run_args *ra, size_t esz, attn_error_detail *err)
+{
+    struct {
+        const char *field;
+        const attn_tensor_ref *ref;
+        attn_bytes *t;
+    } in[3] = {{"q", &ra->q_ref, &ra->q},
+               {"k_new", &ra->k_new_ref, &ra->k_new},
+               {"v_new", &ra->v_new_ref, &ra->v_new}};
+    void *ptr;
+    bool dev;
+    int rc;
+    for (int i = 0; i < 3; i++) {
+        if (in[i].ref->buf == 0)
+            continue;
+        if ((rc = resolve_one(c, in[i].ref, in[i].field, &ptr, &dev, err)) != 0)
+            return rc;
+        in[i].t->data = ptr;
+        in[i].t->len = in[i].ref->bytes;
+        if (dev)
+            c->a.on_device |= 1u << (ATTN_IO_Q + i);
+    }
+    if (ra->o_ref.buf != 0) {
+        if ((rc = resolve_one(c, &ra->o_ref, "o", &c->o_dst, &dev, err)) != 0)
+            return rc;
+        if (dev && ((uintptr_t)c->o_dst & (esz - 1)) != 0)
+            return attn_error_set(err, ATTN_E_BUFFER_RANGE, "o.offset",
+                                  "o in a cuda_ipc buffer must be aligned to its %zu-byte elements",
+                                  esz);
+        if (dev)
+            c->a.on_device |= 1u << ATTN_IO_O;
+    }
+    if (ra->lse_ref.buf != 0) {
+        if ((rc = resolve_one(c, &ra->lse_ref, "lse", &c->lse_dst, &dev, err)) != 0)
+            return rc;
+        if (dev && ((uintptr_t)c->lse_dst & 3u) != 0)
+            return attn_error_set(err, ATTN_E_BUFFER_RANGE, "lse.offset",
+                                  "lse in a cuda_ipc buffer must be aligned to 4 bytes");
+        if (dev)
+            c->a.on_device |= 1u << ATTN_IO_LSE;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (attnd_refs_overlap(&ra->o_ref, in[i].ref))
+            return attn_error_set(err, ATTN_E_BUFFER_RANGE, "o", "o overlaps %s in buffer %llu",
+                                  in[i].field, (unsigned long long)ra->o_ref.buf);
+        if (attnd_refs_overlap(&ra->lse_ref, in[i].ref))
+            return attn_error_set(err, ATTN_E_BUFFER_RANGE, "lse", "lse overlaps %s in buffer %llu",
+                                  in[i].field, (unsigned long long)ra->lse_ref.buf);
+    }
+    if (attnd_refs_overlap(&ra->o_ref, &ra->lse_ref))
+        return attn_error_set(err, ATTN_E_BUFFER_RANGE, "lse", "lse overlaps o in buffer %llu",
+                              (unsigned long long)ra->lse_ref.buf);
+    return 0;
+}
+
+/* The run's semaphores: 8-aligned uint64 words of the connection's buffers;
+ * shm words are handled on the host, cuda_ipc words by the engine's stream. */
+static int resolve_sems(run_ctx *c, const attn_run_args *ra, attn_error_detail *err)
+{
+    const attn_sem_ref *sem[2] = {&ra->wait, &ra->sig};
+    const char *field[2] = {"wait", "signal"};
+    for (int i = 0; i < 2; i++) {
+        attn_tensor_ref ref = {sem[i]->buf, sem[i]->offset, sizeof(uint64_t)};
+        void *ptr;
+        bool dev;
+        int rc;
+        char f[24];
+        if (ref.buf == 0)
+            continue;
+        snprintf(f, sizeof f, "%s.offset", field[i]);
+        if ((rc = resolve_one(c, &ref, field[i], &ptr, &dev, err)) != 0) {
+            /* the word's 8 bytes are implied: a range error is its offset's */
+            if (rc == ATTN_E_BUFFER_RANGE)
+                snprintf(err->field, sizeof err->field, "%s", f);
+            return rc;
+        }
+        if (((uintptr_t)ptr & 7u) != 0) {
+            return attn_error_set(err, ATTN_E_BUFFER_RANGE, f,
+                                  "a semaphore is a uint64 at an 8-aligned offset, not %llu",
+                                  (unsigned long long)ref.offset);
+        }
+        if (i == 0 && dev) {
+            c->a.wait_dev = ptr;
+            c->a.wait_value = sem[i]->value;
+        } else if (i == 0) {
+            c->wait_host = ptr;
+            c->wait_value = sem[i]->value;
+        } else if (dev) {
+            c->a.signal_dev = ptr;
+            c->a.signal_value = sem[i]->value;
+        } else {
+            c->sig_host = ptr;
+            c->sig_value = sem[i]->value;
+        }
+    }
+    if (c->a.wait_dev != NULL || c->a.signal_dev != NULL) {
+        char why[160];
+        c->sem_ipc = attnd_server_ipc(c->s, c->pool->view.device, why, sizeof why);
+        if (c->sem_ipc == NULL)
+            return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED,
+                                  c->a.wait_dev != NULL ? "wait.buf" : "signal.buf",
+                                  "device semaphores need the CUDA engine's stream memory "
+                                  "operations: %s",
+                                  why);
+    }
+    return 0;
+}
+
+/* Validate one run completely and bind what the engine reads into c (its
+ * pool acquired; nothing run yet).  Every refusal is reported before
+ * anything is enqueued, and leaves the pool and the outputs untouched. */
+static int run_prepare(run_ctx *c, attn_run_args *ra, void **scratch, attn_error_detail *err)
+{
+    attnd_plan *p = c->p;
+    attn_server *s = c->s;
     size_t esz = p->m.q_dtype == ATTN_FP32 ? 4 : 2;
+    uint64_t total_q, inline_bytes;
+    void *o_direct = NULL, *lse_direct = NULL;
     int rc;
 
-    if ((rc = attnd_pool_acquire(s->pools, p->pool, "plan_id", &pool, err)) != 0)
+    if ((rc = attnd_pool_acquire(s->pools, p->pool, "plan_id", &c->pool, err)) != 0)
         return attn_error_set(err, ATTN_E_STALE_PLAN, "plan_id", "the plan's pool '%s' was dropped",
                               p->pool);
-    if (pool->generation != p->pool_generation) {
-        rc = attn_error_set(err, ATTN_E_STALE_PLAN, "plan_id",
-                            "pool '%s' was dropped and created again since this plan", p->pool);
-        goto out;
-    }
-    if (ra->layer >= pool->geom.layers) {
-        rc = attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside [0, %u)", ra->layer,
-                            pool->geom.layers);
-        goto out;
-    }
+    attnd_pool *pool = c->pool;
+    if (pool->generation != p->pool_generation)
+        return attn_error_set(err, ATTN_E_STALE_PLAN, "plan_id",
+                              "pool '%s' was dropped and created again since this plan", p->pool);
+    if (ra->layer >= pool->geom.layers)
+        return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside [0, %u)", ra->layer,
+                              pool->geom.layers);
     if ((rc = attn_run_check_shapes(ra, &p->m, &pool->geom, err)) != 0)
-        goto out;
-    if ((rc = aligned_view(&ra->q, scratch, SCRATCH_Q, err, "q")) != 0 ||
-        (rc = aligned_view(&ra->k_new, scratch, SCRATCH_K, err, "k_new")) != 0 ||
-        (rc = aligned_view(&ra->v_new, scratch, SCRATCH_V, err, "v_new")) != 0)
-        goto out;
+        return rc;
+    if (ra->async) {
+        /* its reply leaves before O exists, so O (and LSE) go to buffers */
+        if (ra->o_ref.buf == 0)
+            return attn_error_set(err, ATTN_E_MISSING, "o",
+                                  "an asynchronous run writes O into a registered buffer: give o "
+                                  "as {buf, offset, bytes}");
+        if (ra->return_lse && ra->lse_ref.buf == 0)
+            return attn_error_set(err, ATTN_E_MISSING, "lse",
+                                  "an asynchronous run with return_lse writes LSE into a "
+                                  "registered buffer: give lse as {buf, offset, bytes}");
+        if (ra->trace || ra->verify)
+            return attn_error_set(err, ATTN_E_SEMANTIC, ra->trace ? "trace" : "verify",
+                                  "%s needs a synchronous run (its result is in the reply)",
+                                  ra->trace ? "trace" : "verify");
+    }
+    if ((rc = resolve_refs(c, ra, esz, err)) != 0 || (rc = resolve_sems(c, ra, err)) != 0)
+        return rc;
+    if (ra->verify && c->a.on_device != 0)
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "verify",
+                              "verify recomputes on the host from the run's inputs and outputs; "
+                              "it cannot read cuda_ipc buffers");
+    if (ra->async) {
+        /* the frame is freed once the reply is sent: own the inline inputs */
+        attn_bytes *in[3] = {&ra->q, &ra->k_new, &ra->v_new};
+        for (int i = 0; i < 3; i++) {
+            if ((c->a.on_device >> i) & 1u || in[i]->data == NULL)
+                continue;
+            void *copy = ctx_alloc(c, in[i]->len);
+            if (copy == NULL)
+                return attn_error_set(err, ATTN_E_NOMEM,
+                                      i == 0   ? "q"
+                                      : i == 1 ? "k_new"
+                                               : "v_new",
+                                      "cannot copy the input of an asynchronous run");
+            memcpy(copy, in[i]->data, in[i]->len);
+            in[i]->data = copy;
+        }
+    } else if ((rc = aligned_view(&ra->q, scratch, SCRATCH_Q, err, "q")) != 0 ||
+               (rc = aligned_view(&ra->k_new, scratch, SCRATCH_K, err, "k_new")) != 0 ||
+               (rc = aligned_view(&ra->v_new, scratch, SCRATCH_V, err, "v_new")) != 0) {
+        return rc;
+    }
     total_q = (uint64_t)attn_manifest_total_q(&p->m);
-    o_bytes = total_q * p->m.num_qo_heads * pool->geom.head_dim_vo * esz;
-    lse_bytes = ra->return_lse ? total_q * p->m.num_qo_heads * sizeof(float) : 0;
+    c->o_bytes = total_q * p->m.num_qo_heads * pool->geom.head_dim_vo * esz;
+    c->lse_bytes = total_q * p->m.num_qo_heads * sizeof(float);
     /* nothing half-applied: a reply that cannot be sent is refused before the
-     * engine commits rows (the encoder's backstop comes after the commit) */
-    if (o_bytes + lse_bytes > atomic_load(&s->max_reply)) {
-        rc = attn_error_set(err, ATTN_E_TOO_LARGE, "q",
-                            "O and LSE of %llu query rows make %llu bytes, over --max-reply %llu; "
-                            "the pool is unchanged",
-                            (unsigned long long)total_q, (unsigned long long)(o_bytes + lse_bytes),
-                            (unsigned long long)atomic_load(&s->max_reply));
-        goto out;
-    }
-    scratch[SCRATCH_O] = malloc(o_bytes + 1);
-    if (ra->return_lse)
-        scratch[SCRATCH_LSE] = malloc(lse_bytes + 1);
-    if (scratch[SCRATCH_O] == NULL || (ra->return_lse && scratch[SCRATCH_LSE] == NULL)) {
-        rc = attn_error_set(err, ATTN_E_NOMEM, "q", "cannot allocate the output");
-        goto out;
-    }
-    memset(&a, 0, sizeof a);
-    memset(&report, 0, sizeof report);
+     * engine commits rows (the encoder's backstop comes after the commit);
+     * the cap counts the outputs that travel inline, not those in buffers */
+    inline_bytes = (c->o_dst == NULL ? c->o_bytes : 0) +
+                   (ra->return_lse && c->lse_dst == NULL ? c->lse_bytes : 0);
+    if (inline_bytes > atomic_load(&s->max_reply))
+        return attn_error_set(err, ATTN_E_TOO_LARGE, c->o_dst == NULL ? "q" : "lse",
+                              "the inline outputs of %llu query rows make %llu bytes, over "
+                              "--max-reply %llu (pass o/lse as buffer references); "
+                              "the pool is unchanged",
+                              (unsigned long long)total_q, (unsigned long long)inline_bytes,
+                              (unsigned long long)atomic_load(&s->max_reply));
+    /* an output goes straight into its buffer when aligned for its elements
+     * (engines store float/uint16; a device output is aligned by now), else
+     * through staging and one copy */
+    if (c->o_dst != NULL && ((uintptr_t)c->o_dst & (esz - 1)) == 0)
+        o_direct = c->o_dst;
+    if (c->lse_dst != NULL && ((uintptr_t)c->lse_dst & (sizeof(float) - 1)) == 0)
+        lse_direct = c->lse_dst;
+    if (o_direct == NULL)
+        o_direct =
+            c->is_async ? ctx_alloc(c, c->o_bytes) : (scratch[SCRATCH_O] = malloc(c->o_bytes + 1));
+    if (ra->return_lse && lse_direct == NULL)
+        lse_direct = c->is_async ? ctx_alloc(c, c->lse_bytes)
+                                 : (scratch[SCRATCH_LSE] = malloc(c->lse_bytes + 1));
+    if (o_direct == NULL || (ra->return_lse && lse_direct == NULL))
+        return attn_error_set(err, ATTN_E_NOMEM, "q", "cannot allocate the output");
+    c->a.pool = &pool->view;
+    c->a.layer = ra->layer;
+    c->a.q = ra->q.data;
+    c->a.k_new = ra->k_new.data;
+    c->a.v_new = ra->v_new.data;
+    c->a.o = o_direct;
+    c->a.lse = lse_direct;
+    c->a.commit = true;
+    c->trace = ra->trace;
+    c->verify = ra->verify;
+    c->return_lse = ra->return_lse;
+    c->o_ref = ra->o_ref;
+    c->lse_ref = ra->lse_ref;
+    return 0;
+}
+
+/* A device wait of a closing connection: write the awaited value from the
+ * CUDA engine's control stream, so the stream behind it moves on. */
+static void release_device_wait(attnd_wait *w)
+{
+    run_ctx *c = w->arg;
+    attn_cuda_ipc_release(c->sem_ipc, c->a.wait_dev, c->a.wait_value);
+}
+
+/* Whether an asynchronous run may return from its engine once enqueued
+ * (the engine completes it later): no host semaphore (those are waited and
+ * written around the engine call) and an engine that can defer. */
+static bool run_defers(const run_ctx *c)
+{
+    return c->is_async && c->wait_host == NULL && c->sig_host == NULL &&
+           c->p->engine->ops->complete != NULL && c->s->cfg.async_defer;
+}
+
+/* The engine's failure as the reply says it. */
+static int engine_failure(run_ctx *c, int rc, const attn_error_detail *eerr, attn_error_detail *err)
+{
+    const attnd_plan *p = c->p;
+    atomic_fetch_add(&c->s->engine_failures, 1);
+    if (rc == ATTN_E_POOL_UNRESTORED)
+        return attn_error_set(err, rc, eerr->field,
+                              "engine %s failed and could not restore the pool: "
+                              "the rows of this run may be partly written (%.120s)",
+                              p->engine->ops->name, eerr->message);
+    return attn_error_set(err, rc, eerr->field,
+                          "engine %s on %s failed (%.150s); the pool is unchanged",
+                          p->engine->ops->name, p->engine->where,
+                          eerr->message[0] ? eerr->message : attn_err_message(rc));
+}
+
+/* Wait (host semaphore), run the engine under the pool's lock, verify when
+ * asked, signal (host semaphore; a device signal is the engine's).  A
+ * failure leaves the pool as it was (or says it could not).  A deferring
+ * run returns ATTND_ASYNC_PENDING once its engine enqueued the work;
+ * run_complete finishes it. */
+static int run_execute(run_ctx *c, attn_error_detail *err)
+{
+    attn_server *s = c->s;
+    attnd_plan *p = c->p;
+    attnd_pool *pool = c->pool;
+    attn_error_detail eerr;
+    double t0 = now_us(), engine_t0;
+    int rc, tracing = 0, exclusive;
+
     memset(&eerr, 0, sizeof eerr);
-    a.pool = &pool->view;
-    a.layer = ra->layer;
-    a.q = ra->q.data;
-    a.k_new = ra->k_new.data;
-    a.v_new = ra->v_new.data;
-    a.o = scratch[SCRATCH_O];
-    a.lse = scratch[SCRATCH_LSE];
-    a.commit = true;
-    memset(&vr, 0, sizeof vr);
+    memset(&c->report, 0, sizeof c->report);
+    memset(&c->vr, 0, sizeof c->vr);
+    if (c->wait_host != NULL &&
+        (rc = attnd_sem_wait_host(s->async, c->conn, c->wait_host, c->wait_value, err)) != 0)
+        return rc;
+    c->a.defer = run_defers(c);
+    memset(&c->dw, 0, sizeof c->dw);
+    if (c->a.wait_dev != NULL) {
+        /* the connection's close releases it while the stream sits on it */
+        c->dw.conn = c->conn;
+        c->dw.release = release_device_wait;
+        c->dw.arg = c;
+        attnd_async_wait_enter(s->async, &c->dw);
+    }
     /* seed 0x0BF: a CUPTI window is device-wide, so a traced device run
      * runs alone (every other run holds the trace lock shared) */
-    exclusive = ra->trace && p->engine->ops->platform == ATTN_PLATFORM_CUDA;
+    exclusive = c->trace && p->engine->ops->platform == ATTN_PLATFORM_CUDA;
     if (exclusive) {
         pthread_rwlock_wrlock(&s->trace_lock);
-        tk = calloc(1, sizeof *tk);
-        tracing = tk != NULL && attn_cupti_begin(NULL) == 0;
+        c->tk = calloc(1, sizeof *c->tk);
+        tracing = c->tk != NULL && attn_cupti_begin(NULL) == 0;
     } else {
         pthread_rwlock_rdlock(&s->trace_lock);
     }
-    /* one writer per pool: the staged rows commit while nobody reads them */
-    pthread_mutex_lock(&pool->lock);
+    /* one writer per pool: the staged rows commit while nobody reads them.
+     * A deferring run follows the queue's deferred runs on the same stream
+     * (attnd_async's `follows`), so it does not wait for them; any other
+     * run waits until no deferred run writes the pool */
+    if (c->a.defer)
+        pthread_mutex_lock(&pool->lock);
+    else
+        attnd_pool_lock_idle(pool);
     engine_t0 = now_us();
-    rc = attn_engine_run(p->engine, p->eplan, &a, &report, &eerr);
-    exec_us = now_us() - t0;
+    rc = attn_engine_run(p->engine, p->eplan, &c->a, &c->report, &eerr);
+    if (rc == 0 && c->report.deferred)
+        atomic_fetch_add(&pool->deferred, 1); /* under the lock: see attnd_pool_lock_idle */
+    c->exec_us = now_us() - t0;
     attnd_metrics_note_engine(&s->metrics, p->engine->ops->platform,
                               (uint64_t)((now_us() - engine_t0) * 1e3));
-    /* the engine's run copied O back to the host: the device is synchronised */
-    if (tracing && attn_cupti_end(tk->k, ATTN_KERNELS_MAX, &tk->n, NULL, NULL) != 0)
-        tk->n = 0;
-    if (rc == 0 && ra->verify) {
+    /* the engine's run synchronised its stream */
+    if (tracing && attn_cupti_end(c->tk->k, ATTN_KERNELS_MAX, &c->tk->n, NULL, NULL) != 0)
+        c->tk->n = 0;
+    if (rc == 0 && c->verify) {
         /* seed 0x0BG: recompute in fp64 with the reference and compare at the
          * declared tolerance; under the pool lock, the layer as committed
          * (a device layer through a host copy of it) */
@@ -396,58 +700,203 @@ static int run_core(attn_server *s, attnd_plan *p, uint64_t plan_id, attn_run_ar
         memset(&vc, 0, sizeof vc);
         vc.m = &p->m;
         vc.g = &pool->geom;
-        vc.k_store = pool->layer_k[ra->layer];
-        vc.v_store = pool->layer_v[ra->layer];
+        vc.k_store = pool->layer_k[c->a.layer];
+        vc.v_store = pool->layer_v[c->a.layer];
         if (pool->view.platform != ATTN_PLATFORM_CPU &&
-            layer_to_host(pool, ra->layer, &host_k, &host_v, &verr) == 0) {
+            layer_to_host(pool, c->a.layer, &host_k, &host_v, &verr) == 0) {
             vc.k_store = host_k;
             vc.v_store = host_v;
         }
-        vc.q = ra->q.data;
-        vc.k_new = ra->k_new.data;
-        vc.v_new = ra->v_new.data;
-        vc.o = a.o;
-        vc.lse = a.lse;
+        vc.q = c->a.q;
+        vc.k_new = c->a.k_new;
+        vc.v_new = c->a.v_new;
+        vc.o = c->a.o;
+        vc.lse = c->a.lse;
         vc.committed = true;
         if ((pool->view.platform != ATTN_PLATFORM_CPU && host_k == NULL) ||
-            attn_verify_run(&vc, &vr, &verr) != 0)
-            memset(&vr, 0, sizeof vr);
+            attn_verify_run(&vc, &c->vr, &verr) != 0)
+            memset(&c->vr, 0, sizeof c->vr);
         free(host_k);
         free(host_v);
     }
     pthread_mutex_unlock(&pool->lock);
     pthread_rwlock_unlock(&s->trace_lock);
-    if (rc != 0) {
-        atomic_fetch_add(&s->engine_failures, 1);
-        if (rc == ATTN_E_POOL_UNRESTORED)
-            attn_error_set(err, rc, eerr.field,
-                           "engine %s failed and could not restore the pool: "
-                           "the rows of this run may be partly written (%.120s)",
-                           p->engine->ops->name, eerr.message);
-        else
-            attn_error_set(err, rc, eerr.field,
-                           "engine %s on %s failed (%.150s); the pool is unchanged",
-                           p->engine->ops->name, p->engine->where,
-                           eerr.message[0] ? eerr.message : attn_err_message(rc));
-        goto out;
+    if (rc == 0 && c->report.deferred)
+        return ATTND_ASYNC_PENDING; /* outputs are on the device; run_complete */
+    if (c->a.wait_dev != NULL)
+        attnd_async_wait_leave(s->async, &c->dw);
+    if (rc == 0) {
+        /* O and LSE into a host buffer not aligned for their elements */
+        if (c->o_dst != NULL && c->a.o != c->o_dst)
+            memcpy(c->o_dst, c->a.o, c->o_bytes);
+        if (c->lse_dst != NULL && c->a.lse != c->lse_dst)
+            memcpy(c->lse_dst, c->a.lse, c->lse_bytes);
     }
-    rep->o.data = scratch[SCRATCH_O];
-    rep->o.len = o_bytes;
-    rep->o_dtype = p->m.q_dtype;
-    rep->has_lse = ra->return_lse;
-    if (ra->return_lse) {
-        rep->lse.data = scratch[SCRATCH_LSE];
-        rep->lse.len = lse_bytes;
+    /* a failed run still signals, so the client never waits for ever (it
+     * learns of the failure from the reply, run_status or async_error) */
+    if (c->sig_host != NULL)
+        attnd_sem_signal_host(c->sig_host, c->sig_value);
+    if (rc == 0)
+        return 0;
+    return engine_failure(c, rc, &eerr, err);
+}
+
+/* Finish a deferred run: wait for its device work, then let the pool go. */
+static int run_complete(run_ctx *c, attn_error_detail *err)
+{
+    attn_error_detail eerr;
+    memset(&eerr, 0, sizeof eerr);
+    int rc = attn_engine_complete(c->p->engine, c->report.ticket, &c->report, &eerr);
+    atomic_fetch_sub(&c->pool->deferred, 1);
+    if (c->a.wait_dev != NULL)
+        attnd_async_wait_leave(c->s->async, &c->dw);
+    return rc == 0 ? 0 : engine_failure(c, rc, &eerr, err);
+}
+
+/* A run that waits or signals: its diag reports the GPU hand-off (MPS or
+ * time-sliced). */
+static bool run_hands_off(const run_ctx *c)
+{
+    return c->a.wait_dev != NULL || c->a.signal_dev != NULL || c->wait_host != NULL ||
+           c->sig_host != NULL;
+}
+
+/* Release what the ctx holds (buffers, pool, owned memory; not the plan). */
+static void run_ctx_release(run_ctx *c)
+{
+    attnd_buffer_hold_release(c->s->buffers, &c->hold);
+    attnd_pool_release(c->s->pools, c->pool);
+    c->pool = NULL;
+    for (size_t i = 0; i < sizeof c->owned / sizeof c->owned[0]; i++) {
+        free(c->owned[i]);
+        c->owned[i] = NULL;
     }
-    rc = encode_diag(s, p, plan_id, &report, exec_us, &vr, tk, scratch, &rep->diag);
-out:
-    free(tk);
-    attnd_pool_release(s->pools, pool);
+    free(c->tk);
+    c->tk = NULL;
+}
+
+static int async_run_cb(attnd_async_job *j, double *engine_us, char method[32],
+                        attn_error_detail *err)
+{
+    run_ctx *c = (run_ctx *)j;
+    int rc = run_execute(c, err);
+    *engine_us = c->report.engine_us;
+    snprintf(method, 32, "%s", c->report.timing_method);
     return rc;
 }
 
-int attnd_exec_run(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
-                   attn_error_detail *err)
+static int async_complete_cb(attnd_async_job *j, double *engine_us, char method[32],
+                             attn_error_detail *err)
+{
+    run_ctx *c = (run_ctx *)j;
+    int rc = run_complete(c, err);
+    *engine_us = c->report.engine_us;
+    snprintf(method, 32, "%s", c->report.timing_method);
+    return rc;
+}
+
+/* A deferring run on the engine instance of the one in flight: its work
+ * queues behind it on the same stream. */
+static bool async_follows_cb(const attnd_async_job *j, const attnd_async_job *prev)
+{
+    const run_ctx *c = (const run_ctx *)j, *pc = (const run_ctx *)prev;
+    return run_defers(c) && c->p->engine == pc->p->engine;
+}
+
+static void async_release_cb(attnd_async_job *j)
+{
+    run_ctx *c = (run_ctx *)j;
+    run_ctx_release(c);
+    attnd_plan_cache_release(c->s->plans, c->p);
+    free(c);
+}
+
+/* The diag of a run (synchronous: with its timing; asynchronous: "async"). */
+static int run_diag(const run_ctx *c, uint64_t seq, void **scratch, attn_bytes *out)
+{
+    return encode_diag(c->s, c->p, c->plan_id, seq ? NULL : &c->report, c->exec_us,
+                       seq ? NULL : &c->vr, seq ? NULL : c->tk, scratch, out, seq,
+                       run_hands_off(c));
+}
+
+/* One run of plan p for connection `conn`: synchronous (validate, run,
+ * reply with O or its reference) or, when asked, asynchronous (validate,
+ * enqueue, reply with the run_seq; the queue then owns the ctx and takes
+ * its own reference on the plan). */
+static int run_core(attn_server *s, uint32_t conn, attnd_plan *p, uint64_t plan_id,
+                    attn_run_args *ra, attn_reply *rep, void **scratch, attn_error_detail *err)
+{
+    int rc;
+    if (!ra->async) {
+        /* a connection's requests apply in order: its async runs first */
+        attnd_async_drain_conn(s->async, conn);
+        run_ctx c;
+        memset(&c, 0, sizeof c);
+        c.s = s;
+        c.conn = conn;
+        c.p = p;
+        c.plan_id = plan_id;
+        c.ra = ra;
+        if ((rc = run_prepare(&c, ra, scratch, err)) == 0 && (rc = run_execute(&c, err)) == 0) {
+            rep->o_dtype = p->m.q_dtype;
+            rep->has_lse = ra->return_lse;
+            if (c.o_dst != NULL) {
+                /* O is in the client's buffer: the reply says where, not what */
+                rep->o_ref = ra->o_ref;
+            } else {
+                rep->o.data = c.a.o;
+                rep->o.len = c.o_bytes;
+            }
+            if (c.lse_dst != NULL) {
+                rep->lse_ref = ra->lse_ref;
+            } else if (ra->return_lse) {
+                rep->lse.data = c.a.lse;
+                rep->lse.len = c.lse_bytes;
+            }
+            rc = run_diag(&c, 0, scratch, &rep->diag);
+        }
+        run_ctx_release(&c);
+        return rc;
+    }
+    run_ctx *c = calloc(1, sizeof *c);
+    void *again = NULL;
+    if (c == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, "async", "out of memory");
+    c->s = s;
+    c->conn = conn;
+    c->p = p;
+    c->plan_id = plan_id;
+    c->is_async = true;
+    if ((rc = run_prepare(c, ra, scratch, err)) != 0 ||
+        (rc = attnd_plan_cache_acquire(s->plans, plan_id, &again, err)) != 0) {
+        run_ctx_release(c);
+        free(c);
+        return rc;
+    }
+    c->job.conn = conn;
+    c->job.run = async_run_cb;
+    c->job.release = async_release_cb;
+    c->job.complete = async_complete_cb;
+    c->job.follows = async_follows_cb;
+    /* the reply is built before the queue may finish (and free) the run */
+    rep->o_dtype = p->m.q_dtype;
+    rep->has_lse = ra->return_lse;
+    rep->o_ref = ra->o_ref;
+    rep->lse_ref = ra->lse_ref;
+    c->job.seq = attnd_async_reserve_seq(s->async);
+    if ((rc = run_diag(c, c->job.seq, scratch, &rep->diag)) != 0) {
+        run_ctx_release(c);
+        attnd_plan_cache_release(s->plans, c->p);
+        free(c);
+        return rc;
+    }
+    rep->run_seq = c->job.seq;
+    attnd_async_submit(s->async, &c->job);
+    return 0;
+}
+
+int attnd_exec_run(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
+                   void **scratch, attn_error_detail *err)
 {
     void *obj = NULL;
     attnd_plan *p;
@@ -455,7 +904,7 @@ int attnd_exec_run(attn_server *s, attn_request *req, attn_reply *rep, void **sc
     if (rc != 0)
         return rc;
     p = obj;
-    rc = run_core(s, p, req->run.plan_id, &req->run, rep, scratch, err);
+    rc = run_core(s, conn, p, req->run.plan_id, &req->run, rep, scratch, err);
     if (rc == 0) {
         rep->plan_id = req->run.plan_id;
         snprintf(rep->plan_key, sizeof rep->plan_key, "%s", p->plan_key_sha);
@@ -464,15 +913,15 @@ int attnd_exec_run(attn_server *s, attn_request *req, attn_reply *rep, void **sc
     return rc;
 }
 
-int attnd_exec_attend(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
-                      attn_error_detail *err)
+int attnd_exec_attend(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
+                      void **scratch, attn_error_detail *err)
 {
     attnd_plan *p = NULL;
     uint64_t id = 0;
     int rc = plan_core(s, req, &p, &id, err);
     if (rc != 0)
         return rc;
-    rc = run_core(s, p, id, &req->run, rep, scratch, err);
+    rc = run_core(s, conn, p, id, &req->run, rep, scratch, err);
     if (rc == 0)
         fill_plan_reply(p, id, rep);
     attnd_plan_cache_release(s->plans, p);

@@ -125,6 +125,8 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
         /* nng reports the removal of every pipe it announced */
         atomic_fetch_sub(&l->o.metrics->connections, 1);
         attnd_conn_remove(l->conns, nng_pipe_id(p));
+        if (l->o.conn_closed != NULL)
+            l->o.conn_closed(l->o.arg, nng_pipe_id(p));
         attnd_log_write(l->o.log, ATTND_LOG_DEBUG, "connection %d closed", nng_pipe_id(p));
         return;
     }
@@ -149,6 +151,24 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
                           nng_pipe_id(p));
         nng_pipe_close(p);
     }
+}
+
+int attnd_conn_peer_uid(uint32_t conn, uint64_t *uid)
+{
+    nng_pipe p = NNG_PIPE_INITIALIZER;
+    p.id = conn;
+    return conn != 0 && nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, uid) == 0 ? 0 : -1;
+}
+
+/* Run the handler on j's request.  A connection that closed while its
+ * request was handled has that request's leftovers released here (the
+ * REM_POST callback may have run before the request created them). */
+static void handle(attnd_loop *l, job *j)
+{
+    l->o.handler(l->o.arg, j->pipe, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply,
+                 &j->reply_len);
+    if (l->o.conn_closed != NULL && j->pipe != 0 && !attnd_conn_is_open(l->conns, j->pipe))
+        l->o.conn_closed(l->o.arg, j->pipe);
 }
 
 /* Wait for the next request on j's context (no timeout: it may be long). */
@@ -247,8 +267,7 @@ static void aio_cb(void *arg)
             !atomic_load(&l->refuse_pipes) &&
             l->o.is_cheap(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req))) {
             atomic_fetch_add(&l->o.metrics->inline_ops, 1);
-            l->o.handler(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply,
-                         &j->reply_len);
+            handle(l, j);
             send_reply(l, j);
             return;
         }
@@ -325,7 +344,7 @@ static void work_cb(uv_work_t *w)
     attnd_metrics_note_handoff(l->o.metrics, now_ns() - j->t_recv_ns);
     j->reply = NULL;
     j->reply_len = 0;
-    l->o.handler(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply, &j->reply_len);
+    handle(l, j);
 }
 
 static void after_work_cb(uv_work_t *w, int status)
@@ -464,8 +483,7 @@ static void async_cb(uv_async_t *a)
                    l->o.is_cheap(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req))) {
             /* the hand-off costs more than hello/stats themselves (docs/daemon.md) */
             atomic_fetch_add(&l->o.metrics->inline_ops, 1);
-            l->o.handler(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply,
-                         &j->reply_len);
+            handle(l, j);
             send_reply(l, j);
         } else {
             atomic_fetch_add(&l->o.metrics->worker_ops, 1);
@@ -473,8 +491,7 @@ static void async_cb(uv_async_t *a)
             j->work.data = j;
             if (uv_queue_work(&l->loop, &j->work, work_cb, after_work_cb) != 0) {
                 atomic_fetch_sub(&l->o.metrics->queued, 1);
-                l->o.handler(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), &j->reply,
-                             &j->reply_len);
+                handle(l, j);
                 send_reply(l, j);
             }
         }

@@ -38,10 +38,17 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 
-/* Answer one request frame: *reply is malloc'ed, the caller frees it.
- * Must be thread-safe; returns 0 (an error reply is still 0 + bytes). */
-typedef int (*attnd_handler_fn)(void *arg, const void *req, size_t len, void **reply,
+/* Answer one request frame of connection `conn` (its nng pipe id): *reply
+ * is malloc'ed, the caller frees it.  Must be thread-safe; returns 0 (an
+ * error reply is still 0 + bytes). */
+typedef int (*attnd_handler_fn)(void *arg, uint32_t conn, const void *req, size_t len, void **reply,
                                 size_t *reply_len);
+
+/* Connection `conn` closed (nng thread or a worker): release what it owns.
+ * Called once the pipe is gone, and again after any request of it that was
+ * still being handled then, so state it created meanwhile goes too (the
+ * callee must be idempotent). */
+typedef void (*attnd_conn_closed_fn)(void *arg, uint32_t conn);
 
 /* Whether a frame is cheap enough to answer without the loop/worker hand-off. */
 typedef int (*attnd_cheap_fn)(void *arg, const void *req, size_t len);
@@ -72,8 +79,9 @@ typedef struct attnd_loop_opts {
     uint32_t workers;  /* libuv worker threads */
     int ready_fd;      /* "READY\n" written and closed once listening; -1 = none */
     attnd_handler_fn handler;
-    attnd_cheap_fn is_cheap;   /* NULL: everything goes to a worker */
-    attnd_refuse_fn refuse;    /* NULL: refused requests are dropped without reply */
+    attnd_conn_closed_fn conn_closed; /* NULL: nothing is owned by a connection */
+    attnd_cheap_fn is_cheap;          /* NULL: everything goes to a worker */
+    attnd_refuse_fn refuse;           /* NULL: refused requests are dropped without reply */
     uint32_t max_conns;        /* connections at once; more are closed at once (0 = no cap) */
     uint32_t conn_inflight;    /* one connection's requests in progress (0 = no cap) */
     uint64_t send_timeout_ms;  /* a reply not taken in time closes its connection (0 = none) */
@@ -96,6 +104,11 @@ typedef struct attnd_loop attnd_loop;
 
 /* Open the socket and the listener (not yet receiving); E_IO with a message on failure. */
 int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_detail *err);
+
+/* The user id of the process at the other end of connection `conn` (an
+ * ipc:// pipe: the kernel's SO_PEERCRED, through nng); 0, or -1 when the
+ * transport cannot say (tcp://, tls+tcp://, inproc://) or the pipe is gone. */
+int attnd_conn_peer_uid(uint32_t conn, uint64_t *uid);
 
 /* Serve until a signal or attnd_loop_stop; returns 0 after a clean shutdown
  * (every accepted request answered, uv_loop_close succeeded). */

@@ -4,6 +4,7 @@
  * live (the reply cap, per-connection in-flight cap, send/idle/drain
  * timeouts). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -111,6 +112,11 @@ int main(int argc, char **argv)
 
     if (early_flag(argc, argv))
         return 0;
+    /* Every kernel loads when the CUDA runtime initialises, not at its first
+     * launch: a lazily loaded kernel queued behind a pending cross-process
+     * semaphore wait deadlocks both processes (measured, ZERO-COPY.md §2).
+     * Set before any CUDA call; it overrides a LAZY from the environment. */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     memset(&err, 0, sizeof err);
     attnd_config_defaults(&cfg);
     if (attnd_config_parse_args(&cfg, argc, argv, &err) != 0 ||
@@ -158,6 +164,7 @@ int main(int argc, char **argv)
     o.workers = cfg.workers;
     o.ready_fd = cfg.ready_fd;
     o.handler = attn_server_handle_cb;
+    o.conn_closed = attn_server_conn_closed_cb;
     o.is_cheap = cfg.inline_cheap ? attn_server_is_cheap_cb : NULL;
     o.refuse = attn_server_refuse_cb;
     o.arg = srv;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon/config.h"
 #include "kernels/common/dtype.h"
@@ -320,10 +321,22 @@ int attnd_pool_read_held(attnd_pool *p, uint32_t layer, const int32_t *pages, ui
     return 0;
 }
 
+void attnd_pool_lock_idle(attnd_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    /* the count only rises under the lock, so 0 seen here stays 0 until unlock */
+    while (atomic_load(&p->deferred) != 0) {
+        pthread_mutex_unlock(&p->lock);
+        /* a deferred run lasts a kernel's time: poll briefly */
+        nanosleep(&(struct timespec){0, 5000}, NULL);
+        pthread_mutex_lock(&p->lock);
+    }
+}
+
 int attnd_pool_read(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32_t n, void *k,
                     void *v, attn_error_detail *err)
 {
-    pthread_mutex_lock(&p->lock);
+    attnd_pool_lock_idle(p);
     int rc = attnd_pool_read_held(p, layer, pages, n, k, v, err);
     pthread_mutex_unlock(&p->lock);
     return rc;
@@ -348,7 +361,7 @@ int attnd_pool_write(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32
             free(old_v);
             return attn_error_set(err, ATTN_E_NOMEM, "pages", "cannot stage %u pages", n);
         }
-        pthread_mutex_lock(&p->lock);
+        attnd_pool_lock_idle(p);
         rc = attnd_pool_read_held(p, layer, pages, n, old_k, old_v, err);
         if (rc == 0) {
             rc = attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_k[layer], 0, pages, n,
@@ -373,7 +386,7 @@ int attnd_pool_write(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32
         return rc;
     }
 #endif
-    pthread_mutex_lock(&p->lock);
+    attnd_pool_lock_idle(p);
     for (uint32_t i = 0; i < n; i++) {
         memcpy((char *)p->layer_k[layer] + pages[i] * p->page_bytes_k,
                (const char *)k + i * p->page_bytes_k, p->page_bytes_k);
@@ -416,7 +429,7 @@ uint64_t attnd_pool_checksum(attnd_pool *p)
         return h;
     }
 #endif
-    pthread_mutex_lock(&p->lock);
+    attnd_pool_lock_idle(p);
     for (uint32_t l = 0; l < p->geom.layers; l++) {
         h = fnv1a(h, p->layer_k[l], p->page_bytes_k * p->geom.num_pages);
         h = fnv1a(h, p->layer_v[l], p->page_bytes_v * p->geom.num_pages);

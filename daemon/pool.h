@@ -11,6 +11,7 @@
 #define ATTN_DAEMON_POOL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "attn/error.h"
@@ -28,6 +29,10 @@ typedef struct attnd_pool {
     uint64_t generation; /* distinct per created pool: a plan names the pool it was built on */
     pthread_mutex_t lock;
     int refs; /* guarded by the table lock */
+    /* runs enqueued on a device and not yet completed (deferred async runs):
+     * they write the pool after its lock was released, so every other
+     * reader or writer waits for 0 first (attnd_pool_wait_device_idle) */
+    _Atomic uint32_t deferred;
 } attnd_pool;
 
 typedef struct attnd_pool_table attnd_pool_table;
@@ -37,6 +42,11 @@ int attnd_pool_table_create(attnd_pool_table **t, uint64_t budget);
 
 /* Pools at once (E_BUSY beyond); `stats` lists every one of them. */
 #define ATTND_MAX_POOLS 64
+
+/* Take p->lock once no deferred device run writes `p` any more (every
+ * host reader and writer of the pool, and every run that does not defer,
+ * locks it this way; deferred runs raise `deferred` under the lock). */
+void attnd_pool_lock_idle(attnd_pool *p);
 
 /* Drop every pool and free the table. */
 void attnd_pool_table_destroy(attnd_pool_table *t);

@@ -9,9 +9,11 @@
 #include <time.h>
 
 #include "daemon/artifact.h"
+#include "daemon/loop.h"
 #include "daemon/server_int.h"
 #include "engines/cpu/engine.h"
 #include "engines/cuda/cuda_engine.h" /* plain C; both CUDA engines exist in a CUDA=0 build too */
+#include "engines/cuda/ipc.h"
 #include "engines/cuda/prefill_engine.h"
 #include "protocol/manifest.h"
 #include "protocol/msg.h"
@@ -182,6 +184,58 @@ static int register_engines(attn_server *s, attn_error_detail *err)
 #endif
 }
 
+attn_cuda_ipc *attnd_server_ipc(attn_server *s, int device, char *why, size_t n)
+{
+    for (uint32_t i = 0; i < s->num_engines; i++)
+        if (s->engines[i]->ops == attn_cuda_engine_ops() && s->engines[i]->device == device)
+            return attn_cuda_engine_ipc(s->engines[i], why, n);
+    if (why != NULL && n > 0)
+        snprintf(why, n, "attnd has no CUDA engine on cuda:%d", device);
+    return NULL;
+}
+
+/* The buffer table's cuda_ipc hook: the CUDA engine of the device opens. */
+static int ipc_open(void *arg, int device, const uint8_t *handle, uint64_t offset, uint64_t bytes,
+                    void **dev_ptr, attn_error_detail *err)
+{
+    attn_server *s = arg;
+    char why[160];
+    attn_cuda_ipc *c = attnd_server_ipc(s, device, why, sizeof why);
+    bool any_cuda = false;
+    *dev_ptr = NULL;
+    for (uint32_t i = 0; i < s->num_engines; i++)
+        any_cuda = any_cuda || s->engines[i]->ops == attn_cuda_engine_ops();
+    if (c == NULL)
+        /* no CUDA engine at all: the kind is what this attnd cannot serve */
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, any_cuda ? "device" : "kind",
+                              "cannot open a cuda_ipc handle on cuda:%d: %s (CUDA IPC buffers need "
+                              "the CUDA engine on that device)",
+                              device, why);
+    return attn_cuda_ipc_open(c, handle, offset, bytes, dev_ptr, err);
+}
+
+static void ipc_close(void *arg, int device, void *dev_ptr)
+{
+    attn_cuda_ipc *c = attnd_server_ipc(arg, device, NULL, 0);
+    if (c != NULL)
+        attn_cuda_ipc_close(c, dev_ptr);
+}
+
+/* Whether the CUDA contexts of this attnd run under MPS, and the sentence
+ * hello and the diag of every waiting or signalling run carry. */
+static void detect_mps(attn_server *s)
+{
+    s->mps = -1;
+    snprintf(s->mps_note, sizeof s->mps_note,
+             "no CUDA engine: semaphores in shm buffers are "
+             "waited and signalled on the host");
+    for (uint32_t i = 0; i < s->num_engines; i++)
+        if (s->engines[i]->ops == attn_cuda_engine_ops()) {
+            s->mps = attn_cuda_mps_state(s->engines[i]->device, s->mps_note, sizeof s->mps_note);
+            return;
+        }
+}
+
 int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_detail *err)
 {
     attn_server *s = calloc(1, sizeof *s);
@@ -222,9 +276,23 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
     }
     if ((rc = register_engines(s, err)) != 0)
         goto fail;
+    detect_mps(s);
+    if ((rc = attnd_async_create(&s->async, 4096)) != 0) {
+        attn_error_set(err, rc, "", "cannot start the asynchronous-run worker");
+        goto fail;
+    }
     if ((rc = attnd_pool_table_create(&s->pools, cfg->pool_budget)) != 0) {
         attn_error_set(err, rc, "", "out of memory");
         goto fail;
+    }
+    if ((rc = attnd_buffers_create(&s->buffers, (uint32_t)cfg->max_buffers,
+                                   cfg->max_buffer_bytes)) != 0) {
+        attn_error_set(err, rc, "max_buffers", "cannot create the buffer table");
+        goto fail;
+    }
+    {
+        attnd_ipc_opener o = {ipc_open, ipc_close, s};
+        attnd_buffers_set_ipc(s->buffers, &o);
     }
     if ((rc = attnd_plan_cache_create(&s->plans, cfg->max_plans, cfg->plan_cache_bytes,
                                       attnd_plan_free)) != 0) {
@@ -265,9 +333,11 @@ void attn_server_destroy(attn_server *s)
 {
     if (s == NULL)
         return;
+    attnd_async_destroy(s->async); /* queued runs hold plans, pools and buffers */
     attn_capture_close(s->capture);
     attnd_plan_cache_destroy(s->plans); /* engine plans go before their engines */
     attnd_pool_table_destroy(s->pools);
+    attnd_buffers_destroy(s->buffers);
     for (uint32_t i = 0; i < s->num_engines; i++)
         attn_engine_destroy(s->engines[i]);
     pthread_rwlock_destroy(&s->trace_lock);
@@ -312,6 +382,8 @@ static int do_hello(attn_server *s, attn_reply *rep)
         snprintf(si->devices[si->num_devices++], sizeof si->devices[0], "%s", s->device_desc);
     si->identity.data = s->identity;
     si->identity.len = s->identity_len;
+    si->mps = s->mps;
+    snprintf(si->gpu_handoff, sizeof si->gpu_handoff, "%s", s->mps_note);
     return 0;
 }
 
@@ -348,6 +420,26 @@ static int do_stats(attn_server *s, attn_reply *rep)
     add_counter(st, "conns_closed_inflight", atomic_load(&s->metrics.conns_closed_inflight));
     add_counter(st, "conns_closed_idle", atomic_load(&s->metrics.conns_closed_idle));
     add_counter(st, "send_timeouts", atomic_load(&s->metrics.send_timeouts));
+    {
+        attnd_buffer_stats bs;
+        attnd_buffers_stats(s->buffers, &bs);
+        add_counter(st, "buffers", bs.live);
+        add_counter(st, "buffer_bytes", bs.bytes);
+        add_counter(st, "buffers_registered", bs.registered);
+        add_counter(st, "buffers_dropped", bs.dropped);
+        add_counter(st, "buffers_released_on_close", bs.released_on_close);
+        add_counter(st, "buffers_refused", bs.refused);
+    }
+    {
+        attnd_async_stats as;
+        attnd_async_stats_get(s->async, &as);
+        add_counter(st, "async_enqueued", as.enqueued);
+        add_counter(st, "async_done", as.done);
+        add_counter(st, "async_failed", as.failed);
+        add_counter(st, "async_cancelled", as.cancelled);
+        add_counter(st, "async_pending", as.pending);
+        add_counter(st, "waits_released_on_close", as.waits_released_on_close);
+    }
     for (int op = 0; op < ATTN_OP_COUNT; op++) {
         char name[48];
         snprintf(name, sizeof name, "op_%s", attn_op_name((attn_op)op));
@@ -462,6 +554,26 @@ out:
     return rc;
 }
 
+/* ---- registered buffers ------------------------------------------------------ */
+
+/* A shm object is mapped only for the user who owns it: the peer's uid of an
+ * ipc:// connection (a remote or inproc peer has none, so it cannot register
+ * shm); an in-process caller (conn 0, attnctl --local) is trusted. */
+static int do_buffer_register(attn_server *s, uint32_t conn, const attn_buffer_args *a,
+                              attn_reply *rep, attn_error_detail *err)
+{
+    int64_t peer_uid = -1;
+    uint64_t uid;
+    if (a->kind == ATTN_BUFFER_SHM && conn != 0) {
+        if (attnd_conn_peer_uid(conn, &uid) != 0)
+            return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "kind",
+                                  "shm buffers need a local ipc:// connection (attnd checks the "
+                                  "object's owner against the connecting process's uid)");
+        peer_uid = (int64_t)uid;
+    }
+    return attnd_buffers_register(s->buffers, conn, peer_uid, a, &rep->buf, err);
+}
+
 /* ---- dispatch --------------------------------------------------------------- */
 
 static int peek_op(const void *frame, size_t len, attn_op *op);
@@ -483,6 +595,12 @@ static int encode_error(attn_server *s, uint64_t id, attn_op op, const attn_erro
 
 int attn_server_handle(attn_server *s, const void *frame, size_t len, void **reply,
                        size_t *reply_len)
+{
+    return attn_server_handle_conn(s, 0, frame, len, reply, reply_len);
+}
+
+int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, size_t len,
+                            void **reply, size_t *reply_len)
 {
     attn_request req;
     attn_reply rep;
@@ -514,6 +632,11 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
     rep.op = req.op;
     rep.id = req.id;
     rep.ok = true;
+    /* an asynchronous run of this connection that failed before this request
+     * came: this reply carries it (run_status and stats keep it too); taken
+     * first, so that a run's own reply never carries its own failure */
+    rep.has_async_error =
+        attnd_async_take_failure(s->async, conn, &rep.async_error_seq, &rep.async_error);
     switch (req.op) {
     case ATTN_OP_HELLO:
         rc = do_hello(s, &rep);
@@ -525,6 +648,7 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
         rc = do_pool_create(s, &req, &rep, &err);
         break;
     case ATTN_OP_POOL_DROP:
+        attnd_async_drain_conn(s->async, conn); /* after this connection's async runs */
         rc = attnd_pool_drop(s->pools, req.pool, &err);
         snprintf(rep.pool, sizeof rep.pool, "%s", req.pool);
         break;
@@ -533,16 +657,27 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
         break;
     case ATTN_OP_KV_READ:
     case ATTN_OP_KV_WRITE:
+        attnd_async_drain_conn(s->async, conn); /* after this connection's async runs */
         rc = do_kv(s, &req, &rep, scratch, &err);
         break;
     case ATTN_OP_PLAN:
         rc = attnd_exec_plan(s, &req, &rep, scratch, &err);
         break;
     case ATTN_OP_RUN:
-        rc = attnd_exec_run(s, &req, &rep, scratch, &err);
+        rc = attnd_exec_run(s, conn, &req, &rep, scratch, &err);
         break;
     case ATTN_OP_ATTEND:
-        rc = attnd_exec_attend(s, &req, &rep, scratch, &err);
+        rc = attnd_exec_attend(s, conn, &req, &rep, scratch, &err);
+        break;
+    case ATTN_OP_BUFFER_REGISTER:
+        rc = do_buffer_register(s, conn, &req.buffer, &rep, &err);
+        break;
+    case ATTN_OP_BUFFER_DROP:
+        rc = attnd_buffers_drop(s->buffers, conn, req.buffer.buf, &err);
+        break;
+    case ATTN_OP_RUN_STATUS:
+        rc = attnd_async_status(s->async, conn, req.run_seq, &rep.status, &err);
+        rep.run_seq = req.run_seq;
         break;
     default:
         rc = attn_error_set(&err, ATTN_E_UNKNOWN_OP, "op", "unknown operation");
@@ -565,7 +700,25 @@ int attn_server_handle(attn_server *s, const void *frame, size_t len, void **rep
     if (rc != 0) {
         failed = 1;
         code = rc;
-        rc = encode_error(s, req.id, req.op, &err, reply, reply_len);
+        if (rep.has_async_error) {
+            /* the error reply carries the async failure all the same */
+            attn_reply er;
+            memset(&er, 0, sizeof er);
+            er.id = req.id;
+            er.op = req.op;
+            er.error = err;
+            er.has_async_error = true;
+            er.async_error_seq = rep.async_error_seq;
+            er.async_error = rep.async_error;
+            atomic_fetch_add(&s->metrics.errors, 1);
+            rc = attn_reply_encode(&er, &out, NULL);
+            if (rc == 0) {
+                *reply = out.data;
+                *reply_len = out.len;
+            }
+        } else {
+            rc = encode_error(s, req.id, req.op, &err, reply, reply_len);
+        }
     }
     attn_request_free(&req);
     for (int i = 0; i < ATTND_SCRATCH; i++)
@@ -651,9 +804,23 @@ int attn_server_refuse(attn_server *s, const void *frame, size_t len, int code, 
     return encode_error(s, id, op, &err, reply, reply_len);
 }
 
-int attn_server_handle_cb(void *arg, const void *req, size_t len, void **reply, size_t *reply_len)
+int attn_server_handle_cb(void *arg, uint32_t conn, const void *req, size_t len, void **reply,
+                          size_t *reply_len)
 {
-    return attn_server_handle(arg, req, len, reply, reply_len);
+    return attn_server_handle_conn(arg, conn, req, len, reply, reply_len);
+}
+
+void attn_server_conn_closed(attn_server *s, uint32_t conn)
+{
+    /* its waits released and queued runs cancelled first; a run in flight
+     * keeps its buffers (holds) until it completes, then they unmap */
+    attnd_async_conn_closed(s->async, conn);
+    attnd_buffers_drop_conn(s->buffers, conn);
+}
+
+void attn_server_conn_closed_cb(void *arg, uint32_t conn)
+{
+    attn_server_conn_closed(arg, conn);
 }
 
 int attn_server_is_cheap_cb(void *arg, const void *req, size_t len)

@@ -29,6 +29,15 @@ void attn_server_destroy(attn_server *s);
 int attn_server_handle(attn_server *s, const void *req, size_t len, void **reply,
                        size_t *reply_len);
 
+/* attn_server_handle for a request of connection `conn` (nng pipe id; 0 =
+ * no connection): registered buffers belong to it and only its requests
+ * can name them (daemon/buffers.h). */
+int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *req, size_t len,
+                            void **reply, size_t *reply_len);
+
+/* Connection `conn` closed: release its registered buffers (idempotent). */
+void attn_server_conn_closed(attn_server *s, uint32_t conn);
+
 /* 1 when the frame is a hello or stats request (answered without the
  * loop/worker hand-off, which costs more than they do). */
 int attn_server_is_cheap(attn_server *s, const void *req, size_t len);
@@ -67,7 +76,11 @@ int attn_server_pool_checksum(attn_server *s, const char *pool, uint64_t *sum);
 struct attn_registry *attn_server_registry(attn_server *s);
 
 /* The handler signature of daemon/loop.h, bound to a server (arg = the server). */
-int attn_server_handle_cb(void *arg, const void *req, size_t len, void **reply, size_t *reply_len);
+int attn_server_handle_cb(void *arg, uint32_t conn, const void *req, size_t len, void **reply,
+                          size_t *reply_len);
+
+/* attn_server_conn_closed for daemon/loop.h. */
+void attn_server_conn_closed_cb(void *arg, uint32_t conn);
 
 /* attn_server_is_cheap for daemon/loop.h. */
 int attn_server_is_cheap_cb(void *arg, const void *req, size_t len);

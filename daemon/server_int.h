@@ -7,8 +7,10 @@
 #include <stdatomic.h>
 
 #include "attn/client.h"
+#include "daemon/async_runs.h"
 #include "daemon/log.h"
 #include "protocol/capture.h"
+#include "daemon/buffers.h"
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
@@ -27,6 +29,7 @@ struct attn_server {
     attnd_config cfg;
     attnd_pool_table *pools;
     attnd_plan_cache *plans;
+    attnd_buffer_table *buffers; /* registered buffers, by connection */
     attn_registry registry;
     uint32_t num_engines;
     attn_engine *engines[1 + 2 * ATTN_ENGINE_DEVICES_MAX]; /* owned (cpu, then two CUDA engines per
@@ -45,6 +48,9 @@ struct attn_server {
     char device_desc[ATTN_NAME_MAX]; /* "cuda:0 NVIDIA H200 cc9.0 132sm 139GiB" or "" */
     pthread_rwlock_t trace_lock;     /* a traced device run holds it exclusively */
     attnd_log *log;                  /* NULL: no request log (attnctl --local, tests) */
+    attnd_async *async;              /* asynchronous runs, semaphore waits */
+    int mps;                         /* 1: CUDA contexts under MPS, 0: not, -1: unknown / no GPU */
+    char mps_note[192];              /* what that means for a GPU-side hand-off */
 };
 
 /* What a `plan` (or the plan half of an `attend`) froze: the validated
@@ -76,13 +82,21 @@ void attnd_plan_free(void *obj);
 int attnd_exec_plan(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
                     attn_error_detail *err);
 
-/* run: look the plan up, check shapes, run the engine with commit; fills rep. */
-int attnd_exec_run(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
-                   attn_error_detail *err);
+/* run: look the plan up, check shapes, resolve buffer references of
+ * connection `conn`, run the engine with commit; fills rep. */
+int attnd_exec_run(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
+                   void **scratch, attn_error_detail *err);
 
-/* attend: plan then run in one request. */
-int attnd_exec_attend(attn_server *s, attn_request *req, attn_reply *rep, void **scratch,
-                      attn_error_detail *err);
+/* attend: plan then run in one request (buffer references of `conn`). */
+int attnd_exec_attend(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
+                      void **scratch, attn_error_detail *err);
+
+typedef struct attn_cuda_ipc attn_cuda_ipc;
+
+/* The IPC cache and semaphore operations of the cuda_decode instance on
+ * `device` (cuda_ipc buffers, device waits); NULL with `why` filled when
+ * there is none. */
+attn_cuda_ipc *attnd_server_ipc(attn_server *s, int device, char *why, size_t n);
 
 /* Release what an exec call left in `scratch` (output buffers, diag bytes). */
 void attnd_exec_scratch_free(void **scratch);

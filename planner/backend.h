@@ -72,6 +72,10 @@ typedef struct attn_exec_report {
     double engine_us;       /* as the engine measured it, by timing_method */
     char timing_method[32]; /* "cuda_events" (kernels only) or "host_clock" */
     char timing_scope[64];  /* what the engine's interval contains */
+    /* The run was only enqueued (attn_run_io.defer and an engine with a
+     * `complete` op): its outcome and timing come from complete(ticket). */
+    bool deferred;
+    uint64_t ticket;
 } attn_exec_report;
 
 #endif

@@ -174,6 +174,22 @@ void attn_diag_set_timing(attn_diag *dg, double us, const char *method, const ch
     snprintf(dg->timing_scope, sizeof dg->timing_scope, "%s", scope ? scope : "");
 }
 
+void attn_diag_set_async(attn_diag *dg, uint64_t seq)
+{
+    dg->async_seq = seq;
+    dg->timing_us = 0;
+    dg->timing_method[0] = '\0';
+    snprintf(dg->timing_scope, sizeof dg->timing_scope, "async: run_status %llu gives it",
+             (unsigned long long)seq);
+}
+
+void attn_diag_set_handoff(attn_diag *dg, int mps, const char *note)
+{
+    dg->handoff_set = true;
+    dg->handoff_mps = mps;
+    snprintf(dg->handoff_note, sizeof dg->handoff_note, "%s", note != NULL ? note : "");
+}
+
 void attn_diag_set_verify(attn_diag *dg, const attn_verify_result *v)
 {
     dg->verify = *v;

@@ -109,11 +109,24 @@ typedef struct attn_diag {
     double host_us;         /* that window, always by the host clock */
     char host_scope[64];
     attn_verify_result verify;
+    /* zero-copy path (PROTOCOL.md v2) */
+    uint64_t async_seq;     /* an asynchronous run's run_seq: no timing yet; 0 = synchronous */
+    bool handoff_set;       /* the run waits or signals: the GPU hand-off is reported */
+    int handoff_mps;        /* 1 under MPS, 0 not, -1 unknown */
+    char handoff_note[192]; /* one sentence: overlapped or time-sliced, and what that costs */
     /* evidence */
     char artifact_sha256[ATTN_SHA256_HEX]; /* "" when not identified */
     int evidence_level;
     char evidence_cap[160];
 } attn_diag;
+
+/* An asynchronous run: the reply came once it was enqueued, so the diag
+ * carries no timing; run_status `seq` gives it later. */
+void attn_diag_set_async(attn_diag *dg, uint64_t seq);
+
+/* A run that waits or signals: whether the hand-off runs under MPS (1, 0,
+ * -1 unknown) and one sentence on what that means. */
+void attn_diag_set_handoff(attn_diag *dg, int mps, const char *note);
 
 /* Start a diagnostic for a call with key `call_key` (computes its digest). */
 int attn_diag_init(attn_diag *dg, const attn_key *call_key);

@@ -379,8 +379,8 @@ static int emit_verify(emitter *e, const attn_verify_result *v)
     return rv | e->end(e);
 }
 
-/* Top-level keys: the same 25 every time, null where a stage did not happen. */
-#define DIAG_KEYS 25
+/* Top-level keys: the same 27 every time, null where a stage did not happen. */
+#define DIAG_KEYS 27
 
 static int emit_diag(emitter *e, const attn_diag *dg)
 {
@@ -427,7 +427,8 @@ static int emit_diag(emitter *e, const attn_diag *dg)
         rv |= e->nil(e);
     }
     rv |= e->str(e, "kernels") | emit_kernels(e, dg);
-    rv |= kv_dbl(e, "timing_us", dg->timing_us);
+    /* an asynchronous run was answered before it ran: no timing yet */
+    rv |= e->str(e, "timing_us") | (dg->async_seq != 0 ? e->nil(e) : e->dbl(e, dg->timing_us));
     rv |= kv_str(e, "timing_method", dg->timing_method);
     rv |= kv_str(e, "timing_scope", dg->timing_scope);
     /* the daemon's own window, labelled apart from the engine's timing */
@@ -435,6 +436,25 @@ static int emit_diag(emitter *e, const attn_diag *dg)
     rv |= kv_str(e, "host_timing_method", dg->host_timed ? "host_clock" : NULL);
     rv |= kv_str(e, "host_timing_scope", dg->host_timed ? dg->host_scope : NULL);
     rv |= e->str(e, "verify") | emit_verify(e, &dg->verify);
+    rv |= e->str(e, "async");
+    if (dg->async_seq != 0) {
+        rv |= e->map(e, 2);
+        rv |= kv_u64(e, "run_seq", dg->async_seq);
+        rv |= kv_str(e, "state", "enqueued");
+        rv |= e->end(e);
+    } else {
+        rv |= e->nil(e);
+    }
+    rv |= e->str(e, "handoff");
+    if (dg->handoff_set) {
+        rv |= e->map(e, 3);
+        rv |= e->str(e, "mps") | (dg->handoff_mps < 0 ? e->nil(e) : e->boolean(e, dg->handoff_mps));
+        rv |= kv_bool(e, "time_sliced", dg->handoff_mps == 0);
+        rv |= kv_str(e, "note", dg->handoff_note);
+        rv |= e->end(e);
+    } else {
+        rv |= e->nil(e);
+    }
     rv |= kv_str(e, "artifact_sha256", dg->artifact_sha256[0] ? dg->artifact_sha256 : NULL);
     rv |= kv_i64(e, "evidence_level", dg->evidence_level);
     rv |= kv_str(e, "evidence_cap", dg->evidence_cap);

@@ -88,6 +88,15 @@ int attn_engine_run(attn_engine *e, attn_engine_plan *p, const attn_run_io *io,
     return e->ops->run(e, p, io, rep, err);
 }
 
+int attn_engine_complete(attn_engine *e, uint64_t ticket, attn_exec_report *rep,
+                         attn_error_detail *err)
+{
+    if (e->ops->complete == NULL)
+        return attn_error_set(err, ATTN_E_INVALID, "engine", "engine %s never defers a run",
+                              e->ops->name);
+    return e->ops->complete(e, ticket, rep, err);
+}
+
 void attn_engine_env_host(attn_engine_env *env)
 {
     memset(env, 0, sizeof *env);

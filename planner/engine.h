@@ -39,7 +39,7 @@ extern "C" {
 
 /* Bumped whenever a member of attn_engine_ops changes meaning or layout;
  * attn_engine_create refuses a table of another version. */
-#define ATTN_ENGINE_OPS_VERSION 2u
+#define ATTN_ENGINE_OPS_VERSION 3u
 
 /* Most instances of one engine (one per device). */
 #define ATTN_ENGINE_DEVICES_MAX 16
@@ -91,18 +91,42 @@ typedef struct attn_engine_plan {
     uint64_t priv_bytes; /* host and device bytes priv holds (the daemon's plan-cache bound) */
 } attn_engine_plan;
 
-/* The per-layer bindings of one run.  Host buffers in wire dtypes (q, o in
- * q_dtype; k_new, v_new in the pool's kv_dtype); the stores come from
- * `pool` at `layer`. */
+/* Which tensors of a run are device pointers (bits of attn_run_io.on_device). */
+#define ATTN_IO_TENSORS(X)                                                                         \
+    X(ATTN_IO_Q, 0, "q")                                                                           \
+    X(ATTN_IO_K_NEW, 1, "k_new")                                                                   \
+    X(ATTN_IO_V_NEW, 2, "v_new")                                                                   \
+    X(ATTN_IO_O, 3, "o")                                                                           \
+    X(ATTN_IO_LSE, 4, "lse")
+typedef enum attn_io_tensor { ATTN_IO_TENSORS(ATTN__ENUM_ENTRY) } attn_io_tensor;
+
+/* The per-layer bindings of one run.  Buffers in wire dtypes (q, o in
+ * q_dtype; k_new, v_new in the pool's kv_dtype): host memory, or, for a
+ * tensor whose bit (1u << attn_io_tensor) is set in on_device, memory of
+ * the engine's device (a registered cuda_ipc buffer: no host copy).  The
+ * stores come from `pool` at `layer`.  wait_dev / signal_dev: uint64
+ * semaphores in device memory; the engine's stream waits (cyclic GEQ) on
+ * the first before it reads any input and writes the second after its
+ * last kernel.  Only engines whose platform is CUDA accept on_device bits
+ * or device semaphores (the daemon refuses them for host engines). */
 typedef struct attn_run_io {
     const attn_pool_view *pool;
     uint32_t layer;
-    const void *q;     /* [total_q, H_q, d_qk] */
-    const void *k_new; /* [total_q, H_kv, d_qk] */
-    const void *v_new; /* [total_q, H_kv, d_vo] */
-    void *o;           /* [total_q, H_q, d_vo] */
-    float *lse;        /* [total_q, H_q], may be NULL */
-    bool commit;       /* write the new rows into their pages after attention succeeded */
+    const void *q;      /* [total_q, H_q, d_qk] */
+    const void *k_new;  /* [total_q, H_kv, d_qk] */
+    const void *v_new;  /* [total_q, H_kv, d_vo] */
+    void *o;            /* [total_q, H_q, d_vo] */
+    float *lse;         /* [total_q, H_q], may be NULL */
+    bool commit;        /* write the new rows into their pages after attention succeeded */
+    unsigned on_device; /* bits (1u << attn_io_tensor) */
+    void *wait_dev;     /* NULL: no wait */
+    uint64_t wait_value;
+    void *signal_dev; /* NULL: no signal */
+    uint64_t signal_value;
+    /* May return once the work is enqueued (rep->deferred), when the engine
+     * has a `complete` op and can: then the buffers, the pool's stores and
+     * the semaphores must stay valid until complete(rep->ticket). */
+    bool defer;
 } attn_run_io;
 
 /* How often an instance planned and ran (tests count re-validation with
@@ -138,6 +162,13 @@ struct attn_engine_ops {
                attn_error_detail *err);
     /* Release the split plan, ledger and private data of `p`. */
     void (*plan_free)(attn_engine *self, attn_engine_plan *p);
+    /* Optional (NULL: run never defers).  Wait for the deferred run
+     * `ticket` (rep->ticket of its run) and fill rep's timing; 0, or the
+     * failure its work met on the device (the pool may then be partly
+     * written: ATTN_E_POOL_UNRESTORED).  Called once per deferred run, in
+     * ticket order. */
+    int (*complete)(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                    attn_error_detail *err);
 };
 
 /* One (engine, device) instance.  Set by attn_engine_create and read-only
@@ -171,6 +202,11 @@ void attn_engine_plan_release(attn_engine_plan *p);
  * another instance. */
 int attn_engine_run(attn_engine *e, attn_engine_plan *p, const attn_run_io *io,
                     attn_exec_report *rep, attn_error_detail *err);
+
+/* Wait for deferred run `ticket` of `e` (ops->complete; E_INVALID when the
+ * engine has none). */
+int attn_engine_complete(attn_engine *e, uint64_t ticket, attn_exec_report *rep,
+                         attn_error_detail *err);
 
 /* Fill the environment of a host engine: "cpu", cc 0, device and workspace "cpu". */
 void attn_engine_env_host(attn_engine_env *env);

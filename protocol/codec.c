@@ -442,7 +442,16 @@ enum {
     K_VERIFY,
     K_PAGES,
     K_TENSORS,
-    /* reply only */
+    K_KIND,
+    K_NAME,
+    K_HANDLE,
+    K_BUF,
+    K_ASYNC,
+    K_WAIT,
+    K_SIGNAL,
+    K_RUN_SEQ,
+    K_OFFSET,
+    /* reply only (o and lse are also a run's output references) */
     K_OK,
     K_ERROR,
     K_SERVER,
@@ -455,6 +464,8 @@ enum {
     K_COUNTERS,
     K_PLAN_CACHE,
     K_POOLS,
+    K_STATUS,
+    K_ASYNC_ERROR,
     K_COUNT
 };
 
@@ -464,9 +475,10 @@ static const char *const g_keys[K_COUNT] = {
     "device",    "num_qo_heads", "requests",    "qo_indptr",   "kv",       "mask",
     "sm_scale",  "q_dtype",      "policy",      "plan_id",     "layer",    "q",
     "k_new",     "v_new",        "return_lse",  "trace",       "verify",   "pages",
-    "tensors",   "ok",           "error",       "server",      "bytes",    "plan_key",
-    "o",         "o_dtype",      "lse",         "diag",        "counters", "plan_cache",
-    "pools"};
+    "tensors",   "kind",         "name",        "handle",      "buf",      "async",
+    "wait",      "signal",       "run_seq",     "offset",      "ok",       "error",
+    "server",    "bytes",        "plan_key",    "o",           "o_dtype",  "lse",
+    "diag",      "counters",     "plan_cache",  "pools",       "status",   "async_error"};
 
 #define B(k) (1ull << (k))
 #define GEOM_KEYS                                                                                  \
@@ -476,7 +488,8 @@ static const char *const g_keys[K_COUNT] = {
     (B(K_POOL) | B(K_NUM_QO_HEADS) | B(K_REQUESTS) | B(K_QO_INDPTR) | B(K_KV) | B(K_MASK) |        \
      B(K_SM_SCALE) | B(K_Q_DTYPE) | B(K_POLICY))
 #define RUN_KEYS                                                                                   \
-    (B(K_LAYER) | B(K_Q) | B(K_K_NEW) | B(K_V_NEW) | B(K_RETURN_LSE) | B(K_TRACE) | B(K_VERIFY))
+    (B(K_LAYER) | B(K_Q) | B(K_K_NEW) | B(K_V_NEW) | B(K_O) | B(K_LSE) | B(K_RETURN_LSE) |         \
+     B(K_TRACE) | B(K_VERIFY) | B(K_ASYNC) | B(K_WAIT) | B(K_SIGNAL))
 
 /* Which top-level keys each request op allows (besides v, op, id). */
 static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
@@ -490,6 +503,10 @@ static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
     [ATTN_OP_KV_READ] = B(K_POOL) | B(K_LAYER) | B(K_PAGES),
     [ATTN_OP_KV_WRITE] = B(K_POOL) | B(K_LAYER) | B(K_PAGES) | B(K_TENSORS) | B(K_KV_DTYPE),
     [ATTN_OP_STATS] = 0,
+    [ATTN_OP_BUFFER_REGISTER] =
+        B(K_KIND) | B(K_NAME) | B(K_HANDLE) | B(K_OFFSET) | B(K_BYTES) | B(K_DEVICE),
+    [ATTN_OP_BUFFER_DROP] = B(K_BUF),
+    [ATTN_OP_RUN_STATUS] = B(K_RUN_SEQ),
 };
 
 static int decode_geometry(dec *d, const size_t *pos, attn_pool_geometry *g, bool *has_device)
@@ -1007,6 +1024,81 @@ static int decode_manifest(dec *d, const size_t *pos, attn_manifest *m)
     return 0;
 }
 
+enum { TR_BUF, TR_OFFSET, TR_BYTES, TR_COUNT };
+static const char *const g_ref_keys[TR_COUNT] = {"buf", "offset", "bytes"};
+
+/* A tensor reference map {"buf", "offset", "bytes"} at `pos`, all three
+ * required; buf 0 is never an id. */
+static int get_ref(dec *d, size_t pos, const char *field, attn_tensor_ref *ref)
+{
+    size_t idx[TR_COUNT];
+    char f[3][48];
+    int rv;
+    for (int k = 0; k < TR_COUNT; k++)
+        snprintf(f[k], sizeof f[k], "%s.%s", field, g_ref_keys[k]);
+    if ((rv = open_map(d, pos, 2, field, g_ref_keys, TR_COUNT, idx, true)) ||
+        (rv = get_uint(d, idx[TR_BUF], f[TR_BUF], 1, UINT64_MAX, &ref->buf)) ||
+        (rv = get_uint(d, idx[TR_OFFSET], f[TR_OFFSET], 0, UINT64_MAX, &ref->offset)))
+        return rv;
+    return get_uint(d, idx[TR_BYTES], f[TR_BYTES], 0, UINT64_MAX, &ref->bytes);
+}
+
+/* A run input: an inline bin, or a reference map into a registered buffer. */
+static int get_tensor_or_ref(dec *d, size_t pos, const char *field, attn_bytes *t,
+                             attn_tensor_ref *ref)
+{
+    attn_wire_item it;
+    int rv;
+    memset(ref, 0, sizeof *ref);
+    if (pos != ABSENT) {
+        if ((rv = item_at(d, pos, field, &it)) != 0)
+            return rv;
+        if (it.type == ATTN_WT_MAP) {
+            t->data = NULL;
+            t->len = 0;
+            return get_ref(d, pos, field, ref);
+        }
+    }
+    return get_tensor(d, pos, field, true, t);
+}
+
+/* A run output reference (optional; an inline output in a request has no meaning). */
+static int get_out_ref(dec *d, size_t pos, const char *field, attn_tensor_ref *ref)
+{
+    attn_wire_item it;
+    int rv;
+    memset(ref, 0, sizeof *ref);
+    if (pos == ABSENT)
+        return 0;
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type != ATTN_WT_MAP)
+        return type_fail(d, field, "a buffer reference {buf, offset, bytes}", it.type);
+    return get_ref(d, pos, field, ref);
+}
+
+enum { SR_BUF, SR_OFFSET, SR_VALUE, SR_COUNT };
+static const char *const g_sem_keys[SR_COUNT] = {"buf", "offset", "value"};
+
+/* An optional semaphore {"buf", "offset", "value"} (all three required when
+ * given); the offset's alignment is checked against the buffer later. */
+static int get_sem(dec *d, size_t pos, const char *field, attn_sem_ref *s)
+{
+    size_t idx[SR_COUNT];
+    char f[SR_COUNT][48];
+    int rv;
+    memset(s, 0, sizeof *s);
+    if (pos == ABSENT)
+        return 0;
+    for (int k = 0; k < SR_COUNT; k++)
+        snprintf(f[k], sizeof f[k], "%s.%s", field, g_sem_keys[k]);
+    if ((rv = open_map(d, pos, 2, field, g_sem_keys, SR_COUNT, idx, true)) ||
+        (rv = get_uint(d, idx[SR_BUF], f[SR_BUF], 1, UINT64_MAX, &s->buf)) ||
+        (rv = get_uint(d, idx[SR_OFFSET], f[SR_OFFSET], 0, UINT64_MAX, &s->offset)))
+        return rv;
+    return get_uint(d, idx[SR_VALUE], f[SR_VALUE], 0, UINT64_MAX, &s->value);
+}
+
 static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
 {
     int rv;
@@ -1018,13 +1110,91 @@ static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
             return rv;
     }
     if ((rv = get_u32(d, pos[K_LAYER], "layer", 0, &a->layer)) ||
-        (rv = get_tensor(d, pos[K_Q], "q", true, &a->q)) ||
-        (rv = get_tensor(d, pos[K_K_NEW], "k_new", true, &a->k_new)) ||
-        (rv = get_tensor(d, pos[K_V_NEW], "v_new", true, &a->v_new)) ||
+        (rv = get_tensor_or_ref(d, pos[K_Q], "q", &a->q, &a->q_ref)) ||
+        (rv = get_tensor_or_ref(d, pos[K_K_NEW], "k_new", &a->k_new, &a->k_new_ref)) ||
+        (rv = get_tensor_or_ref(d, pos[K_V_NEW], "v_new", &a->v_new, &a->v_new_ref)) ||
+        (rv = get_out_ref(d, pos[K_O], "o", &a->o_ref)) ||
+        (rv = get_out_ref(d, pos[K_LSE], "lse", &a->lse_ref)) ||
         (rv = get_bool(d, pos[K_RETURN_LSE], "return_lse", false, &a->return_lse)) ||
-        (rv = get_bool(d, pos[K_TRACE], "trace", false, &a->trace)))
+        (rv = get_bool(d, pos[K_TRACE], "trace", false, &a->trace)) ||
+        (rv = get_bool(d, pos[K_VERIFY], "verify", false, &a->verify)) ||
+        (rv = get_bool(d, pos[K_ASYNC], "async", false, &a->async)) ||
+        (rv = get_sem(d, pos[K_WAIT], "wait", &a->wait)) ||
+        (rv = get_sem(d, pos[K_SIGNAL], "signal", &a->sig)))
         return rv;
-    return get_bool(d, pos[K_VERIFY], "verify", false, &a->verify);
+    /* LSE written into a buffer is LSE asked for */
+    if (a->lse_ref.buf != 0)
+        a->return_lse = true;
+    return 0;
+}
+
+/* True when `name` is a portable shm_open name: "/" then 1..126 of
+ * [A-Za-z0-9._-], not starting with "." (so never "/." or "/.."). */
+static bool shm_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 2 || name[0] != '/' || name[1] == '.')
+        return false;
+    return strspn(name + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+           n - 1;
+}
+
+static int decode_buffer_register(dec *d, const size_t *pos, attn_buffer_args *a)
+{
+    char kind[24];
+    int rv;
+    attn_wire_item it;
+    if ((rv = get_str(d, pos[K_KIND], "kind", kind, sizeof kind)) != 0)
+        return rv == ATTN_E_RANGE ? attn_error_set(d->err, ATTN_E_RANGE, "kind",
+                                                   "kind must be \"shm\" or \"cuda_ipc\"")
+                                  : rv;
+    if ((rv = attn_buffer_kind_parse(kind, "kind", &a->kind, d->err)) != 0 ||
+        (rv = get_uint(d, pos[K_BYTES], "bytes", 1, UINT64_MAX, &a->bytes)) != 0)
+        return rv;
+    switch (a->kind) {
+    case ATTN_BUFFER_SHM:
+        if (pos[K_HANDLE] != ABSENT || pos[K_DEVICE] != ABSENT || pos[K_OFFSET] != ABSENT)
+            return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY,
+                                  pos[K_HANDLE] != ABSENT   ? "handle"
+                                  : pos[K_DEVICE] != ABSENT ? "device"
+                                                            : "offset",
+                                  "a shm buffer takes name and bytes only");
+        if ((rv = get_str(d, pos[K_NAME], "name", a->name, sizeof a->name)) != 0)
+            return rv;
+        if (!shm_name_ok(a->name))
+            return attn_error_set(d->err, ATTN_E_RANGE, "name",
+                                  "name \"%s\" is not \"/\" followed by [A-Za-z0-9._-] "
+                                  "(not starting with \".\")",
+                                  a->name);
+        return 0;
+    case ATTN_BUFFER_CUDA_IPC:
+        if (pos[K_NAME] != ABSENT)
+            return attn_error_set(d->err, ATTN_E_UNKNOWN_KEY, "name",
+                                  "a cuda_ipc buffer takes handle, bytes and device, not name");
+        if ((rv = item_required(d, pos[K_HANDLE], "handle", &it)) != 0)
+            return rv;
+        if (it.type != ATTN_WT_BIN)
+            return type_fail(d, "handle", "a bin (cudaIpcMemHandle_t)", it.type);
+        if (it.len != ATTN_CUDA_IPC_HANDLE_BYTES)
+            return attn_error_set(d->err, ATTN_E_RANGE, "handle",
+                                  "handle has %u bytes; a cudaIpcMemHandle_t has %d", it.len,
+                                  ATTN_CUDA_IPC_HANDLE_BYTES);
+        memcpy(a->handle, it.ptr, it.len);
+        if (pos[K_OFFSET] != ABSENT &&
+            (rv = get_uint(d, pos[K_OFFSET], "offset", 0, UINT64_MAX, &a->offset)) != 0)
+            return rv;
+        if ((rv = get_str(d, pos[K_DEVICE], "device", a->device, sizeof a->device)) != 0)
+            return rv;
+        {
+            const char *p = a->device + 5;
+            if (strncmp(a->device, "cuda:", 5) != 0 || *p == '\0' ||
+                strspn(p, "0123456789") != strlen(p))
+                return attn_error_set(d->err, ATTN_E_RANGE, "device",
+                                      "device \"%s\" is not \"cuda:N\"", a->device);
+        }
+        return 0;
+    }
+    return attn_error_set(d->err, ATTN_E_RANGE, "kind", "unknown buffer kind");
 }
 
 static const char *const g_tensor_keys[2] = {"k", "v"};
@@ -1159,6 +1329,15 @@ int attn_request_decode(const void *buf, size_t len, const attn_codec_limits *li
     case ATTN_OP_KV_WRITE:
         rv = decode_kv_args(&d, pos, req->op, &req->kv);
         break;
+    case ATTN_OP_BUFFER_REGISTER:
+        rv = decode_buffer_register(&d, pos, &req->buffer);
+        break;
+    case ATTN_OP_BUFFER_DROP:
+        rv = get_uint(&d, pos[K_BUF], "buf", 1, UINT64_MAX, &req->buffer.buf);
+        break;
+    case ATTN_OP_RUN_STATUS:
+        rv = get_uint(&d, pos[K_RUN_SEQ], "run_seq", 1, UINT64_MAX, &req->run_seq);
+        break;
     default:
         rv = 0;
         break;
@@ -1207,6 +1386,78 @@ static int decode_error(dec *d, size_t pos, attn_error_detail *e)
     return 0;
 }
 
+static int get_text(dec *d, size_t pos, const char *field, char *dst, size_t cap);
+
+/* A number (float or integer) at `pos`; absent leaves *out as it is. */
+static int get_number(dec *d, size_t pos, const char *field, double *out)
+{
+    attn_wire_item it;
+    int rv;
+    if (pos == ABSENT)
+        return 0;
+    if ((rv = item_at(d, pos, field, &it)) != 0)
+        return rv;
+    if (it.type == ATTN_WT_FLOAT)
+        *out = it.f;
+    else if (it.type == ATTN_WT_UINT)
+        *out = (double)it.u;
+    else if (it.type == ATTN_WT_INT)
+        *out = (double)it.i;
+    else if (it.type != ATTN_WT_NIL)
+        return type_fail(d, field, "a number", it.type);
+    return 0;
+}
+
+enum { AE_RUN_SEQ, AE_CODE, AE_FIELD, AE_MESSAGE, AE_COUNT };
+static const char *const g_async_err_keys[AE_COUNT] = {"run_seq", "code", "field", "message"};
+
+/* "async_error": {"run_seq", "code", "field", "message"}. */
+static int decode_async_error(dec *d, size_t pos, attn_reply *rep)
+{
+    size_t idx[AE_COUNT];
+    char code[48];
+    int rv;
+    if ((rv = open_map(d, pos, 2, "async_error", g_async_err_keys, AE_COUNT, idx, false)) ||
+        (rv = get_uint(d, idx[AE_RUN_SEQ], "async_error.run_seq", 1, UINT64_MAX,
+                       &rep->async_error_seq)) ||
+        (rv = get_str(d, idx[AE_CODE], "async_error.code", code, sizeof code)) ||
+        (rv = get_text(d, idx[AE_FIELD], "async_error.field", rep->async_error.field,
+                       sizeof rep->async_error.field)) ||
+        (rv = get_text(d, idx[AE_MESSAGE], "async_error.message", rep->async_error.message,
+                       sizeof rep->async_error.message)))
+        return rv;
+    if (!attn_err_from_name(code, &rep->async_error.code))
+        rep->async_error.code = ATTN_E_INTERNAL;
+    rep->has_async_error = true;
+    return 0;
+}
+
+enum { ST_STATE, ST_ENGINE_US, ST_METHOD, ST_EXEC_US, ST_QUEUED_US, ST_ERROR, ST_COUNT };
+static const char *const g_status_keys[ST_COUNT] = {"state",   "engine_us", "timing_method",
+                                                    "exec_us", "queued_us", "error"};
+
+/* run_status's "status" map. */
+static int decode_status(dec *d, size_t pos, attn_run_status *st)
+{
+    size_t idx[ST_COUNT];
+    char state[24];
+    int rv;
+    if (pos == ABSENT)
+        return missing(d, "status");
+    if ((rv = open_map(d, pos, 2, "status", g_status_keys, ST_COUNT, idx, false)) ||
+        (rv = get_str(d, idx[ST_STATE], "status.state", state, sizeof state)) ||
+        (rv = attn_run_state_parse(state, "status.state", &st->state, d->err)) ||
+        (rv = get_number(d, idx[ST_ENGINE_US], "status.engine_us", &st->engine_us)) ||
+        (rv = get_text(d, idx[ST_METHOD], "status.timing_method", st->timing_method,
+                       sizeof st->timing_method)) ||
+        (rv = get_number(d, idx[ST_EXEC_US], "status.exec_us", &st->exec_us)) ||
+        (rv = get_number(d, idx[ST_QUEUED_US], "status.queued_us", &st->queued_us)))
+        return rv;
+    if (idx[ST_ERROR] != ABSENT)
+        return decode_error(d, idx[ST_ERROR], &st->error);
+    return 0;
+}
+
 /* A str into a fixed buffer, truncating (reply side: display only). */
 static int get_text(dec *d, size_t pos, const char *field, char *dst, size_t cap)
 {
@@ -1237,9 +1488,19 @@ static int get_container(dec *d, size_t pos, const char *field, attn_wire_type w
     return 0;
 }
 
-enum { SV_VERSION, SV_BUILD_ID, SV_ARTIFACT, SV_BACKENDS, SV_DEVICES, SV_IDENTITY, SV_COUNT };
-static const char *const g_server_keys[SV_COUNT] = {"version",  "build_id", "artifact",
-                                                    "backends", "devices",  "identity"};
+enum {
+    SV_VERSION,
+    SV_BUILD_ID,
+    SV_ARTIFACT,
+    SV_BACKENDS,
+    SV_DEVICES,
+    SV_IDENTITY,
+    SV_MPS,
+    SV_GPU_HANDOFF,
+    SV_COUNT
+};
+static const char *const g_server_keys[SV_COUNT] = {
+    "version", "build_id", "artifact", "backends", "devices", "identity", "mps", "gpu_handoff"};
 enum { BK_NAME, BK_AVAILABLE, BK_REASON, BK_COUNT };
 static const char *const g_backend_keys[BK_COUNT] = {"name", "available", "reason"};
 
@@ -1293,7 +1554,18 @@ static int decode_server(dec *d, size_t pos, attn_server_info *s)
                          (const char *)e.ptr);
         }
     }
-    return 0;
+    s->mps = -1;
+    if (idx[SV_MPS] != ABSENT) {
+        attn_wire_item it;
+        if ((rv = item_at(d, idx[SV_MPS], "server.mps", &it)) != 0)
+            return rv;
+        if (it.type == ATTN_WT_BOOL)
+            s->mps = it.b ? 1 : 0;
+        else if (it.type != ATTN_WT_NIL)
+            return type_fail(d, "server.mps", "a bool or nil", it.type);
+    }
+    return get_text(d, idx[SV_GPU_HANDOFF], "server.gpu_handoff", s->gpu_handoff,
+                    sizeof s->gpu_handoff);
 }
 
 enum { PC_ENTRIES, PC_CAPACITY, PC_HITS, PC_MISSES, PC_REPLANS, PC_EVICTIONS, PC_COUNT };
@@ -1393,6 +1665,8 @@ int attn_reply_decode(const void *buf, size_t len, const attn_codec_limits *lim,
             goto fail;
         }
     }
+    if (pos[K_ASYNC_ERROR] != ABSENT && (rv = decode_async_error(&d, pos[K_ASYNC_ERROR], rep)) != 0)
+        goto fail;
     if (!rep->ok) {
         rv = decode_error(&d, pos[K_ERROR], &rep->error);
         goto done;
@@ -1424,11 +1698,22 @@ int attn_reply_decode(const void *buf, size_t len, const attn_codec_limits *lim,
             break;
         if (rep->op == ATTN_OP_PLAN)
             break;
-        if ((rv = get_tensor(&d, pos[K_O], "o", true, &rep->o)) ||
-            (rv = get_attn_dtype(&d, pos[K_O_DTYPE], "o_dtype", &rep->o_dtype)) ||
-            (rv = get_tensor(&d, pos[K_LSE], "lse", false, &rep->lse)))
+        if ((rv = get_tensor_or_ref(&d, pos[K_O], "o", &rep->o, &rep->o_ref)) ||
+            (rv = get_attn_dtype(&d, pos[K_O_DTYPE], "o_dtype", &rep->o_dtype)))
             break;
         rep->has_lse = pos[K_LSE] != ABSENT;
+        if (rep->has_lse &&
+            (rv = get_tensor_or_ref(&d, pos[K_LSE], "lse", &rep->lse, &rep->lse_ref)) != 0)
+            break;
+        if (pos[K_RUN_SEQ] != ABSENT)
+            rv = get_uint(&d, pos[K_RUN_SEQ], "run_seq", 1, UINT64_MAX, &rep->run_seq);
+        break;
+    case ATTN_OP_RUN_STATUS:
+        if ((rv = get_uint(&d, pos[K_RUN_SEQ], "run_seq", 1, UINT64_MAX, &rep->run_seq)) == 0)
+            rv = decode_status(&d, pos[K_STATUS], &rep->status);
+        break;
+    case ATTN_OP_BUFFER_REGISTER:
+        rv = get_uint(&d, pos[K_BUF], "buf", 1, UINT64_MAX, &rep->buf);
         break;
     case ATTN_OP_KV_READ: {
         size_t idx[2];
@@ -1562,6 +1847,26 @@ static void kv_bin(enc *e, const char *k, attn_bytes b)
     put_bin(e, b.data, b.len);
 }
 
+/* A tensor reference {"buf", "offset", "bytes"} under key `k`. */
+static void kv_ref(enc *e, const char *k, const attn_tensor_ref *r)
+{
+    key(e, k);
+    map_begin(e);
+    kv_u64(e, "buf", r->buf);
+    kv_u64(e, "offset", r->offset);
+    kv_u64(e, "bytes", r->bytes);
+    map_end(e);
+}
+
+/* A tensor inline, or its reference when r->buf is nonzero. */
+static void kv_tensor(enc *e, const char *k, attn_bytes b, const attn_tensor_ref *r)
+{
+    if (r->buf != 0)
+        kv_ref(e, k, r);
+    else
+        kv_bin(e, k, b);
+}
+
 static void kv_i32s(enc *e, const char *k, const int32_t *a, uint64_t n)
 {
     key(e, k);
@@ -1681,6 +1986,17 @@ static void enc_manifest(enc *e, const attn_manifest *m)
     map_end(e);
 }
 
+/* A semaphore {"buf", "offset", "value"} under key `k`. */
+static void kv_sem(enc *e, const char *k, const attn_sem_ref *r)
+{
+    key(e, k);
+    map_begin(e);
+    kv_u64(e, "buf", r->buf);
+    kv_u64(e, "offset", r->offset);
+    kv_u64(e, "value", r->value);
+    map_end(e);
+}
+
 static void enc_run(enc *e, const attn_run_args *a, attn_op op)
 {
     if (op == ATTN_OP_RUN) {
@@ -1689,15 +2005,25 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
             kv_str(e, "q_dtype", attn_dtype_name(a->q_dtype));
     }
     kv_u64(e, "layer", a->layer);
-    kv_bin(e, "q", a->q);
-    kv_bin(e, "k_new", a->k_new);
-    kv_bin(e, "v_new", a->v_new);
+    kv_tensor(e, "q", a->q, &a->q_ref);
+    kv_tensor(e, "k_new", a->k_new, &a->k_new_ref);
+    kv_tensor(e, "v_new", a->v_new, &a->v_new_ref);
+    if (a->o_ref.buf != 0)
+        kv_ref(e, "o", &a->o_ref);
+    if (a->lse_ref.buf != 0)
+        kv_ref(e, "lse", &a->lse_ref);
     if (a->return_lse)
         kv_bool(e, "return_lse", true);
     if (a->trace)
         kv_bool(e, "trace", true);
     if (a->verify)
         kv_bool(e, "verify", true);
+    if (a->async)
+        kv_bool(e, "async", true);
+    if (a->wait.buf != 0)
+        kv_sem(e, "wait", &a->wait);
+    if (a->sig.buf != 0)
+        kv_sem(e, "signal", &a->sig);
 }
 
 static void enc_tensors(enc *e, attn_bytes k, attn_bytes v)
@@ -1748,6 +2074,25 @@ int attn_request_encode(const attn_request *req, attn_buf *out, attn_error_detai
             enc_tensors(&e, req->kv.k, req->kv.v);
         }
         break;
+    case ATTN_OP_BUFFER_REGISTER:
+        kv_str(&e, "kind", attn_buffer_kind_name(req->buffer.kind));
+        kv_u64(&e, "bytes", req->buffer.bytes);
+        if (req->buffer.kind == ATTN_BUFFER_SHM) {
+            kv_str(&e, "name", req->buffer.name);
+        } else {
+            key(&e, "handle");
+            put_bin(&e, req->buffer.handle, sizeof req->buffer.handle);
+            kv_str(&e, "device", req->buffer.device);
+            if (req->buffer.offset != 0)
+                kv_u64(&e, "offset", req->buffer.offset);
+        }
+        break;
+    case ATTN_OP_BUFFER_DROP:
+        kv_u64(&e, "buf", req->buffer.buf);
+        break;
+    case ATTN_OP_RUN_STATUS:
+        kv_u64(&e, "run_seq", req->run_seq);
+        break;
     default:
         break;
     }
@@ -1763,6 +2108,48 @@ static void enc_error(enc *e, const attn_error_detail *d)
     kv_str(e, "code", attn_err_name(d->code));
     kv_str(e, "field", d->field);
     kv_str(e, "message", d->message[0] ? d->message : attn_err_message(d->code));
+    map_end(e);
+}
+
+static void kv_dbl(enc *e, const char *k, double v)
+{
+    key(e, k);
+    enc_ok(e, msgpack_pack_double(&e->pk, v));
+}
+
+static void enc_async_error(enc *e, const attn_reply *rep)
+{
+    const attn_error_detail *d = &rep->async_error;
+    key(e, "async_error");
+    map_begin(e);
+    kv_u64(e, "run_seq", rep->async_error_seq);
+    kv_str(e, "code", attn_err_name(d->code));
+    kv_str(e, "field", d->field);
+    kv_str(e, "message", d->message[0] ? d->message : attn_err_message(d->code));
+    map_end(e);
+}
+
+static void enc_status(enc *e, const attn_run_status *st)
+{
+    key(e, "status");
+    map_begin(e);
+    kv_str(e, "state", attn_run_state_name(st->state));
+    if (st->state == ATTN_RUN_DONE || st->state == ATTN_RUN_FAILED) {
+        kv_dbl(e, "engine_us", st->engine_us);
+        kv_str(e, "timing_method", st->timing_method);
+        kv_dbl(e, "exec_us", st->exec_us);
+    }
+    if (st->state != ATTN_RUN_QUEUED)
+        kv_dbl(e, "queued_us", st->queued_us);
+    if (st->state == ATTN_RUN_FAILED) {
+        key(e, "error");
+        map_begin(e);
+        kv_str(e, "code", attn_err_name(st->error.code));
+        kv_str(e, "field", st->error.field);
+        kv_str(e, "message",
+               st->error.message[0] ? st->error.message : attn_err_message(st->error.code));
+        map_end(e);
+    }
     map_end(e);
 }
 
@@ -1805,6 +2192,11 @@ static void enc_server(enc *e, const attn_server_info *s)
         put_str(e, s->devices[k]);
     if (s->identity.len > 0 && !splice_raw(e, "identity", &s->identity))
         e->rc |= ENC_NOMEM;
+    key(e, "mps");
+    enc_ok(e, s->mps < 0 ? msgpack_pack_nil(&e->pk)
+              : s->mps   ? msgpack_pack_true(&e->pk)
+                         : msgpack_pack_false(&e->pk));
+    kv_str(e, "gpu_handoff", s->gpu_handoff);
     map_end(e);
 }
 
@@ -1844,6 +2236,8 @@ int attn_reply_encode(const attn_reply *rep, attn_buf *out, attn_error_detail *e
     kv_u64(&e, "id", rep->id);
     if ((unsigned)rep->op < ATTN_OP_COUNT)
         kv_str(&e, "op", attn_op_name(rep->op));
+    if (rep->has_async_error)
+        enc_async_error(&e, rep);
     if (!rep->ok) {
         enc_error(&e, &rep->error);
         map_end(&e);
@@ -1870,10 +2264,19 @@ int attn_reply_encode(const attn_reply *rep, attn_buf *out, attn_error_detail *e
             break;
         /* fall through */
     case ATTN_OP_RUN:
-        kv_bin(&e, "o", rep->o);
+        kv_tensor(&e, "o", rep->o, &rep->o_ref);
         kv_str(&e, "o_dtype", attn_dtype_name(rep->o_dtype));
         if (rep->has_lse)
-            kv_bin(&e, "lse", rep->lse);
+            kv_tensor(&e, "lse", rep->lse, &rep->lse_ref);
+        if (rep->run_seq != 0)
+            kv_u64(&e, "run_seq", rep->run_seq);
+        break;
+    case ATTN_OP_RUN_STATUS:
+        kv_u64(&e, "run_seq", rep->run_seq);
+        enc_status(&e, &rep->status);
+        break;
+    case ATTN_OP_BUFFER_REGISTER:
+        kv_u64(&e, "buf", rep->buf);
         break;
     case ATTN_OP_KV_READ:
         kv_str(&e, "kv_dtype", attn_dtype_name(rep->kv_dtype));

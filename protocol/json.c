@@ -171,7 +171,10 @@ static int pack_object(j2m *c, const json_t *obj, uint32_t depth, const char *fi
         /* tensors live at the top level, or under "tensors" (k, v) */
         bool at_tensor_level = depth == 1 || strcmp(field, "tensors") == 0;
         int rv;
-        if (at_tensor_level && kind >= BK_Q && (json_is_array(val) || json_is_object(val)))
+        /* a run tensor may be a buffer reference {buf, offset, bytes}: a plain map */
+        bool is_ref = json_is_object(val) && json_object_get(val, "buf") != NULL;
+        if (at_tensor_level && kind >= BK_Q && !is_ref &&
+            (json_is_array(val) || json_is_object(val)))
             rv = pack_tensor(c, val, dtype_for(&c->dt, kind), f);
         else
             rv = pack_json(c, val, depth + 1, f);

@@ -63,20 +63,25 @@ float attn_tensor_elem_f32(const attn_bytes *t, attn_dtype dt, size_t i)
     return NAN;
 }
 
-/* One tensor's byte length against its shape (ATTN_E_SHAPE with the field). */
-static int check_tensor(const attn_bytes *t, const char *field, uint64_t n0, uint64_t n1,
-                        uint64_t n2, attn_dtype dt, attn_error_detail *err)
+/* One tensor's byte length against its shape (ATTN_E_SHAPE with the field);
+ * a reference (ref->buf != 0) is checked by its declared bytes, the same
+ * rule: where the bytes live is checked later, against the buffer. */
+static int check_tensor(const attn_bytes *t, const attn_tensor_ref *ref, const char *field,
+                        uint64_t n0, uint64_t n1, uint64_t n2, attn_dtype dt,
+                        attn_error_detail *err)
 {
     bool ok;
     uint64_t want = attn_tensor_bytes(n0, n1, n2, dt, &ok);
+    bool is_ref = ref != NULL && ref->buf != 0;
+    uint64_t have = is_ref ? ref->bytes : t->len;
     if (!ok)
         return attn_error_set(err, ATTN_E_TOO_LARGE, field, "%s shape [%llu, %llu, %llu] overflows",
                               field, (unsigned long long)n0, (unsigned long long)n1,
                               (unsigned long long)n2);
-    if (t->len != want || (want > 0 && t->data == NULL))
+    if (have != want || (!is_ref && want > 0 && t->data == NULL))
         return attn_error_set(
             err, ATTN_E_SHAPE, field, "%s has %llu bytes but [%llu, %llu, %llu] %s needs %llu",
-            field, (unsigned long long)t->len, (unsigned long long)n0, (unsigned long long)n1,
+            field, (unsigned long long)have, (unsigned long long)n0, (unsigned long long)n1,
             (unsigned long long)n2, attn_dtype_name(dt), (unsigned long long)want);
     return 0;
 }
@@ -93,13 +98,22 @@ int attn_run_check_shapes(const attn_run_args *a, const attn_manifest *m,
         return attn_error_set(err, ATTN_E_QO_INDPTR, "qo_indptr",
                               "qo_indptr is missing or negative");
     uint64_t total_q = (uint64_t)m->qo_indptr[m->num_requests];
-    if ((rv = check_tensor(&a->q, "q", total_q, m->num_qo_heads, g->head_dim_qk, m->q_dtype, err)))
+    if ((rv = check_tensor(&a->q, &a->q_ref, "q", total_q, m->num_qo_heads, g->head_dim_qk,
+                           m->q_dtype, err)) ||
+        (rv = check_tensor(&a->k_new, &a->k_new_ref, "k_new", total_q, g->num_kv_heads,
+                           g->head_dim_qk, g->kv_dtype, err)) ||
+        (rv = check_tensor(&a->v_new, &a->v_new_ref, "v_new", total_q, g->num_kv_heads,
+                           g->head_dim_vo, g->kv_dtype, err)))
         return rv;
-    if ((rv = check_tensor(&a->k_new, "k_new", total_q, g->num_kv_heads, g->head_dim_qk,
-                           g->kv_dtype, err)))
+    /* outputs into a buffer: O [total_q, H_qo, d_vo] in q_dtype, LSE fp32 [total_q, H_qo];
+     * they have no inline form, so the byte range stands empty */
+    const attn_bytes none = {NULL, 0};
+    if (a->o_ref.buf != 0 && (rv = check_tensor(&none, &a->o_ref, "o", total_q, m->num_qo_heads,
+                                                g->head_dim_vo, m->q_dtype, err)))
         return rv;
-    return check_tensor(&a->v_new, "v_new", total_q, g->num_kv_heads, g->head_dim_vo, g->kv_dtype,
-                        err);
+    if (a->lse_ref.buf != 0)
+        return check_tensor(&none, &a->lse_ref, "lse", total_q, m->num_qo_heads, 1, ATTN_FP32, err);
+    return 0;
 }
 
 int attn_kv_check(const attn_kv_args *a, attn_op op, const attn_pool_geometry *g,
@@ -142,7 +156,8 @@ int attn_kv_check(const attn_kv_args *a, attn_op op, const attn_pool_geometry *g
     }
     /* NHD [n, P, H, d] and HND [n, H, P, d] have the same byte length. */
     uint64_t rows = (uint64_t)a->num_pages * g->page_size;
-    if ((rv = check_tensor(&a->k, "k", rows, g->num_kv_heads, g->head_dim_qk, g->kv_dtype, err)))
+    if ((rv = check_tensor(&a->k, NULL, "k", rows, g->num_kv_heads, g->head_dim_qk, g->kv_dtype,
+                           err)))
         return rv;
-    return check_tensor(&a->v, "v", rows, g->num_kv_heads, g->head_dim_vo, g->kv_dtype, err);
+    return check_tensor(&a->v, NULL, "v", rows, g->num_kv_heads, g->head_dim_vo, g->kv_dtype, err);
 }

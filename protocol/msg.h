@@ -29,7 +29,10 @@ float attn_tensor_elem_f32(const attn_bytes *t, attn_dtype dt, size_t i);
 /* Check the tensors of a run (or the run half of an attend) against the
  * validated manifest `m` and its pool `g`: q, k_new, v_new byte lengths must
  * equal the PROTOCOL.md shapes (total_q = qo_indptr[B]); else ATTN_E_SHAPE
- * with field "q" / "k_new" / "v_new".  A run's optional q_dtype must equal
+ * with field "q" / "k_new" / "v_new".  A tensor given by reference is checked
+ * by its declared bytes, as are the optional output references o and lse
+ * (ATTN_E_SHAPE "o" / "lse"); their ranges are the buffer table's to check
+ * (daemon/buffers.h).  A run's optional q_dtype must equal
  * m->q_dtype (ATTN_E_DTYPE, field "q_dtype"). */
 int attn_run_check_shapes(const attn_run_args *a, const attn_manifest *m,
                           const attn_pool_geometry *g, attn_error_detail *err);

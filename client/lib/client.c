@@ -469,3 +469,39 @@ int attn_attend(attn_client *c, const attn_manifest *m, const attn_run_args *a, 
     attn_request req = {.op = ATTN_OP_ATTEND, .manifest = *m, .run = *a};
     return call_op(c, &req, rep);
 }
+
+int attn_buffer_register_shm(attn_client *c, const char *name, uint64_t bytes, uint64_t *buf,
+                             attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_BUFFER_REGISTER};
+    size_t n;
+    int rv;
+    if (name == NULL || buf == NULL || rep == NULL)
+        return invalid(rep, name == NULL ? "name" : buf == NULL ? "buf" : "reply");
+    n = strlen(name);
+    if (n == 0 || n >= sizeof req.buffer.name) {
+        memset(rep, 0, sizeof *rep);
+        return attn_error_set(&rep->error, ATTN_E_RANGE, "name", "name must have 1 to %zu bytes",
+                              sizeof req.buffer.name - 1);
+    }
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    memcpy(req.buffer.name, name, n + 1);
+    req.buffer.bytes = bytes;
+    rv = call_op(c, &req, rep);
+    *buf = rv == 0 ? rep->buf : 0;
+    return rv;
+}
+
+int attn_buffer_drop(attn_client *c, uint64_t buf, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_BUFFER_DROP};
+    req.buffer.buf = buf;
+    return call_op(c, &req, rep);
+}
+
+int attn_run_status_get(attn_client *c, uint64_t run_seq, attn_reply *rep)
+{
+    attn_request req = {.op = ATTN_OP_RUN_STATUS};
+    req.run_seq = run_seq;
+    return call_op(c, &req, rep);
+}

@@ -16,11 +16,25 @@ thread-safe (use one Client per thread, or the C library for shared use).
 
 Errors come back as AttnError(code, field, message), e.g.
 AttnError("E_MASK_POLARITY", "mask.polarity", "a dense mask needs ...").
+
+Registered buffers (docs/protocol.md): tensors may live in POSIX shared
+memory that attnd maps too, and travel by reference instead of inside the
+frame; O and LSE can be written straight into it:
+
+    buf = attn.ShmBuffer(1 << 20)            # creates and maps the object
+    bid = c.buffer_register_shm(buf.name, buf.size)
+    q = buf.array(0, (total_q, hq, d), "fp32")   # numpy view (numpy optional)
+    q[...] = ...
+    r = c.run(plan_id, 0, q=attn.ref(bid, 0, q.nbytes), ...,
+              o=attn.ref(bid, o_off, o_bytes))
+    o = buf.array(o_off, (total_q, hq, d), "fp32")  # O is already there
 """
 
 import math
+import os
 import socket
 import struct
+from multiprocessing import shared_memory
 
 import msgpack
 
@@ -87,6 +101,47 @@ def untensor(data, dtype):
 def i32(values):
     """Pack integers as little-endian int32 (page tables, indptr arrays)."""
     return struct.pack("<%di" % len(values), *values)
+
+
+# ---- registered buffers
+
+
+def ref(buf, offset, nbytes):
+    """A tensor reference into registered buffer `buf` (a run's q, k_new, v_new, o, lse)."""
+    return {"buf": int(buf), "offset": int(offset), "bytes": int(nbytes)}
+
+
+_NUMPY_DTYPES = {"fp32": "<f4", "fp16": "<f2", "bf16": "<u2"}  # bf16 as its raw bits
+
+
+class ShmBuffer:
+    """A POSIX shared-memory object this process creates and maps; attnd maps
+    the same object when it is registered (Client.buffer_register_shm).  The
+    object is unlinked by close() (attnd keeps its own mapping until the
+    buffer is dropped or the connection closes)."""
+
+    def __init__(self, size, name=None):
+        if name is None:
+            name = "attn-%d-%s" % (os.getpid(), os.urandom(4).hex())
+        self._shm = shared_memory.SharedMemory(name=name.lstrip("/"), create=True, size=size)
+        self.size = size
+        self.name = "/" + self._shm.name.lstrip("/")  # the shm_open name attnd wants
+        self.buf = self._shm.buf  # a writable memoryview of the whole object
+
+    def array(self, offset, shape, dtype):
+        """A numpy view of `shape` elements of `dtype` at byte `offset` (no copy;
+        bf16 shows as uint16 bits).  Needs numpy."""
+        import numpy as np  # optional: only this method needs it
+        count = 1
+        for n in shape:
+            count *= n
+        return np.frombuffer(self.buf, dtype=_NUMPY_DTYPES[dtype], count=count,
+                             offset=offset).reshape(shape)
+
+    def close(self):
+        self.buf = None
+        self._shm.close()
+        self._shm.unlink()
 
 
 # ---- nng REQ over ipc:// or tcp://
@@ -205,15 +260,26 @@ class Client:
         """`manifest`: a dict with the plan fields of PROTOCOL.md."""
         return self.call("plan", **manifest)
 
-    def run(self, plan_id, layer, q, k_new, v_new, return_lse=False, trace=False, verify=False):
+    def buffer_register_shm(self, name, nbytes):
+        """Let attnd map shm object `name` ("/x", at least `nbytes`); returns the buffer id."""
+        return self.call("buffer_register", kind="shm", name=name, bytes=nbytes)["buf"]
+
+    def buffer_drop(self, buf):
+        return self.call("buffer_drop", buf=buf)
+
+    def run(self, plan_id, layer, q, k_new, v_new, return_lse=False, trace=False, verify=False,
+            o=None, lse=None):
+        """q, k_new, v_new: `bin` bytes or ref(...); o, lse: optional ref(...) to
+        write the outputs into a registered buffer (the reply then carries
+        the reference under "o" / "lse" instead of the bytes)."""
         return self.call("run", plan_id=plan_id, layer=layer, q=q, k_new=k_new, v_new=v_new,
-                         return_lse=return_lse or None, trace=trace or None,
+                         o=o, lse=lse, return_lse=return_lse or None, trace=trace or None,
                          verify=verify or None)
 
     def attend(self, manifest, layer, q, k_new, v_new, return_lse=False, trace=False,
-               verify=False):
+               verify=False, o=None, lse=None):
         fields = dict(manifest)
-        fields.update(layer=layer, q=q, k_new=k_new, v_new=v_new,
+        fields.update(layer=layer, q=q, k_new=k_new, v_new=v_new, o=o, lse=lse,
                       return_lse=return_lse or None, trace=trace or None,
                       verify=verify or None)
         return self.call("attend", **fields)

@@ -105,6 +105,46 @@ def run_checks(url):
             assert e.code == "E_UNKNOWN_OP" and e.field == "op", e
         c.stats()
 
+        shm_checks(c, manifest, q, k_new, v_new, r)
+
+
+def shm_checks(c, manifest, q, k_new, v_new, inline):
+    """The same attend by reference into a shm buffer equals the inline one
+    bit for bit; the reply says where O and LSE went; drop, then refused."""
+    buf = attn.ShmBuffer(4096)
+    try:
+        bid = c.buffer_register_shm(buf.name, buf.size)
+        offs = {"q": 0, "k_new": 64, "v_new": 128, "o": 192, "lse": 256}
+        for name, vals in (("q", q), ("k_new", k_new), ("v_new", v_new)):
+            b = attn.tensor(vals, "fp32")
+            buf.buf[offs[name]:offs[name] + len(b)] = b
+        r = c.attend(manifest, 0, q=attn.ref(bid, offs["q"], 8),
+                     k_new=attn.ref(bid, offs["k_new"], 8),
+                     v_new=attn.ref(bid, offs["v_new"], 8),
+                     o=attn.ref(bid, offs["o"], 8), lse=attn.ref(bid, offs["lse"], 4))
+        assert r["o"] == {"buf": bid, "offset": offs["o"], "bytes": 8}, r["o"]
+        assert r["lse"] == {"buf": bid, "offset": offs["lse"], "bytes": 4}, r["lse"]
+        assert bytes(buf.buf[offs["o"]:offs["o"] + 8]) == inline["o"]
+        assert bytes(buf.buf[offs["lse"]:offs["lse"] + 4]) == inline["lse"]
+        try:
+            import numpy  # noqa: F401  (optional)
+            o = buf.array(offs["o"], (1, 1, 2), "fp32")
+            assert o.tobytes() == inline["o"]
+            del o  # a live view keeps the mapping exported: close() would refuse
+        except ImportError:
+            pass
+        counters = c.stats()["counters"]
+        assert counters["buffers"] == 1, counters
+        c.buffer_drop(bid)
+        try:
+            c.attend(manifest, 0, q=attn.ref(bid, 0, 8), k_new=attn.ref(bid, 64, 8),
+                     v_new=attn.ref(bid, 128, 8))
+            raise AssertionError("a dropped buffer was accepted")
+        except attn.AttnError as e:
+            assert e.code == "E_UNKNOWN_BUFFER" and e.field == "q.buf", e
+    finally:
+        buf.close()
+
 
 if __name__ == "__main__":
     main()

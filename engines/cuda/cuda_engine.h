@@ -56,6 +56,14 @@ const attn_engine_ops *attn_cuda_engine_ops(void);
  * made afterwards use it (a plan keeps the tuning it was made with). */
 void attn_cuda_engine_set_tuning(attn_engine *e, const attn_cuda_tuning *t);
 
+typedef struct attn_cuda_ipc attn_cuda_ipc; /* engines/cuda/ipc.h */
+
+/* The IPC handle cache, semaphore operations and control stream of a
+ * cuda_decode instance (engines/cuda/ipc.h); NULL with `why` (may be NULL)
+ * filled when the instance has none (no CUDA, the driver lacks stream
+ * memory operations, not a cuda_decode instance). */
+attn_cuda_ipc *attn_cuda_engine_ipc(attn_engine *e, char *why, size_t n);
+
 /* What a device contributes to a plan: identity and the measured grid. */
 typedef struct attn_cuda_device_facts {
     int device; /* CUDA ordinal */

@@ -27,6 +27,7 @@
 
 #include "engines/cuda/cuda_engine.h"
 #include "engines/cuda/decode_plan.h"
+#include "engines/cuda/ipc.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
@@ -498,6 +499,13 @@ void attn_cuda_engine_set_tuning(attn_engine *e, const attn_cuda_tuning *t)
 {
 }
 
+attn_cuda_ipc *attn_cuda_engine_ipc(attn_engine *e, char *why, size_t n)
+{
+    if (why != NULL && n > 0)
+        snprintf(why, n, "built without CUDA");
+    return NULL;
+}
+
 #else /* ATTN_WITH_CUDA */
 
 int attn_cuda_available(int *num_devices, char *why, size_t n)
@@ -614,6 +622,9 @@ int attn_cuda_device_info_get(int device, attn_cuda_device_info *out, attn_error
     return 0;
 }
 
+/* Deferred runs in flight at most (the daemon keeps two). */
+#define CUDA_DEFER_SLOTS 16
+
 /* One instance: its device, stream, events and the buffers every run
  * reuses, grown when a plan needs more (the workspace from the ledger,
  * seed 0x03E). */
@@ -631,6 +642,12 @@ typedef struct cuda_instance {
     size_t dev_ws_cap;
     void *dev_cnt; /* fused-reducer counters, zero between runs */
     size_t dev_cnt_cap;
+    attn_cuda_ipc *ipc; /* IPC handles and semaphores; NULL when the driver lacks them */
+    char ipc_why[160];  /* why ipc is NULL */
+    /* deferred runs (attn_run_io.defer): tickets [done_ticket, next_ticket)
+     * are enqueued and not yet completed; each has its pair of events */
+    cudaEvent_t def0[CUDA_DEFER_SLOTS], def1[CUDA_DEFER_SLOTS];
+    uint64_t next_ticket, done_ticket;
 } cuda_instance;
 
 /* An error with the CUDA runtime's own sentence (planner/engine.h). */
@@ -697,7 +714,19 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         free(ci);
         return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
     }
+    for (int i = 0; i < CUDA_DEFER_SLOTS; i++)
+        if ((e = cudaEventCreate(&ci->def0[i])) != cudaSuccess ||
+            (e = cudaEventCreate(&ci->def1[i])) != cudaSuccess) {
+            free(ci);
+            return cuda_fail(err, e, "device", "cannot create the deferred runs' events");
+        }
     pthread_mutex_init(&ci->mu, NULL);
+    {
+        attn_error_detail ie;
+        memset(&ie, 0, sizeof ie);
+        if (attn_cuda_ipc_create(dev, &ci->ipc, &ie) != 0)
+            snprintf(ci->ipc_why, sizeof ci->ipc_why, "%.150s", ie.message);
+    }
     ci->dev.device = dev;
     ci->dev.cc_major = pr.major;
     ci->dev.cc_minor = pr.minor;
@@ -717,15 +746,33 @@ static void engine_fini(void *state)
         return;
     cudaSetDevice(ci->dev.device);
     cudaStreamSynchronize(ci->stream);
+    attn_cuda_ipc_destroy(ci->ipc);
     cudaFree(ci->dev_io);
     cudaFreeHost(ci->host_io);
     cudaFree(ci->dev_ws);
     cudaFree(ci->dev_cnt);
     cudaEventDestroy(ci->ev0);
     cudaEventDestroy(ci->ev1);
+    for (int i = 0; i < CUDA_DEFER_SLOTS; i++) {
+        cudaEventDestroy(ci->def0[i]);
+        cudaEventDestroy(ci->def1[i]);
+    }
     cudaStreamDestroy(ci->stream);
     pthread_mutex_destroy(&ci->mu);
     free(ci);
+}
+
+attn_cuda_ipc *attn_cuda_engine_ipc(attn_engine *e, char *why, size_t n)
+{
+    if (e == NULL || e->ops != attn_cuda_engine_ops() || e->state == NULL) {
+        if (why != NULL && n > 0)
+            snprintf(why, n, "not a cuda_decode instance");
+        return NULL;
+    }
+    cuda_instance *ci = e->state;
+    if (ci->ipc == NULL && why != NULL && n > 0)
+        snprintf(why, n, "%s", ci->ipc_why);
+    return ci->ipc;
 }
 
 void attn_cuda_engine_set_tuning(attn_engine *e, const attn_cuda_tuning *t)
@@ -845,7 +892,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
     int rv = 0;
-    bool swapped = false;
+    bool swapped = false, waited = false, signalled = false;
     cudaStream_t st = ci->stream;
     void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
 
@@ -854,7 +901,18 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     size_t o_o = o_v + align256(pp->kv_bytes), o_l = o_o + align256(pp->q_bytes);
     size_t o_sk = o_l + align256(pp->lse_bytes), o_sv = o_sk + align256(pp->kv_bytes);
     size_t io_bytes = o_sv + align256(pp->kv_bytes);
+    const unsigned all_dev = (1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW) |
+                             (1u << ATTN_IO_O) | (io->lse != NULL ? 1u << ATTN_IO_LSE : 0);
+    /* deferred: every tensor on the device (nothing to copy back on the
+     * host), committed (no restore after the fact), not poisoned */
+    const bool defer = io->defer && (io->on_device & all_dev) == all_dev && io->commit &&
+                       !pp->tuning.poison && ci->next_ticket - ci->done_ticket < CUDA_DEFER_SLOTS;
     CK(cudaSetDevice(ci->dev.device), "cudaSetDevice");
+    if (ci->next_ticket != ci->done_ticket &&
+        (io_bytes > ci->dev_io_cap || o_sk > ci->host_io_cap ||
+         led->total_bytes + 256 > ci->dev_ws_cap || pp->cnt_bytes > ci->dev_cnt_cap))
+        /* a buffer grows (freed and allocated again): deferred runs still use it */
+        CK(cudaStreamSynchronize(st), "the deferred runs before a buffer grows");
     CK(grow_dev(&ci->dev_io, &ci->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
     CK(grow_host(&ci->host_io, &ci->host_io_cap, o_sk), "cudaMallocHost of the run's staging");
     CK(grow_dev(&ci->dev_ws, &ci->dev_ws_cap, led->total_bytes + 256),
@@ -882,21 +940,58 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     p.part_l = mlu ? (float *)(void *)(ws + attn_ledger_find(led, "partial_l")->offset) : NULL;
     p.merge_counters = (int32_t *)ci->dev_cnt;
 
-    /* q, k_new and v_new through pinned staging in one transfer: a copy
-     * from pageable memory is one synchronous driver copy per tensor */
+    /* an input on the device is read where it is when aligned for the
+     * kernels (q), else copied device to device; host inputs go through
+     * pinned staging, in one transfer when all three are on the host (a
+     * copy from pageable memory is one synchronous driver copy per tensor) */
+    unsigned dv = io->on_device;
     char *hio = (char *)ci->host_io;
-    memcpy(hio + o_q, io->q, pp->q_bytes);
-    memcpy(hio + o_k, io->k_new, pp->kv_bytes);
-    memcpy(hio + o_v, io->v_new, pp->kv_bytes);
-    CK(cudaMemcpyAsync(dio, hio, o_o, cudaMemcpyHostToDevice, st), "copy of q, k_new, v_new");
+    bool o_out_dev = (dv >> ATTN_IO_O) & 1u, lse_out_dev = (dv >> ATTN_IO_LSE) & 1u;
+    if (io->wait_dev != NULL) {
+        /* nothing of this run may read an input before the client's signal */
+        if ((rv = attn_cuda_ipc_wait(ci->ipc, st, io->wait_dev, io->wait_value, err)) != 0)
+            goto fail;
+        waited = true;
+    }
+    if (dv & ((1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW))) {
+        const void *src[3] = {io->q, io->k_new, io->v_new};
+        size_t off[3] = {o_q, o_k, o_v}, len[3] = {pp->q_bytes, pp->kv_bytes, pp->kv_bytes};
+        for (int i = 0; i < 3; i++) {
+            if ((dv >> i) & 1u) {
+                if (i == ATTN_IO_Q && ((uintptr_t)src[i] & 15u) == 0) {
+                    p.q = src[i];
+                    continue;
+                }
+                CK(cudaMemcpyAsync(dio + off[i], src[i], len[i], cudaMemcpyDeviceToDevice, st),
+                   "device copy of an input");
+            } else {
+                memcpy(hio + off[i], src[i], len[i]);
+                CK(cudaMemcpyAsync(dio + off[i], hio + off[i], len[i], cudaMemcpyHostToDevice, st),
+                   "copy of an input");
+            }
+        }
+    } else {
+        memcpy(hio + o_q, io->q, pp->q_bytes);
+        memcpy(hio + o_k, io->k_new, pp->kv_bytes);
+        memcpy(hio + o_v, io->v_new, pp->kv_bytes);
+        CK(cudaMemcpyAsync(dio, hio, o_o, cudaMemcpyHostToDevice, st), "copy of q, k_new, v_new");
+    }
+    /* outputs on the device are written in place when aligned */
+    if (o_out_dev && ((uintptr_t)io->o & 15u) == 0)
+        p.o = io->o;
+    if (lse_out_dev && io->lse != NULL && ((uintptr_t)io->lse & 3u) == 0)
+        p.lse = io->lse;
     if (pp->tuning.poison) {
         /* tests: NaN everywhere a kernel must write, so an unwritten element shows */
-        CK(cudaMemsetAsync(dio + o_o, 0xff, pp->q_bytes, st), "poison");
-        CK(cudaMemsetAsync(dio + o_l, 0xff, pp->lse_bytes, st), "poison");
+        CK(cudaMemsetAsync(p.o, 0xff, pp->q_bytes, st), "poison");
+        CK(cudaMemsetAsync(p.lse, 0xff, pp->lse_bytes, st), "poison");
         CK(cudaMemsetAsync(ci->dev_ws, 0xff, led->total_bytes, st), "poison");
     }
-    /* the engine's timing: CUDA events around the kernels only */
-    CK(cudaEventRecord(ci->ev0, st), "cudaEventRecord");
+    /* the engine's timing: CUDA events around the kernels only (a deferred
+     * run's own pair, read by complete) */
+    cudaEvent_t e0 = defer ? ci->def0[ci->next_ticket % CUDA_DEFER_SLOTS] : ci->ev0;
+    cudaEvent_t e1 = defer ? ci->def1[ci->next_ticket % CUDA_DEFER_SLOTS] : ci->ev1;
+    CK(cudaEventRecord(e0, st), "cudaEventRecord");
     if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
         rv = attn_error_set(err, rv, "", "append launch failed");
         goto fail;
@@ -907,11 +1002,27 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                             cudaGetErrorString(cudaGetLastError()));
         goto fail;
     }
-    CK(cudaEventRecord(ci->ev1, st), "cudaEventRecord");
-    /* O and LSE back in one transfer into the staging */
-    CK(cudaMemcpyAsync(hio + o_o, dio + o_o, (io->lse ? o_sk : o_l) - o_o, cudaMemcpyDeviceToHost,
-                       st),
-       "copy of o and lse");
+    CK(cudaEventRecord(e1, st), "cudaEventRecord");
+    /* O and LSE: a host output back through the staging (one transfer when
+     * both go to the host), a device output not written in place copied */
+    if (!o_out_dev && (io->lse == NULL || !lse_out_dev)) {
+        CK(cudaMemcpyAsync(hio + o_o, dio + o_o, (io->lse ? o_sk : o_l) - o_o,
+                           cudaMemcpyDeviceToHost, st),
+           "copy of o and lse");
+    } else {
+        if (!o_out_dev)
+            CK(cudaMemcpyAsync(hio + o_o, dio + o_o, pp->q_bytes, cudaMemcpyDeviceToHost, st),
+               "copy of o");
+        else if (p.o != io->o)
+            CK(cudaMemcpyAsync(io->o, p.o, pp->q_bytes, cudaMemcpyDeviceToDevice, st),
+               "device copy of o");
+        if (io->lse != NULL && !lse_out_dev)
+            CK(cudaMemcpyAsync(hio + o_l, dio + o_l, pp->lse_bytes, cudaMemcpyDeviceToHost, st),
+               "copy of lse");
+        else if (io->lse != NULL && p.lse != io->lse)
+            CK(cudaMemcpyAsync(io->lse, p.lse, pp->lse_bytes, cudaMemcpyDeviceToDevice, st),
+               "device copy of lse");
+    }
     if (!io->commit) {
         swapped = false;
         if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
@@ -919,14 +1030,34 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
             goto fail;
         }
     }
+    if (io->signal_dev != NULL) {
+        /* after the last kernel and copy: the client reads O behind it */
+        if ((rv = attn_cuda_ipc_signal(ci->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
+            goto fail;
+        signalled = true;
+    }
+    if (defer) {
+        /* enqueued: complete(ticket) waits for it and reads its timing */
+        if (rep) {
+            report_kernels(&p, io->commit, rep);
+            rep->deferred = true;
+            rep->ticket = ci->next_ticket;
+            snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
+            snprintf(rep->timing_scope, sizeof rep->timing_scope,
+                     "cuda events: append, producer and reducer kernels");
+        }
+        ci->next_ticket++;
+        return 0;
+    }
     CK(cudaStreamSynchronize(st), "the run's stream");
-    memcpy(io->o, hio + o_o, pp->q_bytes);
-    if (io->lse)
+    if (!o_out_dev)
+        memcpy(io->o, hio + o_o, pp->q_bytes);
+    if (io->lse && !lse_out_dev)
         memcpy(io->lse, hio + o_l, pp->lse_bytes);
     if (rep) {
         report_kernels(&p, io->commit, rep);
         float ms = 0;
-        cudaEventElapsedTime(&ms, ci->ev0, ci->ev1);
+        cudaEventElapsedTime(&ms, e0, e1);
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
         snprintf(rep->timing_scope, sizeof rep->timing_scope,
@@ -945,6 +1076,11 @@ fail:
             rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
                                 "the run failed and the old rows could not be put back");
     }
+    /* a failed run still signals, so the client's stream never waits for
+     * ever (it learns of the failure from the reply or run_status) */
+    if (io->signal_dev != NULL && !signalled && ci->ipc != NULL)
+        attn_cuda_ipc_release(ci->ipc, io->signal_dev, io->signal_value);
+    (void)waited;
     /* nothing still in flight may read the staging once the lock is released */
     cudaStreamSynchronize(st);
     return rv;
@@ -968,10 +1104,50 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
     if (io->q == NULL || io->k_new == NULL || io->v_new == NULL || io->o == NULL)
         return attn_error_set(err, ATTN_E_MISSING, io->q == NULL ? "q" : "o",
                               "a run needs q, k_new, v_new and o");
+    if ((io->wait_dev != NULL || io->signal_dev != NULL) && ci->ipc == NULL)
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, io->wait_dev ? "wait" : "signal",
+                              "device semaphores need the driver's stream memory operations: %s",
+                              ci->ipc_why);
     pthread_mutex_lock(&ci->mu);
     int rv = run_locked(ci, pp, &p->ledger, io, rep, err);
     pthread_mutex_unlock(&ci->mu);
     return rv;
+}
+
+/* A deferred run's completion: its end event, outside the instance lock
+ * (the next run enqueues meanwhile), then its timing. */
+static int engine_complete(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                           attn_error_detail *err)
+{
+    cuda_instance *ci = self->state;
+    pthread_mutex_lock(&ci->mu);
+    bool in_order = ticket == ci->done_ticket && ticket != ci->next_ticket;
+    pthread_mutex_unlock(&ci->mu);
+    if (!in_order)
+        return attn_error_set(err, ATTN_E_INVALID, "ticket",
+                              "deferred run %llu is not the oldest one in flight",
+                              (unsigned long long)ticket);
+    cudaEvent_t e0 = ci->def0[ticket % CUDA_DEFER_SLOTS], e1 = ci->def1[ticket % CUDA_DEFER_SLOTS];
+    cudaSetDevice(ci->dev.device);
+    cudaError_t e = cudaEventSynchronize(e1);
+    float ms = 0;
+    if (e == cudaSuccess)
+        cudaEventElapsedTime(&ms, e0, e1);
+    pthread_mutex_lock(&ci->mu);
+    ci->done_ticket++;
+    pthread_mutex_unlock(&ci->mu);
+    if (e != cudaSuccess)
+        /* the rows were committed on the device as part of the run: no
+         * saved copy is left to put back */
+        return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
+                              "the run's device work failed after it was enqueued (%s); its rows "
+                              "may be partly written",
+                              cudaGetErrorString(e));
+    if (rep != NULL) {
+        rep->engine_us = ms * 1000.0;
+        snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
+    }
+    return 0;
 }
 
 #endif /* ATTN_WITH_CUDA */
@@ -989,6 +1165,9 @@ static const attn_engine_ops g_cuda_ops = {
     .plan = engine_plan,
     .run = engine_run,
     .plan_free = engine_plan_free,
+#ifdef ATTN_WITH_CUDA
+    .complete = engine_complete,
+#endif
 };
 
 const attn_engine_ops *attn_cuda_engine_ops(void)

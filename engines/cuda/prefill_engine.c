@@ -29,6 +29,7 @@
 
 #include "engines/cuda/prefill_engine.h"
 #include "engines/cuda/decode_plan.h"
+#include "engines/cuda/ipc.h"
 #include "attn/names.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
@@ -886,6 +887,8 @@ typedef struct prefill_instance {
     size_t dev_io_cap;
     void *dev_ws; /* partial states */
     size_t dev_ws_cap;
+    attn_cuda_ipc *ipc; /* the semaphores' stream memory operations; NULL: the driver lacks them */
+    char ipc_why[160];  /* why ipc is NULL */
 } prefill_instance;
 
 /* An error with the CUDA runtime's own sentence (planner/engine.h). */
@@ -940,6 +943,13 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
     }
     pthread_mutex_init(&pi->mu, NULL);
+    {
+        /* the stream memory operations of semaphores (no IPC handles are opened here) */
+        attn_error_detail ie;
+        memset(&ie, 0, sizeof ie);
+        if (attn_cuda_ipc_create(dev, &pi->ipc, &ie) != 0)
+            snprintf(pi->ipc_why, sizeof pi->ipc_why, "%.150s", ie.message);
+    }
     pi->dev.device = dev;
     pi->dev.cc_major = pr.major;
     pi->dev.cc_minor = pr.minor;
@@ -967,6 +977,7 @@ static void engine_fini(void *state)
         return;
     cudaSetDevice(pi->dev.device);
     cudaStreamSynchronize(pi->stream);
+    attn_cuda_ipc_destroy(pi->ipc);
     cudaFree(pi->dev_io);
     cudaFree(pi->dev_ws);
     cudaStreamSynchronize(pi->side);
@@ -1125,7 +1136,7 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
     int rv = 0;
-    bool swapped = false;
+    bool swapped = false, signalled = false;
     cudaStream_t st = pi->stream;
     void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
 
@@ -1175,11 +1186,14 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         dp.merge_counters = NULL;
     }
 
-    CK(cudaMemcpyAsync(dio + o_q, io->q, pp->q_bytes, cudaMemcpyHostToDevice, st), "copy of q");
-    CK(cudaMemcpyAsync(dio + o_k, io->k_new, pp->kv_bytes, cudaMemcpyHostToDevice, st),
-       "copy of k_new");
-    CK(cudaMemcpyAsync(dio + o_v, io->v_new, pp->kv_bytes, cudaMemcpyHostToDevice, st),
-       "copy of v_new");
+    if (io->wait_dev != NULL &&
+        (rv = attn_cuda_ipc_wait(pi->ipc, st, io->wait_dev, io->wait_value, err)) != 0)
+        goto fail;
+    /* cudaMemcpyDefault: an input may be host memory or a registered cuda_ipc
+     * buffer (a device pointer, copied device to device) */
+    CK(cudaMemcpyAsync(dio + o_q, io->q, pp->q_bytes, cudaMemcpyDefault, st), "copy of q");
+    CK(cudaMemcpyAsync(dio + o_k, io->k_new, pp->kv_bytes, cudaMemcpyDefault, st), "copy of k_new");
+    CK(cudaMemcpyAsync(dio + o_v, io->v_new, pp->kv_bytes, cudaMemcpyDefault, st), "copy of v_new");
     if (pp->tuning.poison) {
         /* tests: NaN everywhere a kernel must write, so an unwritten element shows */
         CK(cudaMemsetAsync(dio + o_o, 0xff, pp->q_bytes, st), "poison");
@@ -1226,9 +1240,9 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         CK(cudaStreamWaitEvent(st, pi->ev_join, 0), "cudaStreamWaitEvent (join)");
     }
     CK(cudaEventRecord(pi->ev1, st), "cudaEventRecord");
-    CK(cudaMemcpyAsync(io->o, dio + o_o, pp->q_bytes, cudaMemcpyDeviceToHost, st), "copy of o");
+    CK(cudaMemcpyAsync(io->o, dio + o_o, pp->q_bytes, cudaMemcpyDefault, st), "copy of o");
     if (io->lse)
-        CK(cudaMemcpyAsync(io->lse, dio + o_l, pp->lse_bytes, cudaMemcpyDeviceToHost, st),
+        CK(cudaMemcpyAsync(io->lse, dio + o_l, pp->lse_bytes, cudaMemcpyDefault, st),
            "copy of lse");
     if (!io->commit) {
         swapped = false;
@@ -1236,6 +1250,12 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
             rv = attn_error_set(err, rv, "", "restore launch failed");
             goto fail;
         }
+    }
+    if (io->signal_dev != NULL) {
+        /* after the last kernel and copy: the client reads O behind it */
+        if ((rv = attn_cuda_ipc_signal(pi->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
+            goto fail;
+        signalled = true;
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
     if (rep) {
@@ -1263,6 +1283,9 @@ fail:
             rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
                                 "the run failed and the old rows could not be put back");
     }
+    /* a failed run still signals, so the client's stream never waits for ever */
+    if (io->signal_dev != NULL && !signalled && pi->ipc != NULL)
+        attn_cuda_ipc_release(pi->ipc, io->signal_dev, io->signal_value);
     return rv;
 }
 
@@ -1284,6 +1307,10 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
     if (io->q == NULL || io->k_new == NULL || io->v_new == NULL || io->o == NULL)
         return attn_error_set(err, ATTN_E_MISSING, io->q == NULL ? "q" : "o",
                               "a run needs q, k_new, v_new and o");
+    if ((io->wait_dev != NULL || io->signal_dev != NULL) && pi->ipc == NULL)
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, io->wait_dev ? "wait" : "signal",
+                              "device semaphores need the driver's stream memory operations: %s",
+                              pi->ipc_why);
     pthread_mutex_lock(&pi->mu);
     int rv = run_locked(pi, pp, &p->ledger, io, rep, err);
     pthread_mutex_unlock(&pi->mu);

@@ -59,18 +59,63 @@ typedef struct attn_bytes {
     uint64_t len;
 } attn_bytes;
 
+/* A tensor by reference (PROTOCOL.md v2): `bytes` bytes at byte `offset` of
+ * the registered buffer `buf` (on the wire {"buf", "offset", "bytes"}).
+ * Buffer ids start at 1, so buf == 0 means "no reference": the tensor is
+ * inline (attn_bytes) or, for an output, travels in the reply. */
+typedef struct attn_tensor_ref {
+    uint64_t buf;
+    uint64_t offset;
+    uint64_t bytes;
+} attn_tensor_ref;
+
 /* `run` arguments (also the second half of `attend`).  Shapes (PROTOCOL.md):
  * q [total_q, num_qo_heads, head_dim_qk] in q_dtype; k_new [total_q,
  * num_kv_heads, head_dim_qk] and v_new [total_q, num_kv_heads, head_dim_vo]
- * in the pool's kv_dtype. */
+ * in the pool's kv_dtype.  Each of q, k_new, v_new is either inline (its
+ * attn_bytes) or, when its *_ref.buf is nonzero, a reference into a buffer
+ * this connection registered (the attn_bytes is then ignored).  o_ref and
+ * lse_ref, when nonzero, ask attnd to write O (and LSE; lse_ref implies
+ * return_lse) into a buffer instead of the reply. */
+/* A semaphore: the uint64 counter at byte `offset` (8-aligned) of the
+ * registered buffer `buf` (on the wire {"buf", "offset", "value"}); buf 0 =
+ * none.  A wait holds the run until the counter is >= value (compared as
+ * CUDA's cyclic GEQ: (int64_t)(counter - value) >= 0); a signal stores
+ * value after the run's last kernel. */
+typedef struct attn_sem_ref {
+    uint64_t buf;
+    uint64_t offset;
+    uint64_t value;
+} attn_sem_ref;
+
 typedef struct attn_run_args {
     uint64_t plan_id; /* run only */
     uint32_t layer;
     attn_bytes q, k_new, v_new;
+    attn_tensor_ref q_ref, k_new_ref, v_new_ref, o_ref, lse_ref;
     bool return_lse, trace, verify;
-    bool has_q_dtype; /* optional cross-check of the plan's q_dtype (run only) */
+    bool async;             /* reply once enqueued (O and LSE must go to buffers) */
+    attn_sem_ref wait, sig; /* on the wire "wait" and "signal" */
+    bool has_q_dtype;       /* optional cross-check of the plan's q_dtype (run only) */
     attn_dtype q_dtype;
 } attn_run_args;
+
+#define ATTN_SHM_NAME_MAX 128         /* a shm buffer's name, "/" included, with NUL */
+#define ATTN_CUDA_IPC_HANDLE_BYTES 64 /* sizeof(cudaIpcMemHandle_t) */
+
+/* `buffer_register` / `buffer_drop` arguments.  shm: `name` ("/x", the
+ * shm_open name of an existing object of at least `bytes` bytes); cuda_ipc:
+ * `handle` (cudaIpcGetMemHandle's bytes) and `device` ("cuda:N").
+ * buffer_drop uses `buf` only. */
+typedef struct attn_buffer_args {
+    attn_buffer_kind kind;
+    char name[ATTN_SHM_NAME_MAX];
+    uint8_t handle[ATTN_CUDA_IPC_HANDLE_BYTES];
+    char device[ATTN_NAME_MAX];
+    uint64_t offset; /* cuda_ipc: where the buffer starts inside the handle's allocation */
+    uint64_t bytes;
+    uint64_t buf; /* buffer_drop */
+} attn_buffer_args;
 
 /* `kv_read` / `kv_write` arguments: the named pages in order, each page in
  * the pool's layout and kv_dtype (k and v only for kv_write; on the wire
@@ -87,7 +132,8 @@ typedef struct attn_kv_args {
 
 /* One typed request.  Only the part named by `op` is meaningful:
  * pool_create -> geom; pool_drop/pool_info -> pool; plan -> manifest;
- * run -> run; attend -> manifest + run; kv_read/kv_write -> kv. */
+ * run -> run; attend -> manifest + run; kv_read/kv_write -> kv;
+ * buffer_register/buffer_drop -> buffer. */
 typedef struct attn_request {
     uint32_t v; /* protocol version, ATTN_PROTOCOL_VERSION */
     attn_op op;
@@ -99,6 +145,8 @@ typedef struct attn_request {
     attn_manifest manifest;
     attn_run_args run;
     attn_kv_args kv;
+    attn_buffer_args buffer;
+    uint64_t run_seq; /* run_status: the asynchronous run asked about */
 } attn_request;
 
 #define ATTN_HELLO_MAX_BACKENDS 16
@@ -127,6 +175,10 @@ typedef struct attn_server_info {
      * kernel image hash, device properties, driver and runtime): one
      * pre-encoded msgpack map, spliced verbatim; empty when absent. */
     attn_bytes identity;
+    /* Whether attnd's CUDA contexts run under MPS (1, 0; -1 unknown or no
+     * GPU) and one sentence on what a GPU-side hand-off costs then. */
+    int mps;
+    char gpu_handoff[192];
 } attn_server_info;
 
 /* The `stats` reply. */
@@ -146,11 +198,27 @@ typedef struct attn_stats_info {
     } pools[ATTN_STATS_MAX_POOLS];
 } attn_stats_info;
 
+/* What run_status says of one asynchronous run (the run_seq its run's
+ * reply gave): its state; once done or failed, the engine's timing with its
+ * method and the daemon's window; when failed, the error (the pool
+ * restored, as for a synchronous run). */
+typedef struct attn_run_status {
+    attn_run_state state;
+    double engine_us;        /* the engine's timing (CUDA events on a GPU); 0 until done */
+    char timing_method[32];  /* "cuda_events", "host_clock", "" */
+    double exec_us;          /* the daemon's window from dequeue to completion, host clock */
+    double queued_us;        /* from enqueue to start (includes the wait on a semaphore) */
+    attn_error_detail error; /* state failed: why */
+} attn_run_status;
+
 /* One typed reply.  `ok` false means `error` holds the code, field path and
  * sentence; otherwise the part named by `op` is meaningful:
  * hello -> server; pool_create -> pool, bytes; pool_info -> geom, bytes;
  * plan -> plan_id, plan_key, diag; run -> o, lse, diag; attend -> all of
- * plan and run; kv_read -> k, v (kv_dtype); stats -> stats. */
+ * plan and run; kv_read -> k, v (kv_dtype); stats -> stats;
+ * buffer_register -> buf.  A run whose request gave o_ref / lse_ref has O /
+ * LSE in that buffer: the reply then carries the reference (o_ref, lse_ref,
+ * on the wire "o"/"lse" as {"buf", "offset", "bytes"}) and no bytes. */
 typedef struct attn_reply {
     uint32_t v;
     attn_op op;
@@ -166,11 +234,20 @@ typedef struct attn_reply {
     attn_bytes o; /* [total_q, num_qo_heads, head_dim_vo] in o_dtype */
     attn_dtype o_dtype;
     bool has_lse;
-    attn_bytes lse;       /* float32 [total_q, num_qo_heads] */
-    attn_bytes k, v_data; /* kv_read: wire keys "tensors.k" and "tensors.v" */
+    attn_bytes lse;                 /* float32 [total_q, num_qo_heads] */
+    attn_tensor_ref o_ref, lse_ref; /* where O / LSE were written (buf 0: inline) */
+    uint64_t buf;                   /* buffer_register: the new buffer's id */
+    attn_bytes k, v_data;           /* kv_read: wire keys "tensors.k" and "tensors.v" */
     attn_dtype kv_dtype;
     attn_bytes diag; /* the diagnostic: one pre-encoded msgpack map, spliced verbatim */
     attn_stats_info stats;
+    uint64_t run_seq;       /* an async run's id (run_status asks with it); 0 otherwise */
+    attn_run_status status; /* run_status */
+    /* An asynchronous run of this connection failed after its reply was
+     * sent: the next reply (ok or not) carries it once ("async_error"). */
+    bool has_async_error;
+    uint64_t async_error_seq;
+    attn_error_detail async_error;
     /* private: the buffer the byte ranges point into, released by attn_reply_free */
     void *backing;
     void (*backing_free)(void *backing);
@@ -260,6 +337,20 @@ ATTN_EXPORT int attn_run(attn_client *c, const attn_run_args *a, attn_reply *rep
 /* attend: plan and run in one call. */
 ATTN_EXPORT int attn_attend(attn_client *c, const attn_manifest *m, const attn_run_args *a,
                             attn_reply *rep);
+
+/* buffer_register kind "shm": let attnd map the existing POSIX shared-memory
+ * object `name` ("/x", at least `bytes` bytes) read-write; *buf gets its id,
+ * valid on this client's connection until attn_buffer_drop or close. */
+ATTN_EXPORT int attn_buffer_register_shm(attn_client *c, const char *name, uint64_t bytes,
+                                         uint64_t *buf, attn_reply *rep);
+
+/* buffer_drop: release buffer `buf` (a run in progress on it finishes first). */
+ATTN_EXPORT int attn_buffer_drop(attn_client *c, uint64_t buf, attn_reply *rep);
+
+/* run_status: the state of asynchronous run `run_seq` of this connection
+ * (the run_seq of its run reply) in rep->status: queued, running, done or
+ * failed (with the error), cancelled; timing once done. */
+ATTN_EXPORT int attn_run_status_get(attn_client *c, uint64_t run_seq, attn_reply *rep);
 
 /* stats: counters, plan-cache and pool usage (rep->stats). */
 ATTN_EXPORT int attn_stats(attn_client *c, attn_reply *rep);

@@ -34,6 +34,9 @@ extern "C" {
     X(LAYER, -23, "layer index outside the pool")                                                  \
     X(BUSY, -24, "server is at a configured limit")                                                \
     X(SHUTTING_DOWN, -25, "server is shutting down")                                               \
+    X(UNKNOWN_BUFFER, -26, "no registered buffer with that id on this connection")                 \
+    X(BUFFER_RANGE, -27, "a buffer reference or mapping falls outside its buffer")                 \
+    X(BUFFER_UNSUPPORTED, -28, "that buffer kind is not available in this build or device")        \
     /* phases and manifests (seed 0x08) */                                                         \
     X(PHASE, -30, "(cache_len, new_len) is not prefill, append or decode")                         \
     X(QO_INDPTR, -31, "qo_indptr is not monotone or disagrees with new_len")                       \

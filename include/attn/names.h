@@ -37,7 +37,9 @@ extern "C" {
     X(attn_schedule_policy, ATTN_SCHEDULES, ATTN_E_POLICY)                                         \
     X(attn_state_abi, ATTN_STATE_ABIS, ATTN_E_POLICY)                                              \
     X(attn_split_policy, ATTN_SPLIT_POLICIES, ATTN_E_POLICY)                                       \
-    X(attn_platform, ATTN_PLATFORMS, ATTN_E_RANGE)
+    X(attn_platform, ATTN_PLATFORMS, ATTN_E_RANGE)                                                 \
+    X(attn_buffer_kind, ATTN_BUFFER_KINDS, ATTN_E_RANGE)                                           \
+    X(attn_run_state, ATTN_RUN_STATES, ATTN_E_RANGE)
 
 /* The wire name of a value and the parser of a wire name, per list (see the
  * head of this file for their contract). */

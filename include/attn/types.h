@@ -108,7 +108,25 @@ extern "C" {
     X(ATTN_OP_ATTEND, 6, "attend")                                                                 \
     X(ATTN_OP_KV_READ, 7, "kv_read")                                                               \
     X(ATTN_OP_KV_WRITE, 8, "kv_write")                                                             \
-    X(ATTN_OP_STATS, 9, "stats")
+    X(ATTN_OP_STATS, 9, "stats")                                                                   \
+    X(ATTN_OP_BUFFER_REGISTER, 10, "buffer_register")                                              \
+    X(ATTN_OP_BUFFER_DROP, 11, "buffer_drop")                                                      \
+    X(ATTN_OP_RUN_STATUS, 12, "run_status")
+
+/* States of an asynchronous run (run_status): queued behind others or
+ * behind its wait, running, done, failed (the pool restored), or cancelled
+ * (its connection closed before it started: nothing ran, the pool unchanged). */
+#define ATTN_RUN_STATES(X)                                                                         \
+    X(ATTN_RUN_QUEUED, 0, "queued")                                                                \
+    X(ATTN_RUN_RUNNING, 1, "running")                                                              \
+    X(ATTN_RUN_DONE, 2, "done")                                                                    \
+    X(ATTN_RUN_FAILED, 3, "failed")                                                                \
+    X(ATTN_RUN_CANCELLED, 4, "cancelled")
+
+/* Kinds of registered buffer (PROTOCOL.md v2, docs/protocol.md). */
+#define ATTN_BUFFER_KINDS(X)                                                                       \
+    X(ATTN_BUFFER_SHM, 0, "shm")           /* POSIX shared memory, mapped read-write */            \
+    X(ATTN_BUFFER_CUDA_IPC, 1, "cuda_ipc") /* a cudaIpcMemHandle_t of device memory */
 
 typedef enum attn_dtype { ATTN_DTYPES(ATTN__ENUM_ENTRY) } attn_dtype;
 typedef enum attn_layout { ATTN_LAYOUTS(ATTN__ENUM_ENTRY) } attn_layout;
@@ -123,6 +141,8 @@ typedef enum attn_schedule_policy { ATTN_SCHEDULES(ATTN__ENUM_ENTRY) } attn_sche
 typedef enum attn_state_abi { ATTN_STATE_ABIS(ATTN__ENUM_ENTRY) } attn_state_abi;
 typedef enum attn_split_policy { ATTN_SPLIT_POLICIES(ATTN__ENUM_ENTRY) } attn_split_policy;
 typedef enum attn_platform { ATTN_PLATFORMS(ATTN__ENUM_ENTRY) } attn_platform;
+typedef enum attn_buffer_kind { ATTN_BUFFER_KINDS(ATTN__ENUM_ENTRY) } attn_buffer_kind;
+typedef enum attn_run_state { ATTN_RUN_STATES(ATTN__ENUM_ENTRY) } attn_run_state;
 
 /* How many entries each list has (arrays indexed by an enum use these,
  * never a literal). */
@@ -137,6 +157,8 @@ enum {
     ATTN_STATE_ABI_COUNT = 0 ATTN_STATE_ABIS(ATTN__ENUM_PLUS_ONE),
     ATTN_SPLIT_POLICY_COUNT = 0 ATTN_SPLIT_POLICIES(ATTN__ENUM_PLUS_ONE),
     ATTN_PLATFORM_COUNT = 0 ATTN_PLATFORMS(ATTN__ENUM_PLUS_ONE),
+    ATTN_BUFFER_KIND_COUNT = 0 ATTN_BUFFER_KINDS(ATTN__ENUM_PLUS_ONE),
+    ATTN_RUN_STATE_COUNT = 0 ATTN_RUN_STATES(ATTN__ENUM_PLUS_ONE),
 };
 
 /* Geometry of one paged K/V pool (pool_create). */

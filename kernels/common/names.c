@@ -77,6 +77,8 @@ NAMES_DEFINE(attn_schedule_policy, ATTN_SCHEDULES, ATTN_E_POLICY)
 NAMES_DEFINE(attn_state_abi, ATTN_STATE_ABIS, ATTN_E_POLICY)
 NAMES_DEFINE(attn_split_policy, ATTN_SPLIT_POLICIES, ATTN_E_POLICY)
 NAMES_DEFINE(attn_platform, ATTN_PLATFORMS, ATTN_E_RANGE)
+NAMES_DEFINE(attn_buffer_kind, ATTN_BUFFER_KINDS, ATTN_E_RANGE)
+NAMES_DEFINE(attn_run_state, ATTN_RUN_STATES, ATTN_E_RANGE)
 
 /* ---- operations (public client API: attn/client.h) ---------------------- */
 

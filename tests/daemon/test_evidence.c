@@ -233,7 +233,14 @@ static void test_cpu_only_evidence(void **state)
     attn_pool_view pv = {&rb.g, ATTN_PLATFORM_CPU, -1, kl, vl};
     void *o = calloc(rb.o_elems, 2);
     float *lse = calloc(rb.lse_elems, sizeof(float));
-    attn_run_io args = {&pv, 0, rb.q, rb.k_new, rb.v_new, o, lse, true};
+    attn_run_io args = {.pool = &pv,
+                        .layer = 0,
+                        .q = rb.q,
+                        .k_new = rb.k_new,
+                        .v_new = rb.v_new,
+                        .o = o,
+                        .lse = lse,
+                        .commit = true};
     attn_exec_report rep;
     assert_int_equal(attn_engine_run(be, plan, &args, &rep, &err), 0);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -18,6 +19,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -29,6 +31,7 @@
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
+#include "daemon/server_int.h" /* the buffer table, for a stand-in cuda_ipc opener */
 #include "attn/client.h"
 #include "engines/cpu/engine.h"
 #include "kernels/common/mask.h"
@@ -91,6 +94,15 @@ static void test_config_errors(void **state)
     assert_int_equal(attnd_config_parse_args(&c, 3, unknown, &e), ATTN_E_PROTOCOL);
     assert_int_equal(attnd_config_parse_args(&c, 2, no_value, &e), ATTN_E_MISSING);
     assert_int_equal(attnd_config_parse_args(&c, 3, bad_pool, &e), ATTN_E_RANGE);
+    /* --async-defer: 1 by default, 0 or 1 only */
+    char *defer_off[] = {"attnd", "--async-defer", "0"};
+    char *defer_bad[] = {"attnd", "--async-defer", "2"};
+    attnd_config_defaults(&c);
+    assert_int_equal(c.async_defer, 1);
+    assert_int_equal(attnd_config_parse_args(&c, 3, defer_off, &e), 0);
+    assert_int_equal(c.async_defer, 0);
+    assert_int_equal(attnd_config_parse_args(&c, 3, defer_bad, &e), ATTN_E_RANGE);
+    assert_string_equal(e.field, "async-defer");
 }
 
 static void test_config_file(void **state)
@@ -618,6 +630,8 @@ static int failing_run(attn_engine *self, attn_engine_plan *p, const attn_run_io
     return attn_error_set(err, ATTN_E_ENGINE, "layer", "the test double always fails");
 }
 
+static uint64_t stats_counter(attn_server *s, const char *name);
+
 static void test_engine_failure(void **state)
 {
     attn_server *s = new_server();
@@ -654,8 +668,420 @@ static void test_engine_failure(void **state)
     free(keep);
     assert_int_equal(attn_server_pool_checksum(s, "f", &sum1), 0);
     assert_true(sum0 == sum1);
+
+    /* asynchronous: the reply is ok (enqueued); the failure comes with the
+     * next reply of the connection, once, and in run_status and stats; the
+     * pool is unchanged all the same */
+    {
+        char name[64];
+        uint64_t o_bytes = rb.o_elems * sizeof(float), buf, seq, plan_id;
+        snprintf(name, sizeof name, "/attn-test-%d-afail", (int)getpid());
+        int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
+        close(fd);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_BUFFER_REGISTER;
+        req.buffer.kind = ATTN_BUFFER_SHM;
+        snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+        req.buffer.bytes = o_bytes;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        buf = rep.buf;
+        free(keep);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_PLAN;
+        req.manifest = rb.m;
+        snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+                 "failing_test_double");
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        plan_id = rep.plan_id;
+        free(keep);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN;
+        attn_rb_run_args(&rb, &req.run);
+        req.run.plan_id = plan_id;
+        req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+        req.run.return_lse = false;
+        req.run.async = true;
+        if (call(s, &req, &rep, &keep) != 0)
+            fail_msg("%s %s", rep.error.field, rep.error.message);
+        seq = rep.run_seq;
+        assert_true(seq > 0);
+        assert_false(rep.has_async_error);
+        free(keep);
+        /* run_status until it settled (no reply takes the failure before) */
+        attn_run_status st;
+        do {
+            memset(&req, 0, sizeof req);
+            req.op = ATTN_OP_RUN_STATUS;
+            req.run_seq = seq;
+            assert_int_equal(call(s, &req, &rep, &keep), 0);
+            st = rep.status;
+            bool carried = rep.has_async_error;
+            free(keep);
+            if (carried) {
+                assert_int_equal(st.state, ATTN_RUN_FAILED);
+                break;
+            }
+        } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+        assert_int_equal(st.state, ATTN_RUN_FAILED);
+        assert_int_equal(st.error.code, ATTN_E_ENGINE);
+        assert_string_equal(st.error.field, "layer");
+        assert_non_null(strstr(st.error.message, "unchanged"));
+        assert_int_equal(stats_counter(s, "async_failed"), 1);
+        /* carried once: by the status reply above or by this one, not again */
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_HELLO;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        free(keep);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_HELLO;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        assert_false(rep.has_async_error);
+        free(keep);
+        assert_int_equal(attn_server_pool_checksum(s, "f", &sum1), 0);
+        assert_true(sum0 == sum1);
+        shm_unlink(name);
+    }
     attn_rb_free(&rb);
     attn_server_destroy(s); /* frees the plans made by `inst` */
+    attn_engine_destroy(inst);
+}
+
+/* A stand-in for the CUDA engine's IPC open (no GPU in CI): it hands out
+ * host memory labelled cuda_ipc, so the daemon's refusals can be seen. */
+static int g_fake_closes;
+
+static int fake_ipc_open(void *arg, int device, const uint8_t *handle, uint64_t offset,
+                         uint64_t bytes, void **dev_ptr, attn_error_detail *err)
+{
+    (void)arg;
+    (void)device;
+    (void)handle;
+    (void)offset;
+    *dev_ptr = calloc(1, bytes);
+    return *dev_ptr != NULL ? 0 : attn_error_set(err, ATTN_E_NOMEM, "bytes", "out of memory");
+}
+
+static void fake_ipc_close(void *arg, int device, void *dev_ptr)
+{
+    (void)arg;
+    (void)device;
+    free(dev_ptr);
+    g_fake_closes++;
+}
+
+/* Device memory with a host engine: a reference into a cuda_ipc buffer, a
+ * device semaphore, or verify over device tensors is refused before
+ * anything runs, naming the field; the pool is unchanged; the drop closes
+ * the handle. */
+static void test_device_refs_refused_on_cpu(void **state)
+{
+    attn_server *s = new_server();
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t sum0, sum1, plan_id, buf;
+    (void)state;
+    attnd_ipc_opener o = {fake_ipc_open, fake_ipc_close, NULL};
+    attnd_buffers_set_ipc(s->buffers, &o);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 8), 0);
+    load_batch(s, &rb, "d");
+    assert_int_equal(attn_server_pool_checksum(s, "d", &sum0), 0);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_CUDA_IPC;
+    req.buffer.bytes = 1u << 20;
+    snprintf(req.buffer.device, sizeof req.buffer.device, "cuda:0");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    buf = rep.buf;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    plan_id = rep.plan_id;
+    free(keep);
+    struct {
+        const char *field;
+        int code;
+    } cases[] = {{"q.buf", ATTN_E_BUFFER_UNSUPPORTED},
+                 {"o.buf", ATTN_E_BUFFER_UNSUPPORTED},
+                 {"wait.buf", ATTN_E_BUFFER_UNSUPPORTED},
+                 {"signal.buf", ATTN_E_BUFFER_UNSUPPORTED}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN;
+        attn_rb_run_args(&rb, &req.run);
+        req.run.plan_id = plan_id;
+        if (i == 0)
+            req.run.q_ref = (attn_tensor_ref){buf, 0, rb.q_bytes};
+        if (i == 1)
+            req.run.o_ref = (attn_tensor_ref){buf, 0, rb.o_elems * sizeof(float)};
+        if (i == 2)
+            req.run.wait = (attn_sem_ref){buf, 64, 1};
+        if (i == 3)
+            req.run.sig = (attn_sem_ref){buf, 64, 1};
+        assert_int_equal(call(s, &req, &rep, &keep), cases[i].code);
+        assert_string_equal(rep.error.field, cases[i].field);
+        free(keep);
+    }
+    assert_int_equal(attn_server_pool_checksum(s, "d", &sum1), 0);
+    assert_true(sum0 == sum1);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_DROP;
+    req.buffer.buf = buf;
+    g_fake_closes = 0;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    assert_int_equal(g_fake_closes, 1);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+}
+
+/* An engine whose runs defer (return at enqueue, complete later), logging
+ * the order of run and complete calls. */
+static char g_defer_log[128];
+static _Atomic uint64_t g_defer_next;
+static pthread_mutex_t g_defer_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void defer_log(char what, uint64_t ticket)
+{
+    pthread_mutex_lock(&g_defer_mu);
+    size_t n = strlen(g_defer_log);
+    snprintf(g_defer_log + n, sizeof g_defer_log - n, "%c%llu ", what, (unsigned long long)ticket);
+    pthread_mutex_unlock(&g_defer_mu);
+}
+
+static int deferring_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                         attn_exec_report *rep, attn_error_detail *err)
+{
+    (void)self;
+    (void)p;
+    (void)err;
+    memset(rep, 0, sizeof *rep);
+    if (!io->defer)
+        return attn_error_set(err, ATTN_E_INTERNAL, "defer", "asked to run synchronously");
+    rep->deferred = true;
+    rep->ticket = atomic_load(&g_defer_next);
+    if (rep->ticket == 0) /* the others queue up meanwhile */
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    defer_log('r', rep->ticket);
+    atomic_fetch_add(&g_defer_next, 1);
+    return 0;
+}
+
+static int deferring_complete(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                              attn_error_detail *err)
+{
+    (void)self;
+    (void)err;
+    /* a device run lasts: the next one (if any) is enqueued before this one
+     * completes, which a worker that waited for completions would never do */
+    for (int i = 0; i < 2000 && ticket < 2 && atomic_load(&g_defer_next) < ticket + 2; i++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    defer_log('c', ticket);
+    rep->engine_us = 7;
+    snprintf(rep->timing_method, sizeof rep->timing_method, "test_double");
+    return 0;
+}
+
+/* Deferred runs pipeline: the next run is enqueued while the one before is
+ * in flight, completions come in order, run_status has the completion's
+ * timing, and a synchronous kv_read comes after them all. */
+static void test_async_deferred_pipeline(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops dops = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t seq[3], plan_id, buf;
+    char name[64];
+    (void)state;
+    dops.name = "deferring_test_double";
+    dops.priority = -1;
+    dops.run = deferring_run;
+    dops.complete = deferring_complete;
+    g_defer_log[0] = '\0';
+    g_defer_next = 0;
+    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 9), 0);
+    load_batch(s, &rb, "q");
+    uint64_t o_bytes = rb.o_elems * sizeof(float);
+    snprintf(name, sizeof name, "/attn-test-%d-defer", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
+    close(fd);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+    req.buffer.bytes = o_bytes;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    buf = rep.buf;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "deferring_test_double");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    plan_id = rep.plan_id;
+    free(keep);
+    for (int i = 0; i < 3; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN;
+        attn_rb_run_args(&rb, &req.run);
+        req.run.plan_id = plan_id;
+        req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+        req.run.return_lse = false;
+        req.run.async = true;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        seq[i] = rep.run_seq;
+        free(keep);
+    }
+    /* a synchronous request of the connection: after all three */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_KV_READ;
+    snprintf(req.kv.pool, sizeof req.kv.pool, "q");
+    int32_t page0 = 0;
+    req.kv.pages = &page0;
+    req.kv.num_pages = 1;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    /* pipelined: run 1 was enqueued before run 0 completed; each in order */
+    {
+        const char *r0 = strstr(g_defer_log, "r0 "), *r1 = strstr(g_defer_log, "r1 "),
+                   *r2 = strstr(g_defer_log, "r2 "), *c0 = strstr(g_defer_log, "c0 "),
+                   *c1 = strstr(g_defer_log, "c1 "), *c2 = strstr(g_defer_log, "c2 ");
+        if (!(r0 && r1 && r2 && c0 && c1 && c2 && r0 < r1 && r1 < r2 && r1 < c0 && c0 < c1 &&
+              c1 < c2 && r2 < c1))
+            fail_msg("order of runs and completions: %s", g_defer_log);
+    }
+    for (int i = 0; i < 3; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN_STATUS;
+        req.run_seq = seq[i];
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        assert_int_equal(rep.status.state, ATTN_RUN_DONE);
+        assert_true(rep.status.engine_us == 7);
+        assert_string_equal(rep.status.timing_method, "test_double");
+        free(keep);
+    }
+    assert_int_equal(stats_counter(s, "async_done"), 3);
+    /* --async-defer 0: the same async run is not deferred (the double
+     * refuses a synchronous run, so it fails, reported by run_status) */
+    s->cfg.async_defer = 0;
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_RUN;
+    attn_rb_run_args(&rb, &req.run);
+    req.run.plan_id = plan_id;
+    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    req.run.return_lse = false;
+    req.run.async = true;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    uint64_t sync_seq = rep.run_seq;
+    free(keep);
+    attn_run_status st;
+    do {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN_STATUS;
+        req.run_seq = sync_seq;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        st = rep.status;
+        free(keep);
+    } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+    assert_int_equal(st.state, ATTN_RUN_FAILED);
+    assert_string_equal(st.error.field, "defer");
+    shm_unlink(name);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+    attn_engine_destroy(inst);
+}
+
+/* The failure of an asynchronous run is handed to the next reply of its
+ * connection, an error reply included, exactly once. */
+static void test_async_failure_on_next_reply(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops fail = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    char name[64];
+    (void)state;
+    fail.name = "failing_test_double";
+    fail.priority = -1;
+    fail.run = failing_run;
+    assert_int_equal(attn_engine_create(&fail, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 6), 0);
+    load_batch(s, &rb, "g");
+    uint64_t o_bytes = rb.o_elems * sizeof(float);
+    snprintf(name, sizeof name, "/attn-test-%d-anext", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
+    close(fd);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+    req.buffer.bytes = o_bytes;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    uint64_t buf = rep.buf;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "failing_test_double");
+    attn_rb_run_args(&rb, &req.run);
+    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    req.run.return_lse = false;
+    req.run.async = true;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    uint64_t seq = rep.run_seq;
+    free(keep);
+    /* the test double fails at once; every reply would take the failure,
+     * so wait without asking */
+    nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+    /* an error reply (an unknown pool) carries it */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_INFO;
+    snprintf(req.pool, sizeof req.pool, "nope");
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_UNKNOWN_POOL);
+    assert_true(rep.has_async_error);
+    assert_int_equal(rep.async_error_seq, seq);
+    assert_int_equal(rep.async_error.code, ATTN_E_ENGINE);
+    assert_string_equal(rep.async_error.field, "layer");
+    free(keep);
+    /* once only */
+    assert_int_equal(stats_counter(s, "async_failed"), 1);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_HELLO;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    assert_false(rep.has_async_error);
+    free(keep);
+    shm_unlink(name);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
     attn_engine_destroy(inst);
 }
 
@@ -714,6 +1140,41 @@ static void test_reply_cap_before_commit(void **state)
     assert_true(sum0 == sum1);
     assert_string_equal(rep.error.field, "q");
     free(keep);
+
+    /* the cap counts inline outputs only: O and LSE into a registered buffer
+     * do not travel in the reply, so the same run is served */
+    {
+        char name[64];
+        uint64_t o_bytes = rb.o_elems * sizeof(float), lse_bytes = rb.lse_elems * sizeof(float);
+        uint64_t bytes = o_bytes + lse_bytes, buf;
+        snprintf(name, sizeof name, "/attn-test-%d-cap", (int)getpid());
+        int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
+        close(fd);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_BUFFER_REGISTER;
+        req.buffer.kind = ATTN_BUFFER_SHM;
+        snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+        req.buffer.bytes = bytes;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        buf = rep.buf;
+        free(keep);
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN;
+        attn_rb_run_args(&rb, &req.run);
+        req.run.plan_id = plan_id;
+        req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+        req.run.lse_ref = (attn_tensor_ref){buf, o_bytes, lse_bytes};
+        req.run.return_lse = true;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        assert_int_equal(rep.o.len, 0);
+        assert_int_equal(rep.o_ref.buf, buf);
+        free(keep);
+        assert_int_equal(attn_server_pool_checksum(s, "cap", &sum1), 0);
+        assert_true(sum0 != sum1); /* served and committed */
+        shm_unlink(name);
+    }
     attn_rb_free(&rb);
     attn_server_destroy(s);
 }
@@ -1103,6 +1564,9 @@ int main(void)
         cmocka_unit_test(test_plan_run_stale),
         cmocka_unit_test(test_engine_failure),
         cmocka_unit_test(test_reply_cap_before_commit),
+        cmocka_unit_test(test_async_failure_on_next_reply),
+        cmocka_unit_test(test_device_refs_refused_on_cpu),
+        cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_plan_bytes_count_engine_data),
         cmocka_unit_test(test_workspace_cap),
         cmocka_unit_test(test_diag_reports_engine_truth),

@@ -32,8 +32,10 @@ typedef struct wedge {
 } wedge;
 
 /* Echo handler that blocks while the test holds the wedge. */
-static int wedge_handler(void *arg, const void *req, size_t len, void **reply, size_t *reply_len)
+static int wedge_handler(void *arg, uint32_t conn, const void *req, size_t len, void **reply,
+                         size_t *reply_len)
 {
+    (void)conn;
     wedge *w = arg;
     pthread_mutex_lock(&w->lock);
     w->calls++;

@@ -172,15 +172,42 @@ static void roundtrip_request(const attn_request *in)
             assert_int_equal(out.run.has_q_dtype, in->run.has_q_dtype);
         }
         assert_int_equal(out.run.layer, in->run.layer);
-        assert_bytes_equal(out.run.q, in->run.q);
-        assert_bytes_equal(out.run.k_new, in->run.k_new);
-        assert_bytes_equal(out.run.v_new, in->run.v_new);
+        /* a referenced tensor travels as its reference only */
+        if (in->run.q_ref.buf == 0)
+            assert_bytes_equal(out.run.q, in->run.q);
+        if (in->run.k_new_ref.buf == 0)
+            assert_bytes_equal(out.run.k_new, in->run.k_new);
+        if (in->run.v_new_ref.buf == 0)
+            assert_bytes_equal(out.run.v_new, in->run.v_new);
         assert_int_equal(out.run.return_lse, in->run.return_lse);
         assert_int_equal(out.run.trace, in->run.trace);
         assert_int_equal(out.run.verify, in->run.verify);
+        assert_memory_equal(&out.run.q_ref, &in->run.q_ref, sizeof out.run.q_ref);
+        assert_memory_equal(&out.run.k_new_ref, &in->run.k_new_ref, sizeof out.run.k_new_ref);
+        assert_memory_equal(&out.run.v_new_ref, &in->run.v_new_ref, sizeof out.run.v_new_ref);
+        assert_memory_equal(&out.run.o_ref, &in->run.o_ref, sizeof out.run.o_ref);
+        assert_memory_equal(&out.run.lse_ref, &in->run.lse_ref, sizeof out.run.lse_ref);
+        assert_int_equal(out.run.async, in->run.async);
+        assert_memory_equal(&out.run.wait, &in->run.wait, sizeof out.run.wait);
+        assert_memory_equal(&out.run.sig, &in->run.sig, sizeof out.run.sig);
         /* zero copy: the tensor points into the received bytes */
-        assert_true((const uint8_t *)out.run.q.data > b.data &&
-                    (const uint8_t *)out.run.q.data < b.data + b.len);
+        if (in->run.q_ref.buf == 0)
+            assert_true((const uint8_t *)out.run.q.data > b.data &&
+                        (const uint8_t *)out.run.q.data < b.data + b.len);
+        break;
+    case ATTN_OP_BUFFER_REGISTER:
+        assert_int_equal(out.buffer.kind, in->buffer.kind);
+        assert_int_equal(out.buffer.bytes, in->buffer.bytes);
+        assert_string_equal(out.buffer.name, in->buffer.name);
+        assert_string_equal(out.buffer.device, in->buffer.device);
+        assert_memory_equal(out.buffer.handle, in->buffer.handle, sizeof out.buffer.handle);
+        assert_int_equal(out.buffer.offset, in->buffer.offset);
+        break;
+    case ATTN_OP_BUFFER_DROP:
+        assert_int_equal(out.buffer.buf, in->buffer.buf);
+        break;
+    case ATTN_OP_RUN_STATUS:
+        assert_int_equal(out.run_seq, in->run_seq);
         break;
     case ATTN_OP_KV_READ:
     case ATTN_OP_KV_WRITE:
@@ -266,6 +293,9 @@ static void test_roundtrip_every_op(void **state)
             r.run.plan_id = 0xfeedfacecafeull;
             r.run.has_q_dtype = true;
             r.run.q_dtype = ATTN_BF16;
+            r.run.async = true;
+            r.run.wait = (attn_sem_ref){3, 64, 0xffffffff00000001ull};
+            r.run.sig = (attn_sem_ref){4, 0, 7};
             break;
         case ATTN_OP_KV_READ:
         case ATTN_OP_KV_WRITE: {
@@ -282,12 +312,136 @@ static void test_roundtrip_every_op(void **state)
             }
             break;
         }
+        case ATTN_OP_BUFFER_REGISTER:
+            r.buffer.kind = ATTN_BUFFER_SHM;
+            r.buffer.bytes = 1ull << 33;
+            snprintf(r.buffer.name, sizeof r.buffer.name, "/attn-engine.0");
+            break;
+        case ATTN_OP_BUFFER_DROP:
+            r.buffer.buf = 0xabcdef12345ull;
+            break;
+        case ATTN_OP_RUN_STATUS:
+            r.run_seq = 0x1234567890ull;
+            break;
         default:
             break;
         }
         roundtrip_request(&r);
         attn_request_free(&r);
     }
+}
+
+/* Tensor references and the cuda_ipc registration survive encode -> decode;
+ * a reference with a missing key, buf 0, or a bin where an output reference
+ * belongs is refused with the field. */
+static void test_roundtrip_references(void **state)
+{
+    attn_request r;
+    (void)state;
+    memset(&r, 0, sizeof r);
+    r.op = ATTN_OP_RUN;
+    r.id = 5;
+    fill_run(&r.run);
+    r.run.q_ref = (attn_tensor_ref){3, 128, 64};
+    r.run.v_new_ref = (attn_tensor_ref){4, 0, 32};
+    r.run.o_ref = (attn_tensor_ref){3, 4096, 256};
+    r.run.lse_ref = (attn_tensor_ref){9, 8, 16};
+    r.run.return_lse = true; /* implied by lse_ref on decode */
+    roundtrip_request(&r);
+    memset(&r, 0, sizeof r);
+    r.op = ATTN_OP_BUFFER_REGISTER;
+    r.id = 6;
+    r.buffer.kind = ATTN_BUFFER_CUDA_IPC;
+    r.buffer.bytes = 1u << 20;
+    for (int i = 0; i < ATTN_CUDA_IPC_HANDLE_BYTES; i++)
+        r.buffer.handle[i] = (uint8_t)(i * 7 + 1);
+    snprintf(r.buffer.device, sizeof r.buffer.device, "cuda:3");
+    r.buffer.offset = 1u << 16; /* a sub-allocation inside the handle's allocation */
+    roundtrip_request(&r);
+}
+
+static void expect_json(const char *json, int code, const char *field);
+
+/* Bad references and registrations: each refused with its code and field. */
+static void test_bad_references_decode(void **state)
+{
+    (void)state;
+#define RUN_HEAD "{\"v\":1,\"op\":\"run\",\"id\":1,\"plan_id\":1,\"layer\":0,"
+#define KV_INLINE                                                                                  \
+    "\"k_new\":{\"dtype\":\"fp32\",\"data\":[0]},\"v_new\":{\"dtype\":\"fp32\",\"data\":[0]}"
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE "}", 0, NULL);
+    expect_json(RUN_HEAD "\"q\":{\"buf\":0,\"offset\":0,\"bytes\":8}," KV_INLINE "}", ATTN_E_RANGE,
+                "q.buf");
+    expect_json(RUN_HEAD "\"q\":{\"buf\":2,\"bytes\":8}," KV_INLINE "}", ATTN_E_MISSING,
+                "q.offset");
+    expect_json(RUN_HEAD "\"q\":{\"buf\":2,\"offset\":0,\"bytes\":8,\"dev\":1}," KV_INLINE "}",
+                ATTN_E_UNKNOWN_KEY, "q.dev");
+    expect_json(RUN_HEAD "\"q\":{\"buf\":2,\"offset\":-4,\"bytes\":8}," KV_INLINE "}", ATTN_E_RANGE,
+                "q.offset");
+    expect_json(RUN_HEAD "\"q\":{\"dtype\":\"fp32\",\"data\":[0]}," KV_INLINE ",\"o\":\"inline\"}",
+                ATTN_E_TYPE, "o");
+    expect_json(RUN_HEAD "\"q\":{\"dtype\":\"fp32\",\"data\":[0]}," KV_INLINE
+                         ",\"lse\":{\"buf\":1,\"offset\":0}}",
+                ATTN_E_MISSING, "lse.bytes");
+#define REG_HEAD "{\"v\":1,\"op\":\"buffer_register\",\"id\":1,"
+    expect_json(REG_HEAD "\"kind\":\"shm\",\"name\":\"/a\",\"bytes\":4096}", 0, NULL);
+    expect_json(REG_HEAD "\"kind\":\"tmpfs\",\"name\":\"/a\",\"bytes\":4096}", ATTN_E_RANGE,
+                "kind");
+    expect_json(REG_HEAD "\"kind\":\"shm\",\"bytes\":4096}", ATTN_E_MISSING, "name");
+    expect_json(REG_HEAD "\"kind\":\"shm\",\"name\":\"/a\"}", ATTN_E_MISSING, "bytes");
+    expect_json(REG_HEAD "\"kind\":\"shm\",\"name\":\"/a/b\",\"bytes\":1}", ATTN_E_RANGE, "name");
+    expect_json(REG_HEAD "\"kind\":\"shm\",\"name\":\"/a\",\"bytes\":1,\"device\":\"cuda:0\"}",
+                ATTN_E_UNKNOWN_KEY, "device");
+    expect_json(REG_HEAD "\"kind\":\"cuda_ipc\",\"bytes\":1,\"device\":\"cuda:0\"}", ATTN_E_MISSING,
+                "handle");
+    expect_json(REG_HEAD
+                "\"kind\":\"cuda_ipc\",\"handle\":[1,2],\"bytes\":1,\"device\":\"cuda:0\"}",
+                ATTN_E_TYPE, "handle");
+    expect_json(REG_HEAD "\"kind\":\"shm\",\"name\":\"/a\",\"bytes\":1,\"offset\":8}",
+                ATTN_E_UNKNOWN_KEY, "offset");
+    /* semaphores: all three keys, buf >= 1; async a bool; run_status needs run_seq >= 1 */
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE
+                         ",\"wait\":{\"buf\":1,\"offset\":8,\"value\":3},\"async\":true}",
+                0, NULL);
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE
+                         ",\"wait\":{\"buf\":1,\"offset\":8}}",
+                ATTN_E_MISSING, "wait.value");
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE
+                         ",\"signal\":{\"buf\":0,\"offset\":8,\"value\":1}}",
+                ATTN_E_RANGE, "signal.buf");
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE ",\"async\":1}",
+                ATTN_E_TYPE, "async");
+    expect_json("{\"v\":1,\"op\":\"run_status\",\"id\":1}", ATTN_E_MISSING, "run_seq");
+    expect_json("{\"v\":1,\"op\":\"run_status\",\"id\":1,\"run_seq\":0}", ATTN_E_RANGE, "run_seq");
+    expect_json("{\"v\":1,\"op\":\"buffer_drop\",\"id\":1}", ATTN_E_MISSING, "buf");
+    expect_json("{\"v\":1,\"op\":\"buffer_drop\",\"id\":1,\"buf\":0}", ATTN_E_RANGE, "buf");
+#undef RUN_HEAD
+#undef KV_INLINE
+#undef REG_HEAD
+}
+
+/* A run reply whose outputs went into a buffer carries the references only. */
+static void test_reply_references(void **state)
+{
+    attn_reply in, out;
+    attn_buf b;
+    attn_error_detail e;
+    (void)state;
+    memset(&in, 0, sizeof in);
+    in.op = ATTN_OP_RUN;
+    in.id = 3;
+    in.ok = true;
+    in.o_dtype = ATTN_FP16;
+    in.o_ref = (attn_tensor_ref){12, 256, 1024};
+    in.has_lse = true;
+    in.lse_ref = (attn_tensor_ref){12, 2048, 64};
+    assert_int_equal(attn_reply_encode(&in, &b, &e), 0);
+    assert_int_equal(attn_reply_decode(b.data, b.len, NULL, &out, &e), 0);
+    assert_int_equal(out.o.len, 0);
+    assert_memory_equal(&out.o_ref, &in.o_ref, sizeof in.o_ref);
+    assert_true(out.has_lse);
+    assert_memory_equal(&out.lse_ref, &in.lse_ref, sizeof in.lse_ref);
+    attn_buf_free(&b);
 }
 
 static void test_roundtrip_masks_and_dense(void **state)
@@ -393,6 +547,22 @@ static void test_reply_roundtrip(void **state)
         in.stats.num_pools = 1;
         snprintf(in.stats.pools[0].name, ATTN_NAME_MAX, "main");
         in.stats.pools[0].bytes = 4096;
+        in.buf = 31;
+        in.run_seq = in.op == ATTN_OP_RUN || in.op == ATTN_OP_RUN_STATUS ? 99 : 0;
+        in.status.state = ATTN_RUN_FAILED;
+        in.status.engine_us = 12.5;
+        snprintf(in.status.timing_method, sizeof in.status.timing_method, "cuda_events");
+        in.status.exec_us = 20.25;
+        in.status.queued_us = 3.0;
+        in.status.error.code = ATTN_E_CUDA;
+        snprintf(in.status.error.field, sizeof in.status.error.field, "wait");
+        /* any reply may carry an earlier async run's failure */
+        in.has_async_error = true;
+        in.async_error_seq = 98;
+        in.async_error.code = ATTN_E_ENGINE;
+        snprintf(in.async_error.field, sizeof in.async_error.field, "layer");
+        in.server.mps = 1;
+        snprintf(in.server.gpu_handoff, sizeof in.server.gpu_handoff, "overlaps");
         assert_int_equal(attn_reply_encode(&in, &b, &e), 0);
         int rv = attn_reply_decode(b.data, b.len, NULL, &out, &e);
         if (rv != 0)
@@ -402,6 +572,10 @@ static void test_reply_roundtrip(void **state)
         assert_true(out.ok);
         /* the diag is spliced verbatim and comes back as the same bytes */
         assert_bytes_equal(out.diag, in.diag);
+        assert_true(out.has_async_error);
+        assert_int_equal(out.async_error_seq, 98);
+        assert_int_equal(out.async_error.code, ATTN_E_ENGINE);
+        assert_string_equal(out.async_error.field, "layer");
         switch (in.op) {
         case ATTN_OP_HELLO:
             assert_string_equal(out.server.version, "0.1.0");
@@ -409,6 +583,18 @@ static void test_reply_roundtrip(void **state)
             assert_false(out.server.backends[1].available);
             assert_string_equal(out.server.backends[1].reason, "no CUDA device");
             assert_string_equal(out.server.devices[0], "cpu");
+            assert_int_equal(out.server.mps, 1);
+            assert_string_equal(out.server.gpu_handoff, "overlaps");
+            break;
+        case ATTN_OP_RUN_STATUS:
+            assert_int_equal(out.run_seq, 99);
+            assert_int_equal(out.status.state, ATTN_RUN_FAILED);
+            assert_true(out.status.engine_us == 12.5);
+            assert_string_equal(out.status.timing_method, "cuda_events");
+            assert_true(out.status.exec_us == 20.25);
+            assert_true(out.status.queued_us == 3.0);
+            assert_int_equal(out.status.error.code, ATTN_E_CUDA);
+            assert_string_equal(out.status.error.field, "wait");
             break;
         case ATTN_OP_POOL_CREATE:
             assert_string_equal(out.pool, "main");
@@ -424,8 +610,10 @@ static void test_reply_roundtrip(void **state)
             assert_int_equal(out.o_dtype, ATTN_BF16);
             assert_true(out.has_lse);
             assert_bytes_equal(out.lse, in.lse);
-            if (in.op == ATTN_OP_RUN)
+            if (in.op == ATTN_OP_RUN) {
+                assert_int_equal(out.run_seq, 99);
                 break;
+            }
             /* fall through */
         case ATTN_OP_PLAN:
             assert_int_equal(out.plan_id, 42);
@@ -435,6 +623,9 @@ static void test_reply_roundtrip(void **state)
             assert_bytes_equal(out.k, in.k);
             assert_bytes_equal(out.v_data, in.v_data);
             assert_int_equal(out.kv_dtype, ATTN_FP16);
+            break;
+        case ATTN_OP_BUFFER_REGISTER:
+            assert_int_equal(out.buf, 31);
             break;
         case ATTN_OP_STATS:
             assert_int_equal(out.stats.num_counters, 1);
@@ -932,6 +1123,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_every_op),
+        cmocka_unit_test(test_roundtrip_references),
+        cmocka_unit_test(test_bad_references_decode),
+        cmocka_unit_test(test_reply_references),
         cmocka_unit_test(test_roundtrip_masks_and_dense),
         cmocka_unit_test(test_reply_roundtrip),
         cmocka_unit_test(test_error_reply),
