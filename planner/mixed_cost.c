@@ -16,18 +16,21 @@
  * 3.8 TB/s (M4 decode-only: 2148 MB in 0.578 ms, append included).  With
  * these the model is within 10 % of every measured strategy and picks the
  * measured best (partition) on M1-M5 (tests/unit/test_mixed_cost.c). */
-/* fork_us, interference and fork_ctas are not measured yet: interference 1 says the
- * second stream gains nothing, so auto keeps partition serial until
- * bench/gpu/calibrate_mixed.py prints the constants from a device run of
- * the forked variants (bench/gpu/run_mixed.sh). */
+/* fork_us, interference and fork_ctas from the second H200 run of
+ * 2026-12-01 12:04 UTC (bench/results/mixed-h200-2026-12-01.json, printed
+ * by bench/gpu/calibrate_mixed.py): the decode kernels on a second stream
+ * beside a prefill grid capped at 66 CTAs cost 0.097 of their serial time
+ * (median of M1, M2, M3, M5; range -0.06..0.39); without a cap the
+ * prefill grid fills every SM and the fork gains 1-3 %.  The model then
+ * forks M2, M3 and M5 and keeps M1 serial, as the run measured. */
 static const attn_mixed_cost_consts k_h200 = {
     .tile_us = 3.25,
     .launch_us = 4.0,
     .decode_gbps = 3800.0,
     .decode_fixed_us = 8.0,
     .fork_us = 6.0,
-    .interference = 1.0,
-    .fork_ctas = 0,
+    .interference = 0.097,
+    .fork_ctas = 66,
 };
 
 #define ATTN__MIXED_ORDER_NAME(e, v, n) [v] = n,

@@ -424,11 +424,12 @@ static void test_partition_plan_host(void **state)
     assert_true(pt.split.num_splits[1] >= 1 && pt.split.num_splits[3] >= 1);
     assert_true(pt.split.num_items > ip.num_items);
     assert_true(pt.priv_bytes > sizeof(void *));
-    /* the default stream variant: serial (the uncalibrated interference
-     * gives forking no gain), the prefill grid one CTA per SM */
-    assert_string_equal(ip.streams, "serial");
-    assert_int_equal(ip.max_ctas, k_h200.sm_count);
-    assert_non_null(strstr(pt.schedule_why, "; serial (ATTN_MIXED_STREAMS=auto"));
+    /* the default stream variant (ATTN_MIXED_STREAMS=auto) is the cost
+     * model's: with the H200 constants of 2026-12-01 a small batch forks,
+     * prefill first, its grid capped at the calibrated 66 CTAs */
+    assert_string_equal(ip.streams, "prefill-first");
+    assert_int_equal(ip.max_ctas, 66);
+    assert_non_null(strstr(pt.schedule_why, "ATTN_MIXED_STREAMS=auto"));
     attn_cuda_prefill_plan_host_free(&pt);
     /* a forced fork keeps its order and caps the prefill grid; the why
      * names the variant and the setting */
