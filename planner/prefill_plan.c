@@ -127,10 +127,12 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
         out->reqs[b].T = (int32_t)T;
         out->reqs[b].C = (int32_t)C;
         out->reqs[b].qrow = in->qo_indptr[b];
+        if (in->skip && in->skip[b])
+            continue;
         num_mtiles += ((uint64_t)C * g + tm - 1) / tm;
     }
 
-    mtile *mt = calloc(num_mtiles, sizeof *mt);
+    mtile *mt = calloc(num_mtiles ? num_mtiles : 1, sizeof *mt);
     tile_vec tv = {0};
     int rv = 0;
     if (!mt) {
@@ -141,6 +143,8 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
     uint32_t nm = 0;
     attn_prefill_ledger *lg = &out->ledger;
     for (uint32_t b = 0; b < B; b++) {
+        if (in->skip && in->skip[b])
+            continue;
         int64_t T = in->T[b], C = in->C[b], keys = T + C, rows = C * g;
         for (int64_t r0 = 0; r0 < rows; r0 += tm) {
             int64_t q0 = r0 / g, q1 = (r0 + tm - 1) / g + 1;
@@ -181,7 +185,7 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
     uint64_t ctas = (uint64_t)nm * in->num_kv_heads;
     if (in->fixed_splits)
         splits = in->fixed_splits;
-    else if (in->num_sms && ctas < in->num_sms)
+    else if (in->num_sms && ctas > 0 && ctas < in->num_sms) /* ctas 0: every request skipped */
         splits = (uint32_t)((in->num_sms + ctas - 1) / ctas);
     uint64_t num_items = 0;
     for (uint32_t i = 0; i < nm; i++) {
@@ -191,8 +195,8 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
             s = n;
         num_items += s > 1 ? s : 1;
     }
-    out->items = calloc(num_items, sizeof *out->items);
-    out->merges = calloc(nm, sizeof *out->merges);
+    out->items = calloc(num_items ? num_items : 1, sizeof *out->items);
+    out->merges = calloc(nm ? nm : 1, sizeof *out->merges);
     if (!out->items || !out->merges) {
         rv = ATTN_E_NOMEM;
         goto fail;

@@ -28,6 +28,10 @@ typedef struct attn_prefill_plan_in {
     const attn_mask_prog *mask; /* host program over the same requests */
     uint32_t num_sms;           /* CTAs below which long m tiles are split */
     uint32_t fixed_splits;      /* > 0: split every m tile into this many parts */
+    /* [B] or NULL: nonzero marks a request another kernel serves (the
+     * decode rows of a partitioned mixed batch): it keeps its q rows and
+     * record but gets no m tile, so the prefill kernel never touches it */
+    const uint8_t *skip;
 } attn_prefill_plan_in;
 
 /* The kernel's tile shape for head dim d: tile_m packed query rows by

@@ -137,6 +137,88 @@ int64_t attn_split_fi_search(uint32_t num_requests, const int64_t *pages, uint32
     return low;
 }
 
+/* Sift slot i of a min-heap of finish times down to its place. */
+static void heap_down(int64_t *h, uint32_t n, uint32_t i)
+{
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = i;
+        if (l < n && h[l] < h[m])
+            m = l;
+        if (l + 1 < n && h[l + 1] < h[m])
+            m = l + 1;
+        if (m == i)
+            return;
+        int64_t t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+int64_t attn_split_wave_makespan(uint32_t num_requests, const int64_t *kv_len, int64_t chunk,
+                                 uint32_t units, uint32_t grid_capacity, int64_t item_keys)
+{
+    if (num_requests == 0 || kv_len == NULL || chunk <= 0 || grid_capacity == 0)
+        return -1;
+    uint64_t u = units > 0 ? units : 1, ctas = 0;
+    for (uint32_t b = 0; b < num_requests; b++)
+        ctas += (uint64_t)(kv_len[b] > 0 ? ceil_div_i64(kv_len[b], chunk) : 1) * u;
+    if (ctas > ATTN_SPLIT_WAVE_CTAS)
+        return -1;
+    uint32_t n = grid_capacity < ctas ? grid_capacity : (uint32_t)ctas;
+    int64_t *h = calloc(n, sizeof(int64_t)); /* finish time of each slot, a min-heap */
+    if (h == NULL)
+        return -1;
+    int64_t span = 0;
+    for (uint32_t b = 0; b < num_requests; b++) {
+        for (int64_t k0 = 0; k0 < kv_len[b] || k0 == 0; k0 += chunk) {
+            int64_t keys = kv_len[b] - k0 < chunk ? kv_len[b] - k0 : chunk;
+            for (uint64_t j = 0; j < u; j++) {
+                h[0] += keys + item_keys; /* the earliest free slot takes the next producer */
+                if (h[0] > span)
+                    span = h[0];
+                heap_down(h, n, 0);
+            }
+            if (kv_len[b] == 0)
+                break;
+        }
+    }
+    free(h);
+    return span;
+}
+
+/* The FI wave model: the split count s in 1 .. ATTN_SPLIT_WAVE_MAX (chunks
+ * of ceil(max_pages / s) pages, no shorter than min_pages but the tail)
+ * with the shortest makespan plus wave_merge_keys when split; s = 1 keeps
+ * per_chunk = max_pages.  A split must win by more than 2 %: the model is
+ * coarse, and an unsplit plan needs no merge. */
+static int64_t fi_wave_chunk(const attn_split_params *p, uint32_t nb, const int64_t *kv_len,
+                             int64_t page, int64_t max_pages, int64_t min_pages)
+{
+    uint32_t units = p->units_per_split > 0 ? p->units_per_split : 1;
+    int64_t best_pages = max_pages;
+    int64_t base = attn_split_wave_makespan(nb, kv_len, max_pages * page, units, p->grid_capacity,
+                                            p->wave_item_keys);
+    if (base < 0)
+        return max_pages;
+    int64_t best = base;
+    for (uint32_t s = 2; s <= ATTN_SPLIT_WAVE_MAX; s++) {
+        int64_t pages = ceil_div_i64(max_pages, s);
+        if (pages < min_pages || pages == best_pages)
+            continue;
+        int64_t span = attn_split_wave_makespan(nb, kv_len, pages * page, units, p->grid_capacity,
+                                                p->wave_item_keys);
+        if (span < 0)
+            continue;
+        span += p->wave_merge_keys;
+        if (span < best && (double)span < 0.98 * (double)base) {
+            best = span;
+            best_pages = pages;
+        }
+    }
+    return best_pages;
+}
+
 int64_t attn_split_paper_chunk(uint32_t num_requests, const int64_t *kv_len, const int64_t *q_len,
                                uint32_t q_tile, uint32_t workers)
 {
@@ -281,7 +363,8 @@ static void plan_fa(const attn_split_params *p, uint32_t nb, const int64_t *kv_l
     }
 }
 
-/* FI (seed 0x0AD): unsplit when B x units already fills the grid, else the
+/* FI (seed 0x0AD): unsplit when B x units already fills the grid (or, with
+ * the wave model, the split count that shortens the last wave), else the
  * binary-searched pages-per-chunk; fixed-width chunks per request. */
 static int plan_fi(const attn_split_params *p, uint32_t nb, const int64_t *kv_len, split_ctx *c,
                    attn_error_detail *err)
@@ -298,11 +381,12 @@ static int plan_fi(const attn_split_params *p, uint32_t nb, const int64_t *kv_le
             max_pages = pages[b];
     }
     int64_t per_chunk = max_pages;
-    if ((uint64_t)nb * units < p->grid_capacity) {
-        int64_t min_pages = p->min_chunk > 0 ? ceil_div_i64(p->min_chunk, page) : 1;
+    int64_t min_pages = p->min_chunk > 0 ? ceil_div_i64(p->min_chunk, page) : 1;
+    if ((uint64_t)nb * units < p->grid_capacity)
         per_chunk =
             attn_split_fi_search(nb, pages, (uint32_t)units, p->grid_capacity, min_pages, NULL);
-    }
+    else if (p->wave_model)
+        per_chunk = fi_wave_chunk(p, nb, kv_len, page, max_pages, min_pages);
     free(pages);
     if (p->max_chunk > 0) {
         int64_t cap = p->max_chunk / page > 0 ? p->max_chunk / page : 1;

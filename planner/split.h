@@ -60,7 +60,23 @@ typedef struct attn_split_params {
     /* Slots the workspace holds; 0 = exactly what the plan uses.  A plan that
      * needs more is E_CAPACITY. */
     uint32_t slot_capacity;
+    /* FI wave model (0 = off): when the unsplit grid already fills
+     * grid_capacity, split every request into s = 1 .. ATTN_SPLIT_WAVE_MAX
+     * page-aligned chunks and keep the s with the shortest modelled
+     * makespan (attn_split_wave_makespan), so the last wave is not mostly
+     * idle.  wave_item_keys: each producer's fixed cost in keys (prologue,
+     * epilogue); wave_merge_keys: the merge's cost in keys, added when s > 1. */
+    uint32_t wave_model;
+    int64_t wave_item_keys, wave_merge_keys;
 } attn_split_params;
+
+/* Largest split count the FI wave model tries. */
+#define ATTN_SPLIT_WAVE_MAX 4u
+/* The CUDA decode producer's wave-model costs in keys (H200, d = 128,
+ * 2026-12-01): a CTA's prologue and epilogue ~3 us at ~32 keys/us per CTA
+ * slot; a reducer launch and its reads ~6 us (docs/cuda.md, issue 13). */
+#define ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA 96
+#define ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA 192
 
 /* Fill the manifest's part of `p`: policy, fixed split count, units (H_kv
  * when num_kv_heads > 0, else H_q) and, under policy.graph with a fixed
@@ -91,6 +107,18 @@ void attn_split_bounds_balanced(int64_t len, uint32_t num_splits, uint32_t s, in
  * n_sm workers and n_kblocks K/V blocks; 1 when G already fills 80% of n_sm. */
 uint32_t attn_split_fa_heuristic(uint64_t blocks, uint32_t n_sm, uint64_t n_kblocks,
                                  uint32_t max_splits);
+
+/* Makespan, in keys, of producers launched in plan order (request-major,
+ * `units` producers per chunk) onto grid_capacity slots, each starting on
+ * the first slot to free up, as the block scheduler does: every request cut
+ * into chunks of `chunk` keys, a producer costing its keys plus item_keys.
+ * Returns -1 when the plan would exceed ATTN_SPLIT_WAVE_CTAS producers
+ * (or on a bad argument). */
+int64_t attn_split_wave_makespan(uint32_t num_requests, const int64_t *kv_len, int64_t chunk,
+                                 uint32_t units, uint32_t grid_capacity, int64_t item_keys);
+
+/* Producer count above which attn_split_wave_makespan does not simulate. */
+#define ATTN_SPLIT_WAVE_CTAS 65536u
 
 /* FlashInfer's binary search (seed 0x0AD): the smallest pages-per-chunk in
  * [min_pages, max_b pages[b]] whose chunk count times `units` fits

@@ -222,7 +222,7 @@ static int check_policy(const attn_policy *p, attn_error_detail *err)
 {
     if (memchr(p->backend, '\0', ATTN_NAME_MAX) == NULL)
         return attn_error_set(err, ATTN_E_POLICY, "policy.backend", "backend name too long");
-    if ((unsigned)p->schedule > ATTN_SCHED_UNIFIED)
+    if ((unsigned)p->schedule > ATTN_SCHED_OVERLAP)
         return attn_error_set(err, ATTN_E_POLICY, "policy.schedule", "unknown schedule %d",
                               (int)p->schedule);
     if ((unsigned)p->split_policy > ATTN_SPLIT_FIXED)

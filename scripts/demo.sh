@@ -83,6 +83,21 @@ if [ "$engine" = auto ]; then
         fail=1
     fi
     echo
+    # A mixed step on the device: prefills, appends and decodes in one
+    # manifest, on cuda_prefill (its partition or unified schedule, the
+    # plan's why in the diagnostic); examples/cuda/mixed-bf16.capture is
+    # the one recorded on the H200 and replayed above.
+    echo "== GPU: gen + replay of a bf16 mixed workload on cuda:0"
+    if "$ATTNCTL" gen --out "$tmp/gpu-mixed.capture" --kind mixed --device cuda:0 --dtype bf16 \
+            --head-dim 128 --page-size 16 --qo-heads 8 --kv-heads 2 --requests 6 --steps 3 \
+            --min-len 32 --max-len 300 --pool gpumixed --seed 24 &&
+        "$ATTNCTL" replay "$tmp/gpu-mixed.capture" --url "$url" --verify; then
+        :
+    else
+        echo "demo: the GPU mixed capture did NOT verify" >&2
+        fail=1
+    fi
+    echo
 fi
 
 if [ -f "$here/examples/mixed.json" ]; then

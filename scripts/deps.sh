@@ -3,15 +3,23 @@
 # Called by the Makefile before any build; quick when everything is present.
 # `deps.sh fuzz` (make fuzz) adds clang and its runtime (libFuzzer, sanitizers).
 set -eu
-# nng: Debian 12's 1.5.2 stops its listener when a peer disconnects during the
-# SP handshake (nng issue 1518, fixed in 1.6.0): one bare connect-and-close on
-# the socket and attnd answers nothing.  When the system nng is older than the
-# fix, build one from Debian's source package into a private prefix outside the
-# clone (static, PIC, TLS through mbedTLS) once; the Makefile links it.
+# nng: Debian 12's 1.5.2 has two defects attnd meets: it stops its listener
+# when a peer disconnects during the SP handshake (nng issue 1518, fixed in
+# 1.6.0: one bare connect-and-close and attnd answers nothing), and a pipe
+# closed between two steps of one transfer leaves nng_close waiting for ever
+# (scripts/nng/close-during-transfer.patch: SIGTERM hung after "drained,
+# closing").  When the system nng is older than 1.10.1 (upstream's reworked
+# aio completion; that 1.10.1 closes the second race is not verified here, as
+# its source cannot be fetched on these machines), build one from Debian's
+# source package into a private prefix outside the clone (static, PIC, TLS
+# through mbedTLS) once; the Makefile links it.  The prefix is named after
+# what is built in it (nng_recipe): changing the patches or the versions means
+# a new recipe and a new prefix, so no tree links a build made before a fix.
 # `deps.sh --nng-prefix` prints that prefix, or nothing when the system nng will do.
 ATTN_DEPS_PREFIX=${ATTN_DEPS_PREFIX:-/opt/attnd-deps}
-NNG_PREFIX=$ATTN_DEPS_PREFIX/nng
-nng_fixed_version=1.6.0
+nng_recipe=r2
+NNG_PREFIX=$ATTN_DEPS_PREFIX/nng-$nng_recipe
+nng_fixed_version=1.10.1
 system_nng_ok() {
     local v
     v=$(dpkg-query -W -f='${Version}' libnng-dev 2>/dev/null) || return 1
@@ -73,13 +81,14 @@ if ! system_nng_ok && [ ! -f "$NNG_PREFIX/lib/libnng.a" ]; then
     work=$(mktemp -d)
     t0=$(date +%s)
     # Debian 13's 1.10.1 first; where the archive does not serve it (these
-    # machines' mirror answers 404 for its files), Debian 12's own 1.5.2 with
-    # the fix for issue 1518 applied (scripts/nng/).
+    # machines' mirror answers 404 for its source files), Debian 12's own
+    # 1.5.2 with both fixes applied (scripts/nng/, in this order).
     if src=$(fetch_nng_source trixie 1.10.1-2 "$work/trixie"); then
         ver=1.10.1-2
     elif src=$(fetch_nng_source bookworm 1.5.2-2 "$work/bookworm") &&
-        patch -d "$src" -p1 <"$here/nng/1518-negotiation-close.patch" >&2; then
-        ver=1.5.2-2+attnd1
+        patch -d "$src" -p1 <"$here/nng/1518-negotiation-close.patch" >&2 &&
+        patch -d "$src" -p1 <"$here/nng/close-during-transfer.patch" >&2; then
+        ver=1.5.2-2+attnd2
     else
         echo "deps: cannot fetch the nng source package (see above)" >&2
         exit 1

@@ -44,7 +44,7 @@ def main():
             try:
                 hs, outs = {}, {}
                 for side, lib in libs.items():
-                    a = bd.Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid,
+                    a = bd.Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid, page=bt["P"],
                                  **kw)
                     o = torch.full((B, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
                     lse = torch.full((B, hq), float("nan"), dtype=torch.float32, device="cuda")

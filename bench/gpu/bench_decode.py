@@ -35,12 +35,27 @@ SHAPES = [
     dict(name="ragged64_256-16384", B=64, ragged=(256, 16384)),
     dict(name="group16_B8_T16384", B=8, T=16384, hq=64, hkv=4),
     dict(name="d256_B32_T4096", B=32, T=4096, d=256),
+    # issue 13: shapes a new user tries beyond the list above
+    dict(name="mha_B16_T4096", B=16, T=4096, hq=32, hkv=32),
+    dict(name="g8_B64_T4096", B=64, T=4096, hq=8, hkv=1),
+    dict(name="d64_B64_T2048", B=64, T=2048, hq=16, hkv=4, d=64),
+    dict(name="P1_B16_T8192", B=16, T=8192, P=1),
+    dict(name="P64_B16_T8192", B=16, T=8192, P=64),
+    dict(name="B2_T2048", B=2, T=2048),
+    dict(name="B32_T1024", B=32, T=1024),
 ]
 POLICIES = {"fa": 1, "fi": 2, "global": 3}
+QUICK = False  # --quick: fewer attnd configurations (set by main)
+OLD_LIB = None  # --old: the benchmark library of the kernel before issue 13
 
 
 def log(*a):
     print(*a, flush=True)
+
+
+def page_size(shape):
+    """Page size of a shape (16 unless it says otherwise)."""
+    return shape.get("P", P)
 
 
 def load_lib(path):
@@ -58,6 +73,10 @@ def load_lib(path):
     lib.attnb_set_simt.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     lib.attnb_set_waves.argtypes = [u32]
     lib.attnb_set_fused.argtypes = [ctypes.c_int]
+    if hasattr(lib, "attnb_set_stages"):  # absent in libraries built before issue 13
+        lib.attnb_set_stages.argtypes = [u32]
+        lib.attnb_set_wave_model.argtypes = [ctypes.c_int64, ctypes.c_int64]
+        lib.attnb_reset_wave_model.argtypes = []
     return lib
 
 
@@ -68,14 +87,23 @@ def i32ptr(t):
 
 class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
-                 simt=False, heads_fast=True, waves=1, prefetch=True, fused=True):
+                 simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
+                 stages=None, wave_model=None):
         self.lib = lib
+        if stages is not None:
+            lib.attnb_set_stages(stages)
+        if wave_model is not None:
+            lib.attnb_set_wave_model(*wave_model)
         lib.attnb_set_fused(int(fused))  # process-wide, kept until close()
         self.lens, self.indptr, self.indices = lens.int(), indptr.int(), indices.int()
         lib.attnb_set_waves(waves)
         self.h = lib.attnb_create(len(lens), i32ptr(self.lens), i32ptr(self.indptr),
-                                  i32ptr(self.indices), hq, hkv, d, P, 0, 2, 2, policy, abi,
+                                  i32ptr(self.indices), hq, hkv, d, page, 0, 2, 2, policy, abi,
                                   graph_splits, 0)
+        if stages is not None:
+            lib.attnb_set_stages(0)
+        if wave_model is not None:
+            lib.attnb_reset_wave_model()
         if not self.h:
             raise RuntimeError("attnb_create failed")
         lib.attnb_set_waves(1)
@@ -157,19 +185,20 @@ def make_batch(shape, gen):
         lens = torch.randint(lo, hi + 1, (B,), generator=gen, dtype=torch.int64)
     else:
         lens = torch.full((B,), shape["T"], dtype=torch.int64)
-    npages = (lens + P - 1) // P
+    P_ = page_size(shape)
+    npages = (lens + P_ - 1) // P_
     need = int(npages.sum())
     pool = need + need // 16 + 8  # unused pages exist
     indptr = torch.zeros(B + 1, dtype=torch.int64)
     indptr[1:] = torch.cumsum(npages, 0)
     indices = torch.randperm(pool, generator=gen)[:need]  # random physical order
-    last = lens - (npages - 1) * P
+    last = lens - (npages - 1) * P_
     dev = "cuda"
-    k = torch.randn(pool, P, hkv, d, dtype=torch.bfloat16, device=dev)
-    v = torch.randn(pool, P, hkv, d, dtype=torch.bfloat16, device=dev)
+    k = torch.randn(pool, P_, hkv, d, dtype=torch.bfloat16, device=dev)
+    v = torch.randn(pool, P_, hkv, d, dtype=torch.bfloat16, device=dev)
     q = torch.randn(B, hq, d, dtype=torch.bfloat16, device=dev)
     return dict(B=B, hq=hq, hkv=hkv, d=d, lens=lens, indptr=indptr, indices=indices, last=last,
-                k=k, v=v, q=q, pool=pool)
+                k=k, v=v, q=q, pool=pool, P=P_)
 
 
 def ref_decode(bt):
@@ -192,7 +221,7 @@ def bench_shape(lib, shape, fi, gen, res):
     bt = make_batch(shape, gen)
     B, hq, hkv, d = bt["B"], bt["hq"], bt["hkv"], bt["d"]
     kv_bytes = int(bt["lens"].sum()) * hkv * d * 2 * 2
-    row = dict(shape=shape["name"], B=B, hq=hq, hkv=hkv, d=d, page_size=P,
+    row = dict(shape=shape["name"], B=B, hq=hq, hkv=hkv, d=d, page_size=bt["P"],
                sum_len=int(bt["lens"].sum()), kv_bytes=kv_bytes, peers={})
     ref = ref_decode(bt)
     q, k, v = bt["q"], bt["k"], bt["v"]
@@ -200,9 +229,16 @@ def bench_shape(lib, shape, fi, gen, res):
     # attnd: every split policy (tensor cores), and the CUDA-core producer
     runs = [(p, pid, {}) for p, pid in POLICIES.items()] + [
         ("fi_simt", 2, dict(simt=True)), ("fi_reducer", 2, dict(fused=False))]
+    if QUICK:  # the final device call: the engine's path, the wave model off, today's kernel
+        runs = [("fi", 2, {}), ("fi_reducer", 2, dict(fused=False)),
+                ("fi_nowave", 2, dict(wave_model=(-1, 0)))]
+    if OLD_LIB is not None:
+        runs.append(("old", 2, dict(lib=OLD_LIB)))
     for pname, pid, kw in runs:
         try:
-            a = Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid, **kw)
+            kw = dict(kw)
+            a = Attnd(kw.pop("lib", lib), bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid, page=bt["P"],
+                      **kw)
             o = torch.full((B, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
             lse = torch.full((B, hq), float("nan"), dtype=torch.float32, device="cuda")
             a.run(q, k, v, o, lse)
@@ -225,7 +261,7 @@ def bench_shape(lib, shape, fi, gen, res):
             ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
             w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tc)
             w.plan(bt["indptr"].int().cuda(), bt["indices"].int().cuda(), bt["last"].int().cuda(),
-                   hq, hkv, d, P, q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+                   hq, hkv, d, bt["P"], q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
             o_fi = w.run(q, (k, v))
             torch.cuda.synchronize()
             err = rel_l2(o_fi[:ref.shape[0]], ref)
@@ -252,7 +288,7 @@ def bench_shape(lib, shape, fi, gen, res):
         for label, fn in (("sdpa_cudnn_contiguous", lambda: sdpa(Kc, Vc)),
                           ("gather_then_sdpa_cudnn", lambda: sdpa(
                               k[pg].view(B, T, hkv, d).transpose(1, 2),
-                              v[pg].view(B, T, hkv, d).transpose(1, 2)))):
+                              v[pg].view(B, T, hkv, d).transpose(1, 2))))[:1 if QUICK else 2]:
             try:
                 o_s = fn()
                 torch.cuda.synchronize()
@@ -340,8 +376,8 @@ def write_md(res, path):
     peers = ["attnd", "flashinfer", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]
     L.append("| shape | attnd µs | attnd TB/s | policy | FI µs | FI TB/s | ×FI | FI-TC µs | ×FI-TC | "
              "cuDNN µs | cuDNN TB/s | ×cuDNN | gather+SDPA µs | ×gather | attnd FA/FI/GLOBAL µs | "
-             "attnd CUDA-core µs | rel L2 |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+             "attnd CUDA-core µs | before µs | ×before | rel L2 |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res["shapes"]:
         pol = r.get("attnd_default_policy") or r.get("attnd_best_policy")
         a = r["peers"].get(f"attnd_{pol}", {})
@@ -352,12 +388,13 @@ def write_md(res, path):
             return (f"{p['us']:.1f}", f"{p['tbps']:.2f}",
                     f"{p['us'] / a['us']:.2f}" if "us" in a else "n/a")
         fi, cd, ga = cell("flashinfer"), cell("sdpa_cudnn_contiguous"), cell("gather_then_sdpa_cudnn")
-        ft, sm = cell("flashinfer_tc"), cell("attnd_fi_simt")
+        ft, sm, od = cell("flashinfer_tc"), cell("attnd_fi_simt"), cell("attnd_old")
         pols = "/".join(f"{r['peers'].get('attnd_' + p, {}).get('us', float('nan')):.1f}"
                         for p in POLICIES)
         L.append(f"| {r['shape']} | {a.get('us', float('nan')):.1f} | {a.get('tbps', float('nan')):.2f} | "
                  f"{pol} | {fi[0]} | {fi[1]} | {fi[2]} | {ft[0]} | {ft[2]} | {cd[0]} | {cd[1]} | {cd[2]} | "
-                 f"{ga[0]} | {ga[2]} | {pols} | {sm[0]} | {a.get('rel_l2', float('nan')):.1e} |")
+                 f"{ga[0]} | {ga[2]} | {pols} | {sm[0]} | {od[0]} | {od[2]} | "
+                 f"{a.get('rel_l2', float('nan')):.1e} |")
     L.append("")
     L.append("×peer = peer time / attnd time (above 1 means attnd is faster).")
     for k in ("summary", "graph", "errors"):
@@ -372,16 +409,27 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--only", default="")
     ap.add_argument("--no-graph", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="attnd: FI fused, FI reducer, FI without the wave model only")
+    ap.add_argument("--old", default="", help="also time this older libattn_cuda_bench.so")
+    ap.add_argument("--shapes", default="", help="comma-separated shape names (default: all)")
+    ap.add_argument("--no-flashinfer", action="store_true", help="skip FlashInfer (its JIT)")
     args = ap.parse_args()
+    global QUICK, OLD_LIB
+    QUICK = args.quick
     torch.manual_seed(int(time.time()))
     gen = torch.Generator().manual_seed(int(time.time()))
     lib = load_lib(args.lib)
+    if args.old:
+        OLD_LIB = load_lib(args.old)
     date = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None).strftime("%Y-%m-%d")
     res = dict(date=datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None).isoformat() + "Z",
                device=torch.cuda.get_device_name(0), torch=torch.__version__,
                cuda=torch.version.cuda, command=" ".join(sys.argv), shapes=[], errors=[])
     fi = None
     try:
+        if args.no_flashinfer:
+            raise ImportError("--no-flashinfer")
         import flashinfer
         fi = flashinfer
         res["flashinfer_version"] = getattr(flashinfer, "__version__", "?")
@@ -391,6 +439,8 @@ def main():
     log("device", res["device"], "flashinfer", res.get("flashinfer_version"))
     for sh in SHAPES:
         if args.only and args.only not in sh["name"]:
+            continue
+        if args.shapes and sh["name"] not in args.shapes.split(","):
             continue
         t0 = time.time()
         try:
@@ -413,7 +463,7 @@ def main():
     if default:
         ratios = {}
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
-                     "attnd_fi_simt", "attnd_fi_reducer"):
+                     "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_old"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
                   and "us" in r["peers"].get(f"attnd_{default}", {})]
@@ -437,6 +487,7 @@ def main():
     log("wrote", base + ".json", base + ".md")
     # compact table last (the device reply carries the end of the output)
     cols = ["attnd_fi", "attnd_fa", "attnd_global", "attnd_fi_reducer", "attnd_fi_simt",
+            "attnd_fi_nowave", "attnd_old",
             "flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]
     log("us: " + " ".join(c.replace("attnd_", "").replace("sdpa_cudnn_contiguous", "cudnn")
                           .replace("gather_then_sdpa_cudnn", "gather") for c in cols))

@@ -26,10 +26,36 @@ typedef struct attnb {
     uint32_t graph_splits;
     attn_split_policy policy;
     uint32_t num_items, num_slots, occupancy, grid_capacity;
+    int64_t wave_item, wave_merge; /* FI wave model costs (wave_item < 0: off) */
 } attnb;
 
 static uint32_t g_waves = 1;
 static int g_fused = 1;
+static uint32_t g_stages = 0;
+/* FI wave model, the engine's default (off with item keys < 0) */
+static int64_t g_wave_item = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
+static int64_t g_wave_merge = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
+
+/* The FI wave model's costs in keys for the next attnb_create
+ * (item_keys < 0: off). */
+void attnb_set_wave_model(int64_t item_keys, int64_t merge_keys)
+{
+    g_wave_item = item_keys;
+    g_wave_merge = merge_keys;
+}
+
+/* Back to the engine's wave model (planner/split.h's CUDA costs). */
+void attnb_reset_wave_model(void)
+{
+    g_wave_item = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
+    g_wave_merge = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
+}
+
+/* Tensor-core pipeline depth for the next attnb_create (0 = the default). */
+void attnb_set_stages(uint32_t stages)
+{
+    g_stages = stages;
+}
 
 /* Grid capacity multiplier for the next attnb_create (1 = one wave). */
 void attnb_set_waves(uint32_t w)
@@ -50,7 +76,7 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     uint32_t group = h->p.num_qo_heads / h->p.num_kv_heads;
-    int occ = attn_cuda_decode_occupancy(h->p.head_dim, h->p.kv_dtype, group);
+    int occ = attn_cuda_decode_occupancy_stages(h->p.head_dim, h->p.kv_dtype, group, h->p.stages);
     if (occ <= 0)
         return ATTN_E_SHAPE;
     attn_split_params sp;
@@ -64,6 +90,9 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
     sp.kv_block = 1u << h->p.page_shift;
     sp.min_chunk = 256;
     sp.graph_splits = h->graph_splits;
+    sp.wave_model = h->wave_item >= 0;
+    sp.wave_item_keys = h->wave_item;
+    sp.wave_merge_keys = h->wave_merge;
     int64_t *kv = malloc(sizeof *kv * h->B);
     if (!kv)
         return ATTN_E_NOMEM;
@@ -149,6 +178,8 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     h->B = B;
     h->policy = (attn_split_policy)policy;
     h->graph_splits = graph_splits;
+    h->wave_item = g_wave_item;
+    h->wave_merge = g_wave_merge;
     attn_cuda_decode_params *p = &h->p;
     p->num_qo_heads = hq;
     p->num_kv_heads = hkv;
@@ -163,6 +194,7 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     p->abi = (attn_state_abi)abi;
     p->sm_scale = 1.0f / sqrtf((float)d);
     p->fused_merge = g_fused;
+    p->stages = g_stages;
     (void)num_pages;
     if (attnb_update(h, lens, page_indptr, page_indices) != 0) {
         free(h);

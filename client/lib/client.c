@@ -205,16 +205,26 @@ static int finish_reply(nng_msg *msg, uint64_t id, attn_op op, attn_reply *rep)
 /* Wait (at most ATTN_CONNECT_WAIT_MS, or the call timeout when shorter) for
  * a connection, so that a call with no daemon listening fails at once with
  * "no daemon at URL" instead of after the whole call timeout. */
-static int wait_connected(attn_client *c, attn_reply *rep)
+static int connect_wait_ms(attn_client *c)
 {
     int ms = atomic_load(&c->timeout_ms);
-    int wait = ms > 0 && ms < ATTN_CONNECT_WAIT_MS ? ms : ATTN_CONNECT_WAIT_MS;
+    return ms > 0 && ms < ATTN_CONNECT_WAIT_MS ? ms : ATTN_CONNECT_WAIT_MS;
+}
+
+/* The "no daemon" error of a call that found no connection within wait ms. */
+static int no_daemon(attn_reply *rep, const char *url, int wait)
+{
+    rep->ok = false;
+    return attn_error_set(&rep->error, ATTN_E_IO, "url",
+                          "no daemon at %s (no connection within %d ms)", url, wait);
+}
+
+static int wait_connected(attn_client *c, attn_reply *rep)
+{
+    int wait = connect_wait_ms(c);
     for (int t = 0; atomic_load(&c->pipes) <= 0; t += 10) {
-        if (t >= wait) {
-            rep->ok = false;
-            return attn_error_set(&rep->error, ATTN_E_IO, "url",
-                                  "no daemon at %s (no connection within %d ms)", c->url, wait);
-        }
+        if (t >= wait)
+            return no_daemon(rep, c->url, wait);
         nng_msleep(10);
     }
     return 0;
@@ -272,6 +282,12 @@ typedef struct async_call {
     nng_ctx ctx;
     nng_aio *aio;
     bool sent;
+    /* > 0: there was no connection when the call began, so the send (which
+     * REQ completes only once a connection takes the request) waits this
+     * long, not the whole call timeout, before "no daemon at URL" */
+    int connect_wait_ms;
+    nng_duration recv_timeout;
+    char url[256];
     uint64_t id;
     attn_op op;
     attn_reply_cb cb;
@@ -289,10 +305,13 @@ static void async_step(void *p)
     if (!ac->sent) {
         if (nrv != 0) {
             nng_msg_free(nng_aio_get_msg(ac->aio)); /* a failed send leaves it with us */
-            rv = io_fail(rep, nrv, "cannot send the request");
+            rv = nrv == NNG_ETIMEDOUT && ac->connect_wait_ms > 0
+                     ? no_daemon(rep, ac->url, ac->connect_wait_ms)
+                     : io_fail(rep, nrv, "cannot send the request");
             goto done;
         }
         ac->sent = true;
+        nng_aio_set_timeout(ac->aio, ac->recv_timeout);
         nng_ctx_recv(ac->ctx, ac->aio);
         return;
     }
@@ -334,13 +353,17 @@ int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *a
     ac->op = req->op;
     ac->cb = cb;
     ac->arg = arg;
+    ac->recv_timeout = call_timeout(c);
+    ac->connect_wait_ms = atomic_load(&c->pipes) <= 0 ? connect_wait_ms(c) : 0;
+    snprintf(ac->url, sizeof ac->url, "%s", c->url);
     if (nng_ctx_open(&ac->ctx, c->sock) != 0) {
         rv = ATTN_E_IO;
     } else if (nng_aio_alloc(&ac->aio, async_step, ac) != 0) {
         nng_ctx_close(ac->ctx);
         rv = ATTN_E_NOMEM;
     } else {
-        nng_aio_set_timeout(ac->aio, call_timeout(c));
+        nng_aio_set_timeout(ac->aio, ac->connect_wait_ms > 0 ? (nng_duration)ac->connect_wait_ms
+                                                             : ac->recv_timeout);
         nng_aio_set_msg(ac->aio, msg);
         nng_ctx_send(ac->ctx, ac->aio);
         return 0;

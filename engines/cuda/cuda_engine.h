@@ -38,11 +38,13 @@ typedef struct attn_cuda_tuning {
     int row_prefetch;                /* 1: walk the page table a pipeline ahead */
     int fused_merge;                 /* 1: the tensor-core producer's last CTA of each split folds
                                         the slots instead of a reducer launch (docs/cuda.md) */
+    int wave_model;                  /* 1: FI plans that already fill the grid may split so the
+                                        last wave is not mostly idle (planner/split.h) */
     int poison;                      /* tests: fill O, LSE and the workspace with NaN bytes before
                                         every run, so an element no kernel wrote shows as NaN */
 } attn_cuda_tuning;
 
-/* The defaults: FI, tensor cores, heads_fast, row_prefetch, no poison. */
+/* The defaults: FI with the wave model, tensor cores, heads_fast, row_prefetch, no poison. */
 void attn_cuda_tuning_defaults(attn_cuda_tuning *t);
 
 /* The engine's ops table (name "cuda_decode", platform CUDA, decode only,

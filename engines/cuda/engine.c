@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "engines/cuda/cuda_engine.h"
+#include "engines/cuda/decode_plan.h"
 #include "engines/cuda/ipc.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
@@ -45,6 +46,7 @@ void attn_cuda_tuning_defaults(attn_cuda_tuning *t)
     t->default_split = ATTN_SPLIT_FI;
     t->heads_fast = 1;
     t->row_prefetch = 1;
+    t->wave_model = 1; /* ragged 64 x [256, 16384]: -11..-23 % (issue 13, docs/cuda.md) */
 }
 
 static void add_reason(attn_admission *out, attn_admit_factor f, const char *field, const char *fmt,
@@ -193,6 +195,15 @@ uint64_t attn_cuda_plan_meta_bytes(const attn_engine_plan *p)
     return pp != NULL ? pp->meta_bytes : 0;
 }
 
+int attn_cuda_plan_params(const attn_engine_plan *p, attn_cuda_decode_params *out)
+{
+    const cuda_plan_priv *pp = p != NULL ? p->priv : NULL;
+    if (pp == NULL || pp->dev_meta == NULL || pp->params.reqs == NULL)
+        return ATTN_E_ENGINE;
+    *out = pp->params;
+    return 0;
+}
+
 static int split_plan(const attn_manifest *m, const attn_pool_geometry *g,
                       const attn_cuda_device_facts *dev, const attn_cuda_tuning *t,
                       attn_split_plan *out, attn_cuda_plan_info *info, attn_error_detail *err)
@@ -209,6 +220,9 @@ static int split_plan(const attn_manifest *m, const attn_pool_geometry *g,
     sp.units_per_split = g->num_kv_heads * (dev->head_chunks ? dev->head_chunks : 1);
     sp.kv_block = g->page_size; /* FI searches in whole pages */
     sp.min_chunk = 256; /* a split shorter than this spends more on its state than on keys */
+    sp.wave_model = t->wave_model != 0;
+    sp.wave_item_keys = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
+    sp.wave_merge_keys = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
     info->policy = sp.policy == ATTN_SPLIT_AUTO ? sp.default_policy : sp.policy;
     info->sm_count = dev->sm_count;
     info->ctas_per_sm = dev->ctas_per_sm;
@@ -219,6 +233,13 @@ static int split_plan(const attn_manifest *m, const attn_pool_geometry *g,
 int attn_cuda_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
                         const attn_cuda_device_facts *dev, const attn_cuda_tuning *t,
                         attn_engine_plan *out, attn_error_detail *err)
+{
+    return attn_cuda_plan_host_rows(m, g, dev, t, NULL, out, err);
+}
+
+int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g,
+                             const attn_cuda_device_facts *dev, const attn_cuda_tuning *t,
+                             const int32_t *rows, attn_engine_plan *out, attn_error_detail *err)
 {
     const uint32_t B = m->num_requests, Hq = m->num_qo_heads, Hkv = g->num_kv_heads;
     const uint32_t d = g->head_dim_qk;
@@ -313,7 +334,7 @@ int attn_cuda_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
         rq[b].hi0 = k.hi0;
         rq[b].lo1 = k.lo1;
         rq[b].hi1 = k.hi1;
-        rq[b].qrow = m->qo_indptr[b];
+        rq[b].qrow = rows != NULL ? rows[b] : m->qo_indptr[b];
         rq[b].slot_begin = (int32_t)plan->slot_indptr[b];
         rq[b].num_slots = (int32_t)(plan->slot_indptr[b + 1] - plan->slot_indptr[b]);
         if (rq[b].num_slots > 1)
@@ -459,6 +480,11 @@ static void engine_fini(void *state)
 
 static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
                        attn_engine_plan *out, attn_error_detail *err)
+{
+    return attn_error_set(err, ATTN_E_CUDA, "backend", "built without CUDA");
+}
+
+int attn_cuda_plan_upload(attn_engine_plan *p, attn_error_detail *err)
 {
     return attn_error_set(err, ATTN_E_CUDA, "backend", "built without CUDA");
 }
@@ -783,20 +809,27 @@ static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_poo
     dev.head_chunks = attn_cuda_decode_head_chunks(g->head_dim_qk, g->kv_dtype, group);
     if ((rv = attn_cuda_plan_host(m, g, &dev, &tuning, out, err)) != 0)
         return rv;
+    if ((rv = attn_cuda_plan_upload(out, err)) != 0) {
+        attn_cuda_plan_host_free(out);
+        return rv;
+    }
+    return 0;
+}
+
+int attn_cuda_plan_upload(attn_engine_plan *p, attn_error_detail *err)
+{
     /* the one upload of plan time: every run reuses this copy */
-    cuda_plan_priv *pp = out->priv;
+    cuda_plan_priv *pp = p->priv;
+    cudaError_t e;
+    if ((e = cudaSetDevice(pp->device)) != cudaSuccess)
+        return cuda_fail(err, e, "device", "cudaSetDevice");
     if ((e = cudaMalloc(&pp->dev_meta, pp->meta_bytes)) != cudaSuccess) {
         pp->dev_meta = NULL;
-        rv = cuda_fail(err, e, "", "cudaMalloc of the plan's metadata");
-        attn_cuda_plan_host_free(out);
-        return rv;
+        return cuda_fail(err, e, "", "cudaMalloc of the plan's metadata");
     }
     if ((e = cudaMemcpy(pp->dev_meta, pp->host_meta, pp->meta_bytes, cudaMemcpyHostToDevice)) !=
-        cudaSuccess) {
-        rv = cuda_fail(err, e, "", "upload of the plan's metadata");
-        attn_cuda_plan_host_free(out);
-        return rv;
-    }
+        cudaSuccess)
+        return cuda_fail(err, e, "", "upload of the plan's metadata");
     free(pp->host_meta);
     pp->host_meta = NULL;
     char *dm = (char *)pp->dev_meta;

@@ -2,6 +2,13 @@
  * half of its plan, and the instance (plan once, run per layer) behind
  * planner/engine.h.
  *
+ * Mixed batches (issue 12): unified runs every row on the prefill kernel;
+ * partition marks the decode rows, leaves them out of the tile plan and
+ * plans them as a decode sub-plan (engines/cuda/decode_plan.h) whose
+ * kernels read and write the batch's own q / o / lse rows, so one staging,
+ * one append transaction and one copy back serve both kernels; auto asks
+ * planner/mixed_cost.h.
+ *
  * Why a second engine rather than a branch inside cuda_decode: the two
  * kernels plan different things (split slots per request vs. a tile list
  * per m tile with mask classes), so their plans, ledgers and runs share
@@ -21,6 +28,7 @@
 #include <string.h>
 
 #include "engines/cuda/prefill_engine.h"
+#include "engines/cuda/decode_plan.h"
 #include "engines/cuda/ipc.h"
 #include "attn/names.h"
 #include "kernels/common/addr.h"
@@ -29,6 +37,7 @@
 #include "kernels/cuda/decode_launch.h"
 #include "kernels/cuda/prefill_launch.h"
 #include "planner/ledger.h"
+#include "planner/mixed_cost.h"
 #include "planner/split.h"
 
 #ifdef ATTN_WITH_CUDA
@@ -80,6 +89,34 @@ static bool one_phase(uint32_t phases)
     return phases != 0 && (phases & (phases - 1)) == 0;
 }
 
+/* Whether the batch has decode rows the schedule may give to the decode
+ * kernels: a mixed batch, or a pure-decode one the registry handed to this
+ * engine (partition and auto then run the decode kernels, not decode rows
+ * padded into prefill m tiles; issue 12's M4). */
+static bool has_decode(uint32_t phases)
+{
+    return (phases & (1u << ATTN_PHASE_DECODE)) != 0;
+}
+
+/* Why the decode kernels cannot take the decode rows of this batch, or
+ * NULL: they apply length masks only, walk power-of-two pages
+ * (cuda_engine.h's admission, restated for the rows partition gives them)
+ * and need the producer's measured occupancy (`dev` NULL: not known yet). */
+static const char *decode_rows_refusal(const attn_manifest *m, const attn_pool_geometry *g,
+                                       const attn_cuda_device_facts *dev)
+{
+    const uint32_t lengths =
+        ATTN_MASK_NEED_CAUSAL | ATTN_MASK_NEED_NONE | ATTN_MASK_NEED_WINDOW | ATTN_MASK_NEED_SINK;
+    if ((attn_mask_needs(&m->mask) & ~lengths) != 0)
+        return "the decode kernels apply length masks only, this mask needs per-cell tests";
+    if (g != NULL &&
+        (g->page_size == 0 || (g->page_size & (g->page_size - 1)) != 0 || g->page_size > 1024))
+        return "the decode kernels need a power-of-two page_size <= 1024";
+    if (dev != NULL && (dev->ctas_per_sm == 0 || dev->sm_count == 0))
+        return "the decode producer has no measured occupancy on this device";
+    return NULL;
+}
+
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
                              const attn_cuda_device_facts *dev, attn_admission *out)
 {
@@ -93,12 +130,20 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
                    "cuda:%d has compute capability %d.%d; the prefill kernel is sm_90a "
                    "(wgmma) only",
                    dev->device, dev->cc_major, dev->cc_minor);
-    /* seed 0x08G: a mixed batch runs in one launch; "partition" would be a relabel */
-    uint32_t phases = manifest_phases(m);
-    if (m->policy.schedule == ATTN_SCHED_PARTITION && !one_phase(phases))
+    /* seed 0x08G: a schedule runs as asked or is refused, never relabelled */
+    const uint32_t phases = manifest_phases(m);
+    /* a pure-decode batch the decode kernels cannot take stays one launch
+     * of the prefill kernel; a mixed one cannot be partitioned */
+    const char *dec_why = decode_rows_refusal(m, g, NULL);
+    if (m->policy.schedule == ATTN_SCHED_PARTITION && has_decode(phases) && !one_phase(phases) &&
+        dec_why != NULL)
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
-                   "schedule partition asked for a batch that mixes phases; "
-                   "cuda_prefill runs every row in one launch (unified)");
+                   "schedule partition puts the decode rows on the decode kernels: %s", dec_why);
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP)
+        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
+                   "schedule overlap (prefill and decode tiles co-resident on each SM in one "
+                   "launch, POD) is not implemented: no kernel holds both tile kinds; ask "
+                   "partition or unified");
     if (m->policy.graph)
         add_reason(out, ATTN_ADMIT_LIFECYCLE, "policy.graph",
                    "graph mode needs fixed launch shapes; the prefill kernel's item and merge "
@@ -176,6 +221,18 @@ typedef struct prefill_priv {
     uint32_t total_q;
     int64_t head_stride;
     size_t q_bytes, kv_bytes, lse_bytes;
+    /* partition (issue 12): the decode rows run on the decode kernels from
+     * this sub-plan (engines/cuda/decode_plan.h), reading and writing the
+     * batch's own q / o / lse rows; their partial states follow the
+     * prefill kernel's in every ledger field, from state dec_state0 on */
+    bool partitioned;
+    attn_engine_plan dec;
+    uint64_t dec_state0;
+    /* how the two families run (planner/mixed_cost.h): SERIAL on one
+     * stream, or forked onto the instance's second stream in that launch
+     * order, the prefill grid capped at prefill_ctas (0: one CTA per SM) */
+    attn_mixed_order order;
+    uint32_t prefill_ctas;
 } prefill_priv;
 
 static size_t align256(size_t x)
@@ -195,6 +252,8 @@ void attn_cuda_prefill_plan_host_free(attn_engine_plan *p)
 #endif
         attn_mask_prog_free(&pp->host_mask);
         free(pp->host_meta);
+        if (pp->partitioned)
+            attn_cuda_plan_host_free(&pp->dec);
         free(pp);
         p->priv = NULL;
     }
@@ -272,9 +331,13 @@ static int build_image(const attn_manifest *m, const attn_pool_geometry *g,
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for %zu metadata bytes", o);
     char *hm = pp->host_meta;
     memcpy(hm + pp->off_reqs, tp->reqs, sizeof *tp->reqs * B);
-    memcpy(hm + pp->off_items, tp->items, sizeof *tp->items * tp->num_items);
-    memcpy(hm + pp->off_tiles, tp->tiles, sizeof *tp->tiles * tp->num_tiles);
-    memcpy(hm + pp->off_merges, tp->merges, sizeof *tp->merges * tp->num_merges);
+    /* a plan that leaves every row to the decode kernels has no tiles */
+    if (tp->num_items)
+        memcpy(hm + pp->off_items, tp->items, sizeof *tp->items * tp->num_items);
+    if (tp->num_tiles)
+        memcpy(hm + pp->off_tiles, tp->tiles, sizeof *tp->tiles * tp->num_tiles);
+    if (tp->num_merges)
+        memcpy(hm + pp->off_merges, tp->merges, sizeof *tp->merges * tp->num_merges);
     if (pp->host_mask.arena_bytes)
         memcpy(hm + pp->off_arena, pp->host_mask.arena, pp->host_mask.arena_bytes);
     const void *src[3] = {
@@ -320,17 +383,19 @@ static int build_image(const attn_manifest *m, const attn_pool_geometry *g,
 /* The partial states of split m tiles: one per (part, K/V head, packed
  * row), in the manifest's ABI; empty ledger when nothing is split. */
 static int layout_ledger(const attn_manifest *m, const attn_pool_geometry *g,
-                         const attn_prefill_plan *tp, attn_ledger *led, attn_error_detail *err)
+                         const attn_prefill_plan *tp, uint64_t extra_states, attn_ledger *led,
+                         attn_error_detail *err)
 {
     memset(led, 0, sizeof *led);
-    if (tp->num_parts == 0)
+    if (tp->num_parts == 0 && extra_states == 0)
         return 0;
     uint64_t vec_f, row_f;
     attn_prefill_plan_workspace(tp, g->num_kv_heads, g->head_dim_vo, &vec_f, &row_f);
+    vec_f += extra_states * g->head_dim_vo;
     attn_ledger_spec ls;
     memset(&ls, 0, sizeof ls);
     ls.abi = m->policy.state_abi;
-    ls.states = row_f;
+    ls.states = row_f + extra_states;
     ls.head_dim_vo = g->head_dim_vo;
     ls.vec_align = 1; /* the kernel indexes vec rows by d, unpadded */
     ls.vec_dtype = ATTN_FP32;
@@ -348,17 +413,267 @@ static int layout_ledger(const attn_manifest *m, const attn_pool_geometry *g,
     return 0;
 }
 
-static void schedule_choice(const attn_manifest *m, uint32_t phases, attn_engine_plan *out)
+/* The tile plan of the prefill kernel; skip NULL: every row, else the
+ * marked (decode) rows are left to the decode kernels. */
+static int tile_plan(const attn_manifest *m, const attn_pool_geometry *g, const prefill_priv *pp,
+                     const attn_cuda_device_facts *dev, const int64_t *T, const int64_t *C,
+                     const uint8_t *skip, attn_prefill_plan *tp, attn_error_detail *err)
+{
+    attn_prefill_plan_in in = {.num_requests = m->num_requests,
+                               .T = T,
+                               .C = C,
+                               .qo_indptr = m->qo_indptr,
+                               .num_qo_heads = m->num_qo_heads,
+                               .num_kv_heads = g->num_kv_heads,
+                               .head_dim = g->head_dim_qk,
+                               .mask = &pp->host_mask,
+                               .num_sms = dev->sm_count,
+                               .fixed_splits = m->policy.splits,
+                               .skip = skip};
+    return attn_prefill_plan_build(&in, tp, err);
+}
+
+/* Tiles of the longest work item (one CTA walks it alone). */
+static uint64_t longest_item(const attn_prefill_plan *tp)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < tp->num_items; i++) {
+        uint64_t k = (uint64_t)(tp->items[i].tile_end - tp->items[i].tile_begin);
+        n = k > n ? k : n;
+    }
+    return n;
+}
+
+/* K and V bytes the marked rows read: their visible keys x H_kv x d x 2. */
+static uint64_t marked_kv_bytes(const attn_manifest *m, const attn_pool_geometry *g,
+                                const attn_mask_prog *mp, const uint8_t *mark)
+{
+    uint64_t keys = 0;
+    for (uint32_t b = 0; b < m->num_requests; b++)
+        if (mark[b]) {
+            attn_row_keys k = attn_mask_row_keys(mp, b, 0);
+            keys += (uint64_t)(k.hi0 > k.lo0 ? k.hi0 - k.lo0 : 0) +
+                    (uint64_t)(k.hi1 > k.lo1 ? k.hi1 - k.lo1 : 0);
+        }
+    return keys * g->num_kv_heads * (g->head_dim_qk + g->head_dim_vo) *
+           attn_dtype_size(g->kv_dtype);
+}
+
+/* The marked (decode) requests as a manifest of their own, request order
+ * kept, and each one's row in the batch's q / o / lse: what the decode
+ * sub-plan is made from.  Free with free_submanifest. */
+static int decode_submanifest(const attn_manifest *m, const uint8_t *mark, attn_manifest *sub,
+                              int32_t **rows, attn_error_detail *err)
+{
+    const attn_kv_table *kv = &m->kv;
+    uint32_t nd = 0, npi = 0;
+    for (uint32_t b = 0; b < m->num_requests; b++)
+        if (mark[b]) {
+            nd++;
+            if (kv->format == ATTN_KV_CSR)
+                npi += (uint32_t)(kv->page_indptr[b + 1] - kv->page_indptr[b]);
+        }
+    *sub = *m; /* pool, heads, mask scalars, scale, q dtype, policy */
+    memset(&sub->kv, 0, sizeof sub->kv);
+    sub->num_requests = nd;
+    sub->kv.format = kv->format;
+    sub->requests = calloc(nd, sizeof *sub->requests);
+    sub->qo_indptr = calloc(nd + 1, sizeof *sub->qo_indptr);
+    *rows = calloc(nd, sizeof **rows);
+    bool ok = sub->requests && sub->qo_indptr && *rows;
+    if (kv->format == ATTN_KV_CSR) {
+        sub->kv.page_indptr = calloc(nd + 1, sizeof(int32_t));
+        sub->kv.page_indices = calloc(npi ? npi : 1, sizeof(int32_t));
+        sub->kv.last_page_len = calloc(nd, sizeof(int32_t));
+        sub->kv.num_page_indices = npi;
+        ok = ok && sub->kv.page_indptr && sub->kv.page_indices && sub->kv.last_page_len;
+    } else {
+        sub->kv.max_blocks = kv->max_blocks;
+        sub->kv.block_table = calloc((size_t)nd * kv->max_blocks + 1, sizeof(int32_t));
+        sub->kv.lens = calloc(nd, sizeof(int32_t));
+        ok = ok && sub->kv.block_table && sub->kv.lens;
+    }
+    if (!ok)
+        return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the decode sub-plan");
+    uint32_t j = 0, pi = 0;
+    for (uint32_t b = 0; b < m->num_requests; b++) {
+        if (!mark[b])
+            continue;
+        sub->requests[j] = m->requests[b];
+        sub->qo_indptr[j + 1] = (int32_t)j + 1;
+        (*rows)[j] = m->qo_indptr[b];
+        if (kv->format == ATTN_KV_CSR) {
+            for (int32_t i = kv->page_indptr[b]; i < kv->page_indptr[b + 1]; i++)
+                sub->kv.page_indices[pi++] = kv->page_indices[i];
+            sub->kv.page_indptr[j + 1] = (int32_t)pi;
+            sub->kv.last_page_len[j] = kv->last_page_len[b];
+        } else {
+            memcpy(sub->kv.block_table + (size_t)j * kv->max_blocks,
+                   kv->block_table + (size_t)b * kv->max_blocks, sizeof(int32_t) * kv->max_blocks);
+            sub->kv.lens[j] = kv->lens[b];
+        }
+        j++;
+    }
+    return 0;
+}
+
+static void free_submanifest(attn_manifest *sub, int32_t *rows)
+{
+    free(sub->requests);
+    free(sub->qo_indptr);
+    free(sub->kv.page_indptr);
+    free(sub->kv.page_indices);
+    free(sub->kv.last_page_len);
+    free(sub->kv.block_table);
+    free(sub->kv.lens);
+    free(rows);
+    memset(sub, 0, sizeof *sub);
+}
+
+/* The decode sub-plan over the marked rows, with the decode engine's
+ * default tuning (no fused reducer: no counters to share). */
+static int plan_decode_rows(const attn_manifest *m, const attn_pool_geometry *g,
+                            const attn_cuda_device_facts *dev, const uint8_t *mark,
+                            prefill_priv *pp, attn_error_detail *err)
+{
+    attn_manifest sub;
+    int32_t *rows = NULL;
+    int rv = decode_submanifest(m, mark, &sub, &rows, err);
+    if (rv == 0) {
+        attn_cuda_tuning dt;
+        attn_cuda_tuning_defaults(&dt);
+        dt.fused_merge = 0;
+        rv = attn_cuda_plan_host_rows(&sub, g, dev, &dt, rows, &pp->dec, err);
+        if (rv == 0)
+            pp->partitioned = true;
+    }
+    free_submanifest(&sub, rows);
+    return rv;
+}
+
+/* What the cost model reads from the candidate tile plans (all NULL: the
+ * unified candidate is not estimated). */
+static attn_mixed_cost_in cost_in(const attn_manifest *m, const attn_pool_geometry *g,
+                                  const prefill_priv *pp, const attn_cuda_device_facts *dev,
+                                  const uint8_t *mark, uint32_t nd, const attn_prefill_plan *all,
+                                  const attn_prefill_plan *part)
+{
+    attn_mixed_cost_in ci = {
+        .unified_tiles = all ? all->ledger.full_tiles + all->ledger.partial_tiles : 0,
+        .unified_longest = all ? longest_item(all) : 0,
+        .prefill_tiles = part->ledger.full_tiles + part->ledger.partial_tiles,
+        .prefill_longest = longest_item(part),
+        .decode_kv_bytes = marked_kv_bytes(m, g, &pp->host_mask, mark),
+        .decode_requests = nd,
+        .num_sms = dev->sm_count,
+        .head_dim = g->head_dim_qk,
+        .tile_n = part->tile_n ? part->tile_n : pp->tile_n,
+        .streams = pp->tuning.streams,
+    };
+    if (ci.unified_tiles < ci.prefill_tiles)
+        ci.unified_tiles = ci.prefill_tiles; /* keeps the why's tile difference >= 0 */
+    return ci;
+}
+
+/* Keep the cost model's stream variant for partition in the plan and say
+ * it in the why after its first n characters: the variant, both
+ * estimates, and the instance setting it came from. */
+static void keep_streams(prefill_priv *pp, const attn_mixed_cost *mc, attn_engine_plan *out, int n)
+{
+    pp->order = mc->order;
+    pp->prefill_ctas = mc->prefill_ctas;
+    if (n < 0 || (size_t)n >= sizeof out->schedule_why)
+        return;
+    if (strstr(out->schedule_why, "forked") != NULL) /* auto's why has the estimates */
+        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n,
+                 " (ATTN_MIXED_STREAMS=%s, prefill grid %u CTAs)",
+                 attn_mixed_order_name(pp->tuning.streams.order), mc->prefill_ctas);
+    else if (mc->concurrent_us < 0)
+        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n, "; serial");
+    else
+        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n,
+                 "; %s (ATTN_MIXED_STREAMS=%s, prefill grid %u CTAs): serial est. %.0f us, "
+                 "forked %.0f us",
+                 attn_mixed_order_name(mc->order), attn_mixed_order_name(pp->tuning.streams.order),
+                 mc->prefill_ctas, mc->serial_us, mc->concurrent_us);
+}
+
+/* The schedule a batch with decode rows runs: as asked, or auto's pick
+ * from the cost model over both candidate tile plans.  Leaves in *tp the
+ * tile plan the run uses (empty when partition leaves it no rows). */
+static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, prefill_priv *pp,
+                           const attn_cuda_device_facts *dev, const int64_t *T, const int64_t *C,
+                           const uint8_t *mark, attn_prefill_plan *tp, attn_engine_plan *out,
+                           attn_error_detail *err)
+{
+    const char *dec_why = decode_rows_refusal(m, g, dev);
+    uint32_t nd = 0;
+    for (uint32_t b = 0; b < m->num_requests; b++)
+        nd += mark[b] != 0;
+    const attn_schedule_policy asked = m->policy.schedule;
+    int rv;
+    if (asked == ATTN_SCHED_PARTITION && dec_why != NULL)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
+                              "schedule partition: %s", dec_why);
+    if (asked == ATTN_SCHED_OVERLAP)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
+                              "schedule overlap is not implemented by cuda_prefill");
+    if (asked == ATTN_SCHED_UNIFIED) {
+        out->schedule = asked;
+        snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
+                 "every row, decode rows included, in one launch of the prefill kernel");
+        return tile_plan(m, g, pp, dev, T, C, NULL, tp, err);
+    }
+    if (asked == ATTN_SCHED_PARTITION) {
+        if ((rv = tile_plan(m, g, pp, dev, T, C, mark, tp, err)) != 0)
+            return rv;
+        attn_mixed_cost_in ci = cost_in(m, g, pp, dev, mark, nd, NULL, tp);
+        attn_mixed_cost mc;
+        attn_mixed_cost_estimate(&ci, attn_mixed_cost_h200(), 1, &mc);
+        out->schedule = asked;
+        int n = snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
+                         "prefill/append rows on the prefill kernel, decode rows on the decode "
+                         "kernels");
+        keep_streams(pp, &mc, out, n);
+        return 0;
+    }
+    /* auto: estimate both from their tile plans, keep the cheaper */
+    attn_prefill_plan all, part;
+    memset(&part, 0, sizeof part);
+    if ((rv = tile_plan(m, g, pp, dev, T, C, NULL, &all, err)) != 0)
+        return rv;
+    if (dec_why == NULL && (rv = tile_plan(m, g, pp, dev, T, C, mark, &part, err)) != 0) {
+        attn_prefill_plan_free(&all);
+        return rv;
+    }
+    attn_mixed_cost_in ci = cost_in(m, g, pp, dev, mark, nd, &all, &part);
+    attn_mixed_cost mc;
+    attn_mixed_cost_estimate(&ci, attn_mixed_cost_h200(), dec_why == NULL, &mc);
+    out->schedule = mc.pick;
+    int n = snprintf(out->schedule_why, sizeof out->schedule_why, "%s", mc.why);
+    if (mc.pick == ATTN_SCHED_PARTITION) {
+        keep_streams(pp, &mc, out, n);
+        *tp = part;
+        attn_prefill_plan_free(&all);
+    } else {
+        *tp = all;
+        attn_prefill_plan_free(&part);
+    }
+    return 0;
+}
+
+/* A single-kernel batch (no decode rows, or only decode rows the decode
+ * kernels cannot take): one launch of the prefill kernel, whatever the
+ * label (every row of it belongs to that kernel). */
+static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn_engine_plan *out)
 {
     const bool mixed = !one_phase(phases);
-    /* one launch of the prefill kernel either way; a single-phase batch is
-     * also one launch family (partition), a mixed one is unified */
     out->schedule = m->policy.schedule != ATTN_SCHED_AUTO ? m->policy.schedule
                     : mixed                               ? ATTN_SCHED_UNIFIED
                                                           : ATTN_SCHED_PARTITION;
     snprintf(out->schedule_why, sizeof out->schedule_why, "%s%s",
              m->policy.schedule != ATTN_SCHED_AUTO ? "as asked: " : "auto: ",
-             mixed ? "every row, decode rows included, in one launch of the prefill kernel"
+             mixed ? "prefill and append rows in one launch of the prefill kernel"
                    : "one launch of the prefill kernel (attend, then combine when split)");
 }
 
@@ -371,6 +686,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     const uint32_t d = g->head_dim_qk;
     attn_prefill_plan tp;
     int64_t *T = NULL, *C = NULL;
+    uint8_t *mark = NULL;
     int rv;
 
     memset(&tp, 0, sizeof tp);
@@ -378,10 +694,14 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         return attn_error_set(err, ATTN_E_SHAPE, "head_dim_qk",
                               "no prefill kernel for head_dim %u/%u, H_q %u, H_kv %u", d,
                               g->head_dim_vo, Hq, Hkv);
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
+                              "schedule overlap is not implemented by cuda_prefill");
     prefill_priv *pp = calloc(1, sizeof *pp);
     if (pp == NULL)
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the plan");
     out->priv = pp;
+    pp->order = ATTN_MIXED_ORDER_SERIAL; /* until partition's cost model says otherwise */
     if (t != NULL)
         pp->tuning = *t;
     pp->device = dev->device;
@@ -394,34 +714,57 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         goto fail;
     T = malloc(sizeof *T * B);
     C = malloc(sizeof *C * B);
-    if (T == NULL || C == NULL) {
+    mark = calloc(B ? B : 1, 1);
+    if (T == NULL || C == NULL || mark == NULL) {
         rv = attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");
         goto fail;
     }
     for (uint32_t b = 0; b < B; b++) {
         T[b] = m->requests[b].cache_len;
         C[b] = m->requests[b].new_len;
+        attn_phase ph;
+        mark[b] = attn_phase_classify(T[b], C[b], &ph) == 0 && ph == ATTN_PHASE_DECODE;
     }
     const bool fixed = m->policy.splits > 0;
-    attn_prefill_plan_in in = {.num_requests = B,
-                               .T = T,
-                               .C = C,
-                               .qo_indptr = m->qo_indptr,
-                               .num_qo_heads = Hq,
-                               .num_kv_heads = Hkv,
-                               .head_dim = d,
-                               .mask = &pp->host_mask,
-                               .num_sms = dev->sm_count,
-                               .fixed_splits = fixed ? m->policy.splits : 0};
-    if ((rv = attn_prefill_plan_build(&in, &tp, err)) != 0)
+    const uint32_t phases = manifest_phases(m);
+    /* decode rows the schedule may send to the decode kernels: a mixed
+     * batch, or a pure-decode one they can take */
+    const bool two_kernels =
+        has_decode(phases) && (!one_phase(phases) || decode_rows_refusal(m, g, dev) == NULL);
+    if (two_kernels) {
+        if ((rv = choose_schedule(m, g, pp, dev, T, C, mark, &tp, out, err)) != 0)
+            goto fail;
+    } else {
+        single_kernel_schedule(m, phases, out);
+        if ((rv = tile_plan(m, g, pp, dev, T, C, NULL, &tp, err)) != 0)
+            goto fail;
+    }
+    if (out->schedule == ATTN_SCHED_PARTITION && two_kernels &&
+        (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
         goto fail;
     pp->total_q = (uint32_t)m->qo_indptr[B];
     pp->num_tiles = tp.num_tiles;
     pp->num_parts = tp.num_parts;
+    uint64_t dec_states = 0;
+    if (pp->partitioned) {
+        const attn_ledger_field *f = attn_ledger_find(
+            &pp->dec.ledger, m->policy.state_abi == ATTN_ABI_MLU ? "partial_m" : "partial_LSE");
+        dec_states = f != NULL ? f->elems : 0;
+        uint64_t vec_f;
+        attn_prefill_plan_workspace(&tp, Hkv, d, &vec_f, &pp->dec_state0);
+    }
     if ((rv = build_image(m, g, &tp, pp, err)) != 0 ||
-        (rv = layout_ledger(m, g, &tp, &out->ledger, err)) != 0 ||
+        (rv = layout_ledger(m, g, &tp, dec_states, &out->ledger, err)) != 0 ||
         (rv = split_view(&tp, fixed, &out->split, err)) != 0)
         goto fail;
+    if (pp->partitioned) {
+        /* the split view counts the decode rows' splits and producer items too */
+        uint32_t j = 0;
+        for (uint32_t b = 0; b < B; b++)
+            if (mark[b])
+                out->split.num_splits[b] = pp->dec.split.num_splits[j++];
+        out->split.num_items += pp->dec.split.num_items;
+    }
 
     out->tiles.counted = true;
     out->tiles.tile_m = tp.tile_m;
@@ -429,7 +772,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     out->tiles.ledger = tp.ledger;
     /* the metadata image (mask arena included): on the host until the
      * upload, then its device copy (the daemon's plan-cache bound) */
-    out->priv_bytes = sizeof *pp + pp->meta_bytes;
+    out->priv_bytes = sizeof *pp + pp->meta_bytes + pp->dec.priv_bytes;
 
     /* kernel parameters fixed for the plan's life */
     const size_t es = attn_dtype_size(g->kv_dtype), qs = attn_dtype_size(m->q_dtype);
@@ -449,17 +792,21 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     pr->abi = m->policy.state_abi;
     pr->sm_scale = attn_manifest_sm_scale(m, g);
     pr->max_ctas = dev->sm_count; /* persistent grid: one CTA per SM walks the units */
+    if (pp->partitioned && pp->order != ATTN_MIXED_ORDER_SERIAL && pp->prefill_ctas != 0 &&
+        pp->prefill_ctas < dev->sm_count)
+        pr->max_ctas = pp->prefill_ctas; /* forked: leave SMs to the decode kernels */
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);
-    schedule_choice(m, manifest_phases(m), out);
     attn_prefill_plan_free(&tp);
     free(T);
     free(C);
+    free(mark);
     return 0;
 fail:
     attn_prefill_plan_free(&tp);
     free(T);
     free(C);
+    free(mark);
     attn_cuda_prefill_plan_host_free(out);
     memset(&out->ledger, 0, sizeof out->ledger);
     memset(&out->tiles, 0, sizeof out->tiles);
@@ -481,6 +828,8 @@ int attn_cuda_prefill_plan_info_get(const attn_engine_plan *p, attn_cuda_prefill
     out->num_parts = pp->num_parts;
     out->total_q = pp->total_q;
     out->meta_bytes = pp->meta_bytes;
+    out->streams = attn_mixed_order_name(pp->order);
+    out->max_ctas = pp->params.max_ctas;
 #ifdef ATTN_WITH_CUDA
     attn_cuda_prefill_symbols(&pp->params, &out->attend, &out->combine);
 #endif
@@ -531,8 +880,10 @@ typedef struct prefill_instance {
     pthread_mutex_t mu;         /* one run at a time on the stream and the buffers */
     attn_cuda_prefill_tuning tuning;
     cudaStream_t stream;
-    cudaEvent_t ev0, ev1;
-    void *dev_io; /* q | k_new | v_new | o | lse | saved k | saved v */
+    cudaStream_t side;            /* partition forked: the decode kernels' stream */
+    cudaEvent_t ev0, ev1;         /* the engine's timing, on `stream` */
+    cudaEvent_t ev_fork, ev_join; /* side waits for the append; stream waits for side */
+    void *dev_io;                 /* q | k_new | v_new | o | lse | saved k | saved v */
     size_t dev_io_cap;
     void *dev_ws; /* partial states */
     size_t dev_ws_cap;
@@ -565,6 +916,8 @@ static cudaError_t grow_dev(void **p, size_t *cap, size_t need)
     return cudaSuccess;
 }
 
+static void engine_fini(void *state);
+
 static int engine_init(const attn_engine_config *cfg, void **state, attn_error_detail *err)
 {
     int dev = cfg->device < 0 ? 0 : cfg->device, ndev = 0;
@@ -582,7 +935,10 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         (e = cudaGetDeviceProperties(&pr, dev)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&pi->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaEventCreate(&pi->ev0)) != cudaSuccess ||
-        (e = cudaEventCreate(&pi->ev1)) != cudaSuccess) {
+        (e = cudaEventCreate(&pi->ev1)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&pi->side, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&pi->ev_fork, cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&pi->ev_join, cudaEventDisableTiming)) != cudaSuccess) {
         free(pi);
         return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
     }
@@ -600,6 +956,16 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
     pi->dev.sm_count = (uint32_t)pr.multiProcessorCount;
     if (cfg->tuning != NULL)
         pi->tuning = *(const attn_cuda_prefill_tuning *)cfg->tuning;
+    /* partition's stream variant, one setting per instance so one process
+     * can measure every variant (bench/gpu/bench_mixed.py) */
+    const char *order = getenv("ATTN_MIXED_STREAMS"), *ctas = getenv("ATTN_MIXED_PREFILL_CTAS");
+    if ((order != NULL && order[0]) || (ctas != NULL && ctas[0])) {
+        int rv = attn_mixed_streams_parse(order, ctas, pi->dev.sm_count, &pi->tuning.streams, err);
+        if (rv != 0) {
+            engine_fini(pi);
+            return rv;
+        }
+    }
     *state = pi;
     return 0;
 }
@@ -614,8 +980,12 @@ static void engine_fini(void *state)
     attn_cuda_ipc_destroy(pi->ipc);
     cudaFree(pi->dev_io);
     cudaFree(pi->dev_ws);
+    cudaStreamSynchronize(pi->side);
     cudaEventDestroy(pi->ev0);
     cudaEventDestroy(pi->ev1);
+    cudaEventDestroy(pi->ev_fork);
+    cudaEventDestroy(pi->ev_join);
+    cudaStreamDestroy(pi->side);
     cudaStreamDestroy(pi->stream);
     pthread_mutex_destroy(&pi->mu);
     free(pi);
@@ -692,9 +1062,16 @@ static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_poo
     pthread_mutex_unlock(&pi->mu);
     if ((e = cudaSetDevice(dev.device)) != cudaSuccess)
         return cuda_fail(err, e, "device", "cudaSetDevice");
+    /* what a decode sub-plan (partition) needs: the producer's measured grid */
+    const uint32_t group = g->num_kv_heads ? m->num_qo_heads / g->num_kv_heads : 1;
+    const int occ = attn_cuda_decode_occupancy(g->head_dim_qk, g->kv_dtype, group);
+    dev.ctas_per_sm = occ > 0 ? (uint32_t)occ : 0;
+    dev.head_chunks = attn_cuda_decode_head_chunks(g->head_dim_qk, g->kv_dtype, group);
     if ((rv = attn_cuda_prefill_plan_host(m, g, &dev, &tuning, out, err)) != 0)
         return rv;
-    if ((rv = upload(out->priv, m, g, err)) != 0) {
+    prefill_priv *pp = out->priv;
+    if ((rv = upload(pp, m, g, err)) != 0 ||
+        (pp->partitioned && (rv = attn_cuda_plan_upload(&pp->dec, err)) != 0)) {
         attn_cuda_prefill_plan_host_free(out);
         return rv;
     }
@@ -725,13 +1102,19 @@ static int append_rows(const prefill_priv *pp, void *kst, void *vst, char *io, s
     return attn_cuda_append_launch(&ap, st);
 }
 
-static void report_kernels(const attn_cuda_prefill_params *p, bool commit, attn_exec_report *rep)
+static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_decode_params *dp,
+                           bool commit, attn_exec_report *rep)
 {
-    const char *attend = NULL, *combine = NULL;
+    const char *attend = NULL, *combine = NULL, *producer = NULL, *reducer = NULL;
     attn_cuda_prefill_symbols(p, &attend, &combine);
-    const char *syms[3] = {attn_cuda_append_symbol(), attend, combine};
-    const uint32_t launches[3] = {commit ? 1u : 2u, p->num_items ? 1u : 0u, 1};
-    for (int i = 0; i < 3; i++)
+    if (dp != NULL) {
+        attn_cuda_decode_symbols(dp, &producer, &reducer);
+        if (!dp->any_split && !dp->force_merge)
+            reducer = NULL;
+    }
+    const char *syms[5] = {attn_cuda_append_symbol(), attend, combine, producer, reducer};
+    const uint32_t launches[5] = {commit ? 1u : 2u, p->num_items ? 1u : 0u, 1, 1, 1};
+    for (int i = 0; i < 5; i++)
         if (syms[i] && launches[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
             snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
                      syms[i]);
@@ -774,7 +1157,7 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     p.lse = (float *)(void *)(dio + o_l);
     p.k = kst;
     p.v = vst;
-    if (pp->num_parts) {
+    if (led->num_fields) {
         const bool mlu = p.abi == ATTN_ABI_MLU;
         p.part_vec =
             (float *)(void *)(ws + attn_ledger_find(led, mlu ? "partial_u" : "partial_O")->offset);
@@ -782,6 +1165,25 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
             (float *)(void *)(ws +
                               attn_ledger_find(led, mlu ? "partial_m" : "partial_LSE")->offset);
         p.part_l = mlu ? (float *)(void *)(ws + attn_ledger_find(led, "partial_l")->offset) : NULL;
+    }
+    /* partition: the decode rows' kernels on the same buffers, their
+     * partial states after the prefill kernel's */
+    attn_cuda_decode_params dp;
+    memset(&dp, 0, sizeof dp);
+    if (pp->partitioned) {
+        if (attn_cuda_plan_params(&pp->dec, &dp) != 0) {
+            rv = attn_error_set(err, ATTN_E_ENGINE, "plan", "the decode sub-plan is not uploaded");
+            goto fail;
+        }
+        dp.q = p.q;
+        dp.k = kst;
+        dp.v = vst;
+        dp.o = p.o;
+        dp.lse = p.lse;
+        dp.part_vec = p.part_vec + pp->dec_state0 * p.head_dim;
+        dp.part_m = p.part_m + pp->dec_state0;
+        dp.part_l = p.part_l != NULL ? p.part_l + pp->dec_state0 : NULL;
+        dp.merge_counters = NULL;
     }
 
     if (io->wait_dev != NULL &&
@@ -810,10 +1212,32 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         rv = attn_error_set(err, ATTN_E_CUDA, "test", "failure injected after staging");
         goto fail;
     }
-    if ((rv = attn_cuda_prefill_launch(&p, st)) != 0) {
-        rv = attn_error_set(err, rv, "", "prefill launch failed: %s",
-                            cudaGetErrorString(cudaGetLastError()));
-        goto fail;
+    const bool has_prefill = p.num_items || p.num_merges;
+    const bool forked = pp->partitioned && has_prefill && pp->order != ATTN_MIXED_ORDER_SERIAL;
+    /* forked: the decode kernels on the side stream after the append, joined
+     * before the ev1 record, so the timing and the copy back cover both */
+    cudaStream_t dst = forked ? pi->side : st;
+    if (forked) {
+        CK(cudaEventRecord(pi->ev_fork, st), "cudaEventRecord (fork)");
+        CK(cudaStreamWaitEvent(pi->side, pi->ev_fork, 0), "cudaStreamWaitEvent (fork)");
+    }
+    const bool decode_first = forked && pp->order == ATTN_MIXED_ORDER_DECODE_FIRST;
+    for (int k = 0; k < 2; k++) {
+        const bool decode_now = (k == 0) == decode_first;
+        if (!decode_now && has_prefill && (rv = attn_cuda_prefill_launch(&p, st)) != 0) {
+            rv = attn_error_set(err, rv, "", "prefill launch failed: %s",
+                                cudaGetErrorString(cudaGetLastError()));
+            goto fail;
+        }
+        if (decode_now && pp->partitioned && (rv = attn_cuda_decode_launch(&dp, dst)) != 0) {
+            rv = attn_error_set(err, rv, "", "decode launch failed: %s",
+                                cudaGetErrorString(cudaGetLastError()));
+            goto fail;
+        }
+    }
+    if (forked) {
+        CK(cudaEventRecord(pi->ev_join, pi->side), "cudaEventRecord (join)");
+        CK(cudaStreamWaitEvent(st, pi->ev_join, 0), "cudaStreamWaitEvent (join)");
     }
     CK(cudaEventRecord(pi->ev1, st), "cudaEventRecord");
     CK(cudaMemcpyAsync(io->o, dio + o_o, pp->q_bytes, cudaMemcpyDefault, st), "copy of o");
@@ -835,17 +1259,20 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
     if (rep) {
-        report_kernels(&p, io->commit, rep);
+        report_kernels(&p, pp->partitioned ? &dp : NULL, io->commit, rep);
         float ms = 0;
         cudaEventElapsedTime(&ms, pi->ev0, pi->ev1);
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
-        snprintf(rep->timing_scope, sizeof rep->timing_scope,
-                 "cuda events: append, prefill attend and combine kernels");
+        snprintf(rep->timing_scope, sizeof rep->timing_scope, "%s",
+                 forked            ? "cuda events: append, fork, prefill || decode, join"
+                 : pp->partitioned ? "cuda events: append, prefill, then decode kernels"
+                                   : "cuda events: append, prefill attend and combine");
     }
     return 0;
 
 fail:
+    cudaStreamSynchronize(pi->side); /* a forked decode kernel may still read the pool */
     if (!swapped)
         cudaStreamSynchronize(st); /* no copy may still read the caller's buffers */
     if (swapped) {

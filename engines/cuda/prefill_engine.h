@@ -31,6 +31,7 @@
 #include "attn/types.h"
 #include "engines/cuda/cuda_engine.h"
 #include "planner/engine.h"
+#include "planner/mixed_cost.h"
 #include "planner/prefill_plan.h"
 
 #ifdef __cplusplus
@@ -43,15 +44,22 @@ extern "C" {
 
 /* Knobs of one instance. */
 typedef struct attn_cuda_prefill_tuning {
-    int poison;             /* tests: NaN bytes in O, LSE and the workspace before every run */
-    int fail_after_staging; /* tests: fail the run once the new rows are staged (the restore
-                               path); the run returns ATTN_E_CUDA with field "test" */
+    int poison;                 /* tests: NaN bytes in O, LSE and the workspace before every run */
+    int fail_after_staging;     /* tests: fail the run once the new rows are staged (the restore
+                                   path); the run returns ATTN_E_CUDA with field "test" */
+    attn_mixed_streams streams; /* partition's stream variant; engine init reads it from
+                                   ATTN_MIXED_STREAMS / ATTN_MIXED_PREFILL_CTAS when set */
 } attn_cuda_prefill_tuning;
 
 /* The engine's ops table (name "cuda_prefill", platform CUDA, phases
- * prefill, append and decode, schedules partition and unified).  The
- * config's device is the CUDA ordinal; its tuning, when not NULL, an
- * attn_cuda_prefill_tuning. */
+ * prefill, append and decode, schedules partition and unified).  A batch
+ * with decode rows next to prefill/append rows runs as asked: unified (one
+ * launch of the prefill kernel over every row), partition (the prefill
+ * kernel over the prefill/append rows, then the decode kernels of
+ * engines/cuda/decode_plan.h over the decode rows, one stream), or auto
+ * (the cheaper by planner/mixed_cost.h; the plan's schedule_why gives both
+ * estimates).  overlap is refused.  The config's device is the CUDA
+ * ordinal; its tuning, when not NULL, an attn_cuda_prefill_tuning. */
 const attn_engine_ops *attn_cuda_prefill_engine_ops(void);
 
 /* Replace the tuning of an instance made from attn_cuda_prefill_engine_ops()
@@ -60,10 +68,12 @@ void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill
 
 /* Fill `out` with every reason the prefill kernel cannot run the call:
  * device (a CUDA pool; compute capability 9.0 when `dev` is known), q in
- * the K/V dtype, K/V dtype bf16 or fp16, each head dimension, the head ratio, page size, the
- * requested schedule against the batch's phases, graph mode (not
- * supported), the state ABI and the kernel's index limits.  `dev` NULL: the device is not known (no
- * capability check).  Pure host code. */
+ * the K/V dtype, K/V dtype bf16 or fp16, each head dimension, the head
+ * ratio, page size, graph mode (not supported), the state ABI and the
+ * kernel's index limits; on policy.schedule: partition of a mixed batch
+ * whose decode rows the decode kernels cannot take (a per-cell mask, a page
+ * size they do not walk), and overlap on any batch.  `dev` NULL: the device
+ * is not known (no capability check).  Pure host code. */
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
                              const attn_cuda_device_facts *dev, attn_admission *out);
 
@@ -91,6 +101,8 @@ typedef struct attn_cuda_prefill_plan_info {
     uint64_t meta_bytes; /* the plan's one host-to-device transfer */
     const char *attend;  /* the attention kernel's symbol */
     const char *combine; /* the combine kernel's symbol, NULL without merges */
+    const char *streams; /* partition's variant: "serial", "decode-first" or "prefill-first" */
+    uint32_t max_ctas;   /* the prefill grid's CTAs at most (capped when forked) */
 } attn_cuda_prefill_plan_info;
 
 /* Fill `out` for a plan made by attn_cuda_prefill_plan_host (or the

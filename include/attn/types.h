@@ -75,7 +75,8 @@ extern "C" {
 #define ATTN_SCHEDULES(X)                                                                          \
     X(ATTN_SCHED_AUTO, 0, "auto")                                                                  \
     X(ATTN_SCHED_PARTITION, 1, "partition") /* one launch family per phase */                      \
-    X(ATTN_SCHED_UNIFIED, 2, "unified")     /* one persistent launch for the mixed batch */
+    X(ATTN_SCHED_UNIFIED, 2, "unified")     /* one persistent launch for the mixed batch */        \
+    X(ATTN_SCHED_OVERLAP, 3, "overlap")     /* prefill and decode tiles co-resident per SM (POD) */
 
 /* The two sufficient-state ABIs of seed 0x02: (LSE, O) or (valid, m, l, u). */
 #define ATTN_STATE_ABIS(X)                                                                         \

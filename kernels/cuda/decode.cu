@@ -419,22 +419,61 @@ namespace tc
 constexpr int kKeys = 64; /* keys per tile: 4 warps x 16 */
 constexpr int kThreads = 128;
 constexpr int kKGroup = 4; /* K (and V) fragments fetched per ldmatrix group */
+/* Lazy rescale bound (base-2 frame): a row max that grows by at most this
+ * keeps the old reference max, so p stays <= 2^8 (bf16/fp16 and the fp32
+ * sums hold it exactly as well as p <= 1). */
+constexpr float kLazyLog2 = 8.f;
 
 template <int D> struct cfg {
     static constexpr int CH = D / 8; /* 16-byte chunks per row */
+    /* Default pipeline depth; attn_cuda_decode_params.stages picks another
+     * in [kMinStages, MAX_STAGES] (fewer stages: more resident CTAs). */
     static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
+    static constexpr int MAX_STAGES = D == 256 ? 3 : 6;
     static constexpr int TILE_VECS = kKeys * CH;
-    static constexpr int WARP_VECS = 16 * CH; /* one warp's 16 rows of a tile */
-    static constexpr int NB = D / 8;          /* n-blocks of O */
-    static constexpr int KS = D / 16;         /* k-steps of S = Q K^T */
-    static constexpr bool QREG = D <= 128;    /* Q fragments in registers */
-    static constexpr int PIPE_BYTES = 2 * STAGES * TILE_VECS * 16;
-    static constexpr int Q_BYTES = 2 * 16 * D * 2;       /* hi and lo */
-    static constexpr int ROW_BYTES = STAGES * kKeys * 8; /* prefetched row offsets */
+    static constexpr int WARP_VECS = 16 * CH;      /* one warp's 16 rows of a tile */
+    static constexpr int NB = D / 8;               /* n-blocks of O */
+    static constexpr int KS = D / 16;              /* k-steps of S = Q K^T */
+    static constexpr bool QREG = D <= 128;         /* Q fragments in registers */
+    static constexpr int Q_BYTES = 2 * 16 * D * 2; /* hi and lo */
     static constexpr int RED_BYTES = (4 * 16 * D + 2 * 64) * 4;
-    static constexpr int SMEM =
-        PIPE_BYTES + Q_BYTES + ROW_BYTES > RED_BYTES ? PIPE_BYTES + Q_BYTES + ROW_BYTES : RED_BYTES;
+    /* Shared memory of a `stages`-deep pipeline: K and V tiles, Q hi/lo,
+     * prefetched row offsets; the epilogue reuses it for the warp merge. */
+    static constexpr uint32_t smem(int stages)
+    {
+        return 2 * stages * TILE_VECS * 16 + Q_BYTES + stages * kKeys * 8 > RED_BYTES
+                   ? 2 * stages * TILE_VECS * 16 + Q_BYTES + stages * kKeys * 8
+                   : RED_BYTES;
+    }
 };
+
+constexpr int kMinStages = 2;
+
+/* cp.async.wait_group with a run-time count (the instruction takes an
+ * immediate): at most n of this thread's groups stay in flight. */
+__device__ __forceinline__ void cp_async_wait_upto(int n)
+{
+    switch (n) {
+    case 0:
+        ptx::cp_async_wait<0>();
+        break;
+    case 1:
+        ptx::cp_async_wait<1>();
+        break;
+    case 2:
+        ptx::cp_async_wait<2>();
+        break;
+    case 3:
+        ptx::cp_async_wait<3>();
+        break;
+    case 4:
+        ptx::cp_async_wait<4>();
+        break;
+    default:
+        ptx::cp_async_wait<5>();
+        break;
+    }
+}
 
 /* One warp's share of the K/V pipeline: its 16 rows of every tile.  With
  * PRE (row prefetch) the page-table walk of a tile (one row offset per
@@ -447,11 +486,12 @@ template <int D> struct cfg {
 template <int D, typename KV, bool PRE> struct warp_pipe {
     using C = cfg<D>;
     uint4 *ks, *vs;
-    int64_t *rowoff; /* [STAGES][kKeys] (PRE) */
+    int64_t *rowoff; /* [stages][kKeys] (PRE) */
     const KV *kbase, *vbase;
     paged::key_walk walk;
     paged::page_table pt;
     int lane, wrow0;
+    int stages;        /* pipeline depth, kMinStages .. MAX_STAGES */
     int64_t nxt, nxt2; /* offsets of tiles t + STAGES and t + STAGES + 1 (PRE) */
 
     __device__ __forceinline__ int64_t row_off(int t, int r) const
@@ -492,14 +532,14 @@ template <int D, typename KV, bool PRE> struct warp_pipe {
         nxt = nxt2 = -1;
         if (PRE) {
             if (lane < 16) {
-                for (int s = 0; s < C::STAGES; s++)
+                for (int s = 0; s < stages; s++)
                     rowoff[s * kKeys + wrow0 + lane] = row_off(s, wrow0 + lane);
-                nxt = row_off(C::STAGES, wrow0 + lane);
+                nxt = row_off(stages, wrow0 + lane);
             }
             __syncwarp();
         }
 #pragma unroll
-        for (int s = 0; s < C::STAGES - 1; s++) {
+        for (int s = 0; s < stages - 1; s++) {
             if (s < ntiles)
                 issue(s, s);
             ptx::cp_async_commit();
@@ -510,12 +550,12 @@ template <int D, typename KV, bool PRE> struct warp_pipe {
      * until tile t (this warp's rows) has landed. */
     __device__ __forceinline__ void acquire(int t, int sn, int ntiles)
     {
-        if (t + C::STAGES - 1 < ntiles)
-            issue(t + C::STAGES - 1, sn);
+        if (t + stages - 1 < ntiles)
+            issue(t + stages - 1, sn);
         ptx::cp_async_commit();
-        if (PRE && lane < 16 && t + C::STAGES + 1 < ntiles)
-            nxt2 = row_off(t + C::STAGES + 1, wrow0 + lane); /* in flight for two tiles' math */
-        ptx::cp_async_wait<C::STAGES - 1>();
+        if (PRE && lane < 16 && t + stages + 1 < ntiles)
+            nxt2 = row_off(t + stages + 1, wrow0 + lane); /* in flight for two tiles' math */
+        cp_async_wait_upto(stages - 1);
         __syncwarp(); /* the warp's rows of tile t, copied by its own lanes, are visible */
     }
 
@@ -523,7 +563,7 @@ template <int D, typename KV, bool PRE> struct warp_pipe {
      * reuses the offset slot of tile t, issued long ago). */
     __device__ __forceinline__ void release(int t, int st, int ntiles)
     {
-        if (PRE && lane < 16 && t + C::STAGES < ntiles) {
+        if (PRE && lane < 16 && t + stages < ntiles) {
             rowoff[st * kKeys + wrow0 + lane] = nxt;
             nxt = nxt2;
         }
@@ -629,7 +669,10 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const uint32_t (*qa)[4
  * `valid` (seed 0x05C), take the row max over the quad with max.NaN (a NaN
  * score makes the row's m NaN, never dropped), rescale l and O, and turn S
  * into P packed as the A operand of P V.  An empty row stays empty and
- * never evaluates exp(-inf - -inf) (seed 0x02C). */
+ * never evaluates exp(-inf - -inf) (seed 0x02C).  Lazy rescale (issue 13):
+ * when no row of the warp grew past its max + kLazyLog2, the stale maxima
+ * stay and the O rescale (NB x 4 multiplies per lane) is skipped; any NaN,
+ * empty row or larger growth takes the exact update below. */
 template <int NB, typename KV>
 __device__ __forceinline__ void softmax_update(float (&s)[2][4], float (&m)[2], float (&l)[2],
                                                float (&o)[NB][4], uint32_t (&pa)[4], float sc,
@@ -640,13 +683,41 @@ __device__ __forceinline__ void softmax_update(float (&s)[2][4], float (&m)[2], 
 #pragma unroll
         for (int i = 0; i < 4; i++)
             s[nb][i] = key0 + nb * 8 + (i & 1) < valid ? s[nb][i] * sc : -INFINITY;
+    float mxs[2];
+    bool grow = false;
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
         float mx = ptx::max_nan(ptx::max_nan(s[0][2 * rr], s[0][2 * rr + 1]),
                                 ptx::max_nan(s[1][2 * rr], s[1][2 * rr + 1]));
         mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mn = ptx::max_nan(m[rr], mx);
+        mxs[rr] = mx;
+        /* false only for finite m and mx <= m + kLazyLog2: NaN, -inf, a
+         * growth beyond the bound all take the exact update */
+        grow |= !(mx - m[rr] <= kLazyLog2);
+    }
+    if (!__any_sync(0xffffffffu, grow)) {
+        /* No row of this warp grew past the bound: keep the stale maxima,
+         * so p <= 2^kLazyLog2 and O needs no rescale (alpha would be 1 or
+         * the state is rewritten against the stale m, an exact identity). */
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+#pragma unroll
+            for (int nb = 0; nb < 2; nb++) {
+                s[nb][2 * rr] = exp2f(s[nb][2 * rr] - m[rr]);
+                s[nb][2 * rr + 1] = exp2f(s[nb][2 * rr + 1] - m[rr]);
+            }
+            l[rr] += s[0][2 * rr] + s[0][2 * rr + 1] + s[1][2 * rr] + s[1][2 * rr + 1];
+        }
+        pa[0] = ptx::pack2<KV>(s[0][0], s[0][1]);
+        pa[1] = ptx::pack2<KV>(s[0][2], s[0][3]);
+        pa[2] = ptx::pack2<KV>(s[1][0], s[1][1]);
+        pa[3] = ptx::pack2<KV>(s[1][2], s[1][3]);
+        return;
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        const float mn = ptx::max_nan(m[rr], mxs[rr]);
         float alpha = 1.f;
         if (attn_state_empty_f32(mn)) {
 #pragma unroll
@@ -786,7 +857,8 @@ template <int D, typename KV, bool PRE, bool QLO>
 __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_params p)
 {
     using C = tc::cfg<D>;
-    constexpr int CH = C::CH, ST = C::STAGES, TV = C::TILE_VECS;
+    constexpr int CH = C::CH, TV = C::TILE_VECS;
+    const int ST = p.stages ? (int)p.stages : C::STAGES; /* range checked by the launch */
     extern __shared__ uint4 smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
@@ -807,6 +879,7 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     pipe.pt = table_of(p, w);
     pipe.lane = lane;
     pipe.wrow0 = warp * 16;
+    pipe.stages = ST;
     const int ntiles = (int)((pipe.walk.n + tc::kKeys - 1) / tc::kKeys);
     pipe.prologue(ntiles);
 
@@ -905,8 +978,9 @@ struct producer_entry {
     attn_dtype kv;
     bool tc, pre, qlo; /* tensor cores; row prefetch and q hi+lo (tc only) */
     kernel_fn fn;
-    const char *symbol; /* the demangled name, without return type and parameters */
-    uint32_t tc_smem;
+    const char *symbol;              /* the demangled name, without return type and parameters */
+    uint32_t (*tc_smem)(int stages); /* the tensor-core producer's shared memory */
+    int tc_stages, tc_max_stages;    /* its default and deepest pipeline */
 };
 
 /* One table row per kernel: the dispatch key, the kernel, the symbol a
@@ -914,10 +988,11 @@ struct producer_entry {
 // clang-format off
 #define ATTN__TC(D, T, PRE, QLO)                                                                   \
     {D, dtype_of<T>::value, true, PRE, QLO, producer_tc<D, T, PRE, QLO>,                           \
-     "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ">", (uint32_t)tc::cfg<D>::SMEM}
+     "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ">", tc::cfg<D>::smem,           \
+     tc::cfg<D>::STAGES, tc::cfg<D>::MAX_STAGES}
 #define ATTN__SIMT(D, T)                                                                           \
     {D, dtype_of<T>::value, false, false, false, producer_simt<D, T>,                              \
-     "attn::decode::producer_simt<" #D ", " #T ">", 0}
+     "attn::decode::producer_simt<" #D ", " #T ">", nullptr, 0, 0}
 #define ATTN__PRODUCERS(D, T)                                                                      \
     ATTN__SIMT(D, T), ATTN__TC(D, T, false, false), ATTN__TC(D, T, false, true),                   \
     ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true)
@@ -988,14 +1063,25 @@ kernel_fn find_merge(uint32_t d, const char **sym)
     return nullptr;
 }
 
-/* Block shape, grid.z and shared memory of a producer for group size g. */
-void producer_shape(const producer_entry *e, uint32_t group, attn_cuda_launch_shape *s)
+/* The pipeline depth a tensor-core producer runs with for the requested
+ * `stages` (0: its default), or 0 when the request is out of range. */
+int stages_of(const producer_entry *e, uint32_t stages)
+{
+    if (stages == 0)
+        return e->tc_stages;
+    return stages >= (uint32_t)tc::kMinStages && stages <= (uint32_t)e->tc_max_stages ? (int)stages
+                                                                                      : 0;
+}
+
+/* Block shape, grid.z and shared memory of a producer for group size g
+ * (tensor cores: `stages` deep, already checked by stages_of). */
+void producer_shape(const producer_entry *e, uint32_t group, int stages, attn_cuda_launch_shape *s)
 {
     if (e->tc) {
         s->bdx = tc::kThreads;
         s->bdy = s->bdz = 1;
         s->head_chunks = (group + 15) / 16; /* 16 heads are the M of one mma */
-        s->smem_bytes = e->tc_smem;
+        s->smem_bytes = e->tc_smem(stages);
         return;
     }
     attn_cuda_decode_shape(e->d, group, s);
@@ -1038,13 +1124,17 @@ extern "C" void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_c
     s->smem_bytes = pipe > red ? pipe : red;
 }
 
-extern "C" int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group)
+extern "C" int attn_cuda_decode_occupancy_stages(uint32_t head_dim, attn_dtype kv_dtype,
+                                                 uint32_t group, uint32_t stages)
 {
     const producer_entry *e = find_producer(head_dim, kv_dtype, false, true, false);
     if (!e || group == 0)
         return 0;
+    const int st = stages_of(e, stages);
+    if (st == 0)
+        return 0;
     attn_cuda_launch_shape sh;
-    producer_shape(e, group, &sh);
+    producer_shape(e, group, st, &sh);
     if (raise_smem_once(e, sh.smem_bytes) != 0)
         return 0;
     int n = 0;
@@ -1054,6 +1144,11 @@ extern "C" int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype
     return n;
 }
 
+extern "C" int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group)
+{
+    return attn_cuda_decode_occupancy_stages(head_dim, kv_dtype, group, 0);
+}
+
 extern "C" uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype,
                                                  uint32_t group)
 {
@@ -1061,7 +1156,7 @@ extern "C" uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype k
     if (!e)
         return 1;
     attn_cuda_launch_shape sh;
-    producer_shape(e, group, &sh);
+    producer_shape(e, group, e->tc_stages, &sh);
     return sh.head_chunks;
 }
 
@@ -1086,8 +1181,11 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
         return ATTN_E_SHAPE;
     if (p->num_kv_heads == 0 || p->num_qo_heads % p->num_kv_heads)
         return ATTN_E_SHAPE;
+    const int stages = e->tc ? stages_of(e, p->stages) : 0;
+    if (e->tc && stages == 0)
+        return ATTN_E_SHAPE; /* attn_cuda_decode_params.stages out of range */
     attn_cuda_launch_shape sh;
-    producer_shape(e, p->num_qo_heads / p->num_kv_heads, &sh);
+    producer_shape(e, p->num_qo_heads / p->num_kv_heads, stages, &sh);
     if (raise_smem_once(e, sh.smem_bytes) != 0)
         return ATTN_E_CUDA;
     const bool fused = fused_merge(p);

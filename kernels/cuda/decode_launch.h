@@ -73,6 +73,11 @@ typedef struct attn_cuda_decode_params {
     /* [request_capacity * H_kv * head_chunks] int32 counters, zero before
      * the first launch (the kernel leaves them zero again), or NULL. */
     int32_t *merge_counters;
+    /* Tensor-core producer pipeline depth: 0 = the default of its head dim
+     * (4 / 3 / 2 stages for d = 64 / 128 / 256), else 2 .. 6 (d = 256: 2 .. 3);
+     * fewer stages take less shared memory, so more CTAs are resident
+     * (attn_cuda_decode_occupancy_stages).  Out of range: ATTN_E_SHAPE. */
+    uint32_t stages;
 } attn_cuda_decode_params;
 
 /* Threads per producer CTA and the group heads one CTA serves. */
@@ -88,6 +93,11 @@ void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_cuda_launch_
 /* Resident producer CTAs per SM measured by the occupancy API for this
  * shape (0 when the configuration has no kernel). */
 int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);
+
+/* The same for a tensor-core producer `stages` deep (0: the default depth;
+ * 0 is returned for a depth out of range). */
+int attn_cuda_decode_occupancy_stages(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group,
+                                      uint32_t stages);
 
 /* CTAs that share one (item, kv head): query-head chunks of the producer. */
 uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);

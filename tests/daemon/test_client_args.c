@@ -1,16 +1,19 @@
 /* Issue 9 item 12: libattn with careless arguments and no daemon.  NULL
  * arguments were dereferenced; now ATTN_E_INVALID naming the argument.  With
  * nothing listening a call waited its whole timeout (30 s) and said "Timed
- * out"; now it says "no daemon at URL" within about a second.
+ * out"; now it says "no daemon at URL" within about a second, and so does
+ * the callback of attn_call_async.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "attn/client.h"
@@ -101,12 +104,56 @@ static void test_no_daemon_is_fast(void **state)
     attn_client_close(c);
 }
 
+/* The asynchronous call waited out its whole timeout (30 s) with no daemon;
+ * now its callback says "no daemon at URL" within about a second, like
+ * attn_call. */
+typedef struct async_result {
+    atomic_int done;
+    int rv;
+    char message[256];
+} async_result;
+
+static void async_done(void *arg, int rv, attn_reply *rep)
+{
+    async_result *r = arg;
+    r->rv = rv;
+    snprintf(r->message, sizeof r->message, "%s", rep->error.message);
+    attn_reply_free(rep);
+    free(rep);
+    atomic_store(&r->done, 1);
+}
+
+static void test_no_daemon_is_fast_async(void **state)
+{
+    attn_client *c;
+    attn_request req;
+    async_result r = {0};
+    double t0, dt;
+    (void)state;
+    assert_int_equal(attn_client_open(&c, "ipc:///tmp/attnd-test-no-such.sock"), 0);
+    memset(&req, 0, sizeof req);
+    req.v = ATTN_PROTOCOL_VERSION;
+    req.op = ATTN_OP_HELLO;
+    t0 = now_ms();
+    assert_int_equal(attn_call_async(c, &req, async_done, &r), 0);
+    while (!atomic_load(&r.done) && now_ms() - t0 < 10000)
+        usleep(1000);
+    dt = now_ms() - t0;
+    printf("no daemon, async: %.0f ms: %s\n", dt, r.message);
+    assert_true(atomic_load(&r.done));
+    assert_int_equal(r.rv, ATTN_E_IO);
+    assert_non_null(strstr(r.message, "no daemon at ipc:///tmp/attnd-test-no-such.sock"));
+    assert_true(dt < 2000);
+    attn_client_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_no_daemon_is_fast),
         cmocka_unit_test(test_register_cuda_refusals),
+        cmocka_unit_test(test_no_daemon_is_fast_async),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

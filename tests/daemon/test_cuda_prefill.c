@@ -358,17 +358,182 @@ static void test_selection_by_phase(void **state)
     attn_engine_plan p;
     memset(&p, 0, sizeof p);
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &p, &err), 0);
-    assert_int_equal(p.schedule, ATTN_SCHED_UNIFIED);
-    assert_non_null(strstr(p.schedule_why, "decode rows included"));
+    /* auto: the cost model's pick, both estimates in the why */
+    assert_true(p.schedule == ATTN_SCHED_UNIFIED || p.schedule == ATTN_SCHED_PARTITION);
+    assert_non_null(strstr(p.schedule_why, "auto: "));
+    assert_non_null(strstr(strstr(p.schedule_why, "est.") + 4, " us"));
+    assert_non_null(strstr(p.schedule_why, "unified"));
+    assert_non_null(strstr(p.schedule_why, "partition"));
     attn_cuda_prefill_plan_host_free(&p);
 
-    /* forcing partition on that mixed batch fails closed with the reason */
+    /* partition on that mixed batch runs on cuda_prefill (issue 12) */
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), 0);
+    assert_string_equal(sel.candidates[sel.selected].name, "cuda_prefill");
+    /* overlap: no engine runs it, cuda_prefill says why */
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
     assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), ATTN_E_NO_BACKEND);
     for (uint32_t k = 0; k < sel.num_candidates; k++)
         if (strcmp(sel.candidates[k].name, "cuda_prefill") == 0)
             assert_true(
                 has_reason(&sel.candidates[k].admission, ATTN_ADMIT_PHASE, "policy.schedule"));
+    attn_rb_free(&rb);
+}
+
+/* partition (issue 12): the decode rows leave the prefill kernel's tile
+ * plan for a decode sub-plan that reads and writes the batch's own rows;
+ * the ledger holds both kernels' partial states, the split view both
+ * kernels' splits; unified keeps every row on the prefill kernel.  A mask
+ * the decode kernels cannot apply refuses partition (admission and plan)
+ * naming policy.schedule, and overlap is refused everywhere. */
+static void test_partition_plan_host(void **state)
+{
+    (void)state;
+    const int64_t T[4] = {0, 3000, 500, 4000}, C[4] = {200, 1, 9, 1};
+    attn_rb rb;
+    make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 128, 31);
+    attn_engine_plan u, pt;
+    attn_error_detail err;
+    attn_admission a;
+    rb.m.policy.schedule = ATTN_SCHED_UNIFIED;
+    memset(&u, 0, sizeof u);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &u, &err), 0);
+    assert_int_equal(u.schedule, ATTN_SCHED_UNIFIED);
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    assert_true(a.admitted);
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);
+    assert_int_equal(pt.schedule, ATTN_SCHED_PARTITION);
+    assert_non_null(strstr(pt.schedule_why, "decode rows on the decode kernels"));
+    attn_cuda_prefill_plan_info iu, ip;
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&u, &iu), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+    /* the two decode rows' key tiles (ceil(3001/128) + ceil(4001/128) per
+     * K/V head) left the prefill kernel */
+    const attn_prefill_ledger *lu = &u.tiles.ledger, *lp = &pt.tiles.ledger;
+    assert_int_equal((lu->full_tiles + lu->partial_tiles) - (lp->full_tiles + lp->partial_tiles),
+                     (24 + 32) * 2);
+    assert_int_equal(ip.total_q, iu.total_q); /* every row is still staged and appended */
+    /* the ledger: the decode states (at least one per decode row and query
+     * head) after the prefill kernel's */
+    const attn_ledger_field *fl = attn_ledger_find(
+        &pt.ledger, rb.m.policy.state_abi == ATTN_ABI_MLU ? "partial_m" : "partial_LSE");
+    assert_non_null(fl);
+    assert_true(fl->elems >= (uint64_t)ip.num_parts * 2 * 128 + 2u * 8);
+    assert_true(pt.split.num_splits[1] >= 1 && pt.split.num_splits[3] >= 1);
+    assert_true(pt.split.num_items > ip.num_items);
+    assert_true(pt.priv_bytes > sizeof(void *));
+    /* the default stream variant (ATTN_MIXED_STREAMS=auto) is the cost
+     * model's: with the H200 constants of 2026-12-01 a small batch forks,
+     * prefill first, its grid capped at the calibrated 66 CTAs */
+    assert_string_equal(ip.streams, "prefill-first");
+    assert_int_equal(ip.max_ctas, 66);
+    assert_non_null(strstr(pt.schedule_why, "ATTN_MIXED_STREAMS=auto"));
+    attn_cuda_prefill_plan_host_free(&pt);
+    /* a forced fork keeps its order and caps the prefill grid; the why
+     * names the variant and the setting */
+    static const struct {
+        attn_mixed_order order;
+        const char *name;
+    } k_forks[] = {{ATTN_MIXED_ORDER_PREFILL_FIRST, "prefill-first"},
+                   {ATTN_MIXED_ORDER_DECODE_FIRST, "decode-first"}};
+    for (int i = 0; i < 2; i++) {
+        attn_cuda_prefill_tuning tu;
+        memset(&tu, 0, sizeof tu);
+        tu.streams.order = k_forks[i].order;
+        tu.streams.prefill_ctas = 66;
+        memset(&pt, 0, sizeof pt);
+        assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &pt, &err), 0);
+        assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+        assert_string_equal(ip.streams, k_forks[i].name);
+        assert_int_equal(ip.max_ctas, 66);
+        assert_non_null(strstr(pt.schedule_why, "prefill grid 66 CTAs"));
+        assert_non_null(strstr(pt.schedule_why, k_forks[i].name));
+        attn_cuda_prefill_plan_host_free(&pt);
+    }
+    /* auto with a forced fork: when auto picks partition it keeps the fork */
+    {
+        attn_cuda_prefill_tuning tu;
+        memset(&tu, 0, sizeof tu);
+        tu.streams.order = ATTN_MIXED_ORDER_PREFILL_FIRST;
+        rb.m.policy.schedule = ATTN_SCHED_AUTO;
+        memset(&pt, 0, sizeof pt);
+        assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &pt, &err), 0);
+        assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+        if (pt.schedule == ATTN_SCHED_PARTITION) {
+            assert_string_equal(ip.streams, "prefill-first");
+            assert_non_null(strstr(pt.schedule_why, "forked"));
+        } else {
+            assert_string_equal(ip.streams, "serial");
+        }
+        assert_int_equal(ip.max_ctas, k_h200.sm_count); /* no cap asked */
+        attn_cuda_prefill_plan_host_free(&pt);
+        rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    }
+    attn_cuda_prefill_plan_host_free(&u);
+    attn_rb_free(&rb);
+
+    /* a pure-decode batch under partition: the decode kernels alone, the
+     * prefill kernel gets no work */
+    const int64_t Td[3] = {100, 2000, 17}, Cd[3] = {1, 1, 1};
+    make_batch(&rb, 3, Td, Cd, ATTN_MASK_CAUSAL, 128, 33);
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);
+    assert_int_equal(pt.schedule, ATTN_SCHED_PARTITION);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+    assert_int_equal(ip.num_items, 0);
+    assert_int_equal(ip.num_tiles, 0);
+    assert_int_equal(ip.total_q, 3);
+    assert_true(pt.split.num_items > 0);       /* the decode producers */
+    assert_string_equal(ip.streams, "serial"); /* nothing to fork */
+    attn_cuda_prefill_plan_host_free(&pt);
+    attn_rb_free(&rb);
+
+    /* a dense mask: the decode kernels cannot apply it */
+    make_batch(&rb, 4, T, C, ATTN_MASK_DENSE, 128, 32);
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    assert_false(a.admitted);
+    assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err),
+                     ATTN_E_BACKEND_REJECTED);
+    assert_string_equal(err.field, "policy.schedule");
+    assert_null(pt.priv);
+    /* the same mask on a pure-decode batch: partition stays one launch of
+     * the prefill kernel (every row belongs to it), no decode sub-plan */
+    attn_rb rd;
+    make_batch(&rd, 3, Td, Cd, ATTN_MASK_DENSE, 128, 34);
+    rd.m.policy.schedule = ATTN_SCHED_PARTITION;
+    attn_cuda_prefill_admit(&rd.m, &rd.g, &k_h200, &a);
+    assert_true(a.admitted);
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rd.m, &rd.g, &k_h200, NULL, &pt, &err), 0);
+    assert_int_equal(pt.schedule, ATTN_SCHED_PARTITION);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+    assert_true(ip.num_items >= 3); /* at least one m tile per decode row */
+    assert_int_equal(pt.split.num_items, ip.num_items);
+    attn_cuda_prefill_plan_host_free(&pt);
+    attn_rb_free(&rd);
+    /* auto on the mixed dense batch: unified, and the why says partition
+     * was not admitted */
+    rb.m.policy.schedule = ATTN_SCHED_AUTO;
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);
+    assert_int_equal(pt.schedule, ATTN_SCHED_UNIFIED);
+    assert_non_null(strstr(pt.schedule_why, "partition not admitted"));
+    attn_cuda_prefill_plan_host_free(&pt);
+    /* overlap: refused on every batch, with the reason */
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    assert_false(a.admitted);
+    assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err),
+                     ATTN_E_BACKEND_REJECTED);
+    assert_null(pt.priv);
     attn_rb_free(&rb);
 }
 
@@ -400,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_plan_host_flashmask_and_fixed_splits),
         cmocka_unit_test(test_plan_host_refusals),
         cmocka_unit_test(test_selection_by_phase),
+        cmocka_unit_test(test_partition_plan_host),
         cmocka_unit_test(test_ops_table),
     };
     return cmocka_run_group_tests_name("cuda_prefill", tests, NULL, NULL);

@@ -30,7 +30,7 @@ cp -L "$(cc -print-file-name=libcmocka.so.0 2>/dev/null | grep / || echo /usr/li
 # the benchmark's ctypes library: the kernels, the engine glue and the core
 nvcc -O3 -std=c++17 -Xcompiler -fPIC -shared -Iinclude -I. \
     -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90 \
-    -o "$B/lib/libattn_cuda_bench.so" bench/gpu/bench_glue.c bench/gpu/prefill_glue.c \
+    -o "$B/lib/libattn_cuda_bench.so" bench/gpu/bench_glue.c bench/gpu/prefill_glue.c bench/gpu/mixed_glue.c \
     -Xlinker --whole-archive "$B/libattn_cuda.a" -Xlinker --no-whole-archive "$B/libattn_core.a" \
     -lcudart_static -lpthread -lm -ldl -lrt 2>&1 | grep -v "^$" || true
 test -f "$B/lib/libattn_cuda_bench.so"

@@ -68,6 +68,10 @@ typedef struct gpu_case {
     attn_split_policy policy; /* AUTO = random among FA, FI, GLOBAL */
     uint32_t fixed_splits;
     bool graph;
+    /* > 0: K row t of request b scaled by 1 + ramp * t / T_b, so scores grow
+     * along the keys: the tensor-core producer's row maxima grow inside a
+     * tile, across tiles within the lazy-rescale bound and past it */
+    float ramp;
 } gpu_case;
 
 static attn_split_policy pick_policy(uint64_t *s, attn_split_policy p)
@@ -132,6 +136,17 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     const int fused = attn_rb_range(&s, 0, 3) != 0;
     tune_all(simt, heads_fast, prefetch, fused);
 
+    if (gc->ramp > 0.f) { /* the host copy the CPU engine reads too, before the upload */
+        for (uint32_t b = 0; b < gc->B; b++)
+            for (int64_t t = 0; t < T[b]; t++)
+                for (uint32_t h = 0; h < gc->hkv; h++) {
+                    int64_t e = row_elem(&rb, b, t, h, gc->d);
+                    const float f = 1.f + gc->ramp * (float)t / (float)T[b];
+                    for (uint32_t x = 0; x < gc->d && e >= 0; x++)
+                        attn_store_f32(rb.k, gc->kv, (size_t)e + x,
+                                       attn_load_f32(rb.k, gc->kv, (size_t)e + x) * f);
+                }
+    }
     /* the device pool: the same bytes, NaN poison included */
     attn_pool_geometry g = rb.g;
     snprintf(g.device, sizeof g.device, "cuda:0");
@@ -293,29 +308,37 @@ static void run_case(const gpu_case *gc, uint64_t seed)
 
 static const gpu_case k_cases[] = {
     {"ragged-bf16-nhd-p16", 16, 1, 16384, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
     {"page1-fp16-hnd", 8, 1, 4096, 0, 32, 8, 128, 1, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
     {"d64-mha-p32-window", 12, 1, 6000, 0, 8, 8, 64, 32, ATTN_BF16, ATTN_NHD, ATTN_KV_DENSE,
-     ATTN_MASK_WINDOW, ATTN_SPLIT_AUTO, 0, false},
+     ATTN_MASK_WINDOW, ATTN_SPLIT_AUTO, 0, false, 0.f},
     {"d256-p64-hnd-sink", 6, 1, 5000, 0, 8, 4, 256, 64, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_SINK, ATTN_SPLIT_AUTO, 0, false},
+     ATTN_MASK_SINK, ATTN_SPLIT_AUTO, 0, false, 0.f},
     {"group16-p128", 4, 1, 9000, 0, 64, 4, 128, 128, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
     {"group3-d64-dense-none", 9, 1, 3000, 0, 12, 4, 64, 16, ATTN_FP16, ATTN_NHD, ATTN_KV_DENSE,
-     ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false},
+     ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false, 0.f},
     {"group5-hnd-p32", 5, 1, 7000, 0, 10, 2, 128, 32, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
     {"group32-headchunks", 3, 1, 5000, 0, 64, 2, 256, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
     {"long-131072", 3, 1, 2000, 131072, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
     {"batch64-global", 64, 1, 2048, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_SINK, ATTN_SPLIT_GLOBAL, 0, false},
+     ATTN_MASK_SINK, ATTN_SPLIT_GLOBAL, 0, false, 0.f},
     {"graph-identity-slots", 7, 1, 5, 0, 16, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_FIXED, 8, true},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_FIXED, 8, true, 0.f},
     {"fixed-splits-window", 5, 1, 3000, 0, 16, 2, 64, 64, ATTN_FP16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_WINDOW, ATTN_SPLIT_FIXED, 7, false},
+     ATTN_MASK_WINDOW, ATTN_SPLIT_FIXED, 7, false, 0.f},
+    /* 40 x 8 units fill 264 slots: the FI wave model splits the long requests
+     * (added after the 2026-12-01 device run; not yet run on a device) */
+    {"wave-split-ragged", 40, 1, 16384, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_FI, 0, false, 0.f},
+    {"ramp-scores-lazy-rescale", 6, 500, 8000, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false, 6.f},
+    {"ramp-scores-fp16-d64", 4, 500, 6000, 0, 16, 4, 64, 32, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 4.f},
 };
 
 static void test_random_sweep(void **state)

@@ -14,6 +14,10 @@
  * the reference has it, no NaN.  The pool after: byte-identical without
  * commit, else exactly the C new rows at T_b + i.  A run that fails after
  * staging (injected) and a refused run leave the pool byte-identical.
+ * A case with decode rows runs under unified, partition (serial and forked
+ * onto two streams in both launch orders, the prefill grid capped) and
+ * auto.  ATTN_GPU_QUICK=1 caps T and C (a quick sweep), ATTN_GPU_CASES=S
+ * runs only the sweep's cases whose name contains S (a sanitizer run).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -26,23 +30,35 @@
 
 #include <cmocka.h>
 
+#include "attn/names.h"
 #include "engines/cpu/engine.h"
 #include "engines/cuda/cuda_engine.h"
 #include "engines/cuda/prefill_engine.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
+#include "kernels/cuda/decode_launch.h"
 #include "planner/engine.h"
 #include "tests/lib/random_batch.h"
 
 static uint64_t g_seed;
 static int g_quick;
+static const char *g_only;       /* ATTN_GPU_CASES: run only cases whose name contains it */
+static attn_mixed_order g_order; /* the stream order the instance is tuned to */
 static double g_worst_rel, g_worst_lse;
 static attn_engine *g_eng; /* the cuda_prefill instance on cuda:0 */
 
-static void tune(int fail_after_staging)
+static void tune_streams(int fail_after_staging, attn_mixed_order order, uint32_t prefill_ctas)
 {
     attn_cuda_prefill_tuning t = {.poison = 1, .fail_after_staging = fail_after_staging};
+    t.streams.order = order;
+    t.streams.prefill_ctas = prefill_ctas;
     attn_cuda_prefill_engine_set_tuning(g_eng, &t);
+    g_order = order;
+}
+
+static void tune(int fail_after_staging)
+{
+    tune_streams(fail_after_staging, ATTN_MIXED_ORDER_AUTO, 0);
 }
 
 typedef struct pe_case {
@@ -78,6 +94,15 @@ static const pe_case k_cases[] = {
      ATTN_MASK_DENSE},
     {"decode-only-none", 5, D, 4000, 1, 8, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_NONE},
+    /* issue 12: mixed batches under every schedule, page sizes 1, 16, 64 */
+    {"mixed-p1-causal", 5, P | A | D, 700, 150, 16, 4, 128, 1, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL},
+    {"mixed-many-decodes", 48, A | D, 2000, 16, 16, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL},
+    {"mixed-p64-none-dense", 9, P | D, 2500, 300, 16, 4, 128, 64, ATTN_FP16, ATTN_NHD,
+     ATTN_KV_DENSE, ATTN_MASK_NONE},
+    {"mixed-flashmask", 4, P | A | D, 600, 200, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_FLASHMASK},
 };
 
 static int64_t row_elem(const attn_rb *rb, uint32_t b, int64_t t, uint32_t h, uint32_t d)
@@ -185,16 +210,26 @@ static void pool_down(dev_pool *p)
     free(p->all);
 }
 
-static void run_case(const pe_case *pc, uint64_t seed)
+static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sched)
 {
     attn_rb rb;
     draw(pc, seed, &rb);
+    rb.m.policy.schedule = sched;
     dev_pool dp;
     pool_up(&dp, &rb);
     attn_error_detail err;
     memset(&err, 0, sizeof err);
     attn_admission adm;
     attn_cuda_prefill_admit(&rb.m, &dp.g, NULL, &adm);
+    if (!adm.admitted && sched == ATTN_SCHED_PARTITION) {
+        /* a mask the decode kernels cannot apply: refused, with the field */
+        assert_string_equal(adm.reasons[0].field, "policy.schedule");
+        printf("  %-24s seed=%llu sched=partition refused: %s\n", pc->name,
+               (unsigned long long)seed, adm.reasons[0].text);
+        pool_down(&dp);
+        attn_rb_free(&rb);
+        return;
+    }
     if (!adm.admitted)
         fprintf(stderr, "rejected: %s\n", adm.reasons[0].text);
     assert_true(adm.admitted);
@@ -244,7 +279,37 @@ static void run_case(const pe_case *pc, uint64_t seed)
     assert_int_equal(g_eng->count.plans, plans0 + 1); /* planned once, ran twice */
     assert_string_equal(rep.timing_method, "cuda_events");
     assert_true(rep.num_kernels >= 2);
-    assert_non_null(strstr(rep.kernels[1].symbol, "attn_prefill_attend"));
+    /* the prefill kernel ran when its plan has work (partition of a
+     * pure-decode batch leaves it none) */
+    if (info.num_items)
+        assert_non_null(strstr(rep.kernels[1].symbol, "attn_prefill_attend"));
+    if (sched != ATTN_SCHED_AUTO && ep->schedule != sched)
+        fail_msg("asked %d, ran %d", (int)sched, (int)ep->schedule);
+    /* partition of a batch with decode rows: the decode producer ran too
+     * (a kernel that is neither the append, always first, nor a prefill
+     * kernel; the append's own symbol lives in the decode namespace) */
+    bool decode_kernel = false;
+    for (uint32_t i = 0; i < rep.num_kernels; i++)
+        decode_kernel |= strcmp(rep.kernels[i].symbol, attn_cuda_append_symbol()) != 0 &&
+                         strstr(rep.kernels[i].symbol, "attn_prefill") == NULL;
+    uint32_t nd = 0;
+    for (uint32_t b = 0; b < rb.m.num_requests; b++)
+        nd += rb.m.requests[b].cache_len > 0 && rb.m.requests[b].new_len == 1;
+    if (ep->schedule == ATTN_SCHED_PARTITION && nd > 0)
+        assert_true(decode_kernel);
+    /* a forced fork ran forked when both kernel families had work, and the
+     * timing says it covers the fork/join region */
+    const bool forked =
+        ep->schedule == ATTN_SCHED_PARTITION && nd > 0 && info.num_items > 0 &&
+        (g_order == ATTN_MIXED_ORDER_DECODE_FIRST || g_order == ATTN_MIXED_ORDER_PREFILL_FIRST);
+    if (forked) {
+        assert_string_equal(info.streams, attn_mixed_order_name(g_order));
+        assert_non_null(strstr(rep.timing_scope, "fork"));
+    } else {
+        assert_null(strstr(rep.timing_scope, "fork"));
+    }
+    if (ep->schedule == ATTN_SCHED_UNIFIED)
+        assert_false(decode_kernel);
 
     attn_cpu_call cc = {.m = &rb.m,
                         .g = &rb.g,
@@ -280,12 +345,14 @@ static void run_case(const pe_case *pc, uint64_t seed)
     const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     const attn_prefill_ledger *lg = &ep->tiles.ledger;
     printf("  %-24s seed=%llu B=%u g=%u d=%u P=%u %s %s %s abi=%s splits=%u items=%u parts=%u "
-           "sched=%d tiles(s/f/p)=%llu/%llu/%llu %.1f us rel=%.2e lse=%.2e nan=%zu infmis=%zu %s\n",
+           "sched=%s->%d streams=%s/%u tiles(s/f/p)=%llu/%llu/%llu %.1f us rel=%.2e lse=%.2e "
+           "nan=%zu infmis=%zu %s\n",
            pc->name, (unsigned long long)seed, pc->B, pc->hq / pc->hkv, pc->d, pc->page,
            attn_dtype_name(pc->kv), pc->layout == ATTN_HND ? "HND" : "NHD",
            pc->format == ATTN_KV_CSR ? "csr" : "dense",
            rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o", rb.m.policy.splits,
-           info.num_items, info.num_parts, (int)ep->schedule, (unsigned long long)lg->skip_tiles,
+           info.num_items, info.num_parts, attn_schedule_policy_name(sched), (int)ep->schedule,
+           info.streams, info.max_ctas, (unsigned long long)lg->skip_tiles,
            (unsigned long long)lg->full_tiles, (unsigned long long)lg->partial_tiles, rep.engine_us,
            rel, lse_err, nan, inf_mismatch, commit ? "commit" : "no-commit");
     fflush(stdout);
@@ -330,9 +397,34 @@ static void test_random_sweep(void **state)
     (void)state;
     const size_t n = sizeof k_cases / sizeof k_cases[0];
     const int rounds = g_quick ? 1 : 2;
+    /* every schedule, and partition forked onto two streams in both
+     * launch orders, the prefill grid capped (prefill-first) or not */
+    static const struct {
+        attn_schedule_policy sched;
+        attn_mixed_order order;
+        uint32_t ctas;
+    } k_variants[] = {
+        {ATTN_SCHED_UNIFIED, ATTN_MIXED_ORDER_AUTO, 0},
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_AUTO, 0},
+        {ATTN_SCHED_AUTO, ATTN_MIXED_ORDER_AUTO, 0},
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_PREFILL_FIRST, 66},
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_DECODE_FIRST, 0},
+    };
+    const int nv = (int)(sizeof k_variants / sizeof k_variants[0]);
     for (int r = 0; r < rounds; r++)
-        for (size_t i = 0; i < n; i++)
-            run_case(&k_cases[i], g_seed + 1000u * (uint64_t)r + i);
+        for (size_t i = 0; i < n; i++) {
+            /* a case with decode rows runs under every variant on the
+             * same draw (issue 12); the others as before */
+            const bool mixes = (k_cases[i].phases & D) != 0;
+            if (g_only != NULL && strstr(k_cases[i].name, g_only) == NULL)
+                continue;
+            for (int s = 0; s < (mixes ? nv : 1); s++) {
+                tune_streams(0, k_variants[s].order, k_variants[s].ctas);
+                run_case(&k_cases[i], g_seed + 1000u * (uint64_t)r + i,
+                         mixes ? k_variants[s].sched : ATTN_SCHED_AUTO);
+            }
+        }
+    tune(0);
     printf("  worst rel L2 %.3e, worst |LSE err| %.3e\n", g_worst_rel, g_worst_lse);
 }
 
@@ -396,6 +488,7 @@ int main(void)
     const char *e = getenv("ATTN_SEED");
     g_seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
     g_quick = getenv("ATTN_GPU_QUICK") != NULL;
+    g_only = getenv("ATTN_GPU_CASES");
     printf("test_prefill_engine_gpu: seed %llu (replay with ATTN_SEED)\n",
            (unsigned long long)g_seed);
     char why[160];

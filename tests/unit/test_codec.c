@@ -955,6 +955,9 @@ static void test_wrong_types_and_ranges(void **state)
     expect_json(GOOD_PLAN("\"sm_scale\":-1.0,"), ATTN_E_RANGE, "sm_scale");
     expect_json(GOOD_PLAN("\"policy\":{\"schedule\":\"eager\"},"), ATTN_E_POLICY,
                 "policy.schedule");
+    /* every schedule of the wire parses, overlap included (issue 12) */
+    expect_json(GOOD_PLAN("\"policy\":{\"schedule\":\"overlap\"},"), 0, NULL);
+    expect_json(GOOD_PLAN("\"policy\":{\"schedule\":\"partition\"},"), 0, NULL);
     expect_json(GOOD_PLAN("\"policy\":{\"splits\":0},"), ATTN_E_POLICY, "policy.splits");
     expect_json(GOOD_PLAN("\"policy\":{\"graph\":1},"), ATTN_E_TYPE, "policy.graph");
     expect_json(GOOD_PLAN("\"colour\":\"red\","), ATTN_E_UNKNOWN_KEY, "colour");

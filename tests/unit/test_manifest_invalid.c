@@ -165,6 +165,10 @@ static void mut_abi(attn_manifest *m, attn_pool_geometry *g)
 {
     m->policy.state_abi = (attn_state_abi)5;
 }
+static void mut_schedule(attn_manifest *m, attn_pool_geometry *g)
+{
+    m->policy.schedule = (attn_schedule_policy)(ATTN_SCHED_OVERLAP + 1);
+}
 static void mut_pool_page_size(attn_manifest *m, attn_pool_geometry *g)
 {
     g->page_size = 0;
@@ -196,6 +200,8 @@ static void test_phase_and_packing_rows(void **state)
     check_case(ATTN_KV_CSR, ATTN_MASK_CAUSAL, mut_scale_inf, ATTN_E_RANGE, "sm_scale");
     check_case(ATTN_KV_CSR, ATTN_MASK_CAUSAL, mut_q_dtype, ATTN_E_DTYPE, "q_dtype");
     check_case(ATTN_KV_CSR, ATTN_MASK_CAUSAL, mut_abi, ATTN_E_POLICY, "policy.state_abi");
+    /* overlap (3) is the last schedule; one past it is not a schedule */
+    check_case(ATTN_KV_CSR, ATTN_MASK_CAUSAL, mut_schedule, ATTN_E_POLICY, "policy.schedule");
     check_case(ATTN_KV_CSR, ATTN_MASK_CAUSAL, mut_pool_page_size, ATTN_E_RANGE, "pool.page_size");
     check_case(ATTN_KV_CSR, ATTN_MASK_CAUSAL, mut_pool_dtype, ATTN_E_DTYPE, "pool.kv_dtype");
 }

@@ -234,6 +234,44 @@ static void test_splits(void **state)
     attn_mask_prog_free(&f.prog);
 }
 
+/* Rows another kernel serves (partition's decode rows): no m tile, no
+ * work item, no ledger entry, but the request keeps its record and q row,
+ * and the other requests' tiles are those of a plan without it. */
+static void test_skipped_requests(void **state)
+{
+    (void)state;
+    static fixture f;
+    int64_t T[3] = {0, 4000, 700}, C[3] = {300, 1, 40};
+    fixture_make(&f, 3, T, C, ATTN_MASK_CAUSAL, 8, 2, 128);
+    attn_prefill_plan all, part, alone;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &all, NULL), 0);
+    const uint8_t skip[3] = {0, 1, 0};
+    f.in.skip = skip;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &part, NULL), 0);
+    assert_int_equal(part.num_requests, 3);
+    assert_int_equal(part.reqs[1].qrow, 300);
+    assert_int_equal(part.reqs[1].T, 4000);
+    for (uint32_t i = 0; i < part.num_items; i++)
+        assert_int_not_equal(part.items[i].req, 1);
+    /* the decode row alone: 1 m tile x 32 key tiles x 2 heads in `all` */
+    assert_int_equal(all.ledger.full_tiles + all.ledger.partial_tiles -
+                         (part.ledger.full_tiles + part.ledger.partial_tiles),
+                     32 * 2);
+    assert_int_equal(all.num_items - part.num_items, 1);
+    /* every request skipped: an empty plan, not an error */
+    const uint8_t every[3] = {1, 1, 1};
+    f.in.skip = every;
+    f.in.num_sms = 132; /* the split heuristic must not divide by zero CTAs */
+    assert_int_equal(attn_prefill_plan_build(&f.in, &alone, NULL), 0);
+    assert_int_equal(alone.num_items, 0);
+    assert_int_equal(alone.num_tiles, 0);
+    assert_int_equal(alone.ledger.logical_cells, 0);
+    attn_prefill_plan_free(&all);
+    attn_prefill_plan_free(&part);
+    attn_prefill_plan_free(&alone);
+    attn_mask_prog_free(&f.prog);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -262,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_causal_prefill_tiles),
         cmocka_unit_test(test_every_kind_matches_cells),
         cmocka_unit_test(test_splits),
+        cmocka_unit_test(test_skipped_requests),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

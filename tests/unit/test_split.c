@@ -440,6 +440,80 @@ static void assert_exact_cover(const attn_split_plan *plan, const int64_t *kv, u
     }
 }
 
+/* The wave makespan is greedy list scheduling in plan order: 4 x 100 keys
+ * on 3 slots is two waves; chunks of 50 give 8 producers, three waves. */
+static void test_wave_makespan(void **state)
+{
+    (void)state;
+    const int64_t kv[4] = {100, 100, 100, 100};
+    assert_int_equal(attn_split_wave_makespan(4, kv, 100, 1, 2, 0), 200);
+    assert_int_equal(attn_split_wave_makespan(4, kv, 100, 1, 3, 0), 200);
+    assert_int_equal(attn_split_wave_makespan(4, kv, 50, 1, 3, 0), 150);
+    assert_int_equal(attn_split_wave_makespan(4, kv, 100, 1, 2, 10), 220);
+    /* units multiply the producers: 8 of 100 keys on 4 slots */
+    assert_int_equal(attn_split_wave_makespan(4, kv, 100, 2, 4, 0), 200);
+    /* ragged: 300 then 100 + 100 + 100 on two slots finish together */
+    const int64_t rg[4] = {300, 100, 100, 100};
+    assert_int_equal(attn_split_wave_makespan(4, rg, 300, 1, 2, 0), 300);
+    /* an empty request still occupies one producer (its identity slot) */
+    const int64_t em[2] = {0, 100};
+    assert_int_equal(attn_split_wave_makespan(2, em, 100, 1, 1, 5), 110);
+    assert_int_equal(attn_split_wave_makespan(0, kv, 100, 1, 2, 0), -1);
+    assert_int_equal(attn_split_wave_makespan(4, kv, 0, 1, 2, 0), -1);
+    assert_int_equal(attn_split_wave_makespan(4, kv, 100, 1, 0, 0), -1);
+    const int64_t big[1] = {(int64_t)ATTN_SPLIT_WAVE_CTAS + 1};
+    assert_int_equal(attn_split_wave_makespan(1, big, 1, 1, 8, 0), -1);
+}
+
+/* The FI wave model on the H200 benchmark shape B 128, T 8192, page 16,
+ * H_kv 8: 1024 producers are 2.59 waves of 396 slots, three chunks per
+ * request make 3072 = 7.76 waves (shorter); on 264 slots (3.88 waves)
+ * no split wins, and with the model off the plan stays unsplit. */
+static void test_fi_wave_model(void **state)
+{
+    (void)state;
+    int64_t kv[128];
+    for (int b = 0; b < 128; b++)
+        kv[b] = 8192;
+    attn_split_params p = {.policy = ATTN_SPLIT_FI,
+                           .grid_capacity = 396,
+                           .units_per_split = 8,
+                           .kv_block = 16,
+                           .min_chunk = 256,
+                           .wave_model = 1,
+                           .wave_item_keys = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA,
+                           .wave_merge_keys = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA};
+    attn_split_plan plan;
+    attn_error_detail err = {0};
+    assert_int_equal(attn_split_plan_build_lengths(128, kv, NULL, &p, &plan, &err), 0);
+    assert_int_equal(plan.num_items, 3 * 128);
+    assert_int_equal(plan.chunk, 171 * 16); /* ceil(512 pages / 3), page-aligned */
+    assert_int_equal(attn_split_plan_check(&plan, kv, &err), 0);
+    attn_split_plan_free(&plan);
+    p.grid_capacity = 264;
+    assert_int_equal(attn_split_plan_build_lengths(128, kv, NULL, &p, &plan, &err), 0);
+    assert_int_equal(plan.num_items, 128);
+    attn_split_plan_free(&plan);
+    p.grid_capacity = 396;
+    p.wave_model = 0;
+    assert_int_equal(attn_split_plan_build_lengths(128, kv, NULL, &p, &plan, &err), 0);
+    assert_int_equal(plan.num_items, 128);
+    attn_split_plan_free(&plan);
+    /* ragged 64 x [256, 16384]: the long requests are the tail; the model
+     * splits, and the plan still covers every key exactly once */
+    uint64_t seed = 13;
+    int64_t rg[64];
+    for (int b = 0; b < 64; b++)
+        rg[b] = 256 + (int64_t)(lcg(&seed) % 16129);
+    p.wave_model = 1;
+    p.grid_capacity = 264;
+    assert_int_equal(attn_split_plan_build_lengths(64, rg, NULL, &p, &plan, &err), 0);
+    assert_true(plan.num_items > 64);
+    assert_int_equal(attn_split_plan_check(&plan, rg, &err), 0);
+    assert_exact_cover(&plan, rg, 64, false);
+    attn_split_plan_free(&plan);
+}
+
 static void test_random_ragged_properties(void **state)
 {
     (void)state;
@@ -469,6 +543,11 @@ static void test_random_ragged_properties(void **state)
             bool graph = lcg(&seed) % 3 == 0;
             if (graph)
                 p.graph_splits = 200;
+            if (pi == 1 && lcg(&seed) % 2) { /* FI with the wave model */
+                p.wave_model = 1;
+                p.wave_item_keys = (int64_t)(lcg(&seed) % 200);
+                p.wave_merge_keys = (int64_t)(lcg(&seed) % 400);
+            }
             attn_split_plan a, b2;
             attn_error_detail err = {0};
             int rv = attn_split_plan_build_lengths(nb, kv, q, &p, &a, &err);
@@ -563,6 +642,8 @@ int main(void)
         cmocka_unit_test(test_paper_chunk_09G),
         cmocka_unit_test(test_global_partition_09G),
         cmocka_unit_test(test_manifest_entry),
+        cmocka_unit_test(test_wave_makespan),
+        cmocka_unit_test(test_fi_wave_model),
         cmocka_unit_test(test_random_ragged_properties),
         cmocka_unit_test(test_check_rejects),
         cmocka_unit_test(test_plan_json),

@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""Mixed batches on the H200 (issue 12): attnd's cuda_prefill engine under each
+policy.schedule (unified, partition, auto; partition also forked onto two
+streams in either launch order, the prefill grid capped or not:
+ATTN_MIXED_STREAMS / ATTN_MIXED_PREFILL_CTAS, read at engine init, so each
+variant is its own engine instance) against FlashInfer's partitioned
+path (BatchPrefillWithPagedKVCacheWrapper for the prefill/append rows +
+BatchDecodeWithPagedKVCacheWrapper with tensor cores for the decodes, one
+stream), FlashInfer BatchAttention (its unified persistent kernel), and
+FlashInfer BatchPOD / POD where they admit the batch, in one process on the
+same pages.
+
+bf16, H_q 32, H_kv 8, d 128, page 16 (NHD, CSR, shuffled pages), causal.
+attnd's time is the engine's own CUDA events (the append of the new rows and
+the attention kernels; the pool is restored after each run, commit false);
+the peers' time is CUDA events around their run() calls (attention only; the
+new rows are already in the pages, which hold exactly the rows attnd
+appends).  Median of 15 after 3 warm-ups.  Floor = max(visible FLOPs / 989
+TFLOP/s, K/V bytes / 4.8 TB/s).  Usage (device, from the staged folder):
+    python3 bench/gpu/bench_mixed.py --out $OUT
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+
+HQ, HKV, D, P = 32, 8, 128, 16
+SCHED = {"auto": 0, "partition": 1, "unified": 2}
+# attnd's variants: name -> (policy.schedule, ATTN_MIXED_STREAMS, ATTN_MIXED_PREFILL_CTAS);
+# the forked ones only on batches with both kernel families
+VARIANTS = [
+    ("unified", "unified", None, None),
+    ("partition", "partition", None, None),
+    ("auto", "auto", None, None),
+    ("part_pf", "partition", "prefill-first", None),
+    ("part_pf_c112", "partition", "prefill-first", "112"),
+    ("part_pf_c96", "partition", "prefill-first", "96"),
+    ("part_pf_c66", "partition", "prefill-first", "66"),
+    ("part_df", "partition", "decode-first", None),
+    ("part_df_c96", "partition", "decode-first", "96"),
+]
+FORKED = [v[0] for v in VARIANTS if v[2] is not None]
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def load_lib(path):
+    lib = ctypes.CDLL(path)
+    vp, u32 = ctypes.c_void_p, ctypes.c_uint32
+    lib.attnmx_create.restype = vp
+    lib.attnmx_create.argtypes = [u32, vp, vp, vp, vp, vp, u32, u32, u32, u32, u32,
+                                  ctypes.c_int, ctypes.c_int, vp, vp, ctypes.c_char_p,
+                                  ctypes.c_size_t]
+    lib.attnmx_run.restype = ctypes.c_int
+    lib.attnmx_run.argtypes = [vp, vp, vp, vp, vp, vp, ctypes.POINTER(ctypes.c_double)]
+    lib.attnmx_run_error.restype = ctypes.c_char_p
+    lib.attnmx_run_error.argtypes = [vp]
+    lib.attnmx_schedule.restype = ctypes.c_int
+    lib.attnmx_schedule.argtypes = [vp, ctypes.c_char_p, ctypes.c_size_t]
+    lib.attnmx_info.argtypes = [vp, vp]
+    lib.attnmx_destroy.argtypes = [vp]
+    return lib
+
+
+def shapes(gen):
+    def uni(lo, hi, n):
+        return [int(x) for x in torch.randint(lo, hi + 1, (n,), generator=gen)]
+    return [
+        ("M1", [(t, 1024) for t in (0, 2048, 8192, 16384)], [2048] * 256),
+        ("M2", [(0, 4096)], [8192] * 64),
+        ("M3", [(t, 64) for t in uni(1024, 8192, 32)], uni(256, 16384, 128)),
+        ("M5", [(0, 4096)], [4096] * 128),
+        ("M4_decode", [], [4096] * 128),
+        ("M4_prefill", [(0, 8192)], []),
+    ]
+
+
+def make_case(pre, dec, gen):
+    reqs = list(pre) + [(t, 1) for t in dec]
+    T = [r[0] for r in reqs]
+    C = [r[1] for r in reqs]
+    keys = [t + c for t, c in reqs]
+    npg = [(k + P - 1) // P for k in keys]
+    total = sum(npg) + 64
+    perm = torch.randperm(total, generator=gen).to(torch.int32)
+    indptr = [0]
+    for n in npg:
+        indptr.append(indptr[-1] + n)
+    indices = perm[: indptr[-1]].contiguous()
+    last = [k - (n - 1) * P for k, n in zip(keys, npg)]
+    qo = [0]
+    for c in C:
+        qo.append(qo[-1] + c)
+    dg = torch.Generator(device="cuda").manual_seed(int(torch.randint(1 << 30, (1,), generator=gen)))
+    K = torch.randn(total, P, HKV, D, generator=dg, device="cuda", dtype=torch.bfloat16)
+    V = torch.randn(total, P, HKV, D, generator=dg, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(qo[-1], HQ, D, generator=dg, device="cuda", dtype=torch.bfloat16).cpu()
+    # the new rows are what the pages already hold at T .. T+C-1
+    pos_page, pos_slot = [], []
+    for b, (t, c) in enumerate(reqs):
+        for i in range(t, t + c):
+            pos_page.append(int(indices[indptr[b] + i // P]))
+            pos_slot.append(i % P)
+    pp = torch.tensor(pos_page, dtype=torch.long).cuda()
+    ps = torch.tensor(pos_slot, dtype=torch.long).cuda()
+    knew = K[pp, ps].contiguous().cpu()
+    vnew = V[pp, ps].contiguous().cpu()
+    i32 = lambda x: torch.tensor(x, dtype=torch.int32)
+    cells = sum(c * t + c * (c + 1) // 2 for t, c in reqs)
+    kv_bytes = sum(keys) * HKV * D * 2 * 2
+    return dict(B=len(reqs), T=T, C=C, npre=len(pre), ndec=len(dec), qo=i32(qo),
+                indptr=i32(indptr), indices=indices, last=i32(last), keys=i32(keys),
+                num_pages=total, K=K, V=V, q=q, q_dev=q.cuda(), knew=knew, vnew=vnew,
+                cells=cells, kv_bytes=kv_bytes)
+
+
+def subset_case(cs, lo, hi):
+    """Requests lo..hi-1 of a case on the same pages (the halves a forked
+    run overlaps, timed alone for the calibration)."""
+    qo, ip = cs["qo"], cs["indptr"]
+    q0, q1, p0, p1 = int(qo[lo]), int(qo[hi]), int(ip[lo]), int(ip[hi])
+    return dict(cs, B=hi - lo, T=cs["T"][lo:hi], C=cs["C"][lo:hi], qo=qo[lo:hi + 1] - q0,
+                indptr=ip[lo:hi + 1] - p0, indices=cs["indices"][p0:p1].contiguous(),
+                last=cs["last"][lo:hi].contiguous(), q=cs["q"][q0:q1].contiguous(),
+                knew=cs["knew"][q0:q1].contiguous(), vnew=cs["vnew"][q0:q1].contiguous())
+
+
+def run_variant(lib, cs, name):
+    """attnd under one variant: the stream setting in the environment while
+    the engine instance is made (read at init), then restored."""
+    _, sched, order, ctas = next(v for v in VARIANTS if v[0] == name)
+    keep = {k: os.environ.pop(k, None) for k in ("ATTN_MIXED_STREAMS", "ATTN_MIXED_PREFILL_CTAS")}
+    try:
+        if order is not None:
+            os.environ["ATTN_MIXED_STREAMS"] = order
+        if ctas is not None:
+            os.environ["ATTN_MIXED_PREFILL_CTAS"] = ctas
+        return run_attnd(lib, cs, sched)
+    finally:
+        for k, v in keep.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
+
+
+def floor_ms(cs):
+    return max(4.0 * cs["cells"] * HQ * D / 989e12, cs["kv_bytes"] / 4.8e12) * 1e3
+
+
+def time_fn(fn, reps=15, warm=3):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        ts.append(e0.elapsed_time(e1))
+    return statistics.median(ts)
+
+
+def rel_l2(a, b):
+    a, b = a.float(), b.float()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def run_attnd(lib, cs, sched, engine=0):
+    B = cs["B"]
+    T = (ctypes.c_int64 * B)(*cs["T"])
+    C = (ctypes.c_int64 * B)(*cs["C"])
+    why = ctypes.create_string_buffer(512)
+    ptr = lambda t: ctypes.c_void_p(t.data_ptr())
+    h = lib.attnmx_create(B, T, C, ptr(cs["indptr"]), ptr(cs["indices"]), ptr(cs["last"]),
+                          cs["num_pages"], P, HQ, HKV, D, SCHED[sched], engine, ptr(cs["K"]),
+                          ptr(cs["V"]), why, 512)
+    if not h:
+        raise RuntimeError(why.value.decode())
+    try:
+        o = torch.full((cs["qo"][-1], HQ, D), float("nan"), dtype=torch.bfloat16)
+        lse = torch.full((cs["qo"][-1], HQ), float("nan"), dtype=torch.float32)
+        us = ctypes.c_double(0)
+        ts = []
+        for i in range(18):
+            rv = lib.attnmx_run(h, ptr(cs["q"]), ptr(cs["knew"]), ptr(cs["vnew"]), ptr(o),
+                                ptr(lse), ctypes.byref(us))
+            if rv != 0:
+                raise RuntimeError(lib.attnmx_run_error(h).decode())
+            if i >= 3:
+                ts.append(us.value / 1e3)
+        info = (ctypes.c_uint64 * 4)()
+        lib.attnmx_info(h, info)
+        ran = lib.attnmx_schedule(h, why, 512)
+        return statistics.median(ts), o, lse, dict(
+            ran={v: k for k, v in SCHED.items()}.get(ran, str(ran)), why=why.value.decode(),
+            prefill_tiles=int(info[0]), prefill_items=int(info[1]), items=int(info[3]),
+            spread_ms=[min(ts), max(ts)])
+    finally:
+        lib.attnmx_destroy(h)
+
+
+def sub_tables(cs, rows):
+    """CSR tables of a subset of requests (their own qo_indptr)."""
+    indptr, qo, last, idx = [0], [0], [], []
+    for b in rows:
+        a, e = int(cs["indptr"][b]), int(cs["indptr"][b + 1])
+        idx.append(cs["indices"][a:e])
+        indptr.append(indptr[-1] + e - a)
+        qo.append(qo[-1] + cs["C"][b])
+        last.append(int(cs["last"][b]))
+    i32 = lambda x: torch.tensor(x, dtype=torch.int32, device="cuda")
+    ind = torch.cat(idx).cuda() if idx else torch.zeros(0, dtype=torch.int32, device="cuda")
+    return i32(qo), i32(indptr), ind, i32(last)
+
+
+def fi_partitioned(fi, cs, ws):
+    pre, dec = list(range(cs["npre"])), list(range(cs["npre"], cs["B"]))
+    qrow = int(cs["qo"][cs["npre"]])
+    kv = (cs["K"], cs["V"])
+    calls = []
+    if pre:
+        qo, ip, ix, la = sub_tables(cs, pre)
+        wp = fi.BatchPrefillWithPagedKVCacheWrapper(ws[0], "NHD")
+        wp.plan(qo, ip, ix, la, HQ, HKV, D, P, causal=True, q_data_type=torch.bfloat16,
+                kv_data_type=torch.bfloat16)
+        qp = cs["q_dev"][:qrow]
+        calls.append(lambda: wp.run(qp, kv))
+    if dec:
+        _, ip, ix, la = sub_tables(cs, dec)
+        wd = fi.BatchDecodeWithPagedKVCacheWrapper(ws[1], "NHD", use_tensor_cores=True)
+        wd.plan(ip, ix, la, HQ, HKV, D, P, q_data_type=torch.bfloat16,
+                kv_data_type=torch.bfloat16)
+        qd = cs["q_dev"][qrow:]
+        calls.append(lambda: wd.run(qd, kv))
+    fn = lambda: [c() for c in calls]
+    outs = fn()
+    torch.cuda.synchronize()
+    return time_fn(fn), torch.cat(outs, 0)
+
+
+def fi_batch_attention(fi, cs):
+    ba = fi.BatchAttention(kv_layout="NHD")
+    ba.plan(cs["qo"].cuda(), cs["indptr"].cuda(), cs["indices"].cuda(), cs["keys"].cuda(), HQ,
+            HKV, D, D, P, causal=True, q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+    fn = lambda: ba.run(cs["q_dev"], (cs["K"], cs["V"]))
+    o = fn()[0]
+    torch.cuda.synchronize()
+    return time_fn(fn), o
+
+
+def fi_batch_pod(fi, cs, ws):
+    pre, dec = list(range(cs["npre"])), list(range(cs["npre"], cs["B"]))
+    if not pre or not dec:
+        raise RuntimeError("BatchPOD needs prefill and decode rows")
+    qrow = int(cs["qo"][cs["npre"]])
+    qp_, ipp, ixp, lap = sub_tables(cs, pre)
+    qd_, ipd, ixd, lad = sub_tables(cs, dec)
+    w = fi.BatchPODWithPagedKVCacheWrapper(ws[0], "NHD")
+    w.plan(qp_, ipp, ixp, lap, qd_, ipd, ixd, lad, HQ, HKV, D, P, q_data_type=torch.bfloat16,
+           kv_data_type=torch.bfloat16)
+    kv = (cs["K"], cs["V"])
+    qp, qd = cs["q_dev"][:qrow], cs["q_dev"][qrow:]
+    fn = lambda: w.run(qp, kv, qd, kv, causal_p=True)
+    r = fn()
+    torch.cuda.synchronize()
+    op, od = (r[0][0], r[1][0]) if isinstance(r[0], tuple) else (r[0], r[1])
+    return time_fn(fn), torch.cat([op, od], 0)
+
+
+def fi_pod(fi, cs, ws):
+    if cs["npre"] != 1 or cs["T"][0] != 0 or cs["ndec"] == 0:
+        raise RuntimeError("POD takes one ragged prefill (T = 0) and paged decodes")
+    qrow = int(cs["qo"][1])
+    dec = list(range(1, cs["B"]))
+    _, ipd, ixd, lad = sub_tables(cs, dec)
+    w = fi.PODWithPagedKVCacheWrapper(ws[0], "NHD")
+    w.plan(ipd, ixd, lad, HQ, HKV, D, P, q_data_type=torch.bfloat16,
+           kv_data_type=torch.bfloat16)
+    kp = cs["knew"][:qrow].cuda()
+    vp = cs["vnew"][:qrow].cuda()
+    qp, qd = cs["q_dev"][:qrow], cs["q_dev"][qrow:]
+    kv = (cs["K"], cs["V"])
+    fn = lambda: w.run(qp, kp, vp, qd, kv, causal_p=True)
+    r = fn()
+    torch.cuda.synchronize()
+    return time_fn(fn), torch.cat([r[0], r[1]], 0)
+
+
+def print_tables(out):
+    """The short tables: attnd's variants, then the peers against attnd's best."""
+    g = lambda d, k: ("%.3f" % d[k]["ms"]) if "ms" in d.get(k, {}) else "-"
+    names = [v[0] for v in VARIANTS]
+    log("ms      " + " ".join("%-9s" % n.replace("part_", "")[:9] for n in names) +
+        " P_half D_half")
+    for r in out["rows"]:
+        log("%-7s " % r["batch"][:7] + " ".join("%-9s" % g(r["attnd"], n) for n in names) +
+            " %s %s" % (g(r["attnd"], "prefill_half"), g(r["attnd"], "decode_half")))
+    log("batch   floor  best(attnd)          auto(ran)        fi_part fi_BA  fi_BPOD fi_POD"
+        "  best/part best/BA best/BPOD best/POD auto/best")
+    for r in out["rows"]:
+        ms = {n: r["attnd"][n]["ms"] for n in names if "ms" in r["attnd"].get(n, {})}
+        if not ms:
+            log(r["batch"], "no attnd figure")
+            continue
+        bn = min(ms, key=ms.get)
+        rat = lambda k: ("%.2f" % (ms[bn] / r["peers"][k]["ms"])) if "ms" in r["peers"].get(
+            k, {}) else "-"
+        au = ("%.3f" % (ms["auto"] / ms[bn])) if "auto" in ms else "-"
+        log("%-7s %.3f  %-8s %.3f  %s(%s)  %s  %s  %s  %s   %s %s %s %s  %s" % (
+            r["batch"][:7], r["floor_ms"], bn, ms[bn], g(r["attnd"], "auto"),
+            r["attnd"].get("auto", {}).get("ran", "?"), g(r["peers"], "part"),
+            g(r["peers"], "ba"), g(r["peers"], "bpod"), g(r["peers"], "pod"), rat("part"),
+            rat("ba"), rat("bpod"), rat("pod"), au))
+
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--lib", default="build-gpu/lib/libattn_cuda_bench.so")
+    ap.add_argument("--deadline", type=float, default=240.0, help="seconds; later peers skipped")
+    ap.add_argument("--peers", default="part,ba,bpod,pod")
+    ap.add_argument("--table", default="", help="only print the tables of this mixed_bench.json")
+    ap.add_argument("--wait-file", default="",
+                    help="before the peers: wait for this file (bench/gpu/fi_warm.py --done)")
+    ap.add_argument("--wait-max", type=float, default=0.0, help="seconds to wait for it at most")
+    a = ap.parse_args()
+    if a.table:
+        print_tables(json.load(open(a.table)))
+        return 0
+    t0 = time.time()
+    lib = load_lib(a.lib)
+    fi = None
+    try:
+        import flashinfer
+        fi = flashinfer
+    except Exception as ex:
+        log("import flashinfer failed:", repr(ex)[:300])
+    res = dict(date=datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+               device=torch.cuda.get_device_name(0), torch=torch.__version__,
+               cuda=torch.version.cuda, flashinfer=getattr(fi, "__version__", None),
+               command="python3 bench/gpu/bench_mixed.py --out $OUT (bench/gpu/run_mixed.sh b)",
+               hq=HQ, hkv=HKV, d=D, page=P, rows=[])
+    gen = torch.Generator().manual_seed(1212)
+    cases = []
+    # pass 1: attnd under every schedule on every batch (the engine's own path)
+    for name, pre, dec in shapes(gen):
+        cs = make_case(pre, dec, gen)
+        row = dict(batch=name, B=cs["B"], prefill=pre if len(pre) <= 4 else f"{len(pre)} rows",
+                   decodes=len(dec), visible_cells=cs["cells"], kv_bytes=cs["kv_bytes"],
+                   floor_ms=floor_ms(cs), attnd={}, peers={})
+        ref = None
+        both = cs["npre"] > 0 and cs["ndec"] > 0
+        for name_v, *_ in VARIANTS:
+            if name_v in FORKED and not both:
+                continue
+            try:
+                ms, o, lse, extra = run_variant(lib, cs, name_v)
+                row["attnd"][name_v] = dict(ms=ms, nan=int(torch.isnan(o.float()).sum()) +
+                                            int(torch.isnan(lse).sum()), **extra)
+                if ref is None:
+                    ref = o
+                else:
+                    row["attnd"][name_v]["rel_l2_vs_unified"] = rel_l2(o, ref)
+            except Exception as ex:
+                row["attnd"][name_v] = dict(error=repr(ex)[:300])
+        if both:  # the two halves alone (bench/gpu/calibrate_mixed.py)
+            for half, lo, hi in (("prefill_half", 0, cs["npre"]),
+                                 ("decode_half", cs["npre"], cs["B"])):
+                try:
+                    ms, o, lse, extra = run_variant(lib, subset_case(cs, lo, hi), "partition")
+                    row["attnd"][half] = dict(ms=ms, **extra)
+                except Exception as ex:
+                    row["attnd"][half] = dict(error=repr(ex)[:300])
+        if cs["npre"] == 0:
+            try:  # the specialised decode engine on the same pages (M4)
+                ms, o, lse, extra = run_attnd(lib, cs, "auto", engine=1)
+                row["attnd"]["cuda_decode"] = dict(ms=ms, rel_l2_vs_unified=rel_l2(o, ref),
+                                                   **extra)
+            except Exception as ex:
+                row["attnd"]["cuda_decode"] = dict(error=repr(ex)[:300])
+        row["attnd_ref"] = ref
+        res["rows"].append(row)
+        cases.append(cs)
+        log(name, {k: (round(v["ms"], 4), v.get("ran")) if "ms" in v else v
+                   for k, v in row["attnd"].items()}, "floor %.4f ms" % row["floor_ms"])
+    dump = lambda: json.dump(dict(res, rows=[{k: v for k, v in r.items() if k != "attnd_ref"}
+                                             for r in res["rows"]]),
+                             open(os.path.join(a.out, "mixed_bench.json"), "w"), indent=1)
+    dump()
+    # pass 2: the FlashInfer peers (JIT compiles on first use), deadline-bounded
+    peers = [p for p in a.peers.split(",") if p]
+    if peers and a.wait_file:
+        tw = time.time()
+        while not os.path.exists(a.wait_file) and time.time() - tw < a.wait_max:
+            time.sleep(1)
+        log("waited %.0f s for the JIT warm-up (%s)" % (time.time() - tw, "done" if os.path.exists(
+            a.wait_file) else "not done"))
+    ws = [torch.empty(512 << 20, dtype=torch.uint8, device="cuda") for _ in range(2)]
+    for peer in peers:
+        for row, cs in zip(res["rows"], cases):
+            if fi is None or time.time() - t0 > a.deadline:
+                row["peers"].setdefault(peer, dict(error="skipped (deadline or no flashinfer)"))
+                continue
+            try:
+                if peer == "part":
+                    ms, o = fi_partitioned(fi, cs, ws)
+                elif peer == "ba":
+                    ms, o = fi_batch_attention(fi, cs)
+                elif peer == "bpod":
+                    ms, o = fi_batch_pod(fi, cs, ws)
+                else:
+                    ms, o = fi_pod(fi, cs, ws)
+                e = dict(ms=ms)
+                if row["attnd_ref"] is not None:
+                    e["rel_l2_vs_attnd"] = rel_l2(row["attnd_ref"], o.cpu())
+                row["peers"][peer] = e
+            except Exception as ex:
+                row["peers"][peer] = dict(error=repr(ex)[:300])
+            log(row["batch"], peer, row["peers"][peer], "t=%.0fs" % (time.time() - t0))
+        dump()
+    dump()
+    out = dict(res, rows=[{k: v for k, v in r.items() if k != "attnd_ref"} for r in res["rows"]])
+    print_tables(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

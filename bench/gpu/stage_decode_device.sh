@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Build here (no GPU needed) what bench/gpu/decode_device.sh runs on the GPU
+# machine and copy it into DEST: lib/libattn_cuda_bench.so (this tree),
+# lib/libattn_cuda_bench_old.so (OLD_PKG's, the kernel before issue 13),
+# lib/libcmocka.so.0, tests/test_decode_gpu, bench/*.py and the script,
+# xz-compressed so the tree the device copies (with .whl) stays under 64 MiB.
+# Usage: bench/gpu/stage_decode_device.sh DEST [OLD_PKG]
+# (OLD_PKG: a scripts/stage-device-check.sh pkg.tgz of main before issue 13)
+set -euo pipefail
+DEST=${1:?usage: $0 DEST [OLD_PKG]}
+OLD_PKG=${2:-/work/main/.dev-check/pkg.tgz}
+cd "$(dirname "$0")/../.."
+tests/gpu/build.sh build-gpu >/dev/null
+rm -rf "$DEST" && mkdir -p "$DEST/lib" "$DEST/tests" "$DEST/bench"
+cp build-gpu/lib/libattn_cuda_bench.so build-gpu/lib/libcmocka.so.0 "$DEST/lib/"
+tar -xzf "$OLD_PKG" -O ./build-gpu/lib/libattn_cuda_bench.so >"$DEST/lib/libattn_cuda_bench_old.so"
+cp build-gpu/tests/test_decode_gpu "$DEST/tests/"
+strip "$DEST/tests/test_decode_gpu" "$DEST"/lib/libattn_cuda_bench*.so
+xz -9e -T2 "$DEST"/lib/libattn_cuda_bench*.so "$DEST/tests/test_decode_gpu" # the copy limit
+cp bench/gpu/bench_decode.py bench/gpu/decode_profile.py bench/gpu/decode_device.sh "$DEST/bench/"
+echo "staged $(du -sh "$DEST" | cut -f1) in $DEST (tree $(git rev-parse --short HEAD))"

@@ -1,0 +1,165 @@
+/* The mixed-batch cost model (mixed_cost.h). */
+#include "planner/mixed_cost.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Calibrated on a lent H200 (132 SMs, driver 580.159.04) on 2026-12-01 at
+ * 11:29 UTC from bench/gpu/bench_mixed.py (bench/results/
+ * mixed-h200-2026-12-01.json): the prefill kernel ran 3.24-3.44 us per
+ * executed 128 x 128 x d128 tile per SM in every batch (M4 prefill-only
+ * 66560 tiles in 1.618 ms; unified M1/M2/M3/M5/M4-decode 3.27/3.41/3.24/
+ * 3.40/3.44), so 3.25; the decode kernels read the decode rows' K/V at
+ * 3.8 TB/s (M4 decode-only: 2148 MB in 0.578 ms, append included).  With
+ * these the model is within 10 % of every measured strategy and picks the
+ * measured best (partition) on M1-M5 (tests/unit/test_mixed_cost.c). */
+/* fork_us, interference and fork_ctas from the second H200 run of
+ * 2026-12-01 12:04 UTC (bench/results/mixed-h200-2026-12-01.json, printed
+ * by bench/gpu/calibrate_mixed.py): the decode kernels on a second stream
+ * beside a prefill grid capped at 66 CTAs cost 0.097 of their serial time
+ * (median of M1, M2, M3, M5; range -0.06..0.39); without a cap the
+ * prefill grid fills every SM and the fork gains 1-3 %.  The model then
+ * forks M2, M3 and M5 and keeps M1 serial, as the run measured. */
+static const attn_mixed_cost_consts k_h200 = {
+    .tile_us = 3.25,
+    .launch_us = 4.0,
+    .decode_gbps = 3800.0,
+    .decode_fixed_us = 8.0,
+    .fork_us = 6.0,
+    .interference = 0.097,
+    .fork_ctas = 66,
+};
+
+#define ATTN__MIXED_ORDER_NAME(e, v, n) [v] = n,
+static const char *const k_order_names[] = {ATTN_MIXED_ORDERS(ATTN__MIXED_ORDER_NAME)};
+#undef ATTN__MIXED_ORDER_NAME
+#define ATTN__COUNT_ONE(e, v, n) +1
+enum { MIXED_ORDER_COUNT = 0 ATTN_MIXED_ORDERS(ATTN__COUNT_ONE) };
+#undef ATTN__COUNT_ONE
+
+const char *attn_mixed_order_name(attn_mixed_order o)
+{
+    return (unsigned)o < MIXED_ORDER_COUNT ? k_order_names[o] : "?";
+}
+
+int attn_mixed_streams_parse(const char *order, const char *ctas, uint32_t num_sms,
+                             attn_mixed_streams *out, attn_error_detail *err)
+{
+    attn_mixed_streams s = {.order = ATTN_MIXED_ORDER_AUTO, .prefill_ctas = 0};
+    if (order != NULL && order[0] != '\0') {
+        int found = 0;
+        for (unsigned i = 0; i < MIXED_ORDER_COUNT && !found; i++)
+            if (strcmp(order, k_order_names[i]) == 0) {
+                s.order = (attn_mixed_order)i;
+                found = 1;
+            }
+        if (!found)
+            return attn_error_set(err, ATTN_E_RANGE, "ATTN_MIXED_STREAMS",
+                                  "'%s' is not auto, serial, decode-first or prefill-first", order);
+    }
+    if (ctas != NULL && ctas[0] != '\0') {
+        char *end = NULL;
+        errno = 0;
+        unsigned long v = strtoul(ctas, &end, 10);
+        if (errno != 0 || end == ctas || *end != '\0' || ctas[0] == '-' || v > num_sms)
+            return attn_error_set(err, ATTN_E_RANGE, "ATTN_MIXED_PREFILL_CTAS",
+                                  "'%s' is not a CTA count in [0, %u] (0: one per SM)", ctas,
+                                  num_sms);
+        s.prefill_ctas = (uint32_t)v;
+    }
+    *out = s;
+    return 0;
+}
+
+const attn_mixed_cost_consts *attn_mixed_cost_h200(void)
+{
+    return &k_h200;
+}
+
+/* One persistent launch of the prefill kernel: the SMs share the tiles,
+ * but no launch ends before its longest work item. */
+static double prefill_launch_us(uint64_t tiles, uint64_t longest, const attn_mixed_cost_in *in,
+                                const attn_mixed_cost_consts *k)
+{
+    if (tiles == 0)
+        return 0;
+    const double per_tile =
+        k->tile_us * (double)in->tile_n * (double)in->head_dim / (128.0 * 128.0);
+    const double sms = in->num_sms ? (double)in->num_sms : 1.0;
+    double waves = (double)tiles / sms;
+    if ((double)longest > waves)
+        waves = (double)longest;
+    return k->launch_us + waves * per_tile;
+}
+
+/* The decode kernels over the decode rows: bandwidth-bound. */
+static double decode_us(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k)
+{
+    if (in->decode_requests == 0)
+        return 0;
+    return k->launch_us + k->decode_fixed_us +
+           (double)in->decode_kv_bytes / (k->decode_gbps * 1e3); /* GB/s -> bytes/us */
+}
+
+/* Partition's two variants; the order it runs by the setting, or the
+ * cheaper (ties: serial).  Forking needs both kernel families. */
+static void partition_variants(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k,
+                               attn_mixed_cost *out)
+{
+    const double dec = decode_us(in, k);
+    const double pre = prefill_launch_us(in->prefill_tiles, in->prefill_longest, in, k);
+    out->serial_us = pre + dec;
+    out->concurrent_us = -1;
+    uint32_t cap = in->streams.prefill_ctas ? in->streams.prefill_ctas : k->fork_ctas;
+    const bool both = dec > 0 && in->prefill_tiles > 0;
+    if (both) {
+        attn_mixed_cost_in capped = *in;
+        if (cap != 0 && cap < in->num_sms)
+            capped.num_sms = cap;
+        const double pc = prefill_launch_us(in->prefill_tiles, in->prefill_longest, &capped, k);
+        const double hi = pc > dec ? pc : dec, lo = pc > dec ? dec : pc;
+        out->concurrent_us = hi + k->interference * lo + k->fork_us;
+    }
+    attn_mixed_order o = in->streams.order;
+    if (!both)
+        o = ATTN_MIXED_ORDER_SERIAL;
+    else if (o == ATTN_MIXED_ORDER_AUTO)
+        o = out->concurrent_us < out->serial_us ? ATTN_MIXED_ORDER_PREFILL_FIRST
+                                                : ATTN_MIXED_ORDER_SERIAL;
+    out->order = o;
+    out->prefill_ctas = o == ATTN_MIXED_ORDER_SERIAL ? 0 : cap;
+    out->partition_us = o == ATTN_MIXED_ORDER_SERIAL ? out->serial_us : out->concurrent_us;
+}
+
+void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k,
+                              int partition_ok, attn_mixed_cost *out)
+{
+    memset(out, 0, sizeof *out);
+    out->unified_us = prefill_launch_us(in->unified_tiles, in->unified_longest, in, k);
+    out->partition_us = out->serial_us = out->concurrent_us = -1;
+    out->order = ATTN_MIXED_ORDER_SERIAL;
+    if (partition_ok)
+        partition_variants(in, k, out);
+    const int part = partition_ok && out->partition_us < out->unified_us;
+    out->pick = part ? ATTN_SCHED_PARTITION : ATTN_SCHED_UNIFIED;
+    if (!partition_ok) {
+        snprintf(out->why, sizeof out->why,
+                 "auto: unified est. %.0f us; partition not admitted for this batch",
+                 out->unified_us);
+        return;
+    }
+    int n = snprintf(out->why, sizeof out->why,
+                     "auto: %s est. %.0f us, %s %.0f us (%llu prefill-kernel tiles for %u decode "
+                     "rows, %.1f MB of decode K/V)",
+                     part ? "partition" : "unified", part ? out->partition_us : out->unified_us,
+                     part ? "unified" : "partition", part ? out->unified_us : out->partition_us,
+                     (unsigned long long)(in->unified_tiles - in->prefill_tiles),
+                     in->decode_requests, (double)in->decode_kv_bytes / 1e6);
+    if (n > 0 && (size_t)n < sizeof out->why && out->concurrent_us >= 0)
+        snprintf(out->why + n, sizeof out->why - (size_t)n,
+                 "; partition %s: serial %.0f us, forked %.0f us",
+                 attn_mixed_order_name(out->order), out->serial_us, out->concurrent_us);
+}

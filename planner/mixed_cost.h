@@ -1,0 +1,112 @@
+/* The cost model behind `policy.schedule: auto` for a mixed batch on the
+ * GPU (issue 12 item 5): from what the plans already count (the prefill
+ * kernel's executed tiles with and without the decode rows, the K/V bytes
+ * the decode rows read) it estimates each strategy's kernel time and picks
+ * the cheapest, with one sentence saying why.  Pure host code (CI tests
+ * it); the constants are measured on the device (attn_mixed_cost_h200).
+ *
+ * The strategies:
+ *   unified    one persistent launch of the prefill kernel over every row
+ *              (a decode row fills g of the tile_m rows of its m tile);
+ *   partition  the prefill kernel over the prefill/append rows and the
+ *              decode kernels over the decode rows: on one stream one after
+ *              the other (serial), or forked onto two streams after the
+ *              shared append and joined before the copy back (concurrent;
+ *              the prefill grid may be capped so the decode kernels find
+ *              idle SMs), the order and the cap an instance setting
+ *              (attn_mixed_streams, from ATTN_MIXED_STREAMS and
+ *              ATTN_MIXED_PREFILL_CTAS) or, by default, the model's pick;
+ *   overlap    not estimated: no co-resident kernel exists (admission
+ *              refuses it with the reason).
+ */
+#ifndef ATTN_PLANNER_MIXED_COST_H
+#define ATTN_PLANNER_MIXED_COST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/error.h"
+#include "attn/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How partition runs its two kernel families: X(enumerator, value, name). */
+#define ATTN_MIXED_ORDERS(X)                                                                       \
+    X(ATTN_MIXED_ORDER_AUTO, 0, "auto")     /* the cost model picks serial or prefill-first */     \
+    X(ATTN_MIXED_ORDER_SERIAL, 1, "serial") /* one stream: prefill kernel, then decode */          \
+    X(ATTN_MIXED_ORDER_DECODE_FIRST, 2, "decode-first")   /* forked, decode launched first */      \
+    X(ATTN_MIXED_ORDER_PREFILL_FIRST, 3, "prefill-first") /* forked, prefill launched first */
+
+#define ATTN__MIXED_ORDER_ENTRY(e, v, n) e = (v),
+typedef enum attn_mixed_order { ATTN_MIXED_ORDERS(ATTN__MIXED_ORDER_ENTRY) } attn_mixed_order;
+#undef ATTN__MIXED_ORDER_ENTRY
+
+/* The instance's stream setting for partition: the order, and the cap of
+ * the prefill grid when forked (0: one CTA per SM, as serial). */
+typedef struct attn_mixed_streams {
+    attn_mixed_order order;
+    uint32_t prefill_ctas;
+} attn_mixed_streams;
+
+/* The wire name of an order ("serial", ...), "?" outside the enum. */
+const char *attn_mixed_order_name(attn_mixed_order o);
+
+/* Parse the instance setting: `order` one of the ATTN_MIXED_ORDERS names
+ * (NULL or "": auto), `ctas` a decimal CTA count in [0, num_sms] (NULL or
+ * "": 0).  ATTN_E_RANGE naming ATTN_MIXED_STREAMS or
+ * ATTN_MIXED_PREFILL_CTAS on anything else; *out is untouched then. */
+int attn_mixed_streams_parse(const char *order, const char *ctas, uint32_t num_sms,
+                             attn_mixed_streams *out, attn_error_detail *err);
+
+/* What the two candidate plans count. */
+typedef struct attn_mixed_cost_in {
+    uint64_t unified_tiles;   /* FULL + PARTIAL tiles x H_kv when the prefill kernel serves all */
+    uint64_t unified_longest; /* tiles of the longest work item of that plan */
+    uint64_t prefill_tiles;   /* the same without the decode rows (partition's prefill launch) */
+    uint64_t prefill_longest;
+    uint64_t decode_kv_bytes; /* K and V bytes the decode rows read (visible keys) */
+    uint32_t decode_requests; /* 0: nothing for the decode kernels */
+    uint32_t num_sms;
+    uint32_t head_dim, tile_n;  /* one tile is tile_m x tile_n x head_dim */
+    attn_mixed_streams streams; /* the instance's setting (zero: auto, no cap) */
+} attn_mixed_cost_in;
+
+/* Device constants (measured; see attn_mixed_cost_h200 for the date). */
+typedef struct attn_mixed_cost_consts {
+    double tile_us;         /* one 128 x 128 x d128 tile on one SM, in the prefill kernel */
+    double launch_us;       /* fixed cost of one kernel launch on the stream */
+    double decode_gbps;     /* decode kernels' K/V read rate, GB/s */
+    double decode_fixed_us; /* producer + reducer fixed cost */
+    double fork_us;         /* event fork + join of the second stream */
+    double interference;    /* concurrent = max(P, D) + interference x min(P, D) + fork_us;
+                               1: no gain from the second stream (uncalibrated) */
+    uint32_t fork_ctas;     /* the prefill grid's cap when forked and the setting gives none
+                               (0: one CTA per SM) */
+} attn_mixed_cost_consts;
+
+/* The constants measured on the H200 (date in mixed_cost.c). */
+const attn_mixed_cost_consts *attn_mixed_cost_h200(void);
+
+/* The estimates and the choice. */
+typedef struct attn_mixed_cost {
+    double unified_us, partition_us; /* partition_us < 0: not admitted; the variant it runs */
+    double serial_us, concurrent_us; /* partition's two variants (< 0: not admitted) */
+    attn_schedule_policy pick;       /* UNIFIED or PARTITION */
+    attn_mixed_order order;          /* how partition runs: SERIAL, DECODE_FIRST or PREFILL_FIRST */
+    uint32_t prefill_ctas;           /* the prefill grid's cap when forked (0: none) */
+    char why[256];
+} attn_mixed_cost;
+
+/* Estimate both strategies and partition's two variants; partition_ok
+ * false leaves partition out (partition_us -1).  Deterministic: a tie
+ * picks unified, and serial over concurrent; an order the setting forces
+ * is kept whatever its estimate. */
+void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k,
+                              int partition_ok, attn_mixed_cost *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
