@@ -434,6 +434,8 @@ const char *attnd_config_restart_setting(const attnd_config *a, const attnd_conf
         return "max-buffers/max-buffer-bytes";
     if (!ATTND__SAME(max_workspace))
         return "max-workspace";
+    if (!ATTND__SAME(order_timeout_ms))
+        return "order-timeout-ms";
     if (!ATTND__SAME(async_defer))
         return "async-defer";
     if (!ATTND__SAME(allow_remote))

@@ -39,6 +39,8 @@
       "a connection with nothing in progress and no complete request for this long is closed")     \
     X("drain-timeout-ms", "drain_timeout_ms", drain_timeout_ms, 10000, 1, 3600000,                 \
       "hard deadline of a shutdown's drain")                                                       \
+    X("order-timeout-ms", "order_timeout_ms", order_timeout_ms, 2000, 1, 3600000,                  \
+      "a gap in a connection's run order numbers older than this fails the runs held behind it")   \
     X("max-buffers", "max_buffers", max_buffers, 256, 1, 65536,                                    \
       "registered buffers at once, all connections together")                                      \
     X("max-buffer-bytes", "max_buffer_bytes", max_buffer_bytes, 16ull << 30, 4096, 1ull << 44,     \

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 #include "daemon/conn_table.h"
 #include "daemon/notify.h"
+#include "daemon/order_slots.h"
 #include "protocol/tls.h"
 
 /* After the last reply of a shutdown, wait this long without new requests
@@ -44,9 +46,11 @@ typedef struct job {
     size_t reply_len;
     uv_work_t work;
     uint64_t t_recv_ns;
-    uint32_t pipe; /* nng pipe id of the request's connection */
-    int sending;   /* attnd_conn_sending was called for this request */
-    int refused;   /* answered with a refusal: its reply does not postpone a drain */
+    uint32_t pipe;       /* nng pipe id of the request's connection */
+    int sending;         /* attnd_conn_sending was called for this request */
+    int refused;         /* answered with a refusal: its reply does not postpone a drain */
+    int ordered;         /* handed out by the reorder slot: attnd_order_done after its handler */
+    attnd_order_item oi; /* its place in its connection's reorder slot (order 0: none) */
     struct job *next;
     _Atomic int state;
 } job;
@@ -65,6 +69,8 @@ struct attnd_loop {
     int probe_open;
     _Atomic int probe_state;
     uv_timer_t idle;
+    uv_timer_t order_timer; /* fails runs held behind an order gap too long */
+    attnd_order *order;     /* per-connection reorder slots (order_slots.h) */
     attnd_conn_table *conns;
     /* live limits (SIGHUP): read on nng threads, written on the loop thread */
     _Atomic uint64_t send_timeout_ms;
@@ -113,6 +119,36 @@ static void close_pipe(uint32_t id)
     nng_pipe_close(p);
 }
 
+static void send_reply(attnd_loop *l, job *j);
+
+static job *job_of(attnd_order_item *it)
+{
+    return (job *)(void *)((char *)it - offsetof(job, oi));
+}
+
+/* Held requests of a closed connection: nobody can be answered; release
+ * their contexts (REP drops the request) without running them. */
+static void cancel_held(attnd_loop *l, attnd_order_item *it)
+{
+    while (it != NULL) {
+        attnd_order_item *next = it->next;
+        job *j = job_of(it);
+        j->reply = NULL;
+        send_reply(l, j);
+        it = next;
+    }
+}
+
+/* Answer j with the refusal `code` (any thread that may send_reply). */
+static void refuse_job(attnd_loop *l, job *j, int code)
+{
+    j->reply = NULL;
+    if (l->o.refuse == NULL || l->o.refuse(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req),
+                                           code, &j->reply, &j->reply_len) != 0)
+        j->reply = NULL;
+    send_reply(l, j);
+}
+
 /* nng thread: a connection is being added (refused once shutdown began or
  * beyond max_conns), was added, or went away.  Added and gone are debug
  * lines, so a connection that nng closed without a request (a frame over
@@ -125,6 +161,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
         /* nng reports the removal of every pipe it announced */
         atomic_fetch_sub(&l->o.metrics->connections, 1);
         attnd_conn_remove(l->conns, nng_pipe_id(p));
+        cancel_held(l, attnd_order_conn_closed(l->order, nng_pipe_id(p)));
         if (l->o.conn_closed != NULL)
             l->o.conn_closed(l->o.arg, nng_pipe_id(p));
         attnd_log_write(l->o.log, ATTND_LOG_DEBUG, "connection %d closed", nng_pipe_id(p));
@@ -204,8 +241,6 @@ static job *dequeue_all(attnd_loop *l)
     return h;
 }
 
-static void send_reply(attnd_loop *l, job *j);
-
 /* nng thread: a receive or a send of context `arg` completed. */
 static void aio_cb(void *arg)
 {
@@ -252,6 +287,12 @@ static void aio_cb(void *arg)
         case ATTND_CONN_BUSY:
             atomic_fetch_add(&l->o.metrics->busy_replies, 1);
             j->refused = 1;
+            if (l->o.order_of != NULL) {
+                /* a refused run uses up its number: later ones do not wait for it */
+                uint64_t n = l->o.order_of(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req));
+                if (n != 0)
+                    attnd_order_consume(l->order, j->pipe, n);
+            }
             if (l->o.refuse == NULL ||
                 l->o.refuse(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req), ATTN_E_BUSY,
                             &j->reply, &j->reply_len) != 0)
@@ -336,6 +377,10 @@ static void send_reply(attnd_loop *l, job *j)
     nng_ctx_send(j->ctx, j->aio);
 }
 
+static void dispatch(attnd_loop *l, job *j);
+static void pump_ordered(attnd_loop *l);
+static void offer_ordered(attnd_loop *l, job *j);
+
 static void work_cb(uv_work_t *w)
 {
     job *j = w->data;
@@ -350,8 +395,83 @@ static void work_cb(uv_work_t *w)
 static void after_work_cb(uv_work_t *w, int status)
 {
     job *j = w->data;
+    attnd_loop *l = j->l;
+    int ordered = j->ordered;
+    uint32_t pipe = j->pipe;
     (void)status;
-    send_reply(j->l, j);
+    j->ordered = 0;
+    send_reply(l, j); /* j may be reused from here on */
+    if (ordered) {
+        attnd_order_done(l->order, pipe);
+        pump_ordered(l);
+    }
+}
+
+/* Loop thread: hand j to a worker (or handle it here when libuv cannot). */
+static void dispatch(attnd_loop *l, job *j)
+{
+    atomic_fetch_add(&l->o.metrics->worker_ops, 1);
+    atomic_fetch_add(&l->o.metrics->queued, 1); /* into libuv's, until work_cb */
+    j->work.data = j;
+    if (uv_queue_work(&l->loop, &j->work, work_cb, after_work_cb) != 0) {
+        atomic_fetch_sub(&l->o.metrics->queued, 1);
+        int ordered = j->ordered;
+        uint32_t pipe = j->pipe;
+        j->ordered = 0;
+        handle(l, j);
+        send_reply(l, j);
+        if (ordered)
+            attnd_order_done(l->order, pipe);
+    }
+}
+
+/* Loop thread: hand every ordered request whose turn has come to a worker. */
+static void pump_ordered(attnd_loop *l)
+{
+    attnd_order_item *it;
+    while ((it = attnd_order_next(l->order)) != NULL) {
+        job *j = job_of(it);
+        j->ordered = 1;
+        dispatch(l, j);
+    }
+}
+
+/* Loop thread: put j (its order number set) in its connection's slot. */
+static void offer_ordered(attnd_loop *l, job *j)
+{
+    j->oi.conn = j->pipe;
+    j->oi.held_ms = now_ms();
+    switch (attnd_order_offer(l->order, &j->oi)) {
+    case ATTND_ORDER_HELD:
+        break;
+    case ATTND_ORDER_OLD:
+        refuse_job(l, j, ATTN_E_RANGE);
+        return;
+    case ATTND_ORDER_FULL:
+        refuse_job(l, j, ATTN_E_NOMEM);
+        return;
+    }
+    /* the connection closed before its request got here: its slot goes */
+    if (!attnd_conn_is_open(l->conns, j->pipe))
+        cancel_held(l, attnd_order_conn_closed(l->order, j->pipe));
+}
+
+/* Answer every request in list `it` with the refusal `code`. */
+static void refuse_held(attnd_loop *l, attnd_order_item *it, int code)
+{
+    while (it != NULL) {
+        attnd_order_item *next = it->next;
+        refuse_job(l, job_of(it), code);
+        it = next;
+    }
+}
+
+/* Loop thread, every tick: runs held behind a gap older than the timeout fail. */
+static void order_timer_cb(uv_timer_t *t)
+{
+    attnd_loop *l = t->data;
+    refuse_held(l, attnd_order_expire(l->order, now_ms(), l->o.order_timeout_ms), ATTN_E_TIMEOUT);
+    pump_ordered(l);
 }
 
 /* nng thread: a step of the watchdog's self-probe completed. */
@@ -425,6 +545,8 @@ static void begin_shutdown(attnd_loop *l)
      * closes the pipes it accepted, and with them the replies still owed on
      * them; requests arriving on open pipes get E_SHUTTING_DOWN. */
     atomic_store(&l->refuse_pipes, 1);
+    /* held runs are refused like late arrivals (they were never handled) */
+    refuse_held(l, attnd_order_expire(l->order, 0, 0), ATTN_E_SHUTTING_DOWN);
 }
 
 static void close_all(attnd_loop *l);
@@ -485,18 +607,16 @@ static void async_cb(uv_async_t *a)
             atomic_fetch_add(&l->o.metrics->inline_ops, 1);
             handle(l, j);
             send_reply(l, j);
+        } else if (l->o.order_of != NULL &&
+                   (j->oi.order =
+                        l->o.order_of(l->o.arg, nng_msg_body(j->req), nng_msg_len(j->req))) != 0) {
+            offer_ordered(l, j);
         } else {
-            atomic_fetch_add(&l->o.metrics->worker_ops, 1);
-            atomic_fetch_add(&l->o.metrics->queued, 1); /* into libuv's, until work_cb */
-            j->work.data = j;
-            if (uv_queue_work(&l->loop, &j->work, work_cb, after_work_cb) != 0) {
-                atomic_fetch_sub(&l->o.metrics->queued, 1);
-                handle(l, j);
-                send_reply(l, j);
-            }
+            dispatch(l, j);
         }
         j = next;
     }
+    pump_ordered(l);
 }
 
 /* SIGHUP with a reload callback: apply the live limits it returns. */
@@ -560,6 +680,8 @@ static void close_all(attnd_loop *l)
         unlink(l->ipc_path);
     uv_timer_stop(&l->drain);
     uv_timer_stop(&l->idle);
+    uv_timer_stop(&l->order_timer);
+    uv_close((uv_handle_t *)&l->order_timer, NULL);
     uv_close((uv_handle_t *)&l->drain, NULL);
     uv_timer_stop(&l->watchdog);
     uv_close((uv_handle_t *)&l->watchdog, NULL);
@@ -618,6 +740,8 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
         l->o.metrics = &l->local_metrics;
     if (l->o.contexts == 0)
         l->o.contexts = 1;
+    if (l->o.order_timeout_ms == 0)
+        l->o.order_timeout_ms = 2000;
     snprintf(l->url, sizeof l->url, "%s", o->url);
     pthread_mutex_init(&l->qlock, NULL);
     /* libuv reads UV_THREADPOOL_SIZE once, at the first uv_queue_work */
@@ -629,6 +753,10 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
         return fail(err, "nng_rep0_open", rv);
     }
     l->sock_open = 1;
+    if (attnd_order_create(&l->order) != 0) {
+        attnd_loop_destroy(l);
+        return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");
+    }
     if (attnd_conn_table_create(&l->conns, o->max_conns ? o->max_conns : 65536,
                                 o->conn_inflight ? o->conn_inflight : UINT32_MAX) != 0) {
         attnd_loop_destroy(l);
@@ -710,6 +838,8 @@ int attnd_loop_create(attnd_loop **out, const attnd_loop_opts *o, attn_error_det
     }
     uv_timer_init(&l->loop, &l->idle);
     l->idle.data = l;
+    uv_timer_init(&l->loop, &l->order_timer);
+    l->order_timer.data = l;
     *out = l;
     return 0;
 }
@@ -725,6 +855,11 @@ int attnd_loop_run(attnd_loop *l)
         uint64_t tick = l->o.idle_timeout_ms / 4;
         tick = tick < 10 ? 10 : tick > 1000 ? 1000 : tick;
         uv_timer_start(&l->idle, idle_cb, tick, tick);
+    }
+    if (l->o.order_of != NULL) {
+        uint64_t tick = l->o.order_timeout_ms / 4;
+        tick = tick < 5 ? 5 : tick > 250 ? 250 : tick;
+        uv_timer_start(&l->order_timer, order_timer_cb, tick, tick);
     }
     if ((rv = nng_listener_start(l->lst, 0)) != 0) {
         attnd_log_write(l->o.log, ATTND_LOG_ERROR, "cannot listen on %s: %s", l->url,
@@ -812,6 +947,7 @@ int attnd_loop_destroy(attnd_loop *l)
     }
     free(l->jobs);
     attnd_conn_table_destroy(l->conns);
+    attnd_order_destroy(l->order);
     pthread_mutex_destroy(&l->qlock);
     free(l);
     return rc;

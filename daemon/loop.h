@@ -27,6 +27,12 @@
  * not take within send_timeout_ms closes it; a connection with nothing in
  * progress and no request for idle_timeout_ms (a stalled partial frame) is
  * closed; beyond max_conns connections, new ones are closed at once.
+ *
+ * In-order runs (issue 11): a request with `"order": n` waits in its
+ * connection's reorder slot (as data, holding no thread) until every
+ * smaller number of that connection has been handled, then goes to a
+ * worker; the next one of that connection follows once its handler
+ * returned.  A connection's close cancels its held requests.
  */
 #ifndef ATTN_DAEMON_LOOP_H
 #define ATTN_DAEMON_LOOP_H
@@ -54,10 +60,16 @@ typedef void (*attnd_conn_closed_fn)(void *arg, uint32_t conn);
 typedef int (*attnd_cheap_fn)(void *arg, const void *req, size_t len);
 
 /* Build the error reply `code` (ATTN_E_SHUTTING_DOWN: it arrived after
- * shutdown began; ATTN_E_BUSY: its connection is at --conn-inflight) for a
- * request that is not served. */
+ * shutdown began; ATTN_E_BUSY: its connection is at --conn-inflight;
+ * ATTN_E_RANGE: its order number was used already; ATTN_E_TIMEOUT: it
+ * waited behind a gap in the order numbers) for a request that is not served. */
 typedef int (*attnd_refuse_fn)(void *arg, const void *req, size_t len, int code, void **reply,
                                size_t *reply_len);
+
+/* The `"order": n` of a frame (a run/attend that asks for in-order
+ * handling on its connection), 0 when it has none or it cannot be read
+ * cheaply (the handler then reports what is wrong with it). */
+typedef uint64_t (*attnd_order_of_fn)(void *arg, const void *req, size_t len);
 
 /* The limits a SIGHUP can change while serving. */
 typedef struct attnd_loop_live {
@@ -87,6 +99,13 @@ typedef struct attnd_loop_opts {
     uint64_t send_timeout_ms;  /* a reply not taken in time closes its connection (0 = none) */
     uint64_t idle_timeout_ms;  /* an idle connection is closed after this (0 = never) */
     uint64_t drain_timeout_ms; /* a shutdown closes the socket after this at the latest */
+    /* Requests with an order number (order_of) are handled one at a time
+     * per connection, strictly by number (daemon/order_slots.h); a gap
+     * older than order_timeout_ms (0 = 2000) fails the runs held behind it
+     * (refuse with ATTN_E_TIMEOUT), an old or duplicate number is refused
+     * with ATTN_E_RANGE.  NULL: no request is ordered. */
+    attnd_order_of_fn order_of;
+    uint64_t order_timeout_ms;
     const char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// listener (PEM files) */
     attnd_reload_fn reload;                  /* NULL: SIGHUP drains and exits like SIGTERM */
     void *reload_arg;

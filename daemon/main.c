@@ -173,6 +173,8 @@ int main(int argc, char **argv)
     o.send_timeout_ms = cfg.send_timeout_ms;
     o.idle_timeout_ms = cfg.idle_timeout_ms;
     o.drain_timeout_ms = cfg.drain_timeout_ms;
+    o.order_timeout_ms = cfg.order_timeout_ms;
+    o.order_of = attn_server_order_of_cb;
     rctx.argc = argc;
     rctx.argv = argv;
     rctx.cfg = &cfg;

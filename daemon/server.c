@@ -766,6 +766,39 @@ int attn_server_is_cheap(attn_server *s, const void *frame, size_t len)
     return op == ATTN_OP_HELLO || op == ATTN_OP_STATS;
 }
 
+uint64_t attn_server_order_of(attn_server *s, const void *frame, size_t len)
+{
+    attn_wire_reader r;
+    attn_wire_item it, k, v;
+    attn_op op = ATTN_OP_COUNT;
+    uint64_t order = 0;
+    (void)s;
+    if (!peek_op(frame, len, &op) || (op != ATTN_OP_RUN && op != ATTN_OP_ATTEND))
+        return 0;
+    /* a top-level key: skipped values are bounded by the frame, not copied */
+    attn_wire_init(&r, frame, len);
+    if (attn_wire_next(&r, &it) != 0 || it.type != ATTN_WT_MAP || it.len > 64)
+        return 0;
+    for (uint32_t i = 0; i < it.len; i++) {
+        if (attn_wire_next(&r, &k) != 0 || k.type != ATTN_WT_STR)
+            return 0;
+        if (attn_wire_str_eq(&k, "order")) {
+            if (attn_wire_next(&r, &v) != 0 || v.type != ATTN_WT_UINT)
+                return 0; /* the handler's decode names what is wrong */
+            order = v.u;
+            break;
+        }
+        if (attn_wire_skip(&r, 16) != 0)
+            return 0;
+    }
+    return order;
+}
+
+uint64_t attn_server_order_of_cb(void *arg, const void *req, size_t len)
+{
+    return attn_server_order_of(arg, req, len);
+}
+
 int attn_server_refuse(attn_server *s, const void *frame, size_t len, int code, void **reply,
                        size_t *reply_len)
 {
@@ -790,16 +823,35 @@ int attn_server_refuse(attn_server *s, const void *frame, size_t len, int code, 
         }
     }
     peek_op(frame, len, &op);
-    if (code == ATTN_E_BUSY)
+    const char *why = "refused, draining";
+    uint64_t order = attn_server_order_of(s, frame, len);
+    if (code == ATTN_E_BUSY) {
         attn_error_set(&err, ATTN_E_BUSY, "conn_inflight",
                        "this connection already has --conn-inflight requests in progress; "
                        "wait for a reply first");
-    else
+        why = "refused, busy";
+    } else if (code == ATTN_E_RANGE) {
+        attn_error_set(&err, ATTN_E_RANGE, "order",
+                       "order %llu was already used on this connection (a duplicate, or older "
+                       "than a run handled, refused or timed out); nothing was run",
+                       (unsigned long long)order);
+        why = "refused, order number used";
+    } else if (code == ATTN_E_TIMEOUT) {
+        attn_error_set(&err, ATTN_E_TIMEOUT, "order",
+                       "order %llu waited longer than --order-timeout-ms for an earlier number of "
+                       "this connection that never came; nothing was run",
+                       (unsigned long long)order);
+        why = "refused, order gap timed out";
+    } else if (code == ATTN_E_NOMEM) {
+        attn_error_set(&err, ATTN_E_NOMEM, "order",
+                       "out of memory for the connection's order slot");
+        why = "refused, no memory";
+    } else {
         attn_error_set(&err, ATTN_E_SHUTTING_DOWN, "", "attnd is shutting down; retry elsewhere");
+    }
     attnd_log_limited(s->log, ATTND_LOG_WARN, "request op=%s id=%llu result=%s: %s",
                       (unsigned)op < ATTN_OP_COUNT ? attn_op_name(op) : "?", (unsigned long long)id,
-                      attn_err_name(err.code),
-                      code == ATTN_E_BUSY ? "refused, busy" : "refused, draining");
+                      attn_err_name(err.code), why);
     attnd_metrics_observe(&s->metrics, op, err.code, 0);
     return encode_error(s, id, op, &err, reply, reply_len);
 }

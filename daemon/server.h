@@ -43,10 +43,17 @@ void attn_server_conn_closed(attn_server *s, uint32_t conn);
 int attn_server_is_cheap(attn_server *s, const void *req, size_t len);
 
 /* The error reply `code` for a request that is not served: E_SHUTTING_DOWN
- * (it arrived after shutdown began) or E_BUSY (its connection is at
- * --conn-inflight). */
+ * (it arrived after shutdown began), E_BUSY (its connection is at
+ * --conn-inflight), E_RANGE field `order` (its order number was used
+ * already), E_TIMEOUT field `order` (it waited behind a gap in the order
+ * numbers longer than --order-timeout-ms) or E_NOMEM. */
 int attn_server_refuse(attn_server *s, const void *req, size_t len, int code, void **reply,
                        size_t *reply_len);
+
+/* The `"order": n` of a run/attend frame (its connection's submission
+ * order, docs/protocol.md "Order"); 0 when it has none, is another op, or
+ * the number is not a readable uint (the decode then reports it). */
+uint64_t attn_server_order_of(attn_server *s, const void *req, size_t len);
 
 /* Log every request through `log` (debug: one line each; warn, rate-limited:
  * error replies and malformed frames); NULL turns it off.  Call before serving. */
@@ -87,6 +94,9 @@ int attn_server_is_cheap_cb(void *arg, const void *req, size_t len);
 
 /* attn_server_metrics_text for daemon/http.h (arg = the server). */
 int attn_server_metrics_text_cb(void *arg, char **text, size_t *len);
+
+/* attn_server_order_of for daemon/loop.h. */
+uint64_t attn_server_order_of_cb(void *arg, const void *req, size_t len);
 
 /* attn_server_refuse for daemon/loop.h. */
 int attn_server_refuse_cb(void *arg, const void *req, size_t len, int code, void **reply,

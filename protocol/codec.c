@@ -451,6 +451,7 @@ enum {
     K_SIGNAL,
     K_RUN_SEQ,
     K_OFFSET,
+    K_ORDER,
     /* reply only (o and lse are also a run's output references) */
     K_OK,
     K_ERROR,
@@ -470,15 +471,16 @@ enum {
 };
 
 static const char *const g_keys[K_COUNT] = {
-    "v",         "op",           "id",          "pool",        "layers",   "num_pages",
-    "page_size", "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype", "layout",
-    "device",    "num_qo_heads", "requests",    "qo_indptr",   "kv",       "mask",
-    "sm_scale",  "q_dtype",      "policy",      "plan_id",     "layer",    "q",
-    "k_new",     "v_new",        "return_lse",  "trace",       "verify",   "pages",
-    "tensors",   "kind",         "name",        "handle",      "buf",      "async",
-    "wait",      "signal",       "run_seq",     "offset",      "ok",       "error",
-    "server",    "bytes",        "plan_key",    "o",           "o_dtype",  "lse",
-    "diag",      "counters",     "plan_cache",  "pools",       "status",   "async_error"};
+    "v",          "op",           "id",          "pool",        "layers",   "num_pages",
+    "page_size",  "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype", "layout",
+    "device",     "num_qo_heads", "requests",    "qo_indptr",   "kv",       "mask",
+    "sm_scale",   "q_dtype",      "policy",      "plan_id",     "layer",    "q",
+    "k_new",      "v_new",        "return_lse",  "trace",       "verify",   "pages",
+    "tensors",    "kind",         "name",        "handle",      "buf",      "async",
+    "wait",       "signal",       "run_seq",     "offset",      "order",    "ok",
+    "error",      "server",       "bytes",       "plan_key",    "o",        "o_dtype",
+    "lse",        "diag",         "counters",    "plan_cache",  "pools",    "status",
+    "async_error"};
 
 #define B(k) (1ull << (k))
 #define GEOM_KEYS                                                                                  \
@@ -489,7 +491,7 @@ static const char *const g_keys[K_COUNT] = {
      B(K_SM_SCALE) | B(K_Q_DTYPE) | B(K_POLICY))
 #define RUN_KEYS                                                                                   \
     (B(K_LAYER) | B(K_Q) | B(K_K_NEW) | B(K_V_NEW) | B(K_O) | B(K_LSE) | B(K_RETURN_LSE) |         \
-     B(K_TRACE) | B(K_VERIFY) | B(K_ASYNC) | B(K_WAIT) | B(K_SIGNAL))
+     B(K_TRACE) | B(K_VERIFY) | B(K_ASYNC) | B(K_WAIT) | B(K_SIGNAL) | B(K_ORDER))
 
 /* Which top-level keys each request op allows (besides v, op, id). */
 static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
@@ -1120,7 +1122,9 @@ static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
         (rv = get_bool(d, pos[K_VERIFY], "verify", false, &a->verify)) ||
         (rv = get_bool(d, pos[K_ASYNC], "async", false, &a->async)) ||
         (rv = get_sem(d, pos[K_WAIT], "wait", &a->wait)) ||
-        (rv = get_sem(d, pos[K_SIGNAL], "signal", &a->sig)))
+        (rv = get_sem(d, pos[K_SIGNAL], "signal", &a->sig)) ||
+        (pos[K_ORDER] != ABSENT &&
+         (rv = get_uint(d, pos[K_ORDER], "order", 1, UINT64_MAX, &a->order))))
         return rv;
     /* LSE written into a buffer is LSE asked for */
     if (a->lse_ref.buf != 0)
@@ -2024,6 +2028,8 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
         kv_sem(e, "wait", &a->wait);
     if (a->sig.buf != 0)
         kv_sem(e, "signal", &a->sig);
+    if (a->order != 0)
+        kv_u64(e, "order", a->order);
 }
 
 static void enc_tensors(enc *e, attn_bytes k, attn_bytes v)

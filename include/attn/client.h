@@ -96,7 +96,13 @@ typedef struct attn_run_args {
     bool return_lse, trace, verify;
     bool async;             /* reply once enqueued (O and LSE must go to buffers) */
     attn_sem_ref wait, sig; /* on the wire "wait" and "signal" */
-    bool has_q_dtype;       /* optional cross-check of the plan's q_dtype (run only) */
+    /* Per-connection submission order (1, 2, 3, ...; 0 = none): attnd
+     * handles this connection's runs that carry one strictly in that order,
+     * whatever order its contexts received them in, so pipelined runs
+     * ordered by GPU semaphores are enqueued as sent (docs/protocol.md,
+     * "Order").  A refused run still uses up its number. */
+    uint64_t order;
+    bool has_q_dtype; /* optional cross-check of the plan's q_dtype (run only) */
     attn_dtype q_dtype;
 } attn_run_args;
 

@@ -37,6 +37,7 @@ extern "C" {
     X(UNKNOWN_BUFFER, -26, "no registered buffer with that id on this connection")                 \
     X(BUFFER_RANGE, -27, "a buffer reference or mapping falls outside its buffer")                 \
     X(BUFFER_UNSUPPORTED, -28, "that buffer kind is not available in this build or device")        \
+    X(TIMEOUT, -29, "a request waited longer than a configured timeout")                           \
     /* phases and manifests (seed 0x08) */                                                         \
     X(PHASE, -30, "(cache_len, new_len) is not prefill, append or decode")                         \
     X(QO_INDPTR, -31, "qo_indptr is not monotone or disagrees with new_len")                       \
