@@ -315,7 +315,8 @@ typedef void (*attn_reply_cb)(void *arg, int rv, attn_reply *rep);
  * With no connection to attnd, `cb` gets ATTN_E_IO "no daemon at URL" after
  * about a second (as attn_call), not after the whole call timeout.  Several
  * may be outstanding at once (one nng context each); attnd may enqueue async
- * runs sent that way in another order (docs/protocol.md). */
+ * runs sent that way in another order unless they carry
+ * attn_run_args.order (docs/protocol.md, "Order"). */
 ATTN_EXPORT int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *arg);
 
 /* hello: server version, build, backends, devices, artifact identity. */

@@ -11,6 +11,7 @@
  * attnd serves on.  Needs $ATTND (make integration).
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -45,7 +46,7 @@ typedef struct shm_buf {
     char name[64];
     uint8_t *p;
     size_t bytes;
-    uint64_t q, k, v, o[SLOTS], lse[SLOTS];
+    uint64_t q, k, v, o[SLOTS], lse[SLOTS], sem;
 } shm_buf;
 
 static uint64_t up64(uint64_t x)
@@ -64,7 +65,8 @@ static void shm_make(shm_buf *s, const char *tag)
         s->lse[i] = up64(s->o[i] + g_rb.o_elems * 4);
         at = up64(s->lse[i] + g_rb.lse_elems * 4);
     }
-    s->bytes = at;
+    s->sem = at;
+    s->bytes = at + 64;
     snprintf(s->name, sizeof s->name, "/attn-order-%d-%s", (int)getpid(), tag);
     int fd = shm_open(s->name, O_RDWR | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
@@ -76,6 +78,7 @@ static void shm_make(shm_buf *s, const char *tag)
     memcpy(s->p + s->q, g_rb.q, g_rb.q_bytes);
     memcpy(s->p + s->k, g_rb.k_new, g_rb.k_new_bytes);
     memcpy(s->p + s->v, g_rb.v_new, g_rb.v_new_bytes);
+    memset(s->p + s->sem, 0, 8);
 }
 
 static void shm_free(shm_buf *s)
@@ -323,6 +326,77 @@ static void test_refused_run_uses_its_number(void **state)
     shm_free(&s);
 }
 
+/* A synchronous run waiting on a shm semaphore (unnumbered), on its own thread. */
+typedef struct sync_wait {
+    attn_client *c;
+    attn_run_args a;
+    int rv;
+} sync_wait;
+
+static void *sync_wait_main(void *arg)
+{
+    sync_wait *w = arg;
+    attn_reply rep;
+    w->rv = attn_run(w->c, &w->a, &rep);
+    attn_reply_free(&rep);
+    return NULL;
+}
+
+/* A run refused with E_BUSY uses up its number too.  The connection (cap
+ * --conn-inflight 8) holds 2..8 behind the gap at 1 and a synchronous run
+ * waiting on a semaphore; 9 is then E_BUSY.  Once the wait is released and
+ * 1 fills the gap, 1..8 run, and 10 runs at once instead of waiting for 9. */
+static void test_busy_run_uses_its_number(void **state)
+{
+    attn_client *c;
+    attn_request req;
+    pending held[7], busy, p;
+    shm_buf s;
+    sync_wait w;
+    pthread_t th;
+    (void)state;
+    shm_make(&s, "busy");
+    assert_int_equal(attn_client_open(&c, g_d.url), 0);
+    uint64_t id = register_shm(c, &s);
+    for (int i = 0; i < 7; i++) {
+        order_request(&req, id, &s, i % SLOTS, (uint64_t)i + 2);
+        send_async(c, &req, &held[i]);
+    }
+    order_request(&req, id, &s, 0, 0);
+    w.c = c;
+    w.a = req.run;
+    w.a.async = false;
+    w.a.wait = (attn_sem_ref){id, s.sem, 1};
+    assert_int_equal(pthread_create(&th, NULL, sync_wait_main, &w), 0);
+    sleep_ms(50);
+    order_request(&req, id, &s, 0, 9); /* the 9th request in progress: over the cap */
+    send_async(c, &req, &busy);
+    wait_reply(&busy);
+    assert_int_equal(busy.rv, ATTN_E_BUSY);
+    assert_string_equal(busy.field, "conn_inflight");
+    __atomic_store_n((uint64_t *)(void *)(s.p + s.sem), 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    assert_int_equal(w.rv, 0);
+    sleep_ms(30); /* attnd counts the sync run until its reply's send completed */
+    order_request(&req, id, &s, 0, 1); /* fills the gap */
+    send_async(c, &req, &p);
+    wait_reply(&p);
+    assert_int_equal(p.rv, 0);
+    for (int i = 0; i < 7; i++) {
+        wait_reply(&held[i]);
+        assert_int_equal(held[i].rv, 0);
+        assert_true(held[i].run_seq > (i == 0 ? p.run_seq : held[i - 1].run_seq));
+    }
+    order_request(&req, id, &s, 0, 10);
+    send_async(c, &req, &p);
+    wait_reply(&p); /* at once: 9 was used up by its refusal */
+    assert_int_equal(p.rv, 0);
+    assert_true(p.run_seq > held[6].run_seq);
+    wait_idle();
+    attn_client_close(c);
+    shm_free(&s);
+}
+
 /* A gap that is never filled: the runs held behind it fail with E_TIMEOUT,
  * field order, after --order-timeout-ms; nothing of them is enqueued; the
  * missing number and theirs are used up, the next one runs at once. */
@@ -459,6 +533,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_two_before_one),
         cmocka_unit_test(test_refused_run_uses_its_number),
+        cmocka_unit_test(test_busy_run_uses_its_number),
         cmocka_unit_test(test_gap_times_out),
         cmocka_unit_test(test_close_with_held_runs),
     };

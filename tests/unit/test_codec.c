@@ -190,6 +190,7 @@ static void roundtrip_request(const attn_request *in)
         assert_int_equal(out.run.async, in->run.async);
         assert_memory_equal(&out.run.wait, &in->run.wait, sizeof out.run.wait);
         assert_memory_equal(&out.run.sig, &in->run.sig, sizeof out.run.sig);
+        assert_int_equal(out.run.order, in->run.order);
         /* zero copy: the tensor points into the received bytes */
         if (in->run.q_ref.buf == 0)
             assert_true((const uint8_t *)out.run.q.data > b.data &&
@@ -296,6 +297,7 @@ static void test_roundtrip_every_op(void **state)
             r.run.async = true;
             r.run.wait = (attn_sem_ref){3, 64, 0xffffffff00000001ull};
             r.run.sig = (attn_sem_ref){4, 0, 7};
+            r.run.order = 0x100000001ull; /* beyond 32 bits */
             break;
         case ATTN_OP_KV_READ:
         case ATTN_OP_KV_WRITE: {
@@ -455,6 +457,16 @@ static void test_bad_references_decode(void **state)
                 ATTN_E_RANGE, "signal.buf");
     expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE ",\"async\":1}",
                 ATTN_E_TYPE, "async");
+    /* order: a uint >= 1 on run/attend only */
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE ",\"order\":3}", 0,
+                NULL);
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE ",\"order\":0}",
+                ATTN_E_RANGE, "order");
+    expect_json(RUN_HEAD "\"q\":{\"buf\":1,\"offset\":0,\"bytes\":8}," KV_INLINE
+                         ",\"order\":\"1\"}",
+                ATTN_E_TYPE, "order");
+    expect_json("{\"v\":1,\"op\":\"pool_info\",\"id\":1,\"pool\":\"p\",\"order\":1}",
+                ATTN_E_UNKNOWN_KEY, "order");
     expect_json("{\"v\":1,\"op\":\"run_status\",\"id\":1}", ATTN_E_MISSING, "run_seq");
     expect_json("{\"v\":1,\"op\":\"run_status\",\"id\":1,\"run_seq\":0}", ATTN_E_RANGE, "run_seq");
     expect_json("{\"v\":1,\"op\":\"buffer_drop\",\"id\":1}", ATTN_E_MISSING, "buf");

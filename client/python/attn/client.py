@@ -39,9 +39,13 @@ until its reply's send has completed, which it learns after the client may
 already have read the reply, and closes a connection that goes over the cap
 while replies wait) are unanswered: a send beyond it first reads the oldest
 reply.  Runs ordered on the GPU through semaphores need attnd to enqueue
-them in the order sent; this client checks that the run_seq attnd gave
-them rises in that order and raises AttnError("E_ORDER", "run_seq") when
-it does not (docs/protocol.md, "Pipelined asynchronous runs").
+them in the order sent: nng's REP socket may hand two requests of one
+connection to attnd's handlers in either order, so this client stamps every
+run and attend with the connection's next ``"order": n`` (1, 2, 3, ...;
+``Client(..., order=False)`` turns it off) and attnd handles them strictly
+by that number.  As a safety net it still checks that the run_seq attnd gave
+them rises in send order and raises AttnError("E_ORDER", "run_seq") when it
+does not (docs/protocol.md, "Order" and "Pipelined asynchronous runs").
 """
 
 import math
@@ -251,7 +255,8 @@ def _error_of(rep):
 class Client:
     """A connection to attnd; one method per operation of PROTOCOL.md."""
 
-    def __init__(self, url="ipc:///run/attnd/attnd.sock", timeout=30.0, max_outstanding=4):
+    def __init__(self, url="ipc:///run/attnd/attnd.sock", timeout=30.0, max_outstanding=4,
+                 order=True):
         if int(max_outstanding) < 1:
             raise AttnError("E_RANGE", "max_outstanding", "max_outstanding must be at least 1")
         self._conn = _SPConnection(url, timeout)
@@ -260,6 +265,8 @@ class Client:
         self._pending = {}  # request id -> AsyncRun, in send order (dicts keep it)
         self._async_count = 0
         self._seq_of = {}  # AsyncRun.index -> run_seq, for the order check
+        self.order = bool(order)  # stamp run/attend with "order" (attnd enqueues by it)
+        self._order = 0  # the last order number sent on this connection
 
     def close(self):
         self._conn.close()
@@ -274,6 +281,11 @@ class Client:
         rid = self._next
         self._next += 1
         msg = {"v": PROTOCOL_VERSION, "op": op, "id": rid}
+        if self.order and op in ("run", "attend"):
+            # numbered only when sent: attnd counts every number it receives,
+            # refused or not, and waits for a missing one (--order-timeout-ms)
+            self._order += 1
+            msg["order"] = self._order
         msg.update({k: v for k, v in fields.items() if v is not None})
         # the REQ header: a 32-bit request id with the high bit set
         self._conn.send(self._tag(rid) + msgpack.packb(msg, use_bin_type=True))
