@@ -424,6 +424,13 @@ int actl_cmd_replay(int argc, char **argv)
                     }
                 }
             }
+            if (decoded && (r.op == ATTN_OP_RUN || r.op == ATTN_OP_ATTEND) && r.run.order != 0) {
+                /* replay sends one request at a time on one connection, so
+                 * the recorded per-connection numbers (of several
+                 * connections, repeated with --repeat) would only collide */
+                r.run.order = 0;
+                reencode = 1;
+            }
             if (decoded && !keep_names && rename_request(&r, suffix) == 0)
                 reencode = 1;
             if (decoded && replace && r.op == ATTN_OP_POOL_CREATE)

@@ -8,7 +8,9 @@
  * before enqueue uses up its number; a gap older than the timeout fails the
  * runs held behind it with E_TIMEOUT, field order; closing a connection
  * with held runs cancels them (nothing enqueued, the pool unchanged) and
- * attnd serves on.  Needs $ATTND (make integration).
+ * attnd serves on; a run refused with E_BUSY uses up its number too; a
+ * capture of numbered runs replays (--repeat 2, --verify).  Needs $ATTND
+ * and $ATTNCTL (make integration).
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -528,6 +531,54 @@ static void test_close_with_held_runs(void **state)
     shm_free(&s);
 }
 
+/* A capture of numbered runs replays (attnctl replay drops the recorded
+ * numbers: they belong to the recording's connections, and --repeat sends
+ * a run again), verified bit for bit. */
+static void test_replay_of_numbered_runs(void **state)
+{
+    const char *ctl = getenv("ATTNCTL");
+    attn_daemon_proc d;
+    attn_client *c;
+    attn_request req;
+    attn_reply rep;
+    attn_run_args a;
+    char cap[] = "/tmp/attnd-order-cap-XXXXXX", cmd[1024];
+    int fd = mkstemp(cap), st = -1;
+    (void)state;
+    assert_non_null(ctl);
+    close(fd);
+    const char *extra[] = {"--engine", "cpu", "--capture", cap, NULL};
+    assert_int_equal(attn_daemon_start(&d, NULL, extra), 0);
+    assert_int_equal(attn_client_open(&c, d.url), 0);
+    assert_int_equal(attn_pool_create(c, &g_rb.g, &rep), 0);
+    attn_reply_free(&rep);
+    attn_rb_kv_write_all(&g_rb, g_pages, &req);
+    assert_int_equal(attn_call(c, &req, &rep), 0);
+    attn_reply_free(&rep);
+    assert_int_equal(attn_plan(c, &g_rb.m, &rep), 0);
+    uint64_t plan = rep.plan_id;
+    attn_reply_free(&rep);
+    for (uint64_t n = 1; n <= 2; n++) {
+        attn_rb_run_args(&g_rb, &a);
+        a.plan_id = plan;
+        a.return_lse = true;
+        a.order = n;
+        assert_int_equal(attn_run(c, &a, &rep), 0);
+        assert_memory_equal(rep.o.data, g_ref.o.data, g_ref.o.len);
+        attn_reply_free(&rep);
+    }
+    attn_client_close(c);
+    assert_int_equal(attn_daemon_stop(&d, 0, &st), 0);
+    assert_int_equal(st, 0);
+    attn_daemon_cleanup(&d);
+    snprintf(cmd, sizeof cmd, "%s replay %s --url %s --verify --repeat 2 >/dev/null 2>&1", ctl, cap,
+             g_d.url);
+    st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    unlink(cap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -536,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_busy_run_uses_its_number),
         cmocka_unit_test(test_gap_times_out),
         cmocka_unit_test(test_close_with_held_runs),
+        cmocka_unit_test(test_replay_of_numbered_runs),
     };
     if (getenv("ATTND") == NULL) {
         printf("[  SKIPPED ] test_order: ATTND is not set (run through make integration)\n");
