@@ -75,6 +75,14 @@ static bool is_used(const slot *s, uint64_t order)
     return false;
 }
 
+static bool is_held(const slot *s, uint64_t order)
+{
+    for (const attnd_order_item *it = s->held; it != NULL; it = it->next)
+        if (it->order == order)
+            return true;
+    return false;
+}
+
 /* Drop remembered numbers below `want`, and step `want` over used ones. */
 static void skip_used(slot *s)
 {
@@ -120,7 +128,9 @@ void attnd_order_consume(attnd_order *o, uint32_t conn, uint64_t order)
 {
     pthread_mutex_lock(&o->mu);
     slot *s = find_slot(o, conn, true);
-    if (s != NULL && order >= s->want && !is_used(s, order) && s->nused < ORDER_USED_MAX) {
+    /* a duplicate of a held number leaves the held run its turn */
+    if (s != NULL && order >= s->want && !is_used(s, order) && !is_held(s, order) &&
+        s->nused < ORDER_USED_MAX) {
         uint32_t i = s->nused++;
         while (i > 0 && s->used[i - 1] > order) {
             s->used[i] = s->used[i - 1];

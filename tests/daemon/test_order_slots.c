@@ -80,6 +80,23 @@ static void test_consumed_numbers_are_stepped_over(void **state)
     attnd_order_destroy(o);
 }
 
+/* An E_BUSY refusal of a number that is held (a duplicate) does not take
+ * the held run's turn away. */
+static void test_busy_duplicate_keeps_the_held_run(void **state)
+{
+    attnd_order *o;
+    attnd_order_item a = item(1, 1, 0), b = item(1, 2, 0);
+    (void)state;
+    assert_int_equal(attnd_order_create(&o), 0);
+    assert_int_equal(attnd_order_offer(o, &b), ATTND_ORDER_HELD);
+    attnd_order_consume(o, 1, 2);
+    assert_int_equal(attnd_order_offer(o, &a), ATTND_ORDER_HELD);
+    assert_ptr_equal(attnd_order_next(o), &a);
+    attnd_order_done(o, 1);
+    assert_ptr_equal(attnd_order_next(o), &b);
+    attnd_order_destroy(o);
+}
+
 static void test_gap_timeout(void **state)
 {
     attnd_order *o;
@@ -141,6 +158,7 @@ int main(void)
         cmocka_unit_test(test_in_number_order_one_at_a_time),
         cmocka_unit_test(test_duplicates_and_old_numbers),
         cmocka_unit_test(test_consumed_numbers_are_stepped_over),
+        cmocka_unit_test(test_busy_duplicate_keeps_the_held_run),
         cmocka_unit_test(test_gap_timeout),
         cmocka_unit_test(test_no_timeout_while_handling),
         cmocka_unit_test(test_close_and_connections_apart),
