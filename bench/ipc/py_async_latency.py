@@ -7,8 +7,10 @@ the request off; up to max_outstanding replies unread).  Starts its own attnd (C
 requests are handled in the order received, --conn-inflight 64 --contexts 64
 for the window of 32) on a private socket.
 
-    ATTND=build/attnd python3 bench/ipc/py_async_latency.py [N]
-Prints p50 and p99 in µs per kind.
+    ATTND=build/attnd python3 bench/ipc/py_async_latency.py [N] [--no-order]
+Prints p50 and p99 in µs per kind.  The client numbers its runs ("order",
+attnd enqueues them by it); --no-order sends them unnumbered, to see the
+race that numbering removes.
 """
 import os
 import struct
@@ -39,7 +41,9 @@ def timed(n, fn, between=None):
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+    args = [x for x in sys.argv[1:] if x != "--no-order"]
+    n = int(args[0]) if args else 400
+    numbered = "--no-order" not in sys.argv[1:]
     tmp = tempfile.mkdtemp(prefix="attn-lat-")
     path = os.path.join(tmp, "s")
     proc = subprocess.Popen([os.environ.get("ATTND", "build/attnd"), "--listen", "ipc://" + path,
@@ -50,7 +54,7 @@ def main():
             if os.path.exists(path):
                 break
             time.sleep(0.02)
-        c = attn.Client("ipc://" + path)
+        c = attn.Client("ipc://" + path, order=numbered)
         c.pool_create("p", layers=1, num_pages=8, page_size=4, num_kv_heads=1, head_dim_qk=8,
                       head_dim_vo=8, kv_dtype="fp32")
         a = attn.ShmArena(c, 1 << 16)
