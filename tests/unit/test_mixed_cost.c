@@ -90,6 +90,20 @@ static void test_partition_not_admitted_and_ties(void **state)
     assert_true(h->tile_us > 0 && h->decode_gbps > 0 && h->launch_us >= 0);
 }
 
+/* A model input from the plan counts one device run reported. */
+static attn_mixed_cost_in run_in(uint64_t unified_tiles, uint64_t prefill_tiles,
+                                 uint64_t decode_mb_x10, uint32_t decodes)
+{
+    attn_mixed_cost_in in = {.unified_tiles = unified_tiles,
+                             .prefill_tiles = prefill_tiles,
+                             .decode_kv_bytes = decode_mb_x10 * 100000ull,
+                             .decode_requests = decodes,
+                             .num_sms = 132,
+                             .head_dim = 128,
+                             .tile_n = 128};
+    return in;
+}
+
 /* The H200 calibration reproduces the device run of 2026-12-01 (bench/
  * results/mixed-h200-2026-12-01.json): the counts each plan reported, the
  * measured milliseconds of both strategies; the model must pick the
@@ -110,13 +124,8 @@ static void test_h200_calibration_reproduces_the_run(void **state)
         {"M4_decode", 33792, 0, 21480, 128, 0.8820, 0.5780},
     };
     for (size_t i = 0; i < sizeof k_run / sizeof k_run[0]; i++) {
-        attn_mixed_cost_in in = {.unified_tiles = k_run[i].unified_tiles,
-                                 .prefill_tiles = k_run[i].prefill_tiles,
-                                 .decode_kv_bytes = k_run[i].decode_mb_x10 * 100000ull,
-                                 .decode_requests = k_run[i].decodes,
-                                 .num_sms = 132,
-                                 .head_dim = 128,
-                                 .tile_n = 128};
+        attn_mixed_cost_in in = run_in(k_run[i].unified_tiles, k_run[i].prefill_tiles,
+                                       k_run[i].decode_mb_x10, k_run[i].decodes);
         attn_mixed_cost c;
         attn_mixed_cost_estimate(&in, attn_mixed_cost_h200(), 1, &c);
         const double eu = c.unified_us / 1e3 / k_run[i].unified_ms;
@@ -149,13 +158,8 @@ static void test_h200_fork_reproduces_the_run(void **state)
         {"M5", 50688, 16896, 21480, 128, 1, 1.010},
     };
     for (size_t i = 0; i < sizeof k_run / sizeof k_run[0]; i++) {
-        attn_mixed_cost_in in = {.unified_tiles = k_run[i].unified_tiles,
-                                 .prefill_tiles = k_run[i].prefill_tiles,
-                                 .decode_kv_bytes = k_run[i].decode_mb_x10 * 100000ull,
-                                 .decode_requests = k_run[i].decodes,
-                                 .num_sms = 132,
-                                 .head_dim = 128,
-                                 .tile_n = 128};
+        attn_mixed_cost_in in = run_in(k_run[i].unified_tiles, k_run[i].prefill_tiles,
+                                       k_run[i].decode_mb_x10, k_run[i].decodes);
         attn_mixed_cost c;
         attn_mixed_cost_estimate(&in, attn_mixed_cost_h200(), 1, &c);
         const double e = c.partition_us / 1e3 / k_run[i].best_ms;
