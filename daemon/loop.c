@@ -19,6 +19,7 @@
 #include "daemon/conn_table.h"
 #include "daemon/notify.h"
 #include "daemon/order_slots.h"
+#include "daemon/oversize.h"
 #include "protocol/tls.h"
 
 /* After the last reply of a shutdown, wait this long without new requests
@@ -151,8 +152,9 @@ static void refuse_job(attnd_loop *l, job *j, int code)
 
 /* nng thread: a connection is being added (refused once shutdown began or
  * beyond max_conns), was added, or went away.  Added and gone are debug
- * lines, so a connection that nng closed without a request (a frame over
- * --max-msg with nng < 1.9, which does not say why) still shows in the log. */
+ * lines, so a connection that nng closed without a request still shows in
+ * the log; one closed for a frame over --max-msg is a warn line and counted
+ * (daemon/oversize.c). */
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     attnd_loop *l = arg;
@@ -162,6 +164,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
         atomic_fetch_sub(&l->o.metrics->connections, 1);
         attnd_conn_remove(l->conns, nng_pipe_id(p));
         cancel_held(l, attnd_order_conn_closed(l->order, nng_pipe_id(p)));
+        attnd_oversize_note_removed(p, l->o.max_msg, l->o.metrics, l->o.log);
         if (l->o.conn_closed != NULL)
             l->o.conn_closed(l->o.arg, nng_pipe_id(p));
         attnd_log_write(l->o.log, ATTND_LOG_DEBUG, "connection %d closed", nng_pipe_id(p));

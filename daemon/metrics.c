@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "attn/error.h"
+#include "daemon/oversize.h"
 
 #define ATTND__BOUND_NS(b) (uint64_t)((b)*1e9),
 #define ATTND__BOUND_TEXT(b) #b,
@@ -154,6 +155,10 @@ static void render_gauges(FILE *f, const attnd_metrics *m, const attnd_metrics_g
            atomic_load(&m->requests));
     scalar(f, "attnd_replies_sent_total", "counter", "Replies handed to the transport.",
            atomic_load(&m->replies));
+    if (attnd_oversize_observable())
+        scalar(f, "attnd_frames_oversized_total", "counter",
+               "Connections closed for a frame over --max-msg (nng refuses it unread).",
+               atomic_load(&m->frames_oversized));
     scalar(f, "attnd_shutting_down_replies_total", "counter",
            "Requests refused because shutdown began.", atomic_load(&m->shutting_down_replies));
     scalar(f, "attnd_ready", "gauge", "1 when /health/ready answers 200.", attnd_metrics_ready(m));

@@ -74,6 +74,7 @@ typedef struct attnd_metrics {
     _Atomic uint64_t queued;                /* handed to the loop, not yet on a worker */
     _Atomic uint64_t connections;           /* open pipes */
     _Atomic uint64_t connections_total;     /* pipes ever opened */
+    _Atomic uint64_t frames_oversized;      /* connections nng closed for a frame over --max-msg */
     /* the request path (attnd_metrics_observe) */
     _Atomic uint64_t op_requests[ATTND_OP_SLOTS];
     _Atomic uint64_t op_errors[ATTND_OP_SLOTS];
@@ -115,7 +116,9 @@ typedef struct attnd_metrics_gauges {
 } attnd_metrics_gauges;
 
 /* Render the Prometheus text exposition (format 0.0.4) into a malloc'ed
- * NUL-terminated buffer (*len without the NUL); ATTN_E_NOMEM on failure. */
+ * NUL-terminated buffer (*len without the NUL); ATTN_E_NOMEM on failure.
+ * attnd_frames_oversized_total is listed only when the linked nng can tell
+ * (attnd_oversize_observable): a counter stuck at 0 would say "none". */
 int attnd_metrics_render(const attnd_metrics *m, const attnd_metrics_gauges *g, char **out,
                          size_t *len);
 

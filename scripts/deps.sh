@@ -8,7 +8,10 @@ set -eu
 # 1.6.0: one bare connect-and-close and attnd answers nothing), and a pipe
 # closed between two steps of one transfer leaves nng_close waiting for ever
 # (scripts/nng/close-during-transfer.patch: SIGTERM hung after "drained,
-# closing").  When the system nng is older than 1.10.1 (upstream's reworked
+# closing"); and it closes a pipe that sent a frame over the receive limit
+# without saying so (scripts/nng/rcv-max-rejects.patch makes the frame's size
+# readable on the pipe and counts it in the listener's statistics: attnd logs
+# and counts oversized frames from it).  When the system nng is older than 1.10.1 (upstream's reworked
 # aio completion; that 1.10.1 closes the second race is not verified here, as
 # its source cannot be fetched on these machines), build one from Debian's
 # source package into a private prefix outside the clone (static, PIC, TLS
@@ -17,7 +20,7 @@ set -eu
 # a new recipe and a new prefix, so no tree links a build made before a fix.
 # `deps.sh --nng-prefix` prints that prefix, or nothing when the system nng will do.
 ATTN_DEPS_PREFIX=${ATTN_DEPS_PREFIX:-/opt/attnd-deps}
-nng_recipe=r2
+nng_recipe=r3
 NNG_PREFIX=$ATTN_DEPS_PREFIX/nng-$nng_recipe
 nng_fixed_version=1.10.1
 system_nng_ok() {
@@ -82,13 +85,14 @@ if ! system_nng_ok && [ ! -f "$NNG_PREFIX/lib/libnng.a" ]; then
     t0=$(date +%s)
     # Debian 13's 1.10.1 first; where the archive does not serve it (these
     # machines' mirror answers 404 for its source files), Debian 12's own
-    # 1.5.2 with both fixes applied (scripts/nng/, in this order).
+    # 1.5.2 with the three patches applied (scripts/nng/, in this order).
     if src=$(fetch_nng_source trixie 1.10.1-2 "$work/trixie"); then
         ver=1.10.1-2
     elif src=$(fetch_nng_source bookworm 1.5.2-2 "$work/bookworm") &&
         patch -d "$src" -p1 <"$here/nng/1518-negotiation-close.patch" >&2 &&
-        patch -d "$src" -p1 <"$here/nng/close-during-transfer.patch" >&2; then
-        ver=1.5.2-2+attnd2
+        patch -d "$src" -p1 <"$here/nng/close-during-transfer.patch" >&2 &&
+        patch -d "$src" -p1 <"$here/nng/rcv-max-rejects.patch" >&2; then
+        ver=1.5.2-2+attnd3
     else
         echo "deps: cannot fetch the nng source package (see above)" >&2
         exit 1
