@@ -2,6 +2,7 @@
 #include "daemon/conn_table.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct conn {
@@ -9,6 +10,7 @@ typedef struct conn {
     uint32_t inflight;
     uint32_t sending;
     uint64_t last_ms;
+    char peer[ATTND_CONN_PEER_CAP]; /* described when added: a closed pipe may no longer say */
 } conn;
 
 struct attnd_conn_table {
@@ -60,6 +62,7 @@ int attnd_conn_add(attnd_conn_table *t, uint32_t id, uint64_t now_ms)
         c->id = id;
         c->inflight = c->sending = 0;
         c->last_ms = now_ms;
+        c->peer[0] = '\0';
         t->count++;
         rc = 0;
     }
@@ -75,6 +78,27 @@ void attnd_conn_remove(attnd_conn_table *t, uint32_t id)
         c->id = 0;
         t->count--;
     }
+    pthread_mutex_unlock(&t->lock);
+}
+
+void attnd_conn_set_peer(attnd_conn_table *t, uint32_t id, const char *peer)
+{
+    conn *c;
+    pthread_mutex_lock(&t->lock);
+    if (id != 0 && (c = find(t, id)) != NULL)
+        snprintf(c->peer, sizeof c->peer, "%s", peer ? peer : "");
+    pthread_mutex_unlock(&t->lock);
+}
+
+void attnd_conn_peer(attnd_conn_table *t, uint32_t id, char *out, size_t cap)
+{
+    conn *c;
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    pthread_mutex_lock(&t->lock);
+    if (id != 0 && (c = find(t, id)) != NULL)
+        snprintf(out, cap, "%s", c->peer);
     pthread_mutex_unlock(&t->lock);
 }
 

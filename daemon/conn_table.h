@@ -26,8 +26,18 @@ typedef enum attnd_conn_verdict {
 /* A table for at most `cap` connections, each with at most `inflight` requests. */
 int attnd_conn_table_create(attnd_conn_table **out, uint32_t cap, uint32_t inflight);
 
+/* Remember connection `id`'s peer description (truncated to the cap); a
+ * removed or unknown id is ignored. */
+void attnd_conn_set_peer(attnd_conn_table *t, uint32_t id, const char *peer);
+
+/* Copy connection `id`'s peer description into out ("" when none or unknown). */
+void attnd_conn_peer(attnd_conn_table *t, uint32_t id, char *out, size_t cap);
+
 /* Free the table. */
 void attnd_conn_table_destroy(attnd_conn_table *t);
+
+/* Room for a peer's description ("peer 127.0.0.1:4711", "peer pid 12 uid 1000"). */
+#define ATTND_CONN_PEER_CAP 64
 
 /* A connection appeared (nng pipe id); 0, or -1 when the table is full. */
 int attnd_conn_add(attnd_conn_table *t, uint32_t id, uint64_t now_ms);

@@ -161,10 +161,12 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
     uint64_t pid = 0;
     if (ev == NNG_PIPE_EV_REM_POST) {
         /* nng reports the removal of every pipe it announced */
+        char peer[ATTND_CONN_PEER_CAP];
         atomic_fetch_sub(&l->o.metrics->connections, 1);
+        attnd_conn_peer(l->conns, nng_pipe_id(p), peer, sizeof peer);
         attnd_conn_remove(l->conns, nng_pipe_id(p));
         cancel_held(l, attnd_order_conn_closed(l->order, nng_pipe_id(p)));
-        attnd_oversize_note_removed(p, l->o.max_msg, l->o.metrics, l->o.log);
+        attnd_oversize_note_removed(p, peer, l->o.max_msg, l->o.metrics, l->o.log);
         if (l->o.conn_closed != NULL)
             l->o.conn_closed(l->o.arg, nng_pipe_id(p));
         attnd_log_write(l->o.log, ATTND_LOG_DEBUG, "connection %d closed", nng_pipe_id(p));
@@ -190,6 +192,10 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
                           "connection %d refused: --max-conns connections are open",
                           nng_pipe_id(p));
         nng_pipe_close(p);
+    } else {
+        char peer[ATTND_CONN_PEER_CAP];
+        attnd_oversize_describe_peer(p, peer, sizeof peer);
+        attnd_conn_set_peer(l->conns, nng_pipe_id(p), peer);
     }
 }
 

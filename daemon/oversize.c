@@ -14,10 +14,7 @@ int attnd_oversize_observable(void)
 #endif
 }
 
-#ifdef NNG_OPT_RECVMAX_REJECTED
-/* "peer pid 12 uid 1000" (ipc), "peer 127.0.0.1:4711" (tcp, tls), or ""
- * when the transport cannot say (inproc). */
-static void describe_peer(nng_pipe p, char *out, size_t cap)
+void attnd_oversize_describe_peer(nng_pipe p, char *out, size_t cap)
 {
     uint64_t pid = 0, uid = 0;
     nng_sockaddr sa;
@@ -41,9 +38,9 @@ static void describe_peer(nng_pipe p, char *out, size_t cap)
              inet_ntop(AF_INET6, sa.s_in6.sa_addr, host, sizeof host) != NULL)
         snprintf(out, cap, ", peer [%s]:%u", host, (unsigned)ntohs(sa.s_in6.sa_port));
 }
-#endif
 
-int attnd_oversize_note_removed(nng_pipe p, size_t max_msg, attnd_metrics *m, attnd_log *log)
+int attnd_oversize_note_removed(nng_pipe p, const char *peer_at_add, size_t max_msg,
+                                attnd_metrics *m, attnd_log *log)
 {
 #ifdef NNG_OPT_RECVMAX_REJECTED
     uint64_t declared = 0;
@@ -53,13 +50,19 @@ int attnd_oversize_note_removed(nng_pipe p, size_t max_msg, attnd_metrics *m, at
     atomic_fetch_add_explicit(&m->frames_oversized, 1, memory_order_relaxed);
     if (!attnd_log_enabled(log, ATTND_LOG_WARN))
         return 1;
-    describe_peer(p, peer, sizeof peer);
+    /* a tcp pipe nng has closed may no longer know its peer (getpeername
+     * on a closed socket): the description taken when it was added wins */
+    if (peer_at_add != NULL && peer_at_add[0] != '\0')
+        snprintf(peer, sizeof peer, "%s", peer_at_add);
+    else
+        attnd_oversize_describe_peer(p, peer, sizeof peer);
     attnd_log_limited(log, ATTND_LOG_WARN,
                       "connection %d closed: frame of %llu bytes over --max-msg %zu%s",
                       nng_pipe_id(p), (unsigned long long)declared, max_msg, peer);
     return 1;
 #else
     (void)p;
+    (void)peer_at_add;
     (void)max_msg;
     (void)m;
     (void)log;

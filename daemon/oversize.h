@@ -21,9 +21,16 @@
  * (the counter and the warn line work), 0 when it does not. */
 int attnd_oversize_observable(void);
 
+/* ", peer pid 12 uid 1000" (ipc), ", peer 127.0.0.1:4711" (tcp, tls), or ""
+ * when the transport cannot say (inproc); taken while the pipe is open. */
+void attnd_oversize_describe_peer(nng_pipe p, char *out, size_t cap);
+
 /* From pipe `p`'s NNG_PIPE_EV_REM_POST callback (an nng thread): when nng
  * closed `p` for a frame over `max_msg`, count it in m->frames_oversized and
- * log a rate-limited warn line; returns 1 then, 0 for any other removal. */
-int attnd_oversize_note_removed(nng_pipe p, size_t max_msg, attnd_metrics *m, attnd_log *log);
+ * log a rate-limited warn line naming the peer (`peer_at_add`, the
+ * description taken when the pipe was added, or NULL to ask the pipe now);
+ * returns 1 then, 0 for any other removal. */
+int attnd_oversize_note_removed(nng_pipe p, const char *peer_at_add, size_t max_msg,
+                                attnd_metrics *m, attnd_log *log);
 
 #endif

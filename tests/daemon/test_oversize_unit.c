@@ -47,7 +47,7 @@ static void on_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     fixture *f = arg;
     (void)ev;
-    if (attnd_oversize_note_removed(p, LIMIT, &f->m, f->log))
+    if (attnd_oversize_note_removed(p, NULL, LIMIT, &f->m, f->log))
         atomic_fetch_add(&f->oversized, 1);
     atomic_fetch_add(&f->removed, 1);
 }

@@ -233,6 +233,37 @@ static void test_conn_idle_clock(void **state)
     attnd_conn_table_destroy(t);
 }
 
+/* The peer description a connection was added with outlives the pipe's own
+ * knowledge of it (a closed tcp pipe no longer answers REMADDR: the
+ * oversized-frame line lost "peer ADDR:PORT" in 5 of 40 runs of
+ * test_oversize); a slot reused by a new connection starts empty. */
+static void test_conn_peer_kept(void **state)
+{
+    attnd_conn_table *t;
+    char out[ATTND_CONN_PEER_CAP];
+    char longer[200];
+    (void)state;
+    assert_int_equal(attnd_conn_table_create(&t, 1, 2), 0);
+    assert_int_equal(attnd_conn_add(t, 7, 1), 0);
+    attnd_conn_peer(t, 7, out, sizeof out);
+    assert_string_equal(out, "");
+    attnd_conn_set_peer(t, 7, ", peer 127.0.0.1:4711");
+    attnd_conn_peer(t, 7, out, sizeof out);
+    assert_string_equal(out, ", peer 127.0.0.1:4711");
+    attnd_conn_peer(t, 8, out, sizeof out); /* unknown id */
+    assert_string_equal(out, "");
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    attnd_conn_set_peer(t, 7, longer); /* truncated, terminated */
+    attnd_conn_peer(t, 7, out, sizeof out);
+    assert_int_equal(strlen(out), ATTND_CONN_PEER_CAP - 1);
+    attnd_conn_remove(t, 7);
+    assert_int_equal(attnd_conn_add(t, 9, 2), 0); /* the same slot */
+    attnd_conn_peer(t, 9, out, sizeof out);
+    assert_string_equal(out, "");
+    attnd_conn_table_destroy(t);
+}
+
 /* ---- plan cache ----------------------------------------------------------- */
 
 static int g_freed;
@@ -1556,6 +1587,7 @@ int main(void)
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_pool_table),
         cmocka_unit_test(test_conn_idle_clock),
+        cmocka_unit_test(test_conn_peer_kept),
         cmocka_unit_test(test_plan_cache),
         cmocka_unit_test(test_plan_cache_insert_holds),
         cmocka_unit_test(test_plan_cache_bytes),
