@@ -226,31 +226,28 @@ int attnd_async_create(attnd_async **out, uint32_t history)
     pthread_cond_init(&a->settled, NULL);
     pthread_cond_init(&a->completable, NULL);
     a->next_seq = 1;
-    if (pthread_create(&a->completer, NULL, completer_main, a) != 0) {
-        pthread_cond_destroy(&a->completable);
-        pthread_cond_destroy(&a->settled);
-        pthread_cond_destroy(&a->work);
-        pthread_mutex_destroy(&a->lock);
-        free(a->ring);
-        free(a);
-        return ATTN_E_NOMEM;
-    }
+    if (pthread_create(&a->completer, NULL, completer_main, a) != 0)
+        goto fail;
     if (pthread_create(&a->worker, NULL, worker_main, a) != 0) {
+        /* the completer runs: tell it no work will come, then join it */
         pthread_mutex_lock(&a->lock);
         a->worker_done = true;
         pthread_cond_broadcast(&a->completable);
         pthread_mutex_unlock(&a->lock);
         pthread_join(a->completer, NULL);
-        pthread_cond_destroy(&a->completable);
-        pthread_cond_destroy(&a->settled);
-        pthread_cond_destroy(&a->work);
-        pthread_mutex_destroy(&a->lock);
-        free(a->ring);
-        free(a);
-        return ATTN_E_NOMEM;
+        goto fail;
     }
     *out = a;
     return 0;
+
+fail:
+    pthread_cond_destroy(&a->completable);
+    pthread_cond_destroy(&a->settled);
+    pthread_cond_destroy(&a->work);
+    pthread_mutex_destroy(&a->lock);
+    free(a->ring);
+    free(a);
+    return ATTN_E_NOMEM;
 }
 
 /* Release every wait of `conn` (all when all_conns) and take it off the
