@@ -25,6 +25,7 @@
 
 #include "attn/client.h"
 #include "tests/lib/batch_call.h"
+#include "tests/lib/served_batch.h"
 #include "tests/lib/daemon_proc.h"
 #include "tests/lib/random_batch.h"
 
@@ -172,33 +173,12 @@ static json_t *diag_json(const attn_reply *rep)
 
 static int setup(void **state)
 {
-    attn_rb_spec spec;
-    attn_request req;
-    attn_reply rep;
     (void)state;
     const char *extra[] = {"--engine", "cpu", NULL};
     if (attn_daemon_start(&g_d, NULL, extra) != 0 || attn_client_open(&g_c, g_d.url) != 0)
         return -1;
-    memset(&spec, 0, sizeof spec);
-    spec.num_requests = 4;
-    spec.spare_pages = 2;
-    spec.max_cache_len = 40;
-    if (attn_rb_make(&g_rb, &spec, 91) != 0)
+    if (attn_served_batch(g_c, &g_rb, 4, 91, "async", &g_pages, &g_plan) != 0)
         return -1;
-    snprintf(g_rb.g.name, sizeof g_rb.g.name, "async");
-    snprintf(g_rb.m.pool, sizeof g_rb.m.pool, "async");
-    if (attn_pool_create(g_c, &g_rb.g, &rep) != 0)
-        return -1;
-    attn_reply_free(&rep);
-    g_pages = malloc(sizeof(int32_t) * g_rb.g.num_pages);
-    attn_rb_kv_write_all(&g_rb, g_pages, &req);
-    if (attn_call(g_c, &req, &rep) != 0)
-        return -1;
-    attn_reply_free(&rep);
-    if (attn_plan(g_c, &g_rb.m, &rep) != 0)
-        return -1;
-    g_plan = rep.plan_id;
-    attn_reply_free(&rep);
     return 0;
 }
 

@@ -21,6 +21,7 @@
 
 #include "attn/client.h"
 #include "tests/lib/batch_call.h"
+#include "tests/lib/served_batch.h"
 #include "tests/lib/daemon_proc.h"
 #include "tests/lib/random_batch.h"
 
@@ -98,9 +99,6 @@ static uint64_t pool_checksum(void)
 static int setup(void **state)
 {
     char nb[24], nbytes[24];
-    attn_rb_spec spec;
-    attn_request req;
-    attn_reply rep;
     (void)state;
     snprintf(nb, sizeof nb, "%d", MAX_BUFFERS);
     snprintf(nbytes, sizeof nbytes, "%u", MAX_BUFFER_BYTES);
@@ -109,26 +107,8 @@ static int setup(void **state)
     if (attn_daemon_start(&g_d, NULL, extra) != 0 || attn_client_open(&g_c, g_d.url) != 0 ||
         attn_client_open(&g_b, g_d.url) != 0)
         return -1;
-    memset(&spec, 0, sizeof spec);
-    spec.num_requests = 5;
-    spec.spare_pages = 2;
-    spec.max_cache_len = 40;
-    if (attn_rb_make(&g_rb, &spec, 77) != 0)
+    if (attn_served_batch(g_c, &g_rb, 5, 77, "bufs", &g_pages, &g_plan) != 0)
         return -1;
-    snprintf(g_rb.g.name, sizeof g_rb.g.name, "bufs");
-    snprintf(g_rb.m.pool, sizeof g_rb.m.pool, "bufs");
-    if (attn_pool_create(g_c, &g_rb.g, &rep) != 0)
-        return -1;
-    attn_reply_free(&rep);
-    g_pages = malloc(sizeof(int32_t) * g_rb.g.num_pages);
-    attn_rb_kv_write_all(&g_rb, g_pages, &req);
-    if (call(g_c, &req, &rep) != 0)
-        return -1;
-    attn_reply_free(&rep);
-    if (attn_plan(g_c, &g_rb.m, &rep) != 0)
-        return -1;
-    g_plan = rep.plan_id;
-    attn_reply_free(&rep);
     return 0;
 }
 
