@@ -77,6 +77,8 @@ def load_lib(path):
         lib.attnb_set_stages.argtypes = [u32]
         lib.attnb_set_wave_model.argtypes = [ctypes.c_int64, ctypes.c_int64]
         lib.attnb_reset_wave_model.argtypes = []
+    if hasattr(lib, "attnb_set_bulk"):  # absent before the copy-warp producer (issue 13, round 2)
+        lib.attnb_set_bulk.argtypes = [ctypes.c_int]
     return lib
 
 
@@ -88,8 +90,10 @@ def i32ptr(t):
 class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
                  simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
-                 stages=None, wave_model=None):
+                 stages=None, wave_model=None, bulk=None):
         self.lib = lib
+        if bulk is not None:
+            lib.attnb_set_bulk(int(bulk))
         if stages is not None:
             lib.attnb_set_stages(stages)
         if wave_model is not None:
@@ -104,6 +108,8 @@ class Attnd:
             lib.attnb_set_stages(0)
         if wave_model is not None:
             lib.attnb_reset_wave_model()
+        if bulk is not None:
+            lib.attnb_set_bulk(1)
         if not self.h:
             raise RuntimeError("attnb_create failed")
         lib.attnb_set_waves(1)
@@ -231,7 +237,7 @@ def bench_shape(lib, shape, fi, gen, res):
         ("fi_simt", 2, dict(simt=True)), ("fi_reducer", 2, dict(fused=False))]
     if QUICK:  # the final device call: the engine's path, the wave model off, today's kernel
         runs = [("fi", 2, {}), ("fi_reducer", 2, dict(fused=False)),
-                ("fi_nowave", 2, dict(wave_model=(-1, 0)))]
+                ("fi_nobulk", 2, dict(bulk=False))]
     if OLD_LIB is not None:
         runs.append(("old", 2, dict(lib=OLD_LIB)))
     for pname, pid, kw in runs:
@@ -376,8 +382,8 @@ def write_md(res, path):
     peers = ["attnd", "flashinfer", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]
     L.append("| shape | attnd µs | attnd TB/s | policy | FI µs | FI TB/s | ×FI | FI-TC µs | ×FI-TC | "
              "cuDNN µs | cuDNN TB/s | ×cuDNN | gather+SDPA µs | ×gather | attnd FA/FI/GLOBAL µs | "
-             "attnd CUDA-core µs | before µs | ×before | rel L2 |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+             "attnd CUDA-core µs | cp.async producer µs | ×cp.async | before µs | ×before | rel L2 |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res["shapes"]:
         pol = r.get("attnd_default_policy") or r.get("attnd_best_policy")
         a = r["peers"].get(f"attnd_{pol}", {})
@@ -389,11 +395,12 @@ def write_md(res, path):
                     f"{p['us'] / a['us']:.2f}" if "us" in a else "n/a")
         fi, cd, ga = cell("flashinfer"), cell("sdpa_cudnn_contiguous"), cell("gather_then_sdpa_cudnn")
         ft, sm, od = cell("flashinfer_tc"), cell("attnd_fi_simt"), cell("attnd_old")
+        nb = cell("attnd_fi_nobulk")
         pols = "/".join(f"{r['peers'].get('attnd_' + p, {}).get('us', float('nan')):.1f}"
                         for p in POLICIES)
         L.append(f"| {r['shape']} | {a.get('us', float('nan')):.1f} | {a.get('tbps', float('nan')):.2f} | "
                  f"{pol} | {fi[0]} | {fi[1]} | {fi[2]} | {ft[0]} | {ft[2]} | {cd[0]} | {cd[1]} | {cd[2]} | "
-                 f"{ga[0]} | {ga[2]} | {pols} | {sm[0]} | {od[0]} | {od[2]} | "
+                 f"{ga[0]} | {ga[2]} | {pols} | {sm[0]} | {nb[0]} | {nb[2]} | {od[0]} | {od[2]} | "
                  f"{a.get('rel_l2', float('nan')):.1e} |")
     L.append("")
     L.append("×peer = peer time / attnd time (above 1 means attnd is faster).")
@@ -463,7 +470,8 @@ def main():
     if default:
         ratios = {}
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
-                     "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_old"):
+                     "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_fi_nobulk",
+                     "attnd_old"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
                   and "us" in r["peers"].get(f"attnd_{default}", {})]
@@ -487,7 +495,7 @@ def main():
     log("wrote", base + ".json", base + ".md")
     # compact table last (the device reply carries the end of the output)
     cols = ["attnd_fi", "attnd_fa", "attnd_global", "attnd_fi_reducer", "attnd_fi_simt",
-            "attnd_fi_nowave", "attnd_old",
+            "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_old",
             "flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]
     log("us: " + " ".join(c.replace("attnd_", "").replace("sdpa_cudnn_contiguous", "cudnn")
                           .replace("gather_then_sdpa_cudnn", "gather") for c in cols))

@@ -32,6 +32,7 @@ typedef struct attnb {
 static uint32_t g_waves = 1;
 static int g_fused = 1;
 static uint32_t g_stages = 0;
+static int g_bulk = 1; /* the copy-warp producer, the engine's default */
 /* FI wave model, the engine's default (off with item keys < 0) */
 static int64_t g_wave_item = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
 static int64_t g_wave_merge = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
@@ -49,6 +50,12 @@ void attnb_reset_wave_model(void)
 {
     g_wave_item = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
     g_wave_merge = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
+}
+
+/* Copy-warp producer on/off for the handles created next (default on). */
+void attnb_set_bulk(int on)
+{
+    g_bulk = on;
 }
 
 /* Tensor-core pipeline depth for the next attnb_create (0 = the default). */
@@ -76,7 +83,8 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     uint32_t group = h->p.num_qo_heads / h->p.num_kv_heads;
-    int occ = attn_cuda_decode_occupancy_stages(h->p.head_dim, h->p.kv_dtype, group, h->p.stages);
+    int occ = attn_cuda_decode_occupancy_path(h->p.head_dim, h->p.kv_dtype, group, h->p.stages,
+                                              h->p.bulk);
     if (occ <= 0)
         return ATTN_E_SHAPE;
     attn_split_params sp;
@@ -195,6 +203,7 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     p->sm_scale = 1.0f / sqrtf((float)d);
     p->fused_merge = g_fused;
     p->stages = g_stages;
+    p->bulk = g_bulk;
     (void)num_pages;
     if (attnb_update(h, lens, page_indptr, page_indices) != 0) {
         free(h);

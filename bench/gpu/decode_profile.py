@@ -99,6 +99,10 @@ CONFIGS = {
     "wave": dict(wave_model=(96, 192)),
     "s2_wave": dict(stages=2, wave_model=(96, 192)),
     "nowave": dict(wave_model=(-1, 0)),
+    # issue 13 round 2: the copy-warp producer (default) against the cp.async one
+    "nobulk": dict(bulk=False),
+    "bulk_s2": dict(stages=2),
+    "bulk_s4": dict(stages=4),
 }
 
 

@@ -17,5 +17,8 @@ tar -xzf "$OLD_PKG" -O ./build-gpu/lib/libattn_cuda_bench.so >"$DEST/lib/libattn
 cp build-gpu/tests/test_decode_gpu "$DEST/tests/"
 strip "$DEST/tests/test_decode_gpu" "$DEST"/lib/libattn_cuda_bench*.so
 xz -9e -T2 "$DEST"/lib/libattn_cuda_bench*.so "$DEST/tests/test_decode_gpu" # the copy limit
-cp bench/gpu/bench_decode.py bench/gpu/decode_profile.py bench/gpu/decode_device.sh "$DEST/bench/"
+cp bench/gpu/bench_decode.py bench/gpu/decode_profile.py bench/gpu/decode_device.sh \
+    bench/gpu/bulk_device.sh bench/gpu/fi_decode_warm.py "$DEST/bench/"
+# FlashInfer's decode modules packed by an earlier device call (bulk_device.sh w)
+[ -n "${FI_AOT:-}" ] && cp "$FI_AOT" "$DEST/fi_aot.tar.xz"
 echo "staged $(du -sh "$DEST" | cut -f1) in $DEST (tree $(git rev-parse --short HEAD))"

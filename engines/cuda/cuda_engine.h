@@ -36,6 +36,8 @@ typedef struct attn_cuda_tuning {
     int simt;                        /* 1: the CUDA-core producer instead of the tensor-core one */
     int heads_fast;                  /* 1: grid (H_kv, items) instead of (items, H_kv) */
     int row_prefetch;                /* 1: walk the page table a pipeline ahead */
+    int bulk;                        /* 1: the copy-warp tensor-core producer where it serves
+                                        (kernels/common/decode_path.h; issue 13) */
     int fused_merge;                 /* 1: the tensor-core producer's last CTA of each split folds
                                         the slots instead of a reducer launch (docs/cuda.md) */
     int wave_model;                  /* 1: FI plans that already fill the grid may split so the
@@ -44,7 +46,8 @@ typedef struct attn_cuda_tuning {
                                         every run, so an element no kernel wrote shows as NaN */
 } attn_cuda_tuning;
 
-/* The defaults: FI with the wave model, tensor cores, heads_fast, row_prefetch, no poison. */
+/* The defaults: FI with the wave model, tensor cores with the copy warp, heads_fast,
+ * row_prefetch, no poison. */
 void attn_cuda_tuning_defaults(attn_cuda_tuning *t);
 
 /* The engine's ops table (name "cuda_decode", platform CUDA, decode only,

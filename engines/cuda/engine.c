@@ -46,6 +46,7 @@ void attn_cuda_tuning_defaults(attn_cuda_tuning *t)
     t->default_split = ATTN_SPLIT_FI;
     t->heads_fast = 1;
     t->row_prefetch = 1;
+    t->bulk = 1;       /* the copy-warp producer (issue 13, docs/cuda.md) */
     t->wave_model = 1; /* ragged 64 x [256, 16384]: -11..-23 % (issue 13, docs/cuda.md) */
 }
 
@@ -396,6 +397,7 @@ int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g
     pr->simt = t->simt;
     pr->fused_merge = t->fused_merge;
     pr->row_prefetch = t->row_prefetch;
+    pr->bulk = t->bulk;
     pr->heads_fast = t->heads_fast && plan->num_items <= 65535u;
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);
@@ -804,7 +806,7 @@ static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_poo
     if ((e = cudaSetDevice(dev.device)) != cudaSuccess)
         return cuda_fail(err, e, "device", "cudaSetDevice");
     uint32_t group = g->num_kv_heads ? m->num_qo_heads / g->num_kv_heads : 1;
-    int occ = attn_cuda_decode_occupancy(g->head_dim_qk, g->kv_dtype, group);
+    int occ = attn_cuda_decode_occupancy_path(g->head_dim_qk, g->kv_dtype, group, 0, tuning.bulk);
     dev.ctas_per_sm = occ > 0 ? (uint32_t)occ : 0;
     dev.head_chunks = attn_cuda_decode_head_chunks(g->head_dim_qk, g->kv_dtype, group);
     if ((rv = attn_cuda_plan_host(m, g, &dev, &tuning, out, err)) != 0)

@@ -85,6 +85,28 @@ __device__ __forceinline__ void wait(uint64_t *bar, uint32_t phase)
     }
 }
 
+/* Bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned)
+ * from global to this CTA's shared memory by the async proxy; its bytes
+ * complete_tx on `bar`, so the waiter of the phase that announced them
+ * (arrive_expect_tx) sees them landed.  One instruction moves a whole row,
+ * where cp.async needs one per 16 bytes and lane. */
+__device__ __forceinline__ void bulk_copy_g2s(void *smem, const void *gmem, uint32_t bytes,
+                                              uint64_t *bar)
+{
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+        "[%3];\n" ::"r"(ptx::smem_addr(smem)),
+        "l"(gmem), "r"(bytes), "r"(ptx::smem_addr(bar))
+        : "memory");
+}
+
+/* Order this thread's generic-proxy shared-memory writes before later
+ * async-proxy (bulk copy) accesses of the same bytes. */
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 /* Stage index and phase parity of a ring of S barriers: advance() moves to
  * the next stage and flips the parity each time the ring wraps, so a
  * waiter on stage i always names the phase it has not seen yet. */

@@ -32,8 +32,10 @@
 #include <string.h>
 
 #include "attn/error.h"
+#include "kernels/common/decode_path.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/state.h"
+#include "kernels/cuda/barrier.cuh"
 #include "kernels/cuda/decode_launch.h"
 #include "kernels/cuda/paged.cuh"
 #include "kernels/cuda/ptx.cuh"
@@ -445,6 +447,27 @@ template <int D> struct cfg {
                    ? 2 * stages * TILE_VECS * 16 + Q_BYTES + stages * kKeys * 8
                    : RED_BYTES;
     }
+    /* The copy-warp producer (producer_tc_bulk): a bulk copy writes a row
+     * contiguously, so rows are padded by one 16-byte chunk instead of
+     * swizzled (the 8 rows an ldmatrix reads still start in 8 different
+     * bank groups).  Its depth: as many stages as keep the CTAs per SM of
+     * the cp.async producer (2 at d = 128, 1 at d = 256). */
+    static constexpr int ROW_VECS = CH + 1;
+    static constexpr int PAD_TILE_VECS = kKeys * ROW_VECS;
+    static constexpr int BULK_STAGES = D == 256 ? 2 : 3;
+    static constexpr int BULK_MAX_STAGES = D == 256 ? 3 : (D == 128 ? 5 : 6);
+    /* K and V stages, Q hi/lo, then the full and empty barriers of each
+     * stage; the epilogue's merge area (RED_BYTES) stays below the barriers. */
+    __host__ __device__ static constexpr uint32_t bulk_bar_offset(int stages)
+    {
+        return 2 * stages * PAD_TILE_VECS * 16 + Q_BYTES;
+    }
+    static constexpr uint32_t bulk_smem(int stages)
+    {
+        return bulk_bar_offset(stages) + 2 * stages * 8;
+    }
+    static_assert(2 * 2 * PAD_TILE_VECS * 16 + Q_BYTES >= RED_BYTES,
+                  "the epilogue's merge area must not reach the barriers");
 };
 
 constexpr int kMinStages = 2;
@@ -607,11 +630,19 @@ __device__ __forceinline__ void stage_q(const attn_cuda_decode_params &p, const 
     }
 }
 
+/* Index of 16-byte chunk c of row r of a K/V stage: XOR-swizzled rows of
+ * CH chunks (the cp.async producers) or rows padded to RS chunks (the
+ * copy-warp producer, RS = CH + 1). */
+template <int CH, int RS> __device__ __forceinline__ int kv_chunk(int r, int c)
+{
+    return RS == CH ? ptx::swizzle<CH>(r, c) : r * RS + c;
+}
+
 /* QK: S (16 heads x this warp's 16 keys, two n-blocks) = Q K^T over stage
  * kt.  Even and odd k-steps go to two accumulator chains summed at the
  * end; with QLO the lo half of q goes into the same chains right after its
  * hi half.  qa: Q's A fragments when QREG, else read from qh per k-step. */
-template <int D, typename KV, bool QLO>
+template <int D, typename KV, bool QLO, int RS = cfg<D>::CH>
 __device__ __forceinline__ void qk_tile(float (&s)[2][4], const uint32_t (*qa)[4], const uint4 *qh,
                                         const uint4 *ql, const uint4 *kt, int lane, int qrow,
                                         int krow)
@@ -629,7 +660,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const uint32_t (*qa)[4
 #pragma unroll
         for (int j = 0; j < kKGroup; j++)
             ptx::ldmatrix_x4(b[j],
-                             kt + ptx::swizzle<C::CH>(krow, (k0 + j) * 2 + ((lane >> 3) & 1)));
+                             kt + kv_chunk<C::CH, RS>(krow, (k0 + j) * 2 + ((lane >> 3) & 1)));
 #pragma unroll
         for (int j = 0; j < kKGroup; j++) {
             const int kk = k0 + j;
@@ -746,7 +777,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[2][4], float (&m)[2], 
 }
 
 /* PV: O += P V over this warp's 16 V rows of stage vt. */
-template <int D, typename KV>
+template <int D, typename KV, int RS = cfg<D>::CH>
 __device__ __forceinline__ void pv_tile(float (&o)[cfg<D>::NB][4], const uint32_t (&pa)[4],
                                         const uint4 *vt, int lane, int vrow)
 {
@@ -757,7 +788,7 @@ __device__ __forceinline__ void pv_tile(float (&o)[cfg<D>::NB][4], const uint32_
 #pragma unroll
         for (int j = 0; j < kKGroup; j++)
             ptx::ldmatrix_x4_trans(b[j],
-                                   vt + ptx::swizzle<C::CH>(vrow, (d0 + j) * 2 + (lane >> 4)));
+                                   vt + kv_chunk<C::CH, RS>(vrow, (d0 + j) * 2 + (lane >> 4)));
 #pragma unroll
         for (int j = 0; j < kKGroup; j++) {
             ptx::mma_m16n8k16<KV>(o[2 * (d0 + j)], pa, b[j][0], b[j][1]);
@@ -781,7 +812,8 @@ __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const
     float *red_m = red_o + 4 * 16 * D; /* [4][16] */
     float *red_l = red_m + 64;
 #pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
+    for (int rr = 0; rr < 2 && tid < kThreads;
+         rr++) { /* the copy warp (tid >= kThreads) has no state */
         l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
         l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
         const int row = (lane >> 2) + rr * 8;
@@ -802,7 +834,7 @@ __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const
     constexpr int EPT = D / 8; /* lanes of one row per thread */
     const int row = tid >> 3, seg = tid & 7;
     const int hl = h0 + row;
-    if (hl >= w.g)
+    if (tid >= kThreads || hl >= w.g)
         return;
     float u[EPT];
     attn_mlu_f32 st = state_io::from_ml(red_m[row], red_l[row]);
@@ -838,7 +870,7 @@ __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, con
             *cnt = 0; /* every slot has arrived: ready for the next launch */
     }
     __syncthreads();
-    if (!s_last)
+    if (!s_last || tid >= kThreads) /* the copy warp does not fold */
         return;
     __threadfence();
     const int heads = min(16, w.g - h0);
@@ -846,6 +878,94 @@ __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, con
     for (int u = tid; u < heads * UPH; u += kThreads)
         merge_fold<D>(p, w.rq, w.hkv * w.g + h0 + u / UPH, (u % UPH) * kMergeLanes);
 }
+
+/* The copy-warp pipeline of producer_tc_bulk (issue 13): warp 4 of the CTA
+ * walks the page table and issues, for each key row of a 64-key tile, one
+ * cp.async.bulk of its K row and one of its V row into stage s (rows padded
+ * to ROW_VECS chunks), all completing on full[s]; it runs up to `stages`
+ * tiles ahead of the four compute warps, which wait on full[s], compute,
+ * and arrive on empty[s] (every consumer thread, so no warp barrier is
+ * needed before the release).  A row past the walk is not copied: its V
+ * row is zeroed (P is 0 there, and 0 x a stale NaN would be NaN); its K row
+ * may hold anything, the score is masked by select before max and sum. */
+template <int D, typename KV> struct bulk_pipe {
+    using C = cfg<D>;
+    static constexpr uint32_t kRowBytes = D * 2; /* one head's row of K (or V) */
+    static constexpr int kConsumers = kThreads;  /* arrivals on empty[s] */
+    uint4 *ks, *vs;                              /* [stages][kKeys][ROW_VECS] */
+    uint64_t *full, *empty;                      /* [stages] each */
+    int stages;
+
+    /* One thread, before the CTA barrier that precedes every use. */
+    __device__ __forceinline__ void init() const
+    {
+        for (int s = 0; s < stages; s++) {
+            mbar::init(&full[s], 32);
+            mbar::init(&empty[s], kConsumers);
+        }
+        mbar::fence_init();
+    }
+
+    /* The copy warp's loop over tiles 0 .. ntiles - 1: lane l serves rows l
+     * and l + 32 of each tile.  The row offsets of tile t + 1 are loaded
+     * before the wait for stage reuse, so a page-table miss overlaps it. */
+    __device__ __forceinline__ void produce(const KV *kbase, const KV *vbase,
+                                            const paged::key_walk &walk,
+                                            const paged::page_table &pt, int ntiles, int lane) const
+    {
+        int64_t n0 = row_off(walk, pt, 0, lane), n1 = row_off(walk, pt, 0, lane + 32);
+        int s = 0;
+        uint32_t ph = 0;
+        for (int t = 0; t < ntiles; t++) {
+            const int64_t o0 = n0, o1 = n1;
+            if (t + 1 < ntiles) {
+                n0 = row_off(walk, pt, t + 1, lane);
+                n1 = row_off(walk, pt, t + 1, lane + 32);
+            }
+            if (t >= stages)
+                mbar::wait(&empty[s], ph ^ 1u); /* the consumers of tile t - stages are done */
+            uint4 *kd = ks + s * C::PAD_TILE_VECS, *vd = vs + s * C::PAD_TILE_VECS;
+            if (o0 < 0 || o1 < 0) { /* the walk ends inside this tile (its last) */
+                if (o0 < 0)
+                    zero_row(vd + lane * C::ROW_VECS);
+                if (o1 < 0)
+                    zero_row(vd + (lane + 32) * C::ROW_VECS);
+                mbar::fence_proxy_async();
+            }
+            const uint32_t bytes = ((o0 >= 0) + (o1 >= 0)) * 2 * kRowBytes;
+            mbar::arrive_expect_tx(&full[s], bytes); /* release: the zeroed rows too */
+            if (o0 >= 0) {
+                mbar::bulk_copy_g2s(kd + lane * C::ROW_VECS, kbase + o0, kRowBytes, &full[s]);
+                mbar::bulk_copy_g2s(vd + lane * C::ROW_VECS, vbase + o0, kRowBytes, &full[s]);
+            }
+            if (o1 >= 0) {
+                mbar::bulk_copy_g2s(kd + (lane + 32) * C::ROW_VECS, kbase + o1, kRowBytes,
+                                    &full[s]);
+                mbar::bulk_copy_g2s(vd + (lane + 32) * C::ROW_VECS, vbase + o1, kRowBytes,
+                                    &full[s]);
+            }
+            if (++s == stages) {
+                s = 0;
+                ph ^= 1u;
+            }
+        }
+    }
+
+    /* Element offset of row r of tile t, or -1 past the walk. */
+    __device__ __forceinline__ static int64_t row_off(const paged::key_walk &walk,
+                                                      const paged::page_table &pt, int t, int r)
+    {
+        const int64_t v = (int64_t)t * kKeys + r;
+        return v < walk.n ? pt.row_offset(walk.key(v)) : -1;
+    }
+
+    __device__ __forceinline__ static void zero_row(uint4 *row)
+    {
+#pragma unroll
+        for (int c = 0; c < C::CH; c++)
+            row[c] = make_uint4(0u, 0u, 0u, 0u);
+    }
+};
 
 } // namespace tc
 
@@ -927,6 +1047,91 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     tc::fused_fold<D>(p, w, h0);
 }
 
+/* The tensor-core producer with a copy warp (issue 13; decode_path.h says
+ * when it runs): warps 0-3 compute exactly as producer_tc (16 keys each of
+ * a 64-key tile, the same QK, online softmax, PV, epilogue and fused fold),
+ * warp 4 only copies (tc::bulk_pipe), so the compute warps issue no copy
+ * or address instruction and the copies move whole rows. */
+template <int D, typename KV, bool QLO>
+__global__ void __launch_bounds__(tc::kThreads + 32, D == 256 || QLO ? 1 : 2)
+    producer_tc_bulk(attn_cuda_decode_params p)
+{
+    using C = tc::cfg<D>;
+    constexpr int CH = C::CH, TP = C::PAD_TILE_VECS, RS = C::ROW_VECS;
+    const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
+    extern __shared__ uint4 smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+
+    const cta_work w = cta_work_of(p);
+    if (!w.live)
+        return;
+    const int h0 = blockIdx.z * 16; /* first group head of this chunk */
+
+    tc::bulk_pipe<D, KV> pipe;
+    pipe.ks = smem;
+    pipe.vs = smem + ST * TP;
+    uint4 *qh = smem + 2 * ST * TP;
+    uint4 *ql = qh + 16 * CH;
+    pipe.full =
+        reinterpret_cast<uint64_t *>(reinterpret_cast<char *>(smem) + C::bulk_bar_offset(ST));
+    pipe.empty = pipe.full + ST;
+    pipe.stages = ST;
+    const paged::key_walk walk = walk_of(w);
+    const int ntiles = (int)((walk.n + tc::kKeys - 1) / tc::kKeys);
+    if (tid == 0)
+        pipe.init();
+    if (warp < 4)
+        tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
+    __syncthreads(); /* barriers initialised, Q staged */
+
+    float o[C::NB][4];
+#pragma unroll
+    for (int nb = 0; nb < C::NB; nb++)
+        o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+    if (warp == 4) {
+        const KV *kbase = static_cast<const KV *>(p.k) + (int64_t)w.hkv * p.head_stride;
+        const KV *vbase = static_cast<const KV *>(p.v) + (int64_t)w.hkv * p.head_stride;
+        pipe.produce(kbase, vbase, walk, table_of(p, w), ntiles, lane);
+    } else {
+        const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
+        const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
+        const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        uint32_t qa[C::QREG ? C::KS : 1][4];
+        if (C::QREG) {
+#pragma unroll
+            for (int kk = 0; kk < (C::QREG ? C::KS : 0); kk++)
+                ptx::ldmatrix_x4(qa[kk], qh + ptx::swizzle<CH>(qrow, kk * 2 + (lane >> 4)));
+        }
+        const float sc = p.sm_scale * kLog2e;
+        int s = 0;
+        uint32_t ph = 0;
+        for (int t = 0; t < ntiles; t++) {
+            mbar::wait(&pipe.full[s], ph);
+            const uint4 *kt = pipe.ks + s * TP;
+            const uint4 *vt = pipe.vs + s * TP;
+            float sf[2][4];
+            uint32_t pa[4];
+            tc::qk_tile<D, KV, QLO, RS>(sf, qa, qh, ql, kt, lane, qrow, krow);
+            tc::softmax_update<C::NB, KV>(
+                sf, m, l, o, pa, sc, (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2, walk.n);
+            tc::pv_tile<D, KV, RS>(o, pa, vt, lane, vrow);
+            mbar::arrive(&pipe.empty[s]); /* release: this thread's reads of stage s are done */
+            if (++s == ST) {
+                s = 0;
+                ph ^= 1u;
+            }
+        }
+    }
+    __syncthreads(); /* every copy landed and was read: the epilogue may reuse the stages */
+
+    tc::epilogue<D>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
+    if (w.rq.num_slots == 1 || !p.merge_counters)
+        return; /* direct path, or the reducer kernel folds the slots */
+    tc::fused_fold<D>(p, w, h0);
+}
+
 /* Reducer: one CTA per (request, 4 query heads); each thread folds 4 lanes
  * of one head (merge_fold).  Launched only when the producer does not fold
  * (CUDA-core producer, or the fused reducer off). */
@@ -977,6 +1182,7 @@ struct producer_entry {
     uint32_t d;
     attn_dtype kv;
     bool tc, pre, qlo; /* tensor cores; row prefetch and q hi+lo (tc only) */
+    bool bulk;         /* the copy-warp producer (tc only; no row-prefetch variant) */
     kernel_fn fn;
     const char *symbol;              /* the demangled name, without return type and parameters */
     uint32_t (*tc_smem)(int stages); /* the tensor-core producer's shared memory */
@@ -987,31 +1193,38 @@ struct producer_entry {
  * tracer demangles it to, and the tensor-core producer's shared memory. */
 // clang-format off
 #define ATTN__TC(D, T, PRE, QLO)                                                                   \
-    {D, dtype_of<T>::value, true, PRE, QLO, producer_tc<D, T, PRE, QLO>,                           \
+    {D, dtype_of<T>::value, true, PRE, QLO, false, producer_tc<D, T, PRE, QLO>,                    \
      "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ">", tc::cfg<D>::smem,           \
      tc::cfg<D>::STAGES, tc::cfg<D>::MAX_STAGES}
+#define ATTN__BULK(D, T, QLO)                                                                      \
+    {D, dtype_of<T>::value, true, false, QLO, true, producer_tc_bulk<D, T, QLO>,                   \
+     "attn::decode::producer_tc_bulk<" #D ", " #T ", " #QLO ">", tc::cfg<D>::bulk_smem,           \
+     tc::cfg<D>::BULK_STAGES, tc::cfg<D>::BULK_MAX_STAGES}
 #define ATTN__SIMT(D, T)                                                                           \
-    {D, dtype_of<T>::value, false, false, false, producer_simt<D, T>,                              \
+    {D, dtype_of<T>::value, false, false, false, false, producer_simt<D, T>,                       \
      "attn::decode::producer_simt<" #D ", " #T ">", nullptr, 0, 0}
 #define ATTN__PRODUCERS(D, T)                                                                      \
     ATTN__SIMT(D, T), ATTN__TC(D, T, false, false), ATTN__TC(D, T, false, true),                   \
-    ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true)
+    ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true), ATTN__BULK(D, T, false)
 
 /* The only instantiations: head dims 64/128/256 x {bf16, fp16} x {CUDA
- * core, tensor core x row prefetch x q hi+lo}; page size, layout, group
- * size, q dtype and ABI are run-time parameters (q's dtype only decides
- * whether the hi + lo split runs). */
+ * core, tensor core x row prefetch x q hi+lo, copy warp (q hi+lo at d = 256
+ * only)}; page size, layout, group size, q dtype and ABI are run-time
+ * parameters (q's dtype only decides whether the hi + lo split runs). */
 const producer_entry kProducers[] = {
     ATTN__PRODUCERS(64, __nv_bfloat16),
     ATTN__PRODUCERS(128, __nv_bfloat16),
     ATTN__PRODUCERS(256, __nv_bfloat16),
+    ATTN__BULK(256, __nv_bfloat16, true), /* q hi + lo: only at d = 256 (decode_path.h) */
     ATTN__PRODUCERS(64, __half),
     ATTN__PRODUCERS(128, __half),
     ATTN__PRODUCERS(256, __half),
+    ATTN__BULK(256, __half, true),
 };
 #undef ATTN__PRODUCERS
 #undef ATTN__SIMT
 #undef ATTN__TC
+#undef ATTN__BULK
 // clang-format on
 
 constexpr int kNumProducers = sizeof(kProducers) / sizeof(kProducers[0]);
@@ -1031,19 +1244,40 @@ int raise_smem_once(const producer_entry *e, uint32_t bytes)
     return 0;
 }
 
-/* The producer for head dim d, cache dtype kv; for the tensor-core one,
- * the row-prefetch and q hi+lo variants. */
-const producer_entry *find_producer(uint32_t d, attn_dtype kv, bool simt, bool pre, bool qlo)
+/* The kernel of producer `path` for head dim d, cache dtype kv; for the
+ * cp.async tensor-core one, the row-prefetch variant; q hi+lo for both
+ * tensor-core ones. */
+const producer_entry *find_producer(uint32_t d, attn_dtype kv, attn_decode_producer path, bool pre,
+                                    bool qlo)
 {
+    const bool simt = path == ATTN_DECODE_SIMT, bulk = path == ATTN_DECODE_TC_BULK;
     for (const producer_entry &e : kProducers)
-        if (e.d == d && e.kv == kv && e.tc == !simt && (simt || (e.pre == pre && e.qlo == qlo)))
+        if (e.d == d && e.kv == kv && e.tc == !simt &&
+            (simt || (e.bulk == bulk && (bulk || e.pre == pre) && e.qlo == qlo)))
             return &e;
     return nullptr;
 }
 
+/* decode_path.h's choice for a launch. */
+attn_decode_producer path_of(const attn_cuda_decode_params *p)
+{
+    attn_decode_path_in in;
+    in.simt = p->simt;
+    in.bulk = p->bulk;
+    in.head_dim = p->head_dim;
+    in.kv_dtype = p->kv_dtype;
+    in.q_dtype = p->q_dtype;
+    in.page_stride = p->page_stride;
+    in.head_stride = p->head_stride;
+    in.row_stride = p->row_stride;
+    in.k_addr = (uint64_t)(uintptr_t)p->k;
+    in.v_addr = (uint64_t)(uintptr_t)p->v;
+    return attn_decode_path_pick(&in, nullptr);
+}
+
 const producer_entry *find_producer(const attn_cuda_decode_params *p)
 {
-    return find_producer(p->head_dim, p->kv_dtype, p->simt != 0, p->row_prefetch != 0,
+    return find_producer(p->head_dim, p->kv_dtype, path_of(p), p->row_prefetch != 0,
                          p->q_dtype != p->kv_dtype);
 }
 
@@ -1078,7 +1312,7 @@ int stages_of(const producer_entry *e, uint32_t stages)
 void producer_shape(const producer_entry *e, uint32_t group, int stages, attn_cuda_launch_shape *s)
 {
     if (e->tc) {
-        s->bdx = tc::kThreads;
+        s->bdx = tc::kThreads + (e->bulk ? 32 : 0); /* the copy warp */
         s->bdy = s->bdz = 1;
         s->head_chunks = (group + 15) / 16; /* 16 heads are the M of one mma */
         s->smem_bytes = e->tc_smem(stages);
@@ -1124,10 +1358,11 @@ extern "C" void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_c
     s->smem_bytes = pipe > red ? pipe : red;
 }
 
-extern "C" int attn_cuda_decode_occupancy_stages(uint32_t head_dim, attn_dtype kv_dtype,
-                                                 uint32_t group, uint32_t stages)
+extern "C" int attn_cuda_decode_occupancy_path(uint32_t head_dim, attn_dtype kv_dtype,
+                                               uint32_t group, uint32_t stages, int bulk)
 {
-    const producer_entry *e = find_producer(head_dim, kv_dtype, false, true, false);
+    const producer_entry *e =
+        find_producer(head_dim, kv_dtype, bulk ? ATTN_DECODE_TC_BULK : ATTN_DECODE_TC, true, false);
     if (!e || group == 0)
         return 0;
     const int st = stages_of(e, stages);
@@ -1144,6 +1379,12 @@ extern "C" int attn_cuda_decode_occupancy_stages(uint32_t head_dim, attn_dtype k
     return n;
 }
 
+extern "C" int attn_cuda_decode_occupancy_stages(uint32_t head_dim, attn_dtype kv_dtype,
+                                                 uint32_t group, uint32_t stages)
+{
+    return attn_cuda_decode_occupancy_path(head_dim, kv_dtype, group, stages, 1);
+}
+
 extern "C" int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group)
 {
     return attn_cuda_decode_occupancy_stages(head_dim, kv_dtype, group, 0);
@@ -1152,7 +1393,7 @@ extern "C" int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype
 extern "C" uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype,
                                                  uint32_t group)
 {
-    const producer_entry *e = find_producer(head_dim, kv_dtype, false, true, false);
+    const producer_entry *e = find_producer(head_dim, kv_dtype, ATTN_DECODE_TC, true, false);
     if (!e)
         return 1;
     attn_cuda_launch_shape sh;

@@ -78,6 +78,11 @@ typedef struct attn_cuda_decode_params {
      * fewer stages take less shared memory, so more CTAs are resident
      * (attn_cuda_decode_occupancy_stages).  Out of range: ATTN_E_SHAPE. */
     uint32_t stages;
+    /* Tensor-core producer: 1 = the copy-warp producer (one warp issues a
+     * bulk copy per K/V row, mbarrier stages) where kernels/common/
+     * decode_path.h says it serves the launch, else the cp.async one;
+     * `stages` then means its depth (3 / 3 / 2 by default, at most 6 / 5 / 3). */
+    int bulk;
 } attn_cuda_decode_params;
 
 /* Threads per producer CTA and the group heads one CTA serves. */
@@ -95,9 +100,14 @@ void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_cuda_launch_
 int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);
 
 /* The same for a tensor-core producer `stages` deep (0: the default depth;
- * 0 is returned for a depth out of range). */
+ * 0 is returned for a depth out of range); the copy-warp producer, the
+ * engine's default (attn_cuda_decode_occupancy too). */
 int attn_cuda_decode_occupancy_stages(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group,
                                       uint32_t stages);
+
+/* The same for the copy-warp (bulk != 0) or the cp.async tensor-core producer. */
+int attn_cuda_decode_occupancy_path(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group,
+                                    uint32_t stages, int bulk);
 
 /* CTAs that share one (item, kv head): query-head chunks of the producer. */
 uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);

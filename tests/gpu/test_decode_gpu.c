@@ -38,11 +38,12 @@ static attn_engine *g_cuda; /* the engine instance on cuda:0 every test runs on 
  * made with); poison on, so an element no kernel wrote shows as NaN. */
 /* The instance's tuning for the plans made next (a plan keeps the tuning
  * it was made with); every run poisons its outputs and workspace. */
-static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge)
+static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge, int bulk)
 {
     attn_cuda_tuning t;
     attn_cuda_tuning_defaults(&t);
     t.simt = simt;
+    t.bulk = bulk;
     t.heads_fast = heads_fast;
     t.row_prefetch = row_prefetch;
     t.fused_merge = fused_merge;
@@ -52,7 +53,7 @@ static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge
 
 static void tune(int simt, int heads_fast, int row_prefetch)
 {
-    tune_all(simt, heads_fast, row_prefetch, 0);
+    tune_all(simt, heads_fast, row_prefetch, 0, 1);
 }
 
 typedef struct gpu_case {
@@ -72,6 +73,10 @@ typedef struct gpu_case {
      * along the keys: the tensor-core producer's row maxima grow inside a
      * tile, across tiles within the lazy-rescale bound and past it */
     float ramp;
+    /* 1: the copy-warp producer (q in the cache dtype, so it serves every
+     * head dim; the diagnostic must name it); 0: tensor-core runs take it
+     * one in two, q dtype random */
+    int bulk;
 } gpu_case;
 
 static attn_split_policy pick_policy(uint64_t *s, attn_split_policy p)
@@ -117,7 +122,7 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     sp.page_size = gc->page;
     sp.spare_pages = (uint32_t)attn_rb_range(&s, 1, 9);
     sp.kv_dtype = gc->kv;
-    sp.q_dtype = (attn_dtype)attn_rb_range(&s, 0, 2);
+    sp.q_dtype = gc->bulk ? gc->kv : (attn_dtype)attn_rb_range(&s, 0, 2);
     sp.layout = gc->layout;
     sp.format = gc->format;
     sp.mask_kind = gc->mask;
@@ -130,11 +135,14 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     rb.m.policy.graph = gc->graph;
     const bool commit = attn_rb_range(&s, 0, 1) != 0;
     /* one run in four on the CUDA-core producer; the grid order either way */
-    const int simt = attn_rb_range(&s, 0, 3) == 0, heads_fast = (int)attn_rb_range(&s, 0, 1);
+    const int simt = attn_rb_range(&s, 0, 3) == 0 && !gc->bulk;
+    const int heads_fast = (int)attn_rb_range(&s, 0, 1);
     const int prefetch = (int)attn_rb_range(&s, 0, 1);
     /* split requests folded by the producer's last CTA (3 in 4) or the reducer kernel */
     const int fused = attn_rb_range(&s, 0, 3) != 0;
-    tune_all(simt, heads_fast, prefetch, fused);
+    /* the copy-warp producer: forced by the case, else one tensor-core run in two */
+    const int bulk = gc->bulk ? 1 : (int)attn_rb_range(&s, 0, 1);
+    tune_all(simt, heads_fast, prefetch, fused, bulk);
 
     if (gc->ramp > 0.f) { /* the host copy the CPU engine reads too, before the upload */
         for (uint32_t b = 0; b < gc->B; b++)
@@ -210,6 +218,17 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     assert_memory_equal(o_first, o, rb.o_elems * qs);
     free(o_first);
     assert_true(rep.num_kernels >= 2);
+    /* the diagnostic names the producer that ran */
+    const char *producer = "?";
+    for (uint32_t k = 0; k < rep.num_kernels; k++)
+        if (strstr(rep.kernels[k].symbol, "producer"))
+            producer = rep.kernels[k].symbol;
+    if (gc->bulk)
+        assert_non_null(strstr(producer, "producer_tc_bulk<"));
+    else if (simt)
+        assert_non_null(strstr(producer, "producer_simt<"));
+    else if (!bulk)
+        assert_non_null(strstr(producer, "producer_tc<"));
     assert_string_equal(rep.timing_method, "cuda_events");
 
     attn_cpu_call cc = {.m = &rb.m,
@@ -249,13 +268,14 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     }
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     printf("  %-28s seed=%llu B=%u g=%u d=%u P=%u %s %s q=%s abi=%s policy=%s slots=%u items=%u "
-           "occ=%u %s%s%s%s rel=%.2e lse=%.2e nan=%zu %s\n",
+           "occ=%u %s%s%s%s rel=%.2e lse=%.2e nan=%zu %s %s\n",
            gc->name, (unsigned long long)seed, gc->B, gc->hq / gc->hkv, gc->d, gc->page,
            attn_dtype_name(gc->kv), gc->layout == ATTN_HND ? "HND" : "NHD",
            attn_dtype_name(rb.m.q_dtype), rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o",
            attn_split_policy_name(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
            simt ? "simt" : "tc", heads_fast ? "/hf" : "/if", prefetch ? "/pre" : "",
-           fused && !simt ? "/fused" : "", rel, lse_err, nan, commit ? "commit" : "no-commit");
+           fused && !simt ? "/fused" : "", rel, lse_err, nan, commit ? "commit" : "no-commit",
+           strchr(producer, ':') ? strrchr(producer, ':') + 1 : producer);
     if (rel > g_worst_rel)
         g_worst_rel = rel;
     if (lse_err > g_worst_lse)
@@ -339,6 +359,25 @@ static const gpu_case k_cases[] = {
      ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false, 6.f},
     {"ramp-scores-fp16-d64", 4, 500, 6000, 0, 16, 4, 64, 32, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 4.f},
+    /* issue 13, the copy-warp producer on every page-size class (1, 2, 16,
+     * 64, 128), NHD and HND, d 64/128/256, both cache dtypes; the random
+     * lengths leave poisoned tails in the last page and past the last tile */
+    {"bulk-p1-hnd-d128", 6, 1, 3000, 0, 32, 8, 128, 1, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
+    {"bulk-p2-nhd-d64-window", 8, 1, 4000, 0, 16, 4, 64, 2, ATTN_FP16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_WINDOW, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
+    {"bulk-p16-nhd-d128-ragged", 16, 1, 9000, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
+    {"bulk-p64-hnd-d256-sink", 5, 1, 5000, 0, 16, 4, 256, 64, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_SINK, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
+    {"bulk-p128-nhd-d256-g32", 3, 1, 7000, 0, 64, 2, 256, 128, ATTN_BF16, ATTN_NHD, ATTN_KV_DENSE,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
+    {"bulk-p32-hnd-d64-mha-ramp", 6, 100, 6000, 0, 8, 8, 64, 32, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false, 6.f, 1},
+    {"bulk-p16-graph-fixed", 7, 1, 70, 0, 16, 4, 128, 16, ATTN_FP16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_FIXED, 8, true, 0.f, 1},
+    {"bulk-long-65536-group5", 2, 1, 900, 65536, 10, 2, 128, 16, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
 };
 
 static void test_random_sweep(void **state)
@@ -522,8 +561,8 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
     }
 
     const int heads_fast = (int)((seed >> 2) & 1), prefetch = (int)((seed >> 3) & 1);
-    const int fused = (int)((seed >> 4) & 1);
-    tune_all(simt, heads_fast, prefetch, fused);
+    const int fused = (int)((seed >> 4) & 1), bulk = (int)((seed >> 5) & 1);
+    tune_all(simt, heads_fast, prefetch, fused, bulk);
 
     attn_pool_geometry g = rb.g;
     snprintf(g.device, sizeof g.device, "cuda:0");
@@ -593,13 +632,13 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
     }
     const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     static const char *const kinds[] = {"K=nan", "K=+inf", "V=nan"};
-    printf("  nonfinite %s T0=%-5lld key=%-5lld %s %s policy=%s slots=%u q=%s%s%s%s: "
+    printf("  nonfinite %s T0=%-5lld key=%-5lld %s %s policy=%s slots=%u q=%s%s%s%s%s: "
            "finite O in req 0: %zu, LSE mismatch %zu; req 1 rel=%.2e lse=%.2e nan=%zu\n",
            kinds[kind], (long long)T0, (long long)t, simt ? "simt" : "tc",
            abi == ATTN_ABI_MLU ? "mlu" : "lse_o", attn_split_policy_name(plan->policy),
            plan->num_slots, attn_dtype_name(rb.m.q_dtype), heads_fast ? "/hf" : "/if",
-           prefetch ? "/pre" : "", fused && !simt ? "/fused" : "", finite0, lse_mismatch, rel,
-           lse_err, nan1);
+           prefetch ? "/pre" : "", fused && !simt ? "/fused" : "", bulk && !simt ? "/bulk" : "",
+           finite0, lse_mismatch, rel, lse_err, nan1);
     assert_int_equal(finite0, 0);
     assert_int_equal(lse_mismatch, 0);
     assert_int_equal(nan1, 0);

@@ -1,0 +1,52 @@
+/* The producer choice of the CUDA decode engine (decode_path.h). */
+#include "kernels/common/decode_path.h"
+
+#include <stddef.h>
+
+#include "attn/names.h"
+
+/* cp.async.bulk moves whole 16-byte units between 16-byte aligned
+ * addresses: every row start (page, slot and head offsets) must be one. */
+static int aligned16(int64_t elems, size_t es)
+{
+    return ((uint64_t)elems * es) % 16u == 0;
+}
+
+attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const char **why)
+{
+    const char *no = NULL;
+    const size_t es = attn_dtype_size(in->kv_dtype);
+    if (why)
+        *why = NULL;
+    if (in->simt)
+        return ATTN_DECODE_SIMT;
+    if (!in->bulk)
+        return ATTN_DECODE_TC;
+    if (es != 2)
+        no = "the copy-warp producer has kernels for 2-byte K/V (bf16, fp16) only";
+    else if (in->head_dim != 64 && in->head_dim != 128 && in->head_dim != 256)
+        no = "the copy-warp producer has kernels for head_dim 64, 128 and 256 only";
+    else if (!aligned16(in->page_stride, es) || !aligned16(in->row_stride, es) ||
+             !aligned16(in->head_stride, es))
+        no = "a K/V row does not start on a 16-byte boundary (page, row or head stride)";
+    else if (in->k_addr % 16u || in->v_addr % 16u)
+        no = "the K or V store is not 16-byte aligned";
+    else if (in->q_dtype != in->kv_dtype && in->head_dim < 256)
+        no = "q's dtype is not the cache's: the hi + lo variant of the copy-warp producer holds "
+             "fewer CTAs per SM below head_dim 256";
+    if (no == NULL)
+        return ATTN_DECODE_TC_BULK;
+    if (why)
+        *why = no;
+    return ATTN_DECODE_TC;
+}
+
+const char *attn_decode_producer_name(attn_decode_producer p)
+{
+    static const char *const names[] = {
+#define ATTN__X(id, name) name,
+        ATTN_DECODE_PRODUCERS(ATTN__X)
+#undef ATTN__X
+    };
+    return (unsigned)p < ATTN_DECODE_PRODUCER_COUNT ? names[p] : "?";
+}

@@ -1,0 +1,63 @@
+/* Which CUDA decode producer runs a launch, decided on the host without a
+ * GPU (kernels/cuda/decode.cu asks at launch and for the dispatch
+ * diagnostic; tests/unit/test_decode_path.c checks the table on CI).
+ *
+ * Three producers (docs/cuda.md, "Kernels"): the CUDA-core producer, the
+ * tensor-core producer whose four warps copy their own rows with 16-byte
+ * cp.async, and the tensor-core producer with a copy warp (issue 13): one
+ * warp issues one cp.async.bulk per K and V row into a padded shared tile,
+ * completing on an mbarrier, several stages ahead of the four compute warps.
+ * The copy warp serves every case whose rows are whole 16-byte vectors at
+ * 16-byte aligned addresses (the bulk copy's contract), except a q dtype
+ * other than the cache's below head_dim 256: its hi + lo variant needs ~210
+ * registers, so 160 threads hold fewer CTAs per SM than the cp.async
+ * producer's 128 (measured with -Xptxas -v, docs/cuda.md).  The rest keeps
+ * the cp.async producer.
+ */
+#ifndef ATTN_COMMON_DECODE_PATH_H
+#define ATTN_COMMON_DECODE_PATH_H
+
+#include <stdint.h>
+
+#include "attn/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The producers, in the order of the X-macro: id, name. */
+#define ATTN_DECODE_PRODUCERS(X)                                                                   \
+    X(ATTN_DECODE_SIMT, "simt")                                                                    \
+    X(ATTN_DECODE_TC, "tc")                                                                        \
+    X(ATTN_DECODE_TC_BULK, "tc_bulk")
+
+typedef enum attn_decode_producer {
+#define ATTN__X(id, name) id,
+    ATTN_DECODE_PRODUCERS(ATTN__X)
+#undef ATTN__X
+        ATTN_DECODE_PRODUCER_COUNT
+} attn_decode_producer;
+
+/* What the choice depends on: the launch's shape, strides and buffers. */
+typedef struct attn_decode_path_in {
+    int simt;                                     /* the CUDA-core producer was asked for */
+    int bulk;                                     /* the copy-warp producer is allowed */
+    uint32_t head_dim;                            /* 64, 128 or 256 have kernels */
+    attn_dtype kv_dtype;                          /* bf16 / fp16 have kernels */
+    attn_dtype q_dtype;                           /* not kv_dtype: q enters as hi + lo halves */
+    int64_t page_stride, head_stride, row_stride; /* elements */
+    uint64_t k_addr, v_addr;                      /* the layer's stores (0: not bound yet) */
+} attn_decode_path_in;
+
+/* The producer that serves `in`; *why (may be NULL) gets one sentence on
+ * why the copy-warp producer does not, or NULL when it does or was not
+ * allowed. */
+attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const char **why);
+
+/* The name of a producer ("simt", "tc", "tc_bulk"; "?" out of range). */
+const char *attn_decode_producer_name(attn_decode_producer p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,136 @@
+/* The CUDA decode engine's producer choice (kernels/common/decode_path.h),
+ * without a GPU: the copy-warp producer serves the bf16/fp16 launches at
+ * head_dim 64/128/256 whose rows start on 16-byte boundaries, q hi + lo only
+ * at head_dim 256; everything else falls back to the cp.async tensor-core
+ * producer with one sentence saying why; the CUDA-core producer when asked. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "kernels/common/decode_path.h"
+
+/* An NHD page-16 launch: H_kv 8, d 128, bf16 q and cache, aligned stores. */
+static attn_decode_path_in nhd_launch(uint32_t d)
+{
+    attn_decode_path_in in;
+    memset(&in, 0, sizeof in);
+    in.bulk = 1;
+    in.head_dim = d;
+    in.kv_dtype = ATTN_BF16;
+    in.q_dtype = ATTN_BF16;
+    in.row_stride = 8 * (int64_t)d;
+    in.head_stride = d;
+    in.page_stride = 16 * 8 * (int64_t)d;
+    in.k_addr = 0x7f0000000000ull;
+    in.v_addr = 0x7f0000100000ull;
+    return in;
+}
+
+static void expect(const attn_decode_path_in *in, attn_decode_producer want, const char *why_has)
+{
+    const char *why = "unset";
+    assert_int_equal(attn_decode_path_pick(in, &why), want);
+    if (why_has == NULL) {
+        assert_null(why);
+    } else {
+        assert_non_null(why);
+        assert_non_null(strstr(why, why_has));
+    }
+    assert_int_equal(attn_decode_path_pick(in, NULL), want); /* why may be NULL */
+}
+
+static void test_bulk_serves_every_head_dim_layout_and_page(void **state)
+{
+    (void)state;
+    static const uint32_t dims[] = {64, 128, 256};
+    static const uint32_t pages[] = {1, 2, 16, 64, 128};
+    static const attn_dtype dts[] = {ATTN_BF16, ATTN_FP16};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 5; j++)
+            for (size_t k = 0; k < 2; k++)
+                for (int hnd = 0; hnd < 2; hnd++) {
+                    attn_decode_path_in in = nhd_launch(dims[i]);
+                    in.kv_dtype = in.q_dtype = dts[k];
+                    const int64_t d = dims[i], P = pages[j], H = 8;
+                    in.page_stride = P * H * d;
+                    in.row_stride = hnd ? d : H * d;
+                    in.head_stride = hnd ? P * d : d;
+                    expect(&in, ATTN_DECODE_TC_BULK, NULL);
+                }
+}
+
+static void test_bulk_off_or_simt(void **state)
+{
+    (void)state;
+    attn_decode_path_in in = nhd_launch(128);
+    in.bulk = 0;
+    expect(&in, ATTN_DECODE_TC, NULL);
+    in.simt = 1;
+    expect(&in, ATTN_DECODE_SIMT, NULL);
+    in.bulk = 1; /* simt wins over the copy warp */
+    expect(&in, ATTN_DECODE_SIMT, NULL);
+}
+
+static void test_q_hi_lo_only_at_d256(void **state)
+{
+    (void)state;
+    attn_decode_path_in in = nhd_launch(128);
+    in.q_dtype = ATTN_FP32;
+    expect(&in, ATTN_DECODE_TC, "fewer CTAs per SM");
+    in = nhd_launch(64);
+    in.q_dtype = ATTN_FP16; /* any q dtype other than the cache's */
+    expect(&in, ATTN_DECODE_TC, "hi + lo");
+    in = nhd_launch(256);
+    in.q_dtype = ATTN_FP32;
+    expect(&in, ATTN_DECODE_TC_BULK, NULL);
+}
+
+static void test_fallbacks_name_the_reason(void **state)
+{
+    (void)state;
+    attn_decode_path_in in = nhd_launch(96);
+    expect(&in, ATTN_DECODE_TC, "head_dim");
+    in = nhd_launch(128);
+    in.kv_dtype = in.q_dtype = ATTN_FP32;
+    expect(&in, ATTN_DECODE_TC, "2-byte");
+    in = nhd_launch(128);
+    in.row_stride = 8 * 128 + 4; /* 8 bytes past a 16-byte boundary */
+    expect(&in, ATTN_DECODE_TC, "row or head stride");
+    in = nhd_launch(128);
+    in.head_stride = 132;
+    expect(&in, ATTN_DECODE_TC, "16-byte boundary");
+    in = nhd_launch(128);
+    in.page_stride += 4;
+    expect(&in, ATTN_DECODE_TC, "16-byte boundary");
+    in = nhd_launch(128);
+    in.v_addr += 8;
+    expect(&in, ATTN_DECODE_TC, "not 16-byte aligned");
+    in = nhd_launch(128);
+    in.k_addr = 0; /* not bound yet (the dispatch diagnostic asks before a run) */
+    in.v_addr = 0;
+    expect(&in, ATTN_DECODE_TC_BULK, NULL);
+}
+
+static void test_names(void **state)
+{
+    (void)state;
+    assert_string_equal(attn_decode_producer_name(ATTN_DECODE_SIMT), "simt");
+    assert_string_equal(attn_decode_producer_name(ATTN_DECODE_TC), "tc");
+    assert_string_equal(attn_decode_producer_name(ATTN_DECODE_TC_BULK), "tc_bulk");
+    assert_string_equal(attn_decode_producer_name(ATTN_DECODE_PRODUCER_COUNT), "?");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bulk_serves_every_head_dim_layout_and_page),
+        cmocka_unit_test(test_bulk_off_or_simt),
+        cmocka_unit_test(test_q_hi_lo_only_at_d256),
+        cmocka_unit_test(test_fallbacks_name_the_reason),
+        cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
