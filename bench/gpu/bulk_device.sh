@@ -56,8 +56,8 @@ has t && run decode_sweep 60 "$D/tests/test_decode_gpu"
 if has p; then
     SEC="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section SchedulerStats --section InstructionStats"
     NCU="ncu --clock-control none --nvtx --nvtx-include prof/"
-    run ncu_bulk 45 $NCU $SEC -f -o "$P/bulk" $PROF --mode ncu-attnd --configs base
-    run ncu_nobulk 30 $NCU $SEC -f -o "$P/nobulk" $PROF --mode ncu-attnd --configs nobulk --shapes B1_T32768,B128_T8192
+    run ncu_bulk 40 $NCU $SEC -f -o "$P/bulk" $PROF --mode ncu-attnd --configs base --shapes B1_T32768,B64_T4096,B128_T8192,B2_T2048
+    run ncu_nobulk 25 $NCU $SEC -f -o "$P/nobulk" $PROF --mode ncu-attnd --configs nobulk --shapes B1_T32768,B128_T8192
     ncu --query-metrics --chip gh100 >"$P/metrics.txt" 2>&1
     M=""
     for m in lts__t_sectors_op_read lts__t_sectors_op_read_lookup_hit lts__t_sectors_op_read_lookup_miss \
@@ -67,22 +67,22 @@ if has p; then
         grep -q "^$m " "$P/metrics.txt" && M="$M,$m.sum"
     done
     if [ -n "$M" ]; then
-        run ncu_l2 40 $NCU --metrics "${M#,}" --csv --page raw $PROF --mode ncu-attnd --configs base --shapes B1_T32768,B128_T8192
-        run ncu_l2_nobulk 25 $NCU --metrics "${M#,}" --csv --page raw $PROF --mode ncu-attnd --configs nobulk --shapes B1_T32768,B128_T8192
+        run ncu_l2 25 $NCU --metrics "${M#,}" --csv --page raw $PROF --mode ncu-attnd --configs base --shapes B1_T32768,B128_T8192
+        run ncu_l2_nobulk 20 $NCU --metrics "${M#,}" --csv --page raw $PROF --mode ncu-attnd --configs nobulk --shapes B1_T32768,B128_T8192
     fi
     for r in bulk nobulk; do
         [ -f "$P/$r.ncu-rep" ] && ncu -i "$P/$r.ncu-rep" --page details >"$P/$r.txt" 2>&1
     done
 fi
-has s && run sweep 80 $PROF --mode sweep --configs base,nobulk,bulk_s2,bulk_s4 \
-    --shapes B1_T32768,B2_T2048,B16_T8192,B64_T4096,B128_T8192,B256_T2048,d256_B32_T4096,d64_B64_T2048,P1_B16_T8192,g8_B64_T4096,B32_T1024
+has s && run sweep 50 $PROF --mode sweep --configs base,nobulk,bulk_s2,bulk_s4 \
+    --shapes B1_T32768,B2_T2048,B16_T8192,B64_T4096,B128_T8192,B256_T2048,d256_B32_T4096,d64_B64_T2048,P1_B16_T8192,B32_T1024
 if [ -n "$warm_pid" ] && has b; then wait "$warm_pid"; fi
 reserve=5
 has m && reserve=75
 has b && run bench $(($(left) - reserve)) python3 "$D/bench/bench_decode.py" --quick \
     --lib "$D/lib/libattn_cuda_bench.so" --old "$D/lib/libattn_cuda_bench_old.so" --out "$OUT"
 export ATTN_GPU_QUICK=1
-has m && run memcheck 35 compute-sanitizer --tool memcheck --leak-check no "$D/tests/test_decode_gpu"
+has m && run memcheck 30 compute-sanitizer --tool memcheck --leak-check no "$D/tests/test_decode_gpu"
 has r && run racecheck 40 compute-sanitizer --tool racecheck "$D/tests/test_decode_gpu"
 if [ -n "$warm_pid" ]; then
     l=$(left)

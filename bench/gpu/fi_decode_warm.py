@@ -18,7 +18,7 @@ import time
 import torch
 
 
-def warm(fi):
+def warm(fi, out):
     for d, hq, hkv in ((128, 32, 8), (64, 16, 4), (256, 32, 8)):
         B, P, L = 2, 16, 100
         npg = (L + P - 1) // P
@@ -38,6 +38,8 @@ def warm(fi):
                 w.run(q, (k, v))
                 torch.cuda.synchronize()
                 print(f"d={d} tc={tc}: {time.time() - t:.0f} s", flush=True)
+                if out:  # after every module: a call cut short keeps what was built
+                    pack(out)
             except Exception as ex:
                 print(f"d={d} tc={tc}: failed after {time.time() - t:.0f} s: {ex!r}"[:300],
                       flush=True)
@@ -46,12 +48,14 @@ def warm(fi):
 def pack(out):
     import flashinfer.jit.env as env
     sos = sorted(glob.glob(str(env.FLASHINFER_JIT_DIR / "*" / "*.so")))
-    with lzma.open(out, "wb", preset=6) as f, tarfile.open(fileobj=f, mode="w") as tf:
+    tmp = out + ".tmp"
+    with lzma.open(tmp, "wb", preset=6) as f, tarfile.open(fileobj=f, mode="w") as tf:
         for so in sos:
             name = os.path.basename(os.path.dirname(so))
             if os.path.basename(so) == name + ".so":
                 tf.add(so, arcname=f"{name}/{name}.so")
                 print("packed", name, os.path.getsize(so), flush=True)
+    os.replace(tmp, out)
     print("pack", out, os.path.getsize(out), flush=True)
 
 
@@ -61,10 +65,8 @@ def main():
     a = ap.parse_args()
     import flashinfer as fi
     t0 = time.time()
-    warm(fi)
+    warm(fi, a.pack)
     print(f"warm total {time.time() - t0:.0f} s", flush=True)
-    if a.pack:
-        pack(a.pack)
     return 0
 
 

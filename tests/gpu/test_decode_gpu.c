@@ -328,37 +328,37 @@ static void run_case(const gpu_case *gc, uint64_t seed)
 
 static const gpu_case k_cases[] = {
     {"ragged-bf16-nhd-p16", 16, 1, 16384, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 0},
     {"page1-fp16-hnd", 8, 1, 4096, 0, 32, 8, 128, 1, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 0},
     {"d64-mha-p32-window", 12, 1, 6000, 0, 8, 8, 64, 32, ATTN_BF16, ATTN_NHD, ATTN_KV_DENSE,
-     ATTN_MASK_WINDOW, ATTN_SPLIT_AUTO, 0, false, 0.f},
+     ATTN_MASK_WINDOW, ATTN_SPLIT_AUTO, 0, false, 0.f, 0},
     {"d256-p64-hnd-sink", 6, 1, 5000, 0, 8, 4, 256, 64, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_SINK, ATTN_SPLIT_AUTO, 0, false, 0.f},
+     ATTN_MASK_SINK, ATTN_SPLIT_AUTO, 0, false, 0.f, 0},
     {"group16-p128", 4, 1, 9000, 0, 64, 4, 128, 128, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 0},
     {"group3-d64-dense-none", 9, 1, 3000, 0, 12, 4, 64, 16, ATTN_FP16, ATTN_NHD, ATTN_KV_DENSE,
-     ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false, 0.f},
+     ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false, 0.f, 0},
     {"group5-hnd-p32", 5, 1, 7000, 0, 10, 2, 128, 32, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 0},
     {"group32-headchunks", 3, 1, 5000, 0, 64, 2, 256, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 0},
     {"long-131072", 3, 1, 2000, 131072, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 0},
     {"batch64-global", 64, 1, 2048, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_SINK, ATTN_SPLIT_GLOBAL, 0, false, 0.f},
+     ATTN_MASK_SINK, ATTN_SPLIT_GLOBAL, 0, false, 0.f, 0},
     {"graph-identity-slots", 7, 1, 5, 0, 16, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_FIXED, 8, true, 0.f},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_FIXED, 8, true, 0.f, 0},
     {"fixed-splits-window", 5, 1, 3000, 0, 16, 2, 64, 64, ATTN_FP16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_WINDOW, ATTN_SPLIT_FIXED, 7, false, 0.f},
+     ATTN_MASK_WINDOW, ATTN_SPLIT_FIXED, 7, false, 0.f, 0},
     /* 40 x 8 units fill 264 slots: the FI wave model splits the long requests
      * (added after the 2026-12-01 device run; not yet run on a device) */
     {"wave-split-ragged", 40, 1, 16384, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_FI, 0, false, 0.f},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_FI, 0, false, 0.f, 0},
     {"ramp-scores-lazy-rescale", 6, 500, 8000, 0, 32, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false, 6.f},
+     ATTN_MASK_NONE, ATTN_SPLIT_AUTO, 0, false, 6.f, 0},
     {"ramp-scores-fp16-d64", 4, 500, 6000, 0, 16, 4, 64, 32, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 4.f},
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 4.f, 0},
     /* issue 13, the copy-warp producer on every page-size class (1, 2, 16,
      * 64, 128), NHD and HND, d 64/128/256, both cache dtypes; the random
      * lengths leave poisoned tails in the last page and past the last tile */
@@ -470,11 +470,11 @@ static void test_seed_0x02G_known_answer(void **state)
                 assert_int_equal(
                     attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
                 /* two plans: the fused reducer (a plan keeps its tuning) and the reducer kernel */
-                tune_all(simt, layout, abi, 1);
+                tune_all(simt, layout, abi, 1, 1);
                 attn_engine_plan *ep = NULL, *ep2 = NULL;
                 assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep, &err), 0);
                 assert_int_equal(ep->split.num_slots, 3);
-                tune_all(simt, layout, abi, 0);
+                tune_all(simt, layout, abi, 0, 1);
                 assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep2, &err), 0);
                 float o[64], lse;
                 void *kd[1] = {dk}, *vd[1] = {dv};
