@@ -109,7 +109,7 @@ class Attnd:
         if wave_model is not None:
             lib.attnb_reset_wave_model()
         if bulk is not None:
-            lib.attnb_set_bulk(1)
+            lib.attnb_set_bulk(-1)  # back to the engine's default
         if not self.h:
             raise RuntimeError("attnb_create failed")
         lib.attnb_set_waves(1)
@@ -237,7 +237,8 @@ def bench_shape(lib, shape, fi, gen, res):
         ("fi_simt", 2, dict(simt=True)), ("fi_reducer", 2, dict(fused=False))]
     if QUICK:  # the final device call: the engine's path, the wave model off, today's kernel
         runs = [("fi", 2, {}), ("fi_reducer", 2, dict(fused=False)),
-                ("fi_nobulk", 2, dict(bulk=False))]
+                ("fi_nobulk", 2, dict(bulk=0)), ("fi_bulk1", 2, dict(bulk=1)),
+                ("fi_bulk4", 2, dict(bulk=4))]
     if OLD_LIB is not None:
         runs.append(("old", 2, dict(lib=OLD_LIB)))
     for pname, pid, kw in runs:
@@ -471,6 +472,7 @@ def main():
         ratios = {}
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
                      "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_fi_nobulk",
+                     "attnd_fi_bulk1", "attnd_fi_bulk4",
                      "attnd_old"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
@@ -495,7 +497,7 @@ def main():
     log("wrote", base + ".json", base + ".md")
     # compact table last (the device reply carries the end of the output)
     cols = ["attnd_fi", "attnd_fa", "attnd_global", "attnd_fi_reducer", "attnd_fi_simt",
-            "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_old",
+            "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_old",
             "flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]
     log("us: " + " ".join(c.replace("attnd_", "").replace("sdpa_cudnn_contiguous", "cudnn")
                           .replace("gather_then_sdpa_cudnn", "gather") for c in cols))

@@ -32,7 +32,7 @@ typedef struct attnb {
 static uint32_t g_waves = 1;
 static int g_fused = 1;
 static uint32_t g_stages = 0;
-static int g_bulk = 1; /* the copy-warp producer, the engine's default */
+static int g_bulk = ATTN_CUDA_BULK_DEFAULT; /* copy warps, the engine's default */
 /* FI wave model, the engine's default (off with item keys < 0) */
 static int64_t g_wave_item = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
 static int64_t g_wave_merge = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
@@ -52,10 +52,11 @@ void attnb_reset_wave_model(void)
     g_wave_merge = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
 }
 
-/* Copy-warp producer on/off for the handles created next (default on). */
-void attnb_set_bulk(int on)
+/* Copy warps of the copy-warp producer for the handles created next (0: the
+ * cp.async producer; < 0: the engine's default). */
+void attnb_set_bulk(int copy_warps)
 {
-    g_bulk = on;
+    g_bulk = copy_warps < 0 ? ATTN_CUDA_BULK_DEFAULT : copy_warps;
 }
 
 /* Tensor-core pipeline depth for the next attnb_create (0 = the default). */

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Issue 13 round 2 (the copy-warp producer): one device command in steps,
 # staged here by bench/gpu/stage_decode_device.sh DEST; on the device, from
-# the repository root, with carry [DEST, .whl]:
+# the repository root, with carry [DEST] (wheels in DEST/whl) or [DEST, .whl]:
 #   D=DEST bash DEST/bench/bulk_device.sh STEPS SECONDS $OUT
 # STEPS, in order: w FlashInfer's decode modules (from DEST/fi_aot.tar.xz
 # when staged, else compiled in the background and packed to
 # $OUT/fi_aot.tar.xz for the next call), t the correctness sweep (fresh
-# seed), p ncu of the copy-warp and the cp.async producer, s the
+# seed), q the quick sweep, p ncu of the copy-warp and the cp.async producer, s the
 # configuration sweep (timing), b the benchmark (--quick --old), m / r
 # compute-sanitizer memcheck / racecheck on the quick sweep.
 # Writes $OUT/logs.tgz (+ prof.tgz, decode-h200-<date>.{md,json}); prints a summary last.
@@ -41,9 +41,11 @@ has() { case "$STEPS" in *$1*) return 0 ;; esac; return 1; }
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; ncu --version | tail -1; } >"$L/env.txt" 2>&1
 PROF="python3 $D/bench/decode_profile.py --lib $D/lib/libattn_cuda_bench.so --out $P"
 warm_pid=
-if has w && ls .whl/*.whl >/dev/null 2>&1; then
+W=.whl # the wheels: DEST/whl when staged there (the tree with .whl is over the copy limit)
+ls "$D"/whl/*.whl >/dev/null 2>&1 && W=$D/whl
+if has w && ls "$W"/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl >"$L/pip.log" 2>&1 && export PYTHONPATH=/tmp/site
+        --target /tmp/site "$W"/*.whl >"$L/pip.log" 2>&1 && export PYTHONPATH=/tmp/site
     if [ -f "$D/fi_aot.tar.xz" ]; then
         mkdir -p /tmp/site/flashinfer/data/aot && tar -C /tmp/site/flashinfer/data/aot -xJf "$D/fi_aot.tar.xz" &&
             echo "fi aot: $(ls /tmp/site/flashinfer/data/aot | wc -l) modules from the staged tree" >>"$summary"
@@ -53,6 +55,7 @@ if has w && ls .whl/*.whl >/dev/null 2>&1; then
     fi
 fi
 has t && run decode_sweep 60 "$D/tests/test_decode_gpu"
+has q && ATTN_GPU_QUICK=1 run decode_quick 30 "$D/tests/test_decode_gpu"
 if has p; then
     SEC="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section SchedulerStats --section InstructionStats"
     NCU="ncu --clock-control none --nvtx --nvtx-include prof/"
@@ -74,8 +77,8 @@ if has p; then
         [ -f "$P/$r.ncu-rep" ] && ncu -i "$P/$r.ncu-rep" --page details >"$P/$r.txt" 2>&1
     done
 fi
-has s && run sweep 50 $PROF --mode sweep --configs base,nobulk,bulk_s2,bulk_s4 \
-    --shapes B1_T32768,B2_T2048,B16_T8192,B64_T4096,B128_T8192,B256_T2048,d256_B32_T4096,d64_B64_T2048,P1_B16_T8192,B32_T1024
+has s && run sweep 50 $PROF --mode sweep --configs ${SWEEP_CONFIGS:-nobulk,bulk1,bulk2,bulk4,bulk4_s2,bulk4_s4} \
+    --shapes ${SWEEP_SHAPES:-B1_T32768,B2_T2048,B16_T8192,B64_T4096,B128_T8192,B256_T2048,d256_B32_T4096,d64_B64_T2048,P1_B16_T8192,B32_T1024}
 if [ -n "$warm_pid" ] && has b; then wait "$warm_pid"; fi
 reserve=5
 has m && reserve=75
@@ -90,7 +93,8 @@ if [ -n "$warm_pid" ]; then
     cp "$L/fi_warm.log" "$P/" 2>/dev/null
 fi
 {
-    grep -hE "PASSED|FAILED|worst|seed|Assert|FAIL" "$L/decode_sweep.log" 2>/dev/null | tail -8
+    grep -hE "PASSED|FAILED|worst|seed|Assert|FAIL" "$L/decode_sweep.log" "$L/decode_quick.log" 2>/dev/null | tail -8
+    grep -h "bulk<" "$L/decode_quick.log" 2>/dev/null | tail -6
     grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$L/memcheck.log" "$L/racecheck.log" 2>/dev/null
     tail -14 "$L/sweep.log" 2>/dev/null
     grep -A20 "^us:" "$L/bench.log" 2>/dev/null | head -22

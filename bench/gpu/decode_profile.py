@@ -100,9 +100,12 @@ CONFIGS = {
     "s2_wave": dict(stages=2, wave_model=(96, 192)),
     "nowave": dict(wave_model=(-1, 0)),
     # issue 13 round 2: the copy-warp producer (default) against the cp.async one
-    "nobulk": dict(bulk=False),
-    "bulk_s2": dict(stages=2),
-    "bulk_s4": dict(stages=4),
+    "nobulk": dict(bulk=0),
+    "bulk1": dict(bulk=1),
+    "bulk2": dict(bulk=2),
+    "bulk4": dict(bulk=4),
+    "bulk4_s2": dict(bulk=4, stages=2),
+    "bulk4_s4": dict(bulk=4, stages=4),
 }
 
 

@@ -36,7 +36,8 @@ typedef struct attn_cuda_tuning {
     int simt;                        /* 1: the CUDA-core producer instead of the tensor-core one */
     int heads_fast;                  /* 1: grid (H_kv, items) instead of (items, H_kv) */
     int row_prefetch;                /* 1: walk the page table a pipeline ahead */
-    int bulk;                        /* 1: the copy-warp tensor-core producer where it serves
+    int bulk;                        /* 1, 2, 4: the copy-warp tensor-core producer with that
+                                        many copy warps where it serves, 0: the cp.async one
                                         (kernels/common/decode_path.h; issue 13) */
     int fused_merge;                 /* 1: the tensor-core producer's last CTA of each split folds
                                         the slots instead of a reducer launch (docs/cuda.md) */

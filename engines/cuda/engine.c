@@ -46,7 +46,7 @@ void attn_cuda_tuning_defaults(attn_cuda_tuning *t)
     t->default_split = ATTN_SPLIT_FI;
     t->heads_fast = 1;
     t->row_prefetch = 1;
-    t->bulk = 1;       /* the copy-warp producer (issue 13, docs/cuda.md) */
+    t->bulk = ATTN_CUDA_BULK_DEFAULT; /* copy warps (issue 13, docs/cuda.md) */
     t->wave_model = 1; /* ragged 64 x [256, 16384]: -11..-23 % (issue 13, docs/cuda.md) */
 }
 

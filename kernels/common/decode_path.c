@@ -22,7 +22,11 @@ attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const 
         return ATTN_DECODE_SIMT;
     if (!in->bulk)
         return ATTN_DECODE_TC;
-    if (es != 2)
+    if (in->bulk != 1 && in->bulk != 2 && in->bulk != 4)
+        no = "the copy-warp producer runs 1, 2 or 4 copy warps";
+    else if (in->bulk == 2 && in->head_dim != 128)
+        no = "two copy warps are built for head_dim 128 only";
+    else if (es != 2)
         no = "the copy-warp producer has kernels for 2-byte K/V (bf16, fp16) only";
     else if (in->head_dim != 64 && in->head_dim != 128 && in->head_dim != 256)
         no = "the copy-warp producer has kernels for head_dim 64, 128 and 256 only";

@@ -6,7 +6,8 @@
  * tensor-core producer whose four warps copy their own rows with 16-byte
  * cp.async, and the tensor-core producer with a copy warp (issue 13): one
  * warp issues one cp.async.bulk per K and V row into a padded shared tile,
- * completing on an mbarrier, several stages ahead of the four compute warps.
+ * completing on an mbarrier, several stages ahead of the four compute warps
+ * (1 or 4 copy warps at every head dim, 2 at head_dim 128).
  * The copy warp serves every case whose rows are whole 16-byte vectors at
  * 16-byte aligned addresses (the bulk copy's contract), except a q dtype
  * other than the cache's below head_dim 256: its hi + lo variant needs ~210
@@ -40,11 +41,11 @@ typedef enum attn_decode_producer {
 
 /* What the choice depends on: the launch's shape, strides and buffers. */
 typedef struct attn_decode_path_in {
-    int simt;                                     /* the CUDA-core producer was asked for */
-    int bulk;                                     /* the copy-warp producer is allowed */
-    uint32_t head_dim;                            /* 64, 128 or 256 have kernels */
-    attn_dtype kv_dtype;                          /* bf16 / fp16 have kernels */
-    attn_dtype q_dtype;                           /* not kv_dtype: q enters as hi + lo halves */
+    int simt;            /* the CUDA-core producer was asked for */
+    int bulk;            /* copy warps of the copy-warp producer (1, 2 or 4), 0: not allowed */
+    uint32_t head_dim;   /* 64, 128 or 256 have kernels */
+    attn_dtype kv_dtype; /* bf16 / fp16 have kernels */
+    attn_dtype q_dtype;  /* not kv_dtype: q enters as hi + lo halves */
     int64_t page_stride, head_stride, row_stride; /* elements */
     uint64_t k_addr, v_addr;                      /* the layer's stores (0: not bound yet) */
 } attn_decode_path_in;

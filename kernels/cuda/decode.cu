@@ -797,11 +797,22 @@ __device__ __forceinline__ void pv_tile(float (&o)[cfg<D>::NB][4], const uint32_
     }
 }
 
+/* A barrier of the four compute warps: the whole CTA (the cp.async
+ * producer), or named barrier 1 over threads 0 .. kThreads - 1 (NAMED: the
+ * copy-warp producer, whose copy warps have exited by then). */
+template <bool NAMED> __device__ __forceinline__ void compute_sync()
+{
+    if (NAMED)
+        asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+    else
+        __syncthreads();
+}
+
 /* Epilogue: per-warp states -> shared memory, then a fixed-order merge of
  * the four warps with the state.h algebra, and the write-out of this
- * thread's EPT lanes of one head (state_io).  Every thread calls it after
- * the pipeline has drained. */
-template <int D>
+ * thread's EPT lanes of one head (state_io).  Every compute thread calls it
+ * after the pipeline has drained. */
+template <int D, bool NAMED = false>
 __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const cta_work &w,
                                          int h0, float (&o)[cfg<D>::NB][4], float (&m)[2],
                                          float (&l)[2], float *red)
@@ -812,8 +823,7 @@ __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const
     float *red_m = red_o + 4 * 16 * D; /* [4][16] */
     float *red_l = red_m + 64;
 #pragma unroll
-    for (int rr = 0; rr < 2 && tid < kThreads;
-         rr++) { /* the copy warp (tid >= kThreads) has no state */
+    for (int rr = 0; rr < 2; rr++) {
         l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
         l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
         const int row = (lane >> 2) + rr * 8;
@@ -829,12 +839,12 @@ __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const
             red_l[warp * 16 + row] = empty ? 0.f : l[rr];
         }
     }
-    __syncthreads();
+    compute_sync<NAMED>();
 
     constexpr int EPT = D / 8; /* lanes of one row per thread */
     const int row = tid >> 3, seg = tid & 7;
     const int hl = h0 + row;
-    if (tid >= kThreads || hl >= w.g)
+    if (hl >= w.g)
         return;
     float u[EPT];
     attn_mlu_f32 st = state_io::from_ml(red_m[row], red_l[row]);
@@ -853,14 +863,14 @@ __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const
  * head, head chunk) folds the slots.  Which CTA is last varies; the fold
  * does not: merge_fold reads the slots in slot order, so the result is
  * bit-identical to the reducer kernel's. */
-template <int D>
+template <int D, bool NAMED = false>
 __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, const cta_work &w,
                                            int h0)
 {
     __shared__ int s_last;
     const int tid = threadIdx.x;
     __threadfence(); /* this CTA's slot is visible device-wide before it counts */
-    __syncthreads();
+    compute_sync<NAMED>();
     if (tid == 0) {
         int *cnt =
             p.merge_counters + ((size_t)w.it.req * p.num_kv_heads + w.hkv) * gridDim.z + blockIdx.z;
@@ -869,8 +879,8 @@ __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, con
         if (s_last)
             *cnt = 0; /* every slot has arrived: ready for the next launch */
     }
-    __syncthreads();
-    if (!s_last || tid >= kThreads) /* the copy warp does not fold */
+    compute_sync<NAMED>();
+    if (!s_last)
         return;
     __threadfence();
     const int heads = min(16, w.g - h0);
@@ -879,70 +889,88 @@ __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, con
         merge_fold<D>(p, w.rq, w.hkv * w.g + h0 + u / UPH, (u % UPH) * kMergeLanes);
 }
 
-/* The copy-warp pipeline of producer_tc_bulk (issue 13): warp 4 of the CTA
- * walks the page table and issues, for each key row of a 64-key tile, one
- * cp.async.bulk of its K row and one of its V row into stage s (rows padded
- * to ROW_VECS chunks), all completing on full[s]; it runs up to `stages`
- * tiles ahead of the four compute warps, which wait on full[s], compute,
- * and arrive on empty[s] (every consumer thread, so no warp barrier is
- * needed before the release).  A row past the walk is not copied: its V
- * row is zeroed (P is 0 there, and 0 x a stale NaN would be NaN); its K row
- * may hold anything, the score is masked by select before max and sum. */
-template <int D, typename KV> struct bulk_pipe {
+/* The copy-warp pipeline of producer_tc_bulk (issue 13): NP warps after
+ * the four compute warps walk the page table and issue, for each key row of
+ * a 64-key tile, one cp.async.bulk of its K row and one of its V row into
+ * stage s (rows padded to ROW_VECS chunks), all completing on full[s]; they
+ * run up to `stages` tiles ahead of the compute warps, which wait on
+ * full[s], compute, and arrive on empty[s] (every compute thread, so no
+ * warp barrier is needed before the release).  The 128 copies of a tile
+ * are spread over the 32 NP copy lanes (NP = 1: 4 each; 4: one each): one
+ * warp issues its bulk copies one lane at a time, so more copy warps keep
+ * more of them in flight (measured, docs/cuda.md).  A row past the walk is
+ * not copied: its V row is zeroed (P is 0 there, and 0 x a stale NaN would
+ * be NaN); its K row may hold anything, the score is masked by select
+ * before max and sum. */
+template <int D, typename KV, int NP> struct bulk_pipe {
     using C = cfg<D>;
     static constexpr uint32_t kRowBytes = D * 2; /* one head's row of K (or V) */
-    static constexpr int kConsumers = kThreads;  /* arrivals on empty[s] */
-    uint4 *ks, *vs;                              /* [stages][kKeys][ROW_VECS] */
-    uint64_t *full, *empty;                      /* [stages] each */
+    static constexpr int kLanes = 32 * NP;       /* copy lanes; arrivals on full[s] */
+    static constexpr int kCopies = 2 * kKeys;    /* K and V rows of one tile */
+    static constexpr int kPerLane = kCopies / kLanes;
+    static constexpr int kConsumers = kThreads; /* arrivals on empty[s] */
+    static_assert(kCopies % kLanes == 0, "copies per lane");
+    uint4 *ks, *vs;         /* [stages][kKeys][ROW_VECS] */
+    uint64_t *full, *empty; /* [stages] each */
     int stages;
 
     /* One thread, before the CTA barrier that precedes every use. */
     __device__ __forceinline__ void init() const
     {
         for (int s = 0; s < stages; s++) {
-            mbar::init(&full[s], 32);
+            mbar::init(&full[s], kLanes);
             mbar::init(&empty[s], kConsumers);
         }
         mbar::fence_init();
     }
 
-    /* The copy warp's loop over tiles 0 .. ntiles - 1: lane l serves rows l
-     * and l + 32 of each tile.  The row offsets of tile t + 1 are loaded
-     * before the wait for stage reuse, so a page-table miss overlaps it. */
+    /* The copy lanes' loop over tiles 0 .. ntiles - 1: copy j of lane c is
+     * copy c + j kLanes of the tile, K rows first, then V rows.  The row
+     * offsets of tile t + 1 are loaded before the wait for stage reuse, so
+     * a page-table miss overlaps it. */
     __device__ __forceinline__ void produce(const KV *kbase, const KV *vbase,
                                             const paged::key_walk &walk,
-                                            const paged::page_table &pt, int ntiles, int lane) const
+                                            const paged::page_table &pt, int ntiles, int c) const
     {
-        int64_t n0 = row_off(walk, pt, 0, lane), n1 = row_off(walk, pt, 0, lane + 32);
+        int64_t nx[kPerLane];
+#pragma unroll
+        for (int j = 0; j < kPerLane; j++)
+            nx[j] = row_off(walk, pt, 0, (c + j * kLanes) % kKeys);
         int s = 0;
         uint32_t ph = 0;
         for (int t = 0; t < ntiles; t++) {
-            const int64_t o0 = n0, o1 = n1;
+            int64_t off[kPerLane];
+            bool tail = false;
+#pragma unroll
+            for (int j = 0; j < kPerLane; j++) {
+                off[j] = nx[j];
+                tail |= off[j] < 0;
+            }
             if (t + 1 < ntiles) {
-                n0 = row_off(walk, pt, t + 1, lane);
-                n1 = row_off(walk, pt, t + 1, lane + 32);
+#pragma unroll
+                for (int j = 0; j < kPerLane; j++)
+                    nx[j] = row_off(walk, pt, t + 1, (c + j * kLanes) % kKeys);
             }
             if (t >= stages)
                 mbar::wait(&empty[s], ph ^ 1u); /* the consumers of tile t - stages are done */
             uint4 *kd = ks + s * C::PAD_TILE_VECS, *vd = vs + s * C::PAD_TILE_VECS;
-            if (o0 < 0 || o1 < 0) { /* the walk ends inside this tile (its last) */
-                if (o0 < 0)
-                    zero_row(vd + lane * C::ROW_VECS);
-                if (o1 < 0)
-                    zero_row(vd + (lane + 32) * C::ROW_VECS);
+            uint32_t bytes = 0;
+#pragma unroll
+            for (int j = 0; j < kPerLane; j++) {
+                const int x = c + j * kLanes;
+                if (off[j] < 0 && x >= kKeys) /* the walk ends inside this tile (its last) */
+                    zero_row(vd + (x - kKeys) * C::ROW_VECS);
+                bytes += off[j] >= 0 ? kRowBytes : 0u;
+            }
+            if (tail)
                 mbar::fence_proxy_async();
-            }
-            const uint32_t bytes = ((o0 >= 0) + (o1 >= 0)) * 2 * kRowBytes;
             mbar::arrive_expect_tx(&full[s], bytes); /* release: the zeroed rows too */
-            if (o0 >= 0) {
-                mbar::bulk_copy_g2s(kd + lane * C::ROW_VECS, kbase + o0, kRowBytes, &full[s]);
-                mbar::bulk_copy_g2s(vd + lane * C::ROW_VECS, vbase + o0, kRowBytes, &full[s]);
-            }
-            if (o1 >= 0) {
-                mbar::bulk_copy_g2s(kd + (lane + 32) * C::ROW_VECS, kbase + o1, kRowBytes,
-                                    &full[s]);
-                mbar::bulk_copy_g2s(vd + (lane + 32) * C::ROW_VECS, vbase + o1, kRowBytes,
-                                    &full[s]);
+#pragma unroll
+            for (int j = 0; j < kPerLane; j++) {
+                const int x = c + j * kLanes, r = x % kKeys;
+                if (off[j] >= 0)
+                    mbar::bulk_copy_g2s((x < kKeys ? kd : vd) + r * C::ROW_VECS,
+                                        (x < kKeys ? kbase : vbase) + off[j], kRowBytes, &full[s]);
             }
             if (++s == stages) {
                 s = 0;
@@ -965,6 +993,14 @@ template <int D, typename KV> struct bulk_pipe {
         for (int c = 0; c < C::CH; c++)
             row[c] = make_uint4(0u, 0u, 0u, 0u);
     }
+};
+
+/* CTAs per SM producer_tc_bulk is built for: 2, except d = 256 and q hi +
+ * lo (~240 registers) and four copy warps at d = 128 (256 threads x ~164
+ * registers; moving registers to the compute warps with setmaxnreg under a
+ * 128-register entry cap made ptxas spill, -Xptxas -v). */
+template <int D, bool QLO, int NP> struct bulk_regs {
+    static constexpr int MIN_CTAS = D == 256 || QLO || (D == 128 && NP == 4) ? 1 : 2;
 };
 
 } // namespace tc
@@ -1047,27 +1083,83 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     tc::fused_fold<D>(p, w, h0);
 }
 
-/* The tensor-core producer with a copy warp (issue 13; decode_path.h says
- * when it runs): warps 0-3 compute exactly as producer_tc (16 keys each of
- * a 64-key tile, the same QK, online softmax, PV, epilogue and fused fold),
- * warp 4 only copies (tc::bulk_pipe), so the compute warps issue no copy
- * or address instruction and the copies move whole rows. */
-template <int D, typename KV, bool QLO>
-__global__ void __launch_bounds__(tc::kThreads + 32, D == 256 || QLO ? 1 : 2)
-    producer_tc_bulk(attn_cuda_decode_params p)
+/* The compute warps of producer_tc_bulk: wait on full[s], QK, online
+ * softmax, PV, release empty[s]; then the epilogue and the fused fold
+ * among themselves (named barrier). */
+template <int D, typename KV, bool QLO, int NP>
+__device__ __forceinline__ void bulk_compute(const attn_cuda_decode_params &p, const cta_work &w,
+                                             const tc::bulk_pipe<D, KV, NP> &pipe, const uint4 *qh,
+                                             const uint4 *ql, const paged::key_walk &walk,
+                                             int ntiles, int h0)
 {
     using C = tc::cfg<D>;
     constexpr int CH = C::CH, TP = C::PAD_TILE_VECS, RS = C::ROW_VECS;
-    const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
+    const int ST = pipe.stages;
     extern __shared__ uint4 smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    float o[C::NB][4];
+#pragma unroll
+    for (int nb = 0; nb < C::NB; nb++)
+        o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
+    const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
+    const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    uint32_t qa[C::QREG ? C::KS : 1][4];
+    if (C::QREG) {
+#pragma unroll
+        for (int kk = 0; kk < (C::QREG ? C::KS : 0); kk++)
+            ptx::ldmatrix_x4(qa[kk], qh + ptx::swizzle<CH>(qrow, kk * 2 + (lane >> 4)));
+    }
+    const float sc = p.sm_scale * kLog2e;
+    int s = 0;
+    uint32_t ph = 0;
+    for (int t = 0; t < ntiles; t++) {
+        mbar::wait(&pipe.full[s], ph);
+        const uint4 *kt = pipe.ks + s * TP;
+        const uint4 *vt = pipe.vs + s * TP;
+        float sf[2][4];
+        uint32_t pa[4];
+        tc::qk_tile<D, KV, QLO, RS>(sf, qa, qh, ql, kt, lane, qrow, krow);
+        tc::softmax_update<C::NB, KV>(sf, m, l, o, pa, sc,
+                                      (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2, walk.n);
+        tc::pv_tile<D, KV, RS>(o, pa, vt, lane, vrow);
+        mbar::arrive(&pipe.empty[s]); /* release: this thread's reads of stage s are done */
+        if (++s == ST) {
+            s = 0;
+            ph ^= 1u;
+        }
+    }
+    /* every copy landed (full[s] of the last tiles) and was read, so the
+     * epilogue may reuse the stages; the copy warps have no state to merge */
+    tc::compute_sync<true>();
+    tc::epilogue<D, true>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
+    if (w.rq.num_slots == 1 || !p.merge_counters)
+        return; /* direct path, or the reducer kernel folds the slots */
+    tc::fused_fold<D, true>(p, w, h0);
+}
+
+/* The tensor-core producer with copy warps (issue 13; decode_path.h says
+ * when it runs): warps 0-3 compute exactly as producer_tc (16 keys each of
+ * a 64-key tile, the same QK, online softmax, PV, epilogue and fused fold),
+ * warps 4 .. 3 + NP only copy (tc::bulk_pipe) and exit when their last
+ * copy is issued, so the compute warps issue no copy or address
+ * instruction and the copies move whole rows. */
+template <int D, typename KV, bool QLO, int NP>
+__device__ __forceinline__ void bulk_body(const attn_cuda_decode_params &p)
+{
+    using C = tc::cfg<D>;
+    constexpr int CH = C::CH, TP = C::PAD_TILE_VECS;
+    const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
+    extern __shared__ uint4 smem[];
+    const int tid = threadIdx.x, warp = tid >> 5;
 
     const cta_work w = cta_work_of(p);
     if (!w.live)
         return;
     const int h0 = blockIdx.z * 16; /* first group head of this chunk */
 
-    tc::bulk_pipe<D, KV> pipe;
+    tc::bulk_pipe<D, KV, NP> pipe;
     pipe.ks = smem;
     pipe.vs = smem + ST * TP;
     uint4 *qh = smem + 2 * ST * TP;
@@ -1082,54 +1174,22 @@ __global__ void __launch_bounds__(tc::kThreads + 32, D == 256 || QLO ? 1 : 2)
         pipe.init();
     if (warp < 4)
         tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
-    __syncthreads(); /* barriers initialised, Q staged */
+    __syncthreads(); /* barriers initialised, Q staged; the last CTA-wide barrier */
 
-    float o[C::NB][4];
-#pragma unroll
-    for (int nb = 0; nb < C::NB; nb++)
-        o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-
-    if (warp == 4) {
+    if (warp >= 4) { /* copy warps: their copies complete on full[s], nothing waits for them */
         const KV *kbase = static_cast<const KV *>(p.k) + (int64_t)w.hkv * p.head_stride;
         const KV *vbase = static_cast<const KV *>(p.v) + (int64_t)w.hkv * p.head_stride;
-        pipe.produce(kbase, vbase, walk, table_of(p, w), ntiles, lane);
+        pipe.produce(kbase, vbase, walk, table_of(p, w), ntiles, tid - tc::kThreads);
     } else {
-        const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
-        const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
-        const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        uint32_t qa[C::QREG ? C::KS : 1][4];
-        if (C::QREG) {
-#pragma unroll
-            for (int kk = 0; kk < (C::QREG ? C::KS : 0); kk++)
-                ptx::ldmatrix_x4(qa[kk], qh + ptx::swizzle<CH>(qrow, kk * 2 + (lane >> 4)));
-        }
-        const float sc = p.sm_scale * kLog2e;
-        int s = 0;
-        uint32_t ph = 0;
-        for (int t = 0; t < ntiles; t++) {
-            mbar::wait(&pipe.full[s], ph);
-            const uint4 *kt = pipe.ks + s * TP;
-            const uint4 *vt = pipe.vs + s * TP;
-            float sf[2][4];
-            uint32_t pa[4];
-            tc::qk_tile<D, KV, QLO, RS>(sf, qa, qh, ql, kt, lane, qrow, krow);
-            tc::softmax_update<C::NB, KV>(
-                sf, m, l, o, pa, sc, (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2, walk.n);
-            tc::pv_tile<D, KV, RS>(o, pa, vt, lane, vrow);
-            mbar::arrive(&pipe.empty[s]); /* release: this thread's reads of stage s are done */
-            if (++s == ST) {
-                s = 0;
-                ph ^= 1u;
-            }
-        }
+        bulk_compute<D, KV, QLO, NP>(p, w, pipe, qh, ql, walk, ntiles, h0);
     }
-    __syncthreads(); /* every copy landed and was read: the epilogue may reuse the stages */
+}
 
-    tc::epilogue<D>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
-    if (w.rq.num_slots == 1 || !p.merge_counters)
-        return; /* direct path, or the reducer kernel folds the slots */
-    tc::fused_fold<D>(p, w, h0);
+template <int D, typename KV, bool QLO, int NP>
+__global__ void __launch_bounds__(tc::kThreads + 32 * NP, (tc::bulk_regs<D, QLO, NP>::MIN_CTAS))
+    producer_tc_bulk(attn_cuda_decode_params p)
+{
+    bulk_body<D, KV, QLO, NP>(p);
 }
 
 /* Reducer: one CTA per (request, 4 query heads); each thread folds 4 lanes
@@ -1182,7 +1242,7 @@ struct producer_entry {
     uint32_t d;
     attn_dtype kv;
     bool tc, pre, qlo; /* tensor cores; row prefetch and q hi+lo (tc only) */
-    bool bulk;         /* the copy-warp producer (tc only; no row-prefetch variant) */
+    int np;            /* copy warps of the copy-warp producer (tc only); 0: cp.async */
     kernel_fn fn;
     const char *symbol;              /* the demangled name, without return type and parameters */
     uint32_t (*tc_smem)(int stages); /* the tensor-core producer's shared memory */
@@ -1193,19 +1253,19 @@ struct producer_entry {
  * tracer demangles it to, and the tensor-core producer's shared memory. */
 // clang-format off
 #define ATTN__TC(D, T, PRE, QLO)                                                                   \
-    {D, dtype_of<T>::value, true, PRE, QLO, false, producer_tc<D, T, PRE, QLO>,                    \
+    {D, dtype_of<T>::value, true, PRE, QLO, 0, producer_tc<D, T, PRE, QLO>,                        \
      "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ">", tc::cfg<D>::smem,           \
      tc::cfg<D>::STAGES, tc::cfg<D>::MAX_STAGES}
-#define ATTN__BULK(D, T, QLO)                                                                      \
-    {D, dtype_of<T>::value, true, false, QLO, true, producer_tc_bulk<D, T, QLO>,                   \
-     "attn::decode::producer_tc_bulk<" #D ", " #T ", " #QLO ">", tc::cfg<D>::bulk_smem,           \
+#define ATTN__BULK(D, T, QLO, NP)                                                                  \
+    {D, dtype_of<T>::value, true, false, QLO, NP, producer_tc_bulk<D, T, QLO, NP>,                 \
+     "attn::decode::producer_tc_bulk<" #D ", " #T ", " #QLO ", " #NP ">", tc::cfg<D>::bulk_smem,  \
      tc::cfg<D>::BULK_STAGES, tc::cfg<D>::BULK_MAX_STAGES}
 #define ATTN__SIMT(D, T)                                                                           \
-    {D, dtype_of<T>::value, false, false, false, false, producer_simt<D, T>,                       \
+    {D, dtype_of<T>::value, false, false, false, 0, producer_simt<D, T>,                           \
      "attn::decode::producer_simt<" #D ", " #T ">", nullptr, 0, 0}
 #define ATTN__PRODUCERS(D, T)                                                                      \
     ATTN__SIMT(D, T), ATTN__TC(D, T, false, false), ATTN__TC(D, T, false, true),                   \
-    ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true), ATTN__BULK(D, T, false)
+    ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true), ATTN__BULK(D, T, false, 1)
 
 /* The only instantiations: head dims 64/128/256 x {bf16, fp16} x {CUDA
  * core, tensor core x row prefetch x q hi+lo, copy warp (q hi+lo at d = 256
@@ -1215,11 +1275,21 @@ const producer_entry kProducers[] = {
     ATTN__PRODUCERS(64, __nv_bfloat16),
     ATTN__PRODUCERS(128, __nv_bfloat16),
     ATTN__PRODUCERS(256, __nv_bfloat16),
-    ATTN__BULK(256, __nv_bfloat16, true), /* q hi + lo: only at d = 256 (decode_path.h) */
+    ATTN__BULK(64, __nv_bfloat16, false, 4),
+    ATTN__BULK(128, __nv_bfloat16, false, 4),
+    ATTN__BULK(256, __nv_bfloat16, false, 4),
+    ATTN__BULK(256, __nv_bfloat16, true, 1), /* q hi + lo: only at d = 256 (decode_path.h) */
+    ATTN__BULK(256, __nv_bfloat16, true, 4),
+    ATTN__BULK(128, __nv_bfloat16, false, 2), /* two copy warps: d = 128 only */
     ATTN__PRODUCERS(64, __half),
     ATTN__PRODUCERS(128, __half),
     ATTN__PRODUCERS(256, __half),
-    ATTN__BULK(256, __half, true),
+    ATTN__BULK(64, __half, false, 4),
+    ATTN__BULK(128, __half, false, 4),
+    ATTN__BULK(256, __half, false, 4),
+    ATTN__BULK(256, __half, true, 1),
+    ATTN__BULK(256, __half, true, 4),
+    ATTN__BULK(128, __half, false, 2),
 };
 #undef ATTN__PRODUCERS
 #undef ATTN__SIMT
@@ -1248,12 +1318,12 @@ int raise_smem_once(const producer_entry *e, uint32_t bytes)
  * cp.async tensor-core one, the row-prefetch variant; q hi+lo for both
  * tensor-core ones. */
 const producer_entry *find_producer(uint32_t d, attn_dtype kv, attn_decode_producer path, bool pre,
-                                    bool qlo)
+                                    bool qlo, int np)
 {
     const bool simt = path == ATTN_DECODE_SIMT, bulk = path == ATTN_DECODE_TC_BULK;
     for (const producer_entry &e : kProducers)
         if (e.d == d && e.kv == kv && e.tc == !simt &&
-            (simt || (e.bulk == bulk && (bulk || e.pre == pre) && e.qlo == qlo)))
+            (simt || (e.np == (bulk ? np : 0) && (bulk || e.pre == pre) && e.qlo == qlo)))
             return &e;
     return nullptr;
 }
@@ -1278,7 +1348,7 @@ attn_decode_producer path_of(const attn_cuda_decode_params *p)
 const producer_entry *find_producer(const attn_cuda_decode_params *p)
 {
     return find_producer(p->head_dim, p->kv_dtype, path_of(p), p->row_prefetch != 0,
-                         p->q_dtype != p->kv_dtype);
+                         p->q_dtype != p->kv_dtype, p->bulk);
 }
 
 kernel_fn find_merge(uint32_t d, const char **sym)
@@ -1312,7 +1382,7 @@ int stages_of(const producer_entry *e, uint32_t stages)
 void producer_shape(const producer_entry *e, uint32_t group, int stages, attn_cuda_launch_shape *s)
 {
     if (e->tc) {
-        s->bdx = tc::kThreads + (e->bulk ? 32 : 0); /* the copy warp */
+        s->bdx = tc::kThreads + 32 * e->np; /* the copy warps */
         s->bdy = s->bdz = 1;
         s->head_chunks = (group + 15) / 16; /* 16 heads are the M of one mma */
         s->smem_bytes = e->tc_smem(stages);
@@ -1361,8 +1431,8 @@ extern "C" void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_c
 extern "C" int attn_cuda_decode_occupancy_path(uint32_t head_dim, attn_dtype kv_dtype,
                                                uint32_t group, uint32_t stages, int bulk)
 {
-    const producer_entry *e =
-        find_producer(head_dim, kv_dtype, bulk ? ATTN_DECODE_TC_BULK : ATTN_DECODE_TC, true, false);
+    const producer_entry *e = find_producer(
+        head_dim, kv_dtype, bulk ? ATTN_DECODE_TC_BULK : ATTN_DECODE_TC, true, false, bulk);
     if (!e || group == 0)
         return 0;
     const int st = stages_of(e, stages);
@@ -1393,7 +1463,7 @@ extern "C" int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype
 extern "C" uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype,
                                                  uint32_t group)
 {
-    const producer_entry *e = find_producer(head_dim, kv_dtype, ATTN_DECODE_TC, true, false);
+    const producer_entry *e = find_producer(head_dim, kv_dtype, ATTN_DECODE_TC, true, false, 0);
     if (!e)
         return 1;
     attn_cuda_launch_shape sh;

@@ -78,12 +78,17 @@ typedef struct attn_cuda_decode_params {
      * fewer stages take less shared memory, so more CTAs are resident
      * (attn_cuda_decode_occupancy_stages).  Out of range: ATTN_E_SHAPE. */
     uint32_t stages;
-    /* Tensor-core producer: 1 = the copy-warp producer (one warp issues a
-     * bulk copy per K/V row, mbarrier stages) where kernels/common/
-     * decode_path.h says it serves the launch, else the cp.async one;
-     * `stages` then means its depth (3 / 3 / 2 by default, at most 6 / 5 / 3). */
+    /* Tensor-core producer: 1, 2 or 4 = the copy-warp producer with that
+     * many copy warps (they issue a bulk copy per K/V row into mbarrier
+     * stages) where kernels/common/decode_path.h says it serves the launch,
+     * else (and with 0) the cp.async one; `stages` then means its depth
+     * (3 / 3 / 2 by default, at most 6 / 5 / 3). */
     int bulk;
 } attn_cuda_decode_params;
+
+/* The engine's default copy warps (attn_cuda_decode_params.bulk): the
+ * fastest measured on the H200 (docs/cuda.md, issue 13 round 2). */
+#define ATTN_CUDA_BULK_DEFAULT 1
 
 /* Threads per producer CTA and the group heads one CTA serves. */
 typedef struct attn_cuda_launch_shape {
@@ -105,7 +110,8 @@ int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t 
 int attn_cuda_decode_occupancy_stages(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group,
                                       uint32_t stages);
 
-/* The same for the copy-warp (bulk != 0) or the cp.async tensor-core producer. */
+/* The same for the copy-warp producer with `bulk` copy warps (1, 2, 4), or
+ * the cp.async tensor-core producer (bulk 0). */
 int attn_cuda_decode_occupancy_path(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group,
                                     uint32_t stages, int bulk);
 

@@ -62,6 +62,24 @@ static void test_bulk_serves_every_head_dim_layout_and_page(void **state)
                 }
 }
 
+static void test_copy_warps(void **state)
+{
+    (void)state;
+    static const uint32_t dims[] = {64, 128, 256};
+    for (size_t i = 0; i < 3; i++) {
+        attn_decode_path_in in = nhd_launch(dims[i]);
+        in.bulk = 4;
+        expect(&in, ATTN_DECODE_TC_BULK, NULL);
+        in.bulk = 2;
+        expect(&in, dims[i] == 128 ? ATTN_DECODE_TC_BULK : ATTN_DECODE_TC,
+               dims[i] == 128 ? NULL : "head_dim 128 only");
+        in.bulk = 3;
+        expect(&in, ATTN_DECODE_TC, "1, 2 or 4 copy warps");
+        in.bulk = -1;
+        expect(&in, ATTN_DECODE_TC, "1, 2 or 4 copy warps");
+    }
+}
+
 static void test_bulk_off_or_simt(void **state)
 {
     (void)state;
@@ -128,6 +146,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bulk_serves_every_head_dim_layout_and_page),
         cmocka_unit_test(test_bulk_off_or_simt),
+        cmocka_unit_test(test_copy_warps),
         cmocka_unit_test(test_q_hi_lo_only_at_d256),
         cmocka_unit_test(test_fallbacks_name_the_reason),
         cmocka_unit_test(test_names),
