@@ -236,9 +236,7 @@ def bench_shape(lib, shape, fi, gen, res):
     runs = [(p, pid, {}) for p, pid in POLICIES.items()] + [
         ("fi_simt", 2, dict(simt=True)), ("fi_reducer", 2, dict(fused=False))]
     if QUICK:  # the final device call: the engine's path, the wave model off, today's kernel
-        runs = [("fi", 2, {}), ("fi_reducer", 2, dict(fused=False)),
-                ("fi_nobulk", 2, dict(bulk=0)), ("fi_bulk1", 2, dict(bulk=1)),
-                ("fi_bulk4", 2, dict(bulk=4))]
+        runs = [("fi", 2, {}), ("fi_bulk1", 2, dict(bulk=1)), ("fi_bulk4", 2, dict(bulk=4))]
     if OLD_LIB is not None:
         runs.append(("old", 2, dict(lib=OLD_LIB)))
     for pname, pid, kw in runs:

@@ -47,8 +47,8 @@ typedef struct attn_cuda_tuning {
                                         every run, so an element no kernel wrote shows as NaN */
 } attn_cuda_tuning;
 
-/* The defaults: FI with the wave model, tensor cores with the copy warp, heads_fast,
- * row_prefetch, no poison. */
+/* The defaults: FI with the wave model, tensor cores (copy warps: ATTN_CUDA_BULK_DEFAULT),
+ * heads_fast, row_prefetch, no poison. */
 void attn_cuda_tuning_defaults(attn_cuda_tuning *t);
 
 /* The engine's ops table (name "cuda_decode", platform CUDA, decode only,

@@ -1452,7 +1452,8 @@ extern "C" int attn_cuda_decode_occupancy_path(uint32_t head_dim, attn_dtype kv_
 extern "C" int attn_cuda_decode_occupancy_stages(uint32_t head_dim, attn_dtype kv_dtype,
                                                  uint32_t group, uint32_t stages)
 {
-    return attn_cuda_decode_occupancy_path(head_dim, kv_dtype, group, stages, 1);
+    return attn_cuda_decode_occupancy_path(head_dim, kv_dtype, group, stages,
+                                           ATTN_CUDA_BULK_DEFAULT);
 }
 
 extern "C" int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group)

@@ -86,9 +86,11 @@ typedef struct attn_cuda_decode_params {
     int bulk;
 } attn_cuda_decode_params;
 
-/* The engine's default copy warps (attn_cuda_decode_params.bulk): the
- * fastest measured on the H200 (docs/cuda.md, issue 13 round 2). */
-#define ATTN_CUDA_BULK_DEFAULT 1
+/* The engine's default copy warps (attn_cuda_decode_params.bulk): 0, the
+ * cp.async producer, the faster on the H200 at every benchmark shape
+ * (the copy-warp producer is bound by its bulk-copy rate: docs/cuda.md,
+ * issue 13 round 2). */
+#define ATTN_CUDA_BULK_DEFAULT 0
 
 /* Threads per producer CTA and the group heads one CTA serves. */
 typedef struct attn_cuda_launch_shape {
@@ -105,8 +107,8 @@ void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_cuda_launch_
 int attn_cuda_decode_occupancy(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);
 
 /* The same for a tensor-core producer `stages` deep (0: the default depth;
- * 0 is returned for a depth out of range); the copy-warp producer, the
- * engine's default (attn_cuda_decode_occupancy too). */
+ * 0 is returned for a depth out of range), of the engine's default
+ * producer (ATTN_CUDA_BULK_DEFAULT; attn_cuda_decode_occupancy too). */
 int attn_cuda_decode_occupancy_stages(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group,
                                       uint32_t stages);
 
