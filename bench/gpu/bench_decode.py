@@ -90,7 +90,7 @@ def i32ptr(t):
 class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
                  simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
-                 stages=None, wave_model=None, bulk=None):
+                 stages=None, wave_model=None, bulk=None, pool=0):
         self.lib = lib
         if bulk is not None:
             lib.attnb_set_bulk(int(bulk))
@@ -103,7 +103,7 @@ class Attnd:
         lib.attnb_set_waves(waves)
         self.h = lib.attnb_create(len(lens), i32ptr(self.lens), i32ptr(self.indptr),
                                   i32ptr(self.indices), hq, hkv, d, page, 0, 2, 2, policy, abi,
-                                  graph_splits, 0)
+                                  graph_splits, pool)
         if stages is not None:
             lib.attnb_set_stages(0)
         if wave_model is not None:
@@ -236,14 +236,15 @@ def bench_shape(lib, shape, fi, gen, res):
     runs = [(p, pid, {}) for p, pid in POLICIES.items()] + [
         ("fi_simt", 2, dict(simt=True)), ("fi_reducer", 2, dict(fused=False))]
     if QUICK:  # the final device call: the engine's path, the wave model off, today's kernel
-        runs = [("fi", 2, {}), ("fi_bulk1", 2, dict(bulk=1)), ("fi_bulk4", 2, dict(bulk=4))]
+        runs = [("fi", 2, {}), ("fi_bulk1", 2, dict(bulk=1)), ("fi_bulk4", 2, dict(bulk=4)),
+                ("fi_tmap", 2, dict(bulk=8))]
     if OLD_LIB is not None:
         runs.append(("old", 2, dict(lib=OLD_LIB)))
     for pname, pid, kw in runs:
         try:
             kw = dict(kw)
             a = Attnd(kw.pop("lib", lib), bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid, page=bt["P"],
-                      **kw)
+                      pool=bt["pool"], **kw)
             o = torch.full((B, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
             lse = torch.full((B, hq), float("nan"), dtype=torch.float32, device="cuda")
             a.run(q, k, v, o, lse)
@@ -331,7 +332,7 @@ def bench_graph(lib, gen, res, layers=32, B=16, T=8192, hq=32, hkv=8, d=128):
     lens = torch.full((B,), T, dtype=torch.int64)
     # graph mode: fixed grid, FIXED splits per request, identity slots
     splits = 16
-    a = Attnd(lib, lens, indptr, indices, hq, hkv, d, 4, graph_splits=splits)
+    a = Attnd(lib, lens, indptr, indices, hq, hkv, d, 4, graph_splits=splits, pool=pool)
     single, _ = time_fn(lambda: a.run(q, ks[0], vs[0], os_[0], lse))
     def step():
         for l in range(layers):
@@ -470,7 +471,7 @@ def main():
         ratios = {}
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
                      "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_fi_nobulk",
-                     "attnd_fi_bulk1", "attnd_fi_bulk4",
+                     "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
                      "attnd_old"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
@@ -495,7 +496,8 @@ def main():
     log("wrote", base + ".json", base + ".md")
     # compact table last (the device reply carries the end of the output)
     cols = ["attnd_fi", "attnd_fa", "attnd_global", "attnd_fi_reducer", "attnd_fi_simt",
-            "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_old",
+            "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
+            "attnd_old",
             "flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]
     log("us: " + " ".join(c.replace("attnd_", "").replace("sdpa_cudnn_contiguous", "cudnn")
                           .replace("gather_then_sdpa_cudnn", "gather") for c in cols))

@@ -205,7 +205,7 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     p->fused_merge = g_fused;
     p->stages = g_stages;
     p->bulk = g_bulk;
-    (void)num_pages;
+    p->num_pages = num_pages > 0 && num_pages <= UINT32_MAX ? (uint32_t)num_pages : 0;
     if (attnb_update(h, lens, page_indptr, page_indices) != 0) {
         free(h);
         return NULL;

@@ -56,26 +56,17 @@ if has w && ls "$W"/*.whl >/dev/null 2>&1; then
 fi
 has t && run decode_sweep 60 "$D/tests/test_decode_gpu"
 has q && ATTN_GPU_QUICK=1 run decode_quick 30 "$D/tests/test_decode_gpu"
-if has p; then
+if has p; then # sections for the first of NCU_CONFIGS, L2 metrics for each
     SEC="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section SchedulerStats --section InstructionStats"
     NCU="ncu --clock-control none --nvtx --nvtx-include prof/"
-    run ncu_bulk 40 $NCU $SEC -f -o "$P/bulk" $PROF --mode ncu-attnd --configs base --shapes B1_T32768,B64_T4096,B128_T8192,B2_T2048
-    run ncu_nobulk 25 $NCU $SEC -f -o "$P/nobulk" $PROF --mode ncu-attnd --configs nobulk --shapes B1_T32768,B128_T8192
-    ncu --query-metrics --chip gh100 >"$P/metrics.txt" 2>&1
-    M=""
-    for m in lts__t_sectors_op_read lts__t_sectors_op_read_lookup_hit lts__t_sectors_op_read_lookup_miss \
-        lts__t_requests_op_read lts__t_sectors_srcunit_tex_op_read lts__t_sectors_srcunit_tex_op_read_lookup_hit \
-        lts__t_requests_srcunit_tex_op_read dram__bytes_read smsp__inst_executed lts__t_sectors_srcunit_tex \
-        lts__t_sectors_lookup_hit lts__t_sectors_lookup_miss lts__t_sectors; do
-        grep -q "^$m " "$P/metrics.txt" && M="$M,$m.sum"
+    CFGS=${NCU_CONFIGS:-tmap nobulk}
+    first=${CFGS%% *}
+    run ncu_$first 40 $NCU $SEC -f -o "$P/$first" $PROF --mode ncu-attnd --configs $first --shapes ${NCU_SHAPES:-B1_T32768,B64_T4096,B128_T8192,B2_T2048}
+    M=lts__t_sectors_op_read.sum,lts__t_sectors_op_read_lookup_hit.sum,lts__t_sectors_op_read_lookup_miss.sum,lts__t_requests_srcunit_tex_op_read.sum,dram__bytes_read.sum,smsp__inst_executed.sum
+    for c in $CFGS; do
+        run ncu_l2_$c 20 $NCU --metrics $M --csv --page raw $PROF --mode ncu-attnd --configs $c --shapes B1_T32768,B128_T8192
     done
-    if [ -n "$M" ]; then
-        run ncu_l2 25 $NCU --metrics "${M#,}" --csv --page raw $PROF --mode ncu-attnd --configs base --shapes B1_T32768,B128_T8192
-        run ncu_l2_nobulk 20 $NCU --metrics "${M#,}" --csv --page raw $PROF --mode ncu-attnd --configs nobulk --shapes B1_T32768,B128_T8192
-    fi
-    for r in bulk nobulk; do
-        [ -f "$P/$r.ncu-rep" ] && ncu -i "$P/$r.ncu-rep" --page details >"$P/$r.txt" 2>&1
-    done
+    [ -f "$P/$first.ncu-rep" ] && ncu -i "$P/$first.ncu-rep" --page details >"$P/$first.txt" 2>&1
 fi
 has s && run sweep 50 $PROF --mode sweep --configs ${SWEEP_CONFIGS:-nobulk,bulk1,bulk2,bulk4,bulk4_s2,bulk4_s4} \
     --shapes ${SWEEP_SHAPES:-B1_T32768,B2_T2048,B16_T8192,B64_T4096,B128_T8192,B256_T2048,d256_B32_T4096,d64_B64_T2048,P1_B16_T8192,B32_T1024}
@@ -94,13 +85,13 @@ if [ -n "$warm_pid" ]; then
 fi
 {
     grep -hE "PASSED|FAILED|worst|seed|Assert|FAIL" "$L/decode_sweep.log" "$L/decode_quick.log" 2>/dev/null | tail -8
-    grep -h "bulk<" "$L/decode_quick.log" 2>/dev/null | tail -6
+    grep -hE "tmap<|bulk<" "$L/decode_quick.log" 2>/dev/null | tail -8
     grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$L/memcheck.log" "$L/racecheck.log" 2>/dev/null
     tail -14 "$L/sweep.log" 2>/dev/null
     grep -A20 "^us:" "$L/bench.log" 2>/dev/null | head -22
     tail -4 "$L/fi_warm.log" 2>/dev/null
-    for r in bulk nobulk; do
-        [ -f "$P/$r.txt" ] && grep -E "^  [a-zA-Z_:]|DRAM Throughput|L2 Hit Rate|L1/TEX Hit|Issued Ipc|Achieved Occupancy|Duration|Registers Per|Executed Ipc A|Memory Throughput" "$P/$r.txt" | head -60
+    for r in $(ls "$P"/*.txt 2>/dev/null | grep -v metrics); do
+        [ -f "$r" ] && grep -E "^  [a-zA-Z_:]|DRAM Throughput|L2 Hit Rate|L1/TEX Hit|Issued Ipc|Achieved Occupancy|Duration|Registers Per|Executed Ipc A|Memory Throughput" "$r" | head -60
     done
 } >>"$summary" 2>&1
 cp "$L"/*.log "$P/" 2>/dev/null

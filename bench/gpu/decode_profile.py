@@ -44,7 +44,7 @@ def ncu_attnd(lib, shapes, gen, kw):
     for sh in shapes:
         bt = bd.make_batch(sh, gen)
         a = bd.Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], bt["hq"], bt["hkv"], bt["d"], 2,
-                     page=bt["P"], fused=False, **kw)
+                     page=bt["P"], fused=False, pool=bt["pool"], **kw)
         o = torch.empty(bt["B"], bt["hq"], bt["d"], dtype=torch.bfloat16, device="cuda")
         lse = torch.empty(bt["B"], bt["hq"], dtype=torch.float32, device="cuda")
         run = lambda: a.run(bt["q"], bt["k"], bt["v"], o, lse)  # noqa: E731
@@ -106,6 +106,9 @@ CONFIGS = {
     "bulk4": dict(bulk=4),
     "bulk4_s2": dict(bulk=4, stages=2),
     "bulk4_s4": dict(bulk=4, stages=4),
+    "tmap": dict(bulk=8),
+    "tmap_s2": dict(bulk=8, stages=2),
+    "tmap_s4": dict(bulk=8, stages=4),
 }
 
 
@@ -123,7 +126,7 @@ def sweep(lib, shapes, gen, configs, out):
             row = dict(shape=sh["name"], config=cname)
             try:
                 a = bd.Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, 2,
-                             page=bt["P"], fused=False, **kw)
+                             page=bt["P"], fused=False, pool=bt["pool"], **kw)
                 o = torch.full((B, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
                 lse = torch.full((B, hq), float("nan"), dtype=torch.float32, device="cuda")
                 a.run(bt["q"], bt["k"], bt["v"], o, lse)

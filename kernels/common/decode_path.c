@@ -22,8 +22,11 @@ attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const 
         return ATTN_DECODE_SIMT;
     if (!in->bulk)
         return ATTN_DECODE_TC;
-    if (in->bulk != 1 && in->bulk != 2 && in->bulk != 4)
-        no = "the copy-warp producer runs 1, 2 or 4 copy warps";
+    if (in->bulk != 1 && in->bulk != 2 && in->bulk != 4 && in->bulk != 8)
+        no = "the copy-warp producer runs 1, 2 or 4 copy warps, or 8 (tensor-map copies)";
+    else if (in->bulk == 8 && (in->page_size < 8 || in->num_pages == 0))
+        no = in->num_pages == 0 ? "tensor-map copies need the store's page count"
+                                : "tensor-map copies need pages of 8 rows or more";
     else if (in->bulk == 2 && in->head_dim != 128)
         no = "two copy warps are built for head_dim 128 only";
     else if (es != 2)

@@ -7,7 +7,10 @@
  * cp.async, and the tensor-core producer with a copy warp (issue 13): one
  * warp issues one cp.async.bulk per K and V row into a padded shared tile,
  * completing on an mbarrier, several stages ahead of the four compute warps
- * (1 or 4 copy warps at every head dim, 2 at head_dim 128).
+ * (1 or 4 copy warps at every head dim, 2 at head_dim 128), or one copy warp
+ * that moves whole pages with tensor-map copies (bulk 8: boxes of
+ * min(P, 64) rows, so page sizes of 8 rows and more, on a store whose page
+ * count is known).
  * The copy warp serves every case whose rows are whole 16-byte vectors at
  * 16-byte aligned addresses (the bulk copy's contract), except a q dtype
  * other than the cache's below head_dim 256: its hi + lo variant needs ~210
@@ -41,12 +44,16 @@ typedef enum attn_decode_producer {
 
 /* What the choice depends on: the launch's shape, strides and buffers. */
 typedef struct attn_decode_path_in {
-    int simt;            /* the CUDA-core producer was asked for */
-    int bulk;            /* copy warps of the copy-warp producer (1, 2 or 4), 0: not allowed */
-    uint32_t head_dim;   /* 64, 128 or 256 have kernels */
-    attn_dtype kv_dtype; /* bf16 / fp16 have kernels */
-    attn_dtype q_dtype;  /* not kv_dtype: q enters as hi + lo halves */
+    int simt; /* the CUDA-core producer was asked for */
+    /* copy warps of the copy-warp producer (1, 2 or 4), 8 = one copy warp
+     * with tensor-map copies of whole pages, 0: not allowed */
+    int bulk;
+    uint32_t head_dim;                            /* 64, 128 or 256 have kernels */
+    attn_dtype kv_dtype;                          /* bf16 / fp16 have kernels */
+    attn_dtype q_dtype;                           /* not kv_dtype: q enters as hi + lo halves */
     int64_t page_stride, head_stride, row_stride; /* elements */
+    uint32_t page_size;                           /* rows per page */
+    uint32_t num_pages;                           /* pages of the store (0: unknown) */
     uint64_t k_addr, v_addr;                      /* the layer's stores (0: not bound yet) */
 } attn_decode_path_in;
 

@@ -100,6 +100,21 @@ __device__ __forceinline__ void bulk_copy_g2s(void *smem, const void *gmem, uint
         : "memory");
 }
 
+/* Tensor-map copy of one box of the 4-D tensor `tmap` (a CUtensorMap in
+ * kernel parameter space, __grid_constant__) at element coordinates
+ * (c0, c1, c2, c3) into shared memory at `smem` (aligned to the swizzle
+ * span), its bytes complete_tx on `bar`; coordinates past a dimension read
+ * as zeros. */
+__device__ __forceinline__ void tensor_copy_4d(void *smem, const void *tmap, int c0, int c1, int c2,
+                                               int c3, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(ptx::smem_addr(smem)),
+                 "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+                 "r"(ptx::smem_addr(bar))
+                 : "memory");
+}
+
 /* Order this thread's generic-proxy shared-memory writes before later
  * async-proxy (bulk copy) accesses of the same bytes. */
 __device__ __forceinline__ void fence_proxy_async()

@@ -24,6 +24,7 @@
  * Every kernel lives in namespace attn::decode, so traced symbols read
  * attn::decode::producer_tc<...> (docs/cuda.md lists them).
  */
+#include <cuda.h> /* CUtensorMap (the encoder comes through the runtime) */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -466,6 +467,14 @@ template <int D> struct cfg {
     {
         return bulk_bar_offset(stages) + 2 * stages * 8;
     }
+    /* The tensor-map producer: 1024 bytes to align the stages to the
+     * swizzle's repeat, unpadded K and V stages, Q hi/lo, the barriers
+     * (the epilogue's merge area fits in two stages). */
+    static constexpr uint32_t tmap_smem(int stages)
+    {
+        return 1024 + 2 * stages * TILE_VECS * 16 + Q_BYTES + 2 * stages * 8;
+    }
+    static_assert(2 * 2 * TILE_VECS * 16 >= RED_BYTES, "the merge area of the tensor-map producer");
     static_assert(2 * 2 * PAD_TILE_VECS * 16 + Q_BYTES >= RED_BYTES,
                   "the epilogue's merge area must not reach the barriers");
 };
@@ -631,10 +640,13 @@ __device__ __forceinline__ void stage_q(const attn_cuda_decode_params &p, const 
 }
 
 /* Index of 16-byte chunk c of row r of a K/V stage: XOR-swizzled rows of
- * CH chunks (the cp.async producers) or rows padded to RS chunks (the
- * copy-warp producer, RS = CH + 1). */
+ * CH chunks (the cp.async producers), rows padded to RS chunks (the
+ * row-copy producer, RS = CH + 1), or (RS = 0) the tensor map's 128-byte
+ * swizzle in 64-column blocks of kKeys rows (the tensor-map producer). */
 template <int CH, int RS> __device__ __forceinline__ int kv_chunk(int r, int c)
 {
+    if (RS == 0)
+        return (c >> 3) * (kKeys * 8) + r * 8 + ((c & 7) ^ (r & 7));
     return RS == CH ? ptx::swizzle<CH>(r, c) : r * RS + c;
 }
 
@@ -1003,6 +1015,127 @@ template <int D, bool QLO, int NP> struct bulk_regs {
     static constexpr int MIN_CTAS = D == 256 || QLO || (D == 128 && NP == 4) ? 1 : 2;
 };
 
+/* The tensor-map copy warp of producer_tc_tmap (issue 13, round 2): one
+ * warp moves each 64-key tile as boxes of R = min(P, 64) rows x 64 columns
+ * (a box is one page's run of rows of one K/V head; d / 64 boxes side by
+ * side), so a tile of 64 keys is 2 x (64 / R) x (d / 64) copy instructions
+ * instead of 128 row copies.  The stage layout is the tensor map's 128-byte
+ * swizzle: [d / 64 column blocks][64 rows][8 chunks], chunk c of a row at
+ * c ^ (row & 7) (kv_chunk with RS = 0).  A box whose rows are not one run
+ * of keys inside one page (a mask run or a split boundary inside it) is
+ * copied row by row with the one-row maps.  Rows past the walk are not
+ * written or hold the page's tail; the compute warps zero their V rows
+ * there (tmap_zero_tail). */
+template <int D, typename KV> struct tmap_pipe {
+    using C = cfg<D>;
+    static constexpr int kCols = D / 64; /* 64-column blocks of a row */
+    uint4 *ks, *vs;                      /* [stages][kCols][kKeys][8] */
+    uint64_t *full, *empty;              /* [stages] each */
+    int stages;
+
+    __device__ __forceinline__ void init() const
+    {
+        for (int s = 0; s < stages; s++) {
+            mbar::init(&full[s], 32);
+            mbar::init(&empty[s], kThreads);
+        }
+        mbar::fence_init();
+    }
+
+    /* Box b of tile t: K or V, row block j, column block h. */
+    struct box {
+        int tens, j, h;
+    };
+    __device__ __forceinline__ static box box_of(int b, int nb)
+    {
+        box x;
+        x.tens = b / (nb * kCols);
+        x.j = (b / kCols) % nb;
+        x.h = b % kCols;
+        return x;
+    }
+
+    /* One box (or its rows one by one) into stage s; returns the bytes
+     * announced (issue = false: only counts them). */
+    __device__ __forceinline__ uint32_t copy_box(const CUtensorMap *maps, bool hnd, int hkv,
+                                                 const paged::key_walk &walk,
+                                                 const paged::page_table &pt, int t, int R, box x,
+                                                 uint4 *dst, uint64_t *bar, bool issue) const
+    {
+        const int64_t v0 = (int64_t)t * kKeys + (int64_t)x.j * R;
+        if (v0 >= walk.n)
+            return 0;
+        const int64_t vl = (v0 + R < walk.n ? v0 + R : walk.n) - 1;
+        const int64_t k0 = walk.key(v0);
+        const int64_t mask = (((int64_t)1) << pt.page_shift) - 1;
+        const CUtensorMap *whole = maps + x.tens, *row = maps + 2 + x.tens;
+        uint4 *d0 = dst + x.h * kKeys * 8 + x.j * R * 8;
+        if (walk.key(vl) - k0 == vl - v0 && k0 % R == 0) { /* one run inside one page */
+            if (issue) {
+                const int page = pt.pages[k0 >> pt.page_shift], slot = (int)(k0 & mask);
+                mbar::tensor_copy_4d(d0, whole, x.h * 64, hnd ? slot : hkv, hnd ? hkv : slot, page,
+                                     bar);
+            }
+            return (uint32_t)R * 128u;
+        }
+        for (int64_t v = v0; v <= vl && issue; v++) {
+            const int64_t k = walk.key(v);
+            const int page = pt.pages[k >> pt.page_shift], slot = (int)(k & mask);
+            mbar::tensor_copy_4d(d0 + (v - v0) * 8, row, x.h * 64, hnd ? slot : hkv,
+                                 hnd ? hkv : slot, page, bar);
+        }
+        return (uint32_t)(vl - v0 + 1) * 128u;
+    }
+
+    /* The copy warp's loop: lane l serves boxes l, l + 32, ... of each tile. */
+    __device__ __forceinline__ void produce(const CUtensorMap *maps, bool hnd, int hkv,
+                                            const paged::key_walk &walk,
+                                            const paged::page_table &pt, int ntiles, int lane) const
+    {
+        const int P = 1 << pt.page_shift, R = P < kKeys ? P : kKeys, nb = kKeys / R;
+        const int nbox = 2 * nb * kCols;
+        int s = 0;
+        uint32_t ph = 0;
+        for (int t = 0; t < ntiles; t++) {
+            if (t >= stages)
+                mbar::wait(&empty[s], ph ^ 1u); /* the consumers of tile t - stages are done */
+            uint32_t bytes = 0;
+            for (int b = lane; b < nbox; b += 32) {
+                const box x = box_of(b, nb);
+                bytes += copy_box(maps, hnd, hkv, walk, pt, t, R, x, nullptr, nullptr, false);
+            }
+            mbar::arrive_expect_tx(&full[s], bytes);
+            for (int b = lane; b < nbox; b += 32) {
+                const box x = box_of(b, nb);
+                uint4 *dst = (x.tens ? vs : ks) + s * C::TILE_VECS;
+                copy_box(maps, hnd, hkv, walk, pt, t, R, x, dst, &full[s], true);
+            }
+            if (++s == stages) {
+                s = 0;
+                ph ^= 1u;
+            }
+        }
+    }
+};
+
+/* The compute warp's V rows of the last tile past the walk, zeroed after
+ * the tile landed (a box copies a page's tail there, a row past the walk is
+ * not copied at all), so 0 x NaN never reaches O; this warp alone reads
+ * them. */
+template <int D>
+__device__ __forceinline__ void tmap_zero_tail(uint4 *vt, int t, int64_t n, int warp, int lane)
+{
+    const int64_t first = (int64_t)t * kKeys + warp * 16;
+    if (first + 16 <= n)
+        return;
+    for (int i = lane; i < 16 * (D / 8); i += 32) {
+        const int r = warp * 16 + i % 16, c = i / 16;
+        if ((int64_t)t * kKeys + r >= n)
+            vt[kv_chunk<D / 8, 0>(r, c)] = make_uint4(0u, 0u, 0u, 0u);
+    }
+    __syncwarp();
+}
+
 } // namespace tc
 
 /* The tensor-core producer (default).  PRE: page-table row prefetch
@@ -1083,19 +1216,18 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     tc::fused_fold<D>(p, w, h0);
 }
 
-/* The compute warps of producer_tc_bulk: wait on full[s], QK, online
- * softmax, PV, release empty[s]; then the epilogue and the fused fold
- * among themselves (named barrier). */
-template <int D, typename KV, bool QLO, int NP>
-__device__ __forceinline__ void bulk_compute(const attn_cuda_decode_params &p, const cta_work &w,
-                                             const tc::bulk_pipe<D, KV, NP> &pipe, const uint4 *qh,
-                                             const uint4 *ql, const paged::key_walk &walk,
-                                             int ntiles, int h0)
+/* The compute warps of producer_tc_bulk and producer_tc_tmap: wait on
+ * full[s], QK, online softmax, PV, release empty[s]; then the epilogue and
+ * the fused fold among themselves (named barrier).  RS: the stage layout
+ * (kv_chunk); `base`: the stages' start, reused by the epilogue. */
+template <int D, typename KV, bool QLO, int RS, typename Pipe>
+__device__ __forceinline__ void
+bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pipe, const uint4 *qh,
+             const uint4 *ql, const paged::key_walk &walk, int ntiles, int h0, uint4 *base)
 {
     using C = tc::cfg<D>;
-    constexpr int CH = C::CH, TP = C::PAD_TILE_VECS, RS = C::ROW_VECS;
+    constexpr int CH = C::CH, TP = RS == 0 ? C::TILE_VECS : C::PAD_TILE_VECS;
     const int ST = pipe.stages;
-    extern __shared__ uint4 smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     float o[C::NB][4];
 #pragma unroll
@@ -1117,7 +1249,9 @@ __device__ __forceinline__ void bulk_compute(const attn_cuda_decode_params &p, c
     for (int t = 0; t < ntiles; t++) {
         mbar::wait(&pipe.full[s], ph);
         const uint4 *kt = pipe.ks + s * TP;
-        const uint4 *vt = pipe.vs + s * TP;
+        uint4 *vt = pipe.vs + s * TP;
+        if (RS == 0 && t == ntiles - 1)
+            tc::tmap_zero_tail<D>(vt, t, walk.n, warp, lane);
         float sf[2][4];
         uint32_t pa[4];
         tc::qk_tile<D, KV, QLO, RS>(sf, qa, qh, ql, kt, lane, qrow, krow);
@@ -1133,7 +1267,7 @@ __device__ __forceinline__ void bulk_compute(const attn_cuda_decode_params &p, c
     /* every copy landed (full[s] of the last tiles) and was read, so the
      * epilogue may reuse the stages; the copy warps have no state to merge */
     tc::compute_sync<true>();
-    tc::epilogue<D, true>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
+    tc::epilogue<D, true>(p, w, h0, o, m, l, reinterpret_cast<float *>(base));
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
     tc::fused_fold<D, true>(p, w, h0);
@@ -1181,7 +1315,7 @@ __device__ __forceinline__ void bulk_body(const attn_cuda_decode_params &p)
         const KV *vbase = static_cast<const KV *>(p.v) + (int64_t)w.hkv * p.head_stride;
         pipe.produce(kbase, vbase, walk, table_of(p, w), ntiles, tid - tc::kThreads);
     } else {
-        bulk_compute<D, KV, QLO, NP>(p, w, pipe, qh, ql, walk, ntiles, h0);
+        bulk_compute<D, KV, QLO, C::ROW_VECS>(p, w, pipe, qh, ql, walk, ntiles, h0, smem);
     }
 }
 
@@ -1190,6 +1324,62 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * NP, (tc::bulk_regs<D, QLO,
     producer_tc_bulk(attn_cuda_decode_params p)
 {
     bulk_body<D, KV, QLO, NP>(p);
+}
+
+/* The launch arguments of producer_tc_tmap: the decode parameters and the
+ * tensor maps of the layer's stores (whole-box and one-row boxes of K and
+ * V), encoded by the launch; `hnd`: the maps' dimension order (d, slot,
+ * head, page) instead of (d, head, slot, page). */
+struct tmap_args {
+    attn_cuda_decode_params p;
+    CUtensorMap maps[4]; /* K box, V box, K row, V row */
+    int hnd;
+};
+
+/* The tensor-core producer with one tensor-map copy warp (bulk =
+ * ATTN_CUDA_BULK_TMAP; decode_path.h says when it runs): the compute warps
+ * of producer_tc_bulk over the tensor map's swizzled stages, which warp 4
+ * fills a page-run box at a time (tc::tmap_pipe). */
+template <int D, typename KV, bool QLO>
+__global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::MIN_CTAS))
+    producer_tc_tmap(const __grid_constant__ tmap_args a)
+{
+    using C = tc::cfg<D>;
+    constexpr int CH = C::CH, TV = C::TILE_VECS;
+    const attn_cuda_decode_params &p = a.p;
+    const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
+    extern __shared__ uint4 smem[];
+    /* the 128-byte swizzle repeats every 1024 bytes: stages start on one */
+    uint4 *base = reinterpret_cast<uint4 *>((reinterpret_cast<uintptr_t>(smem) + 1023) &
+                                            ~static_cast<uintptr_t>(1023));
+    const int tid = threadIdx.x, warp = tid >> 5;
+
+    const cta_work w = cta_work_of(p);
+    if (!w.live)
+        return;
+    const int h0 = blockIdx.z * 16;
+
+    tc::tmap_pipe<D, KV> pipe;
+    pipe.ks = base;
+    pipe.vs = base + ST * TV;
+    uint4 *qh = base + 2 * ST * TV;
+    uint4 *ql = qh + 16 * CH;
+    pipe.full = reinterpret_cast<uint64_t *>(ql + 16 * CH);
+    pipe.empty = pipe.full + ST;
+    pipe.stages = ST;
+    const paged::key_walk walk = walk_of(w);
+    const int ntiles = (int)((walk.n + tc::kKeys - 1) / tc::kKeys);
+    if (tid == 0)
+        pipe.init();
+    if (warp < 4)
+        tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
+    __syncthreads(); /* barriers initialised, Q staged; the last CTA-wide barrier */
+
+    if (warp >= 4) {
+        pipe.produce(a.maps, a.hnd != 0, w.hkv, walk, table_of(p, w), ntiles, tid & 31);
+    } else {
+        bulk_compute<D, KV, QLO, 0>(p, w, pipe, qh, ql, walk, ntiles, h0, base);
+    }
 }
 
 /* Reducer: one CTA per (request, 4 query heads); each thread folds 4 lanes
@@ -1242,11 +1432,23 @@ struct producer_entry {
     uint32_t d;
     attn_dtype kv;
     bool tc, pre, qlo; /* tensor cores; row prefetch and q hi+lo (tc only) */
-    int np;            /* copy warps of the copy-warp producer (tc only); 0: cp.async */
+    int np;            /* bulk value of the copy-warp producers (tc only); 0: cp.async */
     kernel_fn fn;
     const char *symbol;              /* the demangled name, without return type and parameters */
     uint32_t (*tc_smem)(int stages); /* the tensor-core producer's shared memory */
     int tc_stages, tc_max_stages;    /* its default and deepest pipeline */
+    void (*tmap_fn)(tmap_args);      /* the tensor-map producer (fn is then NULL) */
+
+    /* The kernel, for the attribute and occupancy calls. */
+    const void *kernel() const
+    {
+        return tmap_fn ? (const void *)tmap_fn : (const void *)fn;
+    }
+    /* Copy warps after the four compute warps. */
+    int copy_warps() const
+    {
+        return tmap_fn ? 1 : np;
+    }
 };
 
 /* One table row per kernel: the dispatch key, the kernel, the symbol a
@@ -1255,14 +1457,27 @@ struct producer_entry {
 #define ATTN__TC(D, T, PRE, QLO)                                                                   \
     {D, dtype_of<T>::value, true, PRE, QLO, 0, producer_tc<D, T, PRE, QLO>,                        \
      "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ">", tc::cfg<D>::smem,           \
-     tc::cfg<D>::STAGES, tc::cfg<D>::MAX_STAGES}
+     tc::cfg<D>::STAGES, tc::cfg<D>::MAX_STAGES, nullptr}
+#define ATTN__TMAP(D, T, QLO)                                                                      \
+    {D,                                                                                            \
+     dtype_of<T>::value,                                                                           \
+     true,                                                                                         \
+     false,                                                                                        \
+     QLO,                                                                                          \
+     ATTN_CUDA_BULK_TMAP,                                                                          \
+     nullptr,                                                                                      \
+     "attn::decode::producer_tc_tmap<" #D ", " #T ", " #QLO ">",                                  \
+     tc::cfg<D>::tmap_smem,                                                                        \
+     tc::cfg<D>::BULK_STAGES,                                                                      \
+     tc::cfg<D>::BULK_MAX_STAGES,                                                                  \
+     producer_tc_tmap<D, T, QLO>}
 #define ATTN__BULK(D, T, QLO, NP)                                                                  \
     {D, dtype_of<T>::value, true, false, QLO, NP, producer_tc_bulk<D, T, QLO, NP>,                 \
      "attn::decode::producer_tc_bulk<" #D ", " #T ", " #QLO ", " #NP ">", tc::cfg<D>::bulk_smem,  \
-     tc::cfg<D>::BULK_STAGES, tc::cfg<D>::BULK_MAX_STAGES}
+     tc::cfg<D>::BULK_STAGES, tc::cfg<D>::BULK_MAX_STAGES, nullptr}
 #define ATTN__SIMT(D, T)                                                                           \
     {D, dtype_of<T>::value, false, false, false, 0, producer_simt<D, T>,                           \
-     "attn::decode::producer_simt<" #D ", " #T ">", nullptr, 0, 0}
+     "attn::decode::producer_simt<" #D ", " #T ">", nullptr, 0, 0, nullptr}
 #define ATTN__PRODUCERS(D, T)                                                                      \
     ATTN__SIMT(D, T), ATTN__TC(D, T, false, false), ATTN__TC(D, T, false, true),                   \
     ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true), ATTN__BULK(D, T, false, 1)
@@ -1276,6 +1491,10 @@ const producer_entry kProducers[] = {
     ATTN__PRODUCERS(128, __nv_bfloat16),
     ATTN__PRODUCERS(256, __nv_bfloat16),
     ATTN__BULK(64, __nv_bfloat16, false, 4),
+    ATTN__TMAP(64, __nv_bfloat16, false),
+    ATTN__TMAP(128, __nv_bfloat16, false),
+    ATTN__TMAP(256, __nv_bfloat16, false),
+    ATTN__TMAP(256, __nv_bfloat16, true),
     ATTN__BULK(128, __nv_bfloat16, false, 4),
     ATTN__BULK(256, __nv_bfloat16, false, 4),
     ATTN__BULK(256, __nv_bfloat16, true, 1), /* q hi + lo: only at d = 256 (decode_path.h) */
@@ -1285,6 +1504,10 @@ const producer_entry kProducers[] = {
     ATTN__PRODUCERS(128, __half),
     ATTN__PRODUCERS(256, __half),
     ATTN__BULK(64, __half, false, 4),
+    ATTN__TMAP(64, __half, false),
+    ATTN__TMAP(128, __half, false),
+    ATTN__TMAP(256, __half, false),
+    ATTN__TMAP(256, __half, true),
     ATTN__BULK(128, __half, false, 4),
     ATTN__BULK(256, __half, false, 4),
     ATTN__BULK(256, __half, true, 1),
@@ -1295,6 +1518,7 @@ const producer_entry kProducers[] = {
 #undef ATTN__SIMT
 #undef ATTN__TC
 #undef ATTN__BULK
+#undef ATTN__TMAP
 // clang-format on
 
 constexpr int kNumProducers = sizeof(kProducers) / sizeof(kProducers[0]);
@@ -1307,10 +1531,60 @@ int raise_smem_once(const producer_entry *e, uint32_t bytes)
     const int idx = (int)(e - kProducers);
     if (done[idx] >= bytes)
         return 0;
-    if (cudaFuncSetAttribute((const void *)e->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute(e->kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)bytes) != cudaSuccess)
         return ATTN_E_CUDA;
     done[idx] = bytes;
+    return 0;
+}
+
+/* cuTensorMapEncodeTiled through the runtime's driver entry point (no
+ * link against libcuda); NULL when the driver lacks it.  Looked up once. */
+typedef CUresult (*tmap_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                   const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                   const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+tmap_encode_fn lookup_tmap_encoder()
+{
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+        return nullptr;
+    return reinterpret_cast<tmap_encode_fn>(f);
+}
+
+/* The four tensor maps of a tensor-map launch over the layer's stores:
+ * 4-D (d, head, slot, page) for NHD, (d, slot, head, page) for HND (the
+ * strides grow in that order), boxes of 64 columns x min(P, 64) slots
+ * (whole) or 1 slot (row), 128-byte swizzle. */
+int encode_maps(const attn_cuda_decode_params &p, tmap_args &a)
+{
+    static const tmap_encode_fn enc = lookup_tmap_encoder();
+    if (enc == nullptr || p.num_pages == 0)
+        return ATTN_E_CUDA;
+    const bool hnd = p.head_stride > p.row_stride;
+    const cuuint64_t P = 1ull << p.page_shift, R = P < tc::kKeys ? P : tc::kKeys;
+    const cuuint64_t dims[4] = {p.head_dim, hnd ? P : p.num_kv_heads, hnd ? p.num_kv_heads : P,
+                                p.num_pages};
+    const cuuint64_t strides[3] = {(cuuint64_t)(hnd ? p.row_stride : p.head_stride) * 2,
+                                   (cuuint64_t)(hnd ? p.head_stride : p.row_stride) * 2,
+                                   (cuuint64_t)p.page_stride * 2};
+    const cuuint32_t elems[4] = {1, 1, 1, 1};
+    const CUtensorMapDataType dt = p.kv_dtype == ATTN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    for (int i = 0; i < 4; i++) {
+        const cuuint32_t rows = i < 2 ? (cuuint32_t)R : 1u;
+        const cuuint32_t box[4] = {64, hnd ? rows : 1u, hnd ? 1u : rows, 1};
+        void *g = const_cast<void *>(i & 1 ? p.v : p.k);
+        if (enc(&a.maps[i], dt, 4, g, dims, strides, box, elems, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return ATTN_E_CUDA;
+    }
+    a.hnd = hnd;
     return 0;
 }
 
@@ -1340,6 +1614,8 @@ attn_decode_producer path_of(const attn_cuda_decode_params *p)
     in.page_stride = p->page_stride;
     in.head_stride = p->head_stride;
     in.row_stride = p->row_stride;
+    in.page_size = 1u << p->page_shift;
+    in.num_pages = p->num_pages;
     in.k_addr = (uint64_t)(uintptr_t)p->k;
     in.v_addr = (uint64_t)(uintptr_t)p->v;
     return attn_decode_path_pick(&in, nullptr);
@@ -1382,7 +1658,7 @@ int stages_of(const producer_entry *e, uint32_t stages)
 void producer_shape(const producer_entry *e, uint32_t group, int stages, attn_cuda_launch_shape *s)
 {
     if (e->tc) {
-        s->bdx = tc::kThreads + 32 * e->np; /* the copy warps */
+        s->bdx = tc::kThreads + 32 * e->copy_warps();
         s->bdy = s->bdz = 1;
         s->head_chunks = (group + 15) / 16; /* 16 heads are the M of one mma */
         s->smem_bytes = e->tc_smem(stages);
@@ -1444,7 +1720,7 @@ extern "C" int attn_cuda_decode_occupancy_path(uint32_t head_dim, attn_dtype kv_
         return 0;
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &n, (const void *)e->fn, (int)(sh.bdx * sh.bdy * sh.bdz), sh.smem_bytes) != cudaSuccess)
+            &n, e->kernel(), (int)(sh.bdx * sh.bdy * sh.bdz), sh.smem_bytes) != cudaSuccess)
         return 0;
     return n;
 }
@@ -1510,7 +1786,16 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
         attn_cuda_decode_params pp = *p;
         if (!fused)
             pp.merge_counters = nullptr; /* the producer then never counts nor folds */
-        e->fn<<<grid, block, sh.smem_bytes, st>>>(pp);
+        if (e->tmap_fn) {
+            tmap_args a;
+            a.p = pp;
+            const int rv = encode_maps(pp, a);
+            if (rv != 0)
+                return rv;
+            e->tmap_fn<<<grid, block, sh.smem_bytes, st>>>(a);
+        } else {
+            e->fn<<<grid, block, sh.smem_bytes, st>>>(pp);
+        }
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;
     }

@@ -80,11 +80,20 @@ typedef struct attn_cuda_decode_params {
     uint32_t stages;
     /* Tensor-core producer: 1, 2 or 4 = the copy-warp producer with that
      * many copy warps (they issue a bulk copy per K/V row into mbarrier
-     * stages) where kernels/common/decode_path.h says it serves the launch,
-     * else (and with 0) the cp.async one; `stages` then means its depth
-     * (3 / 3 / 2 by default, at most 6 / 5 / 3). */
+     * stages), ATTN_CUDA_BULK_TMAP = one copy warp with tensor-map copies of
+     * whole pages, where kernels/common/decode_path.h says it serves the
+     * launch, else (and with 0) the cp.async one; `stages` then means its
+     * depth (3 / 3 / 2 by default, at most 6 / 5 / 3). */
     int bulk;
+    /* Pages of the layer's K (and V) store: the extent of the tensor maps
+     * of the tensor-map producer (bulk = ATTN_CUDA_BULK_TMAP); 0 = unknown. */
+    uint32_t num_pages;
 } attn_cuda_decode_params;
+
+/* attn_cuda_decode_params.bulk: one copy warp moving whole pages with
+ * tensor-map copies (boxes of min(P, 64) rows x 64 columns, 128-byte
+ * swizzle) instead of one bulk copy per row. */
+#define ATTN_CUDA_BULK_TMAP 8
 
 /* The engine's default copy warps (attn_cuda_decode_params.bulk): 0, the
  * cp.async producer, the faster on the H200 at every benchmark shape

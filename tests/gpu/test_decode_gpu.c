@@ -140,10 +140,11 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     const int prefetch = (int)attn_rb_range(&s, 0, 1);
     /* split requests folded by the producer's last CTA (3 in 4) or the reducer kernel */
     const int fused = attn_rb_range(&s, 0, 3) != 0;
-    /* the copy-warp producer with 1, 4 (or, d = 128, 2) copy warps: forced by
-     * the case, else three tensor-core runs in four */
-    const int nps[4] = {0, 1, 4, gc->d == 128 ? 2 : 4};
-    const int bulk = nps[attn_rb_range(&s, gc->bulk ? 1 : 0, 3)];
+    /* the copy-warp producer with 1, 4 (or, d = 128, 2) row-copy warps or the
+     * tensor-map copy warp (8): forced by the case, else four tensor-core
+     * runs in five */
+    const int nps[5] = {0, 1, 4, ATTN_CUDA_BULK_TMAP, gc->d == 128 ? 2 : ATTN_CUDA_BULK_TMAP};
+    const int bulk = nps[attn_rb_range(&s, gc->bulk ? 1 : 0, 4)];
     tune_all(simt, heads_fast, prefetch, fused, bulk);
 
     if (gc->ramp > 0.f) { /* the host copy the CPU engine reads too, before the upload */
@@ -225,7 +226,10 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     for (uint32_t k = 0; k < rep.num_kernels; k++)
         if (strstr(rep.kernels[k].symbol, "producer"))
             producer = rep.kernels[k].symbol;
-    if (gc->bulk) {
+    if (gc->bulk && bulk == ATTN_CUDA_BULK_TMAP) {
+        /* tensor-map boxes need pages of 8 rows or more (decode_path.h) */
+        assert_non_null(strstr(producer, gc->page >= 8 ? "producer_tc_tmap<" : "producer_tc<"));
+    } else if (gc->bulk) {
         char tail[8];
         snprintf(tail, sizeof tail, ", %d>", bulk);
         assert_non_null(strstr(producer, "producer_tc_bulk<"));
@@ -567,7 +571,8 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
 
     const int heads_fast = (int)((seed >> 2) & 1), prefetch = (int)((seed >> 3) & 1);
     const int fused = (int)((seed >> 4) & 1);
-    const int bulk = (seed >> 5) & 1 ? ((seed >> 6) & 1 ? 4 : 1) : 0; /* copy warps */
+    static const int kBulk[4] = {0, 1, 4, ATTN_CUDA_BULK_TMAP}; /* copy warps */
+    const int bulk = kBulk[(seed >> 5) & 3];
     tune_all(simt, heads_fast, prefetch, fused, bulk);
 
     attn_pool_geometry g = rb.g;
@@ -644,8 +649,11 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
            abi == ATTN_ABI_MLU ? "mlu" : "lse_o", attn_split_policy_name(plan->policy),
            plan->num_slots, attn_dtype_name(rb.m.q_dtype), heads_fast ? "/hf" : "/if",
            prefetch ? "/pre" : "", fused && !simt ? "/fused" : "",
-           bulk && !simt ? (bulk == 4 ? "/bulk4" : "/bulk1") : "", finite0, lse_mismatch, rel,
-           lse_err, nan1);
+           bulk && !simt ? (bulk == 4   ? "/bulk4"
+                            : bulk == 1 ? "/bulk1"
+                                        : "/tmap")
+                         : "",
+           finite0, lse_mismatch, rel, lse_err, nan1);
     assert_int_equal(finite0, 0);
     assert_int_equal(lse_mismatch, 0);
     assert_int_equal(nan1, 0);

@@ -24,6 +24,8 @@ static attn_decode_path_in nhd_launch(uint32_t d)
     in.row_stride = 8 * (int64_t)d;
     in.head_stride = d;
     in.page_stride = 16 * 8 * (int64_t)d;
+    in.page_size = 16;
+    in.num_pages = 1000;
     in.k_addr = 0x7f0000000000ull;
     in.v_addr = 0x7f0000100000ull;
     return in;
@@ -75,9 +77,35 @@ static void test_copy_warps(void **state)
                dims[i] == 128 ? NULL : "head_dim 128 only");
         in.bulk = 3;
         expect(&in, ATTN_DECODE_TC, "1, 2 or 4 copy warps");
+        in.bulk = 8;
+        expect(&in, ATTN_DECODE_TC_BULK, NULL);
         in.bulk = -1;
         expect(&in, ATTN_DECODE_TC, "1, 2 or 4 copy warps");
     }
+}
+
+static void test_tensor_maps(void **state)
+{
+    (void)state;
+    static const uint32_t pages[] = {1, 2, 4, 8, 16, 64, 128};
+    for (size_t i = 0; i < 7; i++) {
+        attn_decode_path_in in = nhd_launch(128);
+        in.bulk = 8;
+        in.page_size = pages[i];
+        in.page_stride = (int64_t)pages[i] * 8 * 128;
+        if (pages[i] >= 8)
+            expect(&in, ATTN_DECODE_TC_BULK, NULL);
+        else
+            expect(&in, ATTN_DECODE_TC, "pages of 8 rows or more");
+    }
+    attn_decode_path_in in = nhd_launch(64);
+    in.bulk = 8;
+    in.num_pages = 0;
+    expect(&in, ATTN_DECODE_TC, "page count");
+    in = nhd_launch(256);
+    in.bulk = 8;
+    in.q_dtype = ATTN_FP32;
+    expect(&in, ATTN_DECODE_TC_BULK, NULL);
 }
 
 static void test_bulk_off_or_simt(void **state)
@@ -147,6 +175,7 @@ int main(void)
         cmocka_unit_test(test_bulk_serves_every_head_dim_layout_and_page),
         cmocka_unit_test(test_bulk_off_or_simt),
         cmocka_unit_test(test_copy_warps),
+        cmocka_unit_test(test_tensor_maps),
         cmocka_unit_test(test_q_hi_lo_only_at_d256),
         cmocka_unit_test(test_fallbacks_name_the_reason),
         cmocka_unit_test(test_names),
