@@ -236,7 +236,7 @@ def bench_shape(lib, shape, fi, gen, res):
     runs = [(p, pid, {}) for p, pid in POLICIES.items()] + [
         ("fi_simt", 2, dict(simt=True)), ("fi_reducer", 2, dict(fused=False))]
     if QUICK:  # the final device call: the engine's path, the wave model off, today's kernel
-        runs = [("fi", 2, {}), ("fi_bulk1", 2, dict(bulk=1)), ("fi_bulk4", 2, dict(bulk=4)),
+        runs = [("fi", 2, {}), ("fi_nobulk", 2, dict(bulk=0)), ("fi_bulk4", 2, dict(bulk=4)),
                 ("fi_tmap", 2, dict(bulk=8))]
     if OLD_LIB is not None:
         runs.append(("old", 2, dict(lib=OLD_LIB)))
@@ -260,7 +260,8 @@ def bench_shape(lib, shape, fi, gen, res):
             traceback.print_exc()
 
     # FlashInfer: its CUDA-core decode (default) and its tensor-core path
-    for label, tc in (("flashinfer", False), ("flashinfer_tc", True)):
+    fi_paths = (("flashinfer", False), ("flashinfer_tc", True))
+    for label, tc in fi_paths[1:] if QUICK else fi_paths:  # --quick: the tensor-core peer only
         if fi is None:
             break
         try:
@@ -456,6 +457,9 @@ def main():
             res["errors"].append(f"{sh['name']}: {ex!r}"[:500])
             traceback.print_exc()
         log(f"    ({time.time() - t0:.1f}s)")
+        # after every shape, so a run cut by its time limit keeps what it measured
+        part = os.path.join(args.out, f"decode-h200-{date}.partial.json")
+        json.dump(res, open(part, "w"), indent=1)
     # the default policy: best geometric mean over all shapes
     geo = {}
     for p in POLICIES:
@@ -492,6 +496,8 @@ def main():
             traceback.print_exc()
     base = os.path.join(args.out, f"decode-h200-{date}")
     json.dump(res, open(base + ".json", "w"), indent=1)
+    if os.path.exists(base + ".partial.json"):
+        os.remove(base + ".partial.json")
     write_md(res, base + ".md")
     log("wrote", base + ".json", base + ".md")
     # compact table last (the device reply carries the end of the output)

@@ -72,7 +72,7 @@ has s && run sweep 50 $PROF --mode sweep --configs ${SWEEP_CONFIGS:-nobulk,bulk1
     --shapes ${SWEEP_SHAPES:-B1_T32768,B2_T2048,B16_T8192,B64_T4096,B128_T8192,B256_T2048,d256_B32_T4096,d64_B64_T2048,P1_B16_T8192,B32_T1024}
 if [ -n "$warm_pid" ] && has b; then wait "$warm_pid"; fi
 reserve=5
-has m && reserve=75
+has m && reserve=${RESERVE:-75}
 has b && run bench $(($(left) - reserve)) python3 "$D/bench/bench_decode.py" --quick \
     --lib "$D/lib/libattn_cuda_bench.so" --old "$D/lib/libattn_cuda_bench_old.so" --out "$OUT"
 export ATTN_GPU_QUICK=1

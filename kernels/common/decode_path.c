@@ -12,22 +12,32 @@ static int aligned16(int64_t elems, size_t es)
     return ((uint64_t)elems * es) % 16u == 0;
 }
 
+int attn_decode_path_bulk(const attn_decode_path_in *in)
+{
+    if (in->bulk != ATTN_DECODE_BULK_AUTO)
+        return in->bulk;
+    if (in->head_dim == 128 && in->page_size >= 8)
+        return ATTN_DECODE_BULK_TMAP;
+    return in->head_dim == 256 ? 4 : 0;
+}
+
 attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const char **why)
 {
     const char *no = NULL;
     const size_t es = attn_dtype_size(in->kv_dtype);
+    const int bulk = attn_decode_path_bulk(in);
     if (why)
         *why = NULL;
     if (in->simt)
         return ATTN_DECODE_SIMT;
-    if (!in->bulk)
+    if (!bulk)
         return ATTN_DECODE_TC;
-    if (in->bulk != 1 && in->bulk != 2 && in->bulk != 4 && in->bulk != 8)
+    if (bulk != 1 && bulk != 2 && bulk != 4 && bulk != ATTN_DECODE_BULK_TMAP)
         no = "the copy-warp producer runs 1, 2 or 4 copy warps, or 8 (tensor-map copies)";
-    else if (in->bulk == 8 && (in->page_size < 8 || in->num_pages == 0))
+    else if (bulk == ATTN_DECODE_BULK_TMAP && (in->page_size < 8 || in->num_pages == 0))
         no = in->num_pages == 0 ? "tensor-map copies need the store's page count"
                                 : "tensor-map copies need pages of 8 rows or more";
-    else if (in->bulk == 2 && in->head_dim != 128)
+    else if (bulk == 2 && in->head_dim != 128)
         no = "two copy warps are built for head_dim 128 only";
     else if (es != 2)
         no = "the copy-warp producer has kernels for 2-byte K/V (bf16, fp16) only";

@@ -29,6 +29,11 @@
 extern "C" {
 #endif
 
+/* attn_decode_path_in.bulk: one copy warp with tensor-map copies of whole
+ * pages; and "the measured best for this launch" (attn_decode_path_bulk). */
+#define ATTN_DECODE_BULK_TMAP 8
+#define ATTN_DECODE_BULK_AUTO (-1)
+
 /* The producers, in the order of the X-macro: id, name. */
 #define ATTN_DECODE_PRODUCERS(X)                                                                   \
     X(ATTN_DECODE_SIMT, "simt")                                                                    \
@@ -45,8 +50,9 @@ typedef enum attn_decode_producer {
 /* What the choice depends on: the launch's shape, strides and buffers. */
 typedef struct attn_decode_path_in {
     int simt; /* the CUDA-core producer was asked for */
-    /* copy warps of the copy-warp producer (1, 2 or 4), 8 = one copy warp
-     * with tensor-map copies of whole pages, 0: not allowed */
+    /* copy warps of the copy-warp producer (1, 2 or 4), ATTN_DECODE_BULK_TMAP
+     * = one copy warp with tensor-map copies of whole pages, 0: not allowed,
+     * ATTN_DECODE_BULK_AUTO: the measured best (attn_decode_path_bulk) */
     int bulk;
     uint32_t head_dim;                            /* 64, 128 or 256 have kernels */
     attn_dtype kv_dtype;                          /* bf16 / fp16 have kernels */
@@ -56,6 +62,14 @@ typedef struct attn_decode_path_in {
     uint32_t num_pages;                           /* pages of the store (0: unknown) */
     uint64_t k_addr, v_addr;                      /* the layer's stores (0: not bound yet) */
 } attn_decode_path_in;
+
+/* The bulk value a launch runs: in->bulk, or for ATTN_DECODE_BULK_AUTO the
+ * fastest measured on the H200 (2026-12-01, bench/results/
+ * decode-h200-2026-12-01-r2.md): tensor-map copies at head_dim 128 with
+ * pages of 8 rows or more (-6..-9 %), four row-copy warps at head_dim 256
+ * (-11 %), the cp.async producer (0) elsewhere (head_dim 64: the copy warps
+ * were 6-13 % slower). */
+int attn_decode_path_bulk(const attn_decode_path_in *in);
 
 /* The producer that serves `in`; *why (may be NULL) gets one sentence on
  * why the copy-warp producer does not, or NULL when it does or was not

@@ -1602,8 +1602,8 @@ const producer_entry *find_producer(uint32_t d, attn_dtype kv, attn_decode_produ
     return nullptr;
 }
 
-/* decode_path.h's choice for a launch. */
-attn_decode_producer path_of(const attn_cuda_decode_params *p)
+/* What decode_path.h decides on for a launch. */
+attn_decode_path_in path_in(const attn_cuda_decode_params *p)
 {
     attn_decode_path_in in;
     in.simt = p->simt;
@@ -1618,13 +1618,15 @@ attn_decode_producer path_of(const attn_cuda_decode_params *p)
     in.num_pages = p->num_pages;
     in.k_addr = (uint64_t)(uintptr_t)p->k;
     in.v_addr = (uint64_t)(uintptr_t)p->v;
-    return attn_decode_path_pick(&in, nullptr);
+    return in;
 }
 
 const producer_entry *find_producer(const attn_cuda_decode_params *p)
 {
-    return find_producer(p->head_dim, p->kv_dtype, path_of(p), p->row_prefetch != 0,
-                         p->q_dtype != p->kv_dtype, p->bulk);
+    const attn_decode_path_in in = path_in(p);
+    return find_producer(p->head_dim, p->kv_dtype, attn_decode_path_pick(&in, nullptr),
+                         p->row_prefetch != 0, p->q_dtype != p->kv_dtype,
+                         attn_decode_path_bulk(&in));
 }
 
 kernel_fn find_merge(uint32_t d, const char **sym)
@@ -1707,6 +1709,14 @@ extern "C" void attn_cuda_decode_shape(uint32_t head_dim, uint32_t group, attn_c
 extern "C" int attn_cuda_decode_occupancy_path(uint32_t head_dim, attn_dtype kv_dtype,
                                                uint32_t group, uint32_t stages, int bulk)
 {
+    if (bulk == ATTN_DECODE_BULK_AUTO) { /* page 16: the CTAs per SM of every choice agree */
+        attn_decode_path_in in;
+        memset(&in, 0, sizeof in);
+        in.bulk = bulk;
+        in.head_dim = head_dim;
+        in.page_size = 16;
+        bulk = attn_decode_path_bulk(&in);
+    }
     const producer_entry *e = find_producer(
         head_dim, kv_dtype, bulk ? ATTN_DECODE_TC_BULK : ATTN_DECODE_TC, true, false, bulk);
     if (!e || group == 0)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "attn/types.h"
+#include "kernels/common/decode_path.h"
 #include "kernels/common/plan.h"
 
 #ifdef __cplusplus
@@ -81,8 +82,9 @@ typedef struct attn_cuda_decode_params {
     /* Tensor-core producer: 1, 2 or 4 = the copy-warp producer with that
      * many copy warps (they issue a bulk copy per K/V row into mbarrier
      * stages), ATTN_CUDA_BULK_TMAP = one copy warp with tensor-map copies of
-     * whole pages, where kernels/common/decode_path.h says it serves the
-     * launch, else (and with 0) the cp.async one; `stages` then means its
+     * whole pages, ATTN_DECODE_BULK_AUTO = the measured best of those for the
+     * launch, where kernels/common/decode_path.h says it serves the launch,
+     * else (and with 0) the cp.async one; `stages` then means its
      * depth (3 / 3 / 2 by default, at most 6 / 5 / 3). */
     int bulk;
     /* Pages of the layer's K (and V) store: the extent of the tensor maps
@@ -93,13 +95,11 @@ typedef struct attn_cuda_decode_params {
 /* attn_cuda_decode_params.bulk: one copy warp moving whole pages with
  * tensor-map copies (boxes of min(P, 64) rows x 64 columns, 128-byte
  * swizzle) instead of one bulk copy per row. */
-#define ATTN_CUDA_BULK_TMAP 8
+#define ATTN_CUDA_BULK_TMAP ATTN_DECODE_BULK_TMAP
 
-/* The engine's default copy warps (attn_cuda_decode_params.bulk): 0, the
- * cp.async producer, the faster on the H200 at every benchmark shape
- * (the copy-warp producer is bound by its bulk-copy rate: docs/cuda.md,
- * issue 13 round 2). */
-#define ATTN_CUDA_BULK_DEFAULT 0
+/* The engine's default copy warps (attn_cuda_decode_params.bulk): the
+ * measured best per head dim and page size (attn_decode_path_bulk). */
+#define ATTN_CUDA_BULK_DEFAULT ATTN_DECODE_BULK_AUTO
 
 /* Threads per producer CTA and the group heads one CTA serves. */
 typedef struct attn_cuda_launch_shape {

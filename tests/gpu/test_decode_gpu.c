@@ -141,10 +141,11 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     /* split requests folded by the producer's last CTA (3 in 4) or the reducer kernel */
     const int fused = attn_rb_range(&s, 0, 3) != 0;
     /* the copy-warp producer with 1, 4 (or, d = 128, 2) row-copy warps or the
-     * tensor-map copy warp (8): forced by the case, else four tensor-core
-     * runs in five */
-    const int nps[5] = {0, 1, 4, ATTN_CUDA_BULK_TMAP, gc->d == 128 ? 2 : ATTN_CUDA_BULK_TMAP};
-    const int bulk = nps[attn_rb_range(&s, gc->bulk ? 1 : 0, 4)];
+     * tensor-map copy warp (8): forced by the case, else the cp.async
+     * producer, the engine's default (auto) or one of those */
+    const int nps[6] = {0, ATTN_DECODE_BULK_AUTO, 1,
+                        4, ATTN_CUDA_BULK_TMAP,   gc->d == 128 ? 2 : ATTN_CUDA_BULK_TMAP};
+    const int bulk = nps[attn_rb_range(&s, gc->bulk ? 2 : 0, 5)];
     tune_all(simt, heads_fast, prefetch, fused, bulk);
 
     if (gc->ramp > 0.f) { /* the host copy the CPU engine reads too, before the upload */
@@ -571,8 +572,15 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
 
     const int heads_fast = (int)((seed >> 2) & 1), prefetch = (int)((seed >> 3) & 1);
     const int fused = (int)((seed >> 4) & 1);
-    static const int kBulk[4] = {0, 1, 4, ATTN_CUDA_BULK_TMAP}; /* copy warps */
-    const int bulk = kBulk[(seed >> 5) & 3];
+    static const int kBulk[8] = {0,
+                                 1,
+                                 4,
+                                 ATTN_CUDA_BULK_TMAP,
+                                 ATTN_DECODE_BULK_AUTO,
+                                 ATTN_DECODE_BULK_AUTO,
+                                 ATTN_CUDA_BULK_TMAP,
+                                 4}; /* copy warps */
+    const int bulk = kBulk[(seed >> 5) & 7];
     tune_all(simt, heads_fast, prefetch, fused, bulk);
 
     attn_pool_geometry g = rb.g;
@@ -651,7 +659,8 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
            prefetch ? "/pre" : "", fused && !simt ? "/fused" : "",
            bulk && !simt ? (bulk == 4   ? "/bulk4"
                             : bulk == 1 ? "/bulk1"
-                                        : "/tmap")
+                            : bulk == 8 ? "/tmap"
+                                        : "/auto")
                          : "",
            finite0, lse_mismatch, rel, lse_err, nan1);
     assert_int_equal(finite0, 0);

@@ -79,7 +79,7 @@ static void test_copy_warps(void **state)
         expect(&in, ATTN_DECODE_TC, "1, 2 or 4 copy warps");
         in.bulk = 8;
         expect(&in, ATTN_DECODE_TC_BULK, NULL);
-        in.bulk = -1;
+        in.bulk = -2;
         expect(&in, ATTN_DECODE_TC, "1, 2 or 4 copy warps");
     }
 }
@@ -106,6 +106,34 @@ static void test_tensor_maps(void **state)
     in.bulk = 8;
     in.q_dtype = ATTN_FP32;
     expect(&in, ATTN_DECODE_TC_BULK, NULL);
+}
+
+/* auto: the measured best per head dim (decode_path.h) */
+static void test_auto_choice(void **state)
+{
+    (void)state;
+    attn_decode_path_in in = nhd_launch(128);
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    assert_int_equal(attn_decode_path_bulk(&in), ATTN_DECODE_BULK_TMAP);
+    expect(&in, ATTN_DECODE_TC_BULK, NULL);
+    in.page_size = 4;
+    in.page_stride = 4 * 8 * 128;
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    expect(&in, ATTN_DECODE_TC, NULL);
+    in = nhd_launch(256);
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    assert_int_equal(attn_decode_path_bulk(&in), 4);
+    expect(&in, ATTN_DECODE_TC_BULK, NULL);
+    in = nhd_launch(64);
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    expect(&in, ATTN_DECODE_TC, NULL);
+    in = nhd_launch(128);
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    in.q_dtype = ATTN_FP32; /* the choice stands, the hi + lo rule falls back */
+    expect(&in, ATTN_DECODE_TC, "hi + lo");
+    in.bulk = 4; /* an explicit value is kept */
+    assert_int_equal(attn_decode_path_bulk(&in), 4);
 }
 
 static void test_bulk_off_or_simt(void **state)
@@ -176,6 +204,7 @@ int main(void)
         cmocka_unit_test(test_bulk_off_or_simt),
         cmocka_unit_test(test_copy_warps),
         cmocka_unit_test(test_tensor_maps),
+        cmocka_unit_test(test_auto_choice),
         cmocka_unit_test(test_q_hi_lo_only_at_d256),
         cmocka_unit_test(test_fallbacks_name_the_reason),
         cmocka_unit_test(test_names),
