@@ -6,9 +6,9 @@
 # STEPS, in order: w FlashInfer's decode modules (from DEST/fi_aot.tar.xz
 # when staged, else compiled in the background and packed to
 # $OUT/fi_aot.tar.xz for the next call), t the correctness sweep (fresh
-# seed), q the quick sweep, p ncu of the copy-warp and the cp.async producer, s the
-# configuration sweep (timing), b the benchmark (--quick --old), m / r
-# compute-sanitizer memcheck / racecheck on the quick sweep.
+# seed), q the quick sweep, s the configuration sweep (timing), b the
+# benchmark (--quick --old), m / r compute-sanitizer memcheck / racecheck on
+# the quick sweep, then p ncu of NCU_CONFIGS (with what time is left).
 # Writes $OUT/logs.tgz (+ prof.tgz, decode-h200-<date>.{md,json}); prints a summary last.
 set -u
 STEPS=${1:-wtpsbmr}
@@ -56,6 +56,17 @@ if has w && ls "$W"/*.whl >/dev/null 2>&1; then
 fi
 has t && run decode_sweep 60 "$D/tests/test_decode_gpu"
 has q && ATTN_GPU_QUICK=1 run decode_quick 30 "$D/tests/test_decode_gpu"
+has s && run sweep 50 $PROF --mode sweep --configs ${SWEEP_CONFIGS:-nobulk,bulk1,bulk2,bulk4,bulk4_s2,bulk4_s4} \
+    --shapes ${SWEEP_SHAPES:-B1_T32768,B2_T2048,B16_T8192,B64_T4096,B128_T8192,B256_T2048,d256_B32_T4096,d64_B64_T2048,P1_B16_T8192,B32_T1024}
+if [ -n "$warm_pid" ] && has b; then wait "$warm_pid"; fi
+reserve=5
+has m && reserve=${RESERVE:-75}
+has b && run bench $(($(left) - reserve)) python3 "$D/bench/bench_decode.py" --quick \
+    --lib "$D/lib/libattn_cuda_bench.so" --old "$D/lib/libattn_cuda_bench_old.so" --out "$OUT"
+export ATTN_GPU_QUICK=1
+has m && run memcheck 30 compute-sanitizer --tool memcheck --leak-check no "$D/tests/test_decode_gpu"
+has r && run racecheck 40 compute-sanitizer --tool racecheck "$D/tests/test_decode_gpu"
+unset ATTN_GPU_QUICK
 if has p; then # sections for the first of NCU_CONFIGS, L2 metrics for each
     SEC="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section SchedulerStats --section InstructionStats"
     NCU="ncu --clock-control none --nvtx --nvtx-include prof/"
@@ -68,16 +79,6 @@ if has p; then # sections for the first of NCU_CONFIGS, L2 metrics for each
     done
     [ -f "$P/$first.ncu-rep" ] && ncu -i "$P/$first.ncu-rep" --page details >"$P/$first.txt" 2>&1
 fi
-has s && run sweep 50 $PROF --mode sweep --configs ${SWEEP_CONFIGS:-nobulk,bulk1,bulk2,bulk4,bulk4_s2,bulk4_s4} \
-    --shapes ${SWEEP_SHAPES:-B1_T32768,B2_T2048,B16_T8192,B64_T4096,B128_T8192,B256_T2048,d256_B32_T4096,d64_B64_T2048,P1_B16_T8192,B32_T1024}
-if [ -n "$warm_pid" ] && has b; then wait "$warm_pid"; fi
-reserve=5
-has m && reserve=${RESERVE:-75}
-has b && run bench $(($(left) - reserve)) python3 "$D/bench/bench_decode.py" --quick \
-    --lib "$D/lib/libattn_cuda_bench.so" --old "$D/lib/libattn_cuda_bench_old.so" --out "$OUT"
-export ATTN_GPU_QUICK=1
-has m && run memcheck 30 compute-sanitizer --tool memcheck --leak-check no "$D/tests/test_decode_gpu"
-has r && run racecheck 40 compute-sanitizer --tool racecheck "$D/tests/test_decode_gpu"
 if [ -n "$warm_pid" ]; then
     l=$(left)
     [ "$l" -gt 5 ] && timeout $((l - 4)) tail --pid="$warm_pid" -f /dev/null
