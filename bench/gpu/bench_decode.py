@@ -79,6 +79,8 @@ def load_lib(path):
         lib.attnb_reset_wave_model.argtypes = []
     if hasattr(lib, "attnb_set_bulk"):  # absent before the copy-warp producer (issue 13, round 2)
         lib.attnb_set_bulk.argtypes = [ctypes.c_int]
+    if hasattr(lib, "attnb_set_tmap_l2"):
+        lib.attnb_set_tmap_l2.argtypes = [ctypes.c_void_p, ctypes.c_int]
     return lib
 
 
@@ -90,7 +92,7 @@ def i32ptr(t):
 class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
                  simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
-                 stages=None, wave_model=None, bulk=None, pool=0):
+                 stages=None, wave_model=None, bulk=None, pool=0, tmap_l2=None):
         self.lib = lib
         if bulk is not None:
             lib.attnb_set_bulk(int(bulk))
@@ -114,6 +116,8 @@ class Attnd:
             raise RuntimeError("attnb_create failed")
         lib.attnb_set_waves(1)
         lib.attnb_set_simt(self.h, 1 if simt else 0, 1 if heads_fast else 0, 1 if prefetch else 0)
+        if tmap_l2 is not None:
+            lib.attnb_set_tmap_l2(self.h, tmap_l2)
         info = (ctypes.c_uint32 * 4)()
         lib.attnb_info(self.h, info)
         self.info = dict(items=info[0], slots=info[1], ctas_per_sm=info[2], grid_capacity=info[3],

@@ -52,6 +52,13 @@ void attnb_reset_wave_model(void)
     g_wave_merge = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
 }
 
+/* L2 promotion of the tensor-map producer's copies (decode_launch.h), for
+ * one handle. */
+void attnb_set_tmap_l2(attnb *h, int promotion)
+{
+    h->p.tmap_l2 = promotion;
+}
+
 /* Copy warps of the copy-warp producer for the handles created next (0: the
  * cp.async producer; < 0: the engine's default). */
 void attnb_set_bulk(int copy_warps)
@@ -169,6 +176,7 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
                                                                                      : ATTN_E_CUDA;
     free(hm);
     h->p.any_split = any;
+    h->p.keys_per_item = attn_decode_keys_per_item(plan.items, plan.num_items);
     h->p.force_merge = h->graph_splits > 0;
     attn_split_plan_free(&plan);
     return rv;

@@ -109,6 +109,8 @@ CONFIGS = {
     "tmap": dict(bulk=8),
     "tmap_s2": dict(bulk=8, stages=2),
     "tmap_s4": dict(bulk=8, stages=4),
+    "tmap_l2none": dict(bulk=8, tmap_l2=1),
+    "tmap_l2_128": dict(bulk=8, tmap_l2=2),
 }
 
 

@@ -16,7 +16,8 @@ int attn_decode_path_bulk(const attn_decode_path_in *in)
 {
     if (in->bulk != ATTN_DECODE_BULK_AUTO)
         return in->bulk;
-    if (in->head_dim == 128 && in->page_size >= 8)
+    if (in->head_dim == 128 && in->page_size >= 8 &&
+        (in->keys_per_item == 0 || in->keys_per_item >= ATTN_DECODE_TMAP_MIN_KEYS))
         return ATTN_DECODE_BULK_TMAP;
     return in->head_dim == 256 ? 4 : 0;
 }
@@ -56,6 +57,14 @@ attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const 
     if (why)
         *why = no;
     return ATTN_DECODE_TC;
+}
+
+uint32_t attn_decode_keys_per_item(const attn_work_item *items, uint32_t n)
+{
+    uint64_t keys = 0;
+    for (uint32_t i = 0; i < n; i++)
+        keys += (uint64_t)(items[i].kv_end - items[i].kv_begin);
+    return n ? (uint32_t)(keys / n) : 0;
 }
 
 const char *attn_decode_producer_name(attn_decode_producer p)

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "attn/types.h"
+#include "kernels/common/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,16 +61,26 @@ typedef struct attn_decode_path_in {
     int64_t page_stride, head_stride, row_stride; /* elements */
     uint32_t page_size;                           /* rows per page */
     uint32_t num_pages;                           /* pages of the store (0: unknown) */
+    uint32_t keys_per_item;                       /* mean keys of a work item (0: unknown) */
     uint64_t k_addr, v_addr;                      /* the layer's stores (0: not bound yet) */
 } attn_decode_path_in;
 
 /* The bulk value a launch runs: in->bulk, or for ATTN_DECODE_BULK_AUTO the
  * fastest measured on the H200 (2026-12-01, bench/results/
  * decode-h200-2026-12-01-r2.md): tensor-map copies at head_dim 128 with
- * pages of 8 rows or more (-6..-9 %), four row-copy warps at head_dim 256
- * (-11 %), the cp.async producer (0) elsewhere (head_dim 64: the copy warps
- * were 6-13 % slower). */
+ * pages of 8 rows or more and work items of ATTN_DECODE_TMAP_MIN_KEYS keys
+ * or more on average (-6..-13 %; at 256 keys per item, B 2 x T 2048, it was
+ * 5 % slower: the copy warp's first tiles are not hidden), four row-copy
+ * warps at head_dim 256 (-11 %), the cp.async producer (0) elsewhere
+ * (head_dim 64: the copy warps were 6-13 % slower). */
 int attn_decode_path_bulk(const attn_decode_path_in *in);
+
+/* Mean keys per work item below which auto keeps the cp.async producer at
+ * head_dim 128 (measured: 256 slower, 1024 and more faster). */
+#define ATTN_DECODE_TMAP_MIN_KEYS 512
+
+/* The mean keys of n work items (0 for none): attn_decode_path_in.keys_per_item. */
+uint32_t attn_decode_keys_per_item(const attn_work_item *items, uint32_t n);
 
 /* The producer that serves `in`; *why (may be NULL) gets one sentence on
  * why the copy-warp producer does not, or NULL when it does or was not

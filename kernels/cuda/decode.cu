@@ -1573,6 +1573,9 @@ int encode_maps(const attn_cuda_decode_params &p, tmap_args &a)
                                    (cuuint64_t)(hnd ? p.head_stride : p.row_stride) * 2,
                                    (cuuint64_t)p.page_stride * 2};
     const cuuint32_t elems[4] = {1, 1, 1, 1};
+    const CUtensorMapL2promotion promo = p.tmap_l2 == 1   ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+                                         : p.tmap_l2 == 2 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                                          : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
     const CUtensorMapDataType dt = p.kv_dtype == ATTN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     for (int i = 0; i < 4; i++) {
@@ -1580,7 +1583,7 @@ int encode_maps(const attn_cuda_decode_params &p, tmap_args &a)
         const cuuint32_t box[4] = {64, hnd ? rows : 1u, hnd ? 1u : rows, 1};
         void *g = const_cast<void *>(i & 1 ? p.v : p.k);
         if (enc(&a.maps[i], dt, 4, g, dims, strides, box, elems, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_SWIZZLE_128B, promo,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
             return ATTN_E_CUDA;
     }
@@ -1616,6 +1619,7 @@ attn_decode_path_in path_in(const attn_cuda_decode_params *p)
     in.row_stride = p->row_stride;
     in.page_size = 1u << p->page_shift;
     in.num_pages = p->num_pages;
+    in.keys_per_item = p->keys_per_item;
     in.k_addr = (uint64_t)(uintptr_t)p->k;
     in.v_addr = (uint64_t)(uintptr_t)p->v;
     return in;

@@ -90,6 +90,12 @@ typedef struct attn_cuda_decode_params {
     /* Pages of the layer's K (and V) store: the extent of the tensor maps
      * of the tensor-map producer (bulk = ATTN_CUDA_BULK_TMAP); 0 = unknown. */
     uint32_t num_pages;
+    /* Mean keys per work item of the plan (attn_decode_keys_per_item; 0 =
+     * unknown): bulk auto keeps short items on the cp.async producer. */
+    uint32_t keys_per_item;
+    /* Tensor-map producer: L2 promotion of its copies, 0 = 256 bytes, 1 =
+     * none, 2 = 128 bytes (an A/B knob; out of range: 256). */
+    int tmap_l2;
 } attn_cuda_decode_params;
 
 /* attn_cuda_decode_params.bulk: one copy warp moving whole pages with

@@ -134,6 +134,27 @@ static void test_auto_choice(void **state)
     expect(&in, ATTN_DECODE_TC, "hi + lo");
     in.bulk = 4; /* an explicit value is kept */
     assert_int_equal(attn_decode_path_bulk(&in), 4);
+    /* short work items keep the cp.async producer at d = 128 */
+    in = nhd_launch(128);
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    in.keys_per_item = ATTN_DECODE_TMAP_MIN_KEYS - 1;
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    in.keys_per_item = ATTN_DECODE_TMAP_MIN_KEYS;
+    assert_int_equal(attn_decode_path_bulk(&in), ATTN_DECODE_BULK_TMAP);
+    in.keys_per_item = 0; /* unknown */
+    assert_int_equal(attn_decode_path_bulk(&in), ATTN_DECODE_BULK_TMAP);
+}
+
+static void test_keys_per_item(void **state)
+{
+    (void)state;
+    attn_work_item it[3];
+    memset(it, 0, sizeof it);
+    it[0].kv_begin = 0, it[0].kv_end = 256;
+    it[1].kv_begin = 256, it[1].kv_end = 1024;
+    it[2].kv_begin = 5, it[2].kv_end = 5; /* an empty item counts */
+    assert_int_equal(attn_decode_keys_per_item(it, 3), 1024 / 3);
+    assert_int_equal(attn_decode_keys_per_item(it, 0), 0);
 }
 
 static void test_bulk_off_or_simt(void **state)
@@ -205,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_copy_warps),
         cmocka_unit_test(test_tensor_maps),
         cmocka_unit_test(test_auto_choice),
+        cmocka_unit_test(test_keys_per_item),
         cmocka_unit_test(test_q_hi_lo_only_at_d256),
         cmocka_unit_test(test_fallbacks_name_the_reason),
         cmocka_unit_test(test_names),
