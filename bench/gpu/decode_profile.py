@@ -111,6 +111,7 @@ CONFIGS = {
     "tmap_s4": dict(bulk=8, stages=4),
     "tmap_l2none": dict(bulk=8, tmap_l2=1),
     "tmap_l2_128": dict(bulk=8, tmap_l2=2),
+    "tmap_l2_256": dict(bulk=8, tmap_l2=3),  # the first version's default
 }
 
 

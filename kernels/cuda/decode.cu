@@ -1574,8 +1574,8 @@ int encode_maps(const attn_cuda_decode_params &p, tmap_args &a)
                                    (cuuint64_t)p.page_stride * 2};
     const cuuint32_t elems[4] = {1, 1, 1, 1};
     const CUtensorMapL2promotion promo = p.tmap_l2 == 1   ? CU_TENSOR_MAP_L2_PROMOTION_NONE
-                                         : p.tmap_l2 == 2 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-                                                          : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+                                         : p.tmap_l2 == 3 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                                          : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
     const CUtensorMapDataType dt = p.kv_dtype == ATTN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     for (int i = 0; i < 4; i++) {

@@ -93,8 +93,10 @@ typedef struct attn_cuda_decode_params {
     /* Mean keys per work item of the plan (attn_decode_keys_per_item; 0 =
      * unknown): bulk auto keeps short items on the cp.async producer. */
     uint32_t keys_per_item;
-    /* Tensor-map producer: L2 promotion of its copies, 0 = 256 bytes, 1 =
-     * none, 2 = 128 bytes (an A/B knob; out of range: 256). */
+    /* Tensor-map producer: L2 promotion of its copies, 0 = the default
+     * (128 bytes), 1 = none, 2 = 128 bytes, 3 = 256 bytes (an A/B knob; out
+     * of range: the default).  256 bytes cost one L2 lookup more per two
+     * sectors and 7 % at B 128 x T 8192 (docs/cuda.md). */
     int tmap_l2;
 } attn_cuda_decode_params;
 
