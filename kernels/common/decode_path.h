@@ -69,10 +69,10 @@ typedef struct attn_decode_path_in {
  * fastest measured on the H200 (2026-12-01, bench/results/
  * decode-h200-2026-12-01-r2.md): tensor-map copies at head_dim 128 with
  * pages of 8 rows or more and work items of ATTN_DECODE_TMAP_MIN_KEYS keys
- * or more on average (-6..-13 %; at 256 keys per item, B 2 x T 2048, it was
+ * or more on average (-5..-13 %; at 256 keys per item, B 2 x T 2048, it was
  * 5 % slower: the copy warp's first tiles are not hidden), four row-copy
  * warps at head_dim 256 (-11 %), the cp.async producer (0) elsewhere
- * (head_dim 64: the copy warps were 6-13 % slower). */
+ * (head_dim 64: the copy warps were 5-13 % slower). */
 int attn_decode_path_bulk(const attn_decode_path_in *in);
 
 /* Mean keys per work item below which auto keeps the cp.async producer at
