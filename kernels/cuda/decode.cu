@@ -21,6 +21,12 @@
  * decoded with the one emptiness rule of state.h (m == -inf), never with
  * l > 0 (a NaN l compares false and used to pass for an empty split: issue 8).
  *
+ * Copy-warp producers (issue 13, round 2): the same compute warps, fed by
+ * extra warps through mbarrier stages instead of copying themselves:
+ * producer_tc_bulk (1, 2 or 4 warps of cp.async.bulk row copies) and
+ * producer_tc_tmap (one warp of tensor-map page boxes);
+ * kernels/common/decode_path.h chooses among the producers per launch.
+ *
  * Every kernel lives in namespace attn::decode, so traced symbols read
  * attn::decode::producer_tc<...> (docs/cuda.md lists them).
  */
