@@ -28,6 +28,7 @@
 #include "engines/cuda/cuda_engine.h"
 #include "engines/cuda/decode_plan.h"
 #include "engines/cuda/ipc.h"
+#include "engines/cuda/timeline.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
@@ -648,6 +649,9 @@ typedef struct cuda_instance {
      * are enqueued and not yet completed; each has its pair of events */
     cudaEvent_t def0[CUDA_DEFER_SLOTS], def1[CUDA_DEFER_SLOTS];
     uint64_t next_ticket, done_ticket;
+    /* ATTN_CUDA_TIMELINE: stamps of every run (slot: its ticket's, or
+     * CUDA_DEFER_SLOTS for a run that synchronises); NULL when unset */
+    attn_cuda_timeline *tl;
 } cuda_instance;
 
 /* An error with the CUDA runtime's own sentence (planner/engine.h). */
@@ -727,6 +731,15 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         if (attn_cuda_ipc_create(dev, &ci->ipc, &ie) != 0)
             snprintf(ci->ipc_why, sizeof ci->ipc_why, "%.150s", ie.message);
     }
+    const char *tl_path = getenv("ATTN_CUDA_TIMELINE");
+    if (tl_path != NULL && tl_path[0] != '\0') {
+        int rv = attn_cuda_timeline_open(tl_path, CUDA_DEFER_SLOTS + 1, &ci->tl, err);
+        if (rv != 0) {
+            attn_cuda_ipc_destroy(ci->ipc);
+            free(ci);
+            return rv;
+        }
+    }
     ci->dev.device = dev;
     ci->dev.cc_major = pr.major;
     ci->dev.cc_minor = pr.minor;
@@ -747,6 +760,7 @@ static void engine_fini(void *state)
     cudaSetDevice(ci->dev.device);
     cudaStreamSynchronize(ci->stream);
     attn_cuda_ipc_destroy(ci->ipc);
+    attn_cuda_timeline_close(ci->tl);
     cudaFree(ci->dev_io);
     cudaFreeHost(ci->host_io);
     cudaFree(ci->dev_ws);
@@ -842,8 +856,9 @@ int attn_cuda_plan_upload(attn_engine_plan *p, attn_error_detail *err)
 
 /* The one place the append launcher is called (copy the new rows in,
  * saving the old ones, or put the saved ones back). */
-static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io, size_t o_k,
-                       size_t o_v, size_t o_sk, size_t o_sv, int restore, cudaStream_t st)
+static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, const void *new_k,
+                       const void *new_v, char *io, size_t o_sk, size_t o_sv, int restore,
+                       cudaStream_t st)
 {
     const attn_cuda_decode_params *pr = &pp->params;
     attn_cuda_append_params ap;
@@ -856,8 +871,8 @@ static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io,
     ap.head_dim = pr->head_dim;
     ap.head_stride = pp->head_stride;
     ap.kv_dtype = pr->kv_dtype;
-    ap.new_k = restore ? NULL : io + o_k;
-    ap.new_v = restore ? NULL : io + o_v;
+    ap.new_k = restore ? NULL : new_k;
+    ap.new_v = restore ? NULL : new_v;
     ap.save_k = io + o_sk;
     ap.save_v = io + o_sv;
     ap.restore = restore;
@@ -887,6 +902,16 @@ static void report_kernels(const attn_cuda_decode_params *p, bool commit, attn_e
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
+
+/* One stamp of the run's timeline (ATTN_CUDA_TIMELINE), when there is one. */
+static int timeline_stamp(cuda_instance *ci, uint32_t slot, attn_cuda_timeline_point point,
+                          cudaStream_t st, attn_error_detail *err)
+{
+    if (ci->tl == NULL || attn_cuda_timeline_stamp(ci->tl, slot, point, st) == 0)
+        return 0;
+    return attn_error_set(err, ATTN_E_CUDA, "", "timeline stamp launch failed: %s",
+                          cudaGetErrorString(cudaGetLastError()));
+}
 
 static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *led,
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
@@ -947,19 +972,31 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     unsigned dv = io->on_device;
     char *hio = (char *)ci->host_io;
     bool o_out_dev = (dv >> ATTN_IO_O) & 1u, lse_out_dev = (dv >> ATTN_IO_LSE) & 1u;
+    const uint32_t tl_slot =
+        defer ? (uint32_t)(ci->next_ticket % CUDA_DEFER_SLOTS) : CUDA_DEFER_SLOTS;
+    if (ci->tl != NULL)
+        /* nothing left on the stream: the GPU has been waiting for this enqueue */
+        attn_cuda_timeline_begin(ci->tl, tl_slot, io->layer, io->wait_value, io->signal_value,
+                                 cudaStreamQuery(st) == cudaSuccess);
     if (io->wait_dev != NULL) {
         /* nothing of this run may read an input before the client's signal */
         if ((rv = attn_cuda_ipc_wait(ci->ipc, st, io->wait_dev, io->wait_value, err)) != 0)
             goto fail;
         waited = true;
     }
+    if ((rv = timeline_stamp(ci, tl_slot, ATTN_TL_WAIT_RELEASED, st, err)) != 0)
+        goto fail;
+    /* the new rows the append reads: the run's buffer, or the client's own
+     * (16-aligned: the append moves 16-byte vectors) */
+    const void *new_k = dio + o_k, *new_v = dio + o_v;
     if (dv & ((1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW))) {
         const void *src[3] = {io->q, io->k_new, io->v_new};
+        const void **in_place[3] = {&p.q, &new_k, &new_v};
         size_t off[3] = {o_q, o_k, o_v}, len[3] = {pp->q_bytes, pp->kv_bytes, pp->kv_bytes};
         for (int i = 0; i < 3; i++) {
             if ((dv >> i) & 1u) {
-                if (i == ATTN_IO_Q && ((uintptr_t)src[i] & 15u) == 0) {
-                    p.q = src[i];
+                if (((uintptr_t)src[i] & 15u) == 0) {
+                    *in_place[i] = src[i]; /* read where it is: no copy on the stream */
                     continue;
                 }
                 CK(cudaMemcpyAsync(dio + off[i], src[i], len[i], cudaMemcpyDeviceToDevice, st),
@@ -991,8 +1028,10 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
      * run's own pair, read by complete) */
     cudaEvent_t e0 = defer ? ci->def0[ci->next_ticket % CUDA_DEFER_SLOTS] : ci->ev0;
     cudaEvent_t e1 = defer ? ci->def1[ci->next_ticket % CUDA_DEFER_SLOTS] : ci->ev1;
+    if ((rv = timeline_stamp(ci, tl_slot, ATTN_TL_KERNELS_START, st, err)) != 0)
+        goto fail;
     CK(cudaEventRecord(e0, st), "cudaEventRecord");
-    if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
+    if ((rv = append_rows(pp, kst, vst, new_k, new_v, dio, o_sk, o_sv, 0, st)) != 0) {
         rv = attn_error_set(err, rv, "", "append launch failed");
         goto fail;
     }
@@ -1002,6 +1041,8 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                             cudaGetErrorString(cudaGetLastError()));
         goto fail;
     }
+    if ((rv = timeline_stamp(ci, tl_slot, ATTN_TL_KERNELS_END, st, err)) != 0)
+        goto fail;
     CK(cudaEventRecord(e1, st), "cudaEventRecord");
     /* O and LSE: a host output back through the staging (one transfer when
      * both go to the host), a device output not written in place copied */
@@ -1025,7 +1066,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     }
     if (!io->commit) {
         swapped = false;
-        if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
+        if ((rv = append_rows(pp, kst, vst, NULL, NULL, dio, o_sk, o_sv, 1, st)) != 0) {
             rv = attn_error_set(err, rv, "", "restore launch failed");
             goto fail;
         }
@@ -1050,6 +1091,8 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
         return 0;
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
+    if (ci->tl != NULL)
+        attn_cuda_timeline_write(ci->tl, tl_slot);
     if (!o_out_dev)
         memcpy(io->o, hio + o_o, pp->q_bytes);
     if (io->lse && !lse_out_dev)
@@ -1071,7 +1114,7 @@ fail:
     if (swapped) {
         /* put the old rows back so the pool is unchanged (engine.h contract);
          * when even that fails, say so instead of claiming an unchanged pool */
-        int back = append_rows(pp, kst, vst, (char *)ci->dev_io, o_k, o_v, o_sk, o_sv, 1, st);
+        int back = append_rows(pp, kst, vst, NULL, NULL, (char *)ci->dev_io, o_sk, o_sv, 1, st);
         if (back != 0 || cudaStreamSynchronize(st) != cudaSuccess)
             rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
                                 "the run failed and the old rows could not be put back");
@@ -1133,6 +1176,8 @@ static int engine_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
     float ms = 0;
     if (e == cudaSuccess)
         cudaEventElapsedTime(&ms, e0, e1);
+    if (e == cudaSuccess && ci->tl != NULL) /* before the slot can be reused */
+        attn_cuda_timeline_write(ci->tl, (uint32_t)(ticket % CUDA_DEFER_SLOTS));
     pthread_mutex_lock(&ci->mu);
     ci->done_ticket++;
     pthread_mutex_unlock(&ci->mu);

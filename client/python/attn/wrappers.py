@@ -30,13 +30,20 @@ Transports:
   the runs on the GPU through the semaphores); ``w.collect()`` (once a
   step) reads the replies and raises the first AttnError among them, after
   releasing the current stream past the runs' `done` waits so that it
-  cannot hang on a run attnd refused.
+  cannot hang on a run attnd refused.  A run's request is encoded once
+  per plan and references (Client.prepare_run); later runs pack only the
+  layer and the semaphore values, and get the same output view objects
+  back.  ``max_outstanding`` (the Client's window) above the runs of a
+  step keeps run() from reading replies mid-step (attnd's --conn-inflight
+  must be above it).
 - "shm" (numpy arrays): a POSIX shared-memory arena, synchronous runs.
 - "inline": tensors inside the request and reply (host copies; any attnd).
 
 Argument errors raise attn.AttnError(code, field, message) before anything
 is sent; attnd's refusals arrive the same way.
 """
+
+import time
 
 from .arena import CudaArena, ShmArena
 from .client import AttnError, Client, i32, ref, sem
@@ -96,6 +103,15 @@ class _BatchWrapper:
         self.pipelined = bool(pipelined)
         self._tickets = []  # pipelined runs whose replies collect() has not read
         self.last_reply = None  # the last run's reply (its diag: kernels, timing)
+        # cuda_ipc: a PreparedRun per (plan, references) and the arena views
+        # run() returns, so a repeated run encodes and allocates little
+        self._prepared = {}
+        self._views = {}
+        self.prepared = True  # False: each run encoded in full by Client.run (to compare)
+        # a list to profile run() on the cuda_ipc path: each run appends its
+        # (entered, checked, ready written, request sent, done wait enqueued)
+        # time.perf_counter_ns(); client.send_times splits the send
+        self.submit_times = None
         if transport == "cuda_ipc":
             import torch
             self._torch = torch
@@ -264,6 +280,7 @@ class _BatchWrapper:
     def run(self, q, k_new, v_new, layer=0, out=None, lse=None, return_lse=False):
         """Attention of the planned batch for `layer`: returns O, or (O, LSE)
         with return_lse (or when `lse` is given)."""
+        t_entered = time.perf_counter_ns() if self.submit_times is not None else 0
         if self._plan is None:
             raise _bad("E_STALE_PLAN", "plan", "call plan() before run()")
         p = self._plan
@@ -289,37 +306,72 @@ class _BatchWrapper:
         lse_ref = ref(self.arena.buf, outs["lse"], _nbytes(*p["shapes"]["lse"])) \
             if return_lse else None
         if self.transport == "cuda_ipc":
-            self._run_ordered(layer, refs, o_ref, lse_ref)
+            self._run_ordered(layer, refs, o_ref, lse_ref, t_entered)
         else:
             self.last_reply = self.client.run(p["id"], layer, refs["q"], refs["k_new"],
                                               refs["v_new"], return_lse=return_lse, o=o_ref,
                                               lse=lse_ref)
-        o_view = self.arena.view(outs["o"], *p["shapes"]["o"])
+        o_view = self._view(outs["o"], *p["shapes"]["o"])
         if out is not None and o_view is not out and self.arena.offset_of(out) is None:
             _copy(out, o_view)
             o_view = out
         if not return_lse:
             return o_view
-        lse_view = self.arena.view(outs["lse"], *p["shapes"]["lse"])
+        lse_view = self._view(outs["lse"], *p["shapes"]["lse"])
         if lse is not None and self.arena.offset_of(lse) is None:
             _copy(lse, lse_view)
             lse_view = lse
         return o_view, lse_view
 
-    def _run_ordered(self, layer, refs, o_ref, lse_ref):
+    def _view(self, offset, shape, dtype):
+        """The arena's view at `offset` (one tensor per place: a view costs
+        several torch calls, and the output slots repeat every run)."""
+        if self.transport != "cuda_ipc":
+            return self.arena.view(offset, shape, dtype)
+        key = (offset, shape, dtype)
+        v = self._views.get(key)
+        if v is None:
+            v = self._views[key] = self.arena.view(offset, shape, dtype)
+        return v
+
+    def _prepared_run(self, refs, o_ref, lse_ref):
+        """The PreparedRun of this plan on these references (made once)."""
+        p, a = self._plan, self.arena
+        key = (p["id"], refs["q"]["offset"], refs["k_new"]["offset"], refs["v_new"]["offset"],
+               o_ref["offset"], None if lse_ref is None else lse_ref["offset"])
+        pr = self._prepared.get(key)
+        if pr is None:
+            if len(self._prepared) >= 64:  # stale plans' entries
+                self._prepared.clear()
+            pr = self._prepared[key] = self.client.prepare_run(
+                p["id"], refs["q"], refs["k_new"], refs["v_new"], o=o_ref, lse=lse_ref,
+                return_lse=lse_ref is not None, wait=sem(a.buf, _SEM_READY, 0),
+                signal=sem(a.buf, _SEM_DONE, 0))
+        return pr
+
+    def _run_ordered(self, layer, refs, o_ref, lse_ref, t_entered=0):
         """GPU-side ordering through the arena's semaphores (no host wait)."""
         t, a = self._torch, self.arena
+        tm = self.submit_times
+        t_checked = time.perf_counter_ns() if tm is not None else 0
         stream = t.cuda.current_stream(a.device).cuda_stream
         self._epoch += 1
         e = self._epoch
         a.driver.stream_write_u64(stream, a.addr(_SEM_READY), e)
-        ticket = self.client.run(
-            self._plan["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
-            return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
-            wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True)
+        t_ready = time.perf_counter_ns() if tm is not None else 0
+        if self.prepared:
+            ticket = self._prepared_run(refs, o_ref, lse_ref).submit(layer, e, e)
+        else:
+            ticket = self.client.run(
+                self._plan["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
+                return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
+                wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True)
+        t_sent = time.perf_counter_ns() if tm is not None else 0
         if self.pipelined:
             a.driver.stream_wait_u64(stream, a.addr(_SEM_DONE), e)
             self._tickets.append(ticket)
+            if tm is not None:
+                tm.append((t_entered, t_checked, t_ready, t_sent, time.perf_counter_ns()))
             return
         # blocking: a refusal raises before the stream is made to wait for a
         # `done` that attnd would never write
