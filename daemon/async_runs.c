@@ -24,9 +24,6 @@ typedef struct failure {
     attn_error_detail e;
 } failure;
 
-/* Deferred jobs in flight at once (the engine keeps 16 event pairs). */
-#define ATTND_ASYNC_INFLIGHT 4
-
 struct attnd_async {
     pthread_mutex_t lock;
     pthread_cond_t work;    /* a job was queued, or stop */
