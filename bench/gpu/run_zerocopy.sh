@@ -8,6 +8,8 @@
 #   under MPS:   (b) refs (pipelined: this round's client and round 2's), kill test;
 #                then attnd again with ATTN_CUDA_TIMELINE: both clients' timelines
 # Usage: bash bench/gpu/run_zerocopy.sh STAGED_DIR OUT_DIR [STEPS]
+# NOMPS=0 skips the configurations without MPS, KILL=0 the kill tests (a
+# shorter device call when only the MPS path changed).
 # Writes OUT_DIR/{env.txt, run.log, attnd.log, zc-results.jsonl, summary.md,
 # attnd-timeline.jsonl}.
 set -u
@@ -76,11 +78,13 @@ stop_attnd() { # SIGTERM (drains), SIGKILL after 10 s
 mps=0
 bench inproc ""
 # without MPS first: (b') and (c), the kill test
-start_attnd nomps
-bench refs -nomps --variants b_refs
-bench inline -nomps
-bench kill -nomps
-stop_attnd
+if [ "${NOMPS:-1}" = 1 ]; then
+    start_attnd nomps
+    bench refs -nomps --variants b_refs
+    bench inline -nomps
+    [ "${KILL:-1}" = 1 ] && bench kill -nomps
+    stop_attnd
+fi
 # under MPS (stopped again on the way out, whatever happens)
 if command -v nvidia-cuda-mps-control >/dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=$tmp/mps-log
@@ -90,7 +94,7 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
         mps=1
         start_attnd mps
         bench refs -mps
-        bench kill -mps
+        [ "${KILL:-1}" = 1 ] && bench kill -mps
         stop_attnd
         # the timeline: every run of attnd stamped (kernels/cuda/stamp.h)
         export ATTN_CUDA_TIMELINE=$OUT/attnd-timeline.jsonl

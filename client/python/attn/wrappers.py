@@ -107,6 +107,7 @@ class _BatchWrapper:
         # run() returns, so a repeated run encodes and allocates little
         self._prepared = {}
         self._views = {}
+        self._memo = None  # the last run's in-place inputs and their references
         self.prepared = True  # False: each run encoded in full by Client.run (to compare)
         # a list to profile run() on the cuda_ipc path: each run appends its
         # (entered, checked, ready written, request sent, done wait enqueued)
@@ -225,7 +226,9 @@ class _BatchWrapper:
                 else:
                     t = self.arena.empty(shape, dt)
                     p["slots"][name] = (self.arena.offset_of(t), _nbytes(shape, dt))
+        p["nbytes"] = {name: _nbytes(*sd) for name, sd in p["shapes"].items()}
         self._plan = p
+        self._memo = None  # the new plan's shapes are checked again
         return rep
 
     # ---- run
@@ -284,8 +287,10 @@ class _BatchWrapper:
         if self._plan is None:
             raise _bad("E_STALE_PLAN", "plan", "call plan() before run()")
         p = self._plan
-        for x, name in ((q, "q"), (k_new, "k_new"), (v_new, "v_new")):
-            self._check(x, name)
+        memo = self._memo_refs(q, k_new, v_new)
+        if memo is None:
+            for x, name in ((q, "q"), (k_new, "k_new"), (v_new, "v_new")):
+                self._check(x, name)
         if out is not None:
             self._check(out, "o")
         if lse is not None:
@@ -293,7 +298,11 @@ class _BatchWrapper:
             return_lse = True
         if self.transport == "inline":
             return self._run_inline(q, k_new, v_new, layer, out, lse, return_lse)
-        refs = {n: self._as_ref(x, n) for x, n in ((q, "q"), (k_new, "k_new"), (v_new, "v_new"))}
+        refs = memo
+        if refs is None:
+            refs = {n: self._as_ref(x, n)
+                    for x, n in ((q, "q"), (k_new, "k_new"), (v_new, "v_new"))}
+            self._remember(q, k_new, v_new, refs)
         outs = {}
         for name, given in (("o", out), ("lse", lse)):
             if name == "lse" and not return_lse:
@@ -302,9 +311,8 @@ class _BatchWrapper:
             if off is None:
                 off = p["slots"][name][0]
             outs[name] = off
-        o_ref = ref(self.arena.buf, outs["o"], _nbytes(*p["shapes"]["o"]))
-        lse_ref = ref(self.arena.buf, outs["lse"], _nbytes(*p["shapes"]["lse"])) \
-            if return_lse else None
+        o_ref = ref(self.arena.buf, outs["o"], p["nbytes"]["o"])
+        lse_ref = ref(self.arena.buf, outs["lse"], p["nbytes"]["lse"]) if return_lse else None
         if self.transport == "cuda_ipc":
             self._run_ordered(layer, refs, o_ref, lse_ref, t_entered)
         else:
@@ -322,6 +330,37 @@ class _BatchWrapper:
             _copy(lse, lse_view)
             lse_view = lse
         return o_view, lse_view
+
+    def _memo_refs(self, q, k_new, v_new):
+        """The last run's input references when q, k_new, v_new are its very
+        tensors, still in place in the arena (same address, shape, dtype,
+        contiguous): a few attribute reads instead of the checks; else None."""
+        m = self._memo
+        if m is None or m[0] is not q or m[1] is not k_new or m[2] is not v_new:
+            return None
+        for x, (ptr, shape, dtype) in zip((q, k_new, v_new), m[3]):
+            if x.data_ptr() != ptr or x.shape != shape or x.dtype is not dtype or \
+                    not x.is_contiguous():
+                return None
+        return m[4]
+
+    def _remember(self, q, k_new, v_new, refs):
+        """Keep the references for _memo_refs: cuda_ipc inputs used in place only
+        (one copied into its slot is copied again next run)."""
+        xs = (q, k_new, v_new)
+        if self.transport != "cuda_ipc" or any(self.arena.offset_of(x) is None for x in xs):
+            self._memo = None
+            return
+        self._memo = (q, k_new, v_new, [(x.data_ptr(), x.shape, x.dtype) for x in xs], refs)
+
+    def _current_stream(self):
+        """torch's current stream on the arena's device, as a cudaStream_t
+        (the raw getter where torch has it: no Stream object per run)."""
+        t, dev = self._torch, self.arena.device
+        raw = getattr(t._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None and dev.index is not None:
+            return raw(dev.index)
+        return t.cuda.current_stream(dev).cuda_stream
 
     def _view(self, offset, shape, dtype):
         """The arena's view at `offset` (one tensor per place: a view costs
@@ -351,10 +390,10 @@ class _BatchWrapper:
 
     def _run_ordered(self, layer, refs, o_ref, lse_ref, t_entered=0):
         """GPU-side ordering through the arena's semaphores (no host wait)."""
-        t, a = self._torch, self.arena
+        a = self.arena
         tm = self.submit_times
         t_checked = time.perf_counter_ns() if tm is not None else 0
-        stream = t.cuda.current_stream(a.device).cuda_stream
+        stream = self._current_stream()
         self._epoch += 1
         e = self._epoch
         a.driver.stream_write_u64(stream, a.addr(_SEM_READY), e)
