@@ -102,7 +102,7 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
             export ATTN_CUDA_WAIT=spin
             start_attnd mps-spin
             bench refs -mps-spin --variants b_refs
-            [ "${KILL:-1}" = 1 ] && bench kill -mps-spin # the release of a spinning wait
+            bench kill -mps-spin # the release of a polling wait (whatever KILL says)
             stop_attnd
             unset ATTN_CUDA_WAIT
         fi
