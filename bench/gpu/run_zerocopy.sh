@@ -9,8 +9,7 @@
 #                then attnd again with ATTN_CUDA_TIMELINE: both clients' timelines
 # Usage: bash bench/gpu/run_zerocopy.sh STAGED_DIR OUT_DIR [STEPS]
 # NOMPS=0 skips the configurations without MPS, KILL=0 the kill tests (a
-# shorter device call when only the MPS path changed); SPIN=0 the runs of
-# attnd with ATTN_CUDA_WAIT=spin (its semaphore wait as a polling kernel).
+# shorter device call when only the MPS path changed).
 # Writes OUT_DIR/{env.txt, run.log, attnd.log, zc-results.jsonl, summary.md,
 # attnd-timeline.jsonl}.
 set -u
@@ -97,27 +96,11 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
         bench refs -mps
         [ "${KILL:-1}" = 1 ] && bench kill -mps
         stop_attnd
-        if [ "${SPIN:-1}" = 1 ]; then
-            # attnd's semaphore wait as a polling kernel (ATTN_CUDA_WAIT=spin, MPS only)
-            export ATTN_CUDA_WAIT=spin
-            start_attnd mps-spin
-            bench refs -mps-spin --variants b_refs
-            bench kill -mps-spin # the release of a polling wait (whatever KILL says)
-            stop_attnd
-            unset ATTN_CUDA_WAIT
-        fi
         # the timeline: every run of attnd stamped (kernels/cuda/stamp.h)
         export ATTN_CUDA_TIMELINE=$OUT/attnd-timeline.jsonl
         start_attnd mps-timeline
         bench refs -mps-timeline --timeline "$ATTN_CUDA_TIMELINE"
         stop_attnd
-        if [ "${SPIN:-1}" = 1 ]; then
-            export ATTN_CUDA_WAIT=spin ATTN_CUDA_TIMELINE=$OUT/attnd-timeline-spin.jsonl
-            start_attnd mps-spin-timeline
-            bench refs -mps-spin-timeline --timeline "$ATTN_CUDA_TIMELINE" --variants b_refs
-            stop_attnd
-            unset ATTN_CUDA_WAIT
-        fi
         unset ATTN_CUDA_TIMELINE
         echo quit | nvidia-cuda-mps-control
         trap - EXIT

@@ -33,7 +33,6 @@
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
 #include "kernels/cuda/decode_launch.h"
-#include "kernels/cuda/spin_wait.h"
 #include "planner/ledger.h"
 #include "planner/split.h"
 
@@ -653,9 +652,6 @@ typedef struct cuda_instance {
     /* ATTN_CUDA_TIMELINE: stamps of every run (slot: its ticket's, or
      * CUDA_DEFER_SLOTS for a run that synchronises); NULL when unset */
     attn_cuda_timeline *tl;
-    /* ATTN_CUDA_WAIT=spin (under MPS only): a run's semaphore wait is a
-     * polling kernel (kernels/cuda/spin_wait.h), not cuStreamWaitValue64 */
-    bool spin_wait;
 } cuda_instance;
 
 /* An error with the CUDA runtime's own sentence (planner/engine.h). */
@@ -743,26 +739,6 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
             free(ci);
             return rv;
         }
-    }
-    const char *wait_kind = getenv("ATTN_CUDA_WAIT");
-    if (wait_kind != NULL && wait_kind[0] != '\0') {
-        char why[200];
-        int rv = 0;
-        if (strcmp(wait_kind, "spin") == 0 && attn_cuda_mps_state(dev, why, sizeof why) != 1)
-            rv = attn_error_set(err, ATTN_E_RANGE, "ATTN_CUDA_WAIT",
-                                "spin waits need MPS (a polling kernel would hold the time "
-                                "slice): %s",
-                                why);
-        else if (strcmp(wait_kind, "spin") != 0 && strcmp(wait_kind, "memop") != 0)
-            rv = attn_error_set(err, ATTN_E_RANGE, "ATTN_CUDA_WAIT",
-                                "ATTN_CUDA_WAIT is spin or memop, not '%.40s'", wait_kind);
-        if (rv != 0) {
-            attn_cuda_timeline_close(ci->tl);
-            attn_cuda_ipc_destroy(ci->ipc);
-            free(ci);
-            return rv;
-        }
-        ci->spin_wait = strcmp(wait_kind, "spin") == 0;
     }
     ci->dev.device = dev;
     ci->dev.cc_major = pr.major;
@@ -1004,15 +980,8 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                                  cudaStreamQuery(st) == cudaSuccess);
     if (io->wait_dev != NULL) {
         /* nothing of this run may read an input before the client's signal */
-        if (ci->spin_wait) {
-            if (attn_cuda_spin_wait_launch(io->wait_dev, io->wait_value, st) != 0) {
-                rv = attn_error_set(err, ATTN_E_CUDA, "wait", "spin wait launch failed: %s",
-                                    cudaGetErrorString(cudaGetLastError()));
-                goto fail;
-            }
-        } else if ((rv = attn_cuda_ipc_wait(ci->ipc, st, io->wait_dev, io->wait_value, err)) != 0) {
+        if ((rv = attn_cuda_ipc_wait(ci->ipc, st, io->wait_dev, io->wait_value, err)) != 0)
             goto fail;
-        }
         waited = true;
     }
     if ((rv = timeline_stamp(ci, tl_slot, ATTN_TL_WAIT_RELEASED, st, err)) != 0)
