@@ -1135,7 +1135,7 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
 static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger *led,
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
-    int rv = 0;
+    int rv = 0, refuse_restores = pp->tuning.fail_restore_launches;
     bool swapped = false, signalled = false;
     cudaStream_t st = pi->stream;
     void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
@@ -1246,7 +1246,9 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
            "copy of lse");
     if (!io->commit) {
         swapped = false;
-        if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
+        if ((rv = refuse_restores-- > 0
+                      ? ATTN_E_CUDA
+                      : append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
             rv = attn_error_set(err, rv, "", "restore launch failed");
             goto fail;
         }
@@ -1278,7 +1280,9 @@ fail:
     if (swapped) {
         /* put the old rows back so the pool is unchanged (engine.h contract);
          * when even that fails, say so instead of claiming an unchanged pool */
-        int back = append_rows(pp, kst, vst, (char *)pi->dev_io, o_k, o_v, o_sk, o_sv, 1, st);
+        int back = refuse_restores-- > 0
+                       ? ATTN_E_CUDA
+                       : append_rows(pp, kst, vst, (char *)pi->dev_io, o_k, o_v, o_sk, o_sv, 1, st);
         if (back != 0 || cudaStreamSynchronize(st) != cudaSuccess)
             rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
                                 "the run failed and the old rows could not be put back");
