@@ -16,7 +16,8 @@
  * v_new in (one transfer through pinned staging), swap the new rows into their page slots (keeping
  * the old bytes), attend, copy O and LSE back, and put the old bytes back unless the caller
  * commits.  Any failure restores the pool before returning, so a failed run leaves it
- * byte-identical.
+ * byte-identical, or says ATTN_E_POOL_UNRESTORED when that cannot be confirmed
+ * (engines/cuda/txn.h, the rule both CUDA engines share).
  */
 #include <math.h>
 #include <pthread.h>
@@ -28,6 +29,7 @@
 #include "engines/cuda/cuda_engine.h"
 #include "engines/cuda/decode_plan.h"
 #include "engines/cuda/ipc.h"
+#include "engines/cuda/txn.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
@@ -840,10 +842,10 @@ int attn_cuda_plan_upload(attn_engine_plan *p, attn_error_detail *err)
     return 0;
 }
 
-/* The one place the append launcher is called (copy the new rows in,
- * saving the old ones, or put the saved ones back). */
-static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io, size_t o_k,
-                       size_t o_v, size_t o_sk, size_t o_sv, int restore, cudaStream_t st)
+/* The run's rows for the append transaction (engines/cuda/txn.h): the new
+ * rows at o_k/o_v of the run's buffers, the old ones saved at o_sk/o_sv. */
+static attn_cuda_append_params append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io,
+                                           size_t o_k, size_t o_v, size_t o_sk, size_t o_sv)
 {
     const attn_cuda_decode_params *pr = &pp->params;
     attn_cuda_append_params ap;
@@ -856,12 +858,11 @@ static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io,
     ap.head_dim = pr->head_dim;
     ap.head_stride = pp->head_stride;
     ap.kv_dtype = pr->kv_dtype;
-    ap.new_k = restore ? NULL : io + o_k;
-    ap.new_v = restore ? NULL : io + o_v;
+    ap.new_k = io + o_k;
+    ap.new_v = io + o_v;
     ap.save_k = io + o_sk;
     ap.save_v = io + o_sv;
-    ap.restore = restore;
-    return attn_cuda_append_launch(&ap, st);
+    return ap;
 }
 
 static void report_kernels(const attn_cuda_decode_params *p, bool commit, attn_exec_report *rep)
@@ -891,9 +892,15 @@ static void report_kernels(const attn_cuda_decode_params *p, bool commit, attn_e
 static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *led,
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
-    int rv = 0, refuse_restores = pp->tuning.fail_restore_launches;
-    bool swapped = false, waited = false, signalled = false;
+    int rv = 0;
+    bool waited = false, signalled = false;
     cudaStream_t st = ci->stream;
+    /* the pool's state from the stage launch on: any failure unwinds it */
+    attn_cuda_txn txn = {.stream = st,
+                         .launch = attn_cuda_append_launch,
+                         .wait = attn_cuda_txn_stream_wait,
+                         .layer = io->layer,
+                         .refuse_restores = pp->tuning.fail_restore_launches};
     void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
 
     /* io buffers: q | k_new | v_new | o | lse | save_k | save_v */
@@ -992,11 +999,11 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     cudaEvent_t e0 = defer ? ci->def0[ci->next_ticket % CUDA_DEFER_SLOTS] : ci->ev0;
     cudaEvent_t e1 = defer ? ci->def1[ci->next_ticket % CUDA_DEFER_SLOTS] : ci->ev1;
     CK(cudaEventRecord(e0, st), "cudaEventRecord");
-    if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
+    txn.rows = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv);
+    if ((rv = attn_cuda_txn_stage(&txn)) != 0) {
         rv = attn_error_set(err, rv, "", "append launch failed");
         goto fail;
     }
-    swapped = true;
     if ((rv = attn_cuda_decode_launch(&p, st)) != 0) {
         rv = attn_error_set(err, rv, "", "decode launch failed: %s",
                             cudaGetErrorString(cudaGetLastError()));
@@ -1023,15 +1030,9 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
             CK(cudaMemcpyAsync(io->lse, p.lse, pp->lse_bytes, cudaMemcpyDeviceToDevice, st),
                "device copy of lse");
     }
-    if (!io->commit) {
-        swapped = false;
-        if ((rv = refuse_restores-- > 0
-                      ? ATTN_E_CUDA
-                      : append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
-            rv = attn_error_set(err, rv, "", "restore launch failed");
-            goto fail;
-        }
-    }
+    /* the pool counts as staged until the stream confirms the restore */
+    if (!io->commit && (rv = attn_cuda_txn_restore(&txn, err)) != 0)
+        goto fail;
     if (io->signal_dev != NULL) {
         /* after the last kernel and copy: the client reads O behind it */
         if ((rv = attn_cuda_ipc_signal(ci->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
@@ -1070,16 +1071,9 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
 fail:
     if (ci->dev_cnt) /* a launch that failed may have left counts behind */
         cudaMemsetAsync(ci->dev_cnt, 0, ci->dev_cnt_cap, st);
-    if (swapped) {
-        /* put the old rows back so the pool is unchanged (engine.h contract);
-         * when even that fails, say so instead of claiming an unchanged pool */
-        int back = refuse_restores-- > 0
-                       ? ATTN_E_CUDA
-                       : append_rows(pp, kst, vst, (char *)ci->dev_io, o_k, o_v, o_sk, o_sv, 1, st);
-        if (back != 0 || cudaStreamSynchronize(st) != cudaSuccess)
-            rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
-                                "the run failed and the old rows could not be put back");
-    }
+    /* the old rows back so the pool is unchanged (engine.h contract), or
+     * E_POOL_UNRESTORED when that cannot be confirmed */
+    rv = attn_cuda_txn_unwind(&txn, rv, err);
     /* a failed run still signals, so the client's stream never waits for
      * ever (it learns of the failure from the reply or run_status) */
     if (io->signal_dev != NULL && !signalled && ci->ipc != NULL)

@@ -30,6 +30,7 @@
 #include "engines/cuda/prefill_engine.h"
 #include "engines/cuda/decode_plan.h"
 #include "engines/cuda/ipc.h"
+#include "engines/cuda/txn.h"
 #include "attn/names.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
@@ -1078,10 +1079,10 @@ static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_poo
     return 0;
 }
 
-/* The one place the append launcher is called: copy the new rows in,
- * saving the old ones, or put the saved ones back. */
-static int append_rows(const prefill_priv *pp, void *kst, void *vst, char *io, size_t o_k,
-                       size_t o_v, size_t o_sk, size_t o_sv, int restore, cudaStream_t st)
+/* The run's rows for the append transaction (engines/cuda/txn.h): the new
+ * rows at o_k/o_v of the run's buffers, the old ones saved at o_sk/o_sv. */
+static attn_cuda_append_params append_rows(const prefill_priv *pp, void *kst, void *vst, char *io,
+                                           size_t o_k, size_t o_v, size_t o_sk, size_t o_sv)
 {
     const attn_cuda_prefill_params *pr = &pp->params;
     attn_cuda_append_params ap = {
@@ -1093,13 +1094,12 @@ static int append_rows(const prefill_priv *pp, void *kst, void *vst, char *io, s
         .head_dim = pr->head_dim,
         .head_stride = pp->head_stride,
         .kv_dtype = pr->kv_dtype,
-        .new_k = restore ? NULL : io + o_k,
-        .new_v = restore ? NULL : io + o_v,
+        .new_k = io + o_k,
+        .new_v = io + o_v,
         .save_k = io + o_sk,
         .save_v = io + o_sv,
-        .restore = restore,
     };
-    return attn_cuda_append_launch(&ap, st);
+    return ap;
 }
 
 static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_decode_params *dp,
@@ -1135,9 +1135,15 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
 static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger *led,
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
-    int rv = 0, refuse_restores = pp->tuning.fail_restore_launches;
-    bool swapped = false, signalled = false;
+    int rv = 0;
+    bool signalled = false;
     cudaStream_t st = pi->stream;
+    /* the pool's state from the stage launch on: any failure unwinds it */
+    attn_cuda_txn txn = {.stream = st,
+                         .launch = attn_cuda_append_launch,
+                         .wait = attn_cuda_txn_stream_wait,
+                         .layer = io->layer,
+                         .refuse_restores = pp->tuning.fail_restore_launches};
     void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
 
     /* io buffers: q | k_new | v_new | o | lse | save_k | save_v */
@@ -1203,11 +1209,11 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     }
     /* the engine's timing: CUDA events around the kernels only */
     CK(cudaEventRecord(pi->ev0, st), "cudaEventRecord");
-    if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
+    txn.rows = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv);
+    if ((rv = attn_cuda_txn_stage(&txn)) != 0) {
         rv = attn_error_set(err, rv, "", "append launch failed");
         goto fail;
     }
-    swapped = true;
     if (pp->tuning.fail_after_staging) {
         rv = attn_error_set(err, ATTN_E_CUDA, "test", "failure injected after staging");
         goto fail;
@@ -1244,15 +1250,9 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     if (io->lse)
         CK(cudaMemcpyAsync(io->lse, dio + o_l, pp->lse_bytes, cudaMemcpyDefault, st),
            "copy of lse");
-    if (!io->commit) {
-        swapped = false;
-        if ((rv = refuse_restores-- > 0
-                      ? ATTN_E_CUDA
-                      : append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
-            rv = attn_error_set(err, rv, "", "restore launch failed");
-            goto fail;
-        }
-    }
+    /* the pool counts as staged until the stream confirms the restore */
+    if (!io->commit && (rv = attn_cuda_txn_restore(&txn, err)) != 0)
+        goto fail;
     if (io->signal_dev != NULL) {
         /* after the last kernel and copy: the client reads O behind it */
         if ((rv = attn_cuda_ipc_signal(pi->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
@@ -1275,18 +1275,11 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
 
 fail:
     cudaStreamSynchronize(pi->side); /* a forked decode kernel may still read the pool */
-    if (!swapped)
+    if (!txn.staged)
         cudaStreamSynchronize(st); /* no copy may still read the caller's buffers */
-    if (swapped) {
-        /* put the old rows back so the pool is unchanged (engine.h contract);
-         * when even that fails, say so instead of claiming an unchanged pool */
-        int back = refuse_restores-- > 0
-                       ? ATTN_E_CUDA
-                       : append_rows(pp, kst, vst, (char *)pi->dev_io, o_k, o_v, o_sk, o_sv, 1, st);
-        if (back != 0 || cudaStreamSynchronize(st) != cudaSuccess)
-            rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
-                                "the run failed and the old rows could not be put back");
-    }
+    /* the old rows back so the pool is unchanged (engine.h contract), or
+     * E_POOL_UNRESTORED when that cannot be confirmed (the unwind waits) */
+    rv = attn_cuda_txn_unwind(&txn, rv, err);
     /* a failed run still signals, so the client's stream never waits for ever */
     if (io->signal_dev != NULL && !signalled && pi->ipc != NULL)
         attn_cuda_ipc_release(pi->ipc, io->signal_dev, io->signal_value);
