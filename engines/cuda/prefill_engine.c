@@ -29,6 +29,7 @@
 
 #include "engines/cuda/prefill_engine.h"
 #include "engines/cuda/decode_plan.h"
+#include "engines/cuda/instance.h"
 #include "engines/cuda/ipc.h"
 #include "engines/cuda/txn.h"
 #include "attn/names.h"
@@ -892,31 +893,6 @@ typedef struct prefill_instance {
     char ipc_why[160];  /* why ipc is NULL */
 } prefill_instance;
 
-/* An error with the CUDA runtime's own sentence (planner/engine.h). */
-static int cuda_fail(attn_error_detail *err, cudaError_t e, const char *field, const char *what)
-{
-    return attn_error_set(err, e == cudaErrorMemoryAllocation ? ATTN_E_NOMEM : ATTN_E_CUDA, field,
-                          "%s: %s", what, cudaGetErrorString(e));
-}
-
-static cudaError_t grow_dev(void **p, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return cudaSuccess;
-    if (*p)
-        cudaFree(*p);
-    *p = NULL;
-    *cap = 0;
-    size_t n = need + need / 4;
-    cudaError_t e = cudaMalloc(p, n ? n : 256);
-    if (e != cudaSuccess) {
-        *p = NULL;
-        return e;
-    }
-    *cap = n;
-    return cudaSuccess;
-}
-
 static void engine_fini(void *state);
 
 static int engine_init(const attn_engine_config *cfg, void **state, attn_error_detail *err)
@@ -924,7 +900,7 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
     int dev = cfg->device < 0 ? 0 : cfg->device, ndev = 0;
     cudaError_t e;
     if ((e = cudaGetDeviceCount(&ndev)) != cudaSuccess)
-        return cuda_fail(err, e, "device", "cudaGetDeviceCount");
+        return attn_cuda_error(err, e, "device", "cudaGetDeviceCount");
     if (dev >= ndev)
         return attn_error_set(err, ATTN_E_CUDA, "device", "cuda:%d does not exist (%d devices)",
                               dev, ndev);
@@ -941,7 +917,7 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         (e = cudaEventCreateWithFlags(&pi->ev_fork, cudaEventDisableTiming)) != cudaSuccess ||
         (e = cudaEventCreateWithFlags(&pi->ev_join, cudaEventDisableTiming)) != cudaSuccess) {
         free(pi);
-        return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
+        return attn_cuda_error(err, e, "device", "cannot set up the instance's stream and events");
     }
     pthread_mutex_init(&pi->mu, NULL);
     {
@@ -1020,11 +996,11 @@ static int upload(prefill_priv *pp, const attn_manifest *m, const attn_pool_geom
     cudaError_t e;
     if ((e = cudaMalloc(&pp->dev_meta, pp->meta_bytes ? pp->meta_bytes : 256)) != cudaSuccess) {
         pp->dev_meta = NULL;
-        return cuda_fail(err, e, "", "cudaMalloc of the plan's metadata");
+        return attn_cuda_error(err, e, "", "cudaMalloc of the plan's metadata");
     }
     if ((e = cudaMemcpy(pp->dev_meta, pp->host_meta, pp->meta_bytes, cudaMemcpyHostToDevice)) !=
         cudaSuccess)
-        return cuda_fail(err, e, "", "upload of the plan's metadata");
+        return attn_cuda_error(err, e, "", "upload of the plan's metadata");
     char *dm = pp->dev_meta;
     attn_cuda_prefill_params *pr = &pp->params;
     pr->reqs = (const attn_prefill_req *)(const void *)(dm + pp->off_reqs);
@@ -1062,7 +1038,7 @@ static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_poo
     tuning = pi->tuning;
     pthread_mutex_unlock(&pi->mu);
     if ((e = cudaSetDevice(dev.device)) != cudaSuccess)
-        return cuda_fail(err, e, "device", "cudaSetDevice");
+        return attn_cuda_error(err, e, "device", "cudaSetDevice");
     /* what a decode sub-plan (partition) needs: the producer's measured grid */
     const uint32_t group = g->num_kv_heads ? m->num_qo_heads / g->num_kv_heads : 1;
     const int occ = attn_cuda_decode_occupancy(g->head_dim_qk, g->kv_dtype, group);
@@ -1127,7 +1103,7 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
     do {                                                                                           \
         cudaError_t ck_ = (call);                                                                  \
         if (ck_ != cudaSuccess) {                                                                  \
-            rv = cuda_fail(err, ck_, "", what);                                                    \
+            rv = attn_cuda_error(err, ck_, "", what);                                              \
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
@@ -1152,8 +1128,8 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     size_t o_sk = o_l + align256(pp->lse_bytes), o_sv = o_sk + align256(pp->kv_bytes);
     size_t io_bytes = o_sv + align256(pp->kv_bytes);
     CK(cudaSetDevice(pi->dev.device), "cudaSetDevice");
-    CK(grow_dev(&pi->dev_io, &pi->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
-    CK(grow_dev(&pi->dev_ws, &pi->dev_ws_cap, led->total_bytes + 256),
+    CK(attn_cuda_grow(&pi->dev_io, &pi->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
+    CK(attn_cuda_grow(&pi->dev_ws, &pi->dev_ws_cap, led->total_bytes + 256),
        "cudaMalloc of the workspace");
     char *dio = pi->dev_io, *ws = pi->dev_ws;
     /* bind: the plan's parameters with this layer's pointers */
@@ -1293,23 +1269,16 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
     prefill_priv *pp = p->priv;
     if (rep != NULL)
         memset(rep, 0, sizeof *rep);
-    if (io == NULL || io->pool == NULL || io->pool->geom == NULL || pp == NULL ||
-        pp->dev_meta == NULL)
-        return attn_error_set(err, ATTN_E_MISSING, "pool", "no pool or no uploaded plan");
-    if (io->pool->platform != ATTN_PLATFORM_CUDA || io->pool->device != pi->dev.device)
-        return attn_error_set(err, ATTN_E_ENGINE, "pool.device",
-                              "the pool is not on %s, the device of this instance", self->where);
-    if (io->layer >= io->pool->geom->layers || io->pool->k == NULL || io->pool->v == NULL)
-        return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside the pool", io->layer);
-    if (io->q == NULL || io->k_new == NULL || io->v_new == NULL || io->o == NULL)
-        return attn_error_set(err, ATTN_E_MISSING, io->q == NULL ? "q" : "o",
-                              "a run needs q, k_new, v_new and o");
-    if ((io->wait_dev != NULL || io->signal_dev != NULL) && pi->ipc == NULL)
-        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, io->wait_dev ? "wait" : "signal",
-                              "device semaphores need the driver's stream memory operations: %s",
-                              pi->ipc_why);
+    const attn_cuda_run_target target = {.device = pi->dev.device,
+                                         .where = self->where,
+                                         .plan_uploaded = pp != NULL && pp->dev_meta != NULL,
+                                         .has_ipc = pi->ipc != NULL,
+                                         .ipc_why = pi->ipc_why};
+    int rv = attn_cuda_run_check(io, &target, err);
+    if (rv != 0)
+        return rv;
     pthread_mutex_lock(&pi->mu);
-    int rv = run_locked(pi, pp, &p->ledger, io, rep, err);
+    rv = run_locked(pi, pp, &p->ledger, io, rep, err);
     pthread_mutex_unlock(&pi->mu);
     return rv;
 }
