@@ -13,12 +13,17 @@ bench/gpu/run_zerocopy.sh starts attnd and MPS around them):
            cache, then producer + reducer; no daemon.
   refs     (b)/(b') through attnd: tensors in a cuda_ipc arena by reference,
            ready/done semaphores, async runs (attn.BatchDecodeWrapper,
-           transport cuda_ipc), twice on the same pool: b_refs_blocking
-           (each run waits for its reply, the first round's client) and
-           b_refs (pipelined: the step's 32 runs handed off without
-           waiting, --window unanswered at most, replies collected once
-           per step).  Reported unavailable, with attnd's reason,
-           when this attnd cannot register cuda_ipc buffers or order runs.
+           transport cuda_ipc), pipelined (a step's 32 runs handed off
+           without waiting, replies collected once per step), twice on the
+           same pool: b_refs (this round's client: --window unanswered,
+           prepared requests, K/V rows attnd reads in place, no events in
+           the timed steps) and b_refs_r2 (round 2's: window 16, full
+           encoding, events around every run, K/V rows attnd copies).
+           With --timeline (attnd started with ATTN_CUDA_TIMELINE=FILE):
+           a stamped pass of both instead, GPU timestamps on both sides
+           of every layer matched by the runs' semaphore values.
+           Reported unavailable, with attnd's reason, when this attnd
+           cannot register cuda_ipc buffers or order runs.
   inline   (c) through attnd with today's inline tensors (transport inline).
   kill     a client killed (SIGKILL) mid-step: attnd keeps serving and the
            client's buffers are released (stats), another client's run is
@@ -29,9 +34,11 @@ same tensors in the in-process cache); its O and LSE are checked against an
 fp32 torch reference (rel L2 <= 1e-2, |LSE err| <= 1e-3, no NaN); the
 other layers' caches are zero (timing does not depend on the values).
 
-Timing: CUDA events on the client's stream (step, per layer), host clocks
-around each run call (submit), attnd's diagnostic (kernel time of a run,
-CUDA events) where the reply carries one.  Writes OUT/zc-<phase>.json.
+Timing: CUDA events on the client's stream (step), host clocks around
+each run call (submit) and inside it (the wrapper's submit_times and the
+client's send_times: checks, memops, encode, send), attnd's run_status
+(kernel time of a run, CUDA events); (a) also a stamped timeline pass.
+Appends to OUT/zc-results.jsonl.
 """
 import argparse
 import ctypes
