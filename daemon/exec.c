@@ -488,6 +488,30 @@ static int resolve_sems(run_ctx *c, const attn_run_args *ra, attn_error_detail *
     return 0;
 }
 
+/* A kv_written run (its new rows already in the pool, written by the
+ * client through the export): only on an exported pool whose export is
+ * still live, and not with verify, whose reference reads the rows the run
+ * was sent.  The shape check already refused k_new / v_new. */
+static int check_kv_written(const attnd_pool *pool, const attn_run_args *ra,
+                            attn_error_detail *err)
+{
+    if (!pool->exported)
+        return attn_error_set(err, ATTN_E_SEMANTIC, "kv_written",
+                              "pool '%s' is not exported, so nobody but attnd writes its rows: "
+                              "create it with \"export\": true, or send k_new and v_new",
+                              pool->geom.name);
+    if (!atomic_load(&pool->export_live))
+        return attn_error_set(err, ATTN_E_SEMANTIC, "kv_written",
+                              "the connection that exported pool '%s' closed, which ended the "
+                              "export; send k_new and v_new",
+                              pool->geom.name);
+    if (ra->verify)
+        return attn_error_set(err, ATTN_E_SEMANTIC, "verify",
+                              "verify recomputes from the rows a run sends; a kv_written run "
+                              "sends none");
+    return 0;
+}
+
 /* Validate one run completely and bind what the engine reads into c (its
  * pool acquired; nothing run yet).  Every refusal is reported before
  * anything is enqueued, and leaves the pool and the outputs untouched. */
@@ -510,7 +534,8 @@ static int run_prepare(run_ctx *c, attn_run_args *ra, void **scratch, attn_error
     if (ra->layer >= pool->geom.layers)
         return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside [0, %u)", ra->layer,
                               pool->geom.layers);
-    if ((rc = attn_run_check_shapes(ra, &p->m, &pool->geom, err)) != 0)
+    if ((rc = attn_run_check_shapes(ra, &p->m, &pool->geom, err)) != 0 ||
+        (ra->kv_written && (rc = check_kv_written(pool, ra, err)) != 0))
         return rc;
     if (ra->async) {
         /* its reply leaves before O exists, so O (and LSE) go to buffers */
@@ -592,6 +617,7 @@ static int run_prepare(run_ctx *c, attn_run_args *ra, void **scratch, attn_error
     c->a.o = o_direct;
     c->a.lse = lse_direct;
     c->a.commit = true;
+    c->a.kv_written = ra->kv_written;
     c->trace = ra->trace;
     c->verify = ra->verify;
     c->return_lse = ra->return_lse;

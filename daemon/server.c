@@ -429,6 +429,7 @@ static int do_stats(attn_server *s, attn_reply *rep)
         add_counter(st, "buffers_dropped", bs.dropped);
         add_counter(st, "buffers_released_on_close", bs.released_on_close);
         add_counter(st, "buffers_refused", bs.refused);
+        add_counter(st, "pools_exported", attnd_pool_table_exported(s->pools));
     }
     {
         attnd_async_stats as;
@@ -472,7 +473,7 @@ static int do_stats(attn_server *s, attn_reply *rep)
 
 /* ---- pools and K/V pages -------------------------------------------------- */
 
-static int do_pool_create(attn_server *s, attn_request *req, attn_reply *rep,
+static int do_pool_create(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
                           attn_error_detail *err)
 {
     attn_pool_geometry g = req->geom;
@@ -489,8 +490,15 @@ static int do_pool_create(attn_server *s, attn_request *req, attn_reply *rep,
             memmove(err->field, err->field + 5, strlen(err->field + 5) + 1);
         return rc;
     }
-    if ((rc = attnd_pool_create(s->pools, &g, &rep->bytes, err)) != 0)
+    if (req->pool_export) {
+        /* the export belongs to this connection: it ends when it closes */
+        if ((rc = attnd_pool_create_exported(s->pools, &g, conn, &rep->bytes, &rep->exp, err)) !=
+            0)
+            return rc;
+        rep->has_export = true;
+    } else if ((rc = attnd_pool_create(s->pools, &g, &rep->bytes, err)) != 0) {
         return rc;
+    }
     snprintf(rep->pool, sizeof rep->pool, "%s", g.name);
     return 0;
 }
@@ -645,7 +653,7 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
         rc = do_stats(s, &rep);
         break;
     case ATTN_OP_POOL_CREATE:
-        rc = do_pool_create(s, &req, &rep, &err);
+        rc = do_pool_create(s, conn, &req, &rep, &err);
         break;
     case ATTN_OP_POOL_DROP:
         attnd_async_drain_conn(s->async, conn); /* after this connection's async runs */
@@ -868,6 +876,7 @@ void attn_server_conn_closed(attn_server *s, uint32_t conn)
      * keeps its buffers (holds) until it completes, then they unmap */
     attnd_async_conn_closed(s->async, conn);
     attnd_buffers_drop_conn(s->buffers, conn);
+    attnd_pool_table_conn_closed(s->pools, conn);
 }
 
 void attn_server_conn_closed_cb(void *arg, uint32_t conn)

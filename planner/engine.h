@@ -118,6 +118,10 @@ typedef struct attn_run_io {
     void *o;            /* [total_q, H_q, d_vo] */
     float *lse;         /* [total_q, H_q], may be NULL */
     bool commit;        /* write the new rows into their pages after attention succeeded */
+    /* The new rows are in their page slots already (an exported pool the
+     * client wrote): k_new and v_new are NULL, nothing is appended, and
+     * nothing is restored, whatever `commit` says (the client owns them). */
+    bool kv_written;
     unsigned on_device; /* bits (1u << attn_io_tensor) */
     void *wait_dev;     /* NULL: no wait */
     uint64_t wait_value;

@@ -45,6 +45,12 @@ void attn_cuda_ipc_close(attn_cuda_ipc *c, void *dev_ptr)
 {
 }
 
+int attn_cuda_ipc_export(int device, void *dev_ptr, uint8_t handle[64], uint64_t *offset,
+                         attn_error_detail *err)
+{
+    return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "export", "no CUDA in this build");
+}
+
 uint32_t attn_cuda_ipc_open_count(attn_cuda_ipc *c)
 {
     return 0;
@@ -242,6 +248,33 @@ int attn_cuda_ipc_open(attn_cuda_ipc *c, const uint8_t *handle, uint64_t offset,
 out:
     pthread_mutex_unlock(&c->mu);
     return rv;
+}
+
+int attn_cuda_ipc_export(int device, void *dev_ptr, uint8_t handle[64], uint64_t *offset,
+                         attn_error_detail *err)
+{
+    range_fn range = NULL;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    cudaIpcMemHandle_t h;
+    cudaError_t e;
+    int rv;
+    if ((rv = entry_point("cuMemGetAddressRange", (void **)&range, err)) != 0)
+        return rv;
+    if ((e = cudaSetDevice(device)) != cudaSuccess ||
+        (e = cudaIpcGetMemHandle(&h, dev_ptr)) != cudaSuccess) {
+        cudaGetLastError();
+        return attn_error_set(err, ATTN_E_CUDA, "export",
+                              "cudaIpcGetMemHandle of the pool on cuda:%d failed: %s", device,
+                              cudaGetErrorString(e));
+    }
+    if (range(&base, &size, (CUdeviceptr)(uintptr_t)dev_ptr) != CUDA_SUCCESS)
+        return attn_error_set(err, ATTN_E_CUDA, "export",
+                              "cuMemGetAddressRange of the pool on cuda:%d failed", device);
+    _Static_assert(sizeof h == 64, "a legacy IPC handle has 64 bytes");
+    memcpy(handle, &h, sizeof h);
+    *offset = (uint64_t)((uintptr_t)dev_ptr - (uintptr_t)base);
+    return 0;
 }
 
 void attn_cuda_ipc_close(attn_cuda_ipc *c, void *dev_ptr)

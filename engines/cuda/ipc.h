@@ -39,6 +39,12 @@ void attn_cuda_ipc_destroy(attn_cuda_ipc *c);
 int attn_cuda_ipc_open(attn_cuda_ipc *c, const uint8_t *handle, uint64_t offset, uint64_t bytes,
                        void **dev_ptr, attn_error_detail *err);
 
+/* The other direction (exported pools): the 64-byte legacy IPC handle of
+ * the cudaMalloc allocation holding `dev_ptr` on `device`, and the offset
+ * of dev_ptr inside it (E_CUDA "export" when the driver refuses). */
+int attn_cuda_ipc_export(int device, void *dev_ptr, uint8_t handle[64], uint64_t *offset,
+                         attn_error_detail *err);
+
 /* Release one open of the allocation holding `dev_ptr`; the last closes it. */
 void attn_cuda_ipc_close(attn_cuda_ipc *c, void *dev_ptr);
 

@@ -1103,7 +1103,7 @@ static int append_rows(const prefill_priv *pp, void *kst, void *vst, char *io, s
 }
 
 static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_decode_params *dp,
-                           bool commit, attn_exec_report *rep)
+                           uint32_t appends, attn_exec_report *rep)
 {
     const char *attend = NULL, *combine = NULL, *producer = NULL, *reducer = NULL;
     attn_cuda_prefill_symbols(p, &attend, &combine);
@@ -1113,7 +1113,7 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
             reducer = NULL;
     }
     const char *syms[5] = {attn_cuda_append_symbol(), attend, combine, producer, reducer};
-    const uint32_t launches[5] = {commit ? 1u : 2u, p->num_items ? 1u : 0u, 1, 1, 1};
+    const uint32_t launches[5] = {appends, p->num_items ? 1u : 0u, 1, 1, 1};
     for (int i = 0; i < 5; i++)
         if (syms[i] && launches[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
             snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
@@ -1192,8 +1192,12 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     /* cudaMemcpyDefault: an input may be host memory or a registered cuda_ipc
      * buffer (a device pointer, copied device to device) */
     CK(cudaMemcpyAsync(dio + o_q, io->q, pp->q_bytes, cudaMemcpyDefault, st), "copy of q");
-    CK(cudaMemcpyAsync(dio + o_k, io->k_new, pp->kv_bytes, cudaMemcpyDefault, st), "copy of k_new");
-    CK(cudaMemcpyAsync(dio + o_v, io->v_new, pp->kv_bytes, cudaMemcpyDefault, st), "copy of v_new");
+    if (!io->kv_written) { /* kv_written: the rows are in their pages already */
+        CK(cudaMemcpyAsync(dio + o_k, io->k_new, pp->kv_bytes, cudaMemcpyDefault, st),
+           "copy of k_new");
+        CK(cudaMemcpyAsync(dio + o_v, io->v_new, pp->kv_bytes, cudaMemcpyDefault, st),
+           "copy of v_new");
+    }
     if (pp->tuning.poison) {
         /* tests: NaN everywhere a kernel must write, so an unwritten element shows */
         CK(cudaMemsetAsync(dio + o_o, 0xff, pp->q_bytes, st), "poison");
@@ -1203,11 +1207,13 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     }
     /* the engine's timing: CUDA events around the kernels only */
     CK(cudaEventRecord(pi->ev0, st), "cudaEventRecord");
-    if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
-        rv = attn_error_set(err, rv, "", "append launch failed");
-        goto fail;
+    if (!io->kv_written) {
+        if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
+            rv = attn_error_set(err, rv, "", "append launch failed");
+            goto fail;
+        }
+        swapped = true;
     }
-    swapped = true;
     if (pp->tuning.fail_after_staging) {
         rv = attn_error_set(err, ATTN_E_CUDA, "test", "failure injected after staging");
         goto fail;
@@ -1244,7 +1250,7 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     if (io->lse)
         CK(cudaMemcpyAsync(io->lse, dio + o_l, pp->lse_bytes, cudaMemcpyDefault, st),
            "copy of lse");
-    if (!io->commit) {
+    if (!io->commit && !io->kv_written) {
         swapped = false;
         if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
             rv = attn_error_set(err, rv, "", "restore launch failed");
@@ -1259,7 +1265,8 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
     if (rep) {
-        report_kernels(&p, pp->partitioned ? &dp : NULL, io->commit, rep);
+        report_kernels(&p, pp->partitioned ? &dp : NULL,
+                       io->kv_written ? 0u : io->commit ? 1u : 2u, rep);
         float ms = 0;
         cudaEventElapsedTime(&ms, pi->ev0, pi->ev1);
         rep->engine_us = ms * 1000.0;
@@ -1304,9 +1311,10 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
                               "the pool is not on %s, the device of this instance", self->where);
     if (io->layer >= io->pool->geom->layers || io->pool->k == NULL || io->pool->v == NULL)
         return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside the pool", io->layer);
-    if (io->q == NULL || io->k_new == NULL || io->v_new == NULL || io->o == NULL)
+    if (io->q == NULL || io->o == NULL ||
+        (!io->kv_written && (io->k_new == NULL || io->v_new == NULL)))
         return attn_error_set(err, ATTN_E_MISSING, io->q == NULL ? "q" : "o",
-                              "a run needs q, k_new, v_new and o");
+                              "a run needs q, k_new, v_new (unless kv_written) and o");
     if ((io->wait_dev != NULL || io->signal_dev != NULL) && pi->ipc == NULL)
         return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, io->wait_dev ? "wait" : "signal",
                               "device semaphores need the driver's stream memory operations: %s",
