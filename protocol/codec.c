@@ -1118,17 +1118,22 @@ static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
         if (a->has_q_dtype && (rv = get_attn_dtype(d, pos[K_Q_DTYPE], "q_dtype", &a->q_dtype)) != 0)
             return rv;
     }
+    /* a kv_written run has its new rows in the pool: k_new and v_new may be absent */
+    if ((rv = get_bool(d, pos[K_KV_WRITTEN], "kv_written", false, &a->kv_written)) != 0)
+        return rv;
+    bool rows_optional = a->kv_written;
     if ((rv = get_u32(d, pos[K_LAYER], "layer", 0, &a->layer)) ||
         (rv = get_tensor_or_ref(d, pos[K_Q], "q", &a->q, &a->q_ref)) ||
-        (rv = get_tensor_or_ref(d, pos[K_K_NEW], "k_new", &a->k_new, &a->k_new_ref)) ||
-        (rv = get_tensor_or_ref(d, pos[K_V_NEW], "v_new", &a->v_new, &a->v_new_ref)) ||
+        (!(rows_optional && pos[K_K_NEW] == ABSENT) &&
+         (rv = get_tensor_or_ref(d, pos[K_K_NEW], "k_new", &a->k_new, &a->k_new_ref))) ||
+        (!(rows_optional && pos[K_V_NEW] == ABSENT) &&
+         (rv = get_tensor_or_ref(d, pos[K_V_NEW], "v_new", &a->v_new, &a->v_new_ref))) ||
         (rv = get_out_ref(d, pos[K_O], "o", &a->o_ref)) ||
         (rv = get_out_ref(d, pos[K_LSE], "lse", &a->lse_ref)) ||
         (rv = get_bool(d, pos[K_RETURN_LSE], "return_lse", false, &a->return_lse)) ||
         (rv = get_bool(d, pos[K_TRACE], "trace", false, &a->trace)) ||
         (rv = get_bool(d, pos[K_VERIFY], "verify", false, &a->verify)) ||
         (rv = get_bool(d, pos[K_ASYNC], "async", false, &a->async)) ||
-        (rv = get_bool(d, pos[K_KV_WRITTEN], "kv_written", false, &a->kv_written)) ||
         (rv = get_sem(d, pos[K_WAIT], "wait", &a->wait)) ||
         (rv = get_sem(d, pos[K_SIGNAL], "signal", &a->sig)) ||
         (pos[K_ORDER] != ABSENT &&
@@ -2115,8 +2120,12 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
     }
     kv_u64(e, "layer", a->layer);
     kv_tensor(e, "q", a->q, &a->q_ref);
-    kv_tensor(e, "k_new", a->k_new, &a->k_new_ref);
-    kv_tensor(e, "v_new", a->v_new, &a->v_new_ref);
+    /* a kv_written run omits the rows it does not send (one it sends anyway
+     * goes out, so attnd can refuse it by name) */
+    if (!a->kv_written || a->k_new.data != NULL || a->k_new_ref.buf != 0)
+        kv_tensor(e, "k_new", a->k_new, &a->k_new_ref);
+    if (!a->kv_written || a->v_new.data != NULL || a->v_new_ref.buf != 0)
+        kv_tensor(e, "v_new", a->v_new, &a->v_new_ref);
     if (a->o_ref.buf != 0)
         kv_ref(e, "o", &a->o_ref);
     if (a->lse_ref.buf != 0)
