@@ -22,6 +22,7 @@
 #include "planner/diag.h"
 #include "planner/ledger.h"
 #include "planner/diag_encode.h"
+#include "daemon/handoff.h"
 #include "daemon/verify.h"
 #include "engines/cuda/cupti_trace.h"
 #include "engines/cuda/ipc.h"
@@ -35,6 +36,8 @@
 #define SCRATCH_Q 4
 #define SCRATCH_K 5
 #define SCRATCH_V 6
+
+#define ATTND_NO_HANDOFF (-2) /* encode_diag: the run has no semaphores */
 
 static double now_us(void)
 {
@@ -88,7 +91,7 @@ typedef struct traced_kernels {
 static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
                        const attn_exec_report *rep, double exec_us, const attn_verify_result *vr,
                        const traced_kernels *tk, void **scratch, attn_bytes *out,
-                       uint64_t async_seq, bool handoff)
+                       uint64_t async_seq, int handoff_device)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -129,8 +132,14 @@ static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
         attn_diag_set_traced(dg, tk->k, tk->n, "cupti activity");
     if (async_seq != 0)
         attn_diag_set_async(dg, async_seq);
-    if (handoff)
-        attn_diag_set_handoff(dg, s->mps, s->mps_note);
+    if (handoff_device != ATTND_NO_HANDOFF) {
+        /* the sentence with the ping-pong measured on the run's device */
+        char note[ATTND_HANDOFF_NOTE];
+        double us = 0;
+        attnd_handoff_describe(&s->handoff, handoff_device, note, sizeof note, &us);
+        attn_diag_set_handoff(dg, s->mps, note);
+        attn_diag_set_handoff_measured(dg, us);
+    }
     attn_diag_finish(dg, s->artifact_sha[0] ? s->artifact_sha : NULL, s->source_identified);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -256,7 +265,7 @@ int attnd_exec_plan(attn_server *s, attn_request *req, attn_reply *rep, void **s
     if (rc != 0)
         return rc;
     fill_plan_reply(p, id, rep);
-    rc = encode_diag(s, p, id, NULL, 0, NULL, NULL, scratch, &rep->diag, 0, false);
+    rc = encode_diag(s, p, id, NULL, 0, NULL, NULL, scratch, &rep->diag, 0, ATTND_NO_HANDOFF);
     attnd_plan_cache_release(s->plans, p);
     return rc;
 }
@@ -779,12 +788,14 @@ static int run_complete(run_ctx *c, attn_error_detail *err)
     return rc == 0 ? 0 : engine_failure(c, rc, &eerr, err);
 }
 
-/* A run that waits or signals: its diag reports the GPU hand-off (MPS or
- * time-sliced). */
-static bool run_hands_off(const run_ctx *c)
+/* A run that waits or signals: its diag reports the hand-off (MPS or
+ * time-sliced, with the ping-pong measured on the device; host semaphores:
+ * -1); ATTND_NO_HANDOFF for a run without semaphores. */
+static int run_hands_off(const run_ctx *c)
 {
-    return c->a.wait_dev != NULL || c->a.signal_dev != NULL || c->wait_host != NULL ||
-           c->sig_host != NULL;
+    if (c->a.wait_dev != NULL || c->a.signal_dev != NULL)
+        return c->pool->view.device;
+    return c->wait_host != NULL || c->sig_host != NULL ? -1 : ATTND_NO_HANDOFF;
 }
 
 /* Release what the ctx holds (buffers, pool, owned memory; not the plan). */

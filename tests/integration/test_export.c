@@ -381,6 +381,44 @@ static void test_exported_pool_cap(void **state)
     assert_int_equal(stat_counter("pools_exported"), n);
 }
 
+/* A shm buffer's semaphores are host semaphores: the registration says so
+ * and carries no GPU figure; a run that signals one reports the same. */
+static void test_shm_registration_reports_host_semaphores(void **state)
+{
+    char name[64];
+    attn_reply rep;
+    attn_run_args a;
+    uint64_t id = 0;
+    (void)state;
+    snprintf(name, sizeof name, "/attn-test-%d-sem", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 4096), 0);
+    close(fd);
+    assert_int_equal(attn_buffer_register_shm(g_c, name, 4096, &id, &rep), 0);
+    assert_true(strncmp(rep.handoff, "host semaphores", 15) == 0);
+    assert_true(rep.handoff_us == 0);
+    attn_reply_free(&rep);
+    attn_rb_run_args(&g_rb, &a);
+    a.plan_id = g_plan;
+    a.sig = (attn_sem_ref){id, 0, 1};
+    assert_int_equal(attn_run(g_c, &a, &rep), 0);
+    char *json = NULL;
+    attn_error_detail e;
+    assert_int_equal(attn_reply_diag_json(&rep, &json, &e), 0);
+    assert_non_null(strstr(json, "host semaphores"));
+    const char *pp = strstr(json, "\"pingpong_us\"");
+    assert_non_null(pp);
+    pp += strlen("\"pingpong_us\"");
+    pp += strspn(pp, ": ");
+    assert_true(strncmp(pp, "null", 4) == 0);
+    free(json);
+    attn_reply_free(&rep);
+    assert_int_equal(attn_buffer_drop(g_c, id, &rep), 0);
+    attn_reply_free(&rep);
+    shm_unlink(name);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_exporter_close_ends_the_export),
         cmocka_unit_test(test_drop_keeps_an_existing_mapping),
         cmocka_unit_test(test_exported_pool_cap),
+        cmocka_unit_test(test_shm_registration_reports_host_semaphores),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
