@@ -501,8 +501,7 @@ static int resolve_sems(run_ctx *c, const attn_run_args *ra, attn_error_detail *
  * client through the export): only on an exported pool whose export is
  * still live, and not with verify, whose reference reads the rows the run
  * was sent.  The shape check already refused k_new / v_new. */
-static int check_kv_written(const attnd_pool *pool, const attn_run_args *ra,
-                            attn_error_detail *err)
+static int check_kv_written(const attnd_pool *pool, const attn_run_args *ra, attn_error_detail *err)
 {
     if (!pool->exported)
         return attn_error_set(err, ATTN_E_SEMANTIC, "kv_written",

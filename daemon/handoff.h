@@ -34,7 +34,7 @@ typedef struct attnd_handoff {
     int mps; /* 1 under MPS, 0 not, -1 unknown */
     attnd_pingpong_fn probe;
     void *arg;
-    double us[ATTND_HANDOFF_DEVICES]; /* latest measurement; 0: none yet */
+    double us[ATTND_HANDOFF_DEVICES];    /* latest measurement; 0: none yet */
     char why[ATTND_HANDOFF_DEVICES][96]; /* the last failure, when it failed */
 } attnd_handoff;
 

@@ -42,8 +42,8 @@ void attnd_export_layout(const attn_pool_geometry *g, uint64_t page_k, uint64_t 
     x->layout = g->layout;
 }
 
-int attnd_export_shm_create(attn_pool_export *x, const char *pool, uint64_t generation,
-                            void **base, attn_error_detail *err)
+int attnd_export_shm_create(attn_pool_export *x, const char *pool, uint64_t generation, void **base,
+                            attn_error_detail *err)
 {
     char safe[40];
     size_t n = 0;
@@ -66,8 +66,8 @@ int attnd_export_shm_create(attn_pool_export *x, const char *pool, uint64_t gene
         int e = errno;
         close(fd);
         shm_unlink(x->name);
-        return attn_error_set(err, ATTN_E_IO, "export", "cannot size %s to %llu bytes: %s",
-                              x->name, (unsigned long long)x->bytes, strerror(e));
+        return attn_error_set(err, ATTN_E_IO, "export", "cannot size %s to %llu bytes: %s", x->name,
+                              (unsigned long long)x->bytes, strerror(e));
     }
     void *p = mmap(NULL, (size_t)x->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;

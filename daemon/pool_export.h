@@ -30,8 +30,8 @@ void attnd_export_layout(const attn_pool_geometry *g, uint64_t page_k, uint64_t 
 /* Create, size and map a fresh shm object for `x->bytes` bytes, named from
  * attnd's pid, the pool's generation and name (x->name gets it); *base is
  * the zero-filled mapping.  E_IO "export" when the object cannot be made. */
-int attnd_export_shm_create(attn_pool_export *x, const char *pool, uint64_t generation,
-                            void **base, attn_error_detail *err);
+int attnd_export_shm_create(attn_pool_export *x, const char *pool, uint64_t generation, void **base,
+                            attn_error_detail *err);
 
 /* Remove the shm object's name (no new mapping can be made; mappings made
  * stay valid until they are unmapped).  Idempotent per name. */

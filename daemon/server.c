@@ -506,8 +506,7 @@ static int do_pool_create(attn_server *s, uint32_t conn, attn_request *req, attn
     }
     if (req->pool_export) {
         /* the export belongs to this connection: it ends when it closes */
-        if ((rc = attnd_pool_create_exported(s->pools, &g, conn, &rep->bytes, &rep->exp, err)) !=
-            0)
+        if ((rc = attnd_pool_create_exported(s->pools, &g, conn, &rep->bytes, &rep->exp, err)) != 0)
             return rc;
         rep->has_export = true;
     } else if ((rc = attnd_pool_create(s->pools, &g, &rep->bytes, err)) != 0) {

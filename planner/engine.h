@@ -112,12 +112,12 @@ typedef enum attn_io_tensor { ATTN_IO_TENSORS(ATTN__ENUM_ENTRY) } attn_io_tensor
 typedef struct attn_run_io {
     const attn_pool_view *pool;
     uint32_t layer;
-    const void *q;      /* [total_q, H_q, d_qk] */
-    const void *k_new;  /* [total_q, H_kv, d_qk] */
-    const void *v_new;  /* [total_q, H_kv, d_vo] */
-    void *o;            /* [total_q, H_q, d_vo] */
-    float *lse;         /* [total_q, H_q], may be NULL */
-    bool commit;        /* write the new rows into their pages after attention succeeded */
+    const void *q;     /* [total_q, H_q, d_qk] */
+    const void *k_new; /* [total_q, H_kv, d_qk] */
+    const void *v_new; /* [total_q, H_kv, d_vo] */
+    void *o;           /* [total_q, H_q, d_vo] */
+    float *lse;        /* [total_q, H_q], may be NULL */
+    bool commit;       /* write the new rows into their pages after attention succeeded */
     /* The new rows are in their page slots already (an exported pool the
      * client wrote): k_new and v_new are NULL, nothing is appended, and
      * nothing is restored, whatever `commit` says (the client owns them). */

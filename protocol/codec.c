@@ -475,15 +475,15 @@ enum {
 };
 
 static const char *const g_keys[K_COUNT] = {
-    "v",          "op",           "id",          "pool",        "layers",   "num_pages",
-    "page_size",  "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype", "layout",
-    "device",     "num_qo_heads", "requests",    "qo_indptr",   "kv",       "mask",
-    "sm_scale",   "q_dtype",      "policy",      "plan_id",     "layer",    "q",
-    "k_new",      "v_new",        "return_lse",  "trace",       "verify",   "pages",
-    "tensors",    "kind",         "name",        "handle",      "buf",      "async",
-    "wait",       "signal",       "run_seq",     "offset",      "order",    "export",
-    "kv_written", "ok",           "error",       "server",      "bytes",    "plan_key",
-    "o",          "o_dtype",      "lse",         "diag",        "counters", "plan_cache",
+    "v",          "op",           "id",          "pool",        "layers",    "num_pages",
+    "page_size",  "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype",  "layout",
+    "device",     "num_qo_heads", "requests",    "qo_indptr",   "kv",        "mask",
+    "sm_scale",   "q_dtype",      "policy",      "plan_id",     "layer",     "q",
+    "k_new",      "v_new",        "return_lse",  "trace",       "verify",    "pages",
+    "tensors",    "kind",         "name",        "handle",      "buf",       "async",
+    "wait",       "signal",       "run_seq",     "offset",      "order",     "export",
+    "kv_written", "ok",           "error",       "server",      "bytes",     "plan_key",
+    "o",          "o_dtype",      "lse",         "diag",        "counters",  "plan_cache",
     "pools",      "status",       "async_error", "handoff",     "handoff_us"};
 /* every key is a bit of a uint64_t (g_req_allowed) */
 _Static_assert(K_COUNT <= 64, "too many top-level keys for the allowed-key masks");
@@ -497,7 +497,7 @@ _Static_assert(K_COUNT <= 64, "too many top-level keys for the allowed-key masks
      B(K_SM_SCALE) | B(K_Q_DTYPE) | B(K_POLICY))
 #define RUN_KEYS                                                                                   \
     (B(K_LAYER) | B(K_Q) | B(K_K_NEW) | B(K_V_NEW) | B(K_O) | B(K_LSE) | B(K_RETURN_LSE) |         \
-     B(K_TRACE) | B(K_VERIFY) | B(K_ASYNC) | B(K_WAIT) | B(K_SIGNAL) | B(K_ORDER) |               \
+     B(K_TRACE) | B(K_VERIFY) | B(K_ASYNC) | B(K_WAIT) | B(K_SIGNAL) | B(K_ORDER) |                \
      B(K_KV_WRITTEN))
 
 /* Which top-level keys each request op allows (besides v, op, id). */
@@ -1669,10 +1669,10 @@ enum {
     EX_COUNT
 };
 static const char *const g_export_keys[EX_COUNT] = {
-    "kind",          "name",         "handle",        "offset",        "device",
-    "bytes",         "k_offset",     "v_offset",      "layer_stride",  "page_stride_k",
-    "row_stride_k",  "head_stride_k", "page_stride_v", "row_stride_v", "head_stride_v",
-    "kv_dtype",      "layout"};
+    "kind",         "name",          "handle",        "offset",       "device",
+    "bytes",        "k_offset",      "v_offset",      "layer_stride", "page_stride_k",
+    "row_stride_k", "head_stride_k", "page_stride_v", "row_stride_v", "head_stride_v",
+    "kv_dtype",     "layout"};
 
 /* The pool_create reply's "export" map (attn_pool_export). */
 static int decode_export(dec *d, size_t pos, attn_pool_export *x)

@@ -113,9 +113,9 @@ int attn_run_check_shapes(const attn_run_args *a, const attn_manifest *m,
                                   "a kv_written run takes no v_new: the new rows are already in "
                                   "the exported pool");
     } else if ((rv = check_tensor(&a->k_new, &a->k_new_ref, "k_new", total_q, g->num_kv_heads,
-                           g->head_dim_qk, g->kv_dtype, err)) ||
-        (rv = check_tensor(&a->v_new, &a->v_new_ref, "v_new", total_q, g->num_kv_heads,
-                           g->head_dim_vo, g->kv_dtype, err)))
+                                  g->head_dim_qk, g->kv_dtype, err)) ||
+               (rv = check_tensor(&a->v_new, &a->v_new_ref, "v_new", total_q, g->num_kv_heads,
+                                  g->head_dim_vo, g->kv_dtype, err)))
         return rv;
     /* outputs into a buffer: O [total_q, H_qo, d_vo] in q_dtype, LSE fp32 [total_q, H_qo];
      * they have no inline form, so the byte range stands empty */

@@ -1266,7 +1266,10 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     CK(cudaStreamSynchronize(st), "the run's stream");
     if (rep) {
         report_kernels(&p, pp->partitioned ? &dp : NULL,
-                       io->kv_written ? 0u : io->commit ? 1u : 2u, rep);
+                       io->kv_written ? 0u
+                       : io->commit   ? 1u
+                                      : 2u,
+                       rep);
         float ms = 0;
         cudaEventElapsedTime(&ms, pi->ev0, pi->ev1);
         rep->engine_us = ms * 1000.0;

@@ -67,11 +67,11 @@ struct step_in {
 };
 
 /* The arena: semaphore words first, then per-layer q and O slots. */
-#define SEM_REQ(l) ((uint64_t)(l) * 16)
-#define SEM_DONE(l) ((uint64_t)(l) * 16 + 8)
+#define SEM_REQ(l) ((uint64_t)(l)*16)
+#define SEM_DONE(l) ((uint64_t)(l)*16 + 8)
 #define Q_BYTES (B * HQ * D * 2)
 #define OFF_STEP 4096
-#define OFF_Q(l) (8192 + (uint64_t)(l) * Q_BYTES)
+#define OFF_Q(l) (8192 + (uint64_t)(l)*Q_BYTES)
 #define OFF_O(l) (8192 + (uint64_t)(L + (l)) * Q_BYTES)
 #define ARENA_BYTES (8192 + 2 * L * Q_BYTES)
 
@@ -79,8 +79,7 @@ typedef CUresult (*value64_fn)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 
 /* A value in [-1, 1) as bf16 bits, from (step, layer, tensor, index): the
  * kernel and the host reference compute the same bits. */
-__host__ __device__ static uint16_t gen(uint32_t step, uint32_t layer, uint32_t tensor,
-                                        uint32_t i)
+__host__ __device__ static uint16_t gen(uint32_t step, uint32_t layer, uint32_t tensor, uint32_t i)
 {
     uint64_t z = ((uint64_t)step << 40) ^ ((uint64_t)layer << 32) ^ ((uint64_t)tensor << 28) ^ i;
     z += 0x9e3779b97f4a7c15ull;
@@ -106,7 +105,8 @@ __global__ void write_inputs(const step_in *in, uint32_t layer, uint16_t *q, uin
         q[i] = gen(step, layer, 0, i);
     if (i < B * HKV * D) {
         uint32_t b = i / (HKV * D), h = (i / D) % HKV, x = i % D;
-        uint64_t at = in->page[b] * page_stride + in->slot[b] * row_stride + h * head_stride + x * 2;
+        uint64_t at =
+            in->page[b] * page_stride + in->slot[b] * row_stride + h * head_stride + x * 2;
         *(uint16_t *)(k_store + at) = gen(step, layer, 1, i);
         *(uint16_t *)(v_store + at) = gen(step, layer, 2, i);
     }
@@ -130,7 +130,7 @@ static double now_ms(void)
     do {                                                                                           \
         cudaError_t e_ = (x);                                                                      \
         if (e_ != cudaSuccess) {                                                                   \
-            printf("FAIL graph_handshake: %s: %s\n", #x, cudaGetErrorString(e_));                 \
+            printf("FAIL graph_handshake: %s: %s\n", #x, cudaGetErrorString(e_));                  \
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
@@ -368,8 +368,8 @@ int main(int argc, char **argv)
             a.v_new = attn_bytes{vh, sizeof vh};
             if ((rv = attn_run(c, &a, &rep)) != 0)
                 return fail("reference run", rv, &rep);
-            if (rep.o.len != Q_BYTES || memcmp(rep.o.data, got + (size_t)l * Q_BYTES / 2,
-                                               Q_BYTES) != 0)
+            if (rep.o.len != Q_BYTES ||
+                memcmp(rep.o.data, got + (size_t)l * Q_BYTES / 2, Q_BYTES) != 0)
                 bad++;
             attn_reply_free(&rep);
         }

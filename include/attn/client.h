@@ -94,7 +94,7 @@ typedef struct attn_run_args {
     attn_bytes q, k_new, v_new;
     attn_tensor_ref q_ref, k_new_ref, v_new_ref, o_ref, lse_ref;
     bool return_lse, trace, verify;
-    bool async;             /* reply once enqueued (O and LSE must go to buffers) */
+    bool async; /* reply once enqueued (O and LSE must go to buffers) */
     /* The C new rows are already in their page slots of an exported pool
      * (the client wrote them through its mapping): k_new and v_new are
      * omitted, attnd appends nothing and restores nothing (on the wire
@@ -177,7 +177,7 @@ typedef struct attn_request {
     bool has_id; /* decoders set it once `id` was read, even on failure */
     char pool[ATTN_NAME_MAX];
     attn_pool_geometry geom;
-    bool has_device; /* pool_create: `device` given */
+    bool has_device;  /* pool_create: `device` given */
     bool pool_export; /* pool_create: "export": true (the reply carries attn_pool_export) */
     attn_manifest manifest;
     attn_run_args run;
@@ -282,7 +282,7 @@ typedef struct attn_reply {
     double handoff_us;
     bool has_export; /* pool_create with "export": true */
     attn_pool_export exp;
-    attn_bytes k, v_data;           /* kv_read: wire keys "tensors.k" and "tensors.v" */
+    attn_bytes k, v_data; /* kv_read: wire keys "tensors.k" and "tensors.v" */
     attn_dtype kv_dtype;
     attn_bytes diag; /* the diagnostic: one pre-encoded msgpack map, spliced verbatim */
     attn_stats_info stats;

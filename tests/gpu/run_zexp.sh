@@ -49,7 +49,7 @@ phase() { # TAG
     echo "== graph_handshake $1" >>"$OUT/run.log"
     timeout 30 "$S/graph_handshake" "$url" 4 >"$OUT/graph-$1.log" 2>&1
     rc=$?
-    cat "$OUT/graph-$1.log" >>"$OUT/run.log"
+    sed "s/^/  /" "$OUT/graph-$1.log" >>"$OUT/run.log"
     sed -n 's/^\(PASS\|FAIL\) graph_handshake/\1 graph_handshake '"$1"'/p' "$OUT/graph-$1.log" \
         >>"$OUT/run.log"
     [ $rc -eq 0 ] || grep -q '^FAIL' "$OUT/graph-$1.log" ||
@@ -72,6 +72,6 @@ else
     echo "FAIL zexp mps no nvidia-cuda-mps-control on this machine" >>"$OUT/run.log"
 fi
 echo "---- summary"
-grep -E '^(PINGPONG|HANDOFF|hello|diag handoff|step )' "$OUT/run.log"
+grep -E "^ *(PINGPONG|HANDOFF|hello|diag handoff|step )" "$OUT/run.log"
 grep -E '^(PASS|FAIL) ' "$OUT/run.log"
 ! grep -q '^FAIL ' "$OUT/run.log"

@@ -35,10 +35,10 @@
 
 static attn_daemon_proc g_d;
 static attn_client *g_c;
-static attn_rb g_rb;      /* the batch; its pool "inl" is an ordinary one */
-static int32_t *g_pages;  /* 0, 1, ... num_pages - 1 */
-static uint64_t g_plan;   /* the batch's plan on "inl" */
-static uint64_t g_eplan;  /* the same manifest planned on the exported pool "exp" */
+static attn_rb g_rb;     /* the batch; its pool "inl" is an ordinary one */
+static int32_t *g_pages; /* 0, 1, ... num_pages - 1 */
+static uint64_t g_plan;  /* the batch's plan on "inl" */
+static uint64_t g_eplan; /* the same manifest planned on the exported pool "exp" */
 static attn_pool_export g_exp;
 static uint8_t *g_map; /* the client's mapping of "exp" */
 
@@ -100,9 +100,13 @@ static void write_new_rows(uint8_t *map, const attn_pool_export *x, uint32_t lay
                 uint8_t *vd = map + x->v_offset + layer * x->layer_stride +
                               page * x->page_stride_v + slot * x->row_stride_v +
                               h * x->head_stride_v;
-                memcpy(kd, (const uint8_t *)g_rb.k_new + (row * g->num_kv_heads + h) * g->head_dim_qk * es,
+                memcpy(kd,
+                       (const uint8_t *)g_rb.k_new +
+                           (row * g->num_kv_heads + h) * g->head_dim_qk * es,
                        g->head_dim_qk * es);
-                memcpy(vd, (const uint8_t *)g_rb.v_new + (row * g->num_kv_heads + h) * g->head_dim_vo * es,
+                memcpy(vd,
+                       (const uint8_t *)g_rb.v_new +
+                           (row * g->num_kv_heads + h) * g->head_dim_vo * es,
                        g->head_dim_vo * es);
             }
         }
@@ -155,7 +159,8 @@ static int setup(void **state)
         return -1;
     if (attn_served_batch(g_c, &g_rb, 6, 91, "inl", &g_pages, &g_plan) != 0)
         return -1;
-    if (create_exported(g_c, "exp", &g_exp) != 0 || attn_pool_export_map_shm(&g_exp, (void **)&g_map, &e) != 0)
+    if (create_exported(g_c, "exp", &g_exp) != 0 ||
+        attn_pool_export_map_shm(&g_exp, (void **)&g_map, &e) != 0)
         return -1;
     write_history("exp");
     g_eplan = plan_on("exp");
@@ -186,8 +191,10 @@ static void test_export_describes_the_layout(void **state)
     assert_true(strncmp(g_exp.name, "/attnd-", 7) == 0);
     assert_int_equal(g_exp.kv_dtype, g->kv_dtype);
     assert_int_equal(g_exp.layout, g->layout);
-    assert_int_equal(g_exp.page_stride_k, (uint64_t)g->page_size * g->num_kv_heads * g->head_dim_qk * es);
-    assert_int_equal(g_exp.page_stride_v, (uint64_t)g->page_size * g->num_kv_heads * g->head_dim_vo * es);
+    assert_int_equal(g_exp.page_stride_k,
+                     (uint64_t)g->page_size * g->num_kv_heads * g->head_dim_qk * es);
+    assert_int_equal(g_exp.page_stride_v,
+                     (uint64_t)g->page_size * g->num_kv_heads * g->head_dim_vo * es);
     /* every store 256-aligned, the layers one stride apart, all inside the mapping */
     assert_int_equal(g_exp.k_offset % 256, 0);
     assert_int_equal(g_exp.v_offset % 256, 0);
