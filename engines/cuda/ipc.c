@@ -116,6 +116,14 @@ struct attn_cuda_ipc {
     range_fn range;
     errstr_fn errstr;
     ipc_entry *entries;
+    /* the ping-pong's own streams, events and words, made at its first use
+     * and kept: freeing device memory or synchronising a stream here could
+     * wait behind another client's pending semaphore wait */
+    pthread_mutex_t probe_mu;
+    cudaStream_t probe_a, probe_b;
+    cudaEvent_t probe_e0, probe_e1;
+    uint64_t *probe_w;
+    uint64_t probe_next; /* the first value of the next probe (values only rise) */
 };
 
 /* The CUDA 12.0 ABI of driver symbol `name` into *fn. */
@@ -163,6 +171,8 @@ int attn_cuda_ipc_create(int device, attn_cuda_ipc **out, attn_error_detail *err
                               cudaGetErrorString(e));
     }
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->probe_mu, NULL);
+    c->probe_next = 1;
     *out = c;
     return 0;
 }
@@ -180,6 +190,15 @@ void attn_cuda_ipc_destroy(attn_cuda_ipc *c)
     }
     cudaStreamSynchronize(c->control);
     cudaStreamDestroy(c->control);
+    if (c->probe_a != NULL) {
+        /* at shutdown: the streams were released (probe_stuck) or are idle */
+        cudaStreamDestroy(c->probe_a);
+        cudaStreamDestroy(c->probe_b);
+        cudaEventDestroy(c->probe_e0);
+        cudaEventDestroy(c->probe_e1);
+        cudaFree(c->probe_w);
+    }
+    pthread_mutex_destroy(&c->probe_mu);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -358,39 +377,61 @@ static int pingpong_rounds(attn_cuda_ipc *c, cudaStream_t a, cudaStream_t b, uin
     return rv;
 }
 
+/* The probe's streams, events and words, made once (caller holds probe_mu). */
+static int probe_setup(attn_cuda_ipc *c, attn_error_detail *err)
+{
+    cudaError_t e;
+    if (c->probe_a != NULL)
+        return 0;
+    if ((e = cudaSetDevice(c->device)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&c->probe_w, 2 * sizeof *c->probe_w)) != cudaSuccess ||
+        (e = cudaMemset(c->probe_w, 0, 2 * sizeof *c->probe_w)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c->probe_a, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c->probe_b, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreate(&c->probe_e0)) != cudaSuccess ||
+        (e = cudaEventCreate(&c->probe_e1)) != cudaSuccess) {
+        cudaGetLastError();
+        c->probe_a = NULL; /* not made: the next probe tries again (the rest leaks) */
+        return attn_error_set(err, ATTN_E_CUDA, "handoff", "cannot set up the ping-pong: %s",
+                              cudaGetErrorString(e));
+    }
+    return 0;
+}
+
 int attn_cuda_ipc_pingpong(attn_cuda_ipc *c, uint32_t rounds, double *us, attn_error_detail *err)
 {
-    cudaStream_t a = NULL, b = NULL;
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    uint64_t *w = NULL;
-    cudaError_t e;
-    int rv = 0;
+    cudaError_t e = cudaSuccess;
+    int rv;
     float ms = 0;
     *us = 0;
     if (rounds == 0)
         rounds = 1;
-    if ((e = cudaSetDevice(c->device)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&w, 2 * sizeof *w)) != cudaSuccess ||
-        (e = cudaMemset(w, 0, 2 * sizeof *w)) != cudaSuccess ||
-        (e = cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking)) != cudaSuccess ||
-        (e = cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking)) != cudaSuccess ||
-        (e = cudaEventCreate(&e0)) != cudaSuccess || (e = cudaEventCreate(&e1)) != cudaSuccess) {
-        rv = attn_error_set(err, ATTN_E_CUDA, "handoff", "cannot set up the ping-pong: %s",
-                            cudaGetErrorString(e));
+    pthread_mutex_lock(&c->probe_mu);
+    if ((rv = probe_setup(c, err)) != 0)
+        goto out;
+    cudaSetDevice(c->device);
+    if (cudaEventQuery(c->probe_e1) == cudaErrorNotReady) {
+        /* an earlier probe never finished: its streams sit behind something */
+        rv =
+            attn_error_set(err, ATTN_E_TIMEOUT, "handoff",
+                           "an earlier semaphore ping-pong on cuda:%d has not finished", c->device);
         goto out;
     }
-    /* round 1 warms both streams up; rounds 2 .. rounds + 1 are timed */
-    if ((rv = pingpong_rounds(c, a, b, w, 1, 1, err)) != 0 ||
-        (e = cudaEventRecord(e0, b)) != cudaSuccess ||
-        (rv = pingpong_rounds(c, a, b, w, 2, (uint64_t)rounds + 1, err)) != 0 ||
-        (e = cudaEventRecord(e1, b)) != cudaSuccess) {
+    uint64_t first = c->probe_next, last = first + rounds; /* round `first` warms up */
+    c->probe_next = last + 1;
+    uint64_t *w = c->probe_w;
+    if ((rv = pingpong_rounds(c, c->probe_a, c->probe_b, w, first, first, err)) != 0 ||
+        (e = cudaEventRecord(c->probe_e0, c->probe_b)) != cudaSuccess ||
+        (rv = pingpong_rounds(c, c->probe_a, c->probe_b, w, first + 1, last, err)) != 0 ||
+        (e = cudaEventRecord(c->probe_e1, c->probe_b)) != cudaSuccess) {
         if (rv == 0)
             rv = attn_error_set(err, ATTN_E_CUDA, "handoff", "cudaEventRecord: %s",
                                 cudaGetErrorString(e));
         goto release;
     }
+    /* poll, never block: a stuck probe must not hold the registration */
     for (int i = 0; i < 1000; i++) {
-        e = cudaEventQuery(e1);
+        e = cudaEventQuery(c->probe_e1);
         if (e != cudaErrorNotReady)
             break;
         struct timespec ts = {0, 100 * 1000};
@@ -398,37 +439,28 @@ int attn_cuda_ipc_pingpong(attn_cuda_ipc *c, uint32_t rounds, double *us, attn_e
     }
     if (e == cudaErrorNotReady) {
         rv = attn_error_set(err, ATTN_E_TIMEOUT, "handoff",
-                            "the semaphore ping-pong did not finish in 100 ms");
+                            "the semaphore ping-pong on cuda:%d did not finish in 100 ms (a "
+                            "stream of it may share a hardware queue with a waiting one)",
+                            c->device);
         goto release;
     }
-    if (e != cudaSuccess || (e = cudaEventElapsedTime(&ms, e0, e1)) != cudaSuccess) {
+    if (e != cudaSuccess ||
+        (e = cudaEventElapsedTime(&ms, c->probe_e0, c->probe_e1)) != cudaSuccess) {
+        cudaGetLastError();
         rv = attn_error_set(err, ATTN_E_CUDA, "handoff", "the ping-pong failed: %s",
                             cudaGetErrorString(e));
-        goto release;
+        goto out;
     }
     *us = (double)ms * 1000.0 / rounds;
     goto out;
 release:
-    /* nothing may stay waiting on words about to be freed: write the last
-     * values from the control stream, then let both streams drain */
-    attn_cuda_ipc_release(c, &w[0], (uint64_t)rounds + 1);
-    attn_cuda_ipc_release(c, &w[1], (uint64_t)rounds + 1);
-    cudaStreamSynchronize(c->control);
+    /* let whatever was enqueued pass: the last values from the control
+     * stream (a write from another stream of this process releases a wait);
+     * nothing here waits for it */
+    attn_cuda_ipc_release(c, &w[0], last);
+    attn_cuda_ipc_release(c, &w[1], last);
 out:
-    if (a != NULL)
-        cudaStreamSynchronize(a);
-    if (b != NULL)
-        cudaStreamSynchronize(b);
-    if (e0 != NULL)
-        cudaEventDestroy(e0);
-    if (e1 != NULL)
-        cudaEventDestroy(e1);
-    if (a != NULL)
-        cudaStreamDestroy(a);
-    if (b != NULL)
-        cudaStreamDestroy(b);
-    cudaFree(w);
-    cudaGetLastError();
+    pthread_mutex_unlock(&c->probe_mu);
     return rv;
 }
 

@@ -63,8 +63,10 @@ int attn_cuda_ipc_signal(attn_cuda_ipc *c, void *stream, void *addr, uint64_t va
 int attn_cuda_ipc_release(attn_cuda_ipc *c, void *addr, uint64_t value);
 
 /* The semaphore ping-pong attnd reports at cuda_ipc registration: two
- * fresh streams of this process on the device, `rounds` round trips over
- * two uint64 words of device memory attnd allocates (stream A waits w0 >= n
+ * streams of this instance's own on the device (made at the first probe and
+ * kept, as are its two uint64 words of device memory: freeing memory or
+ * synchronising could wait behind another client's pending wait), `rounds`
+ * round trips with values that only rise (stream A waits w0 >= n
  * and writes w1 = n; stream B writes w0 = n and waits w1 >= n), timed by
  * CUDA events on B after one warm-up round.  *us gets the mean round trip.
  * It is the floor of a GPU-side hand-off on this device: the same stream
@@ -75,7 +77,8 @@ int attn_cuda_ipc_release(attn_cuda_ipc *c, void *addr, uint64_t value);
  * the slice switches on top (ZERO-COPY.md: 286-288 us, not ~11).  The
  * client's own words are not touched: attnd does not know which of them are
  * in use.  A probe that does not finish in 100 ms is released from the
- * control stream and reported as E_TIMEOUT "handoff". */
+ * control stream and reported as E_TIMEOUT "handoff" (as is every later
+ * one while it has not drained); the call never blocks on the GPU. */
 int attn_cuda_ipc_pingpong(attn_cuda_ipc *c, uint32_t rounds, double *us, attn_error_detail *err);
 
 /* Whether contexts on `device` run under MPS (CU_DEVICE_ATTRIBUTE_MPS_ENABLED):
