@@ -240,6 +240,64 @@ static void test_kv_written_equals_inline_bitexact(void **state)
     attn_reply_free(&rep);
 }
 
+/* An asynchronous kv_written run (q and O in a shm buffer): the same O as
+ * the synchronous one, once run_status says done. */
+static void test_async_kv_written(void **state)
+{
+    char name[64];
+    attn_reply rep, ref;
+    attn_run_args a;
+    uint64_t id = 0;
+    size_t o_bytes = g_rb.o_elems * 4, bytes = 256 + g_rb.q_bytes + o_bytes + 256;
+    (void)state;
+    snprintf(name, sizeof name, "/attn-test-%d-akv", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
+    uint8_t *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(m != MAP_FAILED);
+    close(fd);
+    uint64_t q_off = 256, o_off = (q_off + g_rb.q_bytes + 255) & ~255ull;
+    memcpy(m + q_off, g_rb.q, g_rb.q_bytes);
+    memset(m + o_off, 0xff, o_bytes); /* NaN until attnd writes O */
+    assert_int_equal(attn_buffer_register_shm(g_c, name, bytes, &id, &rep), 0);
+    attn_reply_free(&rep);
+    /* the synchronous kv_written run: the reference (the rows are in place) */
+    attn_rb_run_args(&g_rb, &a);
+    a.plan_id = g_eplan;
+    a.k_new = a.v_new = (attn_bytes){NULL, 0};
+    a.kv_written = true;
+    uint64_t before = pool_checksum("exp");
+    assert_int_equal(attn_run(g_c, &a, &ref), 0);
+    memset(&a, 0, sizeof a);
+    a.plan_id = g_eplan;
+    a.kv_written = true;
+    a.async = true;
+    a.q_ref = (attn_tensor_ref){id, q_off, g_rb.q_bytes};
+    a.o_ref = (attn_tensor_ref){id, o_off, o_bytes};
+    assert_int_equal(attn_run(g_c, &a, &rep), 0);
+    uint64_t seq = rep.run_seq;
+    attn_reply_free(&rep);
+    assert_true(seq > 0);
+    attn_run_state st = ATTN_RUN_QUEUED;
+    for (int i = 0; i < 500 && st != ATTN_RUN_DONE; i++) {
+        assert_int_equal(attn_run_status_get(g_c, seq, &rep), 0);
+        st = rep.status.state;
+        attn_reply_free(&rep);
+        if (st != ATTN_RUN_DONE)
+            nanosleep(&(struct timespec){0, 2 * 1000 * 1000}, NULL);
+    }
+    assert_int_equal(st, ATTN_RUN_DONE);
+    assert_memory_equal(m + o_off, ref.o.data, o_bytes);
+    attn_reply_free(&ref);
+    /* kv_written commits nothing of its own: the pool is as the client left it */
+    assert_true(pool_checksum("exp") == before);
+    assert_int_equal(attn_buffer_drop(g_c, id, &rep), 0);
+    attn_reply_free(&rep);
+    munmap(m, bytes);
+    shm_unlink(name);
+}
+
 /* One refused run: its code and field, and the exported pool unchanged. */
 static void refused(attn_run_args *a, int code, const char *field)
 {
@@ -431,6 +489,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_export_describes_the_layout),
         cmocka_unit_test(test_kv_written_equals_inline_bitexact),
+        cmocka_unit_test(test_async_kv_written),
         cmocka_unit_test(test_bad_combinations_refused),
         cmocka_unit_test(test_exporter_close_ends_the_export),
         cmocka_unit_test(test_drop_keeps_an_existing_mapping),
