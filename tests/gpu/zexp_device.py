@@ -13,6 +13,7 @@ running attnd with the CUDA engine:
   v_new on an ordinary twin pool, the two pools byte-identical afterwards;
   O within METHOD.md's bf16 tolerance of a torch fp32 reference (rel L2 <=
   1e-2, |LSE err| <= 1e-3), no NaN in a NaN-poisoned output;
+- an append after it (C_b of 1..8 rows, the prefill engine) the same way;
 - the buffer_register reply's measured ping-pong and the diag's hand-off.
 Prints one PASS / FAIL line per check, last.
 """
@@ -38,6 +39,66 @@ def check(name, ok, detail=""):
     results.append(("PASS" if ok else "FAIL", name, detail))
 
 
+def reference(q_rows, K, V, first_visible):
+    """fp32 attention of q_rows [C, HQ, D] over K, V [T, HKV, D]; row i sees
+    keys [0, first_visible + i] (bottom-right causal)."""
+    Kq = K.float().repeat_interleave(HQ // HKV, dim=1)
+    Vq = V.float().repeat_interleave(HQ // HKV, dim=1)
+    s = torch.einsum("chd,thd->cht", q_rows.float(), Kq) / math.sqrt(D)
+    t = torch.arange(K.shape[0], device=K.device)
+    mask = t[None, :] > (first_visible + torch.arange(q_rows.shape[0], device=K.device))[:, None]
+    s = s.masked_fill(mask[:, None, :], float("-inf"))
+    return torch.einsum("cht,thd->chd", torch.softmax(s, dim=2), Vq)
+
+
+def append_step(c, url, pool, lens, pages_of, hist_k, hist_v, k_dec, v_dec, dev):
+    """After the decode row: C_b more rows per request on layer 0 (the prefill
+    engine), written through the views, vs the same append inline on "zi"."""
+    C = [3, 1, 5, 2, 8, 4, 1, 6][:B]
+    T1 = [T + 1 for T in lens]  # rows in the pool after the decode step
+    qo = [0]
+    for n in C:
+        qo.append(qo[-1] + n)
+    total = qo[-1]
+    npg = [(t + n + P - 1) // P for t, n in zip(T1, C)]
+    kv_indptr = [0]
+    for n in npg:
+        kv_indptr.append(kv_indptr[-1] + n)
+    kv_indices = sum((pages_of[b][:n] for b, n in enumerate(npg)), [])
+    last = [t + n - (m - 1) * P for t, n, m in zip(T1, C, npg)]
+    q = torch.randn(total, HQ, D, device=dev).to(torch.bfloat16)
+    kn = torch.randn(total, HKV, D, device=dev).to(torch.bfloat16)
+    vn = torch.randn(total, HKV, D, device=dev).to(torch.bfloat16)
+    pos = [T1[b] + i for b in range(B) for i in range(C[b])]
+    req = [b for b in range(B) for _ in range(C[b])]
+    pg = torch.tensor([pages_of[b][t // P] for b, t in zip(req, pos)], device=dev)
+    sl = torch.tensor([t % P for t in pos], device=dev)
+    wx = attn.BatchPrefillWrapper(url, pool="zx", arena_bytes=64 << 20)
+    wi = attn.BatchPrefillWrapper(url, pool="zi", arena_bytes=64 << 20)
+    for w in (wx, wi):
+        w.plan(qo, kv_indptr, kv_indices, last, HQ, HKV, D, P, causal=True, q_data_type="bf16")
+    pool.k[0][pg, sl] = kn
+    pool.v[0][pg, sl] = vn
+    ox, lx = wx.run(q, layer=0, return_lse=True, kv_written=True)
+    oi, li = wi.run(q, kn, vn, layer=0, return_lse=True)
+    torch.cuda.synchronize()
+    bit = torch.equal(ox.view(torch.int16), oi.view(torch.int16)) and torch.equal(lx, li)
+    worst = 0.0
+    for b in range(B):
+        rows = torch.arange(T1[b] + C[b], device=dev)
+        pgs = torch.tensor(pages_of[b], device=dev)[rows // P]
+        K = hist_k[0][pgs, rows % P].clone()
+        V = hist_v[0][pgs, rows % P].clone()
+        K[lens[b]], V[lens[b]] = k_dec[0][b], v_dec[0][b]  # the decode step's row
+        K[T1[b]:], V[T1[b]:] = kn[qo[b]:qo[b + 1]], vn[qo[b]:qo[b + 1]]
+        o_ref = reference(q[qo[b]:qo[b + 1]], K, V, T1[b])
+        rel = (ox[qo[b]:qo[b + 1]].float() - o_ref).norm() / o_ref.norm()
+        worst = max(worst, rel.item())
+    wx.close()
+    wi.close()
+    return bit, worst
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
@@ -50,11 +111,12 @@ def main():
     print("hello mps=%s gpu_handoff=%s" % (hello.get("mps"), hello.get("gpu_handoff")))
 
     lens = [int(x) for x in torch.randint(1, 700, (B,))]  # rows before this step
-    npages = [(T + 1 + P - 1) // P for T in lens]
-    num_pages = sum(npages) + 5
+    npages = [(T + 1 + P - 1) // P for T in lens]  # this decode step's pages
+    room = [(T + 1 + 8 + P - 1) // P for T in lens]  # and the append after it
+    num_pages = sum(room) + 5
     perm = torch.randperm(num_pages).tolist()
     pages_of, k = [], 0
-    for n in npages:
+    for n in room:
         pages_of.append(perm[k:k + n])
         k += n
     geom = dict(layers=L, num_pages=num_pages, page_size=P, num_kv_heads=HKV, head_dim_qk=D,
@@ -87,7 +149,7 @@ def main():
     indptr = [0]
     for n in npages:
         indptr.append(indptr[-1] + n)
-    indices = sum(pages_of, [])
+    indices = sum((pages_of[b][:n] for b, n in enumerate(npages)), [])
     last = [(T + 1) - (n - 1) * P for T, n in zip(lens, npages)]
     q = torch.randn(L, B, HQ, D, device=dev).to(torch.bfloat16)
     k_new = torch.randn(L, B, HKV, D, device=dev).to(torch.bfloat16)
@@ -129,6 +191,9 @@ def main():
             worst_rel = max(worst_rel, rel.item())
             worst_lse = max(worst_lse, (lx[b] - lse_ref).abs().max().item())
     check("kv_written O and LSE bit-identical to the inline run", bitexact)
+    bit_a, worst_a = append_step(c, a.url, pool, lens, pages_of, hist_k, hist_v, k_new, v_new, dev)
+    check("append (prefill engine): kv_written bit-identical to inline", bit_a)
+    check("append vs torch fp32 (rel L2 <= 1e-2)", worst_a <= 1e-2, "%.2e" % worst_a)
     check("no NaN in the poisoned output", nan_free)
     check("O vs torch fp32 (rel L2 <= 1e-2)", worst_rel <= 1e-2, "%.2e" % worst_rel)
     check("LSE vs torch fp32 (<= 1e-3)", worst_lse <= 1e-3, "%.2e" % worst_lse)
