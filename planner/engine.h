@@ -112,16 +112,12 @@ typedef enum attn_io_tensor { ATTN_IO_TENSORS(ATTN__ENUM_ENTRY) } attn_io_tensor
 typedef struct attn_run_io {
     const attn_pool_view *pool;
     uint32_t layer;
-    const void *q;     /* [total_q, H_q, d_qk] */
-    const void *k_new; /* [total_q, H_kv, d_qk] */
-    const void *v_new; /* [total_q, H_kv, d_vo] */
-    void *o;           /* [total_q, H_q, d_vo] */
-    float *lse;        /* [total_q, H_q], may be NULL */
-    bool commit;       /* write the new rows into their pages after attention succeeded */
-    /* The new rows are in their page slots already (an exported pool the
-     * client wrote): k_new and v_new are NULL, nothing is appended, and
-     * nothing is restored, whatever `commit` says (the client owns them). */
-    bool kv_written;
+    const void *q;      /* [total_q, H_q, d_qk] */
+    const void *k_new;  /* [total_q, H_kv, d_qk] */
+    const void *v_new;  /* [total_q, H_kv, d_vo] */
+    void *o;            /* [total_q, H_q, d_vo] */
+    float *lse;         /* [total_q, H_q], may be NULL */
+    bool commit;        /* write the new rows into their pages after attention succeeded */
     unsigned on_device; /* bits (1u << attn_io_tensor) */
     void *wait_dev;     /* NULL: no wait */
     uint64_t wait_value;
@@ -131,6 +127,10 @@ typedef struct attn_run_io {
      * has a `complete` op and can: then the buffers, the pool's stores and
      * the semaphores must stay valid until complete(rep->ticket). */
     bool defer;
+    /* The new rows are in their page slots already (an exported pool the
+     * client wrote): k_new and v_new are NULL, nothing is appended, and
+     * nothing is restored, whatever `commit` says (the client owns them). */
+    bool kv_written;
 } attn_run_io;
 
 /* How often an instance planned and ran (tests count re-validation with
