@@ -415,6 +415,7 @@ def prepared_runs(exe_args):
     bit-identical to synchronous runs, and a missing semaphore value is
     refused before anything is sent or numbered."""
     import struct
+    import types
     import msgpack
     proc, url = start_attnd(exe_args)
     try:
@@ -489,6 +490,22 @@ def prepared_runs(exe_args):
         c.run(pid, 3, *[r(x) for x in ins], o=r(o), lse=r(lse), return_lse=True)
         assert np.array_equal(got_o, o) and np.array_equal(got_lse, lse)
         assert not np.isnan(got_o).any()
+
+        # kv_written (exported pools): the prepared message names no k_new /
+        # v_new and says kv_written, as Client.run's does (frames compared only)
+        real, c._conn = c._conn, Tap(types.SimpleNamespace(send=lambda data: None))
+        tap = c._conn
+        c.run(pid, 1, r(ins[0]), o=r(o), wait=attn.sem(ar.buf, READY, 9),
+              signal=attn.sem(ar.buf, DONE, 9), async_=True, kv_written=True)
+        c.prepare_run(pid, r(ins[0]), None, None, o=r(o), wait=attn.sem(ar.buf, READY, 0),
+                      signal=attn.sem(ar.buf, DONE, 0), kv_written=True).submit(1, 9, 9)
+        a, b = (msgpack.unpackb(f[4:], raw=False) for f in tap.frames)
+        for m in (a, b):
+            del m["id"], m["order"]
+        assert a == b and b["kv_written"] is True and "k_new" not in b, (a, b)
+        c._pending.clear()  # those two never went to attnd: their tickets
+        c._order -= 2  # and order numbers are given back
+        c._conn = real
         del ins, o, lse
         ar.close()
         c.close()

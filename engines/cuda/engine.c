@@ -858,14 +858,22 @@ static attn_cuda_append_params append_rows(const cuda_plan_priv *pp, void *kst, 
     return ap;
 }
 
-static void report_kernels(const attn_cuda_decode_params *p, bool commit, attn_exec_report *rep)
+/* The append kernel runs once to stage, twice when the rows go back
+ * (no commit), never for a kv_written run (the rows are in the pool). */
+static uint32_t append_launches(const attn_run_io *io)
+{
+    return io->kv_written ? 0u : io->commit ? 1u : 2u;
+}
+
+static void report_kernels(const attn_cuda_decode_params *p, uint32_t appends,
+                           attn_exec_report *rep)
 {
     const char *ps = NULL, *rs = NULL;
     attn_cuda_decode_symbols(p, &ps, &rs);
     const char *syms[3] = {attn_cuda_append_symbol(), ps, rs};
-    uint32_t launches[3] = {commit ? 1u : 2u, 1, 1};
+    uint32_t launches[3] = {appends, 1, 1};
     for (int i = 0; i < 3; i++)
-        if (syms[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
+        if (syms[i] && launches[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
             snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
                      syms[i]);
             rep->kernels[rep->num_kernels++].launches = launches[i];
@@ -911,8 +919,9 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     size_t o_o = o_v + align256(pp->kv_bytes), o_l = o_o + align256(pp->q_bytes);
     size_t o_sk = o_l + align256(pp->lse_bytes), o_sv = o_sk + align256(pp->kv_bytes);
     size_t io_bytes = o_sv + align256(pp->kv_bytes);
-    const unsigned all_dev = (1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW) |
-                             (1u << ATTN_IO_O) | (io->lse != NULL ? 1u << ATTN_IO_LSE : 0);
+    const unsigned new_rows = io->kv_written ? 0u : (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW);
+    const unsigned all_dev = (1u << ATTN_IO_Q) | new_rows | (1u << ATTN_IO_O) |
+                             (io->lse != NULL ? 1u << ATTN_IO_LSE : 0);
     /* deferred: every tensor on the device (nothing to copy back on the
      * host), committed (no restore after the fact), not poisoned */
     const bool defer = io->defer && (io->on_device & all_dev) == all_dev && io->commit &&
@@ -975,11 +984,14 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     /* the new rows the append reads: the run's buffer, or the client's own
      * (16-aligned: the append moves 16-byte vectors) */
     const void *new_k = dio + o_k, *new_v = dio + o_v;
-    if (dv & ((1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW))) {
+    if ((dv & ((1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW))) ||
+        io->kv_written) {
         const void *src[3] = {io->q, io->k_new, io->v_new};
         const void **in_place[3] = {&p.q, &new_k, &new_v};
         size_t off[3] = {o_q, o_k, o_v}, len[3] = {pp->q_bytes, pp->kv_bytes, pp->kv_bytes};
         for (int i = 0; i < 3; i++) {
+            if (i != ATTN_IO_Q && io->kv_written)
+                continue; /* the rows are in their pages already */
             if ((dv >> i) & 1u) {
                 if (((uintptr_t)src[i] & 15u) == 0) {
                     *in_place[i] = src[i]; /* read where it is: no copy on the stream */
@@ -1017,10 +1029,12 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     if ((rv = timeline_stamp(ci, tl_slot, ATTN_TL_KERNELS_START, st, err)) != 0)
         goto fail;
     CK(cudaEventRecord(e0, st), "cudaEventRecord");
-    txn.rows = append_rows(pp, kst, vst, new_k, new_v, dio, o_sk, o_sv);
-    if ((rv = attn_cuda_txn_stage(&txn)) != 0) {
-        rv = attn_error_set(err, rv, "", "append launch failed");
-        goto fail;
+    if (!io->kv_written) {
+        txn.rows = append_rows(pp, kst, vst, new_k, new_v, dio, o_sk, o_sv);
+        if ((rv = attn_cuda_txn_stage(&txn)) != 0) {
+            rv = attn_error_set(err, rv, "", "append launch failed");
+            goto fail;
+        }
     }
     if ((rv = attn_cuda_decode_launch(&p, st)) != 0) {
         rv = attn_error_set(err, rv, "", "decode launch failed: %s",
@@ -1057,7 +1071,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                "device copy of lse");
     }
     /* the pool counts as staged until the stream confirms the restore */
-    if (!io->commit && (rv = attn_cuda_txn_restore(&txn, err)) != 0)
+    if (!io->commit && !io->kv_written && (rv = attn_cuda_txn_restore(&txn, err)) != 0)
         goto fail;
     if (io->signal_dev != NULL) {
         /* after the last kernel and copy: the client reads O behind it */
@@ -1070,7 +1084,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     if (defer) {
         /* enqueued: complete(ticket) waits for it and reads its timing */
         if (rep) {
-            report_kernels(&p, io->commit, rep);
+            report_kernels(&p, append_launches(io), rep);
             rep->deferred = true;
             rep->ticket = ci->next_ticket;
             snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
@@ -1089,7 +1103,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     if (io->lse && !lse_out_dev)
         memcpy(io->lse, hio + o_l, pp->lse_bytes);
     if (rep) {
-        report_kernels(&p, io->commit, rep);
+        report_kernels(&p, append_launches(io), rep);
         float ms = 0;
         cudaEventElapsedTime(&ms, e0, e1);
         rep->engine_us = ms * 1000.0;

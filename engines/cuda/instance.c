@@ -15,9 +15,10 @@ int attn_cuda_run_check(const attn_run_io *io, const attn_cuda_run_target *t,
                               "the pool is not on %s, the device of this instance", t->where);
     if (io->layer >= io->pool->geom->layers || io->pool->k == NULL || io->pool->v == NULL)
         return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside the pool", io->layer);
-    if (io->q == NULL || io->k_new == NULL || io->v_new == NULL || io->o == NULL)
+    if (io->q == NULL || io->o == NULL ||
+        (!io->kv_written && (io->k_new == NULL || io->v_new == NULL)))
         return attn_error_set(err, ATTN_E_MISSING, io->q == NULL ? "q" : "o",
-                              "a run needs q, k_new, v_new and o");
+                              "a run needs q, k_new, v_new (unless kv_written) and o");
     if ((io->wait_dev != NULL || io->signal_dev != NULL) && !t->has_ipc)
         return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, io->wait_dev ? "wait" : "signal",
                               "device semaphores need the driver's stream memory operations: %s",

@@ -1079,7 +1079,7 @@ static attn_cuda_append_params append_rows(const prefill_priv *pp, void *kst, vo
 }
 
 static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_decode_params *dp,
-                           bool commit, attn_exec_report *rep)
+                           uint32_t appends, attn_exec_report *rep)
 {
     const char *attend = NULL, *combine = NULL, *producer = NULL, *reducer = NULL;
     attn_cuda_prefill_symbols(p, &attend, &combine);
@@ -1089,7 +1089,7 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
             reducer = NULL;
     }
     const char *syms[5] = {attn_cuda_append_symbol(), attend, combine, producer, reducer};
-    const uint32_t launches[5] = {commit ? 1u : 2u, p->num_items ? 1u : 0u, 1, 1, 1};
+    const uint32_t launches[5] = {appends, p->num_items ? 1u : 0u, 1, 1, 1};
     for (int i = 0; i < 5; i++)
         if (syms[i] && launches[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
             snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
@@ -1174,8 +1174,12 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     /* cudaMemcpyDefault: an input may be host memory or a registered cuda_ipc
      * buffer (a device pointer, copied device to device) */
     CK(cudaMemcpyAsync(dio + o_q, io->q, pp->q_bytes, cudaMemcpyDefault, st), "copy of q");
-    CK(cudaMemcpyAsync(dio + o_k, io->k_new, pp->kv_bytes, cudaMemcpyDefault, st), "copy of k_new");
-    CK(cudaMemcpyAsync(dio + o_v, io->v_new, pp->kv_bytes, cudaMemcpyDefault, st), "copy of v_new");
+    if (!io->kv_written) { /* kv_written: the rows are in their pages already */
+        CK(cudaMemcpyAsync(dio + o_k, io->k_new, pp->kv_bytes, cudaMemcpyDefault, st),
+           "copy of k_new");
+        CK(cudaMemcpyAsync(dio + o_v, io->v_new, pp->kv_bytes, cudaMemcpyDefault, st),
+           "copy of v_new");
+    }
     if (pp->tuning.poison) {
         /* tests: NaN everywhere a kernel must write, so an unwritten element shows */
         CK(cudaMemsetAsync(dio + o_o, 0xff, pp->q_bytes, st), "poison");
@@ -1185,10 +1189,12 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     }
     /* the engine's timing: CUDA events around the kernels only */
     CK(cudaEventRecord(pi->ev0, st), "cudaEventRecord");
-    txn.rows = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv);
-    if ((rv = attn_cuda_txn_stage(&txn)) != 0) {
-        rv = attn_error_set(err, rv, "", "append launch failed");
-        goto fail;
+    if (!io->kv_written) {
+        txn.rows = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv);
+        if ((rv = attn_cuda_txn_stage(&txn)) != 0) {
+            rv = attn_error_set(err, rv, "", "append launch failed");
+            goto fail;
+        }
     }
     if (pp->tuning.fail_after_staging) {
         rv = attn_error_set(err, ATTN_E_CUDA, "test", "failure injected after staging");
@@ -1227,7 +1233,7 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         CK(cudaMemcpyAsync(io->lse, dio + o_l, pp->lse_bytes, cudaMemcpyDefault, st),
            "copy of lse");
     /* the pool counts as staged until the stream confirms the restore */
-    if (!io->commit && (rv = attn_cuda_txn_restore(&txn, err)) != 0)
+    if (!io->commit && !io->kv_written && (rv = attn_cuda_txn_restore(&txn, err)) != 0)
         goto fail;
     if (io->signal_dev != NULL) {
         /* after the last kernel and copy: the client reads O behind it */
@@ -1237,7 +1243,11 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
     if (rep) {
-        report_kernels(&p, pp->partitioned ? &dp : NULL, io->commit, rep);
+        report_kernels(&p, pp->partitioned ? &dp : NULL,
+                       io->kv_written ? 0u
+                       : io->commit   ? 1u
+                                      : 2u,
+                       rep);
         float ms = 0;
         cudaEventElapsedTime(&ms, pi->ev0, pi->ev1);
         rep->engine_us = ms * 1000.0;

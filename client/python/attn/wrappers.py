@@ -280,16 +280,24 @@ class _BatchWrapper:
                 dst[...] = x
         return ref(self.arena.buf, off, nbytes)
 
-    def run(self, q, k_new, v_new, layer=0, out=None, lse=None, return_lse=False):
+    def run(self, q, k_new=None, v_new=None, layer=0, out=None, lse=None, return_lse=False,
+            kv_written=False):
         """Attention of the planned batch for `layer`: returns O, or (O, LSE)
-        with return_lse (or when `lse` is given)."""
+        with return_lse (or when `lse` is given).  kv_written=True: the pool
+        is exported (attn.Pool) and the new rows are already in it, written
+        on the current stream (CUDA) or before this call (CPU); k_new and
+        v_new are then not given."""
         t_entered = time.perf_counter_ns() if self.submit_times is not None else 0
         if self._plan is None:
             raise _bad("E_STALE_PLAN", "plan", "call plan() before run()")
         p = self._plan
-        memo = self._memo_refs(q, k_new, v_new)
+        if kv_written and (k_new is not None or v_new is not None):
+            raise _bad("E_SHAPE", "k_new" if k_new is not None else "v_new",
+                       "kv_written=True takes no k_new / v_new: the rows are in the pool")
+        ins = ((q, "q"),) if kv_written else ((q, "q"), (k_new, "k_new"), (v_new, "v_new"))
+        memo = self._memo_refs(ins)
         if memo is None:
-            for x, name in ((q, "q"), (k_new, "k_new"), (v_new, "v_new")):
+            for x, name in ins:
                 self._check(x, name)
         if out is not None:
             self._check(out, "o")
@@ -297,12 +305,12 @@ class _BatchWrapper:
             self._check(lse, "lse")
             return_lse = True
         if self.transport == "inline":
-            return self._run_inline(q, k_new, v_new, layer, out, lse, return_lse)
+            return self._run_inline(q, k_new, v_new, layer, out, lse, return_lse, kv_written)
         refs = memo
         if refs is None:
-            refs = {n: self._as_ref(x, n)
-                    for x, n in ((q, "q"), (k_new, "k_new"), (v_new, "v_new"))}
-            self._remember(q, k_new, v_new, refs)
+            refs = {"k_new": None, "v_new": None}
+            refs.update({n: self._as_ref(x, n) for x, n in ins})
+            self._remember(ins, refs)
         outs = {}
         for name, given in (("o", out), ("lse", lse)):
             if name == "lse" and not return_lse:
@@ -314,11 +322,11 @@ class _BatchWrapper:
         o_ref = ref(self.arena.buf, outs["o"], p["nbytes"]["o"])
         lse_ref = ref(self.arena.buf, outs["lse"], p["nbytes"]["lse"]) if return_lse else None
         if self.transport == "cuda_ipc":
-            self._run_ordered(layer, refs, o_ref, lse_ref, t_entered)
+            self._run_ordered(layer, refs, o_ref, lse_ref, kv_written, t_entered)
         else:
             self.last_reply = self.client.run(p["id"], layer, refs["q"], refs["k_new"],
                                               refs["v_new"], return_lse=return_lse, o=o_ref,
-                                              lse=lse_ref)
+                                              lse=lse_ref, kv_written=kv_written)
         o_view = self._view(outs["o"], *p["shapes"]["o"])
         if out is not None and o_view is not out and self.arena.offset_of(out) is None:
             _copy(out, o_view)
@@ -331,27 +339,28 @@ class _BatchWrapper:
             lse_view = lse
         return o_view, lse_view
 
-    def _memo_refs(self, q, k_new, v_new):
-        """The last run's input references when q, k_new, v_new are its very
-        tensors, still in place in the arena (same address, shape, dtype,
-        contiguous): a few attribute reads instead of the checks; else None."""
+    def _memo_refs(self, ins):
+        """The last run's input references when the inputs `ins` ((tensor,
+        name) pairs) are its very tensors, still in place in the arena (same
+        address, shape, dtype, contiguous): a few attribute reads instead of
+        the checks; else None."""
         m = self._memo
-        if m is None or m[0] is not q or m[1] is not k_new or m[2] is not v_new:
+        if m is None or len(m[0]) != len(ins):
             return None
-        for x, (ptr, shape, dtype) in zip((q, k_new, v_new), m[3]):
-            if x.data_ptr() != ptr or x.shape != shape or x.dtype is not dtype or \
-                    not x.is_contiguous():
+        for (x, _), was, (ptr, shape, dtype) in zip(ins, m[0], m[1]):
+            if x is not was or x.data_ptr() != ptr or x.shape != shape or \
+                    x.dtype is not dtype or not x.is_contiguous():
                 return None
-        return m[4]
+        return m[2]
 
-    def _remember(self, q, k_new, v_new, refs):
+    def _remember(self, ins, refs):
         """Keep the references for _memo_refs: cuda_ipc inputs used in place only
         (one copied into its slot is copied again next run)."""
-        xs = (q, k_new, v_new)
+        xs = [x for x, _ in ins]
         if self.transport != "cuda_ipc" or any(self.arena.offset_of(x) is None for x in xs):
             self._memo = None
             return
-        self._memo = (q, k_new, v_new, [(x.data_ptr(), x.shape, x.dtype) for x in xs], refs)
+        self._memo = (xs, [(x.data_ptr(), x.shape, x.dtype) for x in xs], refs)
 
     def _current_stream(self):
         """torch's current stream on the arena's device, as a cudaStream_t
@@ -373,11 +382,12 @@ class _BatchWrapper:
             v = self._views[key] = self.arena.view(offset, shape, dtype)
         return v
 
-    def _prepared_run(self, refs, o_ref, lse_ref):
+    def _prepared_run(self, refs, o_ref, lse_ref, kv_written):
         """The PreparedRun of this plan on these references (made once)."""
         p, a = self._plan, self.arena
-        key = (p["id"], refs["q"]["offset"], refs["k_new"]["offset"], refs["v_new"]["offset"],
-               o_ref["offset"], None if lse_ref is None else lse_ref["offset"])
+        off = lambda r: None if r is None else r["offset"]  # noqa: E731
+        key = (p["id"], off(refs["q"]), off(refs["k_new"]), off(refs["v_new"]), off(o_ref),
+               off(lse_ref), kv_written)
         pr = self._prepared.get(key)
         if pr is None:
             if len(self._prepared) >= 64:  # stale plans' entries
@@ -385,10 +395,10 @@ class _BatchWrapper:
             pr = self._prepared[key] = self.client.prepare_run(
                 p["id"], refs["q"], refs["k_new"], refs["v_new"], o=o_ref, lse=lse_ref,
                 return_lse=lse_ref is not None, wait=sem(a.buf, _SEM_READY, 0),
-                signal=sem(a.buf, _SEM_DONE, 0))
+                signal=sem(a.buf, _SEM_DONE, 0), kv_written=kv_written)
         return pr
 
-    def _run_ordered(self, layer, refs, o_ref, lse_ref, t_entered=0):
+    def _run_ordered(self, layer, refs, o_ref, lse_ref, kv_written=False, t_entered=0):
         """GPU-side ordering through the arena's semaphores (no host wait)."""
         a = self.arena
         tm = self.submit_times
@@ -399,12 +409,13 @@ class _BatchWrapper:
         a.driver.stream_write_u64(stream, a.addr(_SEM_READY), e)
         t_ready = time.perf_counter_ns() if tm is not None else 0
         if self.prepared:
-            ticket = self._prepared_run(refs, o_ref, lse_ref).submit(layer, e, e)
+            ticket = self._prepared_run(refs, o_ref, lse_ref, kv_written).submit(layer, e, e)
         else:
             ticket = self.client.run(
                 self._plan["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
                 return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
-                wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True)
+                wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True,
+                kv_written=kv_written)
         t_sent = time.perf_counter_ns() if tm is not None else 0
         if self.pipelined:
             a.driver.stream_wait_u64(stream, a.addr(_SEM_DONE), e)
@@ -450,10 +461,11 @@ class _BatchWrapper:
         a.driver.stream_write_u64(side.cuda_stream, a.addr(_SEM_DONE), self._epoch)
         side.synchronize()
 
-    def _run_inline(self, q, k_new, v_new, layer, out, lse, return_lse):
+    def _run_inline(self, q, k_new, v_new, layer, out, lse, return_lse, kv_written=False):
         p = self._plan
-        rep = self.client.run(p["id"], layer, _to_bytes(q), _to_bytes(k_new), _to_bytes(v_new),
-                              return_lse=return_lse)
+        rows = (None, None) if kv_written else (_to_bytes(k_new), _to_bytes(v_new))
+        rep = self.client.run(p["id"], layer, _to_bytes(q), rows[0], rows[1],
+                              return_lse=return_lse, kv_written=kv_written)
         self.last_reply = rep
         o = _from_bytes(rep["o"], p["shapes"]["o"], q)
         if out is not None:
