@@ -309,13 +309,20 @@ def daemon_timeline(t, epochs, attnd_lines):
 # ---- through attnd
 
 
-def create_pool(c, wl, layers):
+def create_pool(c, wl, layers, export=False):
+    """The step's pool; with export, an attn.Pool whose k[l]/v[l] are this
+    process's torch views of attnd's K/V (for kv_written runs)."""
+    import attn
     try:
         c.pool_drop(POOL)
     except Exception:
         pass
-    c.pool_create(POOL, layers=layers, num_pages=wl.num_pages, page_size=P, num_kv_heads=HKV,
-                  head_dim_qk=D, head_dim_vo=D, kv_dtype="bf16", device="cuda:0")
+    geom = dict(layers=layers, num_pages=wl.num_pages, page_size=P, num_kv_heads=HKV,
+                head_dim_qk=D, head_dim_vo=D, kv_dtype="bf16", device="cuda:0")
+    if export:
+        return attn.Pool.create(c, POOL, **geom)
+    c.pool_create(POOL, **geom)
+    return None
 
 
 def load_history(c, wl, layers):
@@ -345,9 +352,12 @@ def phase_daemon(args, transport):
     wl = Workload(args.layers)
     admin = attn.Client(args.url, timeout=120)
     hello = admin.hello()
-    create_pool(admin, wl, args.layers)
+    kvw = args.kv_written and transport == "cuda_ipc"
+    pool = create_pool(admin, wl, args.layers, export=kvw)
     variants = [("c_inline", dict(pipelined=False))] if transport == "inline" else \
         [("b_refs", dict(pipelined=True)), ("b_refs_r2", dict(pipelined=True, r2=True))]
+    if kvw:  # the client writes its K/V rows into the exported pool itself, as (a) does
+        variants.append(("b_refs_kvw", dict(pipelined=True, kvw=True)))
     if args.variants:
         variants = [v for v in variants if v[0] in args.variants.split(",")]
     common = {"transport": transport, "mps": os.environ.get("ZC_MPS", "?"),
@@ -396,6 +406,8 @@ def phase_daemon(args, transport):
         w.prepared = not r2
         w.client.max_outstanding = 16 if r2 else args.window
         inputs = (q, k_off, v_off) if r2 else (q, k_new, v_new)
+        if how.get("kvw"):
+            inputs = (q, pool, None)  # daemon_layer: rows into pool.k[l] / pool.v[l]
         try:
             if stamps is not None:
                 results.append(timeline_daemon(args, w, wl, tag, common, inputs, stamps))
@@ -410,27 +422,38 @@ def phase_daemon(args, transport):
     for r in results:
         r["buffers_live_before_close"] = stats.get("buffers")
     w.close()
+    if pool is not None:
+        pool.close()
     admin.close()
     return results
 
 
 def daemon_layer(w, wl, inputs, li, acc, out=None, hook=None):
     """One layer of the engine-like client: write q and the new K/V rows,
-    attention through attnd, consume O.  hook(point) marks the layer's
-    boundaries (0 before the writes, 1 after them, 2 after run(), 3 after
-    the consume)."""
+    attention through attnd, consume O.  inputs: (q, k_new, v_new), or (q,
+    an exported attn.Pool, None): the rows written into the pool's views
+    (index_copy_, as (a) writes its own cache) and the run kv_written.
+    hook(point) marks the layer's boundaries (0 before the writes, 1 after
+    them, 2 after run(), 3 after the consume)."""
     q, k_new, v_new = inputs
+    pool = k_new if v_new is None else None
     if hook:
         hook(0)
     q.copy_(wl.q[li])
-    k_new.copy_(wl.k_new[li])
-    v_new.copy_(wl.v_new[li])
+    if pool is not None:
+        pool.k[li].view(-1, HKV, D).index_copy_(0, wl.new_rows, wl.k_new[li])
+        pool.v[li].view(-1, HKV, D).index_copy_(0, wl.new_rows, wl.v_new[li])
+        rows = {"kv_written": True}
+    else:
+        k_new.copy_(wl.k_new[li])
+        v_new.copy_(wl.v_new[li])
+        rows = {"k_new": k_new, "v_new": v_new}
     if hook:
         hook(1)
     if li == 0:
-        o, lse = w.run(q, k_new, v_new, layer=li, return_lse=True)
+        o, lse = w.run(q, layer=li, return_lse=True, **rows)
     else:
-        o, lse = w.run(q, k_new, v_new, layer=li), None
+        o, lse = w.run(q, layer=li, **rows), None
     if hook:
         hook(2)
     if out is not None and li == 0:
@@ -713,6 +736,9 @@ def main():
     ap.add_argument("--timeline", default="",
                     help="attnd's ATTN_CUDA_TIMELINE file: stamped passes instead of timed steps")
     ap.add_argument("--variants", default="", help="comma-separated subset of the variants")
+    ap.add_argument("--kv-written", action="store_true",
+                    help="refs: an exported pool and the variant b_refs_kvw (the client writes "
+                         "its K/V rows into it, runs say kv_written)")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--tag", default="")
     args = ap.parse_args()

@@ -9,7 +9,9 @@
 #                then attnd again with ATTN_CUDA_TIMELINE: both clients' timelines
 # Usage: bash bench/gpu/run_zerocopy.sh STAGED_DIR OUT_DIR [STEPS]
 # NOMPS=0 skips the configurations without MPS, KILL=0 the kill tests (a
-# shorter device call when only the MPS path changed).
+# shorter device call when only the MPS path changed).  KVW=1 adds, under
+# MPS, the client that writes its K/V rows into an exported pool and runs
+# kv_written (b_refs_kvw; not yet run on a GPU).
 # Writes OUT_DIR/{env.txt, run.log, attnd.log, zc-results.jsonl, summary.md,
 # attnd-timeline.jsonl}.
 set -u
@@ -92,14 +94,16 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
     if nvidia-cuda-mps-control -d; then
         trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
         mps=1
+        kvw=()
+        [ "${KVW:-0}" = 1 ] && kvw=(--kv-written)
         start_attnd mps
-        bench refs -mps
+        bench refs -mps ${kvw[@]+"${kvw[@]}"}
         [ "${KILL:-1}" = 1 ] && bench kill -mps
         stop_attnd
         # the timeline: every run of attnd stamped (kernels/cuda/stamp.h)
         export ATTN_CUDA_TIMELINE=$OUT/attnd-timeline.jsonl
         start_attnd mps-timeline
-        bench refs -mps-timeline --timeline "$ATTN_CUDA_TIMELINE"
+        bench refs -mps-timeline --timeline "$ATTN_CUDA_TIMELINE" ${kvw[@]+"${kvw[@]}"}
         stop_attnd
         unset ATTN_CUDA_TIMELINE
         echo quit | nvidia-cuda-mps-control
