@@ -10,8 +10,12 @@
 #   t  test_prefill_gpu (quick, fresh seed) against the CPU engine in fp64
 #   e  test_prefill_engine_gpu (quick, fresh seed)
 #   m  compute-sanitizer memcheck on the quick test_prefill_gpu sweep
-#   a  prefill_ab.py: the base library (gather) vs this build (tma, gather)
-#   p  ncu on the prefill kernel at S 8192 and S 4096 (base and this build)
+#   a  prefill_ab.py: the base library (gather) vs this build (tma, gather),
+#      FlashInfer's paged prefill on the same data (AB_FI=1)
+#   x  bench_mixed.py M1-M5: this build under every schedule and the
+#      FlashInfer peers, then the base library (BASE_VARIANTS, no peers)
+#   p  ncu on the prefill kernel at S 8192 and S 4096 (NCU_VARS: base and
+#      this build; NCU_FI=1 adds FlashInfer's kernel), stall reasons included
 #   s  the SASS of this build's prefill kernel: local-memory (spill) lines
 # Run from the staged folder (build-gpu/, base/, bench/gpu/, .whl/).
 set -u
@@ -53,6 +57,8 @@ if [[ $ST == *w* ]]; then
             --done /tmp/fi_warm.$peer --peers $peer > "$W/fi_warm_$peer.log" 2>&1 &
         wpids="$wpids $!"
     done
+    (for p in $wpids; do while kill -0 "$p" 2> /dev/null; do sleep 1; done; done
+        touch /tmp/fi_warm.all) &
 fi
 if [[ $ST == *t* ]]; then
     echo "== test_prefill_gpu quick from ${SECONDS}s" >> "$L"
@@ -67,25 +73,44 @@ if [[ $ST == *e* ]]; then
     echo "test_prefill_engine_gpu rc=$? at ${SECONDS}s" >> "$L"
 fi
 if [[ $ST == *m* ]]; then
-    ATTN_GPU_QUICK=1 timeout "$(cap ${MC_TIMEOUT:-60} 40)" compute-sanitizer --tool memcheck \
-        --leak-check no --error-exitcode 9 ./$B/tests/test_prefill_gpu > "$W/memcheck.log" 2>&1
-    echo "memcheck rc=$? at ${SECONDS}s" >> "$L"
+    # small cases: the TMA tier (page 16, d 128; page 64 = BN, d 256) and the gather (page 1)
+    for c in ${MC_CASES:-prefill-causal-g4 append-d256-p64-dense append-p1-hnd-fp16}; do
+        ATTN_GPU_QUICK=1 ATTN_PREFILL_CASE=$c timeout "$(cap ${MC_TIMEOUT:-30} 40)" \
+            compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+            ./$B/tests/test_prefill_gpu >> "$W/memcheck.log" 2>&1
+        echo "memcheck $c rc=$? at ${SECONDS}s" >> "$L"
+    done
 fi
 if [[ $ST == *a* ]]; then
     PYTHONUNBUFFERED=1 timeout "$(cap ${AB_TIMEOUT:-60} 30)" python3 bench/gpu/prefill_ab.py \
         $AB_VARS --only "${AB_SHAPES:-causal_S8192,causal_S4096,causal_S2048,append_B8_T4096_C512,causal_d64_S8192,flashmask_docs8_S8192,fewq_B32_T8192_C4}" \
-        --out "$W" > "$W/ab.log" 2>&1
+        ${AB_FI:+--fi} --out "$W" > "$W/ab.log" 2>&1
     echo "ab rc=$? at ${SECONDS}s" >> "$L"
+fi
+if [[ $ST == *x* ]]; then
+    X=$W/mixed_bench.log
+    lim=$(cap ${MIXED_TIMEOUT:-120} 20)
+    PYTHONUNBUFFERED=1 timeout "$lim" python3 bench/gpu/bench_mixed.py --lib "$NEW" --out "$W" \
+        --wait-file /tmp/fi_warm.all --wait-max $((lim > 60 ? lim - 50 : 0)) --deadline $((lim - 10)) \
+        --peers "${MIXED_PEERS:-part,ba,bpod,pod}" > "$X" 2>&1
+    echo "mixed rc=$? at ${SECONDS}s" >> "$L"
+    if [ -f "$BASE" ] && [ "$(left)" -gt 30 ]; then
+        PYTHONUNBUFFERED=1 timeout "$(cap ${MIXED_BASE_TIMEOUT:-40} 20)" python3 bench/gpu/bench_mixed.py \
+            --lib "$BASE" --out "$W" --json mixed_bench_base.json --peers "" \
+            --variants "${BASE_VARIANTS:-partition,auto,part_pf_c66}" > "$W/mixed_base.log" 2>&1
+        echo "mixed base rc=$? at ${SECONDS}s" >> "$L"
+    fi
 fi
 if [[ $ST == *p* ]]; then
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
     PYTHONUNBUFFERED=1 timeout "$(cap ${NCU_TIMEOUT:-60} 15)" "$NCU" --clock-control none \
-        --kernel-name regex:attn_prefill_attend --launch-count 6 \
+        --kernel-name "regex:${NCU_KERNELS:-attn_prefill_attend}" --launch-count ${NCU_COUNT:-6} \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --section Occupancy --section SchedulerStats --section WarpStateStats --section LaunchStats \
-        --section SourceCounters --csv --page details \
-        python3 bench/gpu/prefill_ab.py $AB_VARS --only causal_S8192,causal_S4096 --profile \
-        > "$W/ncu.csv" 2> "$W/ncu.err"
+        --section SourceCounters --metrics "regex:smsp__pcsamp_warps_issue_stalled_.*" \
+        --csv --page details --print-details all \
+        python3 bench/gpu/prefill_ab.py ${NCU_VARS:-$AB_VARS} --only causal_S8192,causal_S4096 \
+        --profile ${NCU_FI:+--fi} > "$W/ncu.csv" 2> "$W/ncu.err"
     echo "ncu rc=$? at ${SECONDS}s" >> "$L"
 fi
 if [[ $ST == *s* ]]; then
@@ -100,7 +125,7 @@ if [[ $ST == *s* ]]; then
         echo "no cuobjdump" > "$W/sass.txt"
     fi
 fi
-if [[ $ST == *w* ]]; then
+if [[ $ST == *w* && ${WARM_PACK:-1} == 1 ]]; then
     # wait for the compiles while the budget lasts, then pack what finished
     while [ "$(left)" -gt 10 ] && [ -n "$(jobs -pr)" ]; do sleep 2; done
     for p in $wpids; do kill "$p" 2> /dev/null; done
@@ -121,6 +146,12 @@ grep -E "ERROR SUMMARY" "$W/memcheck.log" 2> /dev/null | tail -1
 sed -n '/^shape /,$p' "$W/ab.log" 2> /dev/null
 grep -iE "error|Traceback" "$W/ab.log" 2> /dev/null | head -3
 grep -cE "STL|LDL" "$W/sass.txt" 2> /dev/null | sed 's/^/sass local-memory lines: /'
+if [ -f "$W/mixed_bench.json" ]; then
+    python3 bench/gpu/bench_mixed.py --table "$W/mixed_bench.json" 2>&1 | grep -vE "^M[0-9A-Za-z_]+ +part_" | head -20
+fi
+if [ -f "$W/mixed_bench_base.json" ]; then
+    echo "base library:"; python3 bench/gpu/bench_mixed.py --table "$W/mixed_bench_base.json" 2>&1 | head -8
+fi
 tail -3 "$W/ncu.err" 2> /dev/null
 tar cJf "$OUT/logs.tar.xz" -C "$W" .
 ls -la "$OUT"

@@ -70,8 +70,11 @@ template <int D> struct Cfg {
     /* setmaxnreg moves registers inside the CTA's pool of 168 x 384: what
      * the producer frees, (168 - P) x 128, must cover what the consumers
      * take, (C - 168) x 256, or their setmaxnreg.inc waits forever */
-    static constexpr uint32_t PRODUCER_REGS = D > 128 ? 56 : 72;
-    static constexpr uint32_t CONSUMER_REGS = D > 128 ? 224 : 216;
+    /* 88 / 208 is the split where ptxas spills nothing at d 64, 128 and
+     * 256 (the producer's two tile loops want more than 72; the consumers
+     * fit in 208 once Q's descriptors are not hoisted; 2026-12-01) */
+    static constexpr uint32_t PRODUCER_REGS = 88;
+    static constexpr uint32_t CONSUMER_REGS = 208;
     static_assert((168 - PRODUCER_REGS) * 128 >= (CONSUMER_REGS - 168) * 256, "register pool");
 };
 
@@ -268,6 +271,14 @@ struct KvMaps { /* 64-byte aligned by CUtensorMap */
     uint32_t box_rows; /* min(P, BN) */
 };
 
+/* Whether this launch's K/V rows go by the TMA tier (the producer loads,
+ * the consumers skip the proxy fence of TMA-only tiles): the one test. */
+__device__ __forceinline__ bool kv_tma_tier(const attn_cuda_prefill_params &p, const KvMaps &maps)
+{
+    return maps.on &&
+           (p.kv.kind == ATTN_KV_ADDR_PAGED_CSR || p.kv.kind == ATTN_KV_ADDR_PAGED_DENSE);
+}
+
 template <int D, typename KV> struct Smem {
     uint8_t *q, *k, *v;
     /* K and V of a stage have their own barriers: S_i = Q K_i^T starts when
@@ -285,31 +296,28 @@ template <int D> struct KvLoad {
     int box_rows, box_shift;
 };
 
-/* Issue the loads of one tile (K or V, by `src` and `map`) into the stage at
- * smem `dst`, completing on `full`: rows [0, nfull * box_rows) by TMA (lane
- * l of warp 0 issues box l / CH, chunk l % CH), the rest -- the request's
- * last page, rows past its keys (zero-filled) or a store without the TMA
- * tier -- by 16-byte cp.async with the page ids of `pg` (rows of this
- * thread, read one tile ahead) or looked up per row when the TMA tier
- * read none.  Every producer thread then arrives on `full` when its own
- * copies landed (the barrier counts 128 arrivals plus the TMA bytes). */
-template <int D, typename KV, bool TMA>
-__device__ __forceinline__ void load_tile(const attn_cuda_prefill_params &p, const KvLoad<D> &L,
-                                          const KV *src, const CUtensorMap *map, uint32_t dst,
-                                          uint64_t *full, int64_t n, int32_t box_page, int nfull,
-                                          const int32_t *pg, int tid)
+/* The TMA tier's loads of one tile of K or V (by `src` and `map`) into the
+ * stage at smem `dst`, completing on `full`: rows [0, nfull * box_rows) by
+ * TMA (lane l of warp 0 issues box l / CH, chunk l % CH, of page
+ * `box_page`), the rest -- the request's last page and rows past its keys
+ * (zero-filled) -- by 16-byte cp.async, the page looked up per row (the
+ * last tile of a request only).  Every producer thread then arrives on
+ * `full` once its own copies landed (128 arrivals plus the TMA bytes). */
+template <int D, typename KV>
+__device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
+                                              const CUtensorMap *map, uint32_t dst, uint64_t *full,
+                                              int64_t n, int32_t box_page, int nfull, int tid)
 {
     using C = Cfg<D>;
     constexpr int CH = D / 64; /* 128-byte column chunks of a row */
     constexpr int ROWS_PER_PASS = 128 / C::PIECES;
     constexpr int RPT = C::BN / ROWS_PER_PASS;
     const int c = tid % C::PIECES, r_first = tid / C::PIECES;
-    const int row_tma = TMA ? nfull * L.box_rows : 0;
-    if (TMA && tid < nfull * CH) {
+    const int row_tma = nfull * L.box_rows;
+    if (tid < nfull * CH) {
         const int b = tid / CH, ch = tid % CH;
         const int32_t slot0 = (int32_t)(((uint32_t)n * C::BN + b * L.box_rows) & L.slot_mask);
-        const uint32_t bytes = (uint32_t)L.box_rows * 128u;
-        attn::mbar::expect_tx(full, bytes);
+        attn::mbar::expect_tx(full, (uint32_t)L.box_rows * 128u);
         const uint32_t at = dst + ch * C::BN * 128 + b * L.box_rows * 128;
         if (L.hnd)
             tma_load_4d(at, map, full, ch * 64, slot0, (int32_t)L.hkv, box_page);
@@ -317,37 +325,70 @@ __device__ __forceinline__ void load_tile(const attn_cuda_prefill_params &p, con
             tma_load_4d(at, map, full, ch * 64, (int32_t)L.hkv, slot0, box_page);
     }
     if (row_tma < C::BN) {
-        if (L.walk.pages) {
-            /* paged: offset = page * (P H_kv d) + slot * row_stride + head
-             * offset, the last two in 32 bits (seed 0x04B/D, addr.h) */
-#pragma unroll
-            for (int j = 0; j < RPT; j++) {
-                const int r = r_first + j * ROWS_PER_PASS;
-                if (TMA && r < row_tma)
-                    continue;
-                const int32_t t = (int32_t)n * C::BN + r;
-                const bool ok = t < L.keys;
-                const uint32_t slot = L.walk.shift >= 0 ? (uint32_t)t & L.slot_mask
-                                                        : (uint32_t)t % (uint32_t)L.walk.page_size;
-                const int32_t page =
-                    TMA ? (ok ? L.walk.pages[kv_block_of(L.walk, t)] : 0) : pg[j];
-                const int64_t off =
-                    ok ? (int64_t)page * L.page_elems + (slot * L.row_stride + L.head_off + c * 8)
-                       : 0;
-                cp_async16(dst + swz_offset(r, c, C::BN), src + off, ok);
-            }
-        } else {
-#pragma unroll 4
-            for (int j = 0; j < RPT; j++) {
-                const int r = r_first + j * ROWS_PER_PASS;
-                const int64_t t = n * C::BN + r;
-                const bool ok = t < L.keys;
-                const int64_t off = ok ? kv_row_elem(p.kv, L.walk, t, L.hkv, D) + c * 8 : 0;
-                cp_async16(dst + swz_offset(r, c, C::BN), src + off, ok);
-            }
+#pragma unroll 1
+        for (int j = 0; j < RPT; j++) {
+            const int r = r_first + j * ROWS_PER_PASS;
+            if (r < row_tma)
+                continue;
+            const int32_t t = (int32_t)n * C::BN + r;
+            const bool ok = t < L.keys;
+            const uint32_t slot = (uint32_t)t & L.slot_mask;
+            const int32_t page = ok ? L.walk.pages[kv_block_of(L.walk, t)] : 0;
+            const int64_t off =
+                ok ? (int64_t)page * L.page_elems + (slot * L.row_stride + L.head_off + c * 8) : 0;
+            cp_async16(dst + swz_offset(r, c, C::BN), src + off, ok);
         }
     }
     cp_async_arrive_noinc(full);
+}
+
+/* The gather tier's loads of one tile, K and V together (one address per
+ * row serves both copies: the gather is the producer's critical path),
+ * into the stages at smem `kst` and `vst`; both full barriers complete
+ * once every copy landed.  Page ids come from `pg` (this thread's rows,
+ * read one tile ahead) for paged stores, else through kv_row_elem. */
+template <int D, typename KV>
+__device__ __forceinline__ void load_tile_gather(const attn_cuda_prefill_params &p,
+                                                 const KvLoad<D> &L, const KV *kb, const KV *vb,
+                                                 uint32_t kst, uint32_t vst, uint64_t *full_k,
+                                                 uint64_t *full_v, int64_t n, const int32_t *pg,
+                                                 int tid)
+{
+    using C = Cfg<D>;
+    constexpr int ROWS_PER_PASS = 128 / C::PIECES;
+    constexpr int RPT = C::BN / ROWS_PER_PASS;
+    const int c = tid % C::PIECES, r_first = tid / C::PIECES;
+    if (L.walk.pages) {
+        /* paged: offset = page * (P H_kv d) + slot * row_stride + head
+         * offset, the last two in 32 bits (seed 0x04B/D, addr.h) */
+#pragma unroll
+        for (int j = 0; j < RPT; j++) {
+            const int r = r_first + j * ROWS_PER_PASS;
+            const int32_t t = (int32_t)n * C::BN + r;
+            const bool ok = t < L.keys;
+            const uint32_t slot = L.walk.shift >= 0 ? (uint32_t)t & L.slot_mask
+                                                    : (uint32_t)t % (uint32_t)L.walk.page_size;
+            const int64_t off =
+                ok ? (int64_t)pg[j] * L.page_elems + (slot * L.row_stride + L.head_off + c * 8)
+                   : 0;
+            const uint32_t so = swz_offset(r, c, C::BN);
+            cp_async16(kst + so, kb + off, ok);
+            cp_async16(vst + so, vb + off, ok);
+        }
+    } else {
+#pragma unroll 4
+        for (int j = 0; j < RPT; j++) {
+            const int r = r_first + j * ROWS_PER_PASS;
+            const int64_t t = n * C::BN + r;
+            const bool ok = t < L.keys;
+            const int64_t off = ok ? kv_row_elem(p.kv, L.walk, t, L.hkv, D) + c * 8 : 0;
+            const uint32_t so = swz_offset(r, c, C::BN);
+            cp_async16(kst + so, kb + off, ok);
+            cp_async16(vst + so, vb + off, ok);
+        }
+    }
+    cp_async_arrive_noinc(full_k);
+    cp_async_arrive_noinc(full_v);
 }
 
 template <int D, typename KV>
@@ -393,7 +434,7 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
     L.row_stride = L.hnd ? D : p.kv.num_kv_heads * D;
     L.head_off = L.hnd ? hkv * (uint32_t)L.walk.page_size * D : hkv * D;
     L.slot_mask = (uint32_t)L.walk.page_size - 1u;
-    L.tma = maps.on && L.walk.pages;
+    L.tma = kv_tma_tier(p, maps);
     L.box_rows = (int)maps.box_rows;
     constexpr int CH = D / 64;
     constexpr int ROWS_PER_PASS = 128 / C::PIECES;
@@ -439,12 +480,17 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
             const int32_t bp = box_page;
             const int s = gi % C::STAGES;
             const uint32_t par = ((gi / C::STAGES) & 1) ^ 1;
+            const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
             mbar_wait(&sm.empty_k[s], par);
-            load_tile<D, KV, TMA>(p, L, kb, &maps.k, ks + s * C::KV_BYTES, &sm.full_k[s], n, bp,
-                                  nfull, pg, tid);
-            mbar_wait(&sm.empty_v[s], par);
-            load_tile<D, KV, TMA>(p, L, vb, &maps.v, vs + s * C::KV_BYTES, &sm.full_v[s], n, bp,
-                                  nfull, pg, tid);
+            if constexpr (TMA) {
+                load_tile_tma<D, KV>(L, kb, &maps.k, kst, &sm.full_k[s], n, bp, nfull, tid);
+                mbar_wait(&sm.empty_v[s], par);
+                load_tile_tma<D, KV>(L, vb, &maps.v, vst, &sm.full_v[s], n, bp, nfull, tid);
+            } else {
+                mbar_wait(&sm.empty_v[s], par);
+                load_tile_gather<D, KV>(p, L, kb, vb, kst, vst, &sm.full_k[s], &sm.full_v[s], n,
+                                        pg, tid);
+            }
             if (ti + 1 < it.tile_end)
                 fetch(ti + 1);
         }
@@ -474,7 +520,8 @@ __device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D>::OC][Cfg<D>::ON 
 template <int D, typename KV>
 __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
                                          const attn_prefill_item &it, const attn_prefill_req &rq,
-                                         uint32_t hkv, int cw, int ctid, uint32_t k, uint32_t &gi)
+                                         uint32_t hkv, int cw, int ctid, uint32_t k, uint32_t &gi,
+                                         bool tma)
 {
     using C = Cfg<D>;
     using M = Mma<KV>;
@@ -510,19 +557,31 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     uint32_t pa[BN / 16][4];
     float sacc[BN / 2];
 
+    /* Whether tile `code` holds rows the producer wrote with cp.async (the
+     * generic proxy, so wgmma needs a proxy fence): always for the gather
+     * tier, only a request's last tile for the TMA tier. */
+    const int32_t tma_tiles = tma ? (rq.T + rq.C) / BN : 0; /* key tiles wholly by TMA */
+    auto gathered = [&](int32_t code) { return (code >> 1) >= tma_tiles; };
+    int32_t code = 0; /* the tile code (planner/prefill_plan.h) of the tile in hand */
     /* Wait for tile i, take this warpgroup's issue turn, issue S_i. */
-    auto issue_s = [&](int i) {
+    auto issue_s = [&](int i, int32_t code) {
         const uint32_t gt = gi + i;
         const int s = gt % C::STAGES;
         mbar_wait(&sm.full_k[s], (gt / C::STAGES) & 1);
-        fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
+        if (gathered(code))
+            fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
         const uint32_t kst = ks + s * C::KV_BYTES;
         named_sync(kSchedBar + cw, 256);
         wgmma_fence();
-        M::template ss_first<BN>(sacc, make_desc(qs, 16, 1024), make_desc(kst, 16, 1024));
+        /* Q's descriptors are formed per tile like K's (a few uniform
+         * operations per MMA) rather than hoisted out of the loop, where
+         * they would pin 2 x D/16 registers the softmax needs */
+        uint32_t qa = qs;
+        asm volatile("" : "+r"(qa));
+        M::template ss_first<BN>(sacc, make_desc(qa, 16, 1024), make_desc(kst, 16, 1024));
 #pragma unroll
         for (int k = 1; k < D / 16; k++) {
-            const uint64_t da = make_desc(qs + (k / 4) * C::BM * 128 + (k % 4) * 32, 16, 1024);
+            const uint64_t da = make_desc(qa + (k / 4) * C::BM * 128 + (k % 4) * 32, 16, 1024);
             const uint64_t db = make_desc(kst + (k / 4) * BN * 128 + (k % 4) * 32, 16, 1024);
             M::template ss<BN>(sacc, da, db, 1);
         }
@@ -536,8 +595,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     };
     /* Mask (PARTIAL only) and online softmax of S_i in place; returns the
      * rescale factors of O. */
-    auto softmax = [&](int i, float(&alpha)[2]) {
-        const int32_t code = p.tiles[it.tile_begin + i];
+    auto softmax = [&](int32_t code, float(&alpha)[2]) {
         if (code & 1)
             mask_partial<BN>(p, it, rq, tok, code >> 1, lane, sacc);
 #pragma unroll
@@ -603,10 +661,11 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             mbar_arrive(&sm.empty_v[(gi + i) % C::STAGES]);
     };
     /* Wait for V_i (it lands after K_i, usually long before its product). */
-    auto wait_v = [&](int i) {
+    auto wait_v = [&](int i, int32_t code) {
         const uint32_t gt = gi + i;
         mbar_wait(&sm.full_v[gt % C::STAGES], (gt / C::STAGES) & 1);
-        fence_proxy_async();
+        if (gathered(code))
+            fence_proxy_async();
     };
     auto issue_pv = [&](int i) {
         pv_product<D, KV>(oacc, pa, vs + ((gi + i) % C::STAGES) * C::KV_BYTES);
@@ -624,23 +683,28 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         float alpha[2];
         if (cw == 1)
             named_arrive(kSchedBar, 256); /* warpgroup 0 issues first */
-        issue_s(0);
+        /* tile codes are read before the products they follow, so the load
+         * is in flight while the tensor cores run (not after their wait) */
+        code = p.tiles[it.tile_begin];
+        issue_s(0, code);
         pass_turn(0);
         wgmma_wait<0>();
         reg_fence(sacc);
         release_k(0);
-        softmax(0, alpha);
+        softmax(code, alpha);
         rescale_convert(alpha);
         if constexpr (!C::OVERLAP) {
-            wait_v(0);
+            wait_v(0, code);
             wgmma_fence();
             issue_pv(0);
             finish_pv(0);
         }
         for (int i = 1; i < num; i++) {
+            const int32_t prev = code;
+            code = p.tiles[it.tile_begin + i];
             if constexpr (C::OVERLAP)
-                wait_v(i - 1);
-            issue_s(i);
+                wait_v(i - 1, prev);
+            issue_s(i, code);
             if constexpr (C::OVERLAP)
                 issue_pv(i - 1);
             pass_turn(i);
@@ -650,12 +714,12 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
                 wgmma_wait<0>();
             reg_fence(sacc);
             release_k(i);
-            softmax(i, alpha);
+            softmax(code, alpha);
             if constexpr (C::OVERLAP)
                 finish_pv(i - 1);
             rescale_convert(alpha);
             if constexpr (!C::OVERLAP) {
-                wait_v(i);
+                wait_v(i, code);
                 wgmma_fence();
                 issue_pv(i);
                 finish_pv(i);
@@ -667,7 +731,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     if (lane == 0)
         mbar_arrive(sm.qempty);
     if (C::OVERLAP && num > 0) {
-        wait_v(num - 1);
+        wait_v(num - 1, code);
         named_sync(kSchedBar + cw, 256);
         wgmma_fence();
         issue_pv(num - 1);
@@ -790,13 +854,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
     } else {
         reg_alloc<C::CONSUMER_REGS>();
+        /* the producer's tier (its KvLoad::tma): TMA-only tiles need no fence */
+        const bool tma = kv_tma_tier(p, maps);
         for (uint32_t k = 0;; k++) {
             const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
             if (u >= units)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
             consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1, tid % 128,
-                            k, gi);
+                            k, gi, tma);
         }
     }
 #else
