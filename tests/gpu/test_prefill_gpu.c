@@ -436,8 +436,7 @@ static void run_case(const pf_case *pc, uint64_t seed)
            plan.num_merges, (unsigned long long)lg->skip_tiles, (unsigned long long)lg->full_tiles,
            (unsigned long long)lg->partial_tiles, (unsigned long long)lg->logical_cells,
            (unsigned long long)lg->executed_cells, full ? "cpu-engine" : "sampled",
-           p.gather_only ? "gather" : "tma-if-paged", rel, lse_err,
-           nan, inf_mismatch);
+           p.gather_only ? "gather" : "tma-if-paged", rel, lse_err, nan, inf_mismatch);
     fflush(stdout);
     (void)checked;
     if (rel > g_worst_rel)

@@ -15,8 +15,10 @@ namespace attn_prefill
 {
 
 /* The TMA tier's maps of p's K and V stores (KvMaps): on only for a paged
- * store with a power-of-two page size >= 8, 16-byte aligned bases and a
- * driver that encodes them; otherwise every row takes the gather. */
+ * store with a power-of-two page size in [8, BN] (a box is one page; a
+ * larger page would need boxes that start inside it, which no device run
+ * has exercised yet), 16-byte aligned bases and a driver that encodes them;
+ * otherwise every row takes the gather. */
 template <int D> KvMaps kv_maps(const attn_cuda_prefill_params *p)
 {
     KvMaps m;
@@ -24,7 +26,7 @@ template <int D> KvMaps kv_maps(const attn_cuda_prefill_params *p)
     const attn_kv_addr &a = p->kv;
     const bool paged = a.kind == ATTN_KV_ADDR_PAGED_CSR || a.kind == ATTN_KV_ADDR_PAGED_DENSE;
     const int64_t P = a.page_size;
-    const bool pow2 = P >= 8 && P <= (1 << 30) && (P & (P - 1)) == 0;
+    const bool pow2 = P >= 8 && P <= (int64_t)Cfg<D>::BN && (P & (P - 1)) == 0;
     const bool aligned = ((uintptr_t)p->k % 16) == 0 && ((uintptr_t)p->v % 16) == 0;
     if (p->gather_only || !paged || !pow2 || !aligned || a.num_pages <= 0 ||
         a.num_pages > INT32_MAX)
@@ -37,7 +39,7 @@ template <int D> KvMaps kv_maps(const attn_cuda_prefill_params *p)
         return m;
     const PFN_cuTensorMapEncodeTiled_v12000 encode =
         reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-    const uint32_t rows = P < (int64_t)Cfg<D>::BN ? (uint32_t)P : (uint32_t)Cfg<D>::BN;
+    const uint32_t rows = (uint32_t)P; /* one box per page */
     const uint64_t es = 2, H = a.num_kv_heads;
     /* innermost first: d, then (NHD) head, slot or (HND) slot, head; pages */
     const bool hnd = a.layout == ATTN_HND;

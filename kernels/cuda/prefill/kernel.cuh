@@ -3,15 +3,20 @@
  *
  * CTA = 3 warpgroups, one item (m tile of 128 packed rows, range of its key
  * tiles) and one K/V head (blockIdx.y):
- *   WG 0, producer (56 registers): Q tile once, then K and V of every key
- *     tile of the list, gathered row by row through the address program
- *     with 16-byte cp.async (zero fill past the request's keys) into the
- *     swizzled smem ring; a stage is published on full[s] once the
- *     producer's copies landed (wait_group, proxy fence, arrive).
- *   WG 1 and 2, consumers (224 registers), 64 rows each: S = Q K^T by
- *     wgmma (SS), mask on PARTIAL tiles only, online softmax (fp32, base 2),
- *     P to bf16/fp16 in registers, O += P V by wgmma (RS, V MN-major), then
- *     release the stage on empty[s] (one arrive per warp).
+ *   WG 0, producer (88 registers): Q tile once, then K and V of every key
+ *     tile of the list into the swizzled smem ring, K and V of a stage on
+ *     their own full/empty barriers.  Two tiers: a paged store whose page
+ *     size is a power of two in [8, BN] takes whole pages by TMA boxes
+ *     (KvMaps; the request's last page and rows past its keys by cp.async
+ *     with zero fill); any other store is gathered row by row through the
+ *     address program with 16-byte cp.async, K and V of a row together.  A
+ *     barrier completes once the TMA bytes and every producer thread's
+ *     copies landed (cp.async.mbarrier.arrive).
+ *   WG 1 and 2, consumers (208 registers), 64 rows each: S = Q K^T by
+ *     wgmma (SS) once K_i landed, mask on PARTIAL tiles only, online
+ *     softmax (fp32, base 2), P to bf16/fp16 in registers, O += P V by
+ *     wgmma (RS, V MN-major); K_i's slot is released once S_i is done, V_i's
+ *     once P_i V_i is (one arrive per warp).
  * The epilogue writes O and LSE (natural log) or, for a split item, the
  * partial state in the plan's ABI; attn_prefill_combine folds the parts of
  * a split m tile in ascending key order with kernels/common/state.h.
@@ -258,17 +263,17 @@ __device__ __forceinline__ void store2(void *base, attn_dtype dt, size_t i, floa
     }
 }
 
-/* The TMA tier of the K/V loads (prefill_launch.cu encodes the maps): a
- * paged store whose page size is a power of two >= 8 is read as a 4-d
+/* The TMA tier of the K/V loads (prefill/instance.cuh encodes the maps): a
+ * paged store whose page size is a power of two in [8, BN] is read as a 4-d
  * tensor [pages][slot or head][head or slot][d] (NHD or HND), one box =
- * min(P, BN) rows x 64 columns of one head, landing in the swizzled tile
+ * one page (P rows) x 64 columns of one head, landing in the swizzled tile
  * layout of sm90.cuh (TMA's 128-byte swizzle is the same XOR of 16-byte
  * piece and row % 8).  `on` is 0 when the store does not qualify; then
  * every row goes through the cp.async gather. */
 struct KvMaps { /* 64-byte aligned by CUtensorMap */
     CUtensorMap k, v;
     uint32_t on;
-    uint32_t box_rows; /* min(P, BN) */
+    uint32_t box_rows; /* P: a box is one page */
 };
 
 /* Whether this launch's K/V rows go by the TMA tier (the producer loads,
@@ -293,7 +298,7 @@ template <int D> struct KvLoad {
     int64_t keys;
     uint32_t hkv, page_elems, row_stride, head_off, slot_mask;
     bool hnd, tma;
-    int box_rows, box_shift;
+    int box_rows; /* P, when tma */
 };
 
 /* The TMA tier's loads of one tile of K or V (by `src` and `map`) into the
@@ -315,14 +320,13 @@ __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
     const int c = tid % C::PIECES, r_first = tid / C::PIECES;
     const int row_tma = nfull * L.box_rows;
     if (tid < nfull * CH) {
-        const int b = tid / CH, ch = tid % CH;
-        const int32_t slot0 = (int32_t)(((uint32_t)n * C::BN + b * L.box_rows) & L.slot_mask);
+        const int b = tid / CH, ch = tid % CH; /* box b = the tile's page b, from slot 0 */
         attn::mbar::expect_tx(full, (uint32_t)L.box_rows * 128u);
         const uint32_t at = dst + ch * C::BN * 128 + b * L.box_rows * 128;
         if (L.hnd)
-            tma_load_4d(at, map, full, ch * 64, slot0, (int32_t)L.hkv, box_page);
+            tma_load_4d(at, map, full, ch * 64, 0, (int32_t)L.hkv, box_page);
         else
-            tma_load_4d(at, map, full, ch * 64, (int32_t)L.hkv, slot0, box_page);
+            tma_load_4d(at, map, full, ch * 64, (int32_t)L.hkv, 0, box_page);
     }
     if (row_tma < C::BN) {
 #pragma unroll 1
@@ -348,11 +352,10 @@ __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
  * once every copy landed.  Page ids come from `pg` (this thread's rows,
  * read one tile ahead) for paged stores, else through kv_row_elem. */
 template <int D, typename KV>
-__device__ __forceinline__ void load_tile_gather(const attn_cuda_prefill_params &p,
-                                                 const KvLoad<D> &L, const KV *kb, const KV *vb,
-                                                 uint32_t kst, uint32_t vst, uint64_t *full_k,
-                                                 uint64_t *full_v, int64_t n, const int32_t *pg,
-                                                 int tid)
+__device__ __forceinline__ void
+load_tile_gather(const attn_cuda_prefill_params &p, const KvLoad<D> &L, const KV *kb, const KV *vb,
+                 uint32_t kst, uint32_t vst, uint64_t *full_k, uint64_t *full_v, int64_t n,
+                 const int32_t *pg, int tid)
 {
     using C = Cfg<D>;
     constexpr int ROWS_PER_PASS = 128 / C::PIECES;
@@ -369,8 +372,7 @@ __device__ __forceinline__ void load_tile_gather(const attn_cuda_prefill_params 
             const uint32_t slot = L.walk.shift >= 0 ? (uint32_t)t & L.slot_mask
                                                     : (uint32_t)t % (uint32_t)L.walk.page_size;
             const int64_t off =
-                ok ? (int64_t)pg[j] * L.page_elems + (slot * L.row_stride + L.head_off + c * 8)
-                   : 0;
+                ok ? (int64_t)pg[j] * L.page_elems + (slot * L.row_stride + L.head_off + c * 8) : 0;
             const uint32_t so = swz_offset(r, c, C::BN);
             cp_async16(kst + so, kb + off, ok);
             cp_async16(vst + so, vb + off, ok);
@@ -443,9 +445,9 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
     /* The page ids of a tile are read one tile ahead, all at once (a
      * dependent load before the copies is the producer's critical path),
      * while the producer waits for the next free stage: with TMA one per
-     * box (this thread's box), else one per row of this thread. */
-    /* Two copies of the tile loop, one per tier, so the gather's per-row
-     * page ids hold registers only where they are used. */
+     * box (this thread's box), else one per row of this thread.  Two copies
+     * of the tile loop, one per tier, so the gather's per-row page ids hold
+     * registers only where they are used. */
     auto tile_loop = [&](auto tma_tier) {
         constexpr bool TMA = decltype(tma_tier)::value;
         int32_t pg[RPT];
@@ -488,8 +490,8 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
                 load_tile_tma<D, KV>(L, vb, &maps.v, vst, &sm.full_v[s], n, bp, nfull, tid);
             } else {
                 mbar_wait(&sm.empty_v[s], par);
-                load_tile_gather<D, KV>(p, L, kb, vb, kst, vst, &sm.full_k[s], &sm.full_v[s], n,
-                                        pg, tid);
+                load_tile_gather<D, KV>(p, L, kb, vb, kst, vst, &sm.full_k[s], &sm.full_v[s], n, pg,
+                                        tid);
             }
             if (ti + 1 < it.tile_end)
                 fetch(ti + 1);
@@ -561,14 +563,14 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
      * generic proxy, so wgmma needs a proxy fence): always for the gather
      * tier, only a request's last tile for the TMA tier. */
     const int32_t tma_tiles = tma ? (rq.T + rq.C) / BN : 0; /* key tiles wholly by TMA */
-    auto gathered = [&](int32_t code) { return (code >> 1) >= tma_tiles; };
+    auto gathered = [&](int32_t tile_code) { return (tile_code >> 1) >= tma_tiles; };
     int32_t code = 0; /* the tile code (planner/prefill_plan.h) of the tile in hand */
     /* Wait for tile i, take this warpgroup's issue turn, issue S_i. */
-    auto issue_s = [&](int i, int32_t code) {
+    auto issue_s = [&](int i, int32_t tile_code) {
         const uint32_t gt = gi + i;
         const int s = gt % C::STAGES;
         mbar_wait(&sm.full_k[s], (gt / C::STAGES) & 1);
-        if (gathered(code))
+        if (gathered(tile_code))
             fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
         const uint32_t kst = ks + s * C::KV_BYTES;
         named_sync(kSchedBar + cw, 256);
@@ -595,9 +597,9 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     };
     /* Mask (PARTIAL only) and online softmax of S_i in place; returns the
      * rescale factors of O. */
-    auto softmax = [&](int32_t code, float(&alpha)[2]) {
-        if (code & 1)
-            mask_partial<BN>(p, it, rq, tok, code >> 1, lane, sacc);
+    auto softmax = [&](int32_t tile_code, float(&alpha)[2]) {
+        if (tile_code & 1)
+            mask_partial<BN>(p, it, rq, tok, tile_code >> 1, lane, sacc);
 #pragma unroll
         for (int ri = 0; ri < 2; ri++) {
             float mx = -INFINITY;
@@ -661,10 +663,10 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             mbar_arrive(&sm.empty_v[(gi + i) % C::STAGES]);
     };
     /* Wait for V_i (it lands after K_i, usually long before its product). */
-    auto wait_v = [&](int i, int32_t code) {
+    auto wait_v = [&](int i, int32_t tile_code) {
         const uint32_t gt = gi + i;
         mbar_wait(&sm.full_v[gt % C::STAGES], (gt / C::STAGES) & 1);
-        if (gathered(code))
+        if (gathered(tile_code))
             fence_proxy_async();
     };
     auto issue_pv = [&](int i) {
