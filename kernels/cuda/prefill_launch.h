@@ -72,6 +72,13 @@ typedef struct attn_cuda_prefill_params {
  * tolerance, so the engine must refuse or convert it). */
 int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtype, attn_dtype q_dtype);
 
+/* Whether a launch of `p` loads K/V by the TMA tier (1) or the cp.async
+ * gather (0): a paged store whose page size is a power of two in [8, the
+ * key tile of p's head dim], 16-byte aligned K and V bases, pages indexable
+ * in 32 bits, and gather_only off.  Host-only, no CUDA call; the launcher
+ * falls back to the gather only if the driver cannot encode the maps. */
+int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p);
+
 /* Launch the attention kernel and, when the plan has merges, the combine
  * kernel on `stream` (a cudaStream_t).  Returns 0, ATTN_E_SHAPE or
  * ATTN_E_DTYPE for a configuration without a kernel, or ATTN_E_CUDA. */

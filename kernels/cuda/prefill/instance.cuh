@@ -14,22 +14,16 @@
 namespace attn_prefill
 {
 
-/* The TMA tier's maps of p's K and V stores (KvMaps): on only for a paged
- * store with a power-of-two page size in [8, BN] (a box is one page; a
- * larger page would need boxes that start inside it, which no device run
- * has exercised yet), 16-byte aligned bases and a driver that encodes them;
- * otherwise every row takes the gather. */
+/* The TMA tier's maps of p's K and V stores (KvMaps): on when
+ * attn_cuda_prefill_tma_tier admits the store (the one gate) and the
+ * driver encodes them; otherwise every row takes the gather. */
 template <int D> KvMaps kv_maps(const attn_cuda_prefill_params *p)
 {
     KvMaps m;
     memset(&m, 0, sizeof m);
     const attn_kv_addr &a = p->kv;
-    const bool paged = a.kind == ATTN_KV_ADDR_PAGED_CSR || a.kind == ATTN_KV_ADDR_PAGED_DENSE;
     const int64_t P = a.page_size;
-    const bool pow2 = P >= 8 && P <= (int64_t)Cfg<D>::BN && (P & (P - 1)) == 0;
-    const bool aligned = ((uintptr_t)p->k % 16) == 0 && ((uintptr_t)p->v % 16) == 0;
-    if (p->gather_only || !paged || !pow2 || !aligned || a.num_pages <= 0 ||
-        a.num_pages > INT32_MAX)
+    if (!attn_cuda_prefill_tma_tier(p))
         return m;
     void *fn = NULL;
     cudaDriverEntryPointQueryResult q;
