@@ -779,6 +779,58 @@ static void test_engine_failure(void **state)
     attn_engine_destroy(inst);
 }
 
+/* An engine that could not put its rows back (the CUDA engines' unwind,
+ * engines/cuda/txn.h): the reply says so, keeping its field and sentence,
+ * and never calls the pool unchanged; stats count the failure. */
+static int unrestored_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                          attn_exec_report *rep, attn_error_detail *err)
+{
+    (void)self;
+    (void)p;
+    (void)rep;
+    return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "layer",
+                          "layer %u: 3 new rows x 2 K/V heads were not put back", io->layer);
+}
+
+static void test_unrestored_engine_failure(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops ops = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    (void)state;
+    ops.name = "unrestoring_test_double";
+    ops.priority = -1;
+    ops.run = unrestored_run;
+    assert_int_equal(attn_engine_create(&ops, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 6), 0);
+    load_batch(s, &rb, "u");
+    const uint64_t failures0 = stats_counter(s, "engine_failures");
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "unrestoring_test_double");
+    attn_rb_run_args(&rb, &req.run);
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
+    assert_string_equal(rep.error.field, "layer");
+    assert_non_null(strstr(rep.error.message, "could not restore the pool"));
+    assert_non_null(strstr(rep.error.message, "layer 0: 3 new rows x 2 K/V heads"));
+    assert_null(strstr(rep.error.message, "unchanged"));
+    free(keep);
+    assert_int_equal(stats_counter(s, "engine_failures"), failures0 + 1);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+    attn_engine_destroy(inst);
+}
+
 /* A stand-in for the CUDA engine's IPC open (no GPU in CI): it hands out
  * host memory labelled cuda_ipc, so the daemon's refusals can be seen. */
 static int g_fake_closes;
@@ -1595,6 +1647,7 @@ int main(void)
         cmocka_unit_test(test_attend_matches_engine),
         cmocka_unit_test(test_plan_run_stale),
         cmocka_unit_test(test_engine_failure),
+        cmocka_unit_test(test_unrestored_engine_failure),
         cmocka_unit_test(test_reply_cap_before_commit),
         cmocka_unit_test(test_async_failure_on_next_reply),
         cmocka_unit_test(test_device_refs_refused_on_cpu),

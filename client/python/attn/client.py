@@ -378,11 +378,14 @@ class Client:
         return self.call("stats")
 
     def pool_create(self, pool, layers, num_pages, page_size, num_kv_heads, head_dim_qk,
-                    head_dim_vo, kv_dtype="bf16", layout="NHD", device=None):
+                    head_dim_vo, kv_dtype="bf16", layout="NHD", device=None, export=False):
+        """export=True: the reply's "export" map says where the pool's memory
+        is and its layout (attn.Pool.create maps it)."""
         return self.call("pool_create", pool=pool, layers=layers, num_pages=num_pages,
                          page_size=page_size, num_kv_heads=num_kv_heads,
                          head_dim_qk=head_dim_qk, head_dim_vo=head_dim_vo,
-                         kv_dtype=kv_dtype, layout=layout, device=device)
+                         kv_dtype=kv_dtype, layout=layout, device=device,
+                         export=True if export else None)
 
     def pool_drop(self, pool):
         return self.call("pool_drop", pool=pool)
@@ -418,8 +421,9 @@ class Client:
     def buffer_drop(self, buf):
         return self.call("buffer_drop", buf=buf)
 
-    def run(self, plan_id, layer, q, k_new, v_new, return_lse=False, trace=False, verify=False,
-            o=None, lse=None, wait=None, signal=None, async_=False):
+    def run(self, plan_id, layer, q, k_new=None, v_new=None, return_lse=False, trace=False,
+            verify=False, o=None, lse=None, wait=None, signal=None, async_=False,
+            kv_written=False):
         """q, k_new, v_new: `bin` bytes or ref(...); o, lse: optional ref(...) to
         write the outputs into a registered buffer (the reply then carries
         the reference under "o" / "lse" instead of the bytes).  wait, signal:
@@ -427,10 +431,11 @@ class Client:
         before reading inputs; writes the value after its last kernel);
         async_: attnd replies once the work is enqueued, and this call returns
         an AsyncRun ticket as soon as the request is sent (its wait() gives
-        the reply); otherwise the reply map."""
+        the reply); otherwise the reply map.  kv_written: the new rows are
+        already in the exported pool (attn.Pool): k_new and v_new stay None."""
         fields = dict(plan_id=plan_id, layer=layer, q=q, k_new=k_new, v_new=v_new, o=o, lse=lse,
                       return_lse=return_lse or None, trace=trace or None, verify=verify or None,
-                      wait=wait, signal=signal)
+                      wait=wait, signal=signal, kv_written=True if kv_written else None)
         if async_:
             return self.submit("run", **fields, **{"async": True})
         return self.call("run", **fields)

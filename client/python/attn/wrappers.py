@@ -261,13 +261,21 @@ class _BatchWrapper:
                 dst[...] = x
         return ref(self.arena.buf, off, nbytes)
 
-    def run(self, q, k_new, v_new, layer=0, out=None, lse=None, return_lse=False):
+    def run(self, q, k_new=None, v_new=None, layer=0, out=None, lse=None, return_lse=False,
+            kv_written=False):
         """Attention of the planned batch for `layer`: returns O, or (O, LSE)
-        with return_lse (or when `lse` is given)."""
+        with return_lse (or when `lse` is given).  kv_written=True: the pool
+        is exported (attn.Pool) and the new rows are already in it, written
+        on the current stream (CUDA) or before this call (CPU); k_new and
+        v_new are then not given."""
         if self._plan is None:
             raise _bad("E_STALE_PLAN", "plan", "call plan() before run()")
         p = self._plan
-        for x, name in ((q, "q"), (k_new, "k_new"), (v_new, "v_new")):
+        if kv_written and (k_new is not None or v_new is not None):
+            raise _bad("E_SHAPE", "k_new" if k_new is not None else "v_new",
+                       "kv_written=True takes no k_new / v_new: the rows are in the pool")
+        news = () if kv_written else ((k_new, "k_new"), (v_new, "v_new"))
+        for x, name in ((q, "q"),) + news:
             self._check(x, name)
         if out is not None:
             self._check(out, "o")
@@ -275,8 +283,9 @@ class _BatchWrapper:
             self._check(lse, "lse")
             return_lse = True
         if self.transport == "inline":
-            return self._run_inline(q, k_new, v_new, layer, out, lse, return_lse)
-        refs = {n: self._as_ref(x, n) for x, n in ((q, "q"), (k_new, "k_new"), (v_new, "v_new"))}
+            return self._run_inline(q, k_new, v_new, layer, out, lse, return_lse, kv_written)
+        refs = {"k_new": None, "v_new": None}
+        refs.update({n: self._as_ref(x, n) for x, n in ((q, "q"),) + news})
         outs = {}
         for name, given in (("o", out), ("lse", lse)):
             if name == "lse" and not return_lse:
@@ -289,11 +298,11 @@ class _BatchWrapper:
         lse_ref = ref(self.arena.buf, outs["lse"], _nbytes(*p["shapes"]["lse"])) \
             if return_lse else None
         if self.transport == "cuda_ipc":
-            self._run_ordered(layer, refs, o_ref, lse_ref)
+            self._run_ordered(layer, refs, o_ref, lse_ref, kv_written)
         else:
             self.last_reply = self.client.run(p["id"], layer, refs["q"], refs["k_new"],
                                               refs["v_new"], return_lse=return_lse, o=o_ref,
-                                              lse=lse_ref)
+                                              lse=lse_ref, kv_written=kv_written)
         o_view = self.arena.view(outs["o"], *p["shapes"]["o"])
         if out is not None and o_view is not out and self.arena.offset_of(out) is None:
             _copy(out, o_view)
@@ -306,7 +315,7 @@ class _BatchWrapper:
             lse_view = lse
         return o_view, lse_view
 
-    def _run_ordered(self, layer, refs, o_ref, lse_ref):
+    def _run_ordered(self, layer, refs, o_ref, lse_ref, kv_written=False):
         """GPU-side ordering through the arena's semaphores (no host wait)."""
         t, a = self._torch, self.arena
         stream = t.cuda.current_stream(a.device).cuda_stream
@@ -316,7 +325,8 @@ class _BatchWrapper:
         ticket = self.client.run(
             self._plan["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
             return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
-            wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True)
+            wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True,
+            kv_written=kv_written)
         if self.pipelined:
             a.driver.stream_wait_u64(stream, a.addr(_SEM_DONE), e)
             self._tickets.append(ticket)
@@ -359,10 +369,11 @@ class _BatchWrapper:
         a.driver.stream_write_u64(side.cuda_stream, a.addr(_SEM_DONE), self._epoch)
         side.synchronize()
 
-    def _run_inline(self, q, k_new, v_new, layer, out, lse, return_lse):
+    def _run_inline(self, q, k_new, v_new, layer, out, lse, return_lse, kv_written=False):
         p = self._plan
-        rep = self.client.run(p["id"], layer, _to_bytes(q), _to_bytes(k_new), _to_bytes(v_new),
-                              return_lse=return_lse)
+        rows = (None, None) if kv_written else (_to_bytes(k_new), _to_bytes(v_new))
+        rep = self.client.run(p["id"], layer, _to_bytes(q), rows[0], rows[1],
+                              return_lse=return_lse, kv_written=kv_written)
         self.last_reply = rep
         o = _from_bytes(rep["o"], p["shapes"]["o"], q)
         if out is not None:
