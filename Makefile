@@ -198,6 +198,14 @@ $(BUILD)/examples/zero_copy: examples/zero_copy.c $(LIBCLIENT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBCLIENT) $(CUDA_LIBS) $(LDLIBS)
 
+# examples/cuda/graph_handshake.cu: the graph-safe handshake (its kernel needs
+# nvcc; built on demand, e.g. by scripts/stage-zexp.sh, not by `all`).
+$(BUILD)/examples/graph_handshake: examples/cuda/graph_handshake.cu $(LIBCLIENT)
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -Iinclude -I. -gencode=arch=compute_90a,code=sm_90a \
+		-gencode=arch=compute_90,code=compute_90 -c $< -o $@.o
+	$(CC) $(LDFLAGS) -o $@ $@.o $(LIBCLIENT) $(CUDA_LIBS) $(LDLIBS)
+
 # tests/unit: pure modules (core library only); tests/daemon: server and
 # client modules in-process; tests/integration: a daemon subprocess.
 $(BUILD)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(LIBCORE)

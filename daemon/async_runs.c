@@ -24,9 +24,6 @@ typedef struct failure {
     attn_error_detail e;
 } failure;
 
-/* Deferred jobs in flight at once (the engine keeps 16 event pairs). */
-#define ATTND_ASYNC_INFLIGHT 4
-
 struct attnd_async {
     pthread_mutex_t lock;
     pthread_cond_t work;    /* a job was queued, or stop */
@@ -209,6 +206,18 @@ static void *completer_main(void *arg)
     return NULL;
 }
 
+/* Free what create set up, once no thread of `a` runs (create's failure
+ * path and destroy). */
+static void free_joined(attnd_async *a)
+{
+    pthread_cond_destroy(&a->completable);
+    pthread_cond_destroy(&a->settled);
+    pthread_cond_destroy(&a->work);
+    pthread_mutex_destroy(&a->lock);
+    free(a->ring);
+    free(a);
+}
+
 int attnd_async_create(attnd_async **out, uint32_t history)
 {
     attnd_async *a = calloc(1, sizeof *a);
@@ -241,12 +250,7 @@ int attnd_async_create(attnd_async **out, uint32_t history)
     return 0;
 
 fail:
-    pthread_cond_destroy(&a->completable);
-    pthread_cond_destroy(&a->settled);
-    pthread_cond_destroy(&a->work);
-    pthread_mutex_destroy(&a->lock);
-    free(a->ring);
-    free(a);
+    free_joined(a);
     return ATTN_E_NOMEM;
 }
 
@@ -327,12 +331,7 @@ void attnd_async_destroy(attnd_async *a)
         a->failures = f->next;
         free(f);
     }
-    pthread_cond_destroy(&a->completable);
-    pthread_cond_destroy(&a->settled);
-    pthread_cond_destroy(&a->work);
-    pthread_mutex_destroy(&a->lock);
-    free(a->ring);
-    free(a);
+    free_joined(a);
 }
 
 uint64_t attnd_async_reserve_seq(attnd_async *a)

@@ -55,6 +55,13 @@ struct attnd_async_job {
 /* What run returns for work it only enqueued (complete finishes it). */
 #define ATTND_ASYNC_PENDING 1
 
+/* Deferred jobs in flight at once: the CUDA engine's event slots
+ * (engines/cuda/engine.c CUDA_DEFER_SLOTS; beyond them it would run
+ * synchronously).  A pipelined client's runs of a 32-layer step are then
+ * enqueued on the device up to 16 layers ahead, so the host's jitter stays
+ * off the GPU's path (4 covered ~1 ms of it, issue 11). */
+#define ATTND_ASYNC_INFLIGHT 16
+
 /* A wait in progress on a semaphore of connection `conn`; `release` (called
  * at most once, under the table's lock, so it must not block: it enqueues
  * the write of the awaited value) frees it when the connection closes.

@@ -22,6 +22,7 @@
 #include "planner/diag.h"
 #include "planner/ledger.h"
 #include "planner/diag_encode.h"
+#include "daemon/handoff.h"
 #include "daemon/verify.h"
 #include "engines/cuda/cupti_trace.h"
 #include "engines/cuda/ipc.h"
@@ -35,6 +36,8 @@
 #define SCRATCH_Q 4
 #define SCRATCH_K 5
 #define SCRATCH_V 6
+
+#define ATTND_NO_HANDOFF (-2) /* encode_diag: the run has no semaphores */
 
 static double now_us(void)
 {
@@ -88,7 +91,7 @@ typedef struct traced_kernels {
 static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
                        const attn_exec_report *rep, double exec_us, const attn_verify_result *vr,
                        const traced_kernels *tk, void **scratch, attn_bytes *out,
-                       uint64_t async_seq, bool handoff)
+                       uint64_t async_seq, int handoff_device)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -129,8 +132,14 @@ static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
         attn_diag_set_traced(dg, tk->k, tk->n, "cupti activity");
     if (async_seq != 0)
         attn_diag_set_async(dg, async_seq);
-    if (handoff)
-        attn_diag_set_handoff(dg, s->mps, s->mps_note);
+    if (handoff_device != ATTND_NO_HANDOFF) {
+        /* the sentence with the ping-pong measured on the run's device */
+        char note[ATTND_HANDOFF_NOTE];
+        double us = 0;
+        attnd_handoff_describe(&s->handoff, handoff_device, note, sizeof note, &us);
+        attn_diag_set_handoff(dg, s->mps, note);
+        attn_diag_set_handoff_measured(dg, us);
+    }
     attn_diag_finish(dg, s->artifact_sha[0] ? s->artifact_sha : NULL, s->source_identified);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -256,7 +265,7 @@ int attnd_exec_plan(attn_server *s, attn_request *req, attn_reply *rep, void **s
     if (rc != 0)
         return rc;
     fill_plan_reply(p, id, rep);
-    rc = encode_diag(s, p, id, NULL, 0, NULL, NULL, scratch, &rep->diag, 0, false);
+    rc = encode_diag(s, p, id, NULL, 0, NULL, NULL, scratch, &rep->diag, 0, ATTND_NO_HANDOFF);
     attnd_plan_cache_release(s->plans, p);
     return rc;
 }
@@ -488,6 +497,29 @@ static int resolve_sems(run_ctx *c, const attn_run_args *ra, attn_error_detail *
     return 0;
 }
 
+/* A kv_written run (its new rows already in the pool, written by the
+ * client through the export): only on an exported pool whose export is
+ * still live, and not with verify, whose reference reads the rows the run
+ * was sent.  The shape check already refused k_new / v_new. */
+static int check_kv_written(const attnd_pool *pool, const attn_run_args *ra, attn_error_detail *err)
+{
+    if (!pool->exported)
+        return attn_error_set(err, ATTN_E_SEMANTIC, "kv_written",
+                              "pool '%s' is not exported, so nobody but attnd writes its rows: "
+                              "create it with \"export\": true, or send k_new and v_new",
+                              pool->geom.name);
+    if (!atomic_load(&pool->export_live))
+        return attn_error_set(err, ATTN_E_SEMANTIC, "kv_written",
+                              "the connection that exported pool '%s' closed, which ended the "
+                              "export; send k_new and v_new",
+                              pool->geom.name);
+    if (ra->verify)
+        return attn_error_set(err, ATTN_E_SEMANTIC, "verify",
+                              "verify recomputes from the rows a run sends; a kv_written run "
+                              "sends none");
+    return 0;
+}
+
 /* Validate one run completely and bind what the engine reads into c (its
  * pool acquired; nothing run yet).  Every refusal is reported before
  * anything is enqueued, and leaves the pool and the outputs untouched. */
@@ -510,7 +542,8 @@ static int run_prepare(run_ctx *c, attn_run_args *ra, void **scratch, attn_error
     if (ra->layer >= pool->geom.layers)
         return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside [0, %u)", ra->layer,
                               pool->geom.layers);
-    if ((rc = attn_run_check_shapes(ra, &p->m, &pool->geom, err)) != 0)
+    if ((rc = attn_run_check_shapes(ra, &p->m, &pool->geom, err)) != 0 ||
+        (ra->kv_written && (rc = check_kv_written(pool, ra, err)) != 0))
         return rc;
     if (ra->async) {
         /* its reply leaves before O exists, so O (and LSE) go to buffers */
@@ -592,6 +625,7 @@ static int run_prepare(run_ctx *c, attn_run_args *ra, void **scratch, attn_error
     c->a.o = o_direct;
     c->a.lse = lse_direct;
     c->a.commit = true;
+    c->a.kv_written = ra->kv_written;
     c->trace = ra->trace;
     c->verify = ra->verify;
     c->return_lse = ra->return_lse;
@@ -753,12 +787,14 @@ static int run_complete(run_ctx *c, attn_error_detail *err)
     return rc == 0 ? 0 : engine_failure(c, rc, &eerr, err);
 }
 
-/* A run that waits or signals: its diag reports the GPU hand-off (MPS or
- * time-sliced). */
-static bool run_hands_off(const run_ctx *c)
+/* A run that waits or signals: its diag reports the hand-off (MPS or
+ * time-sliced, with the ping-pong measured on the device; host semaphores:
+ * -1); ATTND_NO_HANDOFF for a run without semaphores. */
+static int run_hands_off(const run_ctx *c)
 {
-    return c->a.wait_dev != NULL || c->a.signal_dev != NULL || c->wait_host != NULL ||
-           c->sig_host != NULL;
+    if (c->a.wait_dev != NULL || c->a.signal_dev != NULL)
+        return c->pool->view.device;
+    return c->wait_host != NULL || c->sig_host != NULL ? -1 : ATTND_NO_HANDOFF;
 }
 
 /* Release what the ctx holds (buffers, pool, owned memory; not the plan). */

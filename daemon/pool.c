@@ -7,9 +7,11 @@
 #include <time.h>
 
 #include "daemon/config.h"
+#include "daemon/pool_export.h"
 #include "kernels/common/dtype.h"
 #ifdef ATTN_WITH_CUDA
 #include "engines/cuda/cuda_engine.h"
+#include "engines/cuda/ipc.h"
 #endif
 
 struct attnd_pool_table {
@@ -18,6 +20,7 @@ struct attnd_pool_table {
     uint64_t used;
     uint64_t next_generation;
     uint32_t n;
+    uint32_t exported; /* pools of the table that are exported */
     attnd_pool *pools[ATTND_MAX_POOLS];
 };
 
@@ -33,10 +36,33 @@ int attnd_pool_table_create(attnd_pool_table **t, uint64_t budget)
     return 0;
 }
 
+/* Release an exported pool's one allocation (its stores point into it). */
+static void export_free(attnd_pool *p)
+{
+#ifdef ATTN_WITH_CUDA
+    if (p->view.platform == ATTN_PLATFORM_CUDA) {
+        /* the client must have closed its IPC mapping by now (docs/protocol.md) */
+        attn_cuda_pool_free(p->view.device, p->export_base);
+        return;
+    }
+#endif
+    attnd_export_shm_unlink(&p->exp);
+    attnd_export_shm_unmap(&p->exp, p->export_base);
+}
+
 static void pool_free(attnd_pool *p)
 {
     if (p == NULL)
         return;
+    if (p->exported) {
+        if (p->export_base != NULL)
+            export_free(p);
+        free(p->layer_k);
+        free(p->layer_v);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return;
+    }
     for (uint32_t l = 0; l < p->geom.layers; l++) {
 #ifdef ATTN_WITH_CUDA
         if (p->view.platform == ATTN_PLATFORM_CUDA) {
@@ -115,11 +141,41 @@ static int check_geometry(const attn_pool_geometry *g, uint64_t *pk, uint64_t *p
     return 0;
 }
 
-int attnd_pool_create(attnd_pool_table *t, const attn_pool_geometry *g, uint64_t *bytes,
-                      attn_error_detail *err)
+/* Map (shm) or allocate (CUDA) an exported pool's one allocation and point
+ * every store into it. */
+static int export_alloc(attnd_pool *p, int device, attn_error_detail *err)
+{
+    attn_pool_export *x = &p->exp;
+    int rc;
+#ifdef ATTN_WITH_CUDA
+    if (device >= 0) {
+        if ((rc = attn_cuda_pool_alloc(device, x->bytes, &p->export_base, err)) != 0)
+            return rc;
+        x->kind = ATTN_BUFFER_CUDA_IPC;
+        snprintf(x->device, sizeof x->device, "cuda:%d", device);
+        if ((rc = attn_cuda_ipc_export(device, p->export_base, x->handle, &x->offset, err)) != 0)
+            return rc;
+    }
+#endif
+    if (device < 0 &&
+        (rc = attnd_export_shm_create(x, p->geom.name, p->generation, &p->export_base, err)) != 0)
+        return rc;
+    for (uint32_t l = 0; l < p->geom.layers; l++) {
+        p->layer_k[l] = (char *)p->export_base + x->k_offset + l * x->layer_stride;
+        p->layer_v[l] = (char *)p->export_base + x->v_offset + l * x->layer_stride;
+    }
+    return 0;
+}
+
+static int create_pool(attnd_pool_table *t, const attn_pool_geometry *g, bool exported,
+                       uint32_t conn, uint64_t *bytes, attn_pool_export *exp,
+                       attn_error_detail *err)
 {
     uint64_t pk = 0, pv = 0, total;
     attnd_pool *p;
+    attn_pool_export layout;
+    uint64_t generation;
+    memset(&layout, 0, sizeof layout);
     int rc = check_geometry(g, &pk, &pv, err);
     if (rc != 0)
         return rc;
@@ -147,6 +203,11 @@ int attnd_pool_create(attnd_pool_table *t, const attn_pool_geometry *g, uint64_t
     if ((pk + pv) > UINT64_MAX / g->num_pages / g->layers)
         return attn_error_set(err, ATTN_E_TOO_LARGE, "num_pages", "pool size overflows");
     total = (pk + pv) * g->num_pages * g->layers;
+    if (exported) {
+        /* one allocation, each store 256-aligned: a little more than the pages */
+        attnd_export_layout(g, pk, pv, &layout);
+        total = layout.bytes;
+    }
 
     pthread_mutex_lock(&t->lock);
     if (find_locked(t, g->name) >= 0) {
@@ -157,6 +218,12 @@ int attnd_pool_create(attnd_pool_table *t, const attn_pool_geometry *g, uint64_t
         pthread_mutex_unlock(&t->lock);
         return attn_error_set(err, ATTN_E_BUSY, "pool", "at most %d pools", ATTND_MAX_POOLS);
     }
+    if (exported && t->exported >= ATTND_MAX_EXPORTED_POOLS) {
+        pthread_mutex_unlock(&t->lock);
+        return attn_error_set(err, ATTN_E_BUSY, "export",
+                              "at most %d exported pools at once; drop one first",
+                              ATTND_MAX_EXPORTED_POOLS);
+    }
     if (total > t->budget - t->used) {
         uint64_t left = t->budget - t->used;
         pthread_mutex_unlock(&t->lock);
@@ -165,6 +232,9 @@ int attnd_pool_create(attnd_pool_table *t, const attn_pool_geometry *g, uint64_t
                               (unsigned long long)total, (unsigned long long)left);
     }
     t->used += total; /* reserve before allocating outside the lock */
+    generation = t->next_generation++;
+    if (exported)
+        t->exported++; /* reserved as the bytes are */
     pthread_mutex_unlock(&t->lock);
 
     p = calloc(1, sizeof *p);
@@ -183,7 +253,16 @@ int attnd_pool_create(attnd_pool_table *t, const attn_pool_geometry *g, uint64_t
         goto nomem;
     p->view.platform = device >= 0 ? ATTN_PLATFORM_CUDA : ATTN_PLATFORM_CPU;
     p->view.device = device;
-    for (uint32_t l = 0; l < g->layers; l++) {
+    p->generation = generation;
+    if (exported) {
+        p->exported = true;
+        p->exp = layout;
+        p->exporter = conn;
+        atomic_init(&p->export_live, true);
+        if ((rc = export_alloc(p, device, err)) != 0)
+            goto fail;
+    }
+    for (uint32_t l = 0; l < g->layers && !exported; l++) {
 #ifdef ATTN_WITH_CUDA
         if (device >= 0) {
             if (attn_cuda_pool_alloc(device, pk * g->num_pages, &p->layer_k[l], NULL) != 0 ||
@@ -204,25 +283,67 @@ int attnd_pool_create(attnd_pool_table *t, const attn_pool_geometry *g, uint64_t
     pthread_mutex_lock(&t->lock);
     if (find_locked(t, g->name) >= 0) { /* lost a race with a concurrent create */
         t->used -= total;
+        t->exported -= exported ? 1u : 0u;
         pthread_mutex_unlock(&t->lock);
         pool_free(p);
         return attn_error_set(err, ATTN_E_POOL_EXISTS, "pool", "pool '%s' already exists", g->name);
     }
-    p->generation = t->next_generation++;
     p->refs = 1; /* the table's own reference */
     t->pools[t->n++] = p;
     pthread_mutex_unlock(&t->lock);
     if (bytes != NULL)
         *bytes = total;
+    if (exp != NULL && exported)
+        *exp = p->exp;
     return 0;
 
 nomem:
+    rc = attn_error_set(err, ATTN_E_NOMEM, "num_pages", "cannot allocate %llu bytes",
+                        (unsigned long long)total);
+fail:
     pool_free(p);
     pthread_mutex_lock(&t->lock);
     t->used -= total;
+    t->exported -= exported ? 1u : 0u;
     pthread_mutex_unlock(&t->lock);
-    return attn_error_set(err, ATTN_E_NOMEM, "num_pages", "cannot allocate %llu bytes",
-                          (unsigned long long)total);
+    return rc;
+}
+
+int attnd_pool_create(attnd_pool_table *t, const attn_pool_geometry *g, uint64_t *bytes,
+                      attn_error_detail *err)
+{
+    return create_pool(t, g, false, 0, bytes, NULL, err);
+}
+
+int attnd_pool_create_exported(attnd_pool_table *t, const attn_pool_geometry *g, uint32_t conn,
+                               uint64_t *bytes, attn_pool_export *exp, attn_error_detail *err)
+{
+    return create_pool(t, g, true, conn, bytes, exp, err);
+}
+
+uint32_t attnd_pool_table_conn_closed(attnd_pool_table *t, uint32_t conn)
+{
+    uint32_t n = 0;
+    pthread_mutex_lock(&t->lock);
+    for (uint32_t i = 0; i < t->n; i++) {
+        attnd_pool *p = t->pools[i];
+        if (!p->exported || p->exporter != conn || !atomic_load(&p->export_live))
+            continue;
+        atomic_store(&p->export_live, false);
+        if (p->view.platform == ATTN_PLATFORM_CPU)
+            attnd_export_shm_unlink(&p->exp); /* nobody can map it any more */
+        n++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
+uint32_t attnd_pool_table_exported(attnd_pool_table *t)
+{
+    pthread_mutex_lock(&t->lock);
+    uint32_t n = t->exported;
+    pthread_mutex_unlock(&t->lock);
+    return n;
 }
 
 int attnd_pool_drop(attnd_pool_table *t, const char *name, attn_error_detail *err)
@@ -237,6 +358,11 @@ int attnd_pool_drop(attnd_pool_table *t, const char *name, attn_error_detail *er
     }
     p = t->pools[i];
     t->pools[i] = t->pools[--t->n];
+    if (p->exported) {
+        t->exported--;
+        if (p->view.platform == ATTN_PLATFORM_CPU)
+            attnd_export_shm_unlink(&p->exp); /* no new mapping of a dropped pool */
+    }
     /* the budget comes back when the memory does: a run still holding the
      * pool keeps its bytes reserved until its release frees them */
     if (--p->refs == 0) {

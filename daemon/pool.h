@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "attn/client.h"
 #include "attn/error.h"
 #include "attn/types.h"
 #include "planner/backend.h"
@@ -33,6 +34,13 @@ typedef struct attnd_pool {
      * they write the pool after its lock was released, so every other
      * reader or writer waits for 0 first (attnd_pool_wait_device_idle) */
     _Atomic uint32_t deferred;
+    /* exported pools (pool_export.h): every store lives in one allocation
+     * the client maps; `exporter` is the connection that asked for it */
+    bool exported;
+    void *export_base;
+    attn_pool_export exp;
+    uint32_t exporter;
+    _Atomic bool export_live; /* false once the exporter's connection closed */
 } attnd_pool;
 
 typedef struct attnd_pool_table attnd_pool_table;
@@ -55,6 +63,21 @@ void attnd_pool_table_destroy(attnd_pool_table *t);
  * with the field, E_TOO_LARGE over the budget, E_NOMEM). */
 int attnd_pool_create(attnd_pool_table *t, const attn_pool_geometry *g, uint64_t *bytes,
                       attn_error_detail *err);
+
+/* attnd_pool_create of an exported pool (pool_export.h) for connection
+ * `conn`: *exp gets where its memory is and its layout.  Beyond the create
+ * errors: E_BUSY "export" past ATTND_MAX_EXPORTED_POOLS, E_IO "export" (no
+ * shm object), E_CUDA "export" (no IPC handle). */
+int attnd_pool_create_exported(attnd_pool_table *t, const attn_pool_geometry *g, uint32_t conn,
+                               uint64_t *bytes, attn_pool_export *exp, attn_error_detail *err);
+
+/* Connection `conn` closed: the pools it exported stay (their K/V is the
+ * scheduler's), but their export ends: a CPU pool's shm name is removed and
+ * kv_written runs on them are refused.  Returns how many exports ended. */
+uint32_t attnd_pool_table_conn_closed(attnd_pool_table *t, uint32_t conn);
+
+/* Pools exported now (stats). */
+uint32_t attnd_pool_table_exported(attnd_pool_table *t);
 
 /* Remove a pool from the table; its memory goes when the last user releases it. */
 int attnd_pool_drop(attnd_pool_table *t, const char *name, attn_error_detail *err);

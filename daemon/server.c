@@ -221,6 +221,18 @@ static void ipc_close(void *arg, int device, void *dev_ptr)
         attn_cuda_ipc_close(c, dev_ptr);
 }
 
+/* The hand-off table's probe: the ping-pong of the device's CUDA engine. */
+static int pingpong_probe(void *arg, int device, uint32_t rounds, double *us,
+                          attn_error_detail *err)
+{
+    char why[160];
+    attn_cuda_ipc *c = attnd_server_ipc(arg, device, why, sizeof why);
+    *us = 0;
+    if (c == NULL)
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "handoff", "%s", why);
+    return attn_cuda_ipc_pingpong(c, rounds, us, err);
+}
+
 /* Whether the CUDA contexts of this attnd run under MPS, and the sentence
  * hello and the diag of every waiting or signalling run carry. */
 static void detect_mps(attn_server *s)
@@ -277,6 +289,7 @@ int attn_server_create(attn_server **out, const attnd_config *cfg, attn_error_de
     if ((rc = register_engines(s, err)) != 0)
         goto fail;
     detect_mps(s);
+    attnd_handoff_init(&s->handoff, s->mps, pingpong_probe, s);
     if ((rc = attnd_async_create(&s->async, 4096)) != 0) {
         attn_error_set(err, rc, "", "cannot start the asynchronous-run worker");
         goto fail;
@@ -341,6 +354,7 @@ void attn_server_destroy(attn_server *s)
     for (uint32_t i = 0; i < s->num_engines; i++)
         attn_engine_destroy(s->engines[i]);
     pthread_rwlock_destroy(&s->trace_lock);
+    attnd_handoff_fini(&s->handoff);
     free(s->identity);
     free(s);
 }
@@ -429,6 +443,7 @@ static int do_stats(attn_server *s, attn_reply *rep)
         add_counter(st, "buffers_dropped", bs.dropped);
         add_counter(st, "buffers_released_on_close", bs.released_on_close);
         add_counter(st, "buffers_refused", bs.refused);
+        add_counter(st, "pools_exported", attnd_pool_table_exported(s->pools));
     }
     {
         attnd_async_stats as;
@@ -472,7 +487,7 @@ static int do_stats(attn_server *s, attn_reply *rep)
 
 /* ---- pools and K/V pages -------------------------------------------------- */
 
-static int do_pool_create(attn_server *s, attn_request *req, attn_reply *rep,
+static int do_pool_create(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep,
                           attn_error_detail *err)
 {
     attn_pool_geometry g = req->geom;
@@ -489,8 +504,14 @@ static int do_pool_create(attn_server *s, attn_request *req, attn_reply *rep,
             memmove(err->field, err->field + 5, strlen(err->field + 5) + 1);
         return rc;
     }
-    if ((rc = attnd_pool_create(s->pools, &g, &rep->bytes, err)) != 0)
+    if (req->pool_export) {
+        /* the export belongs to this connection: it ends when it closes */
+        if ((rc = attnd_pool_create_exported(s->pools, &g, conn, &rep->bytes, &rep->exp, err)) != 0)
+            return rc;
+        rep->has_export = true;
+    } else if ((rc = attnd_pool_create(s->pools, &g, &rep->bytes, err)) != 0) {
         return rc;
+    }
     snprintf(rep->pool, sizeof rep->pool, "%s", g.name);
     return 0;
 }
@@ -571,7 +592,17 @@ static int do_buffer_register(attn_server *s, uint32_t conn, const attn_buffer_a
                                   "object's owner against the connecting process's uid)");
         peer_uid = (int64_t)uid;
     }
-    return attnd_buffers_register(s->buffers, conn, peer_uid, a, &rep->buf, err);
+    int rc = attnd_buffers_register(s->buffers, conn, peer_uid, a, &rep->buf, err);
+    if (rc != 0)
+        return rc;
+    /* what a hand-off through this buffer's semaphores costs: measured now
+     * for a device buffer, host semaphores for a shm one */
+    if (a->kind == ATTN_BUFFER_CUDA_IPC)
+        rep->handoff_us = attnd_handoff_measure(&s->handoff, atoi(a->device + 5), rep->handoff,
+                                                sizeof rep->handoff);
+    else
+        attnd_handoff_describe(&s->handoff, -1, rep->handoff, sizeof rep->handoff, NULL);
+    return 0;
 }
 
 /* ---- dispatch --------------------------------------------------------------- */
@@ -645,7 +676,7 @@ int attn_server_handle_conn(attn_server *s, uint32_t conn, const void *frame, si
         rc = do_stats(s, &rep);
         break;
     case ATTN_OP_POOL_CREATE:
-        rc = do_pool_create(s, &req, &rep, &err);
+        rc = do_pool_create(s, conn, &req, &rep, &err);
         break;
     case ATTN_OP_POOL_DROP:
         attnd_async_drain_conn(s->async, conn); /* after this connection's async runs */
@@ -868,6 +899,7 @@ void attn_server_conn_closed(attn_server *s, uint32_t conn)
      * keeps its buffers (holds) until it completes, then they unmap */
     attnd_async_conn_closed(s->async, conn);
     attnd_buffers_drop_conn(s->buffers, conn);
+    attnd_pool_table_conn_closed(s->pools, conn);
 }
 
 void attn_server_conn_closed_cb(void *arg, uint32_t conn)

@@ -11,6 +11,7 @@
 #include "daemon/log.h"
 #include "protocol/capture.h"
 #include "daemon/buffers.h"
+#include "daemon/handoff.h"
 #include "daemon/plan_cache.h"
 #include "daemon/pool.h"
 #include "daemon/server.h"
@@ -51,6 +52,7 @@ struct attn_server {
     attnd_async *async;              /* asynchronous runs, semaphore waits */
     int mps;                         /* 1: CUDA contexts under MPS, 0: not, -1: unknown / no GPU */
     char mps_note[192];              /* what that means for a GPU-side hand-off */
+    attnd_handoff handoff;           /* the ping-pong measured at cuda_ipc registrations */
 };
 
 /* What a `plan` (or the plan half of an `attend`) froze: the validated

@@ -183,6 +183,11 @@ void attn_diag_set_async(attn_diag *dg, uint64_t seq)
              (unsigned long long)seq);
 }
 
+void attn_diag_set_handoff_measured(attn_diag *dg, double us)
+{
+    dg->handoff_us = us;
+}
+
 void attn_diag_set_handoff(attn_diag *dg, int mps, const char *note)
 {
     dg->handoff_set = true;

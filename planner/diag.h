@@ -113,7 +113,8 @@ typedef struct attn_diag {
     uint64_t async_seq;     /* an asynchronous run's run_seq: no timing yet; 0 = synchronous */
     bool handoff_set;       /* the run waits or signals: the GPU hand-off is reported */
     int handoff_mps;        /* 1 under MPS, 0 not, -1 unknown */
-    char handoff_note[192]; /* one sentence: overlapped or time-sliced, and what that costs */
+    char handoff_note[256]; /* one sentence: overlapped or time-sliced, and what that costs */
+    double handoff_us;      /* the semaphore ping-pong attnd measured; 0: none (host semaphores) */
     /* evidence */
     char artifact_sha256[ATTN_SHA256_HEX]; /* "" when not identified */
     int evidence_level;
@@ -127,6 +128,10 @@ void attn_diag_set_async(attn_diag *dg, uint64_t seq);
 /* A run that waits or signals: whether the hand-off runs under MPS (1, 0,
  * -1 unknown) and one sentence on what that means. */
 void attn_diag_set_handoff(attn_diag *dg, int mps, const char *note);
+
+/* The measured semaphore ping-pong of the run's device (us per round trip;
+ * 0: none measured), reported beside the hand-off sentence. */
+void attn_diag_set_handoff_measured(attn_diag *dg, double us);
 
 /* Start a diagnostic for a call with key `call_key` (computes its digest). */
 int attn_diag_init(attn_diag *dg, const attn_key *call_key);

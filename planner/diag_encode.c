@@ -447,10 +447,12 @@ static int emit_diag(emitter *e, const attn_diag *dg)
     }
     rv |= e->str(e, "handoff");
     if (dg->handoff_set) {
-        rv |= e->map(e, 3);
+        rv |= e->map(e, 4);
         rv |= e->str(e, "mps") | (dg->handoff_mps < 0 ? e->nil(e) : e->boolean(e, dg->handoff_mps));
         rv |= kv_bool(e, "time_sliced", dg->handoff_mps == 0);
         rv |= kv_str(e, "note", dg->handoff_note);
+        rv |=
+            e->str(e, "pingpong_us") | (dg->handoff_us > 0 ? e->dbl(e, dg->handoff_us) : e->nil(e));
         rv |= e->end(e);
     } else {
         rv |= e->nil(e);

@@ -127,6 +127,10 @@ typedef struct attn_run_io {
      * has a `complete` op and can: then the buffers, the pool's stores and
      * the semaphores must stay valid until complete(rep->ticket). */
     bool defer;
+    /* The new rows are in their page slots already (an exported pool the
+     * client wrote): k_new and v_new are NULL, nothing is appended, and
+     * nothing is restored, whatever `commit` says (the client owns them). */
+    bool kv_written;
 } attn_run_io;
 
 /* How often an instance planned and ran (tests count re-validation with

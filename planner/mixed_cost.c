@@ -7,29 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Calibrated on a lent H200 (132 SMs, driver 580.159.04) on 2026-12-01 at
- * 11:29 UTC from bench/gpu/bench_mixed.py (bench/results/
- * mixed-h200-2026-12-01.json): the prefill kernel ran 3.24-3.44 us per
- * executed 128 x 128 x d128 tile per SM in every batch (M4 prefill-only
- * 66560 tiles in 1.618 ms; unified M1/M2/M3/M5/M4-decode 3.27/3.41/3.24/
- * 3.40/3.44), so 3.25; the decode kernels read the decode rows' K/V at
- * 3.8 TB/s (M4 decode-only: 2148 MB in 0.578 ms, append included).  With
- * these the model is within 10 % of every measured strategy and picks the
- * measured best (partition) on M1-M5 (tests/unit/test_mixed_cost.c). */
-/* fork_us, interference and fork_ctas from the second H200 run of
- * 2026-12-01 12:04 UTC (bench/results/mixed-h200-2026-12-01.json, printed
- * by bench/gpu/calibrate_mixed.py): the decode kernels on a second stream
- * beside a prefill grid capped at 66 CTAs cost 0.097 of their serial time
- * (median of M1, M2, M3, M5; range -0.06..0.39); without a cap the
- * prefill grid fills every SM and the fork gains 1-3 %.  The model then
- * forks M2, M3 and M5 and keeps M1 serial, as the run measured. */
+/* Calibrated on a lent H200 (132 SMs, driver 580.159.04) from
+ * bench/gpu/bench_mixed.py, last on 2026-12-01 at 14:17 UTC with the
+ * prefill kernel's TMA tier (branch pfk; bench/results/
+ * mixed-h200-2026-12-01-r2.json, the same batches and plans as before):
+ * the prefill kernel ran 2.42-2.65 us per executed 128 x 128 x d128 tile per
+ * SM under unified (M1 2.54, M2 2.59, M3 2.42, M5 2.65, M4 decode-only 2.64,
+ * M4 prefill-only 2.55: 66560 tiles in 1.283 ms), so 2.57 (it was 3.25 with
+ * the cp.async-only kernel, 11:29 UTC); the decode kernels read the decode
+ * rows' K/V at 3.8 TB/s (M4 decode-only: 2148 MB in 0.580 ms, append
+ * included).  The forked variant (calibrate_mixed.py on the same run): the
+ * decode kernels on a second stream beside a prefill grid capped at 66 CTAs
+ * cost 0.199 of their serial time (median of M1, M2, M3, M5; range
+ * -0.05..0.37; 0.097 before the faster kernel).  With these the model is
+ * within 10 % of every measured serial and unified time, picks partition on
+ * M1-M5, keeps M1 serial and forks M2, M3 and M5, where the measured fork
+ * is within 1 % of serial or faster (tests/unit/test_mixed_cost.c). */
 static const attn_mixed_cost_consts k_h200 = {
-    .tile_us = 3.25,
+    .tile_us = 2.57,
     .launch_us = 4.0,
     .decode_gbps = 3800.0,
     .decode_fixed_us = 8.0,
     .fork_us = 6.0,
-    .interference = 0.097,
+    .interference = 0.199,
     .fork_ctas = 66,
 };
 

@@ -452,6 +452,8 @@ enum {
     K_RUN_SEQ,
     K_OFFSET,
     K_ORDER,
+    K_EXPORT,
+    K_KV_WRITTEN,
     /* reply only (o and lse are also a run's output references) */
     K_OK,
     K_ERROR,
@@ -467,20 +469,24 @@ enum {
     K_POOLS,
     K_STATUS,
     K_ASYNC_ERROR,
+    K_HANDOFF,
+    K_HANDOFF_US,
     K_COUNT
 };
 
 static const char *const g_keys[K_COUNT] = {
-    "v",          "op",           "id",          "pool",        "layers",   "num_pages",
-    "page_size",  "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype", "layout",
-    "device",     "num_qo_heads", "requests",    "qo_indptr",   "kv",       "mask",
-    "sm_scale",   "q_dtype",      "policy",      "plan_id",     "layer",    "q",
-    "k_new",      "v_new",        "return_lse",  "trace",       "verify",   "pages",
-    "tensors",    "kind",         "name",        "handle",      "buf",      "async",
-    "wait",       "signal",       "run_seq",     "offset",      "order",    "ok",
-    "error",      "server",       "bytes",       "plan_key",    "o",        "o_dtype",
-    "lse",        "diag",         "counters",    "plan_cache",  "pools",    "status",
-    "async_error"};
+    "v",          "op",           "id",          "pool",        "layers",    "num_pages",
+    "page_size",  "num_kv_heads", "head_dim_qk", "head_dim_vo", "kv_dtype",  "layout",
+    "device",     "num_qo_heads", "requests",    "qo_indptr",   "kv",        "mask",
+    "sm_scale",   "q_dtype",      "policy",      "plan_id",     "layer",     "q",
+    "k_new",      "v_new",        "return_lse",  "trace",       "verify",    "pages",
+    "tensors",    "kind",         "name",        "handle",      "buf",       "async",
+    "wait",       "signal",       "run_seq",     "offset",      "order",     "export",
+    "kv_written", "ok",           "error",       "server",      "bytes",     "plan_key",
+    "o",          "o_dtype",      "lse",         "diag",        "counters",  "plan_cache",
+    "pools",      "status",       "async_error", "handoff",     "handoff_us"};
+/* every key is a bit of a uint64_t (g_req_allowed) */
+_Static_assert(K_COUNT <= 64, "too many top-level keys for the allowed-key masks");
 
 #define B(k) (1ull << (k))
 #define GEOM_KEYS                                                                                  \
@@ -491,12 +497,13 @@ static const char *const g_keys[K_COUNT] = {
      B(K_SM_SCALE) | B(K_Q_DTYPE) | B(K_POLICY))
 #define RUN_KEYS                                                                                   \
     (B(K_LAYER) | B(K_Q) | B(K_K_NEW) | B(K_V_NEW) | B(K_O) | B(K_LSE) | B(K_RETURN_LSE) |         \
-     B(K_TRACE) | B(K_VERIFY) | B(K_ASYNC) | B(K_WAIT) | B(K_SIGNAL) | B(K_ORDER))
+     B(K_TRACE) | B(K_VERIFY) | B(K_ASYNC) | B(K_WAIT) | B(K_SIGNAL) | B(K_ORDER) |                \
+     B(K_KV_WRITTEN))
 
 /* Which top-level keys each request op allows (besides v, op, id). */
 static const uint64_t g_req_allowed[ATTN_OP_COUNT] = {
     [ATTN_OP_HELLO] = 0,
-    [ATTN_OP_POOL_CREATE] = GEOM_KEYS,
+    [ATTN_OP_POOL_CREATE] = GEOM_KEYS | B(K_EXPORT),
     [ATTN_OP_POOL_DROP] = B(K_POOL),
     [ATTN_OP_POOL_INFO] = B(K_POOL),
     [ATTN_OP_PLAN] = PLAN_KEYS,
@@ -1111,10 +1118,16 @@ static int decode_run(dec *d, const size_t *pos, attn_op op, attn_run_args *a)
         if (a->has_q_dtype && (rv = get_attn_dtype(d, pos[K_Q_DTYPE], "q_dtype", &a->q_dtype)) != 0)
             return rv;
     }
+    /* a kv_written run has its new rows in the pool: k_new and v_new may be absent */
+    if ((rv = get_bool(d, pos[K_KV_WRITTEN], "kv_written", false, &a->kv_written)) != 0)
+        return rv;
+    bool rows_optional = a->kv_written;
     if ((rv = get_u32(d, pos[K_LAYER], "layer", 0, &a->layer)) ||
         (rv = get_tensor_or_ref(d, pos[K_Q], "q", &a->q, &a->q_ref)) ||
-        (rv = get_tensor_or_ref(d, pos[K_K_NEW], "k_new", &a->k_new, &a->k_new_ref)) ||
-        (rv = get_tensor_or_ref(d, pos[K_V_NEW], "v_new", &a->v_new, &a->v_new_ref)) ||
+        (!(rows_optional && pos[K_K_NEW] == ABSENT) &&
+         (rv = get_tensor_or_ref(d, pos[K_K_NEW], "k_new", &a->k_new, &a->k_new_ref))) ||
+        (!(rows_optional && pos[K_V_NEW] == ABSENT) &&
+         (rv = get_tensor_or_ref(d, pos[K_V_NEW], "v_new", &a->v_new, &a->v_new_ref))) ||
         (rv = get_out_ref(d, pos[K_O], "o", &a->o_ref)) ||
         (rv = get_out_ref(d, pos[K_LSE], "lse", &a->lse_ref)) ||
         (rv = get_bool(d, pos[K_RETURN_LSE], "return_lse", false, &a->return_lse)) ||
@@ -1313,7 +1326,8 @@ int attn_request_decode(const void *buf, size_t len, const attn_codec_limits *li
         }
     switch (req->op) {
     case ATTN_OP_POOL_CREATE:
-        rv = decode_geometry(&d, pos, &req->geom, &req->has_device);
+        if ((rv = decode_geometry(&d, pos, &req->geom, &req->has_device)) == 0)
+            rv = get_bool(&d, pos[K_EXPORT], "export", false, &req->pool_export);
         break;
     case ATTN_OP_POOL_DROP:
     case ATTN_OP_POOL_INFO:
@@ -1634,6 +1648,65 @@ static int decode_stats(dec *d, const size_t *pos, attn_stats_info *s)
     return 0;
 }
 
+enum {
+    EX_KIND,
+    EX_NAME,
+    EX_HANDLE,
+    EX_OFFSET,
+    EX_DEVICE,
+    EX_BYTES,
+    EX_K_OFFSET,
+    EX_V_OFFSET,
+    EX_LAYER_STRIDE,
+    EX_PAGE_STRIDE_K,
+    EX_ROW_STRIDE_K,
+    EX_HEAD_STRIDE_K,
+    EX_PAGE_STRIDE_V,
+    EX_ROW_STRIDE_V,
+    EX_HEAD_STRIDE_V,
+    EX_KV_DTYPE,
+    EX_LAYOUT,
+    EX_COUNT
+};
+static const char *const g_export_keys[EX_COUNT] = {
+    "kind",         "name",          "handle",        "offset",       "device",
+    "bytes",        "k_offset",      "v_offset",      "layer_stride", "page_stride_k",
+    "row_stride_k", "head_stride_k", "page_stride_v", "row_stride_v", "head_stride_v",
+    "kv_dtype",     "layout"};
+
+/* The pool_create reply's "export" map (attn_pool_export). */
+static int decode_export(dec *d, size_t pos, attn_pool_export *x)
+{
+    size_t idx[EX_COUNT];
+    char kind[24], f[48];
+    attn_wire_item it;
+    uint64_t *num[] = {&x->bytes,         &x->k_offset,     &x->v_offset,      &x->layer_stride,
+                       &x->page_stride_k, &x->row_stride_k, &x->head_stride_k, &x->page_stride_v,
+                       &x->row_stride_v,  &x->head_stride_v};
+    int rv;
+    if ((rv = open_map(d, pos, 2, "export", g_export_keys, EX_COUNT, idx, false)) != 0 ||
+        (rv = get_str(d, idx[EX_KIND], "export.kind", kind, sizeof kind)) != 0 ||
+        (rv = attn_buffer_kind_parse(kind, "export.kind", &x->kind, d->err)) != 0 ||
+        (rv = get_str(d, idx[EX_DEVICE], "export.device", x->device, sizeof x->device)) != 0 ||
+        (rv = get_attn_dtype(d, idx[EX_KV_DTYPE], "export.kv_dtype", &x->kv_dtype)) != 0 ||
+        (rv = get_attn_layout(d, idx[EX_LAYOUT], "export.layout", &x->layout)) != 0)
+        return rv;
+    for (int k = 0; k < EX_KV_DTYPE - EX_BYTES; k++) {
+        snprintf(f, sizeof f, "export.%s", g_export_keys[EX_BYTES + k]);
+        if ((rv = get_uint(d, idx[EX_BYTES + k], f, 0, UINT64_MAX, num[k])) != 0)
+            return rv;
+    }
+    if (x->kind == ATTN_BUFFER_SHM)
+        return get_str(d, idx[EX_NAME], "export.name", x->name, sizeof x->name);
+    if ((rv = item_required(d, idx[EX_HANDLE], "export.handle", &it)) != 0)
+        return rv;
+    if (it.type != ATTN_WT_BIN || it.len != ATTN_CUDA_IPC_HANDLE_BYTES)
+        return attn_error_set(d->err, ATTN_E_RANGE, "export.handle",
+                              "export.handle is not a %d-byte bin", ATTN_CUDA_IPC_HANDLE_BYTES);
+    memcpy(x->handle, it.ptr, it.len);
+    return get_uint(d, idx[EX_OFFSET], "export.offset", 0, UINT64_MAX, &x->offset);
+}
+
 int attn_reply_decode(const void *buf, size_t len, const attn_codec_limits *lim, attn_reply *rep,
                       attn_error_detail *err)
 {
@@ -1692,6 +1765,10 @@ int attn_reply_decode(const void *buf, size_t len, const attn_codec_limits *lim,
             rv = get_str(&d, pos[K_POOL], "pool", rep->pool, sizeof rep->pool);
         if (rv == 0)
             rv = get_uint(&d, pos[K_BYTES], "bytes", 0, UINT64_MAX, &rep->bytes);
+        if (rv == 0 && rep->op == ATTN_OP_POOL_CREATE && pos[K_EXPORT] != ABSENT) {
+            rep->has_export = true;
+            rv = decode_export(&d, pos[K_EXPORT], &rep->exp);
+        }
         break;
     case ATTN_OP_PLAN:
     case ATTN_OP_RUN:
@@ -1717,7 +1794,11 @@ int attn_reply_decode(const void *buf, size_t len, const attn_codec_limits *lim,
             rv = decode_status(&d, pos[K_STATUS], &rep->status);
         break;
     case ATTN_OP_BUFFER_REGISTER:
-        rv = get_uint(&d, pos[K_BUF], "buf", 1, UINT64_MAX, &rep->buf);
+        if ((rv = get_uint(&d, pos[K_BUF], "buf", 1, UINT64_MAX, &rep->buf)) == 0 &&
+            pos[K_HANDOFF] != ABSENT)
+            rv = get_text(&d, pos[K_HANDOFF], "handoff", rep->handoff, sizeof rep->handoff);
+        if (rv == 0)
+            rv = get_number(&d, pos[K_HANDOFF_US], "handoff_us", &rep->handoff_us);
         break;
     case ATTN_OP_KV_READ: {
         size_t idx[2];
@@ -2001,6 +2082,35 @@ static void kv_sem(enc *e, const char *k, const attn_sem_ref *r)
     map_end(e);
 }
 
+/* The pool_create reply's "export" map (attn_pool_export). */
+static void enc_export(enc *e, const attn_pool_export *x)
+{
+    key(e, "export");
+    map_begin(e);
+    kv_str(e, "kind", attn_buffer_kind_name(x->kind));
+    if (x->kind == ATTN_BUFFER_SHM) {
+        kv_str(e, "name", x->name);
+    } else {
+        key(e, "handle");
+        put_bin(e, x->handle, sizeof x->handle);
+        kv_u64(e, "offset", x->offset);
+    }
+    kv_str(e, "device", x->device);
+    kv_u64(e, "bytes", x->bytes);
+    kv_u64(e, "k_offset", x->k_offset);
+    kv_u64(e, "v_offset", x->v_offset);
+    kv_u64(e, "layer_stride", x->layer_stride);
+    kv_u64(e, "page_stride_k", x->page_stride_k);
+    kv_u64(e, "row_stride_k", x->row_stride_k);
+    kv_u64(e, "head_stride_k", x->head_stride_k);
+    kv_u64(e, "page_stride_v", x->page_stride_v);
+    kv_u64(e, "row_stride_v", x->row_stride_v);
+    kv_u64(e, "head_stride_v", x->head_stride_v);
+    kv_str(e, "kv_dtype", attn_dtype_name(x->kv_dtype));
+    kv_str(e, "layout", attn_layout_name(x->layout));
+    map_end(e);
+}
+
 static void enc_run(enc *e, const attn_run_args *a, attn_op op)
 {
     if (op == ATTN_OP_RUN) {
@@ -2010,8 +2120,12 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
     }
     kv_u64(e, "layer", a->layer);
     kv_tensor(e, "q", a->q, &a->q_ref);
-    kv_tensor(e, "k_new", a->k_new, &a->k_new_ref);
-    kv_tensor(e, "v_new", a->v_new, &a->v_new_ref);
+    /* a kv_written run omits the rows it does not send (one it sends anyway
+     * goes out, so attnd can refuse it by name) */
+    if (!a->kv_written || a->k_new.data != NULL || a->k_new_ref.buf != 0)
+        kv_tensor(e, "k_new", a->k_new, &a->k_new_ref);
+    if (!a->kv_written || a->v_new.data != NULL || a->v_new_ref.buf != 0)
+        kv_tensor(e, "v_new", a->v_new, &a->v_new_ref);
     if (a->o_ref.buf != 0)
         kv_ref(e, "o", &a->o_ref);
     if (a->lse_ref.buf != 0)
@@ -2024,6 +2138,8 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
         kv_bool(e, "verify", true);
     if (a->async)
         kv_bool(e, "async", true);
+    if (a->kv_written)
+        kv_bool(e, "kv_written", true);
     if (a->wait.buf != 0)
         kv_sem(e, "wait", &a->wait);
     if (a->sig.buf != 0)
@@ -2055,6 +2171,8 @@ int attn_request_encode(const attn_request *req, attn_buf *out, attn_error_detai
     switch (req->op) {
     case ATTN_OP_POOL_CREATE:
         enc_geometry(&e, &req->geom, true);
+        if (req->pool_export)
+            kv_bool(&e, "export", true);
         break;
     case ATTN_OP_POOL_DROP:
     case ATTN_OP_POOL_INFO:
@@ -2257,6 +2375,8 @@ int attn_reply_encode(const attn_reply *rep, attn_buf *out, attn_error_detail *e
     case ATTN_OP_POOL_CREATE:
         kv_str(&e, "pool", rep->pool);
         kv_u64(&e, "bytes", rep->bytes);
+        if (rep->has_export)
+            enc_export(&e, &rep->exp);
         break;
     case ATTN_OP_POOL_INFO:
         enc_geometry(&e, &rep->geom, true);
@@ -2283,6 +2403,10 @@ int attn_reply_encode(const attn_reply *rep, attn_buf *out, attn_error_detail *e
         break;
     case ATTN_OP_BUFFER_REGISTER:
         kv_u64(&e, "buf", rep->buf);
+        if (rep->handoff[0] != '\0')
+            kv_str(&e, "handoff", rep->handoff);
+        if (rep->handoff_us > 0)
+            kv_dbl(&e, "handoff_us", rep->handoff_us);
         break;
     case ATTN_OP_KV_READ:
         kv_str(&e, "kv_dtype", attn_dtype_name(rep->kv_dtype));

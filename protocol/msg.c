@@ -99,11 +99,23 @@ int attn_run_check_shapes(const attn_run_args *a, const attn_manifest *m,
                               "qo_indptr is missing or negative");
     uint64_t total_q = (uint64_t)m->qo_indptr[m->num_requests];
     if ((rv = check_tensor(&a->q, &a->q_ref, "q", total_q, m->num_qo_heads, g->head_dim_qk,
-                           m->q_dtype, err)) ||
-        (rv = check_tensor(&a->k_new, &a->k_new_ref, "k_new", total_q, g->num_kv_heads,
-                           g->head_dim_qk, g->kv_dtype, err)) ||
-        (rv = check_tensor(&a->v_new, &a->v_new_ref, "v_new", total_q, g->num_kv_heads,
-                           g->head_dim_vo, g->kv_dtype, err)))
+                           m->q_dtype, err)) != 0)
+        return rv;
+    if (a->kv_written) {
+        /* the new rows are in the pool already: sending them as well would
+         * leave two versions of one row, so either is refused by name */
+        if (a->k_new.data != NULL || a->k_new.len != 0 || a->k_new_ref.buf != 0)
+            return attn_error_set(err, ATTN_E_SHAPE, "k_new",
+                                  "a kv_written run takes no k_new: the new rows are already in "
+                                  "the exported pool");
+        if (a->v_new.data != NULL || a->v_new.len != 0 || a->v_new_ref.buf != 0)
+            return attn_error_set(err, ATTN_E_SHAPE, "v_new",
+                                  "a kv_written run takes no v_new: the new rows are already in "
+                                  "the exported pool");
+    } else if ((rv = check_tensor(&a->k_new, &a->k_new_ref, "k_new", total_q, g->num_kv_heads,
+                                  g->head_dim_qk, g->kv_dtype, err)) ||
+               (rv = check_tensor(&a->v_new, &a->v_new_ref, "v_new", total_q, g->num_kv_heads,
+                                  g->head_dim_vo, g->kv_dtype, err)))
         return rv;
     /* outputs into a buffer: O [total_q, H_qo, d_vo] in q_dtype, LSE fp32 [total_q, H_qo];
      * they have no inline form, so the byte range stands empty */

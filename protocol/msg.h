@@ -33,7 +33,8 @@ float attn_tensor_elem_f32(const attn_bytes *t, attn_dtype dt, size_t i);
  * by its declared bytes, as are the optional output references o and lse
  * (ATTN_E_SHAPE "o" / "lse"); their ranges are the buffer table's to check
  * (daemon/buffers.h).  A run's optional q_dtype must equal
- * m->q_dtype (ATTN_E_DTYPE, field "q_dtype"). */
+ * m->q_dtype (ATTN_E_DTYPE, field "q_dtype").  A kv_written run must send
+ * neither k_new nor v_new (ATTN_E_SHAPE naming the one it sent). */
 int attn_run_check_shapes(const attn_run_args *a, const attn_manifest *m,
                           const attn_pool_geometry *g, attn_error_detail *err);
 

@@ -59,6 +59,7 @@ if [[ $ST == *c* ]]; then
     run decode_sweep 120 $G/tests/test_decode_gpu
     run prefill_kernel_sweep 120 $G/tests/test_prefill_gpu
     run prefill_engine 120 $G/tests/test_prefill_engine_gpu
+    [ -x $G/tests/test_restore_gpu ] && run restore 60 $G/tests/test_restore_gpu
 fi
 if [[ $ST == *s* ]]; then
     export ATTN_GPU_QUICK=1
@@ -93,7 +94,7 @@ fi
 
 # the figures worth reading first
 {
-    grep -hE "PASSED|FAILED|worst|seed=" "$L"/*sweep*.log "$L"/prefill_engine.log 2>/dev/null | tail -12
+    grep -hE "PASSED|FAILED|worst|seed=" "$L"/*sweep*.log "$L"/prefill_engine.log "$L"/restore.log 2>/dev/null | tail -12
     grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$L"/memcheck_*.log "$L"/racecheck_*.log 2>/dev/null
     grep -hE "nonfinite" "$L"/decode_sweep.log 2>/dev/null | grep -c "finite O in req 0: 0," |
         sed 's/^/NaN cases with every O NaN: /'

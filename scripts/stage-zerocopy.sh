@@ -4,7 +4,8 @@
 # /work/main/.dev-zpy):
 #   bin.tar.xz              attnd: static, with CUDA (make BUILD=build-static STATIC=1 CUDA=1)
 #                           and libattn_cuda_bench.so, the bench glue over the same kernel
-#                           archives (unpacked by run_zerocopy.sh)
+#                           archives, with the stamp kernel (kernels/cuda/stamp.h) the
+#                           client's timeline calls (unpacked by run_zerocopy.sh)
 #   py/attn, py/msgpack     the Python package and msgpack's pure-Python
 #                           half (the device has torch but no msgpack)
 #   whl/                    msgpack's cp312 wheel (its C half: a pure-Python
@@ -20,6 +21,7 @@ make -s -j2 BUILD=$B STATIC=1 CUDA=1 all
 nvcc -O3 -std=c++17 -Xcompiler -fPIC -shared -Iinclude -I. \
     -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90 \
     -o "$B/libattn_cuda_bench.so" bench/gpu/bench_glue.c bench/gpu/prefill_glue.c \
+    "$B/obj/kernels/cuda/stamp.cu.o" \
     -Xlinker --whole-archive "$B/libattn_cuda.a" -Xlinker --no-whole-archive "$B/libattn_core.a" \
     -lcudart_static -lpthread -lm -ldl -lrt
 mp=$(python3 -c 'import msgpack, os; print(os.path.dirname(msgpack.__file__))')

@@ -331,6 +331,8 @@ def main():
     ap.add_argument("--lib", default="build-gpu/lib/libattn_cuda_bench.so")
     ap.add_argument("--deadline", type=float, default=240.0, help="seconds; later peers skipped")
     ap.add_argument("--peers", default="part,ba,bpod,pod")
+    ap.add_argument("--variants", default="", help="attnd variants to run (default: all)")
+    ap.add_argument("--json", default="mixed_bench.json", help="file name of the results in --out")
     ap.add_argument("--table", default="", help="only print the tables of this mixed_bench.json")
     ap.add_argument("--wait-file", default="",
                     help="before the peers: wait for this file (bench/gpu/fi_warm.py --done)")
@@ -365,6 +367,8 @@ def main():
         for name_v, *_ in VARIANTS:
             if name_v in FORKED and not both:
                 continue
+            if a.variants and name_v not in a.variants.split(","):
+                continue
             try:
                 ms, o, lse, extra = run_variant(lib, cs, name_v)
                 row["attnd"][name_v] = dict(ms=ms, nan=int(torch.isnan(o.float()).sum()) +
@@ -397,7 +401,7 @@ def main():
                    for k, v in row["attnd"].items()}, "floor %.4f ms" % row["floor_ms"])
     dump = lambda: json.dump(dict(res, rows=[{k: v for k, v in r.items() if k != "attnd_ref"}
                                              for r in res["rows"]]),
-                             open(os.path.join(a.out, "mixed_bench.json"), "w"), indent=1)
+                             open(os.path.join(a.out, a.json), "w"), indent=1)
     dump()
     # pass 2: the FlashInfer peers (JIT compiles on first use), deadline-bounded
     peers = [p for p in a.peers.split(",") if p]
@@ -407,7 +411,10 @@ def main():
             time.sleep(1)
         log("waited %.0f s for the JIT warm-up (%s)" % (time.time() - tw, "done" if os.path.exists(
             a.wait_file) else "not done"))
-    ws = [torch.empty(512 << 20, dtype=torch.uint8, device="cuda") for _ in range(2)]
+    # BatchPOD halves ws[0] between its prefill and decode plans, and its
+    # prefill plan's split-k buffers alone outgrew 128 MiB on M1-M5 ("Buffer
+    # overflow ... batch_prefill_tmp_s"): give every peer 2 GiB + 512 MiB
+    ws = [torch.empty(n << 20, dtype=torch.uint8, device="cuda") for n in (2048, 512)]
     for peer in peers:
         for row, cs in zip(res["rows"], cases):
             if fi is None or time.time() - t0 > a.deadline:

@@ -13,12 +13,17 @@ bench/gpu/run_zerocopy.sh starts attnd and MPS around them):
            cache, then producer + reducer; no daemon.
   refs     (b)/(b') through attnd: tensors in a cuda_ipc arena by reference,
            ready/done semaphores, async runs (attn.BatchDecodeWrapper,
-           transport cuda_ipc), twice on the same pool: b_refs_blocking
-           (each run waits for its reply, the first round's client) and
-           b_refs (pipelined: the step's 32 runs handed off without
-           waiting, --window unanswered at most, replies collected once
-           per step).  Reported unavailable, with attnd's reason,
-           when this attnd cannot register cuda_ipc buffers or order runs.
+           transport cuda_ipc), pipelined (a step's 32 runs handed off
+           without waiting, replies collected once per step), twice on the
+           same pool: b_refs (this round's client: --window unanswered,
+           prepared requests, K/V rows attnd reads in place, no events in
+           the timed steps) and b_refs_r2 (round 2's: window 16, full
+           encoding, events around every run, K/V rows attnd copies).
+           With --timeline (attnd started with ATTN_CUDA_TIMELINE=FILE):
+           a stamped pass of both instead, GPU timestamps on both sides
+           of every layer matched by the runs' semaphore values.
+           Reported unavailable, with attnd's reason, when this attnd
+           cannot register cuda_ipc buffers or order runs.
   inline   (c) through attnd with today's inline tensors (transport inline).
   kill     a client killed (SIGKILL) mid-step: attnd keeps serving and the
            client's buffers are released (stats), another client's run is
@@ -29,9 +34,11 @@ same tensors in the in-process cache); its O and LSE are checked against an
 fp32 torch reference (rel L2 <= 1e-2, |LSE err| <= 1e-3, no NaN); the
 other layers' caches are zero (timing does not depend on the values).
 
-Timing: CUDA events on the client's stream (step, per layer), host clocks
-around each run call (submit), attnd's diagnostic (kernel time of a run,
-CUDA events) where the reply carries one.  Writes OUT/zc-<phase>.json.
+Timing: CUDA events on the client's stream (step), host clocks around
+each run call (submit) and inside it (the wrapper's submit_times and the
+client's send_times: checks, memops, encode, send), attnd's run_status
+(kernel time of a run, CUDA events); (a) also a stamped timeline pass.
+Appends to OUT/zc-results.jsonl.
 """
 import argparse
 import ctypes
@@ -62,6 +69,33 @@ def pct(xs, q):
 def summary(xs):
     return {"p50": pct(xs, 50), "p99": pct(xs, 99), "min": min(xs) if xs else None,
             "n": len(xs)}
+
+
+class Stamps:
+    """GPU timestamps on the client's stream: attn_cuda_stamp_launch (a
+    1-thread kernel writing %globaltimer, the clock attnd's
+    ATTN_CUDA_TIMELINE stamps share) from the bench glue library, into
+    one int64 tensor [steps, layers, points]."""
+
+    def __init__(self, lib, steps, layers, points):
+        self.fn = lib.attn_cuda_stamp_launch
+        self.fn.restype = ctypes.c_int
+        self.fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.t = torch.zeros((steps, layers, points), dtype=torch.int64, device="cuda")
+        self.base = self.t.data_ptr()
+        self.points, self.layers = points, layers
+
+    def __call__(self, step, layer, point, stream):
+        rc = self.fn(self.base + 8 * ((step * self.layers + layer) * self.points + point), stream)
+        assert rc == 0, rc
+
+    def host(self):
+        torch.cuda.synchronize()
+        return self.t.cpu().tolist()
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
 
 
 class Workload:
@@ -193,6 +227,27 @@ def phase_inproc(args):
         for ev in evs:
             attn_us.append(ev[1].elapsed_time(ev[2]) * 1e3)
             engine_us.append((ev[0].elapsed_time(ev[1]) + ev[2].elapsed_time(ev[3])) * 1e3)
+    # timeline: %globaltimer stamps before the engine's writes, after them,
+    # after attention, after the consume (a separate pass: each stamp is a launch)
+    stamps = Stamps(lib, 3, args.layers, 4)
+
+    def stamped(s, li):
+        stamps(s, li, 0, stream)
+        q.copy_(wl.q[li])
+        kc[li].view(-1, HKV, D).index_copy_(0, wl.new_rows, wl.k_new[li])
+        vc[li].view(-1, HKV, D).index_copy_(0, wl.new_rows, wl.v_new[li])
+        stamps(s, li, 1, stream)
+        assert lib.attnb_run(h, q.data_ptr(), kc[li].data_ptr(), vc[li].data_ptr(), o.data_ptr(),
+                             lse.data_ptr(), stream) == 0
+        stamps(s, li, 2, stream)
+        acc.add_(o.float())
+        stamps(s, li, 3, stream)
+
+    for s in range(3):
+        for li in range(args.layers):
+            stamped(s, li)
+    res["timeline"] = inproc_timeline(stamps.host())
+    log("(a) timeline per layer (median us): %s" % json.dumps(res["timeline"]))
     st = statistics.median(steps)
     res.update(step_us=summary(steps), attn_layer_us=summary(attn_us),
                engine_layer_us=summary(engine_us),
@@ -205,16 +260,69 @@ def phase_inproc(args):
     return res
 
 
+def inproc_timeline(t):
+    """(a)'s stamps [step][layer][4] -> median µs per segment of a layer."""
+    seg = {"engine_write": [], "attention": [], "consume": [], "stamp": [], "layer_period": []}
+    for st in t[1:]:  # the first step warms up
+        for li, (c0, c1, c2, c3) in enumerate(st):
+            seg["engine_write"].append((c1 - c0) / 1e3)
+            seg["attention"].append((c2 - c1) / 1e3)
+            seg["consume"].append((c3 - c2) / 1e3)
+            if li + 1 < len(st):
+                seg["stamp"].append((st[li + 1][0] - c3) / 1e3)
+                seg["layer_period"].append((st[li + 1][0] - c0) / 1e3)
+    return {k: median(v) for k, v in seg.items()}
+
+
+def daemon_timeline(t, epochs, attnd_lines):
+    """Client stamps [step][layer][4] (before the q/K/V writes, after them =
+    ready written next, after the done wait, after the consume) and
+    attnd's ATTN_CUDA_TIMELINE lines (by wait value = the run's epoch) ->
+    median µs per segment of a layer, on the GPU's one clock."""
+    by_epoch = {r["wait"]: r for r in attnd_lines}
+    seg = {k: [] for k in ("client_write", "ready_handoff", "attnd_inputs", "attnd_kernels",
+                           "done_handoff", "client_consume", "stamp", "layer_period")}
+    behind, matched = 0, 0
+    for si, st in enumerate(t[1:], 1):
+        for li, (c0, c1, c2, c3) in enumerate(st):
+            a = by_epoch.get(epochs[si][li])
+            if li + 1 < len(st):
+                seg["stamp"].append((st[li + 1][0] - c3) / 1e3)
+                seg["layer_period"].append((st[li + 1][0] - c0) / 1e3)
+            seg["client_write"].append((c1 - c0) / 1e3)
+            seg["client_consume"].append((c3 - c2) / 1e3)
+            if a is None or not all(a.get(k) for k in ("wait_released", "kernels_start",
+                                                        "kernels_end")):
+                continue
+            matched += 1
+            behind += bool(a.get("host_behind"))
+            seg["ready_handoff"].append((a["wait_released"] - c1) / 1e3)
+            seg["attnd_inputs"].append((a["kernels_start"] - a["wait_released"]) / 1e3)
+            seg["attnd_kernels"].append((a["kernels_end"] - a["kernels_start"]) / 1e3)
+            seg["done_handoff"].append((c2 - a["kernels_end"]) / 1e3)
+    out = {k: median(v) for k, v in seg.items()}
+    out["runs_matched"] = matched
+    out["attnd_host_behind"] = behind
+    return out
+
+
 # ---- through attnd
 
 
-def create_pool(c, wl, layers):
+def create_pool(c, wl, layers, export=False):
+    """The step's pool; with export, an attn.Pool whose k[l]/v[l] are this
+    process's torch views of attnd's K/V (for kv_written runs)."""
+    import attn
     try:
         c.pool_drop(POOL)
     except Exception:
         pass
-    c.pool_create(POOL, layers=layers, num_pages=wl.num_pages, page_size=P, num_kv_heads=HKV,
-                  head_dim_qk=D, head_dim_vo=D, kv_dtype="bf16", device="cuda:0")
+    geom = dict(layers=layers, num_pages=wl.num_pages, page_size=P, num_kv_heads=HKV,
+                head_dim_qk=D, head_dim_vo=D, kv_dtype="bf16", device="cuda:0")
+    if export:
+        return attn.Pool.create(c, POOL, **geom)
+    c.pool_create(POOL, **geom)
+    return None
 
 
 def load_history(c, wl, layers):
@@ -232,17 +340,26 @@ def load_history(c, wl, layers):
 
 
 def phase_daemon(args, transport):
-    """(c) inline, or (b)/(b') by reference: the pipelined client (b_refs:
-    a whole step's runs submitted without waiting for replies, collected
-    once per step) and the blocking one (b_refs_blocking: each run waits
-    for its reply, as in the first round), on the same pool and plan."""
+    """(c) inline, or (b)/(b') by reference, on one pool and plan:
+    b_refs (this round's client: pipelined, a window above the step's runs,
+    prepared requests, K/V rows read in place by attnd) and b_refs_r2 (the
+    second round's client: window 16, events around every run in the timed
+    steps, each request encoded in full, K/V rows at an offset attnd copies
+    them from).  With --timeline (attnd started with ATTN_CUDA_TIMELINE)
+    both run a stamped pass instead: GPU timestamps on both sides of every
+    layer, no history, no timed steps."""
     import attn
     wl = Workload(args.layers)
     admin = attn.Client(args.url, timeout=120)
     hello = admin.hello()
-    create_pool(admin, wl, args.layers)
-    variants = [("c_inline", False)] if transport == "inline" else \
-        [("b_refs_blocking", False), ("b_refs", True)]
+    kvw = args.kv_written and transport == "cuda_ipc"
+    pool = create_pool(admin, wl, args.layers, export=kvw)
+    variants = [("c_inline", dict(pipelined=False))] if transport == "inline" else \
+        [("b_refs", dict(pipelined=True)), ("b_refs_r2", dict(pipelined=True, r2=True))]
+    if kvw:  # the client writes its K/V rows into the exported pool itself, as (a) does
+        variants.append(("b_refs_kvw", dict(pipelined=True, kvw=True)))
+    if args.variants:
+        variants = [v for v in variants if v[0] in args.variants.split(",")]
     common = {"transport": transport, "mps": os.environ.get("ZC_MPS", "?"),
               "hello_server": {k: v for k, v in hello.get("server", {}).items()
                                if k in ("version", "build_id", "mps", "gpu_handoff")}}
@@ -264,21 +381,39 @@ def phase_daemon(args, transport):
         if w is not None:
             w.close()
         return [dict(common, phase=tag, unavailable=why) for tag, _ in variants]
-    load_history(admin, wl, args.layers)
+    if not args.timeline:
+        load_history(admin, wl, args.layers)
+    n_kv = B * HKV * D
     if transport == "cuda_ipc":
         q = w.empty((B, HQ, D), "bf16")
         k_new = w.empty((B, HKV, D), "bf16")
         v_new = w.empty((B, HKV, D), "bf16")
+        # 8 bytes into their slots: not 16-aligned, so attnd copies them (round 2)
+        k_off = w.empty((n_kv + 8,), "bf16")[4:4 + n_kv].view(B, HKV, D)
+        v_off = w.empty((n_kv + 8,), "bf16")[4:4 + n_kv].view(B, HKV, D)
     else:
         q = torch.empty((B, HQ, D), dtype=torch.bfloat16, device="cuda")
         k_new = torch.empty((B, HKV, D), dtype=torch.bfloat16, device="cuda")
         v_new = torch.empty_like(k_new)
+        k_off, v_off = k_new, v_new
+    stamps = None
+    if args.timeline:
+        stamps = Stamps(ctypes.CDLL(args.lib), 3, args.layers, 4)
     results = []
-    for tag, pipelined in variants:
-        w.pipelined = pipelined
+    for tag, how in variants:
+        r2 = how.get("r2", False)
+        w.pipelined = how["pipelined"]
+        w.prepared = not r2
+        w.client.max_outstanding = 16 if r2 else args.window
+        inputs = (q, k_off, v_off) if r2 else (q, k_new, v_new)
+        if how.get("kvw"):
+            inputs = (q, pool, None)  # daemon_layer: rows into pool.k[l] / pool.v[l]
         try:
-            results.append(measure_daemon(args, w, wl, admin, tag, pipelined, common,
-                                          (q, k_new, v_new)))
+            if stamps is not None:
+                results.append(timeline_daemon(args, w, wl, tag, common, inputs, stamps))
+            else:
+                results.append(measure_daemon(args, w, wl, tag, how["pipelined"], r2, common,
+                                              inputs))
         except Exception:  # recorded; the next variant still runs
             import traceback
             traceback.print_exc()
@@ -287,17 +422,113 @@ def phase_daemon(args, transport):
     for r in results:
         r["buffers_live_before_close"] = stats.get("buffers")
     w.close()
+    if pool is not None:
+        pool.close()
     admin.close()
     return results
 
 
-def measure_daemon(args, w, wl, admin, tag, pipelined, common, inputs):
-    import attn
+def daemon_layer(w, wl, inputs, li, acc, out=None, hook=None):
+    """One layer of the engine-like client: write q and the new K/V rows,
+    attention through attnd, consume O.  inputs: (q, k_new, v_new), or (q,
+    an exported attn.Pool, None): the rows written into the pool's views
+    (index_copy_, as (a) writes its own cache) and the run kv_written.
+    hook(point) marks the layer's boundaries (0 before the writes, 1 after
+    them, 2 after run(), 3 after the consume)."""
     q, k_new, v_new = inputs
-    res = dict(common, phase=tag, pipelined=pipelined,
-               window=w.client.max_outstanding if pipelined else 1)
+    pool = k_new if v_new is None else None
+    if hook:
+        hook(0)
+    q.copy_(wl.q[li])
+    if pool is not None:
+        pool.k[li].view(-1, HKV, D).index_copy_(0, wl.new_rows, wl.k_new[li])
+        pool.v[li].view(-1, HKV, D).index_copy_(0, wl.new_rows, wl.v_new[li])
+        rows = {"kv_written": True}
+    else:
+        k_new.copy_(wl.k_new[li])
+        v_new.copy_(wl.v_new[li])
+        rows = {"k_new": k_new, "v_new": v_new}
+    if hook:
+        hook(1)
+    if li == 0:
+        o, lse = w.run(q, layer=li, return_lse=True, **rows)
+    else:
+        o, lse = w.run(q, layer=li, **rows), None
+    if hook:
+        hook(2)
+    if out is not None and li == 0:
+        out["o0"], out["lse0"] = o.clone(), lse.clone()
+    acc.add_(o.float())
+    if hook:
+        hook(3)
+
+
+def collect_step(w, tag, order_errors):
+    """The step's replies (pipelined); False when attnd enqueued two of them
+    out of the order sent (E_ORDER: the wrapper released the stream, the
+    step's timing and outputs are void)."""
+    import attn
+    if not w.pipelined:
+        return []
+    try:
+        return w.collect()
+    except attn.AttnError as e:
+        if e.code != "E_ORDER":
+            raise
+        order_errors.append(e.message)
+        log("(%s) %s" % (tag, e.message))
+        return None
+
+
+def warm_up(args, w, wl, inputs, acc, tag, out=None):
+    for _ in range(3):  # every kernel loaded, plan cached, prepared request made
+        for li in range(args.layers):
+            daemon_layer(w, wl, inputs, li, acc, out)
+        ok = collect_step(w, tag, []) is not None
+        torch.cuda.synchronize()
+        if ok:
+            return
+
+
+def timeline_daemon(args, w, wl, tag, common, inputs, stamps):
+    """3 stamped steps (the first warms up): the client's stamps and
+    attnd's ATTN_CUDA_TIMELINE lines, matched by the run's epoch."""
     acc = torch.zeros((B, HQ, D), dtype=torch.float32, device="cuda")
-    submit, diag_us, host_us, wait_us, seqs, step_submit = [], [], [], [], [], []
+    warm_up(args, w, wl, inputs, acc, tag)
+    stream = torch.cuda.current_stream().cuda_stream
+    epochs = [[0] * args.layers for _ in range(3)]
+    order_errors = []
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    step_us = []
+    for s in range(3):
+        e0.record()
+        for li in range(args.layers):
+            daemon_layer(w, wl, inputs, li, acc,
+                         hook=lambda pt, s=s, li=li: stamps(s, li, pt, stream))
+            epochs[s][li] = w._epoch
+        e1.record()
+        collect_step(w, tag, order_errors)
+        e1.synchronize()
+        step_us.append(e0.elapsed_time(e1) * 1e3)
+    t = stamps.host()
+    lines = []
+    with open(args.timeline) as f:
+        for line in f:
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                pass
+    tl = daemon_timeline(t, epochs, lines)
+    log("(%s, timeline) per layer (median us): %s" % (tag, json.dumps(tl)))
+    return dict(common, phase=tag + "_timeline", timeline=tl, stamped_step_us=summary(step_us),
+                order_errors=order_errors)
+
+
+def measure_daemon(args, w, wl, tag, pipelined, r2, common, inputs):
+    res = dict(common, phase=tag, pipelined=pipelined,
+               window=w.client.max_outstanding if pipelined else 1, r2_client=r2)
+    acc = torch.zeros((B, HQ, D), dtype=torch.float32, device="cuda")
+    diag_us, host_us, wait_us, seqs, step_submit = [], [], [], [], []
     out = {}
 
     def note(rep):
@@ -309,76 +540,49 @@ def measure_daemon(args, w, wl, admin, tag, pipelined, common, inputs):
         if (rep or {}).get("run_seq"):
             seqs.append(rep["run_seq"])
 
-    def layer(li, ev=None, record=True):
-        q.copy_(wl.q[li])
-        k_new.copy_(wl.k_new[li])
-        v_new.copy_(wl.v_new[li])
-        if ev:
-            ev[0].record()
-        t0 = time.perf_counter()
-        if li == 0:
-            o, l = w.run(q, k_new, v_new, layer=li, return_lse=True)
-        else:
-            o, l = w.run(q, k_new, v_new, layer=li), None
-        t1 = time.perf_counter()
-        if ev:
-            ev[1].record()
-        if record:
-            submit.append((t1 - t0) * 1e6)
-            if not pipelined:
-                note(w.last_reply)
-        if li == 0:
-            out["o0"], out["lse0"] = o.clone(), l.clone()
-        acc.add_(o.float())
-
-    order_errors = []
-
-    def collect(record=True):
-        """The step's replies; False when attnd enqueued two of them out of
-        the order sent (E_ORDER: the wrapper released the stream, the step's
-        timing and outputs are void)."""
-        if not pipelined:
-            return True
-        try:
-            reps = w.collect()
-        except attn.AttnError as e:
-            if e.code != "E_ORDER":
-                raise
-            order_errors.append(e.message)
-            log("(%s) %s" % (tag, e.message))
-            return False
-        for rep in reps:
-            if record:
-                note(rep)
-        return True
-
-    for _ in range(3):  # warm-up step: every kernel loaded, plan cached
-        for li in range(args.layers):
-            layer(li, record=False)
-        ok = collect(record=False)
-        torch.cuda.synchronize()
-        if ok:
-            break
+    warm_up(args, w, wl, inputs, acc, tag, out)
     res["check"] = check0(wl, out["o0"], out["lse0"], "(%s)" % tag)
-    steps_ev, steps_wall = [], []
+    order_errors, steps_ev, steps_wall = [], [], []
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     evs = [[torch.cuda.Event(enable_timing=True) for _ in range(2)] for _ in range(args.layers)]
+    inline = w.transport == "inline"
+    submit = []  # host µs of each run() call
+    w.submit_times, w.client.send_times = [], []
     for s in range(args.steps):
         t0 = time.perf_counter()
         e0.record()
         for li in range(args.layers):
-            layer(li, evs[li])
+            ev = evs[li] if r2 else None  # round 2 recorded them in the timed steps
+            t_a = [0.0]
+
+            def hook(pt, ev=ev, t_a=t_a):
+                if pt == 1:
+                    if ev:
+                        ev[0].record()
+                    t_a[0] = time.perf_counter()
+                elif pt == 2:
+                    submit.append((time.perf_counter() - t_a[0]) * 1e6)
+                    if ev:
+                        ev[1].record()
+            daemon_layer(w, wl, inputs, li, acc, out, hook)
+            if not pipelined:
+                note(w.last_reply)
         e1.record()
         t_handed = (time.perf_counter() - t0) * 1e6
-        ok = collect()  # the replies, after the whole step was handed off
+        reps = collect_step(w, tag, order_errors)
         e1.synchronize()
-        if not ok:
+        if reps is None:
             continue
+        for rep in reps:
+            note(rep)
         step_submit.append(t_handed)
         steps_wall.append((time.perf_counter() - t0) * 1e6)
         steps_ev.append(e0.elapsed_time(e1) * 1e3)
-        for ev in evs:
-            wait_us.append(ev[0].elapsed_time(ev[1]) * 1e3)
+        if r2:
+            for ev in evs:
+                wait_us.append(ev[0].elapsed_time(ev[1]) * 1e3)
+    res["submit_parts_us"] = submit_parts(w.submit_times, w.client.send_times, inline)
+    w.submit_times, w.client.send_times = None, None
     # the last step's layer 0 again checked: pipelining did not reorder anything
     res["check_last_step"] = check0(wl, out["o0"], out["lse0"], "(%s, last step)" % tag)
     engine_us, queued_us = [], []
@@ -398,11 +602,33 @@ def measure_daemon(args, w, wl, admin, tag, pipelined, common, inputs):
                run_window_on_client_stream_us=summary(wait_us),
                acc_checksum=float(acc.double().sum().item()))
     log("(%s) step p50 %.1f us (wall %.1f, whole step handed off in %.1f), submit p50 %.1f "
-        "p99 %.1f us, attnd kernels per layer p50 %s us, client stream per run p50 %.1f us"
+        "p99 %.1f us, attnd kernels per layer p50 %s us; submit parts %s"
         % (tag, res["step_us"]["p50"], res["step_wall_us"]["p50"], res["step_submit_us"]["p50"],
            res["submit_us"]["p50"], res["submit_us"]["p99"], res["diag_kernel_us"]["p50"],
-           res["run_window_on_client_stream_us"]["p50"]))
+           json.dumps(res["submit_parts_us"])))
     return res
+
+
+def submit_parts(wt, st, inline):
+    """Medians (µs) of the parts of run() on the cuda_ipc path: the
+    wrapper's (entered, checked, ready written, request sent, done wait
+    enqueued) and the client's send (entered, room made + fields, encoded,
+    sent), one of each per run."""
+    if inline or not wt or len(wt) != len(st):
+        return {"runs": len(wt or []), "sends": len(st or [])}
+    parts = {k: [] for k in ("checks_and_refs", "ready_memop", "before_send", "window_wait",
+                             "encode", "nng_send", "after_send", "done_memop", "total")}
+    for (a0, a1, a2, a3, a4), (s0, s1, s2, s3) in zip(wt, st):
+        parts["checks_and_refs"].append(a1 - a0)
+        parts["ready_memop"].append(a2 - a1)
+        parts["before_send"].append(s0 - a2)
+        parts["window_wait"].append(s1 - s0)
+        parts["encode"].append(s2 - s1)
+        parts["nng_send"].append(s3 - s2)
+        parts["after_send"].append(a3 - s3)
+        parts["done_memop"].append(a4 - a3)
+        parts["total"].append(a4 - a0)
+    return {k: median(v) / 1e3 for k, v in parts.items()}
 
 
 def phase_kill(args):
@@ -505,8 +731,14 @@ def main():
     ap.add_argument("--lib", default="build-gpu/lib/libattn_cuda_bench.so")
     ap.add_argument("--layers", type=int, default=L)
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--window", type=int, default=16,
+    ap.add_argument("--window", type=int, default=64,
                     help="pipelined runs unanswered at once (attnd: --conn-inflight above it)")
+    ap.add_argument("--timeline", default="",
+                    help="attnd's ATTN_CUDA_TIMELINE file: stamped passes instead of timed steps")
+    ap.add_argument("--variants", default="", help="comma-separated subset of the variants")
+    ap.add_argument("--kv-written", action="store_true",
+                    help="refs: an exported pool and the variant b_refs_kvw (the client writes "
+                         "its K/V rows into it, runs say kv_written)")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--tag", default="")
     args = ap.parse_args()

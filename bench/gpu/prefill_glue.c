@@ -167,6 +167,12 @@ void attnpf_set_max_ctas(attnpf *h, uint32_t n)
     h->p.max_ctas = n;
 }
 
+/* 1: every K/V row by the cp.async gather (no TMA tier), for A/B runs. */
+void attnpf_set_gather_only(attnpf *h, uint32_t on)
+{
+    h->p.gather_only = on;
+}
+
 /* Launch on the given device buffers and stream; returns 0 or an attn_err. */
 int attnpf_run(attnpf *h, const void *q, const void *k, const void *v, void *o, float *lse,
                void *stream)

@@ -3,16 +3,22 @@
 # (issue 11): bench/gpu/bench_zerocopy.py's phases around attnd, with and
 # without CUDA MPS.  Staged by scripts/stage-zerocopy.sh (static attnd, the
 # bench glue library, the Python package and a pure-Python msgpack).
-#   (a) in-process kernels          -> phase inproc (no daemon)
-#   without MPS: (b') refs (pipelined, and blocking as before), (c) inline, kill test
-#   under MPS:   (b) refs (pipelined, and blocking), kill test
+#   (a) in-process kernels          -> phase inproc (no daemon), with its timeline
+#   without MPS: (b') refs (pipelined), (c) inline, kill test
+#   under MPS:   (b) refs (pipelined: this round's client and round 2's), kill test;
+#                then attnd again with ATTN_CUDA_TIMELINE: both clients' timelines
 # Usage: bash bench/gpu/run_zerocopy.sh STAGED_DIR OUT_DIR [STEPS]
-# Writes OUT_DIR/{env.txt, run.log, attnd.log, zc-results.jsonl, summary.md}.
+# NOMPS=0 skips the configurations without MPS, KILL=0 the kill tests (a
+# shorter device call when only the MPS path changed).  KVW=1 adds, under
+# MPS, the client that writes its K/V rows into an exported pool and runs
+# kv_written (b_refs_kvw; not yet run on a GPU).
+# Writes OUT_DIR/{env.txt, run.log, attnd.log, zc-results.jsonl, summary.md,
+# attnd-timeline.jsonl}.
 set -u
 S=$(cd "${1:?usage: $0 STAGED_DIR OUT_DIR}" && pwd)
 OUT=${2:-/tmp/zc}
 STEPS=${3:-10}
-WINDOW=${WINDOW:-16} # pipelined runs unanswered at once
+WINDOW=${WINDOW:-64} # pipelined runs unanswered at once (above a step's 32)
 mkdir -p "$OUT"
 # attnd and the bench glue travel xz-packed (scripts/stage-zerocopy.sh)
 [ -f "$S/bin.tar.xz" ] && [ ! -x "$S/attnd" ] && tar -C "$S" -xJf "$S/bin.tar.xz"
@@ -38,7 +44,7 @@ url="ipc://$tmp/attnd.sock"
     python3 -c 'import msgpack, attn; print("msgpack", msgpack.version, msgpack.Packer, attn.__file__)'
 } >>"$OUT/env.txt" 2>&1
 
-bench() { # PHASE TAG
+bench() { # PHASE TAG [bench_zerocopy.py options]
     if [ $((SECONDS + ${PHASE_TIMEOUT:-60})) -gt "$BUDGET_S" ]; then
         echo "== $1 $2 skipped: ${SECONDS}s spent, budget ${BUDGET_S}s" | tee -a "$OUT/run.log" \
             >>"$OUT/skipped.txt"
@@ -47,7 +53,7 @@ bench() { # PHASE TAG
     echo "== $1 $2" >>"$OUT/run.log"
     ZC_MPS=$mps timeout "${PHASE_TIMEOUT:-60}" python3 "$here/bench_zerocopy.py" --phase "$1" --url "$url" \
         --lib "$S/libattn_cuda_bench.so" --steps "$STEPS" --window "$WINDOW" --out "$OUT" --tag="$2" \
-        >>"$OUT/run.log" 2>&1
+        "${@:3}" >>"$OUT/run.log" 2>&1
     echo "== $1 $2 rc=$?" >>"$OUT/run.log"
 }
 start_attnd() { # TAG
@@ -58,7 +64,8 @@ start_attnd() { # TAG
     # the order sent (docs/protocol.md, "Pipelined asynchronous runs");
     # --conn-inflight/--contexts above the client's window of $WINDOW
     "$S/attnd" --listen "$url" --engine cuda --pool-budget $((48 << 30)) --log-level info \
-        --workers 1 --conn-inflight 64 --contexts 64 2>>"$OUT/attnd.log" &
+        --workers 1 --conn-inflight $((WINDOW * 2)) --contexts $((WINDOW * 2)) \
+        2>>"$OUT/attnd.log" &
     apid=$!
     for _ in $(seq 200); do [ -S "$tmp/attnd.sock" ] && break; sleep 0.05; done
 }
@@ -73,11 +80,13 @@ stop_attnd() { # SIGTERM (drains), SIGKILL after 10 s
 mps=0
 bench inproc ""
 # without MPS first: (b') and (c), the kill test
-start_attnd nomps
-bench refs -nomps
-bench inline -nomps
-bench kill -nomps
-stop_attnd
+if [ "${NOMPS:-1}" = 1 ]; then
+    start_attnd nomps
+    bench refs -nomps --variants b_refs
+    bench inline -nomps
+    [ "${KILL:-1}" = 1 ] && bench kill -nomps
+    stop_attnd
+fi
 # under MPS (stopped again on the way out, whatever happens)
 if command -v nvidia-cuda-mps-control >/dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=$tmp/mps-log
@@ -85,10 +94,18 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
     if nvidia-cuda-mps-control -d; then
         trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
         mps=1
+        kvw=()
+        [ "${KVW:-0}" = 1 ] && kvw=(--kv-written)
         start_attnd mps
-        bench refs -mps
-        bench kill -mps
+        bench refs -mps ${kvw[@]+"${kvw[@]}"}
+        [ "${KILL:-1}" = 1 ] && bench kill -mps
         stop_attnd
+        # the timeline: every run of attnd stamped (kernels/cuda/stamp.h)
+        export ATTN_CUDA_TIMELINE=$OUT/attnd-timeline.jsonl
+        start_attnd mps-timeline
+        bench refs -mps-timeline --timeline "$ATTN_CUDA_TIMELINE" ${kvw[@]+"${kvw[@]}"}
+        stop_attnd
+        unset ATTN_CUDA_TIMELINE
         echo quit | nvidia-cuda-mps-control
         trap - EXIT
         sleep 1

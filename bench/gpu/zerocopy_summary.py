@@ -28,7 +28,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         name = r["phase"] + r.get("tag", "")
-        if r["phase"] == "kill":
+        if r["phase"] == "kill" or "timeline" in r and r["phase"] != "a_inproc":
             continue
         if "unavailable" in r:
             print("| %s | not measured: %s | | | | | | |" % (name, r["unavailable"]))
@@ -59,6 +59,17 @@ def main():
                                                                         or [])
         print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (name, f(st), f(ratio, 3), f(gpu),
                                                              sub, handed, f(gap, 2), chk))
+    timeline(rows)
+    parts = [r for r in rows if isinstance(r.get("submit_parts_us"), dict) and
+             "total" in r["submit_parts_us"]]
+    if parts:
+        keys = list(parts[0]["submit_parts_us"])
+        print("\nhost submit, parts of run() (median µs per run):\n")
+        print("| config | " + " | ".join(keys) + " |")
+        print("|---|" + "---|" * len(keys))
+        for r in parts:
+            print("| %s%s | " % (r["phase"], r.get("tag", "")) +
+                  " | ".join(f(r["submit_parts_us"][k]) for k in keys) + " |")
     for r in rows:
         if r["phase"] == "kill":
             print("\nkill test%s: child %r; buffers %s -> %s in %.2f s; another client's run "
@@ -67,6 +78,24 @@ def main():
                                              r.get("buffers_after_kill"), r.get("release_s", -1),
                                              (r.get("check_after_kill") or {}).get("ok"),
                                              "PASS" if r.get("ok") else "FAIL"))
+
+
+def timeline(rows):
+    """Per-layer segments on the GPU's clock (median µs), from the stamped passes."""
+    tl = [r for r in rows if isinstance(r.get("timeline"), dict)]
+    if not tl:
+        return
+    keys = []
+    for r in tl:
+        keys += [k for k in r["timeline"] if k not in keys]
+    print("\nGPU timeline per layer (%globaltimer stamps; median µs; a separate stamped pass):\n")
+    print("| config | " + " | ".join(keys) + " |")
+    print("|---|" + "---|" * len(keys))
+    for r in tl:
+        t = r["timeline"]
+        print("| %s%s | " % (r["phase"], r.get("tag", "")) +
+              " | ".join(f(t.get(k), 2) if isinstance(t.get(k), float) else str(t.get(k, "-"))
+                         for k in keys) + " |")
 
 
 if __name__ == "__main__":

@@ -9,12 +9,17 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "attn/client.h"
+#include "attn/names.h"
 #include "client/lib/cuda_ipc.h"
 #include "protocol/codec.h"
 #include "protocol/tls.h"
@@ -402,6 +407,45 @@ int attn_pool_create(attn_client *c, const attn_pool_geometry *g, attn_reply *re
         return invalid(rep, "geometry");
     attn_request req = {.op = ATTN_OP_POOL_CREATE, .geom = *g};
     return call_op(c, &req, rep);
+}
+
+int attn_pool_create_exported(attn_client *c, const attn_pool_geometry *g, attn_reply *rep)
+{
+    if (g == NULL)
+        return invalid(rep, "geometry");
+    attn_request req = {.op = ATTN_OP_POOL_CREATE, .geom = *g, .pool_export = true};
+    int rc = call_op(c, &req, rep);
+    if (rc == 0 && !rep->has_export) {
+        /* an attnd that ignored the flag would leave the client writing nowhere */
+        attn_reply_free(rep);
+        attn_error_set(&rep->error, ATTN_E_PROTOCOL, "export",
+                       "the pool_create reply carries no export map");
+        return ATTN_E_PROTOCOL;
+    }
+    return rc;
+}
+
+int attn_pool_export_map_shm(const attn_pool_export *e, void **base, attn_error_detail *err)
+{
+    if (e == NULL || base == NULL)
+        return attn_error_set(err, ATTN_E_INVALID, e == NULL ? "export" : "base", "NULL argument");
+    *base = NULL;
+    if (e->kind != ATTN_BUFFER_SHM)
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "export.kind",
+                              "the pool is exported as %s, not shm: open its handle with "
+                              "cudaIpcOpenMemHandle",
+                              attn_buffer_kind_name(e->kind));
+    int fd = shm_open(e->name, O_RDWR, 0);
+    if (fd < 0)
+        return attn_error_set(err, ATTN_E_IO, "export.name", "cannot open %s: %s", e->name,
+                              strerror(errno));
+    void *p = mmap(NULL, (size_t)e->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd); /* the mapping keeps the object */
+    if (p == MAP_FAILED)
+        return attn_error_set(err, ATTN_E_IO, "export.bytes", "cannot map %llu bytes of %s: %s",
+                              (unsigned long long)e->bytes, e->name, strerror(errno));
+    *base = p;
+    return 0;
 }
 
 /* pool_drop and pool_info name one pool. */

@@ -266,6 +266,7 @@ def checks(url):
     admin.close()
     pipelined_runs(exe_args=["--workers", "1"])
     pipelined_order(exe_args=["--workers", "1"], runs=1200)
+    prepared_runs(exe_args=["--workers", "1"])
 
 
 def pipelined_runs(exe_args):
@@ -402,6 +403,112 @@ def pipelined_order(exe_args, runs):
         print("pipelined_order: %d runs with order: 0 out of send order; without order: %d"
               % (runs, late_plain))
         admin.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def prepared_runs(exe_args):
+    """Client.prepare_run (shm buffer and semaphores, CPU engine): a
+    submit's frame decodes to Client.run's message but for id and order,
+    attnd runs the layers behind one `ready` write in send order with O
+    bit-identical to synchronous runs, and a missing semaphore value is
+    refused before anything is sent or numbered."""
+    import struct
+    import types
+    import msgpack
+    proc, url = start_attnd(exe_args)
+    try:
+        c = attn.Client(url, timeout=10, max_outstanding=8)
+        c.pool_create("pr", layers=4, num_pages=PAGES, page_size=P, num_kv_heads=HKV,
+                      head_dim_qk=D, head_dim_vo=D, kv_dtype="fp32")
+        rng = np.random.default_rng(13)
+        hist = rng.uniform(-1, 1, (PAGES, P, HKV, D)).astype(np.float32)
+        for layer in range(4):
+            c.kv_write("pr", layer, list(range(PAGES)), hist.tobytes(), (hist * layer).tobytes())
+        ar = attn.ShmArena(c, 1 << 16)
+        man = {"pool": "pr", "num_qo_heads": HQ, "q_dtype": "fp32",
+               "requests": [{"id": 0, "cache_len": 5, "new_len": 1}],
+               "qo_indptr": attn.i32([0, 1]),
+               "kv": {"format": "csr", "page_indptr": attn.i32([0, 2]),
+                      "page_indices": attn.i32([7, 3]), "last_page_len": attn.i32([2])}}
+        pid = c.plan(man)["plan_id"]
+        ins = [ar.empty(s_, "fp32") for s_ in ((1, HQ, D), (1, HKV, D), (1, HKV, D))]
+        for x in ins:
+            x[...] = rng.uniform(-1, 1, x.shape)
+        o = ar.empty((1, HQ, D), "fp32")
+        lse = ar.empty((1, HQ), "fp32")
+        r = lambda x: attn.ref(ar.buf, ar.offset_of(x), x.nbytes)  # noqa: E731
+        READY, DONE = 0, 8
+        pr = c.prepare_run(pid, *[r(x) for x in ins], o=r(o), lse=r(lse), return_lse=True,
+                           wait=attn.sem(ar.buf, READY, 0), signal=attn.sem(ar.buf, DONE, 0))
+
+        class Tap:  # the frames as sent
+            def __init__(self, conn):
+                self.conn, self.frames = conn, []
+
+            def send(self, data):
+                self.frames.append(data)
+                self.conn.send(data)
+
+            def __getattr__(self, name):
+                return getattr(self.conn, name)
+
+        c._conn = tap = Tap(c._conn)
+        full = c.run(pid, 2, *[r(x) for x in ins], o=r(o), lse=r(lse), return_lse=True,
+                     wait=attn.sem(ar.buf, READY, 1), signal=attn.sem(ar.buf, DONE, 1),
+                     async_=True)
+        order_before = c._order
+        t = pr.submit(2, 1, 1)
+        a, b = (msgpack.unpackb(f[4:], raw=False) for f in tap.frames)
+        assert b["id"] == a["id"] + 1 and b["order"] == a["order"] + 1 == order_before + 1, (a, b)
+        for m in (a, b):
+            del m["id"], m["order"]
+        assert a == b, (a, b)
+        expect("E_MISSING", "signal", pr.submit, 1, 5)
+        assert c._order == order_before + 1 and len(tap.frames) == 2 and c.outstanding == 2
+        struct.pack_into("<Q", ar.shm.buf, READY, 1)
+        full.wait()
+        t.wait()
+        c._conn = tap.conn
+
+        # four layers behind one ready write, in send order, as synchronous runs
+        tickets = [pr.submit(layer, 2 + layer, 2 + layer) for layer in range(4)]
+        time.sleep(0.05)
+        assert struct.unpack_from("<Q", ar.shm.buf, DONE)[0] == 1  # all held by `ready`
+        struct.pack_into("<Q", ar.shm.buf, READY, 5)
+        seqs = [tk.wait()["run_seq"] for tk in tickets]
+        assert all(x < y for x, y in zip(seqs, seqs[1:])), seqs
+        t_end = time.time() + 5
+        while c.run_status(seqs[-1])["state"] != "done" and time.time() < t_end:
+            time.sleep(0.01)
+        assert c.run_status(seqs[-1])["state"] == "done"
+        assert struct.unpack_from("<Q", ar.shm.buf, DONE)[0] == 5
+        got_o, got_lse = o.copy(), lse.copy()  # layer 3 wrote them last
+        o[...] = np.nan
+        lse[...] = np.nan
+        c.run(pid, 3, *[r(x) for x in ins], o=r(o), lse=r(lse), return_lse=True)
+        assert np.array_equal(got_o, o) and np.array_equal(got_lse, lse)
+        assert not np.isnan(got_o).any()
+
+        # kv_written (exported pools): the prepared message names no k_new /
+        # v_new and says kv_written, as Client.run's does (frames compared only)
+        real, c._conn = c._conn, Tap(types.SimpleNamespace(send=lambda data: None))
+        tap = c._conn
+        c.run(pid, 1, r(ins[0]), o=r(o), wait=attn.sem(ar.buf, READY, 9),
+              signal=attn.sem(ar.buf, DONE, 9), async_=True, kv_written=True)
+        c.prepare_run(pid, r(ins[0]), None, None, o=r(o), wait=attn.sem(ar.buf, READY, 0),
+                      signal=attn.sem(ar.buf, DONE, 0), kv_written=True).submit(1, 9, 9)
+        a, b = (msgpack.unpackb(f[4:], raw=False) for f in tap.frames)
+        for m in (a, b):
+            del m["id"], m["order"]
+        assert a == b and b["kv_written"] is True and "k_new" not in b, (a, b)
+        c._pending.clear()  # those two never went to attnd: their tickets
+        c._order -= 2  # and order numbers are given back
+        c._conn = real
+        del ins, o, lse
+        ar.close()
+        c.close()
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -19,6 +19,8 @@ typedef struct cpu_instance {
     pthread_mutex_t mu; /* one run at a time on the workers and the workspace */
     void *ws;
     size_t ws_cap;
+    void *rows; /* a kv_written run's new rows, gathered out of the pool */
+    size_t rows_cap;
     _Atomic uint64_t plan_checks, mask_programs, runs;
 } cpu_instance;
 
@@ -56,6 +58,7 @@ static void cpu_fini(void *state)
     cpu_threads_destroy(ci->threads);
     pthread_mutex_destroy(&ci->mu);
     free(ci->ws);
+    free(ci->rows);
     free(ci);
 }
 
@@ -188,7 +191,9 @@ static int cpu_run_plan(attn_engine *self, attn_engine_plan *p, const attn_run_i
     if (io->layer >= io->pool->geom->layers || io->pool->k == NULL || io->pool->v == NULL)
         return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside the pool", io->layer);
     void *ks = io->pool->k[io->layer], *vs = io->pool->v[io->layer];
-    if ((rv = cpu_check_buffers(ks, vs, io->q, io->k_new, io->v_new, io->o, err)) != 0)
+    /* kv_written: the new rows are in the pool; they stand in for k_new/v_new below */
+    const void *kn = io->kv_written ? ks : io->k_new, *vn = io->kv_written ? vs : io->v_new;
+    if ((rv = cpu_check_buffers(ks, vs, io->q, kn, vn, io->o, err)) != 0)
         return rv;
     /* bind: a copy of the prepared run with this layer's pointers */
     cpu_run r = pp->r;
@@ -206,11 +211,31 @@ static int cpu_run_plan(attn_engine *self, attn_engine_plan *p, const attn_run_i
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for %llu workspace bytes",
                               (unsigned long long)p->ledger.total_bytes);
     }
+    if (io->kv_written) {
+        /* the producers read new rows from staging (they are not in the pool
+         * during an inline run until its commit): stage the rows the client
+         * wrote, so the run is the inline run bit for bit, and commit nothing */
+        size_t kb = 0, vb = 0;
+        cpu_rows_bytes(&r, &kb, &vb);
+        if (kb + vb > ci->rows_cap) {
+            void *n = realloc(ci->rows, kb + vb);
+            if (n == NULL) {
+                pthread_mutex_unlock(&ci->mu);
+                return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for %zu row bytes",
+                                      kb + vb);
+            }
+            ci->rows = n;
+            ci->rows_cap = kb + vb;
+        }
+        r.k_new = ci->rows;
+        r.v_new = (char *)ci->rows + kb;
+        cpu_gather_rows(&r, ks, vs, ci->rows, (char *)ci->rows + kb);
+    }
     cpu_ws_bind(&r, ci->ws, &p->ledger);
     atomic_fetch_add(&ci->runs, 1);
     rv = cpu_execute(&r, pp->f64, ci->threads, &pp->ord);
     /* seed 0x08C: commit only after attention succeeded */
-    if (rv == 0 && io->commit)
+    if (rv == 0 && io->commit && !io->kv_written)
         cpu_commit_rows(&r, ks, vs);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     pthread_mutex_unlock(&ci->mu);
@@ -221,7 +246,9 @@ static int cpu_run_plan(attn_engine *self, attn_engine_plan *p, const attn_run_i
         uint32_t seg = pp->ord.num_segments;
         report_kernel(rep, pp->f64 ? "cpu_produce_f64" : "cpu_produce_f32", seg);
         report_kernel(rep, pp->f64 ? "cpu_merge_f64" : "cpu_merge_f32", seg);
-        if (io->commit)
+        if (io->kv_written)
+            report_kernel(rep, "cpu_gather_rows", 1);
+        else if (io->commit)
             report_kernel(rep, "cpu_commit_rows", 1);
         rep->kernels_observed = false;
         rep->engine_us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;

@@ -58,6 +58,14 @@ int cpu_execute(cpu_run *r, bool f64, cpu_threads *t, const cpu_order *ord);
 /* seed 0x08C: write the staged rows into their pages (after attention). */
 void cpu_commit_rows(const cpu_run *r, void *k_store, void *v_store);
 
+/* Bytes of the new rows of `r` in k_new / v_new form ([total_q, H_kv, d]). */
+void cpu_rows_bytes(const cpu_run *r, size_t *k_bytes, size_t *v_bytes);
+
+/* The inverse of cpu_commit_rows: copy the rows at logical T_b + i of each
+ * request's pages into k_new / v_new form (a kv_written run's rows). */
+void cpu_gather_rows(const cpu_run *r, const void *k_store, const void *v_store, void *k_new,
+                     void *v_new);
+
 /* Buffers a call must name; field paths as on the wire. */
 int cpu_check_buffers(const void *k_store, const void *v_store, const void *q, const void *k_new,
                       const void *v_new, const void *o, attn_error_detail *err);

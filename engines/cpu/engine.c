@@ -286,6 +286,39 @@ void cpu_commit_rows(const cpu_run *r, void *k_store, void *v_store)
     }
 }
 
+void cpu_rows_bytes(const cpu_run *r, size_t *k_bytes, size_t *v_bytes)
+{
+    size_t rows = (size_t)r->m->qo_indptr[r->num_requests] * r->num_kv_heads;
+    size_t es = attn_dtype_size(r->kv_dtype);
+    *k_bytes = rows * r->d_qk * es;
+    *v_bytes = rows * r->d_vo * es;
+}
+
+void cpu_gather_rows(const cpu_run *r, const void *k_store, const void *v_store, void *k_new,
+                     void *v_new)
+{
+    size_t es = attn_dtype_size(r->kv_dtype);
+    for (uint32_t b = 0; b < r->num_requests; b++) {
+        const attn_request_desc *q = &r->m->requests[b];
+        for (int64_t i = 0; i < q->new_len; i++) {
+            int64_t page, slot;
+            size_t row = (size_t)r->m->qo_indptr[b] + (size_t)i;
+            if (!attn_kv_addr_locate(&r->addr, b, q->cache_len + i, &page, &slot))
+                continue; /* unreachable after validation */
+            for (uint32_t hk = 0; hk < r->num_kv_heads; hk++) {
+                memcpy((char *)k_new + (row * r->num_kv_heads + hk) * r->d_qk * es,
+                       (const char *)k_store +
+                           attn_kv_addr_elem(&r->addr, page, slot, hk, 0, r->d_qk) * (int64_t)es,
+                       r->d_qk * es);
+                memcpy((char *)v_new + (row * r->num_kv_heads + hk) * r->d_vo * es,
+                       (const char *)v_store +
+                           attn_kv_addr_elem(&r->addr, page, slot, hk, 0, r->d_vo) * (int64_t)es,
+                       r->d_vo * es);
+            }
+        }
+    }
+}
+
 int cpu_prepare(cpu_run *r, const attn_manifest *m, const attn_pool_geometry *g,
                 const attn_kv_addr *addr, const attn_split_plan *plan, const attn_cpu_options *opt,
                 bool validated, attn_error_detail *err)

@@ -46,6 +46,8 @@ typedef struct attn_cuda_tuning {
                                         last wave is not mostly idle (planner/split.h) */
     int poison;                      /* tests: fill O, LSE and the workspace with NaN bytes before
                                         every run, so an element no kernel wrote shows as NaN */
+    int fail_restore_launches;       /* tests: refuse this many restore launches of every run
+                                        (ATTN_E_CUDA, as a launch the driver refuses); 0: none */
 } attn_cuda_tuning;
 
 /* The defaults: FI with the wave model, tensor cores (copy warps: ATTN_CUDA_BULK_DEFAULT),

@@ -16,7 +16,8 @@
  * v_new in (one transfer through pinned staging), swap the new rows into their page slots (keeping
  * the old bytes), attend, copy O and LSE back, and put the old bytes back unless the caller
  * commits.  Any failure restores the pool before returning, so a failed run leaves it
- * byte-identical.
+ * byte-identical, or says ATTN_E_POOL_UNRESTORED when that cannot be confirmed
+ * (engines/cuda/txn.h, the rule both CUDA engines share).
  */
 #include <math.h>
 #include <pthread.h>
@@ -27,7 +28,10 @@
 
 #include "engines/cuda/cuda_engine.h"
 #include "engines/cuda/decode_plan.h"
+#include "engines/cuda/instance.h"
 #include "engines/cuda/ipc.h"
+#include "engines/cuda/timeline.h"
+#include "engines/cuda/txn.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
@@ -652,33 +656,12 @@ typedef struct cuda_instance {
      * are enqueued and not yet completed; each has its pair of events */
     cudaEvent_t def0[CUDA_DEFER_SLOTS], def1[CUDA_DEFER_SLOTS];
     uint64_t next_ticket, done_ticket;
+    /* ATTN_CUDA_TIMELINE: stamps of every run (slot: its ticket's, or
+     * CUDA_DEFER_SLOTS for a run that synchronises); NULL when unset */
+    attn_cuda_timeline *tl;
 } cuda_instance;
 
-/* An error with the CUDA runtime's own sentence (planner/engine.h). */
-static int cuda_fail(attn_error_detail *err, cudaError_t e, const char *field, const char *what)
-{
-    return attn_error_set(err, e == cudaErrorMemoryAllocation ? ATTN_E_NOMEM : ATTN_E_CUDA, field,
-                          "%s: %s", what, cudaGetErrorString(e));
-}
-
-static cudaError_t grow_dev(void **p, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return cudaSuccess;
-    if (*p)
-        cudaFree(*p);
-    *p = NULL;
-    *cap = 0;
-    size_t n = need + need / 4;
-    cudaError_t e = cudaMalloc(p, n);
-    if (e != cudaSuccess) {
-        *p = NULL;
-        return e;
-    }
-    *cap = n;
-    return cudaSuccess;
-}
-
+/* Pinned host staging that grows as attn_cuda_grow does (instance.h). */
 static cudaError_t grow_host(void **p, size_t *cap, size_t need)
 {
     if (need <= *cap)
@@ -702,7 +685,7 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
     int dev = cfg->device < 0 ? 0 : cfg->device, ndev = 0;
     cudaError_t e;
     if ((e = cudaGetDeviceCount(&ndev)) != cudaSuccess)
-        return cuda_fail(err, e, "device", "cudaGetDeviceCount");
+        return attn_cuda_error(err, e, "device", "cudaGetDeviceCount");
     if (dev >= ndev)
         return attn_error_set(err, ATTN_E_CUDA, "device", "cuda:%d does not exist (%d devices)",
                               dev, ndev);
@@ -716,13 +699,13 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         (e = cudaEventCreate(&ci->ev0)) != cudaSuccess ||
         (e = cudaEventCreate(&ci->ev1)) != cudaSuccess) {
         free(ci);
-        return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
+        return attn_cuda_error(err, e, "device", "cannot set up the instance's stream and events");
     }
     for (int i = 0; i < CUDA_DEFER_SLOTS; i++)
         if ((e = cudaEventCreate(&ci->def0[i])) != cudaSuccess ||
             (e = cudaEventCreate(&ci->def1[i])) != cudaSuccess) {
             free(ci);
-            return cuda_fail(err, e, "device", "cannot create the deferred runs' events");
+            return attn_cuda_error(err, e, "device", "cannot create the deferred runs' events");
         }
     pthread_mutex_init(&ci->mu, NULL);
     {
@@ -730,6 +713,15 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         memset(&ie, 0, sizeof ie);
         if (attn_cuda_ipc_create(dev, &ci->ipc, &ie) != 0)
             snprintf(ci->ipc_why, sizeof ci->ipc_why, "%.150s", ie.message);
+    }
+    const char *tl_path = getenv("ATTN_CUDA_TIMELINE");
+    if (tl_path != NULL && tl_path[0] != '\0') {
+        int rv = attn_cuda_timeline_open(tl_path, CUDA_DEFER_SLOTS + 1, &ci->tl, err);
+        if (rv != 0) {
+            attn_cuda_ipc_destroy(ci->ipc);
+            free(ci);
+            return rv;
+        }
     }
     ci->dev.device = dev;
     ci->dev.cc_major = pr.major;
@@ -751,6 +743,7 @@ static void engine_fini(void *state)
     cudaSetDevice(ci->dev.device);
     cudaStreamSynchronize(ci->stream);
     attn_cuda_ipc_destroy(ci->ipc);
+    attn_cuda_timeline_close(ci->tl);
     cudaFree(ci->dev_io);
     cudaFreeHost(ci->host_io);
     cudaFree(ci->dev_ws);
@@ -806,7 +799,7 @@ static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_poo
     tuning = ci->tuning;
     pthread_mutex_unlock(&ci->mu);
     if ((e = cudaSetDevice(dev.device)) != cudaSuccess)
-        return cuda_fail(err, e, "device", "cudaSetDevice");
+        return attn_cuda_error(err, e, "device", "cudaSetDevice");
     uint32_t group = g->num_kv_heads ? m->num_qo_heads / g->num_kv_heads : 1;
     int occ = attn_cuda_decode_occupancy_path(g->head_dim_qk, g->kv_dtype, group, 0, tuning.bulk);
     dev.ctas_per_sm = occ > 0 ? (uint32_t)occ : 0;
@@ -826,14 +819,14 @@ int attn_cuda_plan_upload(attn_engine_plan *p, attn_error_detail *err)
     cuda_plan_priv *pp = p->priv;
     cudaError_t e;
     if ((e = cudaSetDevice(pp->device)) != cudaSuccess)
-        return cuda_fail(err, e, "device", "cudaSetDevice");
+        return attn_cuda_error(err, e, "device", "cudaSetDevice");
     if ((e = cudaMalloc(&pp->dev_meta, pp->meta_bytes)) != cudaSuccess) {
         pp->dev_meta = NULL;
-        return cuda_fail(err, e, "", "cudaMalloc of the plan's metadata");
+        return attn_cuda_error(err, e, "", "cudaMalloc of the plan's metadata");
     }
     if ((e = cudaMemcpy(pp->dev_meta, pp->host_meta, pp->meta_bytes, cudaMemcpyHostToDevice)) !=
         cudaSuccess)
-        return cuda_fail(err, e, "", "upload of the plan's metadata");
+        return attn_cuda_error(err, e, "", "upload of the plan's metadata");
     free(pp->host_meta);
     pp->host_meta = NULL;
     char *dm = (char *)pp->dev_meta;
@@ -844,10 +837,12 @@ int attn_cuda_plan_upload(attn_engine_plan *p, attn_error_detail *err)
     return 0;
 }
 
-/* The one place the append launcher is called (copy the new rows in,
- * saving the old ones, or put the saved ones back). */
-static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io, size_t o_k,
-                       size_t o_v, size_t o_sk, size_t o_sv, int restore, cudaStream_t st)
+/* The run's rows for the append transaction (engines/cuda/txn.h): the new
+ * rows at new_k/new_v (the run's buffers, or the client's own), the old
+ * ones saved at o_sk/o_sv of the run's buffers. */
+static attn_cuda_append_params append_rows(const cuda_plan_priv *pp, void *kst, void *vst,
+                                           const void *new_k, const void *new_v, char *io,
+                                           size_t o_sk, size_t o_sv)
 {
     const attn_cuda_decode_params *pr = &pp->params;
     attn_cuda_append_params ap;
@@ -860,22 +855,29 @@ static int append_rows(const cuda_plan_priv *pp, void *kst, void *vst, char *io,
     ap.head_dim = pr->head_dim;
     ap.head_stride = pp->head_stride;
     ap.kv_dtype = pr->kv_dtype;
-    ap.new_k = restore ? NULL : io + o_k;
-    ap.new_v = restore ? NULL : io + o_v;
+    ap.new_k = new_k;
+    ap.new_v = new_v;
     ap.save_k = io + o_sk;
     ap.save_v = io + o_sv;
-    ap.restore = restore;
-    return attn_cuda_append_launch(&ap, st);
+    return ap;
 }
 
-static void report_kernels(const attn_cuda_decode_params *p, bool commit, attn_exec_report *rep)
+/* The append kernel runs once to stage, twice when the rows go back
+ * (no commit), never for a kv_written run (the rows are in the pool). */
+static uint32_t append_launches(const attn_run_io *io)
+{
+    return io->kv_written ? 0u : io->commit ? 1u : 2u;
+}
+
+static void report_kernels(const attn_cuda_decode_params *p, uint32_t appends,
+                           attn_exec_report *rep)
 {
     const char *ps = NULL, *rs = NULL;
     attn_cuda_decode_symbols(p, &ps, &rs);
     const char *syms[3] = {attn_cuda_append_symbol(), ps, rs};
-    uint32_t launches[3] = {commit ? 1u : 2u, 1, 1};
+    uint32_t launches[3] = {appends, 1, 1};
     for (int i = 0; i < 3; i++)
-        if (syms[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
+        if (syms[i] && launches[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
             snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
                      syms[i]);
             rep->kernels[rep->num_kernels++].launches = launches[i];
@@ -887,17 +889,33 @@ static void report_kernels(const attn_cuda_decode_params *p, bool commit, attn_e
     do {                                                                                           \
         cudaError_t ck_ = (call);                                                                  \
         if (ck_ != cudaSuccess) {                                                                  \
-            rv = cuda_fail(err, ck_, "", what);                                                    \
+            rv = attn_cuda_error(err, ck_, "", what);                                              \
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
+
+/* One stamp of the run's timeline (ATTN_CUDA_TIMELINE), when there is one. */
+static int timeline_stamp(cuda_instance *ci, uint32_t slot, attn_cuda_timeline_point point,
+                          cudaStream_t st, attn_error_detail *err)
+{
+    if (ci->tl == NULL || attn_cuda_timeline_stamp(ci->tl, slot, point, st) == 0)
+        return 0;
+    return attn_error_set(err, ATTN_E_CUDA, "", "timeline stamp launch failed: %s",
+                          cudaGetErrorString(cudaGetLastError()));
+}
 
 static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *led,
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
     int rv = 0;
-    bool swapped = false, waited = false, signalled = false;
+    bool waited = false, signalled = false;
     cudaStream_t st = ci->stream;
+    /* the pool's state from the stage launch on: any failure unwinds it */
+    attn_cuda_txn txn = {.stream = st,
+                         .launch = attn_cuda_append_launch,
+                         .wait = attn_cuda_txn_stream_wait,
+                         .layer = io->layer,
+                         .refuse_restores = pp->tuning.fail_restore_launches};
     void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
 
     /* io buffers: q | k_new | v_new | o | lse | save_k | save_v */
@@ -905,8 +923,9 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     size_t o_o = o_v + align256(pp->kv_bytes), o_l = o_o + align256(pp->q_bytes);
     size_t o_sk = o_l + align256(pp->lse_bytes), o_sv = o_sk + align256(pp->kv_bytes);
     size_t io_bytes = o_sv + align256(pp->kv_bytes);
-    const unsigned all_dev = (1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW) |
-                             (1u << ATTN_IO_O) | (io->lse != NULL ? 1u << ATTN_IO_LSE : 0);
+    const unsigned new_rows = io->kv_written ? 0u : (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW);
+    const unsigned all_dev = (1u << ATTN_IO_Q) | new_rows | (1u << ATTN_IO_O) |
+                             (io->lse != NULL ? 1u << ATTN_IO_LSE : 0);
     /* deferred: every tensor on the device (nothing to copy back on the
      * host), committed (no restore after the fact), not poisoned */
     const bool defer = io->defer && (io->on_device & all_dev) == all_dev && io->commit &&
@@ -917,14 +936,15 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
          led->total_bytes + 256 > ci->dev_ws_cap || pp->cnt_bytes > ci->dev_cnt_cap))
         /* a buffer grows (freed and allocated again): deferred runs still use it */
         CK(cudaStreamSynchronize(st), "the deferred runs before a buffer grows");
-    CK(grow_dev(&ci->dev_io, &ci->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
+    CK(attn_cuda_grow(&ci->dev_io, &ci->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
     CK(grow_host(&ci->host_io, &ci->host_io_cap, o_sk), "cudaMallocHost of the run's staging");
-    CK(grow_dev(&ci->dev_ws, &ci->dev_ws_cap, led->total_bytes + 256),
+    CK(attn_cuda_grow(&ci->dev_ws, &ci->dev_ws_cap, led->total_bytes + 256),
        "cudaMalloc of the workspace");
     if (pp->cnt_bytes > ci->dev_cnt_cap) {
         /* fused reducer: one counter per (request, K/V head, head chunk),
          * zeroed when allocated and left zero by every completed launch */
-        CK(grow_dev(&ci->dev_cnt, &ci->dev_cnt_cap, pp->cnt_bytes), "cudaMalloc of the counters");
+        CK(attn_cuda_grow(&ci->dev_cnt, &ci->dev_cnt_cap, pp->cnt_bytes),
+           "cudaMalloc of the counters");
         CK(cudaMemsetAsync(ci->dev_cnt, 0, ci->dev_cnt_cap, st), "cudaMemsetAsync");
     }
     char *dio = (char *)ci->dev_io;
@@ -951,19 +971,34 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
     unsigned dv = io->on_device;
     char *hio = (char *)ci->host_io;
     bool o_out_dev = (dv >> ATTN_IO_O) & 1u, lse_out_dev = (dv >> ATTN_IO_LSE) & 1u;
+    const uint32_t tl_slot =
+        defer ? (uint32_t)(ci->next_ticket % CUDA_DEFER_SLOTS) : CUDA_DEFER_SLOTS;
+    if (ci->tl != NULL)
+        /* nothing left on the stream: the GPU has been waiting for this enqueue */
+        attn_cuda_timeline_begin(ci->tl, tl_slot, io->layer, io->wait_value, io->signal_value,
+                                 cudaStreamQuery(st) == cudaSuccess);
     if (io->wait_dev != NULL) {
         /* nothing of this run may read an input before the client's signal */
         if ((rv = attn_cuda_ipc_wait(ci->ipc, st, io->wait_dev, io->wait_value, err)) != 0)
             goto fail;
         waited = true;
     }
-    if (dv & ((1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW))) {
+    if ((rv = timeline_stamp(ci, tl_slot, ATTN_TL_WAIT_RELEASED, st, err)) != 0)
+        goto fail;
+    /* the new rows the append reads: the run's buffer, or the client's own
+     * (16-aligned: the append moves 16-byte vectors) */
+    const void *new_k = dio + o_k, *new_v = dio + o_v;
+    if ((dv & ((1u << ATTN_IO_Q) | (1u << ATTN_IO_K_NEW) | (1u << ATTN_IO_V_NEW))) ||
+        io->kv_written) {
         const void *src[3] = {io->q, io->k_new, io->v_new};
+        const void **in_place[3] = {&p.q, &new_k, &new_v};
         size_t off[3] = {o_q, o_k, o_v}, len[3] = {pp->q_bytes, pp->kv_bytes, pp->kv_bytes};
         for (int i = 0; i < 3; i++) {
+            if (i != ATTN_IO_Q && io->kv_written)
+                continue; /* the rows are in their pages already */
             if ((dv >> i) & 1u) {
-                if (i == ATTN_IO_Q && ((uintptr_t)src[i] & 15u) == 0) {
-                    p.q = src[i];
+                if (((uintptr_t)src[i] & 15u) == 0) {
+                    *in_place[i] = src[i]; /* read where it is: no copy on the stream */
                     continue;
                 }
                 CK(cudaMemcpyAsync(dio + off[i], src[i], len[i], cudaMemcpyDeviceToDevice, st),
@@ -995,18 +1030,30 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
      * run's own pair, read by complete) */
     cudaEvent_t e0 = defer ? ci->def0[ci->next_ticket % CUDA_DEFER_SLOTS] : ci->ev0;
     cudaEvent_t e1 = defer ? ci->def1[ci->next_ticket % CUDA_DEFER_SLOTS] : ci->ev1;
-    CK(cudaEventRecord(e0, st), "cudaEventRecord");
-    if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
-        rv = attn_error_set(err, rv, "", "append launch failed");
+    if ((rv = timeline_stamp(ci, tl_slot, ATTN_TL_KERNELS_START, st, err)) != 0)
         goto fail;
+    CK(cudaEventRecord(e0, st), "cudaEventRecord");
+    if (!io->kv_written) {
+        txn.rows = append_rows(pp, kst, vst, new_k, new_v, dio, o_sk, o_sv);
+        if ((rv = attn_cuda_txn_stage(&txn)) != 0) {
+            rv = attn_error_set(err, rv, "", "append launch failed");
+            goto fail;
+        }
     }
-    swapped = true;
     if ((rv = attn_cuda_decode_launch(&p, st)) != 0) {
         rv = attn_error_set(err, rv, "", "decode launch failed: %s",
                             cudaGetErrorString(cudaGetLastError()));
         goto fail;
     }
-    CK(cudaEventRecord(e1, st), "cudaEventRecord");
+    if ((rv = timeline_stamp(ci, tl_slot, ATTN_TL_KERNELS_END, st, err)) != 0)
+        goto fail;
+    /* a deferred run that signals records its end after the signal: the
+     * client's stream is released one event record sooner (the timeline
+     * showed the done hand-off ~5 us longer than the ready one), and its
+     * completion then also covers the signal */
+    const bool end_after_signal = defer && io->signal_dev != NULL;
+    if (!end_after_signal)
+        CK(cudaEventRecord(e1, st), "cudaEventRecord");
     /* O and LSE: a host output back through the staging (one transfer when
      * both go to the host), a device output not written in place copied */
     if (!o_out_dev && (io->lse == NULL || !lse_out_dev)) {
@@ -1027,39 +1074,40 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
             CK(cudaMemcpyAsync(io->lse, p.lse, pp->lse_bytes, cudaMemcpyDeviceToDevice, st),
                "device copy of lse");
     }
-    if (!io->commit) {
-        swapped = false;
-        if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
-            rv = attn_error_set(err, rv, "", "restore launch failed");
-            goto fail;
-        }
-    }
+    /* the pool counts as staged until the stream confirms the restore */
+    if (!io->commit && !io->kv_written && (rv = attn_cuda_txn_restore(&txn, err)) != 0)
+        goto fail;
     if (io->signal_dev != NULL) {
         /* after the last kernel and copy: the client reads O behind it */
         if ((rv = attn_cuda_ipc_signal(ci->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
             goto fail;
         signalled = true;
     }
+    if (end_after_signal)
+        CK(cudaEventRecord(e1, st), "cudaEventRecord");
     if (defer) {
         /* enqueued: complete(ticket) waits for it and reads its timing */
         if (rep) {
-            report_kernels(&p, io->commit, rep);
+            report_kernels(&p, append_launches(io), rep);
             rep->deferred = true;
             rep->ticket = ci->next_ticket;
             snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
-            snprintf(rep->timing_scope, sizeof rep->timing_scope,
-                     "cuda events: append, producer and reducer kernels");
+            snprintf(rep->timing_scope, sizeof rep->timing_scope, "%s",
+                     end_after_signal ? "cuda events: append, producer, reducer kernels, the signal"
+                                      : "cuda events: append, producer and reducer kernels");
         }
         ci->next_ticket++;
         return 0;
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
+    if (ci->tl != NULL)
+        attn_cuda_timeline_write(ci->tl, tl_slot);
     if (!o_out_dev)
         memcpy(io->o, hio + o_o, pp->q_bytes);
     if (io->lse && !lse_out_dev)
         memcpy(io->lse, hio + o_l, pp->lse_bytes);
     if (rep) {
-        report_kernels(&p, io->commit, rep);
+        report_kernels(&p, append_launches(io), rep);
         float ms = 0;
         cudaEventElapsedTime(&ms, e0, e1);
         rep->engine_us = ms * 1000.0;
@@ -1072,14 +1120,9 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
 fail:
     if (ci->dev_cnt) /* a launch that failed may have left counts behind */
         cudaMemsetAsync(ci->dev_cnt, 0, ci->dev_cnt_cap, st);
-    if (swapped) {
-        /* put the old rows back so the pool is unchanged (engine.h contract);
-         * when even that fails, say so instead of claiming an unchanged pool */
-        int back = append_rows(pp, kst, vst, (char *)ci->dev_io, o_k, o_v, o_sk, o_sv, 1, st);
-        if (back != 0 || cudaStreamSynchronize(st) != cudaSuccess)
-            rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
-                                "the run failed and the old rows could not be put back");
-    }
+    /* the old rows back so the pool is unchanged (engine.h contract), or
+     * E_POOL_UNRESTORED when that cannot be confirmed */
+    rv = attn_cuda_txn_unwind(&txn, rv, err);
     /* a failed run still signals, so the client's stream never waits for
      * ever (it learns of the failure from the reply or run_status) */
     if (io->signal_dev != NULL && !signalled && ci->ipc != NULL)
@@ -1097,23 +1140,16 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
     cuda_plan_priv *pp = p->priv;
     if (rep != NULL)
         memset(rep, 0, sizeof *rep);
-    if (io == NULL || io->pool == NULL || io->pool->geom == NULL || pp == NULL ||
-        pp->dev_meta == NULL)
-        return attn_error_set(err, ATTN_E_MISSING, "pool", "no pool or no uploaded plan");
-    if (io->pool->platform != ATTN_PLATFORM_CUDA || io->pool->device != ci->dev.device)
-        return attn_error_set(err, ATTN_E_ENGINE, "pool.device",
-                              "the pool is not on %s, the device of this instance", self->where);
-    if (io->layer >= io->pool->geom->layers || io->pool->k == NULL || io->pool->v == NULL)
-        return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside the pool", io->layer);
-    if (io->q == NULL || io->k_new == NULL || io->v_new == NULL || io->o == NULL)
-        return attn_error_set(err, ATTN_E_MISSING, io->q == NULL ? "q" : "o",
-                              "a run needs q, k_new, v_new and o");
-    if ((io->wait_dev != NULL || io->signal_dev != NULL) && ci->ipc == NULL)
-        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, io->wait_dev ? "wait" : "signal",
-                              "device semaphores need the driver's stream memory operations: %s",
-                              ci->ipc_why);
+    const attn_cuda_run_target target = {.device = ci->dev.device,
+                                         .where = self->where,
+                                         .plan_uploaded = pp != NULL && pp->dev_meta != NULL,
+                                         .has_ipc = ci->ipc != NULL,
+                                         .ipc_why = ci->ipc_why};
+    int rv = attn_cuda_run_check(io, &target, err);
+    if (rv != 0)
+        return rv;
     pthread_mutex_lock(&ci->mu);
-    int rv = run_locked(ci, pp, &p->ledger, io, rep, err);
+    rv = run_locked(ci, pp, &p->ledger, io, rep, err);
     pthread_mutex_unlock(&ci->mu);
     return rv;
 }
@@ -1137,6 +1173,8 @@ static int engine_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
     float ms = 0;
     if (e == cudaSuccess)
         cudaEventElapsedTime(&ms, e0, e1);
+    if (e == cudaSuccess && ci->tl != NULL) /* before the slot can be reused */
+        attn_cuda_timeline_write(ci->tl, (uint32_t)(ticket % CUDA_DEFER_SLOTS));
     pthread_mutex_lock(&ci->mu);
     ci->done_ticket++;
     pthread_mutex_unlock(&ci->mu);

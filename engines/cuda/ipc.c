@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifndef ATTN_WITH_CUDA
 
@@ -45,6 +46,12 @@ void attn_cuda_ipc_close(attn_cuda_ipc *c, void *dev_ptr)
 {
 }
 
+int attn_cuda_ipc_export(int device, void *dev_ptr, uint8_t handle[64], uint64_t *offset,
+                         attn_error_detail *err)
+{
+    return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "export", "no CUDA in this build");
+}
+
 uint32_t attn_cuda_ipc_open_count(attn_cuda_ipc *c)
 {
     return 0;
@@ -65,6 +72,12 @@ int attn_cuda_ipc_signal(attn_cuda_ipc *c, void *stream, void *addr, uint64_t va
 int attn_cuda_ipc_release(attn_cuda_ipc *c, void *addr, uint64_t value)
 {
     return ATTN_E_BUFFER_UNSUPPORTED;
+}
+
+int attn_cuda_ipc_pingpong(attn_cuda_ipc *c, uint32_t rounds, double *us, attn_error_detail *err)
+{
+    *us = 0;
+    return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "handoff", "no CUDA in this build");
 }
 
 int attn_cuda_mps_state(int device, char *why, size_t n)
@@ -103,6 +116,14 @@ struct attn_cuda_ipc {
     range_fn range;
     errstr_fn errstr;
     ipc_entry *entries;
+    /* the ping-pong's own streams, events and words, made at its first use
+     * and kept: freeing device memory or synchronising a stream here could
+     * wait behind another client's pending semaphore wait */
+    pthread_mutex_t probe_mu;
+    cudaStream_t probe_a, probe_b;
+    cudaEvent_t probe_e0, probe_e1;
+    uint64_t *probe_w;
+    uint64_t probe_next; /* the first value of the next probe (values only rise) */
 };
 
 /* The CUDA 12.0 ABI of driver symbol `name` into *fn. */
@@ -150,6 +171,8 @@ int attn_cuda_ipc_create(int device, attn_cuda_ipc **out, attn_error_detail *err
                               cudaGetErrorString(e));
     }
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->probe_mu, NULL);
+    c->probe_next = 1;
     *out = c;
     return 0;
 }
@@ -167,6 +190,15 @@ void attn_cuda_ipc_destroy(attn_cuda_ipc *c)
     }
     cudaStreamSynchronize(c->control);
     cudaStreamDestroy(c->control);
+    if (c->probe_a != NULL) {
+        /* at shutdown: the streams were released (probe_stuck) or are idle */
+        cudaStreamDestroy(c->probe_a);
+        cudaStreamDestroy(c->probe_b);
+        cudaEventDestroy(c->probe_e0);
+        cudaEventDestroy(c->probe_e1);
+        cudaFree(c->probe_w);
+    }
+    pthread_mutex_destroy(&c->probe_mu);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -244,6 +276,33 @@ out:
     return rv;
 }
 
+int attn_cuda_ipc_export(int device, void *dev_ptr, uint8_t handle[64], uint64_t *offset,
+                         attn_error_detail *err)
+{
+    range_fn range = NULL;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    cudaIpcMemHandle_t h;
+    cudaError_t e;
+    int rv;
+    if ((rv = entry_point("cuMemGetAddressRange", (void **)&range, err)) != 0)
+        return rv;
+    if ((e = cudaSetDevice(device)) != cudaSuccess ||
+        (e = cudaIpcGetMemHandle(&h, dev_ptr)) != cudaSuccess) {
+        cudaGetLastError();
+        return attn_error_set(err, ATTN_E_CUDA, "export",
+                              "cudaIpcGetMemHandle of the pool on cuda:%d failed: %s", device,
+                              cudaGetErrorString(e));
+    }
+    if (range(&base, &size, (CUdeviceptr)(uintptr_t)dev_ptr) != CUDA_SUCCESS)
+        return attn_error_set(err, ATTN_E_CUDA, "export",
+                              "cuMemGetAddressRange of the pool on cuda:%d failed", device);
+    _Static_assert(sizeof h == 64, "a legacy IPC handle has 64 bytes");
+    memcpy(handle, &h, sizeof h);
+    *offset = (uint64_t)((uintptr_t)dev_ptr - (uintptr_t)base);
+    return 0;
+}
+
 void attn_cuda_ipc_close(attn_cuda_ipc *c, void *dev_ptr)
 {
     char *p = dev_ptr;
@@ -304,6 +363,107 @@ int attn_cuda_ipc_release(attn_cuda_ipc *c, void *addr, uint64_t value)
     return r == CUDA_SUCCESS ? 0 : ATTN_E_CUDA;
 }
 
+/* Enqueue round trips first..last of the ping-pong on streams a and b. */
+static int pingpong_rounds(attn_cuda_ipc *c, cudaStream_t a, cudaStream_t b, uint64_t *w,
+                           uint64_t first, uint64_t last, attn_error_detail *err)
+{
+    int rv = 0;
+    for (uint64_t n = first; n <= last && rv == 0; n++) {
+        if ((rv = attn_cuda_ipc_wait(c, a, &w[0], n, err)) == 0 &&
+            (rv = attn_cuda_ipc_signal(c, a, &w[1], n, err)) == 0 &&
+            (rv = attn_cuda_ipc_signal(c, b, &w[0], n, err)) == 0)
+            rv = attn_cuda_ipc_wait(c, b, &w[1], n, err);
+    }
+    return rv;
+}
+
+/* The probe's streams, events and words, made once (caller holds probe_mu). */
+static int probe_setup(attn_cuda_ipc *c, attn_error_detail *err)
+{
+    cudaError_t e;
+    if (c->probe_a != NULL)
+        return 0;
+    if ((e = cudaSetDevice(c->device)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&c->probe_w, 2 * sizeof *c->probe_w)) != cudaSuccess ||
+        (e = cudaMemset(c->probe_w, 0, 2 * sizeof *c->probe_w)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c->probe_a, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c->probe_b, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreate(&c->probe_e0)) != cudaSuccess ||
+        (e = cudaEventCreate(&c->probe_e1)) != cudaSuccess) {
+        cudaGetLastError();
+        c->probe_a = NULL; /* not made: the next probe tries again (the rest leaks) */
+        return attn_error_set(err, ATTN_E_CUDA, "handoff", "cannot set up the ping-pong: %s",
+                              cudaGetErrorString(e));
+    }
+    return 0;
+}
+
+int attn_cuda_ipc_pingpong(attn_cuda_ipc *c, uint32_t rounds, double *us, attn_error_detail *err)
+{
+    cudaError_t e = cudaSuccess;
+    int rv;
+    float ms = 0;
+    *us = 0;
+    if (rounds == 0)
+        rounds = 1;
+    pthread_mutex_lock(&c->probe_mu);
+    if ((rv = probe_setup(c, err)) != 0)
+        goto out;
+    cudaSetDevice(c->device);
+    if (cudaEventQuery(c->probe_e1) == cudaErrorNotReady) {
+        /* an earlier probe never finished: its streams sit behind something */
+        rv =
+            attn_error_set(err, ATTN_E_TIMEOUT, "handoff",
+                           "an earlier semaphore ping-pong on cuda:%d has not finished", c->device);
+        goto out;
+    }
+    uint64_t first = c->probe_next, last = first + rounds; /* round `first` warms up */
+    c->probe_next = last + 1;
+    uint64_t *w = c->probe_w;
+    if ((rv = pingpong_rounds(c, c->probe_a, c->probe_b, w, first, first, err)) != 0 ||
+        (e = cudaEventRecord(c->probe_e0, c->probe_b)) != cudaSuccess ||
+        (rv = pingpong_rounds(c, c->probe_a, c->probe_b, w, first + 1, last, err)) != 0 ||
+        (e = cudaEventRecord(c->probe_e1, c->probe_b)) != cudaSuccess) {
+        if (rv == 0)
+            rv = attn_error_set(err, ATTN_E_CUDA, "handoff", "cudaEventRecord: %s",
+                                cudaGetErrorString(e));
+        goto release;
+    }
+    /* poll, never block: a stuck probe must not hold the registration */
+    for (int i = 0; i < 1000; i++) {
+        e = cudaEventQuery(c->probe_e1);
+        if (e != cudaErrorNotReady)
+            break;
+        struct timespec ts = {0, 100 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (e == cudaErrorNotReady) {
+        rv = attn_error_set(err, ATTN_E_TIMEOUT, "handoff",
+                            "the semaphore ping-pong on cuda:%d did not finish in 100 ms (a "
+                            "stream of it may share a hardware queue with a waiting one)",
+                            c->device);
+        goto release;
+    }
+    if (e != cudaSuccess ||
+        (e = cudaEventElapsedTime(&ms, c->probe_e0, c->probe_e1)) != cudaSuccess) {
+        cudaGetLastError();
+        rv = attn_error_set(err, ATTN_E_CUDA, "handoff", "the ping-pong failed: %s",
+                            cudaGetErrorString(e));
+        goto out;
+    }
+    *us = (double)ms * 1000.0 / rounds;
+    goto out;
+release:
+    /* let whatever was enqueued pass: the last values from the control
+     * stream (a write from another stream of this process releases a wait);
+     * nothing here waits for it */
+    attn_cuda_ipc_release(c, &w[0], last);
+    attn_cuda_ipc_release(c, &w[1], last);
+out:
+    pthread_mutex_unlock(&c->probe_mu);
+    return rv;
+}
+
 int attn_cuda_mps_state(int device, char *why, size_t n)
 {
     attr_fn attr = NULL;
@@ -324,7 +484,7 @@ int attn_cuda_mps_state(int device, char *why, size_t n)
     if (why != NULL && n > 0)
         snprintf(why, n,
                  v ? "contexts on cuda:%d are shared through MPS: a GPU-side hand-off between "
-                     "processes overlaps (11.4 us measured)"
+                     "processes overlaps (buffer_register measures its ping-pong)"
                    : "no MPS on cuda:%d: the contexts of two processes time-slice, so a GPU-side "
                      "hand-off costs ~140 us each way (start nvidia-cuda-mps-control -d)",
                  device);

@@ -29,7 +29,9 @@
 
 #include "engines/cuda/prefill_engine.h"
 #include "engines/cuda/decode_plan.h"
+#include "engines/cuda/instance.h"
 #include "engines/cuda/ipc.h"
+#include "engines/cuda/txn.h"
 #include "attn/names.h"
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
@@ -891,31 +893,6 @@ typedef struct prefill_instance {
     char ipc_why[160];  /* why ipc is NULL */
 } prefill_instance;
 
-/* An error with the CUDA runtime's own sentence (planner/engine.h). */
-static int cuda_fail(attn_error_detail *err, cudaError_t e, const char *field, const char *what)
-{
-    return attn_error_set(err, e == cudaErrorMemoryAllocation ? ATTN_E_NOMEM : ATTN_E_CUDA, field,
-                          "%s: %s", what, cudaGetErrorString(e));
-}
-
-static cudaError_t grow_dev(void **p, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return cudaSuccess;
-    if (*p)
-        cudaFree(*p);
-    *p = NULL;
-    *cap = 0;
-    size_t n = need + need / 4;
-    cudaError_t e = cudaMalloc(p, n ? n : 256);
-    if (e != cudaSuccess) {
-        *p = NULL;
-        return e;
-    }
-    *cap = n;
-    return cudaSuccess;
-}
-
 static void engine_fini(void *state);
 
 static int engine_init(const attn_engine_config *cfg, void **state, attn_error_detail *err)
@@ -923,7 +900,7 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
     int dev = cfg->device < 0 ? 0 : cfg->device, ndev = 0;
     cudaError_t e;
     if ((e = cudaGetDeviceCount(&ndev)) != cudaSuccess)
-        return cuda_fail(err, e, "device", "cudaGetDeviceCount");
+        return attn_cuda_error(err, e, "device", "cudaGetDeviceCount");
     if (dev >= ndev)
         return attn_error_set(err, ATTN_E_CUDA, "device", "cuda:%d does not exist (%d devices)",
                               dev, ndev);
@@ -940,7 +917,7 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         (e = cudaEventCreateWithFlags(&pi->ev_fork, cudaEventDisableTiming)) != cudaSuccess ||
         (e = cudaEventCreateWithFlags(&pi->ev_join, cudaEventDisableTiming)) != cudaSuccess) {
         free(pi);
-        return cuda_fail(err, e, "device", "cannot set up the instance's stream and events");
+        return attn_cuda_error(err, e, "device", "cannot set up the instance's stream and events");
     }
     pthread_mutex_init(&pi->mu, NULL);
     {
@@ -1019,11 +996,11 @@ static int upload(prefill_priv *pp, const attn_manifest *m, const attn_pool_geom
     cudaError_t e;
     if ((e = cudaMalloc(&pp->dev_meta, pp->meta_bytes ? pp->meta_bytes : 256)) != cudaSuccess) {
         pp->dev_meta = NULL;
-        return cuda_fail(err, e, "", "cudaMalloc of the plan's metadata");
+        return attn_cuda_error(err, e, "", "cudaMalloc of the plan's metadata");
     }
     if ((e = cudaMemcpy(pp->dev_meta, pp->host_meta, pp->meta_bytes, cudaMemcpyHostToDevice)) !=
         cudaSuccess)
-        return cuda_fail(err, e, "", "upload of the plan's metadata");
+        return attn_cuda_error(err, e, "", "upload of the plan's metadata");
     char *dm = pp->dev_meta;
     attn_cuda_prefill_params *pr = &pp->params;
     pr->reqs = (const attn_prefill_req *)(const void *)(dm + pp->off_reqs);
@@ -1061,7 +1038,7 @@ static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_poo
     tuning = pi->tuning;
     pthread_mutex_unlock(&pi->mu);
     if ((e = cudaSetDevice(dev.device)) != cudaSuccess)
-        return cuda_fail(err, e, "device", "cudaSetDevice");
+        return attn_cuda_error(err, e, "device", "cudaSetDevice");
     /* what a decode sub-plan (partition) needs: the producer's measured grid */
     const uint32_t group = g->num_kv_heads ? m->num_qo_heads / g->num_kv_heads : 1;
     const int occ = attn_cuda_decode_occupancy(g->head_dim_qk, g->kv_dtype, group);
@@ -1078,10 +1055,10 @@ static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_poo
     return 0;
 }
 
-/* The one place the append launcher is called: copy the new rows in,
- * saving the old ones, or put the saved ones back. */
-static int append_rows(const prefill_priv *pp, void *kst, void *vst, char *io, size_t o_k,
-                       size_t o_v, size_t o_sk, size_t o_sv, int restore, cudaStream_t st)
+/* The run's rows for the append transaction (engines/cuda/txn.h): the new
+ * rows at o_k/o_v of the run's buffers, the old ones saved at o_sk/o_sv. */
+static attn_cuda_append_params append_rows(const prefill_priv *pp, void *kst, void *vst, char *io,
+                                           size_t o_k, size_t o_v, size_t o_sk, size_t o_sv)
 {
     const attn_cuda_prefill_params *pr = &pp->params;
     attn_cuda_append_params ap = {
@@ -1093,17 +1070,16 @@ static int append_rows(const prefill_priv *pp, void *kst, void *vst, char *io, s
         .head_dim = pr->head_dim,
         .head_stride = pp->head_stride,
         .kv_dtype = pr->kv_dtype,
-        .new_k = restore ? NULL : io + o_k,
-        .new_v = restore ? NULL : io + o_v,
+        .new_k = io + o_k,
+        .new_v = io + o_v,
         .save_k = io + o_sk,
         .save_v = io + o_sv,
-        .restore = restore,
     };
-    return attn_cuda_append_launch(&ap, st);
+    return ap;
 }
 
 static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_decode_params *dp,
-                           bool commit, attn_exec_report *rep)
+                           uint32_t appends, attn_exec_report *rep)
 {
     const char *attend = NULL, *combine = NULL, *producer = NULL, *reducer = NULL;
     attn_cuda_prefill_symbols(p, &attend, &combine);
@@ -1113,7 +1089,7 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
             reducer = NULL;
     }
     const char *syms[5] = {attn_cuda_append_symbol(), attend, combine, producer, reducer};
-    const uint32_t launches[5] = {commit ? 1u : 2u, p->num_items ? 1u : 0u, 1, 1, 1};
+    const uint32_t launches[5] = {appends, p->num_items ? 1u : 0u, 1, 1, 1};
     for (int i = 0; i < 5; i++)
         if (syms[i] && launches[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
             snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
@@ -1127,7 +1103,7 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
     do {                                                                                           \
         cudaError_t ck_ = (call);                                                                  \
         if (ck_ != cudaSuccess) {                                                                  \
-            rv = cuda_fail(err, ck_, "", what);                                                    \
+            rv = attn_cuda_error(err, ck_, "", what);                                              \
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
@@ -1136,8 +1112,14 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
     int rv = 0;
-    bool swapped = false, signalled = false;
+    bool signalled = false;
     cudaStream_t st = pi->stream;
+    /* the pool's state from the stage launch on: any failure unwinds it */
+    attn_cuda_txn txn = {.stream = st,
+                         .launch = attn_cuda_append_launch,
+                         .wait = attn_cuda_txn_stream_wait,
+                         .layer = io->layer,
+                         .refuse_restores = pp->tuning.fail_restore_launches};
     void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
 
     /* io buffers: q | k_new | v_new | o | lse | save_k | save_v */
@@ -1146,8 +1128,8 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     size_t o_sk = o_l + align256(pp->lse_bytes), o_sv = o_sk + align256(pp->kv_bytes);
     size_t io_bytes = o_sv + align256(pp->kv_bytes);
     CK(cudaSetDevice(pi->dev.device), "cudaSetDevice");
-    CK(grow_dev(&pi->dev_io, &pi->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
-    CK(grow_dev(&pi->dev_ws, &pi->dev_ws_cap, led->total_bytes + 256),
+    CK(attn_cuda_grow(&pi->dev_io, &pi->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
+    CK(attn_cuda_grow(&pi->dev_ws, &pi->dev_ws_cap, led->total_bytes + 256),
        "cudaMalloc of the workspace");
     char *dio = pi->dev_io, *ws = pi->dev_ws;
     /* bind: the plan's parameters with this layer's pointers */
@@ -1192,8 +1174,12 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     /* cudaMemcpyDefault: an input may be host memory or a registered cuda_ipc
      * buffer (a device pointer, copied device to device) */
     CK(cudaMemcpyAsync(dio + o_q, io->q, pp->q_bytes, cudaMemcpyDefault, st), "copy of q");
-    CK(cudaMemcpyAsync(dio + o_k, io->k_new, pp->kv_bytes, cudaMemcpyDefault, st), "copy of k_new");
-    CK(cudaMemcpyAsync(dio + o_v, io->v_new, pp->kv_bytes, cudaMemcpyDefault, st), "copy of v_new");
+    if (!io->kv_written) { /* kv_written: the rows are in their pages already */
+        CK(cudaMemcpyAsync(dio + o_k, io->k_new, pp->kv_bytes, cudaMemcpyDefault, st),
+           "copy of k_new");
+        CK(cudaMemcpyAsync(dio + o_v, io->v_new, pp->kv_bytes, cudaMemcpyDefault, st),
+           "copy of v_new");
+    }
     if (pp->tuning.poison) {
         /* tests: NaN everywhere a kernel must write, so an unwritten element shows */
         CK(cudaMemsetAsync(dio + o_o, 0xff, pp->q_bytes, st), "poison");
@@ -1203,11 +1189,13 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     }
     /* the engine's timing: CUDA events around the kernels only */
     CK(cudaEventRecord(pi->ev0, st), "cudaEventRecord");
-    if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 0, st)) != 0) {
-        rv = attn_error_set(err, rv, "", "append launch failed");
-        goto fail;
+    if (!io->kv_written) {
+        txn.rows = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv);
+        if ((rv = attn_cuda_txn_stage(&txn)) != 0) {
+            rv = attn_error_set(err, rv, "", "append launch failed");
+            goto fail;
+        }
     }
-    swapped = true;
     if (pp->tuning.fail_after_staging) {
         rv = attn_error_set(err, ATTN_E_CUDA, "test", "failure injected after staging");
         goto fail;
@@ -1244,13 +1232,9 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     if (io->lse)
         CK(cudaMemcpyAsync(io->lse, dio + o_l, pp->lse_bytes, cudaMemcpyDefault, st),
            "copy of lse");
-    if (!io->commit) {
-        swapped = false;
-        if ((rv = append_rows(pp, kst, vst, dio, o_k, o_v, o_sk, o_sv, 1, st)) != 0) {
-            rv = attn_error_set(err, rv, "", "restore launch failed");
-            goto fail;
-        }
-    }
+    /* the pool counts as staged until the stream confirms the restore */
+    if (!io->commit && !io->kv_written && (rv = attn_cuda_txn_restore(&txn, err)) != 0)
+        goto fail;
     if (io->signal_dev != NULL) {
         /* after the last kernel and copy: the client reads O behind it */
         if ((rv = attn_cuda_ipc_signal(pi->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
@@ -1259,7 +1243,11 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
     if (rep) {
-        report_kernels(&p, pp->partitioned ? &dp : NULL, io->commit, rep);
+        report_kernels(&p, pp->partitioned ? &dp : NULL,
+                       io->kv_written ? 0u
+                       : io->commit   ? 1u
+                                      : 2u,
+                       rep);
         float ms = 0;
         cudaEventElapsedTime(&ms, pi->ev0, pi->ev1);
         rep->engine_us = ms * 1000.0;
@@ -1273,16 +1261,11 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
 
 fail:
     cudaStreamSynchronize(pi->side); /* a forked decode kernel may still read the pool */
-    if (!swapped)
+    if (!txn.staged)
         cudaStreamSynchronize(st); /* no copy may still read the caller's buffers */
-    if (swapped) {
-        /* put the old rows back so the pool is unchanged (engine.h contract);
-         * when even that fails, say so instead of claiming an unchanged pool */
-        int back = append_rows(pp, kst, vst, (char *)pi->dev_io, o_k, o_v, o_sk, o_sv, 1, st);
-        if (back != 0 || cudaStreamSynchronize(st) != cudaSuccess)
-            rv = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
-                                "the run failed and the old rows could not be put back");
-    }
+    /* the old rows back so the pool is unchanged (engine.h contract), or
+     * E_POOL_UNRESTORED when that cannot be confirmed (the unwind waits) */
+    rv = attn_cuda_txn_unwind(&txn, rv, err);
     /* a failed run still signals, so the client's stream never waits for ever */
     if (io->signal_dev != NULL && !signalled && pi->ipc != NULL)
         attn_cuda_ipc_release(pi->ipc, io->signal_dev, io->signal_value);
@@ -1296,23 +1279,16 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
     prefill_priv *pp = p->priv;
     if (rep != NULL)
         memset(rep, 0, sizeof *rep);
-    if (io == NULL || io->pool == NULL || io->pool->geom == NULL || pp == NULL ||
-        pp->dev_meta == NULL)
-        return attn_error_set(err, ATTN_E_MISSING, "pool", "no pool or no uploaded plan");
-    if (io->pool->platform != ATTN_PLATFORM_CUDA || io->pool->device != pi->dev.device)
-        return attn_error_set(err, ATTN_E_ENGINE, "pool.device",
-                              "the pool is not on %s, the device of this instance", self->where);
-    if (io->layer >= io->pool->geom->layers || io->pool->k == NULL || io->pool->v == NULL)
-        return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside the pool", io->layer);
-    if (io->q == NULL || io->k_new == NULL || io->v_new == NULL || io->o == NULL)
-        return attn_error_set(err, ATTN_E_MISSING, io->q == NULL ? "q" : "o",
-                              "a run needs q, k_new, v_new and o");
-    if ((io->wait_dev != NULL || io->signal_dev != NULL) && pi->ipc == NULL)
-        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, io->wait_dev ? "wait" : "signal",
-                              "device semaphores need the driver's stream memory operations: %s",
-                              pi->ipc_why);
+    const attn_cuda_run_target target = {.device = pi->dev.device,
+                                         .where = self->where,
+                                         .plan_uploaded = pp != NULL && pp->dev_meta != NULL,
+                                         .has_ipc = pi->ipc != NULL,
+                                         .ipc_why = pi->ipc_why};
+    int rv = attn_cuda_run_check(io, &target, err);
+    if (rv != 0)
+        return rv;
     pthread_mutex_lock(&pi->mu);
-    int rv = run_locked(pi, pp, &p->ledger, io, rep, err);
+    rv = run_locked(pi, pp, &p->ledger, io, rep, err);
     pthread_mutex_unlock(&pi->mu);
     return rv;
 }

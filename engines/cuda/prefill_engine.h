@@ -47,6 +47,8 @@ typedef struct attn_cuda_prefill_tuning {
     int poison;                 /* tests: NaN bytes in O, LSE and the workspace before every run */
     int fail_after_staging;     /* tests: fail the run once the new rows are staged (the restore
                                    path); the run returns ATTN_E_CUDA with field "test" */
+    int fail_restore_launches;  /* tests: refuse this many restore launches of every run
+                                   (ATTN_E_CUDA, as a launch the driver refuses); 0: none */
     attn_mixed_streams streams; /* partition's stream variant; engine init reads it from
                                    ATTN_MIXED_STREAMS / ATTN_MIXED_PREFILL_CTAS when set */
 } attn_cuda_prefill_tuning;

@@ -94,7 +94,12 @@ typedef struct attn_run_args {
     attn_bytes q, k_new, v_new;
     attn_tensor_ref q_ref, k_new_ref, v_new_ref, o_ref, lse_ref;
     bool return_lse, trace, verify;
-    bool async;             /* reply once enqueued (O and LSE must go to buffers) */
+    bool async; /* reply once enqueued (O and LSE must go to buffers) */
+    /* The C new rows are already in their page slots of an exported pool
+     * (the client wrote them through its mapping): k_new and v_new are
+     * omitted, attnd appends nothing and restores nothing (on the wire
+     * "kv_written": true; docs/protocol.md "Exported pools"). */
+    bool kv_written;
     attn_sem_ref wait, sig; /* on the wire "wait" and "signal" */
     /* Per-connection submission order (1, 2, 3, ...; 0 = none): attnd
      * handles this connection's runs that carry one strictly in that order,
@@ -136,6 +141,31 @@ typedef struct attn_kv_args {
     attn_dtype kv_dtype;
 } attn_kv_args;
 
+/* Where an exported pool's memory is and how it is laid out (the
+ * pool_create reply of a request with "export": true; on the wire the
+ * "export" map).  kind shm: `name` is a POSIX shm object of `bytes` bytes
+ * that attnd created (shm_open it read-write and mmap it); kind cuda_ipc:
+ * `handle` is cudaIpcGetMemHandle of the allocation holding the pool and the
+ * pool starts `offset` bytes into it, on `device`.  Layer l's K store starts
+ * at byte k_offset + l * layer_stride of the mapping, its V store at
+ * v_offset + l * layer_stride; inside a store, element (page, slot, head,
+ * dim) of K is at page * page_stride_k + slot * row_stride_k + head *
+ * head_stride_k + dim * elem_size(kv_dtype) (V likewise with the _v
+ * strides); NHD and HND differ only in the row and head strides. */
+typedef struct attn_pool_export {
+    attn_buffer_kind kind;
+    char name[ATTN_SHM_NAME_MAX];
+    uint8_t handle[ATTN_CUDA_IPC_HANDLE_BYTES];
+    uint64_t offset;
+    char device[ATTN_NAME_MAX];
+    uint64_t bytes;
+    uint64_t k_offset, v_offset, layer_stride;
+    uint64_t page_stride_k, row_stride_k, head_stride_k;
+    uint64_t page_stride_v, row_stride_v, head_stride_v;
+    attn_dtype kv_dtype;
+    attn_layout layout;
+} attn_pool_export;
+
 /* One typed request.  Only the part named by `op` is meaningful:
  * pool_create -> geom; pool_drop/pool_info -> pool; plan -> manifest;
  * run -> run; attend -> manifest + run; kv_read/kv_write -> kv;
@@ -147,7 +177,8 @@ typedef struct attn_request {
     bool has_id; /* decoders set it once `id` was read, even on failure */
     char pool[ATTN_NAME_MAX];
     attn_pool_geometry geom;
-    bool has_device; /* pool_create: `device` given */
+    bool has_device;  /* pool_create: `device` given */
+    bool pool_export; /* pool_create: "export": true (the reply carries attn_pool_export) */
     attn_manifest manifest;
     attn_run_args run;
     attn_kv_args kv;
@@ -243,7 +274,15 @@ typedef struct attn_reply {
     attn_bytes lse;                 /* float32 [total_q, num_qo_heads] */
     attn_tensor_ref o_ref, lse_ref; /* where O / LSE were written (buf 0: inline) */
     uint64_t buf;                   /* buffer_register: the new buffer's id */
-    attn_bytes k, v_data;           /* kv_read: wire keys "tensors.k" and "tensors.v" */
+    /* buffer_register: what a GPU-side hand-off through this buffer's
+     * semaphores costs here (wire "handoff"), and the semaphore ping-pong
+     * attnd measured on its device (wire "handoff_us"; 0: none measured,
+     * e.g. host semaphores in a shm buffer) */
+    char handoff[224];
+    double handoff_us;
+    bool has_export; /* pool_create with "export": true */
+    attn_pool_export exp;
+    attn_bytes k, v_data; /* kv_read: wire keys "tensors.k" and "tensors.v" */
     attn_dtype kv_dtype;
     attn_bytes diag; /* the diagnostic: one pre-encoded msgpack map, spliced verbatim */
     attn_stats_info stats;
@@ -324,6 +363,20 @@ ATTN_EXPORT int attn_hello(attn_client *c, attn_reply *rep);
 
 /* pool_create: create a pool with geometry `g` (g->device "" = daemon default). */
 ATTN_EXPORT int attn_pool_create(attn_client *c, const attn_pool_geometry *g, attn_reply *rep);
+
+/* pool_create with "export": true: rep->exp says where the pool's memory is
+ * (a shm object attnd created for a CPU pool, a CUDA IPC handle for a device
+ * pool) and its layout, so the client writes K/V rows itself and runs with
+ * kv_written.  The export ends when the connection that made it closes. */
+ATTN_EXPORT int attn_pool_create_exported(attn_client *c, const attn_pool_geometry *g,
+                                          attn_reply *rep);
+
+/* Map the shm object of an exported CPU pool read-write; *base gets the
+ * mapping of e->bytes bytes (munmap it).  ATTN_E_BUFFER_UNSUPPORTED for a
+ * cuda_ipc export (open e->handle with cudaIpcOpenMemHandle instead),
+ * ATTN_E_IO when the object cannot be opened or mapped. */
+ATTN_EXPORT int attn_pool_export_map_shm(const attn_pool_export *e, void **base,
+                                         attn_error_detail *err);
 
 /* pool_drop: drop the pool named `pool`. */
 ATTN_EXPORT int attn_pool_drop(attn_client *c, const char *pool, attn_reply *rep);

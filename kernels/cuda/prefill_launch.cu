@@ -1,5 +1,6 @@
 /* Dispatch of the tensor-core prefill kernels (prefill_launch.h). */
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 #include "attn/error.h"
 #include "kernels/cuda/prefill/dispatch.h"
@@ -12,6 +13,20 @@ extern "C" int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtyp
     const bool kv_ok = kv_dtype == ATTN_BF16 || kv_dtype == ATTN_FP16;
     /* q must be in the K/V dtype: the MMA takes both operands in one type */
     return d_ok && kv_ok && q_dtype == kv_dtype;
+}
+
+extern "C" int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p)
+{
+    const attn_kv_addr &a = p->kv;
+    const bool paged = a.kind == ATTN_KV_ADDR_PAGED_CSR || a.kind == ATTN_KV_ADDR_PAGED_DENSE;
+    const int64_t P = a.page_size;
+    /* a box is one page: larger pages would need boxes starting inside a
+     * page, which no device run has exercised yet */
+    const int64_t tile_n = (int64_t)ATTN_PREFILL_TILE_N(p->head_dim);
+    const bool pow2 = P >= 8 && P <= tile_n && (P & (P - 1)) == 0;
+    const bool aligned = ((uintptr_t)p->k % 16) == 0 && ((uintptr_t)p->v % 16) == 0;
+    return !p->gather_only && paged && pow2 && aligned && a.num_pages > 0 &&
+           a.num_pages <= INT32_MAX;
 }
 
 extern "C" int attn_cuda_prefill_launch(const attn_cuda_prefill_params *p, void *stream)

@@ -1,9 +1,12 @@
 /* Launch glue of the Hopper tensor-core prefill/append kernel (rows with
  * C >= 1: prefill T = 0, append T > 0, few-query verification C = 2..8).
  *
- * The kernel is sm_90a only: one producer warpgroup gathers K/V tiles with
- * cp.async through the one address program (kernels/common/addr.h) into a
- * multi-stage shared-memory ring guarded by mbarriers; two consumer
+ * The kernel is sm_90a only: one producer warpgroup loads K/V tiles into a
+ * multi-stage shared-memory ring guarded by mbarriers (K and V of a stage
+ * on their own barriers) -- whole pages of a paged store by TMA boxes
+ * (page size a power of two >= 8), every other row (a request's last
+ * page, contiguous and ragged stores, other page sizes) by a 16-byte
+ * cp.async gather through the one address program (kernels/common/addr.h); two consumer
  * warpgroups run S = Q K^T (wgmma, both operands in swizzled smem), the
  * online softmax in fp32 in the base-2 frame, and O += P V (wgmma, P from
  * registers).  GQA is always packed: the M rows of a tile are the pairs
@@ -57,6 +60,10 @@ typedef struct attn_cuda_prefill_params {
     /* persistent grid: at most this many CTAs walk the (item, K/V head)
      * units (the SM count: one CTA fits an SM); 0 = one CTA per unit */
     uint32_t max_ctas;
+    /* 1: every K/V row through the cp.async gather even where the store
+     * admits the TMA tier (paged, page size a power of two >= 8); 0 (the
+     * default) lets the launcher choose TMA.  Tests and A/B runs only. */
+    uint32_t gather_only;
 } attn_cuda_prefill_params;
 
 /* Whether the prefill kernel exists for this head dim and K/V dtype
@@ -64,6 +71,13 @@ typedef struct attn_cuda_prefill_params {
  * operands in one type; rounding another q dtype would exceed the LSE
  * tolerance, so the engine must refuse or convert it). */
 int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtype, attn_dtype q_dtype);
+
+/* Whether a launch of `p` loads K/V by the TMA tier (1) or the cp.async
+ * gather (0): a paged store whose page size is a power of two in [8, the
+ * key tile of p's head dim], 16-byte aligned K and V bases, pages indexable
+ * in 32 bits, and gather_only off.  Host-only, no CUDA call; the launcher
+ * falls back to the gather only if the driver cannot encode the maps. */
+int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p);
 
 /* Launch the attention kernel and, when the plan has merges, the combine
  * kernel on `stream` (a cudaStream_t).  Returns 0, ATTN_E_SHAPE or

@@ -32,6 +32,7 @@
 #include "daemon/pool.h"
 #include "daemon/server.h"
 #include "daemon/server_int.h" /* the buffer table, for a stand-in cuda_ipc opener */
+#include "daemon/async_runs.h"
 #include "attn/client.h"
 #include "engines/cpu/engine.h"
 #include "kernels/common/mask.h"
@@ -779,6 +780,58 @@ static void test_engine_failure(void **state)
     attn_engine_destroy(inst);
 }
 
+/* An engine that could not put its rows back (the CUDA engines' unwind,
+ * engines/cuda/txn.h): the reply says so, keeping its field and sentence,
+ * and never calls the pool unchanged; stats count the failure. */
+static int unrestored_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                          attn_exec_report *rep, attn_error_detail *err)
+{
+    (void)self;
+    (void)p;
+    (void)rep;
+    return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "layer",
+                          "layer %u: 3 new rows x 2 K/V heads were not put back", io->layer);
+}
+
+static void test_unrestored_engine_failure(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops ops = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    (void)state;
+    ops.name = "unrestoring_test_double";
+    ops.priority = -1;
+    ops.run = unrestored_run;
+    assert_int_equal(attn_engine_create(&ops, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 6), 0);
+    load_batch(s, &rb, "u");
+    const uint64_t failures0 = stats_counter(s, "engine_failures");
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "unrestoring_test_double");
+    attn_rb_run_args(&rb, &req.run);
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
+    assert_string_equal(rep.error.field, "layer");
+    assert_non_null(strstr(rep.error.message, "could not restore the pool"));
+    assert_non_null(strstr(rep.error.message, "layer 0: 3 new rows x 2 K/V heads"));
+    assert_null(strstr(rep.error.message, "unchanged"));
+    free(keep);
+    assert_int_equal(stats_counter(s, "engine_failures"), failures0 + 1);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+    attn_engine_destroy(inst);
+}
+
 /* A stand-in for the CUDA engine's IPC open (no GPU in CI): it hands out
  * host memory labelled cuda_ipc, so the daemon's refusals can be seen. */
 static int g_fake_closes;
@@ -918,6 +971,112 @@ static int deferring_complete(attn_engine *self, uint64_t ticket, attn_exec_repo
     rep->engine_us = 7;
     snprintf(rep->timing_method, sizeof rep->timing_method, "test_double");
     return 0;
+}
+
+/* An engine whose first deferred run stays on the "device" until the
+ * daemon stops enqueueing behind it: how deep the deferred window is. */
+static _Atomic uint64_t g_depth_next;
+static _Atomic uint64_t g_depth_seen; /* runs enqueued while the first was in flight */
+
+static int depth_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                     attn_exec_report *rep, attn_error_detail *err)
+{
+    (void)self;
+    (void)p;
+    memset(rep, 0, sizeof *rep);
+    if (!io->defer)
+        return attn_error_set(err, ATTN_E_INTERNAL, "defer", "asked to run synchronously");
+    rep->deferred = true;
+    rep->ticket = atomic_fetch_add(&g_depth_next, 1);
+    return 0;
+}
+
+static int depth_complete(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                          attn_error_detail *err)
+{
+    (void)self;
+    (void)err;
+    if (ticket == 0) {
+        /* until the daemon enqueued as many as it will (or 2 s), then a
+         * little longer: a run beyond the window would be enqueued by then */
+        for (int i = 0; i < 2000 && atomic_load(&g_depth_next) < ATTND_ASYNC_INFLIGHT; i++)
+            nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        atomic_store(&g_depth_seen, atomic_load(&g_depth_next));
+    }
+    rep->engine_us = 1;
+    snprintf(rep->timing_method, sizeof rep->timing_method, "test_double");
+    return 0;
+}
+
+/* The deferred window: with the first run still in flight, the daemon
+ * enqueues the next ones up to ATTND_ASYNC_INFLIGHT (16, the CUDA engine's
+ * event slots) and no further; all complete afterwards. */
+static void test_async_deferred_window(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops dops = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t plan_id, buf;
+    char name[64];
+    const int runs = ATTND_ASYNC_INFLIGHT + 4;
+    (void)state;
+    dops.name = "depth_test_double";
+    dops.priority = -1;
+    dops.run = depth_run;
+    dops.complete = depth_complete;
+    g_depth_next = 0;
+    g_depth_seen = 0;
+    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 9), 0);
+    load_batch(s, &rb, "q");
+    uint64_t o_bytes = rb.o_elems * sizeof(float);
+    snprintf(name, sizeof name, "/attn-test-%d-depth", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
+    close(fd);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+    req.buffer.bytes = o_bytes;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    buf = rep.buf;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "depth_test_double");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    plan_id = rep.plan_id;
+    free(keep);
+    for (int i = 0; i < runs; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN;
+        attn_rb_run_args(&rb, &req.run);
+        req.run.plan_id = plan_id;
+        req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+        req.run.return_lse = false;
+        req.run.async = true;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        free(keep);
+    }
+    for (int i = 0; i < 4000 && stats_counter(s, "async_done") < (uint64_t)runs; i++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    assert_int_equal(stats_counter(s, "async_done"), runs);
+    assert_int_equal(atomic_load(&g_depth_seen), 16); /* the CUDA engine's event slots */
+    shm_unlink(name);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
 }
 
 /* Deferred runs pipeline: the next run is enqueued while the one before is
@@ -1595,10 +1754,12 @@ int main(void)
         cmocka_unit_test(test_attend_matches_engine),
         cmocka_unit_test(test_plan_run_stale),
         cmocka_unit_test(test_engine_failure),
+        cmocka_unit_test(test_unrestored_engine_failure),
         cmocka_unit_test(test_reply_cap_before_commit),
         cmocka_unit_test(test_async_failure_on_next_reply),
         cmocka_unit_test(test_device_refs_refused_on_cpu),
         cmocka_unit_test(test_async_deferred_pipeline),
+        cmocka_unit_test(test_async_deferred_window),
         cmocka_unit_test(test_plan_bytes_count_engine_data),
         cmocka_unit_test(test_workspace_cap),
         cmocka_unit_test(test_diag_reports_engine_truth),

@@ -10,21 +10,14 @@ cd "$(dirname "$0")/../.."
 make -s BUILD="$B" CUDA=1 "$B/libattn_core.a" "$B/libattn_cuda.a" "$B/obj/tests/lib/random_batch.o"
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 mkdir -p "$B/tests" "$B/lib"
-cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
-    -Iinclude -I. -DATTN_WITH_CUDA=1 -I"$CUDA_HOME/include" \
-    -o "$B/tests/test_decode_gpu" tests/gpu/test_decode_gpu.c "$B/obj/tests/lib/random_batch.o" \
-    "$B/libattn_cuda.a" "$B/libattn_core.a" -L"$CUDA_HOME/lib64" -lcudart_static -lstdc++ \
-    -lcmocka -lpthread -lm -ldl -lrt
-cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
-    -Iinclude -I. -DATTN_WITH_CUDA=1 -I"$CUDA_HOME/include" \
-    -o "$B/tests/test_prefill_engine_gpu" tests/gpu/test_prefill_engine_gpu.c \
-    "$B/obj/tests/lib/random_batch.o" "$B/libattn_cuda.a" "$B/libattn_core.a" \
-    -L"$CUDA_HOME/lib64" -lcudart_static -lstdc++ -lcmocka -lpthread -lm -ldl -lrt
-cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
-    -Iinclude -I. -DATTN_WITH_CUDA=1 -I"$CUDA_HOME/include" \
-    -o "$B/tests/test_prefill_gpu" tests/gpu/test_prefill_gpu.c "$B/obj/tests/lib/random_batch.o" \
-    "$B/libattn_cuda.a" "$B/libattn_core.a" -L"$CUDA_HOME/lib64" -lcudart_static -lstdc++ \
-    -lcmocka -lpthread -lm -ldl -lrt
+# one binary per test file, each on the same libraries
+for t in test_decode_gpu test_prefill_engine_gpu test_prefill_gpu test_restore_gpu; do
+    cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+        -Iinclude -I. -DATTN_WITH_CUDA=1 -I"$CUDA_HOME/include" \
+        -o "$B/tests/$t" "tests/gpu/$t.c" "$B/obj/tests/lib/random_batch.o" \
+        "$B/libattn_cuda.a" "$B/libattn_core.a" -L"$CUDA_HOME/lib64" -lcudart_static -lstdc++ \
+        -lcmocka -lpthread -lm -ldl -lrt
+done
 cp -L "$(cc -print-file-name=libcmocka.so.0 2>/dev/null | grep / || echo /usr/lib/x86_64-linux-gnu/libcmocka.so.0)" "$B/lib/" 2>/dev/null || \
     cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 "$B/lib/"
 # the benchmark's ctypes library: the kernels, the engine glue and the core
@@ -34,4 +27,4 @@ nvcc -O3 -std=c++17 -Xcompiler -fPIC -shared -Iinclude -I. \
     -Xlinker --whole-archive "$B/libattn_cuda.a" -Xlinker --no-whole-archive "$B/libattn_core.a" \
     -lcudart_static -lpthread -lm -ldl -lrt 2>&1 | grep -v "^$" || true
 test -f "$B/lib/libattn_cuda_bench.so"
-echo "built $B/tests/test_decode_gpu $B/tests/test_prefill_engine_gpu $B/tests/test_prefill_gpu $B/lib/libattn_cuda_bench.so"
+echo "built $B/tests/{test_decode_gpu,test_prefill_engine_gpu,test_prefill_gpu,test_restore_gpu} $B/lib/libattn_cuda_bench.so"

@@ -338,6 +338,9 @@ static void run_case(const pf_case *pc, uint64_t seed)
     p.max_ctas = grid_kind == 0   ? 0
                  : grid_kind == 1 ? (uint32_t)g_sms
                                   : (uint32_t)attn_rb_range(&s, 1, 7);
+    /* a quarter of the runs load every K/V row by the cp.async gather, the
+     * rest let the launcher take the TMA tier where the store admits it */
+    p.gather_only = attn_rb_range(&s, 0, 3) == 0;
     rv = attn_cuda_prefill_launch(&p, NULL);
     assert_int_equal(rv, 0);
     CK(cudaDeviceSynchronize());
@@ -425,15 +428,15 @@ static void run_case(const pf_case *pc, uint64_t seed)
     const attn_prefill_ledger *lg = &plan.ledger;
     printf("  %-24s seed=%llu B=%u g=%u d=%u P=%u %s %s %s q=%s abi=%s splits=%u ctas=%u items=%u "
            "merges=%u tiles(skip/full/partial)=%llu/%llu/%llu cells(logical/executed)=%llu/%llu "
-           "%s rel=%.2e lse=%.2e nan=%zu infmis=%zu\n",
+           "%s %s rel=%.2e lse=%.2e nan=%zu infmis=%zu\n",
            pc->name, (unsigned long long)seed, B, pc->hq / pc->hkv, pc->d, pc->page,
            attn_dtype_name(pc->kv), pc->layout == ATTN_HND ? "HND" : "NHD",
            pc->format == ATTN_KV_CSR ? "csr" : "dense", attn_dtype_name(rb.m.q_dtype),
            abi == ATTN_ABI_MLU ? "mlu" : "lse_o", fixed, p.max_ctas, plan.num_items,
            plan.num_merges, (unsigned long long)lg->skip_tiles, (unsigned long long)lg->full_tiles,
            (unsigned long long)lg->partial_tiles, (unsigned long long)lg->logical_cells,
-           (unsigned long long)lg->executed_cells, full ? "cpu-engine" : "sampled", rel, lse_err,
-           nan, inf_mismatch);
+           (unsigned long long)lg->executed_cells, full ? "cpu-engine" : "sampled",
+           p.gather_only ? "gather" : "tma-if-paged", rel, lse_err, nan, inf_mismatch);
     fflush(stdout);
     (void)checked;
     if (rel > g_worst_rel)

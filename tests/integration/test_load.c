@@ -242,7 +242,11 @@ static void run_clients(shared *sh, client *cl, uint32_t n, uint32_t requests, p
 static void test_64_clients(void **state)
 {
     attn_daemon_proc d;
-    const char *extra[] = {"--engine", "cpu", "--threads", "1", NULL};
+    /* headroom over the 64 clients: prepare()'s connection is closed just
+     * before they connect, and attnd drops a closed pipe from its table
+     * asynchronously, so at the default cap (64) one client was refused
+     * now and then (1 lost request in 5 of 14 runs, 2026-12-01) */
+    const char *extra[] = {"--engine", "cpu", "--threads", "1", "--max-conns", "72", NULL};
     static shared sh;
     static client cl[CLIENTS];
     pthread_t th[CLIENTS];

@@ -500,6 +500,111 @@ static void test_reply_references(void **state)
     attn_buf_free(&b);
 }
 
+/* Exported pools on the wire: "export" asked and answered (both kinds),
+ * "kv_written" runs without k_new / v_new, the registration's hand-off. */
+static void test_export_kv_written_handoff(void **state)
+{
+    attn_request r, rd;
+    attn_reply in, out;
+    attn_buf b = {0};
+    attn_error_detail e;
+    (void)state;
+    memset(&r, 0, sizeof r);
+    r.op = ATTN_OP_POOL_CREATE;
+    snprintf(r.geom.name, sizeof r.geom.name, "px");
+    r.geom.layers = 2;
+    r.geom.num_pages = 4;
+    r.geom.page_size = 16;
+    r.geom.num_kv_heads = 2;
+    r.geom.head_dim_qk = r.geom.head_dim_vo = 64;
+    r.geom.kv_dtype = ATTN_BF16;
+    r.geom.layout = ATTN_HND;
+    r.pool_export = true;
+    assert_int_equal(attn_request_encode(&r, &b, &e), 0);
+    assert_int_equal(attn_request_decode(b.data, b.len, NULL, &rd, &e), 0);
+    assert_true(rd.pool_export);
+    attn_request_free(&rd);
+    attn_buf_free(&b);
+
+    for (int kind = 0; kind < 2; kind++) {
+        memset(&in, 0, sizeof in);
+        in.op = ATTN_OP_POOL_CREATE;
+        in.ok = true;
+        snprintf(in.pool, sizeof in.pool, "px");
+        in.bytes = 4096;
+        in.has_export = true;
+        attn_pool_export *x = &in.exp;
+        x->kind = kind ? ATTN_BUFFER_CUDA_IPC : ATTN_BUFFER_SHM;
+        if (kind) {
+            for (int i = 0; i < ATTN_CUDA_IPC_HANDLE_BYTES; i++)
+                x->handle[i] = (uint8_t)(i * 7 + 1);
+            x->offset = 512;
+            snprintf(x->device, sizeof x->device, "cuda:1");
+        } else {
+            snprintf(x->name, sizeof x->name, "/attnd-1-2-px");
+            snprintf(x->device, sizeof x->device, "cpu");
+        }
+        x->bytes = 1 << 20;
+        x->k_offset = 0;
+        x->v_offset = 65536;
+        x->layer_stride = 131072;
+        x->page_stride_k = 4096;
+        x->row_stride_k = 128;
+        x->head_stride_k = 2048;
+        x->page_stride_v = 4096;
+        x->row_stride_v = 128;
+        x->head_stride_v = 2048;
+        x->kv_dtype = ATTN_BF16;
+        x->layout = ATTN_HND;
+        assert_int_equal(attn_reply_encode(&in, &b, &e), 0);
+        assert_int_equal(attn_reply_decode(b.data, b.len, NULL, &out, &e), 0);
+        assert_true(out.has_export);
+        assert_memory_equal(&out.exp, &in.exp, sizeof in.exp);
+        attn_reply_free(&out);
+        attn_buf_free(&b);
+    }
+
+    /* a kv_written run: the rows are not on the wire, and decode without them */
+    memset(&r, 0, sizeof r);
+    r.op = ATTN_OP_RUN;
+    fill_run(&r.run);
+    r.run.k_new = r.run.v_new = (attn_bytes){NULL, 0};
+    r.run.kv_written = true;
+    assert_int_equal(attn_request_encode(&r, &b, &e), 0);
+    char *json = NULL;
+    assert_int_equal(attn_msgpack_to_json(b.data, b.len, 8, false, &json, &e), 0);
+    assert_null(strstr(json, "\"k_new\""));
+    assert_non_null(strstr(json, "\"kv_written\":true"));
+    free(json);
+    assert_int_equal(attn_request_decode(b.data, b.len, NULL, &rd, &e), 0);
+    assert_true(rd.run.kv_written);
+    assert_null(rd.run.k_new.data);
+    attn_request_free(&rd);
+    attn_buf_free(&b);
+    /* without kv_written an absent row is still missing on the wire */
+    assert_int_equal(attn_request_encode(&r, &b, &e), 0);
+    {
+        static const char frame[] = "{\"v\":1,\"op\":\"run\",\"id\":1,\"plan_id\":1,\"layer\":0,"
+                                    "\"q\":{\"dtype\":\"fp32\",\"data\":[1.0]},"
+                                    "\"v_new\":{\"dtype\":\"fp32\",\"data\":[1.0]}}";
+        expect_json(frame, ATTN_E_MISSING, "k_new");
+    }
+    attn_buf_free(&b);
+
+    memset(&in, 0, sizeof in);
+    in.op = ATTN_OP_BUFFER_REGISTER;
+    in.ok = true;
+    in.buf = 9;
+    snprintf(in.handoff, sizeof in.handoff, "MPS: measured");
+    in.handoff_us = 11.25;
+    assert_int_equal(attn_reply_encode(&in, &b, &e), 0);
+    assert_int_equal(attn_reply_decode(b.data, b.len, NULL, &out, &e), 0);
+    assert_string_equal(out.handoff, "MPS: measured");
+    assert_true(out.handoff_us == 11.25);
+    attn_reply_free(&out);
+    attn_buf_free(&b);
+}
+
 static void test_roundtrip_masks_and_dense(void **state)
 {
     (void)state;
@@ -1182,6 +1287,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_references),
         cmocka_unit_test(test_bad_references_decode),
         cmocka_unit_test(test_reply_references),
+        cmocka_unit_test(test_export_kv_written_handoff),
         cmocka_unit_test(test_roundtrip_masks_and_dense),
         cmocka_unit_test(test_reply_roundtrip),
         cmocka_unit_test(test_error_reply),

@@ -52,6 +52,7 @@ import math
 import os
 import socket
 import struct
+import time
 from multiprocessing import shared_memory
 
 import msgpack
@@ -247,6 +248,75 @@ class AsyncRun:
         return self._reply
 
 
+_U64 = struct.Struct(">BQ").pack  # msgpack uint64: 0xcf and 8 big-endian bytes
+
+
+def _u64(v):
+    return _U64(0xCF, v)
+
+
+class PreparedRun:
+    """Asynchronous runs of one plan that differ only in layer and semaphore
+    values (an engine's per-layer run): the request's fixed fields are
+    encoded once, each submit() packs only "id", "order", "layer" and the
+    values of "wait" and "signal" (as msgpack uint64) around them.  The
+    message is the one Client.run(..., async_=True) sends for the same
+    arguments; attnd validates it the same way.  The references (ref(...))
+    and semaphore words (sem(...), whose "value" is ignored here) are fixed
+    when prepared."""
+
+    def __init__(self, client, plan_id, q, k_new, v_new, o, lse, return_lse, wait, signal,
+                 kv_written=False):
+        self._client = client
+        fixed = {"v": PROTOCOL_VERSION, "op": "run", "plan_id": plan_id, "q": q,
+                 "k_new": k_new, "v_new": v_new, "o": o, "lse": lse,
+                 "return_lse": True if return_lse else None, "async": True,
+                 "kv_written": True if kv_written else None}
+        fixed = {k: v for k, v in fixed.items() if v is not None}
+        pk = lambda x: msgpack.packb(x, use_bin_type=True)  # noqa: E731
+        self._fixed = b"".join(pk(k) + pk(v) for k, v in fixed.items())
+        self._n_fixed = len(fixed)
+        self._sems = []  # (which value of submit's, the key and its map up to "value")
+        for which, (key, s) in enumerate((("wait", wait), ("signal", signal))):
+            if s is not None:
+                self._sems.append((which, pk(key) + b"\x83" + pk("buf") + pk(int(s["buf"])) +
+                                   pk("offset") + pk(int(s["offset"])) + pk("value")))
+        self._k_id, self._k_order, self._k_layer = pk("id"), pk("order"), pk("layer")
+
+    def submit(self, layer, wait_value=None, signal_value=None):
+        """Send the run of `layer` (waiting for wait_value, signalling
+        signal_value); returns its AsyncRun ticket, as Client.run(...,
+        async_=True) does."""
+        values = (wait_value, signal_value)
+        for which, _ in self._sems:  # before an order number is taken
+            if values[which] is None:
+                raise AttnError("E_MISSING", ("wait", "signal")[which],
+                                "this prepared run has a %s semaphore: give its value"
+                                % ("wait", "signal")[which])
+        c = self._client
+        tm = c.send_times
+        t0 = time.perf_counter_ns() if tm is not None else 0
+        c._make_room()
+        t1 = time.perf_counter_ns() if tm is not None else 0
+        rid = c._next
+        c._next += 1
+        parts = [None, self._fixed, self._k_id, _u64(rid)]
+        if c.order:
+            c._order += 1
+            parts += (self._k_order, _u64(c._order))
+        parts += (self._k_layer, _u64(layer))
+        for which, prefix in self._sems:
+            parts += (prefix, _u64(values[which]))
+        n = self._n_fixed + (len(parts) - 2) // 2
+        parts[0] = c._tag(rid) + (bytes((0x80 | n,)) if n < 16 else b"\xde" + struct.pack(">H", n))
+        frame = b"".join(parts)
+        t2 = time.perf_counter_ns() if tm is not None else 0
+        c._conn.send(frame)
+        if tm is not None:
+            tm.append((t0, t1, t2, time.perf_counter_ns()))
+        return c._ticket(rid)
+
+
 def _error_of(rep):
     err = rep.get("error", {})
     return AttnError(err.get("code", "E_UNKNOWN"), err.get("field", ""), err.get("message", ""))
@@ -267,6 +337,9 @@ class Client:
         self._seq_of = {}  # AsyncRun.index -> run_seq, for the order check
         self.order = bool(order)  # stamp run/attend with "order" (attnd enqueues by it)
         self._order = 0  # the last order number sent on this connection
+        # a list to profile the send path: each send appends its
+        # (entered, room made, encoded, sent) time.perf_counter_ns()
+        self.send_times = None
 
     def close(self):
         self._conn.close()
@@ -277,7 +350,7 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def _send(self, op, fields):
+    def _send(self, op, fields, t_entered=None):
         rid = self._next
         self._next += 1
         msg = {"v": PROTOCOL_VERSION, "op": op, "id": rid}
@@ -287,9 +360,26 @@ class Client:
             self._order += 1
             msg["order"] = self._order
         msg.update({k: v for k, v in fields.items() if v is not None})
+        tm = self.send_times
+        t1 = time.perf_counter_ns() if tm is not None else 0
         # the REQ header: a 32-bit request id with the high bit set
-        self._conn.send(self._tag(rid) + msgpack.packb(msg, use_bin_type=True))
+        frame = self._tag(rid) + msgpack.packb(msg, use_bin_type=True)
+        t2 = time.perf_counter_ns() if tm is not None else 0
+        self._conn.send(frame)
+        if tm is not None:
+            tm.append((t_entered or t1, t1, t2, time.perf_counter_ns()))
         return rid
+
+    def _make_room(self):
+        """At most max_outstanding unanswered: read the oldest reply first."""
+        while len(self._pending) >= self.max_outstanding:
+            self._read_until(next(iter(self._pending)))
+
+    def _ticket(self, rid):
+        self._async_count += 1
+        t = AsyncRun(self, rid, self._async_count)
+        self._pending[rid] = t
+        return t
 
     @staticmethod
     def _tag(rid):
@@ -338,13 +428,18 @@ class Client:
     def submit(self, op, **fields):
         """Send one request without waiting: returns an AsyncRun ticket.  At
         most max_outstanding are unanswered: beyond it the oldest is read first."""
-        while len(self._pending) >= self.max_outstanding:
-            self._read_until(next(iter(self._pending)))
-        rid = self._send(op, fields)
-        self._async_count += 1
-        t = AsyncRun(self, rid, self._async_count)
-        self._pending[rid] = t
-        return t
+        t0 = time.perf_counter_ns() if self.send_times is not None else None
+        self._make_room()
+        return self._ticket(self._send(op, fields, t0))
+
+    def prepare_run(self, plan_id, q, k_new, v_new, o=None, lse=None, return_lse=False,
+                    wait=None, signal=None, kv_written=False):
+        """A PreparedRun: asynchronous runs of `plan_id` on these references
+        (ref(...); k_new and v_new None with kv_written) and semaphore words
+        (sem(...); their values are given per submit), encoded once; see
+        PreparedRun."""
+        return PreparedRun(self, plan_id, q, k_new, v_new, o, lse, return_lse, wait, signal,
+                           kv_written)
 
     def collect(self):
         """Read every outstanding reply; returns their tickets in send order.
@@ -378,11 +473,14 @@ class Client:
         return self.call("stats")
 
     def pool_create(self, pool, layers, num_pages, page_size, num_kv_heads, head_dim_qk,
-                    head_dim_vo, kv_dtype="bf16", layout="NHD", device=None):
+                    head_dim_vo, kv_dtype="bf16", layout="NHD", device=None, export=False):
+        """export=True: the reply's "export" map says where the pool's memory
+        is and its layout (attn.Pool.create maps it)."""
         return self.call("pool_create", pool=pool, layers=layers, num_pages=num_pages,
                          page_size=page_size, num_kv_heads=num_kv_heads,
                          head_dim_qk=head_dim_qk, head_dim_vo=head_dim_vo,
-                         kv_dtype=kv_dtype, layout=layout, device=device)
+                         kv_dtype=kv_dtype, layout=layout, device=device,
+                         export=True if export else None)
 
     def pool_drop(self, pool):
         return self.call("pool_drop", pool=pool)
@@ -418,8 +516,9 @@ class Client:
     def buffer_drop(self, buf):
         return self.call("buffer_drop", buf=buf)
 
-    def run(self, plan_id, layer, q, k_new, v_new, return_lse=False, trace=False, verify=False,
-            o=None, lse=None, wait=None, signal=None, async_=False):
+    def run(self, plan_id, layer, q, k_new=None, v_new=None, return_lse=False, trace=False,
+            verify=False, o=None, lse=None, wait=None, signal=None, async_=False,
+            kv_written=False):
         """q, k_new, v_new: `bin` bytes or ref(...); o, lse: optional ref(...) to
         write the outputs into a registered buffer (the reply then carries
         the reference under "o" / "lse" instead of the bytes).  wait, signal:
@@ -427,10 +526,11 @@ class Client:
         before reading inputs; writes the value after its last kernel);
         async_: attnd replies once the work is enqueued, and this call returns
         an AsyncRun ticket as soon as the request is sent (its wait() gives
-        the reply); otherwise the reply map."""
+        the reply); otherwise the reply map.  kv_written: the new rows are
+        already in the exported pool (attn.Pool): k_new and v_new stay None."""
         fields = dict(plan_id=plan_id, layer=layer, q=q, k_new=k_new, v_new=v_new, o=o, lse=lse,
                       return_lse=return_lse or None, trace=trace or None, verify=verify or None,
-                      wait=wait, signal=signal)
+                      wait=wait, signal=signal, kv_written=True if kv_written else None)
         if async_:
             return self.submit("run", **fields, **{"async": True})
         return self.call("run", **fields)

@@ -5,6 +5,8 @@ extension).
 - ipc_describe(ptr): the legacy IPC handle of the allocation holding device
   pointer `ptr`, the pointer's offset in it and its device ordinal (what
   attnd's buffer_register kind "cuda_ipc" takes).
+- ipc_open(handle) / ipc_close(ptr): map another process's allocation (an
+  exported pool, attn.Pool) and unmap it.
 - stream_write_u64 / stream_wait_u64: stream memory operations on a
   semaphore word (cuStreamWriteValue64 / cuStreamWaitValue64 GEQ), ordered
   with the other work of that stream, e.g. torch.cuda.current_stream().
@@ -26,6 +28,14 @@ _CU_MEMORYTYPE_DEVICE = 2
 _CU_STREAM_WAIT_VALUE_GEQ = 0x0
 _CU_STREAM_WRITE_VALUE_DEFAULT = 0x0
 IPC_HANDLE_BYTES = 64
+
+
+_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1
+
+
+class _IpcHandle(ctypes.Structure):
+    """CUipcMemHandle, passed by value."""
+    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
 
 
 def _unsupported(why, field="dev_ptr"):
@@ -50,6 +60,8 @@ class Driver:
         self._sig(L.cuCtxPushCurrent_v2, [vp])
         self._sig(L.cuCtxPopCurrent_v2, [ctypes.POINTER(vp)])
         self._sig(L.cuIpcGetMemHandle, [ctypes.c_char_p, u64])
+        self._sig(L.cuIpcOpenMemHandle_v2, [ctypes.POINTER(u64), _IpcHandle, ctypes.c_uint])
+        self._sig(L.cuIpcCloseMemHandle, [u64])
         self._sig(L.cuStreamWriteValue64_v2, [vp, u64, u64, ctypes.c_uint])
         self._sig(L.cuStreamWaitValue64_v2, [vp, u64, u64, ctypes.c_uint])
         self.check(L.cuInit(0), "cuInit (no usable GPU)")
@@ -110,6 +122,25 @@ class Driver:
             popped = ctypes.c_void_p()
             self.lib.cuCtxPopCurrent_v2(ctypes.byref(popped))
         return handle.raw, offset, ordinal
+
+    def ipc_open(self, handle):
+        """The device pointer of the allocation another process's legacy IPC
+        `handle` (64 bytes) names, opened in the current context (an exported
+        pool's memory); ipc_close releases it."""
+        if len(handle) != IPC_HANDLE_BYTES:
+            raise _unsupported("an IPC handle has %d bytes, not %d" % (IPC_HANDLE_BYTES,
+                                                                        len(handle)), "handle")
+        h = _IpcHandle()
+        h.reserved = bytes(handle)
+        ptr = ctypes.c_uint64()
+        self.check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h,
+                                                  _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                   "cuIpcOpenMemHandle", "handle")
+        return ptr.value
+
+    def ipc_close(self, ptr):
+        """Close a mapping ipc_open made."""
+        self.check(self.lib.cuIpcCloseMemHandle(ptr), "cuIpcCloseMemHandle", "handle")
 
     def stream_write_u64(self, stream, addr, value):
         """On `stream` (a CUstream / torch stream's cuda_stream), after its

@@ -30,13 +30,20 @@ Transports:
   the runs on the GPU through the semaphores); ``w.collect()`` (once a
   step) reads the replies and raises the first AttnError among them, after
   releasing the current stream past the runs' `done` waits so that it
-  cannot hang on a run attnd refused.
+  cannot hang on a run attnd refused.  A run's request is encoded once
+  per plan and references (Client.prepare_run); later runs pack only the
+  layer and the semaphore values, and get the same output view objects
+  back.  ``max_outstanding`` (the Client's window) above the runs of a
+  step keeps run() from reading replies mid-step (attnd's --conn-inflight
+  must be above it).
 - "shm" (numpy arrays): a POSIX shared-memory arena, synchronous runs.
 - "inline": tensors inside the request and reply (host copies; any attnd).
 
 Argument errors raise attn.AttnError(code, field, message) before anything
 is sent; attnd's refusals arrive the same way.
 """
+
+import time
 
 from .arena import CudaArena, ShmArena
 from .client import AttnError, Client, i32, ref, sem
@@ -96,6 +103,16 @@ class _BatchWrapper:
         self.pipelined = bool(pipelined)
         self._tickets = []  # pipelined runs whose replies collect() has not read
         self.last_reply = None  # the last run's reply (its diag: kernels, timing)
+        # cuda_ipc: a PreparedRun per (plan, references) and the arena views
+        # run() returns, so a repeated run encodes and allocates little
+        self._prepared = {}
+        self._views = {}
+        self._memo = None  # the last run's in-place inputs and their references
+        self.prepared = True  # False: each run encoded in full by Client.run (to compare)
+        # a list to profile run() on the cuda_ipc path: each run appends its
+        # (entered, checked, ready written, request sent, done wait enqueued)
+        # time.perf_counter_ns(); client.send_times splits the send
+        self.submit_times = None
         if transport == "cuda_ipc":
             import torch
             self._torch = torch
@@ -209,7 +226,9 @@ class _BatchWrapper:
                 else:
                     t = self.arena.empty(shape, dt)
                     p["slots"][name] = (self.arena.offset_of(t), _nbytes(shape, dt))
+        p["nbytes"] = {name: _nbytes(*sd) for name, sd in p["shapes"].items()}
         self._plan = p
+        self._memo = None  # the new plan's shapes are checked again
         return rep
 
     # ---- run
@@ -261,22 +280,37 @@ class _BatchWrapper:
                 dst[...] = x
         return ref(self.arena.buf, off, nbytes)
 
-    def run(self, q, k_new, v_new, layer=0, out=None, lse=None, return_lse=False):
+    def run(self, q, k_new=None, v_new=None, layer=0, out=None, lse=None, return_lse=False,
+            kv_written=False):
         """Attention of the planned batch for `layer`: returns O, or (O, LSE)
-        with return_lse (or when `lse` is given)."""
+        with return_lse (or when `lse` is given).  kv_written=True: the pool
+        is exported (attn.Pool) and the new rows are already in it, written
+        on the current stream (CUDA) or before this call (CPU); k_new and
+        v_new are then not given."""
+        t_entered = time.perf_counter_ns() if self.submit_times is not None else 0
         if self._plan is None:
             raise _bad("E_STALE_PLAN", "plan", "call plan() before run()")
         p = self._plan
-        for x, name in ((q, "q"), (k_new, "k_new"), (v_new, "v_new")):
-            self._check(x, name)
+        if kv_written and (k_new is not None or v_new is not None):
+            raise _bad("E_SHAPE", "k_new" if k_new is not None else "v_new",
+                       "kv_written=True takes no k_new / v_new: the rows are in the pool")
+        ins = ((q, "q"),) if kv_written else ((q, "q"), (k_new, "k_new"), (v_new, "v_new"))
+        memo = self._memo_refs(ins)
+        if memo is None:
+            for x, name in ins:
+                self._check(x, name)
         if out is not None:
             self._check(out, "o")
         if lse is not None:
             self._check(lse, "lse")
             return_lse = True
         if self.transport == "inline":
-            return self._run_inline(q, k_new, v_new, layer, out, lse, return_lse)
-        refs = {n: self._as_ref(x, n) for x, n in ((q, "q"), (k_new, "k_new"), (v_new, "v_new"))}
+            return self._run_inline(q, k_new, v_new, layer, out, lse, return_lse, kv_written)
+        refs = memo
+        if refs is None:
+            refs = {"k_new": None, "v_new": None}
+            refs.update({n: self._as_ref(x, n) for x, n in ins})
+            self._remember(ins, refs)
         outs = {}
         for name, given in (("o", out), ("lse", lse)):
             if name == "lse" and not return_lse:
@@ -285,41 +319,109 @@ class _BatchWrapper:
             if off is None:
                 off = p["slots"][name][0]
             outs[name] = off
-        o_ref = ref(self.arena.buf, outs["o"], _nbytes(*p["shapes"]["o"]))
-        lse_ref = ref(self.arena.buf, outs["lse"], _nbytes(*p["shapes"]["lse"])) \
-            if return_lse else None
+        o_ref = ref(self.arena.buf, outs["o"], p["nbytes"]["o"])
+        lse_ref = ref(self.arena.buf, outs["lse"], p["nbytes"]["lse"]) if return_lse else None
         if self.transport == "cuda_ipc":
-            self._run_ordered(layer, refs, o_ref, lse_ref)
+            self._run_ordered(layer, refs, o_ref, lse_ref, kv_written, t_entered)
         else:
             self.last_reply = self.client.run(p["id"], layer, refs["q"], refs["k_new"],
                                               refs["v_new"], return_lse=return_lse, o=o_ref,
-                                              lse=lse_ref)
-        o_view = self.arena.view(outs["o"], *p["shapes"]["o"])
+                                              lse=lse_ref, kv_written=kv_written)
+        o_view = self._view(outs["o"], *p["shapes"]["o"])
         if out is not None and o_view is not out and self.arena.offset_of(out) is None:
             _copy(out, o_view)
             o_view = out
         if not return_lse:
             return o_view
-        lse_view = self.arena.view(outs["lse"], *p["shapes"]["lse"])
+        lse_view = self._view(outs["lse"], *p["shapes"]["lse"])
         if lse is not None and self.arena.offset_of(lse) is None:
             _copy(lse, lse_view)
             lse_view = lse
         return o_view, lse_view
 
-    def _run_ordered(self, layer, refs, o_ref, lse_ref):
+    def _memo_refs(self, ins):
+        """The last run's input references when the inputs `ins` ((tensor,
+        name) pairs) are its very tensors, still in place in the arena (same
+        address, shape, dtype, contiguous): a few attribute reads instead of
+        the checks; else None."""
+        m = self._memo
+        if m is None or len(m[0]) != len(ins):
+            return None
+        for (x, _), was, (ptr, shape, dtype) in zip(ins, m[0], m[1]):
+            if x is not was or x.data_ptr() != ptr or x.shape != shape or \
+                    x.dtype is not dtype or not x.is_contiguous():
+                return None
+        return m[2]
+
+    def _remember(self, ins, refs):
+        """Keep the references for _memo_refs: cuda_ipc inputs used in place only
+        (one copied into its slot is copied again next run)."""
+        xs = [x for x, _ in ins]
+        if self.transport != "cuda_ipc" or any(self.arena.offset_of(x) is None for x in xs):
+            self._memo = None
+            return
+        self._memo = (xs, [(x.data_ptr(), x.shape, x.dtype) for x in xs], refs)
+
+    def _current_stream(self):
+        """torch's current stream on the arena's device, as a cudaStream_t
+        (the raw getter where torch has it: no Stream object per run)."""
+        t, dev = self._torch, self.arena.device
+        raw = getattr(t._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None and dev.index is not None:
+            return raw(dev.index)
+        return t.cuda.current_stream(dev).cuda_stream
+
+    def _view(self, offset, shape, dtype):
+        """The arena's view at `offset` (one tensor per place: a view costs
+        several torch calls, and the output slots repeat every run)."""
+        if self.transport != "cuda_ipc":
+            return self.arena.view(offset, shape, dtype)
+        key = (offset, shape, dtype)
+        v = self._views.get(key)
+        if v is None:
+            v = self._views[key] = self.arena.view(offset, shape, dtype)
+        return v
+
+    def _prepared_run(self, refs, o_ref, lse_ref, kv_written):
+        """The PreparedRun of this plan on these references (made once)."""
+        p, a = self._plan, self.arena
+        off = lambda r: None if r is None else r["offset"]  # noqa: E731
+        key = (p["id"], off(refs["q"]), off(refs["k_new"]), off(refs["v_new"]), off(o_ref),
+               off(lse_ref), kv_written)
+        pr = self._prepared.get(key)
+        if pr is None:
+            if len(self._prepared) >= 64:  # stale plans' entries
+                self._prepared.clear()
+            pr = self._prepared[key] = self.client.prepare_run(
+                p["id"], refs["q"], refs["k_new"], refs["v_new"], o=o_ref, lse=lse_ref,
+                return_lse=lse_ref is not None, wait=sem(a.buf, _SEM_READY, 0),
+                signal=sem(a.buf, _SEM_DONE, 0), kv_written=kv_written)
+        return pr
+
+    def _run_ordered(self, layer, refs, o_ref, lse_ref, kv_written=False, t_entered=0):
         """GPU-side ordering through the arena's semaphores (no host wait)."""
-        t, a = self._torch, self.arena
-        stream = t.cuda.current_stream(a.device).cuda_stream
+        a = self.arena
+        tm = self.submit_times
+        t_checked = time.perf_counter_ns() if tm is not None else 0
+        stream = self._current_stream()
         self._epoch += 1
         e = self._epoch
         a.driver.stream_write_u64(stream, a.addr(_SEM_READY), e)
-        ticket = self.client.run(
-            self._plan["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
-            return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
-            wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True)
+        t_ready = time.perf_counter_ns() if tm is not None else 0
+        if self.prepared:
+            ticket = self._prepared_run(refs, o_ref, lse_ref, kv_written).submit(layer, e, e)
+        else:
+            ticket = self.client.run(
+                self._plan["id"], layer, refs["q"], refs["k_new"], refs["v_new"],
+                return_lse=lse_ref is not None, o=o_ref, lse=lse_ref,
+                wait=sem(a.buf, _SEM_READY, e), signal=sem(a.buf, _SEM_DONE, e), async_=True,
+                kv_written=kv_written)
+        t_sent = time.perf_counter_ns() if tm is not None else 0
         if self.pipelined:
             a.driver.stream_wait_u64(stream, a.addr(_SEM_DONE), e)
             self._tickets.append(ticket)
+            if tm is not None:
+                tm.append((t_entered, t_checked, t_ready, t_sent, time.perf_counter_ns()))
             return
         # blocking: a refusal raises before the stream is made to wait for a
         # `done` that attnd would never write
@@ -359,10 +461,11 @@ class _BatchWrapper:
         a.driver.stream_write_u64(side.cuda_stream, a.addr(_SEM_DONE), self._epoch)
         side.synchronize()
 
-    def _run_inline(self, q, k_new, v_new, layer, out, lse, return_lse):
+    def _run_inline(self, q, k_new, v_new, layer, out, lse, return_lse, kv_written=False):
         p = self._plan
-        rep = self.client.run(p["id"], layer, _to_bytes(q), _to_bytes(k_new), _to_bytes(v_new),
-                              return_lse=return_lse)
+        rows = (None, None) if kv_written else (_to_bytes(k_new), _to_bytes(v_new))
+        rep = self.client.run(p["id"], layer, _to_bytes(q), rows[0], rows[1],
+                              return_lse=return_lse, kv_written=kv_written)
         self.last_reply = rep
         o = _from_bytes(rep["o"], p["shapes"]["o"], q)
         if out is not None:

@@ -4,12 +4,59 @@
 #ifndef ATTN_CUDA_PREFILL_INSTANCE_CUH
 #define ATTN_CUDA_PREFILL_INSTANCE_CUH
 
+#include <cudaTypedefs.h>
+#include <string.h>
+
 #include "attn/error.h"
 #include "kernels/cuda/prefill/dispatch.h"
 #include "kernels/cuda/prefill/kernel.cuh"
 
 namespace attn_prefill
 {
+
+/* The TMA tier's maps of p's K and V stores (KvMaps): on when
+ * attn_cuda_prefill_tma_tier admits the store (the one gate) and the
+ * driver encodes them; otherwise every row takes the gather. */
+template <int D> KvMaps kv_maps(const attn_cuda_prefill_params *p)
+{
+    KvMaps m;
+    memset(&m, 0, sizeof m);
+    const attn_kv_addr &a = p->kv;
+    const int64_t P = a.page_size;
+    if (!attn_cuda_prefill_tma_tier(p))
+        return m;
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !fn)
+        return m;
+    const PFN_cuTensorMapEncodeTiled_v12000 encode =
+        reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    const uint32_t rows = (uint32_t)P; /* one box per page */
+    const uint64_t es = 2, H = a.num_kv_heads;
+    /* innermost first: d, then (NHD) head, slot or (HND) slot, head; pages */
+    const bool hnd = a.layout == ATTN_HND;
+    const cuuint64_t dims[4] = {D, hnd ? (cuuint64_t)P : H, hnd ? H : (cuuint64_t)P,
+                                (cuuint64_t)a.num_pages};
+    const cuuint64_t strides[3] = {D * es, (hnd ? (uint64_t)P : H) * D * es,
+                                   (uint64_t)P * H * D * es};
+    const cuuint32_t box[4] = {64, hnd ? rows : 1u, hnd ? 1u : rows, 1};
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    const void *base[2] = {p->k, p->v};
+    CUtensorMap *out[2] = {&m.k, &m.v};
+    for (int i = 0; i < 2; i++)
+        if (encode(out[i], CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void *>(base[i]), dims,
+                   strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+            memset(&m, 0, sizeof m);
+            return m;
+        }
+    m.on = 1;
+    m.box_rows = rows;
+    return m;
+}
 
 template <int D, typename KV>
 int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
@@ -23,7 +70,8 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
     const uint32_t units = p->num_items * p->num_kv_heads;
     if (units) {
         dim3 grid(p->max_ctas && p->max_ctas < units ? p->max_ctas : units);
-        attn_prefill_attend<D, KV><<<grid, kThreads, C::SMEM, stream>>>(*p);
+        const KvMaps maps = kv_maps<D>(p);
+        attn_prefill_attend<D, KV><<<grid, kThreads, C::SMEM, stream>>>(*p, maps);
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;
     }

@@ -3,15 +3,20 @@
  *
  * CTA = 3 warpgroups, one item (m tile of 128 packed rows, range of its key
  * tiles) and one K/V head (blockIdx.y):
- *   WG 0, producer (56 registers): Q tile once, then K and V of every key
- *     tile of the list, gathered row by row through the address program
- *     with 16-byte cp.async (zero fill past the request's keys) into the
- *     swizzled smem ring; a stage is published on full[s] once the
- *     producer's copies landed (wait_group, proxy fence, arrive).
- *   WG 1 and 2, consumers (224 registers), 64 rows each: S = Q K^T by
- *     wgmma (SS), mask on PARTIAL tiles only, online softmax (fp32, base 2),
- *     P to bf16/fp16 in registers, O += P V by wgmma (RS, V MN-major), then
- *     release the stage on empty[s] (one arrive per warp).
+ *   WG 0, producer (88 registers): Q tile once, then K and V of every key
+ *     tile of the list into the swizzled smem ring, K and V of a stage on
+ *     their own full/empty barriers.  Two tiers: a paged store whose page
+ *     size is a power of two in [8, BN] takes whole pages by TMA boxes
+ *     (KvMaps; the request's last page and rows past its keys by cp.async
+ *     with zero fill); any other store is gathered row by row through the
+ *     address program with 16-byte cp.async, K and V of a row together.  A
+ *     barrier completes once the TMA bytes and every producer thread's
+ *     copies landed (cp.async.mbarrier.arrive).
+ *   WG 1 and 2, consumers (208 registers), 64 rows each: S = Q K^T by
+ *     wgmma (SS) once K_i landed, mask on PARTIAL tiles only, online
+ *     softmax (fp32, base 2), P to bf16/fp16 in registers, O += P V by
+ *     wgmma (RS, V MN-major); K_i's slot is released once S_i is done, V_i's
+ *     once P_i V_i is (one arrive per warp).
  * The epilogue writes O and LSE (natural log) or, for a split item, the
  * partial state in the plan's ABI; attn_prefill_combine folds the parts of
  * a split m tile in ascending key order with kernels/common/state.h.
@@ -24,16 +29,20 @@
 #ifndef ATTN_CUDA_PREFILL_KERNEL_CUH
 #define ATTN_CUDA_PREFILL_KERNEL_CUH
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
 #include "kernels/common/state.h"
+#include "kernels/cuda/barrier.cuh"
 #include "kernels/cuda/prefill/sm90.cuh"
 #include "kernels/cuda/prefill/wgmma_ops.cuh"
 #include "kernels/cuda/prefill_launch.h"
@@ -59,14 +68,18 @@ template <int D> struct Cfg {
     static constexpr int ON = D > 128 ? 128 : D; /* N of one PV instruction */
     static constexpr int OC = D / ON;            /* PV instructions per k step */
     static constexpr int SMEM = 1024 + Q_BYTES + STAGES * 2 * KV_BYTES + 64 * 8;
+    static_assert((4 * STAGES + 2) * 8 <= 64 * 8, "barriers fit their reserve");
     /* Overlap S_i with P_{i-1} V_{i-1} inside a warpgroup: it holds two
      * stages at once, so it pays only with three or more (d = 256 has two) */
     static constexpr bool OVERLAP = STAGES >= 3;
     /* setmaxnreg moves registers inside the CTA's pool of 168 x 384: what
      * the producer frees, (168 - P) x 128, must cover what the consumers
      * take, (C - 168) x 256, or their setmaxnreg.inc waits forever */
-    static constexpr uint32_t PRODUCER_REGS = D > 128 ? 56 : 72;
-    static constexpr uint32_t CONSUMER_REGS = D > 128 ? 224 : 216;
+    /* 88 / 208 is the split where ptxas spills nothing at d 64, 128 and
+     * 256 (the producer's two tile loops want more than 72; the consumers
+     * fit in 208 once Q's descriptors are not hoisted; 2026-12-01) */
+    static constexpr uint32_t PRODUCER_REGS = 88;
+    static constexpr uint32_t CONSUMER_REGS = 208;
     static_assert((168 - PRODUCER_REGS) * 128 >= (CONSUMER_REGS - 168) * 256, "register pool");
 };
 
@@ -250,15 +263,141 @@ __device__ __forceinline__ void store2(void *base, attn_dtype dt, size_t i, floa
     }
 }
 
-template <int D, typename KV> struct Smem {
-    uint8_t *q, *k, *v;
-    uint64_t *full, *empty, *qfull, *qempty;
+/* The TMA tier of the K/V loads (prefill/instance.cuh encodes the maps): a
+ * paged store whose page size is a power of two in [8, BN] is read as a 4-d
+ * tensor [pages][slot or head][head or slot][d] (NHD or HND), one box =
+ * one page (P rows) x 64 columns of one head, landing in the swizzled tile
+ * layout of sm90.cuh (TMA's 128-byte swizzle is the same XOR of 16-byte
+ * piece and row % 8).  `on` is 0 when the store does not qualify; then
+ * every row goes through the cp.async gather. */
+struct KvMaps { /* 64-byte aligned by CUtensorMap */
+    CUtensorMap k, v;
+    uint32_t on;
+    uint32_t box_rows; /* P: a box is one page */
 };
 
+/* Whether this launch's K/V rows go by the TMA tier (the producer loads,
+ * the consumers skip the proxy fence of TMA-only tiles): the one test. */
+__device__ __forceinline__ bool kv_tma_tier(const attn_cuda_prefill_params &p, const KvMaps &maps)
+{
+    return maps.on &&
+           (p.kv.kind == ATTN_KV_ADDR_PAGED_CSR || p.kv.kind == ATTN_KV_ADDR_PAGED_DENSE);
+}
+
+template <int D, typename KV> struct Smem {
+    uint8_t *q, *k, *v;
+    /* K and V of a stage have their own barriers: S_i = Q K_i^T starts when
+     * K_i has landed, and K_i's slot is free once S_i is done */
+    uint64_t *full_k, *full_v, *empty_k, *empty_v, *qfull, *qempty;
+};
+
+/* The producer's state of one K/V head of one request: where rows live and
+ * how one tile's rows are split between TMA boxes and the cp.async gather. */
+template <int D> struct KvLoad {
+    KvWalk walk;
+    int64_t keys;
+    uint32_t hkv, page_elems, row_stride, head_off, slot_mask;
+    bool hnd, tma;
+    int box_rows; /* P, when tma */
+};
+
+/* The TMA tier's loads of one tile of K or V (by `src` and `map`) into the
+ * stage at smem `dst`, completing on `full`: rows [0, nfull * box_rows) by
+ * TMA (lane l of warp 0 issues box l / CH, chunk l % CH, of page
+ * `box_page`), the rest -- the request's last page and rows past its keys
+ * (zero-filled) -- by 16-byte cp.async, the page looked up per row (the
+ * last tile of a request only).  Every producer thread then arrives on
+ * `full` once its own copies landed (128 arrivals plus the TMA bytes). */
 template <int D, typename KV>
-__device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
-                                         const attn_prefill_item &it, const attn_prefill_req &rq,
-                                         uint32_t hkv, int tid, uint32_t k, uint32_t &gi)
+__device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
+                                              const CUtensorMap *map, uint32_t dst, uint64_t *full,
+                                              int64_t n, int32_t box_page, int nfull, int tid)
+{
+    using C = Cfg<D>;
+    constexpr int CH = D / 64; /* 128-byte column chunks of a row */
+    constexpr int ROWS_PER_PASS = 128 / C::PIECES;
+    constexpr int RPT = C::BN / ROWS_PER_PASS;
+    const int c = tid % C::PIECES, r_first = tid / C::PIECES;
+    const int row_tma = nfull * L.box_rows;
+    if (tid < nfull * CH) {
+        const int b = tid / CH, ch = tid % CH; /* box b = the tile's page b, from slot 0 */
+        attn::mbar::expect_tx(full, (uint32_t)L.box_rows * 128u);
+        const uint32_t at = dst + ch * C::BN * 128 + b * L.box_rows * 128;
+        if (L.hnd)
+            tma_load_4d(at, map, full, ch * 64, 0, (int32_t)L.hkv, box_page);
+        else
+            tma_load_4d(at, map, full, ch * 64, (int32_t)L.hkv, 0, box_page);
+    }
+    if (row_tma < C::BN) {
+#pragma unroll 1
+        for (int j = 0; j < RPT; j++) {
+            const int r = r_first + j * ROWS_PER_PASS;
+            if (r < row_tma)
+                continue;
+            const int32_t t = (int32_t)n * C::BN + r;
+            const bool ok = t < L.keys;
+            const uint32_t slot = (uint32_t)t & L.slot_mask;
+            const int32_t page = ok ? L.walk.pages[kv_block_of(L.walk, t)] : 0;
+            const int64_t off =
+                ok ? (int64_t)page * L.page_elems + (slot * L.row_stride + L.head_off + c * 8) : 0;
+            cp_async16(dst + swz_offset(r, c, C::BN), src + off, ok);
+        }
+    }
+    cp_async_arrive_noinc(full);
+}
+
+/* The gather tier's loads of one tile, K and V together (one address per
+ * row serves both copies: the gather is the producer's critical path),
+ * into the stages at smem `kst` and `vst`; both full barriers complete
+ * once every copy landed.  Page ids come from `pg` (this thread's rows,
+ * read one tile ahead) for paged stores, else through kv_row_elem. */
+template <int D, typename KV>
+__device__ __forceinline__ void
+load_tile_gather(const attn_cuda_prefill_params &p, const KvLoad<D> &L, const KV *kb, const KV *vb,
+                 uint32_t kst, uint32_t vst, uint64_t *full_k, uint64_t *full_v, int64_t n,
+                 const int32_t *pg, int tid)
+{
+    using C = Cfg<D>;
+    constexpr int ROWS_PER_PASS = 128 / C::PIECES;
+    constexpr int RPT = C::BN / ROWS_PER_PASS;
+    const int c = tid % C::PIECES, r_first = tid / C::PIECES;
+    if (L.walk.pages) {
+        /* paged: offset = page * (P H_kv d) + slot * row_stride + head
+         * offset, the last two in 32 bits (seed 0x04B/D, addr.h) */
+#pragma unroll
+        for (int j = 0; j < RPT; j++) {
+            const int r = r_first + j * ROWS_PER_PASS;
+            const int32_t t = (int32_t)n * C::BN + r;
+            const bool ok = t < L.keys;
+            const uint32_t slot = L.walk.shift >= 0 ? (uint32_t)t & L.slot_mask
+                                                    : (uint32_t)t % (uint32_t)L.walk.page_size;
+            const int64_t off =
+                ok ? (int64_t)pg[j] * L.page_elems + (slot * L.row_stride + L.head_off + c * 8) : 0;
+            const uint32_t so = swz_offset(r, c, C::BN);
+            cp_async16(kst + so, kb + off, ok);
+            cp_async16(vst + so, vb + off, ok);
+        }
+    } else {
+#pragma unroll 4
+        for (int j = 0; j < RPT; j++) {
+            const int r = r_first + j * ROWS_PER_PASS;
+            const int64_t t = n * C::BN + r;
+            const bool ok = t < L.keys;
+            const int64_t off = ok ? kv_row_elem(p.kv, L.walk, t, L.hkv, D) + c * 8 : 0;
+            const uint32_t so = swz_offset(r, c, C::BN);
+            cp_async16(kst + so, kb + off, ok);
+            cp_async16(vst + so, vb + off, ok);
+        }
+    }
+    cp_async_arrive_noinc(full_k);
+    cp_async_arrive_noinc(full_v);
+}
+
+template <int D, typename KV>
+__device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, const KvMaps &maps,
+                                         const Smem<D, KV> &sm, const attn_prefill_item &it,
+                                         const attn_prefill_req &rq, uint32_t hkv, int tid,
+                                         uint32_t k, uint32_t &gi)
 {
     using C = Cfg<D>;
     const uint32_t g = p.num_qo_heads / p.num_kv_heads;
@@ -288,71 +427,80 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
     const KV *kb = static_cast<const KV *>(p.k);
     const KV *vb = static_cast<const KV *>(p.v);
     const uint32_t ks = smem_addr(sm.k), vs = smem_addr(sm.v);
-    const int64_t keys = (int64_t)rq.T + rq.C;
-    const KvWalk walk = kv_walk(p.kv, (uint32_t)it.req);
+    KvLoad<D> L;
+    L.walk = kv_walk(p.kv, (uint32_t)it.req);
+    L.keys = (int64_t)rq.T + rq.C;
+    L.hkv = hkv;
+    L.page_elems = (uint32_t)L.walk.page_size * p.kv.num_kv_heads * D;
+    L.hnd = p.kv.layout == ATTN_HND;
+    L.row_stride = L.hnd ? D : p.kv.num_kv_heads * D;
+    L.head_off = L.hnd ? hkv * (uint32_t)L.walk.page_size * D : hkv * D;
+    L.slot_mask = (uint32_t)L.walk.page_size - 1u;
+    L.tma = kv_tma_tier(p, maps);
+    L.box_rows = (int)maps.box_rows;
+    constexpr int CH = D / 64;
     constexpr int ROWS_PER_PASS = 128 / C::PIECES;
-    const int c = tid % C::PIECES, r_first = tid / C::PIECES;
-    /* The page ids of a tile's rows are read one tile ahead, all at once
-     * (a dependent load per row before its copies is the producer's
-     * critical path), while the producer waits for the next free stage. */
     constexpr int RPT = C::BN / ROWS_PER_PASS; /* rows of one thread per tile */
-    const uint32_t page_elems = (uint32_t)walk.page_size * p.kv.num_kv_heads * D;
-    const bool hnd = p.kv.layout == ATTN_HND;
-    const uint32_t row_stride = hnd ? D : p.kv.num_kv_heads * D;
-    const uint32_t head_off = hnd ? hkv * (uint32_t)walk.page_size * D : hkv * D;
-    const uint32_t slot_mask = (uint32_t)walk.page_size - 1u;
-    int32_t pg[RPT];
-    int64_t n_next = 0;
-    auto fetch = [&](int ti) {
-        n_next = p.tiles[ti] >> 1;
-        if (walk.pages) {
+    const int r_first = tid / C::PIECES;
+    /* The page ids of a tile are read one tile ahead, all at once (a
+     * dependent load before the copies is the producer's critical path),
+     * while the producer waits for the next free stage: with TMA one per
+     * box (this thread's box), else one per row of this thread.  Two copies
+     * of the tile loop, one per tier, so the gather's per-row page ids hold
+     * registers only where they are used. */
+    auto tile_loop = [&](auto tma_tier) {
+        constexpr bool TMA = decltype(tma_tier)::value;
+        int32_t pg[RPT];
+        int32_t box_page = 0;
+        int nfull_next = 0;
+        int64_t n_next = 0;
+        auto fetch = [&](int ti) {
+            n_next = p.tiles[ti] >> 1;
+            const int64_t t0 = n_next * C::BN;
+            if constexpr (TMA) {
+                /* boxes wholly inside the request's keys go by TMA */
+                const int64_t whole = (L.keys - t0) / L.box_rows;
+                const int nb = C::BN / L.box_rows;
+                nfull_next = whole < 0 ? 0 : (whole > nb ? nb : (int)whole);
+                const int b = tid / CH;
+                box_page = tid < nfull_next * CH
+                               ? L.walk.pages[kv_block_of(L.walk, t0 + (int64_t)b * L.box_rows)]
+                               : 0;
+            } else if (L.walk.pages) {
 #pragma unroll
-            for (int j = 0; j < RPT; j++) {
-                const int64_t t = n_next * C::BN + r_first + j * ROWS_PER_PASS;
-                pg[j] = t < keys ? walk.pages[kv_block_of(walk, t)] : 0;
+                for (int j = 0; j < RPT; j++) {
+                    const int64_t t = t0 + r_first + j * ROWS_PER_PASS;
+                    pg[j] = t < L.keys ? L.walk.pages[kv_block_of(L.walk, t)] : 0;
+                }
             }
+        };
+        if (it.tile_begin < it.tile_end)
+            fetch(it.tile_begin);
+        for (int ti = it.tile_begin; ti < it.tile_end; ti++, gi++) {
+            const int64_t n = n_next;
+            const int nfull = nfull_next;
+            const int32_t bp = box_page;
+            const int s = gi % C::STAGES;
+            const uint32_t par = ((gi / C::STAGES) & 1) ^ 1;
+            const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
+            mbar_wait(&sm.empty_k[s], par);
+            if constexpr (TMA) {
+                load_tile_tma<D, KV>(L, kb, &maps.k, kst, &sm.full_k[s], n, bp, nfull, tid);
+                mbar_wait(&sm.empty_v[s], par);
+                load_tile_tma<D, KV>(L, vb, &maps.v, vst, &sm.full_v[s], n, bp, nfull, tid);
+            } else {
+                mbar_wait(&sm.empty_v[s], par);
+                load_tile_gather<D, KV>(p, L, kb, vb, kst, vst, &sm.full_k[s], &sm.full_v[s], n, pg,
+                                        tid);
+            }
+            if (ti + 1 < it.tile_end)
+                fetch(ti + 1);
         }
     };
-    if (it.tile_begin < it.tile_end)
-        fetch(it.tile_begin);
-    for (int ti = it.tile_begin; ti < it.tile_end; ti++, gi++) {
-        const int64_t n = n_next;
-        const int s = gi % C::STAGES;
-        mbar_wait(&sm.empty[s], ((gi / C::STAGES) & 1) ^ 1);
-        const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
-        if (walk.pages) {
-            /* paged: offset = page * (P H_kv d) + slot * row_stride + head
-             * offset, the last two in 32 bits (seed 0x04B/D, addr.h) */
-#pragma unroll
-            for (int j = 0; j < RPT; j++) {
-                const int r = r_first + j * ROWS_PER_PASS;
-                const int32_t t = (int32_t)n * C::BN + r;
-                const bool ok = t < keys;
-                const uint32_t slot = walk.shift >= 0 ? (uint32_t)t & slot_mask
-                                                      : (uint32_t)t % (uint32_t)walk.page_size;
-                const int64_t off =
-                    ok ? (int64_t)pg[j] * page_elems + (slot * row_stride + head_off + c * 8) : 0;
-                const uint32_t so = swz_offset(r, c, C::BN);
-                cp_async16(kst + so, kb + off, ok);
-                cp_async16(vst + so, vb + off, ok);
-            }
-        } else {
-#pragma unroll 4
-            for (int j = 0; j < RPT; j++) {
-                const int r = r_first + j * ROWS_PER_PASS;
-                const int64_t t = n * C::BN + r;
-                const bool ok = t < keys;
-                const int64_t off = ok ? kv_row_elem(p.kv, walk, t, hkv, D) + c * 8 : 0;
-                const uint32_t so = swz_offset(r, c, C::BN);
-                cp_async16(kst + so, kb + off, ok);
-                cp_async16(vst + so, vb + off, ok);
-            }
-        }
-        /* full[s] completes when every producer thread's copies landed */
-        cp_async_arrive_noinc(&sm.full[s]);
-        if (ti + 1 < it.tile_end)
-            fetch(ti + 1);
-    }
+    if (L.tma)
+        tile_loop(std::true_type{});
+    else
+        tile_loop(std::false_type{});
 }
 
 template <int D, typename KV>
@@ -374,7 +522,8 @@ __device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D>::OC][Cfg<D>::ON 
 template <int D, typename KV>
 __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
                                          const attn_prefill_item &it, const attn_prefill_req &rq,
-                                         uint32_t hkv, int cw, int ctid, uint32_t k, uint32_t &gi)
+                                         uint32_t hkv, int cw, int ctid, uint32_t k, uint32_t &gi,
+                                         bool tma)
 {
     using C = Cfg<D>;
     using M = Mma<KV>;
@@ -410,19 +559,31 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     uint32_t pa[BN / 16][4];
     float sacc[BN / 2];
 
+    /* Whether tile `code` holds rows the producer wrote with cp.async (the
+     * generic proxy, so wgmma needs a proxy fence): always for the gather
+     * tier, only a request's last tile for the TMA tier. */
+    const int32_t tma_tiles = tma ? (rq.T + rq.C) / BN : 0; /* key tiles wholly by TMA */
+    auto gathered = [&](int32_t tile_code) { return (tile_code >> 1) >= tma_tiles; };
+    int32_t code = 0; /* the tile code (planner/prefill_plan.h) of the tile in hand */
     /* Wait for tile i, take this warpgroup's issue turn, issue S_i. */
-    auto issue_s = [&](int i) {
+    auto issue_s = [&](int i, int32_t tile_code) {
         const uint32_t gt = gi + i;
         const int s = gt % C::STAGES;
-        mbar_wait(&sm.full[s], (gt / C::STAGES) & 1);
-        fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
+        mbar_wait(&sm.full_k[s], (gt / C::STAGES) & 1);
+        if (gathered(tile_code))
+            fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
         const uint32_t kst = ks + s * C::KV_BYTES;
         named_sync(kSchedBar + cw, 256);
         wgmma_fence();
-        M::template ss_first<BN>(sacc, make_desc(qs, 16, 1024), make_desc(kst, 16, 1024));
+        /* Q's descriptors are formed per tile like K's (a few uniform
+         * operations per MMA) rather than hoisted out of the loop, where
+         * they would pin 2 x D/16 registers the softmax needs */
+        uint32_t qa = qs;
+        asm volatile("" : "+r"(qa));
+        M::template ss_first<BN>(sacc, make_desc(qa, 16, 1024), make_desc(kst, 16, 1024));
 #pragma unroll
         for (int k = 1; k < D / 16; k++) {
-            const uint64_t da = make_desc(qs + (k / 4) * C::BM * 128 + (k % 4) * 32, 16, 1024);
+            const uint64_t da = make_desc(qa + (k / 4) * C::BM * 128 + (k % 4) * 32, 16, 1024);
             const uint64_t db = make_desc(kst + (k / 4) * BN * 128 + (k % 4) * 32, 16, 1024);
             M::template ss<BN>(sacc, da, db, 1);
         }
@@ -436,10 +597,9 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     };
     /* Mask (PARTIAL only) and online softmax of S_i in place; returns the
      * rescale factors of O. */
-    auto softmax = [&](int i, float(&alpha)[2]) {
-        const int32_t code = p.tiles[it.tile_begin + i];
-        if (code & 1)
-            mask_partial<BN>(p, it, rq, tok, code >> 1, lane, sacc);
+    auto softmax = [&](int32_t tile_code, float(&alpha)[2]) {
+        if (tile_code & 1)
+            mask_partial<BN>(p, it, rq, tok, tile_code >> 1, lane, sacc);
 #pragma unroll
         for (int ri = 0; ri < 2; ri++) {
             float mx = -INFINITY;
@@ -486,7 +646,13 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             pa[kk][3] = M::pack(sacc[kk * 8 + 6], sacc[kk * 8 + 7]);
         }
     };
-    /* Wait for every product in flight, then free tile i's stage. */
+    /* S_i is done (the caller waited for it): free tile i's K slot. */
+    auto release_k = [&](int i) {
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(&sm.empty_k[(gi + i) % C::STAGES]);
+    };
+    /* Wait for every product in flight, then free tile i's V slot. */
     auto finish_pv = [&](int i) {
         wgmma_wait<0>();
 #pragma unroll
@@ -494,7 +660,14 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             reg_fence(oacc[a]);
         __syncwarp();
         if (lane == 0)
-            mbar_arrive(&sm.empty[(gi + i) % C::STAGES]);
+            mbar_arrive(&sm.empty_v[(gi + i) % C::STAGES]);
+    };
+    /* Wait for V_i (it lands after K_i, usually long before its product). */
+    auto wait_v = [&](int i, int32_t tile_code) {
+        const uint32_t gt = gi + i;
+        mbar_wait(&sm.full_v[gt % C::STAGES], (gt / C::STAGES) & 1);
+        if (gathered(tile_code))
+            fence_proxy_async();
     };
     auto issue_pv = [&](int i) {
         pv_product<D, KV>(oacc, pa, vs + ((gi + i) % C::STAGES) * C::KV_BYTES);
@@ -512,19 +685,28 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         float alpha[2];
         if (cw == 1)
             named_arrive(kSchedBar, 256); /* warpgroup 0 issues first */
-        issue_s(0);
+        /* tile codes are read before the products they follow, so the load
+         * is in flight while the tensor cores run (not after their wait) */
+        code = p.tiles[it.tile_begin];
+        issue_s(0, code);
         pass_turn(0);
         wgmma_wait<0>();
         reg_fence(sacc);
-        softmax(0, alpha);
+        release_k(0);
+        softmax(code, alpha);
         rescale_convert(alpha);
         if constexpr (!C::OVERLAP) {
+            wait_v(0, code);
             wgmma_fence();
             issue_pv(0);
             finish_pv(0);
         }
         for (int i = 1; i < num; i++) {
-            issue_s(i);
+            const int32_t prev = code;
+            code = p.tiles[it.tile_begin + i];
+            if constexpr (C::OVERLAP)
+                wait_v(i - 1, prev);
+            issue_s(i, code);
             if constexpr (C::OVERLAP)
                 issue_pv(i - 1);
             pass_turn(i);
@@ -533,11 +715,13 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             else
                 wgmma_wait<0>();
             reg_fence(sacc);
-            softmax(i, alpha);
+            release_k(i);
+            softmax(code, alpha);
             if constexpr (C::OVERLAP)
                 finish_pv(i - 1);
             rescale_convert(alpha);
             if constexpr (!C::OVERLAP) {
+                wait_v(i, code);
                 wgmma_fence();
                 issue_pv(i);
                 finish_pv(i);
@@ -549,6 +733,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     if (lane == 0)
         mbar_arrive(sm.qempty);
     if (C::OVERLAP && num > 0) {
+        wait_v(num - 1, code);
         named_sync(kSchedBar + cw, 256);
         wgmma_fence();
         issue_pv(num - 1);
@@ -614,7 +799,8 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
 
 template <int D, typename KV>
 __global__ void __launch_bounds__(kThreads, 1)
-    attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p)
+    attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p,
+                        const __grid_constant__ KvMaps maps)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = Cfg<D>;
@@ -625,19 +811,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm.q = base;
     sm.k = sm.q + C::Q_BYTES;
     sm.v = sm.k + C::STAGES * C::KV_BYTES;
-    sm.full = reinterpret_cast<uint64_t *>(sm.v + C::STAGES * C::KV_BYTES);
-    sm.empty = sm.full + C::STAGES;
-    sm.qfull = sm.empty + C::STAGES;
+    sm.full_k = reinterpret_cast<uint64_t *>(sm.v + C::STAGES * C::KV_BYTES);
+    sm.full_v = sm.full_k + C::STAGES;
+    sm.empty_k = sm.full_v + C::STAGES;
+    sm.empty_v = sm.empty_k + C::STAGES;
+    sm.qfull = sm.empty_v + C::STAGES;
     sm.qempty = sm.qfull + 1;
 
     const int tid = threadIdx.x;
     if (tid == 0) {
         for (int s = 0; s < C::STAGES; s++) {
-            mbar_init(&sm.full[s], 128);
-            mbar_init(&sm.empty[s], kConsumerWarps);
+            mbar_init(&sm.full_k[s], 128);
+            mbar_init(&sm.full_v[s], 128);
+            mbar_init(&sm.empty_k[s], kConsumerWarps);
+            mbar_init(&sm.empty_v[s], kConsumerWarps);
         }
         mbar_init(sm.qfull, 128);
         mbar_init(sm.qempty, kConsumerWarps);
+        attn::mbar::fence_init(); /* the TMA unit (async proxy) sees them */
+    }
+    if (maps.on && tid == 0) {
+        prefetch_tensormap(&maps.k);
+        prefetch_tensormap(&maps.v);
     }
     __syncthreads();
     /* Work units u = item * H_kv + head, longest items first.  A CTA takes
@@ -656,18 +851,20 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (u >= units)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            producer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid, k, gi);
+            producer<D, KV>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid, k, gi);
         }
         cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
     } else {
         reg_alloc<C::CONSUMER_REGS>();
+        /* the producer's tier (its KvLoad::tma): TMA-only tiles need no fence */
+        const bool tma = kv_tma_tier(p, maps);
         for (uint32_t k = 0;; k++) {
             const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
             if (u >= units)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
             consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1, tid % 128,
-                            k, gi);
+                            k, gi, tma);
         }
     }
 #else

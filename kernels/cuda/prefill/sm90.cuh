@@ -1,5 +1,5 @@
 /* Hopper (sm_90a) primitives of the prefill kernel, as readable PTX:
- * mbarriers, cp.async with zero fill, proxy fences, register reallocation,
+ * mbarriers, cp.async with zero fill, TMA box loads, proxy fences, register reallocation,
  * the wgmma fence/commit/wait triple and the shared-memory matrix
  * descriptor of the 128-byte-swizzled layout.
  *
@@ -93,6 +93,26 @@ __device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads)
 __device__ __forceinline__ void named_arrive(uint32_t id, uint32_t threads)
 {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+/* Tensor-memory-accelerator copy of one box of a 4-d tensor map into
+ * shared memory at `dst`; the bytes complete_tx on `bar` (the caller
+ * announced them with expect_tx).  `map` is the generic address of a
+ * __grid_constant__ CUtensorMap; the CTA is its own cluster of one. */
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *map, uint64_t *bar,
+                                            int32_t c0, int32_t c1, int32_t c2, int32_t c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
+                 "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
+/* Pull a tensor map (a __grid_constant__ parameter) into the TMA unit's
+ * cache ahead of its first copy. */
+__device__ __forceinline__ void prefetch_tensormap(const void *map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
 }
 
 /* Arrive on `bar` once every cp.async this thread issued so far has

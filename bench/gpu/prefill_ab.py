@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""A/B of prefill kernel builds in one process, on the same data (issue 12).
+
+Each variant is a benchmark library (tests/gpu/build.sh's
+libattn_cuda_bench.so, possibly from another commit) and a load tier:
+"tma" lets the launcher take the TMA tier where the store admits it,
+"gather" sets attn_cuda_prefill_params.gather_only (every K/V row by the
+cp.async gather; a library without attnpf_set_gather_only has only the
+gather).  The shapes are bench_prefill.py's (bf16, H_q 32, H_kv 8, page 16,
+NHD, CSR, shuffled pages) plus causal_S4096 (the prefill half of M2/M5).
+Times: median of 15 CUDA-event-timed launches after 3 warm-ups, the
+persistent grid; TFLOP/s = 4 * visible cells * H_q * d / time.  Every
+variant's O is compared with the first variant's (rel L2) and checked for NaN.
+
+Usage (device):
+  python3 bench/gpu/prefill_ab.py --var base=lib_base.so:gather --var new=lib.so:tma \
+      [--var new_gather=lib.so:gather] [--only causal_S8192,causal_S4096] [--out DIR]
+  --profile: run each (shape, variant) once, nothing timed (under ncu).
+"""
+import argparse
+import ctypes
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
+
+import bench_prefill as bp  # noqa: E402
+
+SHAPES = [dict(name="causal_S4096", B=1, T=0, C=4096)] + bp.SHAPES
+
+
+def load(path):
+    lib = bp.load_lib(path)
+    has = hasattr(lib, "attnpf_set_gather_only")
+    if has:
+        lib.attnpf_set_gather_only.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    return lib, has
+
+
+def create(lib, shape, cs):
+    B = cs["B"]
+    T = torch.full((B,), cs["T"], dtype=torch.int64)
+    C = torch.full((B,), cs["C"], dtype=torch.int64)
+    rv = ctypes.c_int(0)
+    vecs = [None] * 4
+    kind, fm_causal = bp.MASK_CAUSAL, 0
+    if "fm" in shape:
+        kind, fm_causal = bp.MASK_FLASHMASK, 1
+        vecs = list(bp.flashmask_vectors(shape))
+    ptr = lambda t: ctypes.c_void_p(t.data_ptr()) if t is not None else None
+    h = lib.attnpf_create(B, ptr(T), ptr(C), ptr(cs["qo"]), ptr(cs["indptr"]), ptr(cs["indices"]),
+                          ptr(cs["last"]), cs["num_pages"], bp.P, cs["hq"], cs["hkv"], cs["d"],
+                          kind, ptr(vecs[0]), ptr(vecs[1]), ptr(vecs[2]), ptr(vecs[3]), fm_causal,
+                          0, ctypes.byref(rv))
+    if not h:
+        raise RuntimeError(f"attnpf_create failed: {rv.value}")
+    return h, ptr
+
+
+def run_fi_once(fi, shape, cs):
+    """One launch of FlashInfer's paged prefill (for the profiler)."""
+    ws = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
+    w.plan(cs["qo"].cuda(), cs["indptr"].cuda(), cs["indices"].cuda(), cs["last"].cuda(),
+           cs["hq"], cs["hkv"], cs["d"], bp.P, q_data_type=torch.bfloat16,
+           kv_data_type=torch.bfloat16, causal=True)
+    o = w.run(cs["q"], (cs["k"], cs["v"]))
+    torch.cuda.synchronize()
+    return o
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--var", action="append", required=True, help="name=lib.so:tma|gather")
+    ap.add_argument("--only", default="causal_S8192,causal_S4096")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--fi", action="store_true",
+                    help="FlashInfer's paged prefill too (d 128 causal shapes, same data)")
+    a = ap.parse_args()
+    libs, variants = {}, []
+    for v in a.var:
+        name, rest = v.split("=", 1)
+        path, tier = rest.rsplit(":", 1)
+        if path not in libs:
+            libs[path] = load(path)
+        variants.append((name, path, tier))
+    only = set(a.only.split(",")) if a.only else None
+    gen = torch.Generator().manual_seed(1234)
+    rows = []
+    for shape in SHAPES:
+        if only and shape["name"] not in only:
+            continue
+        shape = dict(shape)
+        cs = bp.make_case(shape, gen)
+        flops = 4.0 * bp.visible_cells(shape) * cs["hq"] * cs["d"]
+        row = dict(shape=shape["name"], variants={})
+        ref = None
+        for name, path, tier in variants:
+            lib, has = libs[path]
+            h, ptr = create(lib, shape, cs)
+            try:
+                if has:
+                    lib.attnpf_set_gather_only(h, 1 if tier == "gather" else 0)
+                elif tier != "gather":
+                    row["variants"][name] = dict(error="library has only the gather")
+                    continue
+                o = torch.full_like(cs["q"], float("nan"))
+                lse = torch.full((cs["B"] * cs["C"], cs["hq"]), float("nan"),
+                                 dtype=torch.float32, device="cuda")
+                stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+                fn = lambda: lib.attnpf_run(h, ptr(cs["q"]), ptr(cs["k"]), ptr(cs["v"]), ptr(o),
+                                            ptr(lse), stream)
+                if fn() != 0:
+                    raise RuntimeError("attnpf_run failed")
+                torch.cuda.synchronize()
+                e = dict(nan=bool(torch.isnan(o).any().item() or torch.isnan(lse).any().item()))
+                if not a.profile:
+                    ms = bp.time_fn(fn, reps=a.reps)
+                    e.update(ms=ms, tflops=flops / ms / 1e9)
+                if ref is None:
+                    ref = o.clone()
+                else:
+                    e["rel_l2_vs_first"] = bp.rel_l2(o, ref)
+                row["variants"][name] = e
+            except Exception as ex:
+                row["variants"][name] = dict(error=repr(ex)[:300])
+            finally:
+                lib.attnpf_free(h)
+        if a.fi and shape.get("d", 128) == 128 and "fm" not in shape and shape.get("hq", 32) == 32:
+            try:
+                import flashinfer
+                if a.profile:
+                    o = run_fi_once(flashinfer, shape, cs)
+                    e = {}
+                else:
+                    ms, o = bp.run_flashinfer(flashinfer, shape, cs)
+                    e = dict(ms=ms, tflops=flops / ms / 1e9)
+                if ref is not None:
+                    e["rel_l2_vs_first"] = bp.rel_l2(o, ref)
+                row["variants"]["flashinfer"] = e
+            except Exception as ex:
+                row["variants"]["flashinfer"] = dict(error=repr(ex)[:300])
+        rows.append(row)
+        print(shape["name"], json.dumps(row["variants"]), flush=True)
+    if a.out:
+        json.dump(dict(device=torch.cuda.get_device_name(0), variants=a.var, rows=rows),
+                  open(os.path.join(a.out, "prefill_ab.json"), "w"), indent=1)
+    if not a.profile:
+        names = [v[0] for v in variants] + (["flashinfer"] if a.fi else [])
+        print("shape                      " + " ".join("%-18s" % n for n in names))
+        for r in rows:
+            cell = lambda n: ("%.3f ms %3.0f TF" % (r["variants"][n]["ms"],
+                                                   r["variants"][n]["tflops"])
+                              if "ms" in r["variants"].get(n, {}) else "-")
+            print("%-26s " % r["shape"] + " ".join("%-18s" % cell(n) for n in names))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
