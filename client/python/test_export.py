@@ -144,5 +144,18 @@ def main():
     print("python exported pools: all checks passed")
 
 
+def check_ipc_handle_bytes():
+    """An IPC handle reaches cuIpcOpenMemHandle whole.  Handles are mostly
+    zero bytes; a ctypes char-array member stops copying at the first NUL,
+    which made the driver refuse every exported CUDA pool ("invalid
+    argument", H200, 2026-12-01).  No GPU needed: the struct is checked."""
+    from attn.cuda import IPC_HANDLE_BYTES, _IpcHandle
+    h = bytes([7, 1, 0, 0, 9]) + bytes(IPC_HANDLE_BYTES - 6) + bytes([3])
+    s = _IpcHandle.of(h)
+    assert bytes(s) == h, "the handle struct lost bytes after a NUL"
+    assert s.raw() == h
+
+
 if __name__ == "__main__":
+    check_ipc_handle_bytes()
     main()

@@ -15,6 +15,7 @@ Errors raise attn.AttnError with code E_BUFFER_UNSUPPORTED and the field.
 """
 
 import ctypes
+import struct
 import os
 
 from .client import AttnError
@@ -34,8 +35,19 @@ _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1
 
 
 class _IpcHandle(ctypes.Structure):
-    """CUipcMemHandle, passed by value."""
-    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+    """CUipcMemHandle (64 opaque bytes), passed by value.  Eight 64-bit
+    words, not a char array: ctypes describes an array member of a struct
+    passed by value to libffi as a pointer, and cuIpcOpenMemHandle then
+    received a garbled handle ("invalid argument" on the H200, 2026-12-01)."""
+    _fields_ = [("w%d" % i, ctypes.c_uint64) for i in range(IPC_HANDLE_BYTES // 8)]
+
+    @classmethod
+    def of(cls, handle):
+        return cls(*struct.unpack("<%dQ" % (IPC_HANDLE_BYTES // 8), bytes(handle)))
+
+    def raw(self):
+        return struct.pack("<%dQ" % (IPC_HANDLE_BYTES // 8),
+                           *(getattr(self, f) for f, _ in self._fields_))
 
 
 def _unsupported(why, field="dev_ptr"):
@@ -130,8 +142,7 @@ class Driver:
         if len(handle) != IPC_HANDLE_BYTES:
             raise _unsupported("an IPC handle has %d bytes, not %d" % (IPC_HANDLE_BYTES,
                                                                         len(handle)), "handle")
-        h = _IpcHandle()
-        h.reserved = bytes(handle)
+        h = _IpcHandle.of(handle)
         ptr = ctypes.c_uint64()
         self.check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h,
                                                   _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
