@@ -212,7 +212,9 @@ def main():
                 kv_written=True)
     check("synchronous kv_written run repeats the async O",
           rep["o"] == ox.view(torch.int16).cpu().numpy().tobytes())
-    kernels = [k.get("symbol") for k in (rep.get("diag") or {}).get("kernels", [])]
+    # diag.kernels is {source, tracer, items: [{symbol, launches, ...}]}
+    kinfo = (rep.get("diag") or {}).get("kernels") or {}
+    kernels = [k.get("symbol") for k in kinfo.get("items", [])]
     check("no append kernel in a kv_written run", kernels and
           not any("append" in str(k) for k in kernels), str(kernels))
 
