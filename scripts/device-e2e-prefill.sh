@@ -66,7 +66,8 @@ done
 python3 "$here/scripts/pool_refusal.py" gen "$tmp" cuda:0
 # stdout alone: attnctl's stderr lines, unbuffered, landed inside the
 # buffered JSON replies and broke the parse (H200, 2026-12-01 15:02 UTC)
-"$B/attnctl" run "$tmp/refusal.json" --url "ipc://$tmp/s" >"$tmp/refusal.out" 2>"$tmp/refusal.err"
+"$B/attnctl" run "$tmp/refusal.json" --url "ipc://$tmp/s" --keep-going >"$tmp/refusal.out" \
+    2>"$tmp/refusal.err"
 python3 "$here/scripts/pool_refusal.py" check "$tmp/refusal.out" >"$OUT/refusal.txt" 2>&1
 sed 's/^/attnctl stderr: /' "$tmp/refusal.err" >>"$OUT/refusal.txt"
 kill -TERM $pid; wait $pid; echo "attnd exit $?" >>"$OUT/e2e.txt"

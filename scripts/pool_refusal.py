@@ -3,7 +3,8 @@
 
 `gen DIR DEVICE` writes DIR/refusal.json: a bf16 pool on DEVICE filled with
 random pages, a kv_read, two attends every CUDA engine refuses (a mixed
-batch that asks for the partition schedule; an append forced onto
+batch that asks for the overlap schedule, which no engine implements --
+partition runs on the GPU since issue 12; an append forced onto
 cuda_decode), a kv_read, then an append that runs and commits, and a last
 kv_read.  `check FILE` reads `attnctl run` output and prints the SHA-256 of
 the pool before, after the refusals and after the committed append: the
@@ -57,7 +58,7 @@ def gen(out_dir, device):
                 "v_new": rows(total * HKV * D, rng), "return_lse": True}
 
     mixed = [("p0", 0, 9), ("d1", 20, 1), ("a2", 12, 5)]
-    reqs.append(attend(mixed, {"schedule": "partition"}))
+    reqs.append(attend(mixed, {"schedule": "overlap"}))
     reqs.append(attend([("a0", 10, 6), ("a1", 3, 4)], {"backend": "cuda_decode"}))
     reqs.append({"op": "kv_read", "pool": "chk", "layer": 0, "pages": list(range(PAGES))})
     reqs.append(attend([("a0", 10, 6), ("a1", 3, 4)], {}))
