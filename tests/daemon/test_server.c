@@ -1077,6 +1077,7 @@ static void test_async_deferred_window(void **state)
     shm_unlink(name);
     attn_rb_free(&rb);
     attn_server_destroy(s);
+    attn_engine_destroy(inst); /* the registry does not own it */
 }
 
 /* Deferred runs pipeline: the next run is enqueued while the one before is
