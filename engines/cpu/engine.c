@@ -260,9 +260,11 @@ static int check_plan(const attn_split_plan *p, const attn_manifest *m, attn_err
     return rv;
 }
 
-/* The commit of seed 0x08C: staged row i of request b goes to logical row
- * T_b + i of *its* pages (cache identity, seed 0x08F), every K/V head. */
-void cpu_commit_rows(const cpu_run *r, void *k_store, void *v_store)
+/* Copy between the staged rows and their cache rows: staged row i of
+ * request b is logical row T_b + i of *its* pages (cache identity, seed
+ * 0x08F), every K/V head; `to_store` picks the direction. */
+static void copy_rows(const cpu_run *r, char *k_store, char *v_store, char *k_rows, char *v_rows,
+                      bool to_store)
 {
     size_t es = attn_dtype_size(r->kv_dtype);
     for (uint32_t b = 0; b < r->num_requests; b++) {
@@ -273,17 +275,23 @@ void cpu_commit_rows(const cpu_run *r, void *k_store, void *v_store)
             if (!attn_kv_addr_locate(&r->addr, b, q->cache_len + i, &page, &slot))
                 continue; /* unreachable after validation */
             for (uint32_t hk = 0; hk < r->num_kv_heads; hk++) {
-                memcpy((char *)k_store +
-                           attn_kv_addr_elem(&r->addr, page, slot, hk, 0, r->d_qk) * (int64_t)es,
-                       (const char *)r->k_new + (row * r->num_kv_heads + hk) * r->d_qk * es,
-                       r->d_qk * es);
-                memcpy((char *)v_store +
-                           attn_kv_addr_elem(&r->addr, page, slot, hk, 0, r->d_vo) * (int64_t)es,
-                       (const char *)r->v_new + (row * r->num_kv_heads + hk) * r->d_vo * es,
-                       r->d_vo * es);
+                char *ks =
+                    k_store + attn_kv_addr_elem(&r->addr, page, slot, hk, 0, r->d_qk) * (int64_t)es;
+                char *vs =
+                    v_store + attn_kv_addr_elem(&r->addr, page, slot, hk, 0, r->d_vo) * (int64_t)es;
+                char *kr = k_rows + (row * r->num_kv_heads + hk) * r->d_qk * es;
+                char *vr = v_rows + (row * r->num_kv_heads + hk) * r->d_vo * es;
+                memcpy(to_store ? ks : kr, to_store ? kr : ks, r->d_qk * es);
+                memcpy(to_store ? vs : vr, to_store ? vr : vs, r->d_vo * es);
             }
         }
     }
+}
+
+/* The commit of seed 0x08C. */
+void cpu_commit_rows(const cpu_run *r, void *k_store, void *v_store)
+{
+    copy_rows(r, k_store, v_store, (char *)r->k_new, (char *)r->v_new, true);
 }
 
 void cpu_rows_bytes(const cpu_run *r, size_t *k_bytes, size_t *v_bytes)
@@ -297,26 +305,8 @@ void cpu_rows_bytes(const cpu_run *r, size_t *k_bytes, size_t *v_bytes)
 void cpu_gather_rows(const cpu_run *r, const void *k_store, const void *v_store, void *k_new,
                      void *v_new)
 {
-    size_t es = attn_dtype_size(r->kv_dtype);
-    for (uint32_t b = 0; b < r->num_requests; b++) {
-        const attn_request_desc *q = &r->m->requests[b];
-        for (int64_t i = 0; i < q->new_len; i++) {
-            int64_t page, slot;
-            size_t row = (size_t)r->m->qo_indptr[b] + (size_t)i;
-            if (!attn_kv_addr_locate(&r->addr, b, q->cache_len + i, &page, &slot))
-                continue; /* unreachable after validation */
-            for (uint32_t hk = 0; hk < r->num_kv_heads; hk++) {
-                memcpy((char *)k_new + (row * r->num_kv_heads + hk) * r->d_qk * es,
-                       (const char *)k_store +
-                           attn_kv_addr_elem(&r->addr, page, slot, hk, 0, r->d_qk) * (int64_t)es,
-                       r->d_qk * es);
-                memcpy((char *)v_new + (row * r->num_kv_heads + hk) * r->d_vo * es,
-                       (const char *)v_store +
-                           attn_kv_addr_elem(&r->addr, page, slot, hk, 0, r->d_vo) * (int64_t)es,
-                       r->d_vo * es);
-            }
-        }
-    }
+    /* the store is only read: copy_rows writes the rows side */
+    copy_rows(r, (char *)k_store, (char *)v_store, k_new, v_new, false);
 }
 
 int cpu_prepare(cpu_run *r, const attn_manifest *m, const attn_pool_geometry *g,
