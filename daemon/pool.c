@@ -204,7 +204,11 @@ static int create_pool(attnd_pool_table *t, const attn_pool_geometry *g, bool ex
         return attn_error_set(err, ATTN_E_TOO_LARGE, "num_pages", "pool size overflows");
     total = (pk + pv) * g->num_pages * g->layers;
     if (exported) {
-        /* one allocation, each store 256-aligned: a little more than the pages */
+        /* one allocation, each store 256-aligned: a little more than the
+         * pages, at most 2 x 255 bytes per layer, which must not wrap the
+         * total (it did: a 512-byte allocation for a ~2^64-byte geometry) */
+        if (total > UINT64_MAX - 512u * (uint64_t)g->layers)
+            return attn_error_set(err, ATTN_E_TOO_LARGE, "num_pages", "pool size overflows");
         attnd_export_layout(g, pk, pv, &layout);
         total = layout.bytes;
     }
@@ -290,11 +294,13 @@ static int create_pool(attnd_pool_table *t, const attn_pool_geometry *g, bool ex
     }
     p->refs = 1; /* the table's own reference */
     t->pools[t->n++] = p;
-    pthread_mutex_unlock(&t->lock);
+    /* read p while the table holds it: once the lock is released another
+     * connection's pool_drop may free it */
     if (bytes != NULL)
         *bytes = total;
     if (exp != NULL && exported)
         *exp = p->exp;
+    pthread_mutex_unlock(&t->lock);
     return 0;
 
 nomem:

@@ -446,6 +446,30 @@ static void test_exported_pool_cap(void **state)
     assert_int_equal(stat_counter("pools_exported"), n);
 }
 
+/* An exported geometry whose padded size would wrap 64 bits is refused
+ * (review 2026-12-01: attnd accepted it as a 512-byte pool, and the first
+ * attend on layer 2 wrote ~6e18 bytes past the mapping). */
+static void test_exported_size_overflow_refused(void **state)
+{
+    attn_pool_geometry g;
+    attn_reply rep;
+    (void)state;
+    uint64_t n = stat_counter("pools_exported");
+    memset(&g, 0, sizeof g);
+    snprintf(g.name, sizeof g.name, "wrap");
+    g.layers = 3;
+    g.num_pages = 405025111;
+    g.page_size = 42751;
+    g.num_kv_heads = 101;
+    g.head_dim_qk = g.head_dim_vo = 879;
+    g.kv_dtype = ATTN_BF16;
+    g.layout = ATTN_NHD;
+    assert_int_equal(attn_pool_create_exported(g_c, &g, &rep), ATTN_E_TOO_LARGE);
+    assert_string_equal(rep.error.field, "num_pages");
+    attn_reply_free(&rep);
+    assert_int_equal(stat_counter("pools_exported"), n);
+}
+
 /* A shm buffer's semaphores are host semaphores: the registration says so
  * and carries no GPU figure; a run that signals one reports the same. */
 static void test_shm_registration_reports_host_semaphores(void **state)
@@ -494,6 +518,7 @@ int main(void)
         cmocka_unit_test(test_exporter_close_ends_the_export),
         cmocka_unit_test(test_drop_keeps_an_existing_mapping),
         cmocka_unit_test(test_exported_pool_cap),
+        cmocka_unit_test(test_exported_size_overflow_refused),
         cmocka_unit_test(test_shm_registration_reports_host_semaphores),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
