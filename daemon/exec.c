@@ -136,6 +136,7 @@ static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
         /* the sentence with the ping-pong measured on the run's device */
         char note[ATTND_HANDOFF_NOTE];
         double us = 0;
+        _Static_assert(sizeof dg->handoff_note >= sizeof note, "the diag holds a whole sentence");
         attnd_handoff_describe(&s->handoff, handoff_device, note, sizeof note, &us);
         attn_diag_set_handoff(dg, s->mps, note);
         attn_diag_set_handoff_measured(dg, us);

@@ -597,6 +597,7 @@ static int do_buffer_register(attn_server *s, uint32_t conn, const attn_buffer_a
         return rc;
     /* what a hand-off through this buffer's semaphores costs: measured now
      * for a device buffer, host semaphores for a shm one */
+    _Static_assert(sizeof rep->handoff >= ATTND_HANDOFF_NOTE, "the reply holds a whole sentence");
     if (a->kind == ATTN_BUFFER_CUDA_IPC)
         rep->handoff_us = attnd_handoff_measure(&s->handoff, atoi(a->device + 5), rep->handoff,
                                                 sizeof rep->handoff);
