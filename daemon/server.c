@@ -444,6 +444,7 @@ static int do_stats(attn_server *s, attn_reply *rep)
         add_counter(st, "buffers_released_on_close", bs.released_on_close);
         add_counter(st, "buffers_refused", bs.refused);
         add_counter(st, "pools_exported", attnd_pool_table_exported(s->pools));
+        add_counter(st, "pools_quarantined", attnd_pool_table_quarantined(s->pools));
     }
     {
         attnd_async_stats as;

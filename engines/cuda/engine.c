@@ -655,6 +655,7 @@ typedef struct cuda_instance {
     /* deferred runs (attn_run_io.defer): tickets [done_ticket, next_ticket)
      * are enqueued and not yet completed; each has its pair of events */
     cudaEvent_t def0[CUDA_DEFER_SLOTS], def1[CUDA_DEFER_SLOTS];
+    uint32_t def_layer[CUDA_DEFER_SLOTS]; /* what a failed completion names */
     uint64_t next_ticket, done_ticket;
     /* ATTN_CUDA_TIMELINE: stamps of every run (slot: its ticket's, or
      * CUDA_DEFER_SLOTS for a run that synchronises); NULL when unset */
@@ -1096,6 +1097,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                      end_after_signal ? "cuda events: append, producer, reducer kernels, the signal"
                                       : "cuda events: append, producer and reducer kernels");
         }
+        ci->def_layer[ci->next_ticket % CUDA_DEFER_SLOTS] = io->layer;
         ci->next_ticket++;
         return 0;
     }
@@ -1162,6 +1164,7 @@ static int engine_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
     cuda_instance *ci = self->state;
     pthread_mutex_lock(&ci->mu);
     bool in_order = ticket == ci->done_ticket && ticket != ci->next_ticket;
+    const uint32_t layer = ci->def_layer[ticket % CUDA_DEFER_SLOTS];
     pthread_mutex_unlock(&ci->mu);
     if (!in_order)
         return attn_error_set(err, ATTN_E_INVALID, "ticket",
@@ -1179,12 +1182,7 @@ static int engine_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
     ci->done_ticket++;
     pthread_mutex_unlock(&ci->mu);
     if (e != cudaSuccess)
-        /* the rows were committed on the device as part of the run: no
-         * saved copy is left to put back */
-        return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
-                              "the run's device work failed after it was enqueued (%s); its rows "
-                              "may be partly written",
-                              cudaGetErrorString(e));
+        return attn_cuda_txn_deferred_failed(layer, cudaGetErrorString(e), err);
     if (rep != NULL) {
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
