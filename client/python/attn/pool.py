@@ -77,8 +77,11 @@ class Pool:
                 base = layer * x["layer_stride"]
                 self.k.append(self._view(base + x["k_offset"], g["head_dim_qk"], "k"))
                 self.v.append(self._view(base + x["v_offset"], g["head_dim_vo"], "v"))
-        except BaseException:
-            self.close()  # a mapping made before the failure is not left open
+        except BaseException as failure:
+            try:
+                self.close()  # a mapping made before the failure is not left open
+            except Exception as e:
+                _note(failure, "and closing the pool's mapping failed too: %s" % e)
             raise
 
     @classmethod
@@ -169,8 +172,11 @@ class Pool:
         if self._dptr is not None:
             ptr, self._dptr = self._dptr, None
             with self._torch.cuda.device(self._device):  # the context that opened it
-                self._torch.cuda.synchronize(self._device)
-                self._driver.ipc_close(ptr)
+                try:
+                    self._torch.cuda.synchronize(self._device)
+                finally:
+                    # a device error (raised above) must not leak the mapping
+                    self._driver.ipc_close(ptr)
 
     def drop(self):
         """close(), then pool_drop on attnd."""
