@@ -1169,6 +1169,20 @@ static void test_queued_async_runs_refused_after_quarantine(void **state)
     }
     assert_int_equal(stats_counter(s, "async_failed"), 3);
     assert_int_equal(stats_counter(s, "async_pending"), 0);
+    /* a run that arrives after the quarantine: refused in its reply, as any
+     * refused request, so it signals nothing (docs/protocol.md) */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_RUN;
+    attn_rb_run_args(&rb, &req.run);
+    req.run.plan_id = cpu_plan;
+    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    req.run.return_lse = false;
+    req.run.async = true;
+    req.run.sig = (attn_sem_ref){buf, sig_off + 24, 43};
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
+    assert_string_equal(rep.error.field, "pool");
+    free(keep);
+    assert_int_equal(atomic_load((_Atomic uint64_t *)&words[sig_off / 8 + 3]), 0);
     assert_int_equal(stats_counter(s, "pools_quarantined"), 1);
     assert_int_equal(stats_counter(s, "engine_failures"), 1);
     assert_int_equal(attn_server_pool_checksum(s, "qq", &sum1), 0);
