@@ -586,18 +586,19 @@ static void keep_streams(prefill_priv *pp, const attn_mixed_cost *mc, attn_engin
     pp->prefill_ctas = mc->prefill_ctas;
     if (n < 0 || (size_t)n >= sizeof out->schedule_why)
         return;
+    char *tail = out->schedule_why + n;
+    const size_t room = sizeof out->schedule_why - (size_t)n;
     if (strstr(out->schedule_why, "forked") != NULL) /* auto's why has the estimates */
-        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n,
-                 " (ATTN_MIXED_STREAMS=%s, prefill grid %u CTAs)",
-                 attn_mixed_order_name(pp->tuning.streams.order), mc->prefill_ctas);
+        snprintf(tail, room, " (ATTN_MIXED_STREAMS=%s)",
+                 attn_mixed_order_name(pp->tuning.streams.order));
     else if (mc->concurrent_us < 0)
-        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n, "; serial");
-    else
-        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n,
-                 "; %s (ATTN_MIXED_STREAMS=%s, prefill grid %u CTAs): serial est. %.0f us, "
-                 "forked %.0f us",
-                 attn_mixed_order_name(mc->order), attn_mixed_order_name(pp->tuning.streams.order),
-                 mc->prefill_ctas, mc->serial_us, mc->concurrent_us);
+        snprintf(tail, room, "; serial");
+    else {
+        char parts[160];
+        attn_mixed_cost_describe_partition(mc, parts, sizeof parts);
+        snprintf(tail, room, "; %s (ATTN_MIXED_STREAMS=%s)", parts,
+                 attn_mixed_order_name(pp->tuning.streams.order));
+    }
 }
 
 /* The schedule a batch with decode rows runs: as asked, or auto's pick
