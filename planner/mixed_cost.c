@@ -8,27 +8,31 @@
 #include <string.h>
 
 /* Calibrated on a lent H200 (132 SMs, driver 580.159.04) from
- * bench/gpu/bench_mixed.py, last on 2026-12-01 at 14:17 UTC with the
- * prefill kernel's TMA tier (branch pfk; bench/results/
- * mixed-h200-2026-12-01-r2.json, the same batches and plans as before):
- * the prefill kernel ran 2.42-2.65 us per executed 128 x 128 x d128 tile per
- * SM under unified (M1 2.54, M2 2.59, M3 2.42, M5 2.65, M4 decode-only 2.64,
- * M4 prefill-only 2.55: 66560 tiles in 1.283 ms), so 2.57 (it was 3.25 with
- * the cp.async-only kernel, 11:29 UTC); the decode kernels read the decode
- * rows' K/V at 3.8 TB/s (M4 decode-only: 2148 MB in 0.580 ms, append
- * included).  The forked variant's fluid model (PROVISIONAL: least squares
- * over the 12 capped prefill-first runs of that file, caps 66, 96, 112 on
- * M1, M2, M3, M5; to be refitted from round 3): decode_sat_sms 126,
- * interference -0.34, fork_us 90; it picks cap 96 on M1 (measured best,
- * 1.553 ms) and 66 on M2, M3, M5 (measured within 1 % of the best). */
+ * bench/gpu/bench_mixed.py on 2026-12-01 at 16:08 UTC (round 3, main
+ * e785c6a + branch mixpod: the tensor-map decode producer, the prefill
+ * kernel's TMA tier; bench/results/mixed-h200-2026-12-01-r3.json) by
+ * bench/gpu/calibrate_mixed.py: the prefill kernel ran 2.40-2.61 us per
+ * executed 128 x 128 x d128 tile per SM under unified (median 2.54 over M1,
+ * M2, M3, M5, M4; 2.57 at 14:17 UTC, 3.25 with the cp.async-only kernel at
+ * 11:29); the decode kernels read the decode rows' K/V at 4.3 TB/s (M4
+ * decode-only: 2148 MB in 0.511 ms, append included; 3.8 before the
+ * tensor-map producer).  The forked variant's fluid model, least squares
+ * over the 16 capped prefill-first runs (caps 66, 80, 96, 112 on M1, M2,
+ * M3, M5): decode_sat_sms 148, interference -0.32, fork_us 82.  Measured,
+ * forking gained at most 2.4 % that day (M2 at cap 112: 0.908 ms against
+ * serial 0.930; M1 at 112: 1.550 against 1.561) and the best cap moved
+ * between runs (M1: 96 at 14:17 UTC, 8 % under serial, before the faster
+ * decode producer), so the model keeps partition serial on M1-M5: within
+ * 0.7, 2.5, 0.3 and 0 % of the measured best (tests/unit/test_mixed_cost.c).
+ * The candidate caps are the ones measured. */
 static const attn_mixed_cost_consts k_h200 = {
-    .tile_us = 2.57,
+    .tile_us = 2.54,
     .launch_us = 4.0,
-    .decode_gbps = 3800.0,
+    .decode_gbps = 4300.0,
     .decode_fixed_us = 8.0,
-    .fork_us = 90.0,
-    .interference = -0.34,
-    .decode_sat_sms = 126,
+    .fork_us = 82.0,
+    .interference = -0.32,
+    .decode_sat_sms = 148,
     .num_caps = 4,
     .caps = {66, 80, 96, 112},
 };

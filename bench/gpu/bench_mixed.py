@@ -398,6 +398,8 @@ def main():
     ap.add_argument("--deadline", type=float, default=240.0, help="seconds; later peers skipped")
     ap.add_argument("--peers", default="part,ba,bpod,pod")
     ap.add_argument("--variants", default="", help="attnd variants to run (default: all)")
+    ap.add_argument("--no-extras", action="store_true",
+                    help="leave out the halves and the prefill kernel alone")
     ap.add_argument("--reps", type=int, default=15, help="timed runs after 3 warm-ups")
     ap.add_argument("--only", default="", help="batches to run (M1,M2,...; default: all)")
     ap.add_argument("--json", default="mixed_bench.json", help="file name of the results in --out")
@@ -451,7 +453,7 @@ def main():
                     row["attnd"][name_v]["rel_l2_vs_unified"] = rel_l2(o, ref)
             except Exception as ex:
                 row["attnd"][name_v] = dict(error=repr(ex)[:300])
-        if both:  # the two halves alone (bench/gpu/calibrate_mixed.py)
+        if both and not a.no_extras:  # the two halves alone (bench/gpu/calibrate_mixed.py)
             for half, lo, hi in (("prefill_half", 0, cs["npre"]),
                                  ("decode_half", cs["npre"], cs["B"])):
                 try:
@@ -459,7 +461,7 @@ def main():
                     row["attnd"][half] = dict(ms=ms, **extra)
                 except Exception as ex:
                     row["attnd"][half] = dict(error=repr(ex)[:300])
-        if cs["npre"] > 0:  # the prefill kernel alone on the prefill rows, capped
+        if cs["npre"] > 0 and not a.no_extras:  # the prefill kernel alone on the prefill rows, capped
             try:
                 sub = subset_case(cs, 0, cs["npre"])
                 row["kernel"], o = prefill_kernel(lib, sub)
@@ -467,7 +469,7 @@ def main():
                     row["kernel"]["rel_l2_vs_unified"] = rel_l2(o, ref)
             except Exception as ex:
                 row["kernel"] = dict(error=repr(ex)[:300])
-        if cs["npre"] == 0:
+        if cs["npre"] == 0 and cs["ndec"] > 0:
             try:  # the specialised decode engine on the same pages (M4)
                 ms, o, lse, extra = run_attnd(lib, cs, "auto", engine=1)
                 row["attnd"]["cuda_decode"] = dict(ms=ms, rel_l2_vs_unified=rel_l2(o, ref),

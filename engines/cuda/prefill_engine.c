@@ -588,11 +588,9 @@ static void keep_streams(prefill_priv *pp, const attn_mixed_cost *mc, attn_engin
         return;
     char *tail = out->schedule_why + n;
     const size_t room = sizeof out->schedule_why - (size_t)n;
-    if (strstr(out->schedule_why, "forked") != NULL) /* auto's why has the estimates */
+    if (strncmp(out->schedule_why, "auto:", 5) == 0) /* auto's why has partition's variants */
         snprintf(tail, room, " (ATTN_MIXED_STREAMS=%s)",
                  attn_mixed_order_name(pp->tuning.streams.order));
-    else if (mc->concurrent_us < 0)
-        snprintf(tail, room, "; serial");
     else {
         char parts[160];
         attn_mixed_cost_describe_partition(mc, parts, sizeof parts);
