@@ -142,10 +142,13 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
                    "schedule partition puts the decode rows on the decode kernels: %s", dec_why);
     if (m->policy.schedule == ATTN_SCHED_OVERLAP)
+        /* measured 2026-12-01 (ncu, bench/results/mixed-h200-2026-12-01-r3.md):
+         * a d-128 prefill CTA takes 384 x 168 registers and 230,912 B of
+         * shared memory, so no decode CTA fits beside it on the SM */
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
-                   "schedule overlap (prefill and decode tiles co-resident on each SM in one "
-                   "launch, POD) is not implemented: no kernel holds both tile kinds; ask "
-                   "partition or unified");
+                   "schedule overlap (POD: prefill and decode CTAs co-resident on each SM) is "
+                   "refused: a prefill CTA holds 64512 of 65536 registers; ask partition or "
+                   "unified");
     if (m->policy.graph)
         add_reason(out, ATTN_ADMIT_LIFECYCLE, "policy.graph",
                    "graph mode needs fixed launch shapes; the prefill kernel's item and merge "
