@@ -420,7 +420,7 @@ def main():
         fi = flashinfer
     except Exception as ex:
         log("import flashinfer failed:", repr(ex)[:300])
-    res = dict(date=datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+    res = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                device=torch.cuda.get_device_name(0), torch=torch.__version__,
                cuda=torch.version.cuda, flashinfer=getattr(fi, "__version__", None),
                command="python3 bench/gpu/bench_mixed.py --out $OUT (bench/gpu/run_mixed.sh b)",

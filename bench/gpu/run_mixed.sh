@@ -121,13 +121,12 @@ if [[ $ST == *e* ]]; then
 fi
 if [[ $ST == *b* ]]; then
     X=$W/mixed_bench.log
-    lim=$(cap ${BENCH_TIMEOUT:-200} 12)
     # the benchmark starts once the JIT compiles are over (or at BENCH_START_BY
     # seconds at the latest): compiles on every core would disturb attnd's
     # host-side launches; the peers stop (skipped, said so) 10 s before its limit
     while [ ! -f /tmp/fi_warm.all ] && [ "$SECONDS" -lt "${BENCH_START_BY:-130}" ]; do sleep 1; done
-    echo "bench from ${SECONDS}s, limit ${lim}s (warm-up $([ -f /tmp/fi_warm.all ] && echo done || echo not done))" >> "$L"
     lim=$(cap ${BENCH_TIMEOUT:-200} 12)
+    echo "bench from ${SECONDS}s, limit ${lim}s (warm-up $([ -f /tmp/fi_warm.all ] && echo done || echo not done))" >> "$L"
     PYTHONUNBUFFERED=1 timeout "$lim" python3 bench/gpu/bench_mixed.py --out "$OUT" \
         --wait-file /tmp/fi_warm.all --wait-max $((lim > 60 ? lim - 50 : 0)) \
         --deadline $((lim - 10)) --peers "${PEERS:-part,ba,bpod,pod}" ${BENCH_ARGS:-} > "$X" 2>&1
