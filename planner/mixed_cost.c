@@ -119,8 +119,10 @@ static double forked_us(const attn_mixed_cost_in *in, const attn_mixed_cost_cons
     attn_mixed_cost_in capped = *in;
     capped.num_sms = c;
     const double pc = prefill_launch_us(in->prefill_tiles, in->prefill_longest, &capped, k);
-    double rate = 1.0;
-    if (k->decode_sat_sms != 0 && n - c < k->decode_sat_sms)
+    double rate = 1.0; /* of the decode kernels' full rate, on the n - c free SMs */
+    if (c == n)
+        rate = 0.0;
+    else if (k->decode_sat_sms != 0 && n - c < k->decode_sat_sms)
         rate = (double)(n - c) / (double)k->decode_sat_sms;
     const double beside = dec < rate * pc ? dec : rate * pc;
     return pc + (dec - beside) + k->interference * beside + k->fork_us;

@@ -343,6 +343,10 @@ static void test_concurrent_estimate(void **state)
     k.interference = 0.0;
     attn_mixed_cost_estimate(&in, &k, 1, &c);
     assert_true(c.concurrent_us > 214.9 && c.concurrent_us < 215.1);
+    k.decode_sat_sms = 0; /* any free SM gives the full rate, but none is free */
+    attn_mixed_cost_estimate(&in, &k, 1, &c);
+    assert_true(c.concurrent_us > 214.9 && c.concurrent_us < 215.1);
+    k.decode_sat_sms = 66;
     /* no candidates and no cap asked: auto never forks */
     in.streams.order = ATTN_MIXED_ORDER_AUTO;
     in.streams.prefill_ctas = 0;
