@@ -1194,6 +1194,125 @@ static void test_queued_async_runs_refused_after_quarantine(void **state)
     attn_engine_destroy(inst);
 }
 
+/* pool_drop while a deferred run of the pool is in flight: the run keeps
+ * the dropped pool alive until its completion, which quarantines that
+ * pool, not the one created again under its name; a dropped pool does not
+ * count in pools_quarantined. */
+static int call_on(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep, void **keep)
+{
+    attn_buf b = {0};
+    attn_error_detail e;
+    void *out = NULL;
+    size_t len = 0;
+    req->v = ATTN_PROTOCOL_VERSION;
+    req->id = 43;
+    assert_int_equal(attn_request_encode(req, &b, &e), 0);
+    assert_int_equal(attn_server_handle_conn(s, conn, b.data, b.len, &out, &len), 0);
+    attn_buf_free(&b);
+    memset(rep, 0, sizeof *rep);
+    assert_int_equal(attn_reply_decode(out, len, NULL, rep, &e), 0);
+    *keep = out;
+    return rep->ok ? 0 : rep->error.code;
+}
+
+static void test_drop_during_deferred_failure(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops dops = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t buf, seq;
+    char name[64];
+    (void)state;
+    dops.name = "held_unrestoring_double";
+    dops.priority = -1;
+    dops.run = deferring_once_run;
+    dops.complete = held_unrestored_complete;
+    atomic_store(&g_queued_behind, 0);
+    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 11), 0);
+    load_batch(s, &rb, "qd");
+    const uint64_t o_bytes = rb.o_elems * sizeof(float);
+    snprintf(name, sizeof name, "/attn-test-%d-qd", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
+    close(fd);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+    req.buffer.bytes = o_bytes;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    buf = rep.buf;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "held_unrestoring_double");
+    attn_rb_run_args(&rb, &req.run);
+    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    req.run.return_lse = false;
+    req.run.async = true;
+    if (call(s, &req, &rep, &keep) != 0)
+        fail_msg("%s %s", rep.error.field, rep.error.message);
+    seq = rep.run_seq;
+    free(keep);
+    /* the run is in flight (its completion held): another connection drops
+     * the pool and creates it again (the run's own would wait for it) */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_DROP;
+    snprintf(req.pool, sizeof req.pool, "qd");
+    assert_int_equal(call_on(s, 7, &req, &rep, &keep), 0);
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_CREATE;
+    req.geom = rb.g;
+    snprintf(req.pool, sizeof req.pool, "qd");
+    assert_int_equal(call_on(s, 7, &req, &rep, &keep), 0);
+    free(keep);
+    atomic_store(&g_queued_behind, 1);
+    attn_run_status st;
+    do {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN_STATUS;
+        req.run_seq = seq;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        st = rep.status;
+        free(keep);
+    } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+    assert_int_equal(st.state, ATTN_RUN_FAILED);
+    assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
+    assert_int_equal(stats_counter(s, "pools_quarantined"), 0);
+    /* the new pool of that name serves (written again) */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_DROP;
+    snprintf(req.pool, sizeof req.pool, "qd");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    load_batch(s, &rb, "qd");
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
+    attn_rb_run_args(&rb, &req.run);
+    if (call(s, &req, &rep, &keep) != 0)
+        fail_msg("%s: %s", rep.error.field, rep.error.message);
+    free(keep);
+    shm_unlink(name);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+    attn_engine_destroy(inst);
+}
+
 /* A stand-in for the CUDA engine's IPC open (no GPU in CI): it hands out
  * host memory labelled cuda_ipc, so the daemon's refusals can be seen. */
 static int g_fake_closes;
@@ -2126,6 +2245,7 @@ int main(void)
         cmocka_unit_test(test_unrestored_pool_is_quarantined),
         cmocka_unit_test(test_async_unrestored_names_layer_and_quarantines),
         cmocka_unit_test(test_queued_async_runs_refused_after_quarantine),
+        cmocka_unit_test(test_drop_during_deferred_failure),
         cmocka_unit_test(test_plan_bytes_count_engine_data),
         cmocka_unit_test(test_workspace_cap),
         cmocka_unit_test(test_diag_reports_engine_truth),
