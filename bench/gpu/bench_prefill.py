@@ -48,7 +48,8 @@ def log(*a):
 
 
 def load_lib(path):
-    lib = ctypes.CDLL(path)
+    # an absolute path: a bare "lib.so" would be searched for on LD_LIBRARY_PATH, not here
+    lib = ctypes.CDLL(os.path.abspath(path))
     vp, u32, i32p, i64p = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p
     lib.attnpf_create.restype = vp
     lib.attnpf_create.argtypes = [u32, i64p, i64p, i32p, i32p, i32p, i32p, u32, u32, u32, u32,

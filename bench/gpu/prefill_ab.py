@@ -14,7 +14,10 @@ variant's O is compared with the first variant's (rel L2) and checked for NaN.
 
 Usage (device):
   python3 bench/gpu/prefill_ab.py --var base=lib_base.so:gather --var new=lib.so:tma \
-      [--var new_gather=lib.so:gather] [--only causal_S8192,causal_S4096] [--out DIR]
+      [--var new_gather=lib.so:gather] [--only causal_S8192,causal_S4096] [--out DIR] \
+      [--fi fa2,fa3]
+  --fi: FlashInfer's BatchPrefillWithPagedKVCacheWrapper with each named backend on the
+  same data (FA3 takes no custom mask: the FlashMask shape runs FA2 only).
   --profile: run each (shape, variant) once, nothing timed (under ncu).
 """
 import argparse
@@ -77,8 +80,7 @@ def fi_wrapper(fi, shape, cs, backend):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--var", action="append", required=True,
-                    help="name=lib.so:tma|gather[:X] (X: ATTN_PF_X of an exploration build)")
+    ap.add_argument("--var", action="append", required=True, help="name=lib.so:tma|gather")
     ap.add_argument("--only", default="causal_S8192,causal_S4096")
     ap.add_argument("--out", default="")
     ap.add_argument("--profile", action="store_true")
@@ -90,11 +92,10 @@ def main():
     libs, variants = {}, []
     for v in a.var:
         name, rest = v.split("=", 1)
-        parts = rest.split(":")
-        path, tier, x = parts[0], parts[1], parts[2] if len(parts) > 2 else "0"
+        path, tier = rest.rsplit(":", 1)
         if path not in libs:
             libs[path] = load(path)
-        variants.append((name, path, tier, x))
+        variants.append((name, path, tier))
     only = set(a.only.split(",")) if a.only else None
     gen = torch.Generator().manual_seed(1234)
     rows = []
@@ -106,8 +107,7 @@ def main():
         flops = 4.0 * bp.visible_cells(shape) * cs["hq"] * cs["d"]
         row = dict(shape=shape["name"], variants={})
         ref = None
-        for name, path, tier, x in variants:
-            os.environ["ATTN_PF_X"] = x  # read by an exploration build's launcher
+        for name, path, tier in variants:
             lib, has = libs[path]
             h, ptr = create(lib, shape, cs)
             try:

@@ -81,6 +81,17 @@ template <int D> struct Cfg {
     static constexpr uint32_t PRODUCER_REGS = 88;
     static constexpr uint32_t CONSUMER_REGS = 208;
     static_assert((168 - PRODUCER_REGS) * 128 >= (CONSUMER_REGS - 168) * 256, "register pool");
+    /* The two consumer warpgroups take turns issuing (FA3's ping-pong on
+     * named barriers) only at d 256.  With the overlap (d <= 128) the kernel
+     * waits on its K/V loads, not on the tensor pipe, and the forced turns
+     * put one warpgroup's wait on the other too: without them (and with
+     * QPREFETCH) the consumers' share of samples at the K wait fell from
+     * 11 % to 3 % and causal S 8192 went 1.166 -> 1.118 ms (H200,
+     * 2026-12-01, bench/results/prefill-h200-2026-12-01-r3.md) */
+    static constexpr bool PINGPONG = D > 128;
+    /* The consumers warm L2 with the next unit's Q (prefetch_q); measured
+     * at d 64 and 128 only, so d 256 keeps its DRAM round trip */
+    static constexpr bool QPREFETCH = D <= 128;
 };
 
 /* The MMA element type of a storage dtype. */
@@ -393,6 +404,32 @@ load_tile_gather(const attn_cuda_prefill_params &p, const KvLoad<D> &L, const KV
     cp_async_arrive_noinc(full_v);
 }
 
+/* Warm L2 with the Q rows of unit (nx, nhkv), the next one this CTA takes:
+ * Q is read once, from DRAM, by a load that waits until the consumers are
+ * done with the previous unit's Q, so without this every unit started
+ * with a DRAM round trip.  One prefetch per 128-byte line of the g heads'
+ * contiguous rows of each token inside the request; `ct` = 0..255 is the
+ * consumer thread (the producer's 88 registers have none to spare: ptxas
+ * spilled 4-40 bytes with it there). */
+template <int D>
+__device__ __forceinline__ void prefetch_q(const attn_cuda_prefill_params &p,
+                                           const attn_prefill_item &nx, uint32_t nhkv, int ct)
+{
+    const uint32_t g = p.num_qo_heads / p.num_kv_heads;
+    const attn_prefill_req nrq = p.reqs[nx.req];
+    const int t0 = nx.row0 / (int)g;
+    const int t_end = (nx.row0 + (int)Cfg<D>::BM + (int)g - 1) / (int)g;
+    const int t1 = t_end < (int)nrq.C ? t_end : (int)nrq.C;
+    const int lines = (int)g * D / 64; /* 128-byte lines of one token's g heads */
+    const char *q = static_cast<const char *>(p.q);
+    for (int idx = ct; idx < (t1 - t0) * lines; idx += 2 * 128) {
+        const int tok = t0 + idx / lines;
+        const size_t off =
+            ((size_t)(nrq.qrow + tok) * p.num_qo_heads + nhkv * g) * D * 2 + (idx % lines) * 128;
+        prefetch_l2(q + off);
+    }
+}
+
 template <int D, typename KV>
 __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, const KvMaps &maps,
                                          const Smem<D, KV> &sm, const attn_prefill_item &it,
@@ -553,8 +590,8 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     /* Software pipeline (FA3's intra-warpgroup overlap): iteration i issues
      * S_i = Q K_i^T and O += P_{i-1} V_{i-1} together, runs the softmax of
      * S_i while the P V product is in flight, then rescales O and converts
-     * P_i.  The two consumer warpgroups take turns issuing (ping-pong on
-     * named barriers), so one's softmax overlaps the other's products. */
+     * P_i.  At d 256 the two consumer warpgroups take turns issuing
+     * (Cfg::PINGPONG); elsewhere each issues as soon as its tiles landed. */
     const int num = it.tile_end - it.tile_begin;
     uint32_t pa[BN / 16][4];
     float sacc[BN / 2];
@@ -565,7 +602,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     const int32_t tma_tiles = tma ? (rq.T + rq.C) / BN : 0; /* key tiles wholly by TMA */
     auto gathered = [&](int32_t tile_code) { return (tile_code >> 1) >= tma_tiles; };
     int32_t code = 0; /* the tile code (planner/prefill_plan.h) of the tile in hand */
-    /* Wait for tile i, take this warpgroup's issue turn, issue S_i. */
+    /* Wait for tile i (and, at d 256, this warpgroup's issue turn), issue S_i. */
     auto issue_s = [&](int i, int32_t tile_code) {
         const uint32_t gt = gi + i;
         const int s = gt % C::STAGES;
@@ -573,7 +610,8 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         if (gathered(tile_code))
             fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
         const uint32_t kst = ks + s * C::KV_BYTES;
-        named_sync(kSchedBar + cw, 256);
+        if constexpr (C::PINGPONG)
+            named_sync(kSchedBar + cw, 256);
         wgmma_fence();
         /* Q's descriptors are formed per tile like K's (a few uniform
          * operations per MMA) rather than hoisted out of the loop, where
@@ -592,7 +630,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     /* Hand the turn to the other warpgroup; without overlap warpgroup 1
      * skips its last hand-off (it has one arrive more than 0 has syncs). */
     auto pass_turn = [&](int i) {
-        if (C::OVERLAP || !(cw == 1 && i == num - 1))
+        if (C::PINGPONG && (C::OVERLAP || !(cw == 1 && i == num - 1)))
             named_arrive(kSchedBar + (1 - cw), 256);
     };
     /* Mask (PARTIAL only) and online softmax of S_i in place; returns the
@@ -677,13 +715,12 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     /* Software pipeline (FA3's intra-warpgroup overlap): iteration i issues
      * S_i = Q K_i^T and O += P_{i-1} V_{i-1} together, runs the softmax of
      * S_i while the P V product is in flight, then rescales O and converts
-     * P_i.  The two consumer warpgroups take turns issuing (ping-pong on
-     * named barriers), so one's softmax overlaps the other's products.  The
+     * P_i (at d 256 the warpgroups take turns, Cfg::PINGPONG).  The
      * loop is peeled so no MMA sits behind a data-dependent branch (ptxas
      * serializes every wgmma of a kernel that has one). */
     if (num > 0) {
         float alpha[2];
-        if (cw == 1)
+        if (C::PINGPONG && cw == 1)
             named_arrive(kSchedBar, 256); /* warpgroup 0 issues first */
         /* tile codes are read before the products they follow, so the load
          * is in flight while the tensor cores run (not after their wait) */
@@ -734,10 +771,11 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         mbar_arrive(sm.qempty);
     if (C::OVERLAP && num > 0) {
         wait_v(num - 1, code);
-        named_sync(kSchedBar + cw, 256);
+        if constexpr (C::PINGPONG)
+            named_sync(kSchedBar + cw, 256);
         wgmma_fence();
         issue_pv(num - 1);
-        if (cw == 0) /* warpgroup 1 syncs once more; warpgroup 0 does not */
+        if (C::PINGPONG && cw == 0) /* warpgroup 1 syncs once more; warpgroup 0 does not */
             named_arrive(kSchedBar + 1, 256);
         finish_pv(num - 1);
     }
@@ -863,6 +901,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (u >= units)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
+            const uint32_t un = (k + 1) * G + (((k + 1) & 1) ? G - 1 - blockIdx.x : blockIdx.x);
+            if (C::QPREFETCH && un < units) /* the unit this CTA takes next */
+                prefetch_q<D>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - 128);
             consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1, tid % 128,
                             k, gi, tma);
         }
