@@ -165,6 +165,21 @@ template <> struct Mma<__half> {
     }
 };
 
+/* The consumers' issue turn on named barrier `id` (Cfg::PINGPONG): wait
+ * for it ... */
+template <int D> __device__ __forceinline__ void turn_sync(uint32_t id)
+{
+    if constexpr (Cfg<D>::PINGPONG)
+        named_sync(id, 256);
+}
+
+/* ... and hand it to the other warpgroup. */
+template <int D> __device__ __forceinline__ void turn_arrive(uint32_t id)
+{
+    if constexpr (Cfg<D>::PINGPONG)
+        named_arrive(id, 256);
+}
+
 /* Mask one PARTIAL tile of S (this thread's 2 rows x BN/4 keys).  Closed
  * forms compare keys with the row's exact visible ranges; FlashMask and
  * dense masks evaluate the per-cell predicate in a rolled loop into a bit
@@ -610,8 +625,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         if (gathered(tile_code))
             fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
         const uint32_t kst = ks + s * C::KV_BYTES;
-        if constexpr (C::PINGPONG)
-            named_sync(kSchedBar + cw, 256);
+        turn_sync<D>(kSchedBar + cw);
         wgmma_fence();
         /* Q's descriptors are formed per tile like K's (a few uniform
          * operations per MMA) rather than hoisted out of the loop, where
@@ -630,8 +644,8 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     /* Hand the turn to the other warpgroup; without overlap warpgroup 1
      * skips its last hand-off (it has one arrive more than 0 has syncs). */
     auto pass_turn = [&](int i) {
-        if (C::PINGPONG && (C::OVERLAP || !(cw == 1 && i == num - 1)))
-            named_arrive(kSchedBar + (1 - cw), 256);
+        if (C::OVERLAP || !(cw == 1 && i == num - 1))
+            turn_arrive<D>(kSchedBar + (1 - cw));
     };
     /* Mask (PARTIAL only) and online softmax of S_i in place; returns the
      * rescale factors of O. */
@@ -720,8 +734,8 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
      * serializes every wgmma of a kernel that has one). */
     if (num > 0) {
         float alpha[2];
-        if (C::PINGPONG && cw == 1)
-            named_arrive(kSchedBar, 256); /* warpgroup 0 issues first */
+        if (cw == 1)
+            turn_arrive<D>(kSchedBar); /* warpgroup 0 issues first */
         /* tile codes are read before the products they follow, so the load
          * is in flight while the tensor cores run (not after their wait) */
         code = p.tiles[it.tile_begin];
@@ -771,12 +785,11 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         mbar_arrive(sm.qempty);
     if (C::OVERLAP && num > 0) {
         wait_v(num - 1, code);
-        if constexpr (C::PINGPONG)
-            named_sync(kSchedBar + cw, 256);
+        turn_sync<D>(kSchedBar + cw);
         wgmma_fence();
         issue_pv(num - 1);
-        if (C::PINGPONG && cw == 0) /* warpgroup 1 syncs once more; warpgroup 0 does not */
-            named_arrive(kSchedBar + 1, 256);
+        if (cw == 0) /* warpgroup 1 syncs once more; warpgroup 0 does not */
+            turn_arrive<D>(kSchedBar + 1);
         finish_pv(num - 1);
     }
     gi += num;
