@@ -92,6 +92,13 @@ template <int D> struct Cfg {
     /* The consumers warm L2 with the next unit's Q (prefetch_q); measured
      * at d 64 and 128 only, so d 256 keeps its DRAM round trip */
     static constexpr bool QPREFETCH = D <= 128;
+    /* The producer may load a unit's first K tile before its Q (FA3's
+     * order: that slot frees while the previous unit still runs, Q's only
+     * once its last S is done).  Measured on the H200 (r3, d 128): no
+     * faster than Q first, and with QPREFETCH ptxas spilled 40 bytes in the
+     * producer; off, kept measured (the kernels the device ran and timed
+     * were built from this source) */
+    static constexpr bool Q_AFTER_FIRST_TILE = false;
 };
 
 /* The MMA element type of a storage dtype. */
@@ -456,9 +463,9 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
     const uint32_t qs = smem_addr(sm.q);
 
     /* Q: tile rows are packed (token, head); rows past the request are 0 */
-    if (k > 0) /* the consumers are done with the previous unit's Q */
-        mbar_wait(sm.qempty, (k - 1) & 1);
-    {
+    auto load_q = [&]() {
+        if (k > 0) /* the consumers are done with the previous unit's Q */
+            mbar_wait(sm.qempty, (k - 1) & 1);
         /* q is in the K/V dtype (the launcher refuses anything else: rounding
          * an fp32 q to bf16 would cost the LSE its 1e-3 tolerance) */
         const uint16_t *q = static_cast<const uint16_t *>(p.q);
@@ -473,7 +480,10 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         }
         /* qfull completes once the copies landed; the consumers fence */
         cp_async_arrive_noinc(sm.qfull);
-    }
+    };
+    constexpr bool Q_FIRST = !Cfg<D>::Q_AFTER_FIRST_TILE;
+    if constexpr (Q_FIRST)
+        load_q();
 
     /* K/V: consecutive threads copy consecutive pieces of one row */
     const KV *kb = static_cast<const KV *>(p.k);
@@ -526,33 +536,52 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
                 }
             }
         };
-        if (it.tile_begin < it.tile_end)
-            fetch(it.tile_begin);
-        for (int ti = it.tile_begin; ti < it.tile_end; ti++, gi++) {
-            const int64_t n = n_next;
-            const int nfull = nfull_next;
-            const int32_t bp = box_page;
+        /* One tile: K and V into the next stage, then the next tile's page
+         * ids; with Cfg::Q_AFTER_FIRST_TILE the first tile is a copy of its
+         * own that loads Q between K and V (Q's operands stay out of the loop) */
+        auto step = [&](int ti, auto with_q) {
+            constexpr bool WQ = decltype(with_q)::value;
+            const int64_t n = n_next; /* fetch(ti + 1) below moves on to the next tile */
             const int s = gi % C::STAGES;
             const uint32_t par = ((gi / C::STAGES) & 1) ^ 1;
             const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
             mbar_wait(&sm.empty_k[s], par);
             if constexpr (TMA) {
-                load_tile_tma<D, KV>(L, kb, &maps.k, kst, &sm.full_k[s], n, bp, nfull, tid);
+                load_tile_tma<D, KV>(L, kb, &maps.k, kst, &sm.full_k[s], n, box_page, nfull_next,
+                                     tid);
+                if constexpr (WQ)
+                    load_q();
                 mbar_wait(&sm.empty_v[s], par);
-                load_tile_tma<D, KV>(L, vb, &maps.v, vst, &sm.full_v[s], n, bp, nfull, tid);
+                load_tile_tma<D, KV>(L, vb, &maps.v, vst, &sm.full_v[s], n, box_page, nfull_next,
+                                     tid);
             } else {
                 mbar_wait(&sm.empty_v[s], par);
                 load_tile_gather<D, KV>(p, L, kb, vb, kst, vst, &sm.full_k[s], &sm.full_v[s], n, pg,
                                         tid);
+                if constexpr (WQ)
+                    load_q();
             }
             if (ti + 1 < it.tile_end)
                 fetch(ti + 1);
+            gi++;
+        };
+        if (it.tile_begin < it.tile_end) {
+            fetch(it.tile_begin);
+            int ti = it.tile_begin;
+            if constexpr (!Q_FIRST) {
+                step(ti, std::true_type{});
+                ti++;
+            }
+            for (; ti < it.tile_end; ti++)
+                step(ti, std::false_type{});
         }
     };
     if (L.tma)
         tile_loop(std::true_type{});
     else
         tile_loop(std::false_type{});
+    if (!Q_FIRST && it.tile_begin == it.tile_end)
+        load_q(); /* a unit without key tiles still hands its consumers a Q */
 }
 
 template <int D, typename KV>
