@@ -68,6 +68,12 @@ typedef struct attn_split_params {
      * epilogue); wave_merge_keys: the merge's cost in keys, added when s > 1. */
     uint32_t wave_model;
     int64_t wave_item_keys, wave_merge_keys;
+    /* With wave_model: also below a full grid, where FI's search keeps the
+     * fewest chunks that fit one wave, compare its makespan with the wave
+     * model's 1 .. ATTN_SPLIT_WAVE_MAX chunks of the longest request and keep
+     * the shortest (a batch whose unsplit producers fill few of the slots
+     * splits to fill them).  0 = FI's search alone. */
+    uint32_t wave_small;
 } attn_split_params;
 
 /* Largest split count the FI wave model tries. */
@@ -77,6 +83,9 @@ typedef struct attn_split_params {
  * slot; a reducer launch and its reads ~6 us (docs/cuda.md, issue 13). */
 #define ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA 96
 #define ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA 192
+/* The CUDA decode engine's min_chunk: a split shorter than this spends more
+ * on its state than on keys. */
+#define ATTN_SPLIT_MIN_CHUNK_CUDA 256
 
 /* Fill the manifest's part of `p`: policy, fixed split count, units (H_kv
  * when num_kv_heads > 0, else H_q) and, under policy.graph with a fixed

@@ -45,6 +45,7 @@
 #include "kernels/cuda/barrier.cuh"
 #include "kernels/cuda/decode_launch.h"
 #include "kernels/cuda/paged.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/ptx.cuh"
 #include "kernels/cuda/state_io.cuh"
 
@@ -97,6 +98,12 @@ struct cta_work {
  * they stream the same pages (NHD rows are H_kv x d contiguous). */
 __device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p)
 {
+    /* programmatic dependent launch (attn_cuda_decode_params.pdl): the next
+     * kernel may be placed as soon as every CTA of this grid runs; nothing of
+     * this launch's inputs or outputs is touched before the previous kernel
+     * of the stream is done */
+    ptx::griddep_launch_dependents();
+    ptx::griddep_wait();
     cta_work w;
     const int item = p.heads_fast ? (int)blockIdx.y : (int)blockIdx.x;
     w.hkv = p.heads_fast ? (int)blockIdx.x : (int)blockIdx.y;
@@ -125,14 +132,59 @@ __device__ __forceinline__ paged::page_table table_of(const attn_cuda_decode_par
     return t;
 }
 
+/* One batch of merge_fold: the kMergeBatch slots from s0 (those before
+ * `end`) of query head hq, lanes [lane0, lane0 + kMergeLanes), read
+ * through L2 (__ldcg: in the fused path other CTAs of the same launch wrote
+ * them). */
+struct fold_batch {
+    float m[kMergeBatch], l[kMergeBatch];
+    float4 v[kMergeBatch];
+
+    template <int D>
+    __device__ __forceinline__ void load(const attn_cuda_decode_params &p, bool mlu, int s0,
+                                         int end, int hq, int lane0)
+    {
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++) {
+            if (s0 + j < end) {
+                const size_t idx = (size_t)(s0 + j) * p.num_qo_heads + hq;
+                m[j] = __ldcg(p.part_m + idx);
+                l[j] = mlu ? __ldcg(p.part_l + idx) : 0.f;
+                v[j] = __ldcg(reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0));
+            }
+        }
+    }
+
+    /* Fold the batch's slots into (st, sl, acc) one by one, in slot order. */
+    __device__ __forceinline__ void fold(bool mlu, int s0, int end, attn_mlu_f32 &st,
+                                         attn_lseo_f32 &sl, float *acc) const
+    {
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++) {
+            if (s0 + j >= end)
+                break;
+            const float ou[kMergeLanes] = {v[j].x, v[j].y, v[j].z, v[j].w};
+            if (mlu) {
+                const attn_mlu_f32 o = state_io::from_ml(m[j], l[j]);
+                attn_mlu_merge_f32(&st, acc, &o, ou, kMergeLanes);
+            } else {
+                attn_lseo_f32 o;
+                o.lse = m[j];
+                attn_lseo_merge_f32(&sl, acc, &o, ou, kMergeLanes);
+            }
+        }
+    }
+};
+
 /* The fold of one request's slots for query head hq, lanes [lane0, lane0+4):
  * exactly the slots [slot_begin, slot_begin + num_slots) in slot order, with
  * the state.h merge (seed 0x02C, 0x03I).  Slots are fetched kMergeBatch at a
- * time (independent loads in flight), then folded one by one: the order
- * stays fixed while the memory latency is paid once per batch instead of
- * once per slot.  Loads go through L2 (__ldcg): in the fused path the slots
- * were written by other CTAs of the same launch.  Used by the reducer kernel
- * and by the last producer CTA of a (request, K/V head, head chunk). */
+ * time into two alternating batches: the loads of batch k + 1 are in flight
+ * while batch k is folded (the fold is a dependent chain of exponentials and
+ * multiply-adds per slot), so the memory latency is paid about once, not
+ * once per batch; the fold order is the same either way.  Used by the
+ * reducer kernel and by the last producer CTA of a (request, K/V head, head
+ * chunk). */
 template <int D>
 __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
                                            const attn_cuda_req &rq, int hq, int lane0)
@@ -145,32 +197,17 @@ __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
     attn_mlu_empty_f32(&st, acc, LANES);
     sl.lse = -INFINITY;
     const int end = rq.slot_begin + rq.num_slots;
-    for (int s0 = rq.slot_begin; s0 < end; s0 += kMergeBatch) {
-        float bm[kMergeBatch], bl[kMergeBatch];
-        float4 bv[kMergeBatch];
-#pragma unroll
-        for (int j = 0; j < kMergeBatch; j++) {
-            if (s0 + j < end) {
-                const size_t idx = (size_t)(s0 + j) * p.num_qo_heads + hq;
-                bm[j] = __ldcg(p.part_m + idx);
-                bl[j] = mlu ? __ldcg(p.part_l + idx) : 0.f;
-                bv[j] = __ldcg(reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0));
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < kMergeBatch; j++) {
-            if (s0 + j >= end)
-                break;
-            const float ou[LANES] = {bv[j].x, bv[j].y, bv[j].z, bv[j].w};
-            if (mlu) {
-                const attn_mlu_f32 o = state_io::from_ml(bm[j], bl[j]);
-                attn_mlu_merge_f32(&st, acc, &o, ou, LANES);
-            } else {
-                attn_lseo_f32 o;
-                o.lse = bm[j];
-                attn_lseo_merge_f32(&sl, acc, &o, ou, LANES);
-            }
-        }
+    fold_batch a, b; /* two named batches: an indexed pair would live in local memory */
+    a.load<D>(p, mlu, rq.slot_begin, end, hq, lane0);
+    for (int s0 = rq.slot_begin; s0 < end; s0 += 2 * kMergeBatch) {
+        if (s0 + kMergeBatch < end)
+            b.load<D>(p, mlu, s0 + kMergeBatch, end, hq, lane0);
+        a.fold(mlu, s0, end, st, sl, acc);
+        if (s0 + kMergeBatch >= end)
+            break;
+        if (s0 + 2 * kMergeBatch < end)
+            a.load<D>(p, mlu, s0 + 2 * kMergeBatch, end, hq, lane0);
+        b.fold(mlu, s0 + kMergeBatch, end, st, sl, acc);
     }
     float lse;
     if (mlu)
@@ -1393,6 +1430,8 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
  * (CUDA-core producer, or the fused reducer off). */
 template <int D> __global__ void merge(attn_cuda_decode_params p)
 {
+    ptx::griddep_launch_dependents();
+    ptx::griddep_wait(); /* the producers' slots (and any earlier kernel's writes) are visible */
     const int b = blockIdx.x;
     if (b >= p.counts->num_requests)
         return;
@@ -1655,6 +1694,26 @@ kernel_fn find_merge(uint32_t d, const char **sym)
     return nullptr;
 }
 
+/* Launch `fn(arg)`; with `pdl`, with programmatic stream serialization
+ * (attn_cuda_decode_params.pdl: the kernel may start while the previous one
+ * of the stream drains; it waits in cta_work_of / merge before reading). */
+template <typename Arg>
+cudaError_t launch(void (*fn)(Arg), dim3 grid, dim3 block, uint32_t smem, cudaStream_t st, int pdl,
+                   const Arg &arg)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, fn, arg);
+}
+
 /* The pipeline depth a tensor-core producer runs with for the requested
  * `stages` (0: its default), or 0 when the request is out of range. */
 int stages_of(const producer_entry *e, uint32_t stages)
@@ -1812,20 +1871,18 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
             const int rv = encode_maps(pp, a);
             if (rv != 0)
                 return rv;
-            e->tmap_fn<<<grid, block, sh.smem_bytes, st>>>(a);
-        } else {
-            e->fn<<<grid, block, sh.smem_bytes, st>>>(pp);
-        }
-        if (cudaGetLastError() != cudaSuccess)
+            if (launch(e->tmap_fn, grid, block, sh.smem_bytes, st, p->pdl, a) != cudaSuccess)
+                return ATTN_E_CUDA;
+        } else if (launch(e->fn, grid, block, sh.smem_bytes, st, p->pdl, pp) != cudaSuccess) {
             return ATTN_E_CUDA;
+        }
     }
     if ((p->any_split || p->force_merge) && p->request_capacity > 0 && !fused) {
         dim3 grid(p->request_capacity, (p->num_qo_heads + kMergeHeads - 1) / kMergeHeads);
         dim3 block(p->head_dim / kMergeLanes, kMergeHeads);
         attn_cuda_decode_params pp = *p;
         pp.merge_counters = nullptr;
-        mf<<<grid, block, 0, st>>>(pp);
-        if (cudaGetLastError() != cudaSuccess)
+        if (launch(mf, grid, block, 0, st, p->pdl, pp) != cudaSuccess)
             return ATTN_E_CUDA;
     }
     return 0;

@@ -98,6 +98,12 @@ typedef struct attn_cuda_decode_params {
      * of range: the default).  256 bytes cost one L2 lookup more per two
      * sectors and 7 % at B 128 x T 8192 (docs/cuda.md). */
     int tmap_l2;
+    /* 1: launch the producer and the reducer with programmatic stream
+     * serialization (programmatic dependent launch, sm_90): each may be
+     * placed on the SMs while the kernel before it in the stream drains,
+     * and waits (griddepcontrol.wait) before its first global access, so
+     * the stream order of every byte is kept.  0: plain launches. */
+    int pdl;
 } attn_cuda_decode_params;
 
 /* attn_cuda_decode_params.bulk: one copy warp moving whole pages with
