@@ -219,42 +219,6 @@ static int64_t fi_wave_chunk(const attn_split_params *p, uint32_t nb, const int6
     return best_pages;
 }
 
-/* The FI wave model below a full grid: FI's search keeps the fewest chunks
- * that fit one wave, so a batch whose unsplit producers already fit (but
- * fill few of the slots: d = 64 at 3 CTAs per SM, B 64 x H_kv 4 = 256 of
- * 396) stays unsplit, each slot streaming a whole request.  The makespan of
- * FI's chunk (plus the merge when it splits) is compared with the wave
- * model's chunks of ceil(max_pages / s) pages, s = 1 .. ATTN_SPLIT_WAVE_MAX;
- * the shortest wins when it beats FI's by more than 2 %. */
-static int64_t fi_wave_small(const attn_split_params *p, uint32_t nb, const int64_t *kv_len,
-                             int64_t page, int64_t max_pages, int64_t min_pages, int64_t fi_pages)
-{
-    uint32_t units = p->units_per_split > 0 ? p->units_per_split : 1;
-    int64_t base = attn_split_wave_makespan(nb, kv_len, fi_pages * page, units, p->grid_capacity,
-                                            p->wave_item_keys);
-    if (base < 0)
-        return fi_pages;
-    if (fi_pages < max_pages)
-        base += p->wave_merge_keys;
-    int64_t best = base, best_pages = fi_pages;
-    for (uint32_t s = 1; s <= ATTN_SPLIT_WAVE_MAX; s++) {
-        int64_t pages = ceil_div_i64(max_pages, s);
-        if ((pages < min_pages && s > 1) || pages == fi_pages)
-            continue;
-        int64_t span = attn_split_wave_makespan(nb, kv_len, pages * page, units, p->grid_capacity,
-                                                p->wave_item_keys);
-        if (span < 0)
-            continue;
-        if (pages < max_pages)
-            span += p->wave_merge_keys;
-        if (span < best && (double)span < 0.98 * (double)base) {
-            best = span;
-            best_pages = pages;
-        }
-    }
-    return best_pages;
-}
-
 int64_t attn_split_paper_chunk(uint32_t num_requests, const int64_t *kv_len, const int64_t *q_len,
                                uint32_t q_tile, uint32_t workers)
 {
@@ -418,12 +382,10 @@ static int plan_fi(const attn_split_params *p, uint32_t nb, const int64_t *kv_le
     }
     int64_t per_chunk = max_pages;
     int64_t min_pages = p->min_chunk > 0 ? ceil_div_i64(p->min_chunk, page) : 1;
-    if ((uint64_t)nb * units < p->grid_capacity) {
+    if ((uint64_t)nb * units < p->grid_capacity)
         per_chunk =
             attn_split_fi_search(nb, pages, (uint32_t)units, p->grid_capacity, min_pages, NULL);
-        if (p->wave_model && p->wave_small)
-            per_chunk = fi_wave_small(p, nb, kv_len, page, max_pages, min_pages, per_chunk);
-    } else if (p->wave_model)
+    else if (p->wave_model)
         per_chunk = fi_wave_chunk(p, nb, kv_len, page, max_pages, min_pages);
     free(pages);
     if (p->max_chunk > 0) {

@@ -68,12 +68,6 @@ typedef struct attn_split_params {
      * epilogue); wave_merge_keys: the merge's cost in keys, added when s > 1. */
     uint32_t wave_model;
     int64_t wave_item_keys, wave_merge_keys;
-    /* With wave_model: also below a full grid, where FI's search keeps the
-     * fewest chunks that fit one wave, compare its makespan with the wave
-     * model's 1 .. ATTN_SPLIT_WAVE_MAX chunks of the longest request and keep
-     * the shortest (a batch whose unsplit producers fill few of the slots
-     * splits to fill them).  0 = FI's search alone. */
-    uint32_t wave_small;
 } attn_split_params;
 
 /* Largest split count the FI wave model tries. */

@@ -46,15 +46,16 @@ SHAPES = [
 ]
 POLICIES = {"fa": 1, "fi": 2, "global": 3}
 QUICK = False  # --quick: fewer attnd configurations (set by main)
-WAVE_SMALL_DEFAULT = 0  # the glue's (the engine's) default of attnb_set_wave_small
 ATTND_RUNS = []  # --attnd: named attnd runs (NAMED_RUNS) instead of the default list
-# issue 13 round 3: the FI policy with the fused fold (the benchmark's default path), with and
-# without programmatic dependent launch, the reducer kernel
+# issue 13 round 3: the FI policy with the fused fold (the benchmark's attnd column since round 1)
+# and with the reducer kernel (the engine's default, fused_merge 0), each with the engine's
+# programmatic launch (late trigger, the default), the early trigger and none
 NAMED_RUNS = {
     "fi": {},
-    "fi_pdl": dict(pdl=1),
+    "fi_pdl_early": dict(pdl=1),
     "fi_nopdl": dict(pdl=0),
     "fi_reducer": dict(fused=False),
+    "fi_reducer_nopdl": dict(fused=False, pdl=0),
     "fi_nobulk": dict(bulk=0),
     "fi_tmap": dict(bulk=8),
 }
@@ -96,7 +97,6 @@ def load_lib(path):
     if hasattr(lib, "attnb_set_pdl"):  # absent before issue 13 round 3
         lib.attnb_set_pdl.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.attnb_set_min_chunk.argtypes = [ctypes.c_int64]
-        lib.attnb_set_wave_small.argtypes = [ctypes.c_int]
     return lib
 
 
@@ -109,12 +109,10 @@ class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
                  simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
                  stages=None, wave_model=None, bulk=None, pool=0, tmap_l2=None, pdl=None,
-                 min_chunk=None, wave_small=None):
+                 min_chunk=None):
         self.lib = lib
         if min_chunk is not None:
             lib.attnb_set_min_chunk(int(min_chunk))
-        if wave_small is not None:
-            lib.attnb_set_wave_small(int(wave_small))
         if bulk is not None:
             lib.attnb_set_bulk(int(bulk))
         if stages is not None:
@@ -135,8 +133,6 @@ class Attnd:
             lib.attnb_set_bulk(-1)  # back to the engine's default
         if min_chunk is not None:
             lib.attnb_set_min_chunk(-1)
-        if wave_small is not None:
-            lib.attnb_set_wave_small(WAVE_SMALL_DEFAULT)
         if not self.h:
             raise RuntimeError("attnb_create failed")
         lib.attnb_set_waves(1)
@@ -511,7 +507,7 @@ def main():
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
                      "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_fi_nobulk",
                      "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
-                     "attnd_fi_pdl", "attnd_fi_nopdl", "attnd_old"):
+                     "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_old"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
                   and "us" in r["peers"].get(f"attnd_{default}", {})]
@@ -536,7 +532,7 @@ def main():
     write_md(res, base + ".md")
     log("wrote", base + ".json", base + ".md")
     # compact table last (the device reply carries the end of the output)
-    cols = ["attnd_fi", "attnd_fi_pdl", "attnd_fi_nopdl", "attnd_fa", "attnd_global",
+    cols = ["attnd_fi", "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_fa", "attnd_global",
             "attnd_fi_reducer", "attnd_fi_simt",
             "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
             "attnd_old",

@@ -28,12 +28,10 @@ typedef struct attnb {
     uint32_t num_items, num_slots, occupancy, grid_capacity;
     int64_t wave_item, wave_merge; /* FI wave model costs (wave_item < 0: off) */
     int64_t min_chunk;             /* shortest split in keys */
-    int wave_small;                /* the FI wave model below a full grid */
 } attnb;
 
 static uint32_t g_waves = 1;
 static int64_t g_min_chunk = ATTN_SPLIT_MIN_CHUNK_CUDA; /* the engine's */
-static int g_wave_small = 0; /* the FI wave model below a full grid */
 static int g_fused = 1;
 static uint32_t g_stages = 0;
 static int g_bulk = ATTN_CUDA_BULK_DEFAULT; /* copy warps, the engine's default */
@@ -76,7 +74,7 @@ void attnb_set_stages(uint32_t stages)
     g_stages = stages;
 }
 
-/* Programmatic dependent launch (attn_cuda_decode_params.pdl) for one handle. */
+/* Programmatic dependent launch (attn_cuda_decode_params.pdl: ATTN_CUDA_PDL_*) for one handle. */
 void attnb_set_pdl(attnb *h, int on)
 {
     h->p.pdl = on;
@@ -86,13 +84,6 @@ void attnb_set_pdl(attnb *h, int on)
 void attnb_set_min_chunk(int64_t keys)
 {
     g_min_chunk = keys < 0 ? ATTN_SPLIT_MIN_CHUNK_CUDA : keys;
-}
-
-/* The FI wave model below a full grid (attn_split_params.wave_small) for
- * the next attnb_create. */
-void attnb_set_wave_small(int on)
-{
-    g_wave_small = on;
 }
 
 /* Grid capacity multiplier for the next attnb_create (1 = one wave). */
@@ -132,7 +123,6 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
     sp.wave_model = h->wave_item >= 0;
     sp.wave_item_keys = h->wave_item;
     sp.wave_merge_keys = h->wave_merge;
-    sp.wave_small = (uint32_t)h->wave_small;
     int64_t *kv = malloc(sizeof *kv * h->B);
     if (!kv)
         return ATTN_E_NOMEM;
@@ -222,7 +212,6 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     h->wave_item = g_wave_item;
     h->wave_merge = g_wave_merge;
     h->min_chunk = g_min_chunk;
-    h->wave_small = g_wave_small;
     attn_cuda_decode_params *p = &h->p;
     p->num_qo_heads = hq;
     p->num_kv_heads = hkv;
@@ -237,6 +226,7 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     p->abi = (attn_state_abi)abi;
     p->sm_scale = 1.0f / sqrtf((float)d);
     p->fused_merge = g_fused;
+    p->pdl = ATTN_CUDA_PDL_DEFAULT; /* the engine's (attnb_set_pdl changes it) */
     p->stages = g_stages;
     p->bulk = g_bulk;
     p->num_pages = num_pages > 0 && num_pages <= UINT32_MAX ? (uint32_t)num_pages : 0;

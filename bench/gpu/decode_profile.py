@@ -126,9 +126,17 @@ CONFIGS = {
     "w2_pdl": dict(fused=True, waves=2, pdl=1),
     "s2_pdl": dict(fused=True, stages=2, pdl=1),
     "nobulk_pdl": dict(fused=True, bulk=0, pdl=1),
+    "pdl2": dict(fused=True, pdl=2),
+    "pdl2_reducer": dict(pdl=2),
+    "s4": dict(fused=True, stages=4),
+    "s5": dict(fused=True, stages=5),
+    "s6": dict(fused=True, stages=6),
+    "s6_reducer": dict(stages=6),
+    "mc128_reducer": dict(min_chunk=128),
+    "mc512": dict(fused=True, min_chunk=512),
+    "mc1024": dict(fused=True, min_chunk=1024),
+    "tmap_s4_fused": dict(fused=True, bulk=8, stages=4),
     "w2": dict(fused=True, waves=2),
-    "wsmall": dict(fused=True, wave_small=1),
-    "wsmall_pdl": dict(fused=True, wave_small=1, pdl=1),
 }
 
 

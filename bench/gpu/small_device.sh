@@ -6,7 +6,8 @@
 #   D=DEST bash DEST/bench/small_device.sh STEPS SECONDS $OUT
 # STEPS, in order: w FlashInfer from .dev-fi, s the configuration sweep
 # (SWEEP_CONFIGS x SWEEP_SHAPES, decode_profile.py), b the benchmark (all
-# shapes, BENCH_ATTND runs, --old), n ncu metrics (NCU_CONFIGS of attnd and
+# shapes, BENCH_ATTND runs, --old), a the A/B of this build and --old
+# (ab_decode.py, AB_SHAPES x AB_CONFIGS, alternating rounds), n ncu metrics (NCU_CONFIGS of attnd and
 # FlashInfer-TC at NCU_SHAPES), t the correctness sweep (fresh seed), m / r
 # compute-sanitizer memcheck / racecheck on the quick sweep.  Every step is
 # bounded by its own timeout and by what is left of SECONDS.
@@ -50,6 +51,9 @@ if has w; then
 fi
 has s && run sweep ${SWEEP_MAX:-40} $PROF --mode sweep --configs ${SWEEP_CONFIGS:-fused,pdl} \
     --shapes ${SWEEP_SHAPES:-B2_T2048,B1_T32768}
+has a && run ab ${AB_MAX:-40} python3 "$D/bench/ab_decode.py" --old "$D/lib/libattn_cuda_bench_old.so" \
+    --new "$D/lib/libattn_cuda_bench.so" --rounds ${AB_ROUNDS:-4} --shapes ${AB_SHAPES:-B1_T32768,g8_B64_T4096} \
+    --configs ${AB_CONFIGS:-fi,fi_reducer} --out "$L"
 has b && run bench ${BENCH_MAX:-90} python3 "$D/bench/bench_decode.py" --attnd ${BENCH_ATTND:-fi} \
     --lib "$D/lib/libattn_cuda_bench.so" --old "$D/lib/libattn_cuda_bench_old.so" --out "$OUT" ${BENCH_ARGS:-}
 if has n; then
@@ -69,7 +73,8 @@ unset ATTN_GPU_QUICK
 {
     grep -hE "PASSED|FAILED|worst|seed|Assert|FAIL" "$L/decode_sweep.log" 2>/dev/null | tail -8
     grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$L/memcheck.log" "$L/racecheck.log" 2>/dev/null
-    tail -16 "$L/sweep.log" 2>/dev/null
+    tail -${SWEEP_TAIL:-16} "$L/sweep.log" 2>/dev/null
+    grep -E "new/old" "$L/ab.log" 2>/dev/null | sed 's/  rel_l2.*median round ratio/ median/' 
     grep -A20 "^us:" "$L/bench.log" 2>/dev/null | head -22
     for f in "$L"/ncu_*.log; do # kernel name, then the metrics, one line per launch
         [ -f "$f" ] && echo "== $(basename "$f")" && python3 - "$f" <<'EOF'

@@ -98,12 +98,15 @@ struct cta_work {
  * they stream the same pages (NHD rows are H_kv x d contiguous). */
 __device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p)
 {
-    /* programmatic dependent launch (attn_cuda_decode_params.pdl): the next
-     * kernel may be placed as soon as every CTA of this grid runs; nothing of
-     * this launch's inputs or outputs is touched before the previous kernel
-     * of the stream is done */
-    ptx::griddep_launch_dependents();
-    ptx::griddep_wait();
+    /* programmatic dependent launch (attn_cuda_decode_params.pdl): with
+     * ATTN_CUDA_PDL_EARLY the next kernel may be placed as soon as every CTA
+     * of this grid runs (else after the main loops: pdl_main_loop_done);
+     * nothing of this launch's inputs or outputs is touched before the
+     * previous kernel of the stream is done */
+    if (p.pdl == ATTN_CUDA_PDL_EARLY)
+        ptx::griddep_launch_dependents();
+    if (p.pdl != ATTN_CUDA_PDL_OFF)
+        ptx::griddep_wait();
     cta_work w;
     const int item = p.heads_fast ? (int)blockIdx.y : (int)blockIdx.x;
     w.hkv = p.heads_fast ? (int)blockIdx.x : (int)blockIdx.y;
@@ -114,6 +117,15 @@ __device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p
     w.rq = p.reqs[w.it.req];
     w.g = p.num_qo_heads / p.num_kv_heads;
     return w;
+}
+
+/* ATTN_CUDA_PDL_LATE: this CTA has read its last K/V tile; once every CTA
+ * of the grid has, the next kernel may be placed on the slots they free (an
+ * earlier trigger places it in the free slots of an under-filled grid). */
+__device__ __forceinline__ void pdl_main_loop_done(const attn_cuda_decode_params &p)
+{
+    if (p.pdl == ATTN_CUDA_PDL_LATE)
+        ptx::griddep_launch_dependents();
 }
 
 __device__ __forceinline__ paged::key_walk walk_of(const cta_work &w)
@@ -132,59 +144,14 @@ __device__ __forceinline__ paged::page_table table_of(const attn_cuda_decode_par
     return t;
 }
 
-/* One batch of merge_fold: the kMergeBatch slots from s0 (those before
- * `end`) of query head hq, lanes [lane0, lane0 + kMergeLanes), read
- * through L2 (__ldcg: in the fused path other CTAs of the same launch wrote
- * them). */
-struct fold_batch {
-    float m[kMergeBatch], l[kMergeBatch];
-    float4 v[kMergeBatch];
-
-    template <int D>
-    __device__ __forceinline__ void load(const attn_cuda_decode_params &p, bool mlu, int s0,
-                                         int end, int hq, int lane0)
-    {
-#pragma unroll
-        for (int j = 0; j < kMergeBatch; j++) {
-            if (s0 + j < end) {
-                const size_t idx = (size_t)(s0 + j) * p.num_qo_heads + hq;
-                m[j] = __ldcg(p.part_m + idx);
-                l[j] = mlu ? __ldcg(p.part_l + idx) : 0.f;
-                v[j] = __ldcg(reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0));
-            }
-        }
-    }
-
-    /* Fold the batch's slots into (st, sl, acc) one by one, in slot order. */
-    __device__ __forceinline__ void fold(bool mlu, int s0, int end, attn_mlu_f32 &st,
-                                         attn_lseo_f32 &sl, float *acc) const
-    {
-#pragma unroll
-        for (int j = 0; j < kMergeBatch; j++) {
-            if (s0 + j >= end)
-                break;
-            const float ou[kMergeLanes] = {v[j].x, v[j].y, v[j].z, v[j].w};
-            if (mlu) {
-                const attn_mlu_f32 o = state_io::from_ml(m[j], l[j]);
-                attn_mlu_merge_f32(&st, acc, &o, ou, kMergeLanes);
-            } else {
-                attn_lseo_f32 o;
-                o.lse = m[j];
-                attn_lseo_merge_f32(&sl, acc, &o, ou, kMergeLanes);
-            }
-        }
-    }
-};
-
 /* The fold of one request's slots for query head hq, lanes [lane0, lane0+4):
  * exactly the slots [slot_begin, slot_begin + num_slots) in slot order, with
  * the state.h merge (seed 0x02C, 0x03I).  Slots are fetched kMergeBatch at a
- * time into two alternating batches: the loads of batch k + 1 are in flight
- * while batch k is folded (the fold is a dependent chain of exponentials and
- * multiply-adds per slot), so the memory latency is paid about once, not
- * once per batch; the fold order is the same either way.  Used by the
- * reducer kernel and by the last producer CTA of a (request, K/V head, head
- * chunk). */
+ * time (independent loads in flight), then folded one by one: the order
+ * stays fixed while the memory latency is paid once per batch instead of
+ * once per slot.  Loads go through L2 (__ldcg): in the fused path the slots
+ * were written by other CTAs of the same launch.  Used by the reducer kernel
+ * and by the last producer CTA of a (request, K/V head, head chunk). */
 template <int D>
 __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
                                            const attn_cuda_req &rq, int hq, int lane0)
@@ -197,17 +164,32 @@ __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
     attn_mlu_empty_f32(&st, acc, LANES);
     sl.lse = -INFINITY;
     const int end = rq.slot_begin + rq.num_slots;
-    fold_batch a, b; /* two named batches: an indexed pair would live in local memory */
-    a.load<D>(p, mlu, rq.slot_begin, end, hq, lane0);
-    for (int s0 = rq.slot_begin; s0 < end; s0 += 2 * kMergeBatch) {
-        if (s0 + kMergeBatch < end)
-            b.load<D>(p, mlu, s0 + kMergeBatch, end, hq, lane0);
-        a.fold(mlu, s0, end, st, sl, acc);
-        if (s0 + kMergeBatch >= end)
-            break;
-        if (s0 + 2 * kMergeBatch < end)
-            a.load<D>(p, mlu, s0 + 2 * kMergeBatch, end, hq, lane0);
-        b.fold(mlu, s0 + kMergeBatch, end, st, sl, acc);
+    for (int s0 = rq.slot_begin; s0 < end; s0 += kMergeBatch) {
+        float bm[kMergeBatch], bl[kMergeBatch];
+        float4 bv[kMergeBatch];
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++) {
+            if (s0 + j < end) {
+                const size_t idx = (size_t)(s0 + j) * p.num_qo_heads + hq;
+                bm[j] = __ldcg(p.part_m + idx);
+                bl[j] = mlu ? __ldcg(p.part_l + idx) : 0.f;
+                bv[j] = __ldcg(reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++) {
+            if (s0 + j >= end)
+                break;
+            const float ou[LANES] = {bv[j].x, bv[j].y, bv[j].z, bv[j].w};
+            if (mlu) {
+                const attn_mlu_f32 o = state_io::from_ml(bm[j], bl[j]);
+                attn_mlu_merge_f32(&st, acc, &o, ou, LANES);
+            } else {
+                attn_lseo_f32 o;
+                o.lse = bm[j];
+                attn_lseo_merge_f32(&sl, acc, &o, ou, LANES);
+            }
+        }
     }
     float lse;
     if (mlu)
@@ -1252,6 +1234,7 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     }
     ptx::cp_async_wait<0>();
     __syncthreads();
+    pdl_main_loop_done(p);
 
     tc::epilogue<D>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
     if (w.rq.num_slots == 1 || !p.merge_counters)
@@ -1308,8 +1291,10 @@ bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pi
         }
     }
     /* every copy landed (full[s] of the last tiles) and was read, so the
-     * epilogue may reuse the stages; the copy warps have no state to merge */
+     * epilogue may reuse the stages; the copy warps have no state to merge
+     * (and have exited, which counts as their trigger) */
     tc::compute_sync<true>();
+    pdl_main_loop_done(p);
     tc::epilogue<D, true>(p, w, h0, o, m, l, reinterpret_cast<float *>(base));
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
@@ -1396,6 +1381,11 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
     uint4 *base = reinterpret_cast<uint4 *>((reinterpret_cast<uintptr_t>(smem) + 1023) &
                                             ~static_cast<uintptr_t>(1023));
     const int tid = threadIdx.x, warp = tid >> 5;
+    if (tid == tc::kThreads) { /* the copy warp: its four descriptors, before the first copy */
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            ptx::prefetch_tensormap(&a.maps[i]);
+    }
 
     const cta_work w = cta_work_of(p);
     if (!w.live)
@@ -1430,8 +1420,14 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
  * (CUDA-core producer, or the fused reducer off). */
 template <int D> __global__ void merge(attn_cuda_decode_params p)
 {
-    ptx::griddep_launch_dependents();
-    ptx::griddep_wait(); /* the producers' slots (and any earlier kernel's writes) are visible */
+    /* programmatic launch: EARLY lets the next kernel be placed from the
+     * start; LATE at exit (an early trigger would place the next producer in
+     * the slots an under-filled producer grid left free: B 2 x T 2048 +9 %) */
+    if (p.pdl == ATTN_CUDA_PDL_EARLY)
+        ptx::griddep_launch_dependents();
+    if (p.pdl != ATTN_CUDA_PDL_OFF)
+        ptx::griddep_wait(); /* the producers' slots (and any earlier kernel's writes) are visible
+                              */
     const int b = blockIdx.x;
     if (b >= p.counts->num_requests)
         return;
@@ -1848,6 +1844,8 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
         return ATTN_E_SHAPE;
     if (p->num_kv_heads == 0 || p->num_qo_heads % p->num_kv_heads)
         return ATTN_E_SHAPE;
+    if (p->pdl < ATTN_CUDA_PDL_OFF || p->pdl > ATTN_CUDA_PDL_LATE)
+        return ATTN_E_SHAPE; /* attn_cuda_decode_params.pdl is not an ATTN_CUDA_PDL_* */
     const int stages = e->tc ? stages_of(e, p->stages) : 0;
     if (e->tc && stages == 0)
         return ATTN_E_SHAPE; /* attn_cuda_decode_params.stages out of range */

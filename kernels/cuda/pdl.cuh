@@ -8,6 +8,8 @@
 #ifndef ATTN_CUDA_PDL_CUH
 #define ATTN_CUDA_PDL_CUH
 
+#include <stdint.h>
+
 namespace attn
 {
 namespace ptx
@@ -28,6 +30,14 @@ __device__ __forceinline__ void griddep_launch_dependents()
 __device__ __forceinline__ void griddep_wait()
 {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+/* Fetch a tensor map (a kernel parameter: __grid_constant__) into the TMA
+ * unit's descriptor cache ahead of its first copy.  Reads only the
+ * parameter, so it may precede griddep_wait. */
+__device__ __forceinline__ void prefetch_tensormap(const void *map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
 } // namespace ptx

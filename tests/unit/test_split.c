@@ -514,65 +514,6 @@ static void test_fi_wave_model(void **state)
     attn_split_plan_free(&plan);
 }
 
-/* The FI wave model below a full grid (wave_small) on the H200 benchmark
- * shapes: d = 64, B 64 x H_kv 4 = 256 unsplit producers of 2048 keys on 396
- * slots (3 CTAs per SM); FI's search keeps them unsplit (two chunks would be
- * 512 > 396), the model splits into 3 chunks of 43 pages (768 producers,
- * 2 waves of 688 + 96 keys + the merge: 1760 against 2144).  Shapes whose
- * FI chunks already fill the grid keep FI's plan: B 1 x T 32768 (33 chunks
- * x 8 units = 264 of 264), B 2 x T 2048 (min_chunk 256), H_kv 1 x B 64 x T
- * 4096 (4 chunks each); and without wave_small the d = 64 shape stays
- * unsplit. */
-static void test_fi_wave_small(void **state)
-{
-    (void)state;
-    int64_t kv[64];
-    for (int b = 0; b < 64; b++)
-        kv[b] = 2048;
-    attn_split_params p = {.policy = ATTN_SPLIT_FI,
-                           .grid_capacity = 396,
-                           .units_per_split = 4,
-                           .kv_block = 16,
-                           .min_chunk = ATTN_SPLIT_MIN_CHUNK_CUDA,
-                           .wave_model = 1,
-                           .wave_small = 1,
-                           .wave_item_keys = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA,
-                           .wave_merge_keys = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA};
-    attn_split_plan plan;
-    attn_error_detail err = {0};
-    assert_int_equal(attn_split_plan_build_lengths(64, kv, NULL, &p, &plan, &err), 0);
-    assert_int_equal(plan.chunk, 43 * 16);
-    assert_int_equal(plan.num_items, 3 * 64);
-    assert_int_equal(attn_split_plan_check(&plan, kv, &err), 0);
-    assert_exact_cover(&plan, kv, 64, false);
-    attn_split_plan_free(&plan);
-    p.wave_small = 0;
-    assert_int_equal(attn_split_plan_build_lengths(64, kv, NULL, &p, &plan, &err), 0);
-    assert_int_equal(plan.num_items, 64);
-    attn_split_plan_free(&plan);
-    p.wave_small = 1;
-    p.wave_model = 0; /* wave_small refines the wave model: nothing without it */
-    assert_int_equal(attn_split_plan_build_lengths(64, kv, NULL, &p, &plan, &err), 0);
-    assert_int_equal(plan.num_items, 64);
-    attn_split_plan_free(&plan);
-    p.wave_model = 1;
-
-    struct {
-        uint32_t nb, units;
-        int64_t len;
-        int64_t chunk; /* FI's search, kept */
-    } keep[] = {{1, 8, 32768, 63 * 16}, {2, 8, 2048, 256}, {64, 1, 4096, 1024}};
-    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
-        for (uint32_t b = 0; b < keep[i].nb; b++)
-            kv[b] = keep[i].len;
-        p.grid_capacity = 264;
-        p.units_per_split = keep[i].units;
-        assert_int_equal(attn_split_plan_build_lengths(keep[i].nb, kv, NULL, &p, &plan, &err), 0);
-        assert_int_equal(plan.chunk, keep[i].chunk);
-        attn_split_plan_free(&plan);
-    }
-}
-
 static void test_random_ragged_properties(void **state)
 {
     (void)state;
@@ -606,7 +547,6 @@ static void test_random_ragged_properties(void **state)
                 p.wave_model = 1;
                 p.wave_item_keys = (int64_t)(lcg(&seed) % 200);
                 p.wave_merge_keys = (int64_t)(lcg(&seed) % 400);
-                p.wave_small = (uint32_t)(lcg(&seed) % 2);
             }
             attn_split_plan a, b2;
             attn_error_detail err = {0};
@@ -704,7 +644,6 @@ int main(void)
         cmocka_unit_test(test_manifest_entry),
         cmocka_unit_test(test_wave_makespan),
         cmocka_unit_test(test_fi_wave_model),
-        cmocka_unit_test(test_fi_wave_small),
         cmocka_unit_test(test_random_ragged_properties),
         cmocka_unit_test(test_check_rejects),
         cmocka_unit_test(test_plan_json),
