@@ -102,6 +102,7 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
         stop_attnd
         # the timeline: every run of attnd stamped (kernels/cuda/stamp.h)
         export ATTN_CUDA_TIMELINE=$OUT/attnd-timeline.jsonl
+        rm -f "$ATTN_CUDA_TIMELINE" # attnd appends to it
         start_attnd mps-timeline
         bench refs -mps-timeline --timeline "$ATTN_CUDA_TIMELINE" ${kvw[@]+"${kvw[@]}"}
         stop_attnd

@@ -52,6 +52,7 @@ void attn_cuda_tuning_defaults(attn_cuda_tuning *t)
     t->row_prefetch = 1;
     t->bulk = ATTN_CUDA_BULK_DEFAULT; /* copy warps (issue 13, docs/cuda.md) */
     t->wave_model = 1; /* ragged 64 x [256, 16384]: -11..-23 % (issue 13, docs/cuda.md) */
+    t->pdl = ATTN_CUDA_PDL_DEFAULT; /* programmatic launch, late trigger (issue 13 round 3) */
 }
 
 static void add_reason(attn_admission *out, attn_admit_factor f, const char *field, const char *fmt,
@@ -224,7 +225,7 @@ static int split_plan(const attn_manifest *m, const attn_pool_geometry *g,
     sp.grid_capacity = dev->sm_count * dev->ctas_per_sm;
     sp.units_per_split = g->num_kv_heads * (dev->head_chunks ? dev->head_chunks : 1);
     sp.kv_block = g->page_size; /* FI searches in whole pages */
-    sp.min_chunk = 256; /* a split shorter than this spends more on its state than on keys */
+    sp.min_chunk = ATTN_SPLIT_MIN_CHUNK_CUDA;
     sp.wave_model = t->wave_model != 0;
     sp.wave_item_keys = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
     sp.wave_merge_keys = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
@@ -400,6 +401,7 @@ int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g
     pr->force_merge = m->policy.graph;
     pr->simt = t->simt;
     pr->fused_merge = t->fused_merge;
+    pr->pdl = t->pdl;
     pr->row_prefetch = t->row_prefetch;
     pr->bulk = t->bulk;
     pr->num_pages = g->num_pages;
@@ -655,6 +657,7 @@ typedef struct cuda_instance {
     /* deferred runs (attn_run_io.defer): tickets [done_ticket, next_ticket)
      * are enqueued and not yet completed; each has its pair of events */
     cudaEvent_t def0[CUDA_DEFER_SLOTS], def1[CUDA_DEFER_SLOTS];
+    uint32_t def_layer[CUDA_DEFER_SLOTS]; /* what a failed completion names */
     uint64_t next_ticket, done_ticket;
     /* ATTN_CUDA_TIMELINE: stamps of every run (slot: its ticket's, or
      * CUDA_DEFER_SLOTS for a run that synchronises); NULL when unset */
@@ -680,10 +683,31 @@ static cudaError_t grow_host(void **p, size_t *cap, size_t need)
     return cudaSuccess;
 }
 
+/* Free what engine_init made of `ci` so far (every handle zero until made). */
+static void instance_unwind(cuda_instance *ci)
+{
+    attn_cuda_timeline_close(ci->tl);
+    attn_cuda_ipc_destroy(ci->ipc);
+    for (int i = 0; i < CUDA_DEFER_SLOTS; i++) {
+        if (ci->def0[i] != NULL)
+            cudaEventDestroy(ci->def0[i]);
+        if (ci->def1[i] != NULL)
+            cudaEventDestroy(ci->def1[i]);
+    }
+    if (ci->ev0 != NULL)
+        cudaEventDestroy(ci->ev0);
+    if (ci->ev1 != NULL)
+        cudaEventDestroy(ci->ev1);
+    if (ci->stream != NULL)
+        cudaStreamDestroy(ci->stream);
+    free(ci);
+}
+
 static int engine_init(const attn_engine_config *cfg, void **state, attn_error_detail *err)
 {
     int dev = cfg->device < 0 ? 0 : cfg->device, ndev = 0;
     cudaError_t e;
+    int rv;
     if ((e = cudaGetDeviceCount(&ndev)) != cudaSuccess)
         return attn_cuda_error(err, e, "device", "cudaGetDeviceCount");
     if (dev >= ndev)
@@ -694,17 +718,29 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         return attn_error_set(err, ATTN_E_NOMEM, "engine", "out of memory");
     struct cudaDeviceProp pr;
     if ((e = cudaSetDevice(dev)) != cudaSuccess ||
-        (e = cudaGetDeviceProperties(&pr, dev)) != cudaSuccess ||
-        (e = cudaStreamCreateWithFlags(&ci->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaGetDeviceProperties(&pr, dev)) != cudaSuccess) {
+        instance_unwind(ci);
+        return attn_cuda_error(err, e, "device", "cannot select the device");
+    }
+    /* the timeline first: a bad ATTN_CUDA_TIMELINE path fails before any
+     * stream or event exists (a failure past it leaked them: the unwind
+     * now frees whatever was made) */
+    const char *tl_path = getenv("ATTN_CUDA_TIMELINE");
+    if (tl_path != NULL && tl_path[0] != '\0' &&
+        (rv = attn_cuda_timeline_open(tl_path, dev, CUDA_DEFER_SLOTS + 1, &ci->tl, err)) != 0) {
+        instance_unwind(ci);
+        return rv;
+    }
+    if ((e = cudaStreamCreateWithFlags(&ci->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaEventCreate(&ci->ev0)) != cudaSuccess ||
         (e = cudaEventCreate(&ci->ev1)) != cudaSuccess) {
-        free(ci);
+        instance_unwind(ci);
         return attn_cuda_error(err, e, "device", "cannot set up the instance's stream and events");
     }
     for (int i = 0; i < CUDA_DEFER_SLOTS; i++)
         if ((e = cudaEventCreate(&ci->def0[i])) != cudaSuccess ||
             (e = cudaEventCreate(&ci->def1[i])) != cudaSuccess) {
-            free(ci);
+            instance_unwind(ci);
             return attn_cuda_error(err, e, "device", "cannot create the deferred runs' events");
         }
     pthread_mutex_init(&ci->mu, NULL);
@@ -713,15 +749,6 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         memset(&ie, 0, sizeof ie);
         if (attn_cuda_ipc_create(dev, &ci->ipc, &ie) != 0)
             snprintf(ci->ipc_why, sizeof ci->ipc_why, "%.150s", ie.message);
-    }
-    const char *tl_path = getenv("ATTN_CUDA_TIMELINE");
-    if (tl_path != NULL && tl_path[0] != '\0') {
-        int rv = attn_cuda_timeline_open(tl_path, CUDA_DEFER_SLOTS + 1, &ci->tl, err);
-        if (rv != 0) {
-            attn_cuda_ipc_destroy(ci->ipc);
-            free(ci);
-            return rv;
-        }
     }
     ci->dev.device = dev;
     ci->dev.cc_major = pr.major;
@@ -1096,6 +1123,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                      end_after_signal ? "cuda events: append, producer, reducer kernels, the signal"
                                       : "cuda events: append, producer and reducer kernels");
         }
+        ci->def_layer[ci->next_ticket % CUDA_DEFER_SLOTS] = io->layer;
         ci->next_ticket++;
         return 0;
     }
@@ -1162,6 +1190,7 @@ static int engine_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
     cuda_instance *ci = self->state;
     pthread_mutex_lock(&ci->mu);
     bool in_order = ticket == ci->done_ticket && ticket != ci->next_ticket;
+    const uint32_t layer = ci->def_layer[ticket % CUDA_DEFER_SLOTS];
     pthread_mutex_unlock(&ci->mu);
     if (!in_order)
         return attn_error_set(err, ATTN_E_INVALID, "ticket",
@@ -1179,12 +1208,7 @@ static int engine_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
     ci->done_ticket++;
     pthread_mutex_unlock(&ci->mu);
     if (e != cudaSuccess)
-        /* the rows were committed on the device as part of the run: no
-         * saved copy is left to put back */
-        return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
-                              "the run's device work failed after it was enqueued (%s); its rows "
-                              "may be partly written",
-                              cudaGetErrorString(e));
+        return attn_cuda_txn_deferred_failed(layer, cudaGetErrorString(e), err);
     if (rep != NULL) {
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
