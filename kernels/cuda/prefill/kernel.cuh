@@ -87,10 +87,11 @@ template <int D> struct Cfg {
      * put one warpgroup's wait on the other too: without them (and with
      * QPREFETCH) the consumers' share of samples at the K wait fell from
      * 11 % to 3 % and causal S 8192 went 1.166 -> 1.118 ms (H200,
-     * 2026-12-01, bench/results/prefill-h200-2026-12-01-r3.md) */
+     * 2026-12-01, bench/results/prefill-h200-2026-12-01-r3.md; timed at
+     * d 128, d 64 shares the overlap and ran only the correctness sweep) */
     static constexpr bool PINGPONG = D > 128;
-    /* The consumers warm L2 with the next unit's Q (prefetch_q); measured
-     * at d 64 and 128 only, so d 256 keeps its DRAM round trip */
+    /* The consumers warm L2 with the next unit's Q (prefetch_q); with the
+     * overlap only (as PINGPONG), so d 256 keeps its DRAM round trip */
     static constexpr bool QPREFETCH = D <= 128;
     /* The producer may load a unit's first K tile before its Q (FA3's
      * order: that slot frees while the previous unit still runs, Q's only
