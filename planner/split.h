@@ -77,6 +77,9 @@ typedef struct attn_split_params {
  * slot; a reducer launch and its reads ~6 us (docs/cuda.md, issue 13). */
 #define ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA 96
 #define ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA 192
+/* The CUDA decode engine's min_chunk: a split shorter than this spends more
+ * on its state than on keys. */
+#define ATTN_SPLIT_MIN_CHUNK_CUDA 256
 
 /* Fill the manifest's part of `p`: policy, fixed split count, units (H_kv
  * when num_kv_heads > 0, else H_q) and, under policy.graph with a fixed

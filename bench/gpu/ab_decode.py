@@ -30,22 +30,28 @@ def main():
     ap.add_argument("--new", required=True)
     ap.add_argument("--out", default=".")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--shapes", default="", help="comma-separated shape names (default: all)")
+    ap.add_argument("--configs", default="", help="comma-separated configurations (default: all)")
     args = ap.parse_args()
+    configs = [c for c in CONFIGS if not args.configs or c[0] in args.configs.split(",")]
     libs = {"old": bd.load_lib(args.old), "new": bd.load_lib(args.new)}
     gen = torch.Generator().manual_seed(20261201)
     rows = []
     for shape in bd.SHAPES:
+        if args.shapes and shape["name"] not in args.shapes.split(","):
+            continue
         bt = bd.make_batch(shape, gen)
         B, hq, hkv, d = bt["B"], bt["hq"], bt["hkv"], bt["d"]
         ref = bd.ref_decode(bt)
         q, k, v = bt["q"], bt["k"], bt["v"]
-        for cname, pid, kw in CONFIGS:
+        for cname, pid, kw in configs:
             row = dict(shape=shape["name"], config=cname)
             try:
                 hs, outs = {}, {}
                 for side, lib in libs.items():
+                    # pool: the store's page count, so the tensor-map producer may run
                     a = bd.Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid, page=bt["P"],
-                                 **kw)
+                                 pool=bt["pool"], **kw)
                     o = torch.full((B, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
                     lse = torch.full((B, hq), float("nan"), dtype=torch.float32, device="cuda")
                     a.run(q, k, v, o, lse)

@@ -46,6 +46,19 @@ SHAPES = [
 ]
 POLICIES = {"fa": 1, "fi": 2, "global": 3}
 QUICK = False  # --quick: fewer attnd configurations (set by main)
+ATTND_RUNS = []  # --attnd: named attnd runs (NAMED_RUNS) instead of the default list
+# issue 13 round 3: the FI policy with the fused fold (the benchmark's attnd column since round 1)
+# and with the reducer kernel (the engine's default, fused_merge 0), each with the engine's
+# programmatic launch (late trigger, the default), the early trigger and none
+NAMED_RUNS = {
+    "fi": {},
+    "fi_pdl_early": dict(pdl=1),
+    "fi_nopdl": dict(pdl=0),
+    "fi_reducer": dict(fused=False),
+    "fi_reducer_nopdl": dict(fused=False, pdl=0),
+    "fi_nobulk": dict(bulk=0),
+    "fi_tmap": dict(bulk=8),
+}
 OLD_LIB = None  # --old: the benchmark library of the kernel before issue 13
 
 
@@ -81,6 +94,9 @@ def load_lib(path):
         lib.attnb_set_bulk.argtypes = [ctypes.c_int]
     if hasattr(lib, "attnb_set_tmap_l2"):
         lib.attnb_set_tmap_l2.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    if hasattr(lib, "attnb_set_pdl"):  # absent before issue 13 round 3
+        lib.attnb_set_pdl.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.attnb_set_min_chunk.argtypes = [ctypes.c_int64]
     return lib
 
 
@@ -92,8 +108,11 @@ def i32ptr(t):
 class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
                  simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
-                 stages=None, wave_model=None, bulk=None, pool=0, tmap_l2=None):
+                 stages=None, wave_model=None, bulk=None, pool=0, tmap_l2=None, pdl=None,
+                 min_chunk=None):
         self.lib = lib
+        if min_chunk is not None:
+            lib.attnb_set_min_chunk(int(min_chunk))
         if bulk is not None:
             lib.attnb_set_bulk(int(bulk))
         if stages is not None:
@@ -112,12 +131,16 @@ class Attnd:
             lib.attnb_reset_wave_model()
         if bulk is not None:
             lib.attnb_set_bulk(-1)  # back to the engine's default
+        if min_chunk is not None:
+            lib.attnb_set_min_chunk(-1)
         if not self.h:
             raise RuntimeError("attnb_create failed")
         lib.attnb_set_waves(1)
         lib.attnb_set_simt(self.h, 1 if simt else 0, 1 if heads_fast else 0, 1 if prefetch else 0)
         if tmap_l2 is not None:
             lib.attnb_set_tmap_l2(self.h, tmap_l2)
+        if pdl is not None:
+            lib.attnb_set_pdl(self.h, int(pdl))
         info = (ctypes.c_uint32 * 4)()
         lib.attnb_info(self.h, info)
         self.info = dict(items=info[0], slots=info[1], ctas_per_sm=info[2], grid_capacity=info[3],
@@ -242,6 +265,8 @@ def bench_shape(lib, shape, fi, gen, res):
     if QUICK:  # the final device call: the engine's path, the wave model off, today's kernel
         runs = [("fi", 2, {}), ("fi_nobulk", 2, dict(bulk=0)), ("fi_bulk4", 2, dict(bulk=4)),
                 ("fi_tmap", 2, dict(bulk=8))]
+    if ATTND_RUNS:  # --attnd: these named runs only
+        runs = [(n, 2, dict(NAMED_RUNS[n])) for n in ATTND_RUNS]
     if OLD_LIB is not None:
         runs.append(("old", 2, dict(lib=OLD_LIB)))
     for pname, pid, kw in runs:
@@ -426,9 +451,11 @@ def main():
     ap.add_argument("--old", default="", help="also time this older libattn_cuda_bench.so")
     ap.add_argument("--shapes", default="", help="comma-separated shape names (default: all)")
     ap.add_argument("--no-flashinfer", action="store_true", help="skip FlashInfer (its JIT)")
+    ap.add_argument("--attnd", default="", help="comma-separated attnd runs (NAMED_RUNS)")
     args = ap.parse_args()
-    global QUICK, OLD_LIB
+    global QUICK, OLD_LIB, ATTND_RUNS
     QUICK = args.quick
+    ATTND_RUNS = [x for x in args.attnd.split(",") if x]
     torch.manual_seed(int(time.time()))
     gen = torch.Generator().manual_seed(int(time.time()))
     lib = load_lib(args.lib)
@@ -480,7 +507,7 @@ def main():
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
                      "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_fi_nobulk",
                      "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
-                     "attnd_old"):
+                     "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_old"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
                   and "us" in r["peers"].get(f"attnd_{default}", {})]
@@ -505,7 +532,8 @@ def main():
     write_md(res, base + ".md")
     log("wrote", base + ".json", base + ".md")
     # compact table last (the device reply carries the end of the output)
-    cols = ["attnd_fi", "attnd_fa", "attnd_global", "attnd_fi_reducer", "attnd_fi_simt",
+    cols = ["attnd_fi", "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_fa", "attnd_global",
+            "attnd_fi_reducer", "attnd_fi_simt",
             "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
             "attnd_old",
             "flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]

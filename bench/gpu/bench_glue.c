@@ -27,9 +27,11 @@ typedef struct attnb {
     attn_split_policy policy;
     uint32_t num_items, num_slots, occupancy, grid_capacity;
     int64_t wave_item, wave_merge; /* FI wave model costs (wave_item < 0: off) */
+    int64_t min_chunk;             /* shortest split in keys */
 } attnb;
 
 static uint32_t g_waves = 1;
+static int64_t g_min_chunk = ATTN_SPLIT_MIN_CHUNK_CUDA; /* the engine's */
 static int g_fused = 1;
 static uint32_t g_stages = 0;
 static int g_bulk = ATTN_CUDA_BULK_DEFAULT; /* copy warps, the engine's default */
@@ -72,6 +74,18 @@ void attnb_set_stages(uint32_t stages)
     g_stages = stages;
 }
 
+/* Programmatic dependent launch (attn_cuda_decode_params.pdl: ATTN_CUDA_PDL_*) for one handle. */
+void attnb_set_pdl(attnb *h, int on)
+{
+    h->p.pdl = on;
+}
+
+/* Shortest split in keys for the next attnb_create (< 0: the engine's). */
+void attnb_set_min_chunk(int64_t keys)
+{
+    g_min_chunk = keys < 0 ? ATTN_SPLIT_MIN_CHUNK_CUDA : keys;
+}
+
 /* Grid capacity multiplier for the next attnb_create (1 = one wave). */
 void attnb_set_waves(uint32_t w)
 {
@@ -104,7 +118,7 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
     sp.units_per_split =
         h->p.num_kv_heads * attn_cuda_decode_head_chunks(h->p.head_dim, h->p.kv_dtype, group);
     sp.kv_block = 1u << h->p.page_shift;
-    sp.min_chunk = 256;
+    sp.min_chunk = h->min_chunk;
     sp.graph_splits = h->graph_splits;
     sp.wave_model = h->wave_item >= 0;
     sp.wave_item_keys = h->wave_item;
@@ -197,6 +211,7 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     h->graph_splits = graph_splits;
     h->wave_item = g_wave_item;
     h->wave_merge = g_wave_merge;
+    h->min_chunk = g_min_chunk;
     attn_cuda_decode_params *p = &h->p;
     p->num_qo_heads = hq;
     p->num_kv_heads = hkv;
@@ -211,6 +226,7 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     p->abi = (attn_state_abi)abi;
     p->sm_scale = 1.0f / sqrtf((float)d);
     p->fused_merge = g_fused;
+    p->pdl = ATTN_CUDA_PDL_DEFAULT; /* the engine's (attnb_set_pdl changes it) */
     p->stages = g_stages;
     p->bulk = g_bulk;
     p->num_pages = num_pages > 0 && num_pages <= UINT32_MAX ? (uint32_t)num_pages : 0;

@@ -48,7 +48,8 @@ def log(*a):
 
 
 def load_lib(path):
-    lib = ctypes.CDLL(path)
+    # an absolute path: a bare "lib.so" would be searched for on LD_LIBRARY_PATH, not here
+    lib = ctypes.CDLL(os.path.abspath(path))
     vp, u32, i32p, i64p = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p
     lib.attnpf_create.restype = vp
     lib.attnpf_create.argtypes = [u32, i64p, i64p, i32p, i32p, i32p, i32p, u32, u32, u32, u32,
@@ -207,21 +208,27 @@ def run_sdpa(shape, cs, K, V):
     return time_fn(fn), o.transpose(1, 2).reshape(B * C, hq, d)
 
 
+def flashmask_dense(shape):
+    """The shape's FlashMask (one prefill of S = C rows) as FlashInfer's flat
+    custom mask: causal, inside a document or on the shared first one."""
+    b, shared = segments(shape)
+    S = shape["C"]
+    seg = torch.zeros(S, dtype=torch.int64)
+    for s in range(len(b) - 1):
+        seg[b[s]:b[s + 1]] = s
+    qi = torch.arange(S).view(-1, 1)
+    kj = torch.arange(S).view(1, -1)
+    m = (kj <= qi) & ((seg.view(1, -1) == seg.view(-1, 1)) | ((seg.view(1, -1) == 0) & shared))
+    return m.reshape(-1)
+
+
 def run_flashinfer(fi, shape, cs):
     B, C, hq, hkv, d = cs["B"], cs["C"], cs["hq"], cs["hkv"], cs["d"]
     ws = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
     w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
     kw = dict(causal=True)
     if "fm" in shape:
-        b, shared = segments(shape)
-        S = C
-        seg = torch.zeros(S, dtype=torch.int64)
-        for s in range(len(b) - 1):
-            seg[b[s]:b[s + 1]] = s
-        qi = torch.arange(S).view(-1, 1)
-        kj = torch.arange(S).view(1, -1)
-        m = (kj <= qi) & ((seg.view(1, -1) == seg.view(-1, 1)) | ((seg.view(1, -1) == 0) & shared))
-        kw = dict(custom_mask=m.reshape(-1).cuda())
+        kw = dict(custom_mask=flashmask_dense(shape).cuda())
     w.plan(cs["qo"].cuda(), cs["indptr"].cuda(), cs["indices"].cuda(), cs["last"].cuda(), hq, hkv,
            d, P, q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16, **kw)
     fn = lambda: w.run(cs["q"], (cs["k"], cs["v"]))

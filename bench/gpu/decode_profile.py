@@ -41,10 +41,12 @@ def prof_range(fn):
 
 
 def ncu_attnd(lib, shapes, gen, kw):
+    kw = dict(kw)
+    fused = kw.pop("fused", False)
     for sh in shapes:
         bt = bd.make_batch(sh, gen)
         a = bd.Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], bt["hq"], bt["hkv"], bt["d"], 2,
-                     page=bt["P"], fused=False, pool=bt["pool"], **kw)
+                     page=bt["P"], fused=fused, pool=bt["pool"], **kw)
         o = torch.empty(bt["B"], bt["hq"], bt["d"], dtype=torch.bfloat16, device="cuda")
         lse = torch.empty(bt["B"], bt["hq"], dtype=torch.float32, device="cuda")
         run = lambda: a.run(bt["q"], bt["k"], bt["v"], o, lse)  # noqa: E731
@@ -112,6 +114,29 @@ CONFIGS = {
     "tmap_l2none": dict(bulk=8, tmap_l2=1),
     "tmap_l2_128": dict(bulk=8, tmap_l2=2),
     "tmap_l2_256": dict(bulk=8, tmap_l2=3),  # the first version's default
+    # issue 13 round 3: the fused fold, programmatic dependent launch (pdl), shorter splits
+    # (min_chunk keys), more splits (waves: grid capacity x 2), fewer stages; "fused" is
+    # the benchmark's default path, the configurations above run the reducer kernel
+    "fused": dict(fused=True),
+    "pdl": dict(fused=True, pdl=1),
+    "pdl_reducer": dict(pdl=1),
+    "mc128": dict(fused=True, min_chunk=128),
+    "mc128_pdl": dict(fused=True, min_chunk=128, pdl=1),
+    "mc64_pdl": dict(fused=True, min_chunk=64, pdl=1),
+    "w2_pdl": dict(fused=True, waves=2, pdl=1),
+    "s2_pdl": dict(fused=True, stages=2, pdl=1),
+    "nobulk_pdl": dict(fused=True, bulk=0, pdl=1),
+    "pdl2": dict(fused=True, pdl=2),
+    "pdl2_reducer": dict(pdl=2),
+    "s4": dict(fused=True, stages=4),
+    "s5": dict(fused=True, stages=5),
+    "s6": dict(fused=True, stages=6),
+    "s6_reducer": dict(stages=6),
+    "mc128_reducer": dict(min_chunk=128),
+    "mc512": dict(fused=True, min_chunk=512),
+    "mc1024": dict(fused=True, min_chunk=1024),
+    "tmap_s4_fused": dict(fused=True, bulk=8, stages=4),
+    "w2": dict(fused=True, waves=2),
 }
 
 
@@ -128,8 +153,10 @@ def sweep(lib, shapes, gen, configs, out):
                 continue
             row = dict(shape=sh["name"], config=cname)
             try:
+                kw = dict(kw)
+                fused = kw.pop("fused", False)
                 a = bd.Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, 2,
-                             page=bt["P"], fused=False, pool=bt["pool"], **kw)
+                             page=bt["P"], fused=fused, pool=bt["pool"], **kw)
                 o = torch.full((B, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
                 lse = torch.full((B, hq), float("nan"), dtype=torch.float32, device="cuda")
                 a.run(bt["q"], bt["k"], bt["v"], o, lse)

@@ -14,7 +14,10 @@ variant's O is compared with the first variant's (rel L2) and checked for NaN.
 
 Usage (device):
   python3 bench/gpu/prefill_ab.py --var base=lib_base.so:gather --var new=lib.so:tma \
-      [--var new_gather=lib.so:gather] [--only causal_S8192,causal_S4096] [--out DIR]
+      [--var new_gather=lib.so:gather] [--only causal_S8192,causal_S4096] [--out DIR] \
+      [--fi fa2,fa3]
+  --fi: FlashInfer's BatchPrefillWithPagedKVCacheWrapper with each named backend on the
+  same data (FA3 takes no custom mask: the FlashMask shape runs FA2 only).
   --profile: run each (shape, variant) once, nothing timed (under ncu).
 """
 import argparse
@@ -28,7 +31,8 @@ import torch  # noqa: E402
 
 import bench_prefill as bp  # noqa: E402
 
-SHAPES = [dict(name="causal_S4096", B=1, T=0, C=4096)] + bp.SHAPES
+SHAPES = [dict(name="causal_S4096", B=1, T=0, C=4096),
+          dict(name="causal_S16384", B=1, T=0, C=16384)] + bp.SHAPES
 
 
 def load(path):
@@ -59,16 +63,19 @@ def create(lib, shape, cs):
     return h, ptr
 
 
-def run_fi_once(fi, shape, cs):
-    """One launch of FlashInfer's paged prefill (for the profiler)."""
+def fi_wrapper(fi, shape, cs, backend):
+    """FlashInfer's paged prefill planned on the case (causal, or the shape's
+    FlashMask as a dense custom mask) with the named backend (fa2 / fa3)."""
     ws = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
-    w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
+    w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=backend)
+    kw = dict(causal=True)
+    if "fm" in shape:
+        kw = dict(custom_mask=bp.flashmask_dense(shape).cuda())
     w.plan(cs["qo"].cuda(), cs["indptr"].cuda(), cs["indices"].cuda(), cs["last"].cuda(),
            cs["hq"], cs["hkv"], cs["d"], bp.P, q_data_type=torch.bfloat16,
-           kv_data_type=torch.bfloat16, causal=True)
-    o = w.run(cs["q"], (cs["k"], cs["v"]))
-    torch.cuda.synchronize()
-    return o
+           kv_data_type=torch.bfloat16, **kw)
+    w._ws = ws
+    return w
 
 
 def main():
@@ -78,8 +85,9 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--reps", type=int, default=15)
-    ap.add_argument("--fi", action="store_true",
-                    help="FlashInfer's paged prefill too (d 128 causal shapes, same data)")
+    ap.add_argument("--fi", default="",
+                    help="FlashInfer backends to run too, e.g. fa2,fa3 (same data; fa3 JIT-compiles "
+                         "unless its module is cached)")
     a = ap.parse_args()
     libs, variants = {}, []
     for v in a.var:
@@ -130,27 +138,31 @@ def main():
                 row["variants"][name] = dict(error=repr(ex)[:300])
             finally:
                 lib.attnpf_free(h)
-        if a.fi and shape.get("d", 128) == 128 and "fm" not in shape and shape.get("hq", 32) == 32:
+        for be in [b for b in a.fi.split(",") if b]:
+            if shape.get("hq", 32) != 32 or ("fm" in shape and be == "fa3"):
+                continue  # FA3 takes no custom mask
             try:
                 import flashinfer
-                if a.profile:
-                    o = run_fi_once(flashinfer, shape, cs)
-                    e = {}
-                else:
-                    ms, o = bp.run_flashinfer(flashinfer, shape, cs)
+                w = fi_wrapper(flashinfer, shape, cs, be)
+                fn = lambda: w.run(cs["q"], (cs["k"], cs["v"]))
+                o = fn()
+                torch.cuda.synchronize()
+                e = {}
+                if not a.profile:
+                    ms = bp.time_fn(fn, reps=a.reps)
                     e = dict(ms=ms, tflops=flops / ms / 1e9)
                 if ref is not None:
                     e["rel_l2_vs_first"] = bp.rel_l2(o, ref)
-                row["variants"]["flashinfer"] = e
+                row["variants"]["fi_" + be] = e
             except Exception as ex:
-                row["variants"]["flashinfer"] = dict(error=repr(ex)[:300])
+                row["variants"]["fi_" + be] = dict(error=repr(ex)[:300])
         rows.append(row)
         print(shape["name"], json.dumps(row["variants"]), flush=True)
     if a.out:
         json.dump(dict(device=torch.cuda.get_device_name(0), variants=a.var, rows=rows),
                   open(os.path.join(a.out, "prefill_ab.json"), "w"), indent=1)
     if not a.profile:
-        names = [v[0] for v in variants] + (["flashinfer"] if a.fi else [])
+        names = [v[0] for v in variants] + ["fi_" + b for b in a.fi.split(",") if b]
         print("shape                      " + " ".join("%-18s" % n for n in names))
         for r in rows:
             cell = lambda n: ("%.3f ms %3.0f TF" % (r["variants"][n]["ms"],

@@ -11,11 +11,12 @@
 #   e  test_prefill_engine_gpu (quick, fresh seed)
 #   m  compute-sanitizer memcheck on the quick test_prefill_gpu sweep
 #   a  prefill_ab.py: the base library (gather) vs this build (tma, gather),
-#      FlashInfer's paged prefill on the same data (AB_FI=1)
+#      FlashInfer's paged prefill on the same data (AB_FI=fa2,fa3: the backends;
+#      fa3 JIT-compiles unless its module is in the AOT folder)
 #   x  bench_mixed.py M1-M5: this build under every schedule and the
 #      FlashInfer peers, then the base library (BASE_VARIANTS, no peers)
 #   p  ncu on the prefill kernel at S 8192 and S 4096 (NCU_VARS: base and
-#      this build; NCU_FI=1 adds FlashInfer's kernel), stall reasons included
+#      this build; NCU_FI=fa3 adds FlashInfer's kernel), stall reasons included
 #   s  the SASS of this build's prefill kernel: local-memory (spill) lines
 # Run from the staged folder (build-gpu/, base/, bench/gpu/, .whl/).
 set -u
@@ -40,14 +41,15 @@ L=$W/pfk.log
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } > "$L" 2>&1
 NEW=$B/lib/libattn_cuda_bench.so
 BASE=base/libattn_cuda_bench.so
-AB_VARS="--var base=$BASE:gather --var new=$NEW:tma --var new_gather=$NEW:gather"
+AB_VARS=${AB_VARS:-"--var base=$BASE:tma --var new=$NEW:tma --var new_gather=$NEW:gather"}
 
 if ls .whl/*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl >> "$L" 2>&1 && export PYTHONPATH=/tmp/site
 fi
-if [ -f fi_aot.tar.xz ] && [ -d /tmp/site/flashinfer ]; then
-    mkdir -p /tmp/site/flashinfer/data/aot && tar xJf fi_aot.tar.xz -C /tmp/site/flashinfer/data/aot
+if ls fi_aot*.tar.xz > /dev/null 2>&1 && [ -d /tmp/site/flashinfer ]; then
+    mkdir -p /tmp/site/flashinfer/data/aot
+    for a in fi_aot*.tar.xz; do tar xJf "$a" -C /tmp/site/flashinfer/data/aot; done
     echo "AOT modules: $(ls /tmp/site/flashinfer/data/aot | tr '\n' ' ')" >> "$L"
 fi
 wpids=""
@@ -83,8 +85,8 @@ if [[ $ST == *m* ]]; then
 fi
 if [[ $ST == *a* ]]; then
     PYTHONUNBUFFERED=1 timeout "$(cap ${AB_TIMEOUT:-60} 30)" python3 bench/gpu/prefill_ab.py \
-        $AB_VARS --only "${AB_SHAPES:-causal_S8192,causal_S4096,causal_S2048,append_B8_T4096_C512,causal_d64_S8192,flashmask_docs8_S8192,fewq_B32_T8192_C4}" \
-        ${AB_FI:+--fi} --out "$W" > "$W/ab.log" 2>&1
+        $AB_VARS --only "${AB_SHAPES:-causal_S8192,causal_S4096,causal_S2048,causal_S16384,append_B8_T4096_C512,causal_d64_S8192,flashmask_docs8_S8192,fewq_B32_T8192_C4}" \
+        ${AB_FI:+--fi $AB_FI} --out "$W" > "$W/ab.log" 2>&1
     echo "ab rc=$? at ${SECONDS}s" >> "$L"
 fi
 if [[ $ST == *x* ]]; then
@@ -110,7 +112,7 @@ if [[ $ST == *p* ]]; then
         --section SourceCounters --metrics "regex:smsp__pcsamp_warps_issue_stalled_.*" \
         --csv --page details --print-details all \
         python3 bench/gpu/prefill_ab.py ${NCU_VARS:-$AB_VARS} --only causal_S8192,causal_S4096 \
-        --profile ${NCU_FI:+--fi} > "$W/ncu.csv" 2> "$W/ncu.err"
+        --profile ${NCU_FI:+--fi $NCU_FI} > "$W/ncu.csv" 2> "$W/ncu.err"
     echo "ncu rc=$? at ${SECONDS}s" >> "$L"
 fi
 if [[ $ST == *s* ]]; then

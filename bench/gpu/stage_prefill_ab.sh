@@ -5,7 +5,9 @@
 # the kernel to compare against, BASE_LIB, built the same way from another
 # commit), bench/gpu/'s scripts, FlashInfer's wheels (WHEELS: FlashInfer and
 # tvm-ffi only, the carried tree must stay under 64 MiB) and, when given,
-# the FlashInfer modules a previous call compiled (AOT: its fi_aot.tar.xz).
+# the FlashInfer modules a previous call compiled (AOT: one or more
+# fi_aot*.tar.xz, space-separated, e.g. .dev-fi's prefill cache and the FA3
+# module an earlier call packed).
 # Usage:
 #   BASE_LIB=/path/base.so bench/gpu/stage_prefill_ab.sh /work/main/.dev-pfk [WHEELS] [AOT]
 # then, on the device (carry [".dev-pfk"]):
@@ -28,7 +30,11 @@ cp build-gpu/lib/libattn_cuda_bench.so build-gpu/lib/libcmocka.so.0 "$S/build-gp
 strip --strip-debug "$S"/build-gpu/tests/* "$S"/build-gpu/lib/libattn_cuda_bench.so \
     $(ls "$S"/base/*.so 2> /dev/null)
 cp bench/gpu/*.py bench/gpu/run_prefill_ab.sh bench/gpu/run_mixed.sh "$S/bench/gpu/"
-[[ -n $AOT ]] && cp "$AOT" "$S/fi_aot.tar.xz"
+i=0
+for a in $AOT; do
+    cp "$a" "$S/fi_aot$i.tar.xz"
+    i=$((i + 1))
+done
 rm -rf "$DEST"
 mkdir -p "$DEST"
 tar cf - -C "$S" . | xz -T2 -6 > "$DEST/pkg.tar.xz"

@@ -42,6 +42,9 @@ typedef struct attn_cuda_tuning {
                                         (kernels/common/decode_path.h; issue 13) */
     int fused_merge;                 /* 1: the tensor-core producer's last CTA of each split folds
                                         the slots instead of a reducer launch (docs/cuda.md) */
+    int pdl;                         /* programmatic dependent launch of the producer and the
+                                        reducer: ATTN_CUDA_PDL_OFF / _EARLY / _LATE (the default;
+                                        attn_cuda_decode_params.pdl, docs/cuda.md) */
     int wave_model;                  /* 1: FI plans that already fill the grid may split so the
                                         last wave is not mostly idle (planner/split.h) */
     int poison;                      /* tests: fill O, LSE and the workspace with NaN bytes before
@@ -51,7 +54,7 @@ typedef struct attn_cuda_tuning {
 } attn_cuda_tuning;
 
 /* The defaults: FI with the wave model, tensor cores (copy warps: ATTN_CUDA_BULK_DEFAULT),
- * heads_fast, row_prefetch, no poison. */
+ * heads_fast, row_prefetch, programmatic launch (ATTN_CUDA_PDL_DEFAULT), no poison. */
 void attn_cuda_tuning_defaults(attn_cuda_tuning *t);
 
 /* The engine's ops table (name "cuda_decode", platform CUDA, decode only,

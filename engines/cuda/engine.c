@@ -52,6 +52,7 @@ void attn_cuda_tuning_defaults(attn_cuda_tuning *t)
     t->row_prefetch = 1;
     t->bulk = ATTN_CUDA_BULK_DEFAULT; /* copy warps (issue 13, docs/cuda.md) */
     t->wave_model = 1; /* ragged 64 x [256, 16384]: -11..-23 % (issue 13, docs/cuda.md) */
+    t->pdl = ATTN_CUDA_PDL_DEFAULT; /* programmatic launch, late trigger (issue 13 round 3) */
 }
 
 static void add_reason(attn_admission *out, attn_admit_factor f, const char *field, const char *fmt,
@@ -224,7 +225,7 @@ static int split_plan(const attn_manifest *m, const attn_pool_geometry *g,
     sp.grid_capacity = dev->sm_count * dev->ctas_per_sm;
     sp.units_per_split = g->num_kv_heads * (dev->head_chunks ? dev->head_chunks : 1);
     sp.kv_block = g->page_size; /* FI searches in whole pages */
-    sp.min_chunk = 256; /* a split shorter than this spends more on its state than on keys */
+    sp.min_chunk = ATTN_SPLIT_MIN_CHUNK_CUDA;
     sp.wave_model = t->wave_model != 0;
     sp.wave_item_keys = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
     sp.wave_merge_keys = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
@@ -400,6 +401,7 @@ int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g
     pr->force_merge = m->policy.graph;
     pr->simt = t->simt;
     pr->fused_merge = t->fused_merge;
+    pr->pdl = t->pdl;
     pr->row_prefetch = t->row_prefetch;
     pr->bulk = t->bulk;
     pr->num_pages = g->num_pages;

@@ -45,6 +45,7 @@
 #include "kernels/cuda/barrier.cuh"
 #include "kernels/cuda/decode_launch.h"
 #include "kernels/cuda/paged.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/ptx.cuh"
 #include "kernels/cuda/state_io.cuh"
 
@@ -97,6 +98,15 @@ struct cta_work {
  * they stream the same pages (NHD rows are H_kv x d contiguous). */
 __device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p)
 {
+    /* programmatic dependent launch (attn_cuda_decode_params.pdl): with
+     * ATTN_CUDA_PDL_EARLY the next kernel may be placed as soon as every CTA
+     * of this grid runs (else after the main loops: pdl_main_loop_done);
+     * nothing of this launch's inputs or outputs is touched before the
+     * previous kernel of the stream is done */
+    if (p.pdl == ATTN_CUDA_PDL_EARLY)
+        ptx::griddep_launch_dependents();
+    if (p.pdl != ATTN_CUDA_PDL_OFF)
+        ptx::griddep_wait();
     cta_work w;
     const int item = p.heads_fast ? (int)blockIdx.y : (int)blockIdx.x;
     w.hkv = p.heads_fast ? (int)blockIdx.x : (int)blockIdx.y;
@@ -107,6 +117,15 @@ __device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p
     w.rq = p.reqs[w.it.req];
     w.g = p.num_qo_heads / p.num_kv_heads;
     return w;
+}
+
+/* ATTN_CUDA_PDL_LATE: this CTA has read its last K/V tile; once every CTA
+ * of the grid has, the next kernel may be placed on the slots they free (an
+ * earlier trigger places it in the free slots of an under-filled grid). */
+__device__ __forceinline__ void pdl_main_loop_done(const attn_cuda_decode_params &p)
+{
+    if (p.pdl == ATTN_CUDA_PDL_LATE)
+        ptx::griddep_launch_dependents();
 }
 
 __device__ __forceinline__ paged::key_walk walk_of(const cta_work &w)
@@ -1215,6 +1234,7 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     }
     ptx::cp_async_wait<0>();
     __syncthreads();
+    pdl_main_loop_done(p);
 
     tc::epilogue<D>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
     if (w.rq.num_slots == 1 || !p.merge_counters)
@@ -1271,8 +1291,10 @@ bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pi
         }
     }
     /* every copy landed (full[s] of the last tiles) and was read, so the
-     * epilogue may reuse the stages; the copy warps have no state to merge */
+     * epilogue may reuse the stages; the copy warps have no state to merge
+     * (and have exited, which counts as their trigger) */
     tc::compute_sync<true>();
+    pdl_main_loop_done(p);
     tc::epilogue<D, true>(p, w, h0, o, m, l, reinterpret_cast<float *>(base));
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
@@ -1359,6 +1381,11 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
     uint4 *base = reinterpret_cast<uint4 *>((reinterpret_cast<uintptr_t>(smem) + 1023) &
                                             ~static_cast<uintptr_t>(1023));
     const int tid = threadIdx.x, warp = tid >> 5;
+    if (tid == tc::kThreads) { /* the copy warp: its four descriptors, before the first copy */
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            ptx::prefetch_tensormap(&a.maps[i]);
+    }
 
     const cta_work w = cta_work_of(p);
     if (!w.live)
@@ -1393,6 +1420,14 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
  * (CUDA-core producer, or the fused reducer off). */
 template <int D> __global__ void merge(attn_cuda_decode_params p)
 {
+    /* programmatic launch: EARLY lets the next kernel be placed from the
+     * start; LATE at exit (an early trigger would place the next producer in
+     * the slots an under-filled producer grid left free: B 2 x T 2048 +9 %) */
+    if (p.pdl == ATTN_CUDA_PDL_EARLY)
+        ptx::griddep_launch_dependents();
+    if (p.pdl != ATTN_CUDA_PDL_OFF)
+        ptx::griddep_wait(); /* the producers' slots (and any earlier kernel's writes) are visible
+                              */
     const int b = blockIdx.x;
     if (b >= p.counts->num_requests)
         return;
@@ -1655,6 +1690,26 @@ kernel_fn find_merge(uint32_t d, const char **sym)
     return nullptr;
 }
 
+/* Launch `fn(arg)`; with `pdl`, with programmatic stream serialization
+ * (attn_cuda_decode_params.pdl: the kernel may start while the previous one
+ * of the stream drains; it waits in cta_work_of / merge before reading). */
+template <typename Arg>
+cudaError_t launch(void (*fn)(Arg), dim3 grid, dim3 block, uint32_t smem, cudaStream_t st, int pdl,
+                   const Arg &arg)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, fn, arg);
+}
+
 /* The pipeline depth a tensor-core producer runs with for the requested
  * `stages` (0: its default), or 0 when the request is out of range. */
 int stages_of(const producer_entry *e, uint32_t stages)
@@ -1789,6 +1844,8 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
         return ATTN_E_SHAPE;
     if (p->num_kv_heads == 0 || p->num_qo_heads % p->num_kv_heads)
         return ATTN_E_SHAPE;
+    if (p->pdl < ATTN_CUDA_PDL_OFF || p->pdl > ATTN_CUDA_PDL_LATE)
+        return ATTN_E_SHAPE; /* attn_cuda_decode_params.pdl is not an ATTN_CUDA_PDL_* */
     const int stages = e->tc ? stages_of(e, p->stages) : 0;
     if (e->tc && stages == 0)
         return ATTN_E_SHAPE; /* attn_cuda_decode_params.stages out of range */
@@ -1812,20 +1869,18 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
             const int rv = encode_maps(pp, a);
             if (rv != 0)
                 return rv;
-            e->tmap_fn<<<grid, block, sh.smem_bytes, st>>>(a);
-        } else {
-            e->fn<<<grid, block, sh.smem_bytes, st>>>(pp);
-        }
-        if (cudaGetLastError() != cudaSuccess)
+            if (launch(e->tmap_fn, grid, block, sh.smem_bytes, st, p->pdl, a) != cudaSuccess)
+                return ATTN_E_CUDA;
+        } else if (launch(e->fn, grid, block, sh.smem_bytes, st, p->pdl, pp) != cudaSuccess) {
             return ATTN_E_CUDA;
+        }
     }
     if ((p->any_split || p->force_merge) && p->request_capacity > 0 && !fused) {
         dim3 grid(p->request_capacity, (p->num_qo_heads + kMergeHeads - 1) / kMergeHeads);
         dim3 block(p->head_dim / kMergeLanes, kMergeHeads);
         attn_cuda_decode_params pp = *p;
         pp.merge_counters = nullptr;
-        mf<<<grid, block, 0, st>>>(pp);
-        if (cudaGetLastError() != cudaSuccess)
+        if (launch(mf, grid, block, 0, st, p->pdl, pp) != cudaSuccess)
             return ATTN_E_CUDA;
     }
     return 0;

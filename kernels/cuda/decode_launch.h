@@ -98,7 +98,25 @@ typedef struct attn_cuda_decode_params {
      * of range: the default).  256 bytes cost one L2 lookup more per two
      * sectors and 7 % at B 128 x T 8192 (docs/cuda.md). */
     int tmap_l2;
+    /* ATTN_CUDA_PDL_*: launch the producer and the reducer with
+     * programmatic stream serialization (programmatic dependent launch,
+     * sm_90): each may be placed on the SMs while the kernel before it in
+     * the stream drains, and waits (griddepcontrol.wait) before its first
+     * global access, so the stream order of every byte is kept.  EARLY: a
+     * producer lets the next kernel be placed from its start, LATE: after
+     * every CTA's main loop.  OFF (0): plain launches. */
+    int pdl;
 } attn_cuda_decode_params;
+
+/* attn_cuda_decode_params.pdl (docs/cuda.md, issue 13 round 3); any other
+ * value is refused by the launch (ATTN_E_SHAPE). */
+#define ATTN_CUDA_PDL_OFF 0
+#define ATTN_CUDA_PDL_EARLY 1
+#define ATTN_CUDA_PDL_LATE 2
+/* The engine's default: the late trigger, measured on the H200 never slower
+ * and 2-7 % faster at the latency-bound shapes; the early one lost 9-18 % on
+ * under-filled grids (bench/results/decode-h200-2026-12-01-r3.md). */
+#define ATTN_CUDA_PDL_DEFAULT ATTN_CUDA_PDL_LATE
 
 /* attn_cuda_decode_params.bulk: one copy warp moving whole pages with
  * tensor-map copies (boxes of min(P, 64) rows x 64 columns, 128-byte

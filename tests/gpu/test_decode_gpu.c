@@ -38,7 +38,7 @@ static attn_engine *g_cuda; /* the engine instance on cuda:0 every test runs on 
  * made with); poison on, so an element no kernel wrote shows as NaN. */
 /* The instance's tuning for the plans made next (a plan keeps the tuning
  * it was made with); every run poisons its outputs and workspace. */
-static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge, int bulk)
+static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge, int bulk, int pdl)
 {
     attn_cuda_tuning t;
     attn_cuda_tuning_defaults(&t);
@@ -47,13 +47,23 @@ static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge
     t.heads_fast = heads_fast;
     t.row_prefetch = row_prefetch;
     t.fused_merge = fused_merge;
+    t.pdl = pdl;
     t.poison = 1;
     attn_cuda_engine_set_tuning(g_cuda, &t);
 }
 
 static void tune(int simt, int heads_fast, int row_prefetch)
 {
-    tune_all(simt, heads_fast, row_prefetch, 0, 1);
+    tune_all(simt, heads_fast, row_prefetch, 0, 1, ATTN_CUDA_PDL_DEFAULT);
+}
+
+/* "/fused" when the producer folds the slots, then the programmatic launch
+ * (ATTN_CUDA_PDL_*): how a case line names the run's reducer and launch. */
+static const char *fold_label(int fused, int pdl)
+{
+    static const char *const names[2][3] = {{"", "/pdl-early", "/pdl-late"},
+                                            {"/fused", "/fused/pdl-early", "/fused/pdl-late"}};
+    return names[fused != 0][pdl >= 0 && pdl <= 2 ? pdl : 0];
 }
 
 typedef struct gpu_case {
@@ -146,7 +156,9 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     const int nps[6] = {0, ATTN_DECODE_BULK_AUTO, 1,
                         4, ATTN_CUDA_BULK_TMAP,   gc->d == 128 ? 2 : ATTN_CUDA_BULK_TMAP};
     const int bulk = nps[attn_rb_range(&s, gc->bulk ? 2 : 0, 5)];
-    tune_all(simt, heads_fast, prefetch, fused, bulk);
+    /* programmatic dependent launch of producer and reducer: off, early or late trigger */
+    const int pdl = (int)attn_rb_range(&s, ATTN_CUDA_PDL_OFF, ATTN_CUDA_PDL_LATE);
+    tune_all(simt, heads_fast, prefetch, fused, bulk, pdl);
 
     if (gc->ramp > 0.f) { /* the host copy the CPU engine reads too, before the upload */
         for (uint32_t b = 0; b < gc->B; b++)
@@ -284,7 +296,7 @@ static void run_case(const gpu_case *gc, uint64_t seed)
            attn_dtype_name(rb.m.q_dtype), rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o",
            attn_split_policy_name(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
            simt ? "simt" : "tc", heads_fast ? "/hf" : "/if", prefetch ? "/pre" : "",
-           fused && !simt ? "/fused" : "", rel, lse_err, nan, commit ? "commit" : "no-commit",
+           fold_label(fused && !simt, pdl), rel, lse_err, nan, commit ? "commit" : "no-commit",
            strchr(producer, ':') ? strrchr(producer, ':') + 1 : producer);
     if (rel > g_worst_rel)
         g_worst_rel = rel;
@@ -480,11 +492,11 @@ static void test_seed_0x02G_known_answer(void **state)
                 assert_int_equal(
                     attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
                 /* two plans: the fused reducer (a plan keeps its tuning) and the reducer kernel */
-                tune_all(simt, layout, abi, 1, 1);
+                tune_all(simt, layout, abi, 1, 1, ATTN_CUDA_PDL_LATE); /* and programmatic launch */
                 attn_engine_plan *ep = NULL, *ep2 = NULL;
                 assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep, &err), 0);
                 assert_int_equal(ep->split.num_slots, 3);
-                tune_all(simt, layout, abi, 0, 1);
+                tune_all(simt, layout, abi, 0, 1, ATTN_CUDA_PDL_OFF);
                 assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep2, &err), 0);
                 float o[64], lse;
                 void *kd[1] = {dk}, *vd[1] = {dv};
@@ -581,7 +593,8 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
                                  ATTN_CUDA_BULK_TMAP,
                                  4}; /* copy warps */
     const int bulk = kBulk[(seed >> 5) & 7];
-    tune_all(simt, heads_fast, prefetch, fused, bulk);
+    const int pdl = (int)((seed >> 8) % 3); /* ATTN_CUDA_PDL_OFF / _EARLY / _LATE */
+    tune_all(simt, heads_fast, prefetch, fused, bulk, pdl);
 
     attn_pool_geometry g = rb.g;
     snprintf(g.device, sizeof g.device, "cuda:0");
@@ -656,7 +669,7 @@ static void run_nonfinite(int simt, attn_split_policy policy, attn_state_abi abi
            kinds[kind], (long long)T0, (long long)t, simt ? "simt" : "tc",
            abi == ATTN_ABI_MLU ? "mlu" : "lse_o", attn_split_policy_name(plan->policy),
            plan->num_slots, attn_dtype_name(rb.m.q_dtype), heads_fast ? "/hf" : "/if",
-           prefetch ? "/pre" : "", fused && !simt ? "/fused" : "",
+           prefetch ? "/pre" : "", fold_label(fused && !simt, pdl),
            bulk && !simt ? (bulk == 4   ? "/bulk4"
                             : bulk == 1 ? "/bulk1"
                             : bulk == 8 ? "/tmap"

@@ -81,6 +81,25 @@ template <int D> struct Cfg {
     static constexpr uint32_t PRODUCER_REGS = 88;
     static constexpr uint32_t CONSUMER_REGS = 208;
     static_assert((168 - PRODUCER_REGS) * 128 >= (CONSUMER_REGS - 168) * 256, "register pool");
+    /* The two consumer warpgroups take turns issuing (FA3's ping-pong on
+     * named barriers) only at d 256.  With the overlap (d <= 128) the kernel
+     * waits on its K/V loads, not on the tensor pipe, and the forced turns
+     * put one warpgroup's wait on the other too: without them (and with
+     * QPREFETCH) the consumers' share of samples at the K wait fell from
+     * 11 % to 3 % and causal S 8192 went 1.166 -> 1.118 ms (H200,
+     * 2026-12-01, bench/results/prefill-h200-2026-12-01-r3.md; timed at
+     * d 128, d 64 shares the overlap and ran only the correctness sweep) */
+    static constexpr bool PINGPONG = D > 128;
+    /* The consumers warm L2 with the next unit's Q (prefetch_q); with the
+     * overlap only (as PINGPONG), so d 256 keeps its DRAM round trip */
+    static constexpr bool QPREFETCH = D <= 128;
+    /* The producer may load a unit's first K tile before its Q (FA3's
+     * order: that slot frees while the previous unit still runs, Q's only
+     * once its last S is done).  Measured on the H200 (r3, d 128): no
+     * faster than Q first, and with QPREFETCH ptxas spilled 40 bytes in the
+     * producer; off, kept measured (the kernels the device ran and timed
+     * were built from this source) */
+    static constexpr bool Q_AFTER_FIRST_TILE = false;
 };
 
 /* The MMA element type of a storage dtype. */
@@ -153,6 +172,21 @@ template <> struct Mma<__half> {
         return *reinterpret_cast<uint32_t *>(&h);
     }
 };
+
+/* The consumers' issue turn on named barrier `id` (Cfg::PINGPONG): wait
+ * for it ... */
+template <int D> __device__ __forceinline__ void turn_sync(uint32_t id)
+{
+    if constexpr (Cfg<D>::PINGPONG)
+        named_sync(id, 256);
+}
+
+/* ... and hand it to the other warpgroup. */
+template <int D> __device__ __forceinline__ void turn_arrive(uint32_t id)
+{
+    if constexpr (Cfg<D>::PINGPONG)
+        named_arrive(id, 256);
+}
 
 /* Mask one PARTIAL tile of S (this thread's 2 rows x BN/4 keys).  Closed
  * forms compare keys with the row's exact visible ranges; FlashMask and
@@ -393,6 +427,32 @@ load_tile_gather(const attn_cuda_prefill_params &p, const KvLoad<D> &L, const KV
     cp_async_arrive_noinc(full_v);
 }
 
+/* Warm L2 with the Q rows of unit (nx, nhkv), the next one this CTA takes:
+ * Q is read once, from DRAM, by a load that waits until the consumers are
+ * done with the previous unit's Q, so without this every unit started
+ * with a DRAM round trip.  One prefetch per 128-byte line of the g heads'
+ * contiguous rows of each token inside the request; `ct` = 0..255 is the
+ * consumer thread (the producer's 88 registers have none to spare: ptxas
+ * spilled 4-40 bytes with it there). */
+template <int D>
+__device__ __forceinline__ void prefetch_q(const attn_cuda_prefill_params &p,
+                                           const attn_prefill_item &nx, uint32_t nhkv, int ct)
+{
+    const uint32_t g = p.num_qo_heads / p.num_kv_heads;
+    const attn_prefill_req nrq = p.reqs[nx.req];
+    const int t0 = nx.row0 / (int)g;
+    const int t_end = (nx.row0 + (int)Cfg<D>::BM + (int)g - 1) / (int)g;
+    const int t1 = t_end < (int)nrq.C ? t_end : (int)nrq.C;
+    const int lines = (int)g * D / 64; /* 128-byte lines of one token's g heads */
+    const char *q = static_cast<const char *>(p.q);
+    for (int idx = ct; idx < (t1 - t0) * lines; idx += 2 * 128) {
+        const int tok = t0 + idx / lines;
+        const size_t off =
+            ((size_t)(nrq.qrow + tok) * p.num_qo_heads + nhkv * g) * D * 2 + (idx % lines) * 128;
+        prefetch_l2(q + off);
+    }
+}
+
 template <int D, typename KV>
 __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, const KvMaps &maps,
                                          const Smem<D, KV> &sm, const attn_prefill_item &it,
@@ -404,9 +464,9 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
     const uint32_t qs = smem_addr(sm.q);
 
     /* Q: tile rows are packed (token, head); rows past the request are 0 */
-    if (k > 0) /* the consumers are done with the previous unit's Q */
-        mbar_wait(sm.qempty, (k - 1) & 1);
-    {
+    auto load_q = [&]() {
+        if (k > 0) /* the consumers are done with the previous unit's Q */
+            mbar_wait(sm.qempty, (k - 1) & 1);
         /* q is in the K/V dtype (the launcher refuses anything else: rounding
          * an fp32 q to bf16 would cost the LSE its 1e-3 tolerance) */
         const uint16_t *q = static_cast<const uint16_t *>(p.q);
@@ -421,7 +481,10 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         }
         /* qfull completes once the copies landed; the consumers fence */
         cp_async_arrive_noinc(sm.qfull);
-    }
+    };
+    constexpr bool Q_FIRST = !Cfg<D>::Q_AFTER_FIRST_TILE;
+    if constexpr (Q_FIRST)
+        load_q();
 
     /* K/V: consecutive threads copy consecutive pieces of one row */
     const KV *kb = static_cast<const KV *>(p.k);
@@ -474,33 +537,52 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
                 }
             }
         };
-        if (it.tile_begin < it.tile_end)
-            fetch(it.tile_begin);
-        for (int ti = it.tile_begin; ti < it.tile_end; ti++, gi++) {
-            const int64_t n = n_next;
-            const int nfull = nfull_next;
-            const int32_t bp = box_page;
+        /* One tile: K and V into the next stage, then the next tile's page
+         * ids; with Cfg::Q_AFTER_FIRST_TILE the first tile is a copy of its
+         * own that loads Q between K and V (Q's operands stay out of the loop) */
+        auto step = [&](int ti, auto with_q) {
+            constexpr bool WQ = decltype(with_q)::value;
+            const int64_t n = n_next; /* fetch(ti + 1) below moves on to the next tile */
             const int s = gi % C::STAGES;
             const uint32_t par = ((gi / C::STAGES) & 1) ^ 1;
             const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
             mbar_wait(&sm.empty_k[s], par);
             if constexpr (TMA) {
-                load_tile_tma<D, KV>(L, kb, &maps.k, kst, &sm.full_k[s], n, bp, nfull, tid);
+                load_tile_tma<D, KV>(L, kb, &maps.k, kst, &sm.full_k[s], n, box_page, nfull_next,
+                                     tid);
+                if constexpr (WQ)
+                    load_q();
                 mbar_wait(&sm.empty_v[s], par);
-                load_tile_tma<D, KV>(L, vb, &maps.v, vst, &sm.full_v[s], n, bp, nfull, tid);
+                load_tile_tma<D, KV>(L, vb, &maps.v, vst, &sm.full_v[s], n, box_page, nfull_next,
+                                     tid);
             } else {
                 mbar_wait(&sm.empty_v[s], par);
                 load_tile_gather<D, KV>(p, L, kb, vb, kst, vst, &sm.full_k[s], &sm.full_v[s], n, pg,
                                         tid);
+                if constexpr (WQ)
+                    load_q();
             }
             if (ti + 1 < it.tile_end)
                 fetch(ti + 1);
+            gi++;
+        };
+        if (it.tile_begin < it.tile_end) {
+            fetch(it.tile_begin);
+            int ti = it.tile_begin;
+            if constexpr (!Q_FIRST) {
+                step(ti, std::true_type{});
+                ti++;
+            }
+            for (; ti < it.tile_end; ti++)
+                step(ti, std::false_type{});
         }
     };
     if (L.tma)
         tile_loop(std::true_type{});
     else
         tile_loop(std::false_type{});
+    if (!Q_FIRST && it.tile_begin == it.tile_end)
+        load_q(); /* a unit without key tiles still hands its consumers a Q */
 }
 
 template <int D, typename KV>
@@ -553,8 +635,8 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     /* Software pipeline (FA3's intra-warpgroup overlap): iteration i issues
      * S_i = Q K_i^T and O += P_{i-1} V_{i-1} together, runs the softmax of
      * S_i while the P V product is in flight, then rescales O and converts
-     * P_i.  The two consumer warpgroups take turns issuing (ping-pong on
-     * named barriers), so one's softmax overlaps the other's products. */
+     * P_i.  At d 256 the two consumer warpgroups take turns issuing
+     * (Cfg::PINGPONG); elsewhere each issues as soon as its tiles landed. */
     const int num = it.tile_end - it.tile_begin;
     uint32_t pa[BN / 16][4];
     float sacc[BN / 2];
@@ -565,7 +647,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     const int32_t tma_tiles = tma ? (rq.T + rq.C) / BN : 0; /* key tiles wholly by TMA */
     auto gathered = [&](int32_t tile_code) { return (tile_code >> 1) >= tma_tiles; };
     int32_t code = 0; /* the tile code (planner/prefill_plan.h) of the tile in hand */
-    /* Wait for tile i, take this warpgroup's issue turn, issue S_i. */
+    /* Wait for tile i (and, at d 256, this warpgroup's issue turn), issue S_i. */
     auto issue_s = [&](int i, int32_t tile_code) {
         const uint32_t gt = gi + i;
         const int s = gt % C::STAGES;
@@ -573,7 +655,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         if (gathered(tile_code))
             fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
         const uint32_t kst = ks + s * C::KV_BYTES;
-        named_sync(kSchedBar + cw, 256);
+        turn_sync<D>(kSchedBar + cw);
         wgmma_fence();
         /* Q's descriptors are formed per tile like K's (a few uniform
          * operations per MMA) rather than hoisted out of the loop, where
@@ -593,7 +675,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
      * skips its last hand-off (it has one arrive more than 0 has syncs). */
     auto pass_turn = [&](int i) {
         if (C::OVERLAP || !(cw == 1 && i == num - 1))
-            named_arrive(kSchedBar + (1 - cw), 256);
+            turn_arrive<D>(kSchedBar + (1 - cw));
     };
     /* Mask (PARTIAL only) and online softmax of S_i in place; returns the
      * rescale factors of O. */
@@ -677,14 +759,13 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     /* Software pipeline (FA3's intra-warpgroup overlap): iteration i issues
      * S_i = Q K_i^T and O += P_{i-1} V_{i-1} together, runs the softmax of
      * S_i while the P V product is in flight, then rescales O and converts
-     * P_i.  The two consumer warpgroups take turns issuing (ping-pong on
-     * named barriers), so one's softmax overlaps the other's products.  The
+     * P_i (at d 256 the warpgroups take turns, Cfg::PINGPONG).  The
      * loop is peeled so no MMA sits behind a data-dependent branch (ptxas
      * serializes every wgmma of a kernel that has one). */
     if (num > 0) {
         float alpha[2];
         if (cw == 1)
-            named_arrive(kSchedBar, 256); /* warpgroup 0 issues first */
+            turn_arrive<D>(kSchedBar); /* warpgroup 0 issues first */
         /* tile codes are read before the products they follow, so the load
          * is in flight while the tensor cores run (not after their wait) */
         code = p.tiles[it.tile_begin];
@@ -734,11 +815,11 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         mbar_arrive(sm.qempty);
     if (C::OVERLAP && num > 0) {
         wait_v(num - 1, code);
-        named_sync(kSchedBar + cw, 256);
+        turn_sync<D>(kSchedBar + cw);
         wgmma_fence();
         issue_pv(num - 1);
         if (cw == 0) /* warpgroup 1 syncs once more; warpgroup 0 does not */
-            named_arrive(kSchedBar + 1, 256);
+            turn_arrive<D>(kSchedBar + 1);
         finish_pv(num - 1);
     }
     gi += num;
@@ -863,6 +944,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (u >= units)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
+            const uint32_t un = (k + 1) * G + (((k + 1) & 1) ? G - 1 - blockIdx.x : blockIdx.x);
+            if (C::QPREFETCH && un < units) /* the unit this CTA takes next */
+                prefetch_q<D>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - 128);
             consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1, tid % 128,
                             k, gi, tma);
         }
