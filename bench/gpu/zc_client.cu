@@ -145,14 +145,28 @@ static double pct(double *v, size_t n, double p)
     return v[i < n ? i : n - 1];
 }
 
+/* A number for JSON (NaN, e.g. the median of nothing, as null). */
+static void print_num(FILE *f, double x)
+{
+    if (isnan(x))
+        fprintf(f, "null");
+    else
+        fprintf(f, "%.3f", x);
+}
+
 static void print_summary(FILE *f, const char *key, double *v, size_t n, int comma)
 {
     double mn = n ? v[0] : NAN;
     for (size_t i = 1; i < n; i++)
         mn = v[i] < mn ? v[i] : mn;
     double p50 = pct(v, n, 50), p99 = pct(v, n, 99);
-    fprintf(f, "\"%s\": {\"p50\": %.3f, \"p99\": %.3f, \"min\": %.3f, \"n\": %zu}%s", key, p50, p99,
-            mn, n, comma ? ", " : "");
+    fprintf(f, "\"%s\": {\"p50\": ", key);
+    print_num(f, p50);
+    fprintf(f, ", \"p99\": ");
+    print_num(f, p99);
+    fprintf(f, ", \"min\": ");
+    print_num(f, mn);
+    fprintf(f, ", \"n\": %zu}%s", n, comma ? ", " : "");
 }
 
 /* The workload file bench_zerocopy.py writes (little-endian). */
@@ -578,8 +592,13 @@ static int measure(bench *b, variant v, int steps, const char *out)
     fprintf(stdout, "\"submit_parts_us\": {");
     double p_ready = pct(tm.ready, tm.n, 50), p_send = pct(tm.send, tm.n, 50),
            p_done = pct(tm.done, tm.n, 50);
-    fprintf(stdout, "\"ready_memop\": %.3f, \"prepared_submit\": %.3f, \"done_wait\": %.3f}}\n",
-            p_ready, p_send, p_done);
+    fprintf(stdout, "\"ready_memop\": ");
+    print_num(stdout, p_ready);
+    fprintf(stdout, ", \"prepared_submit\": ");
+    print_num(stdout, p_send);
+    fprintf(stdout, ", \"done_wait\": ");
+    print_num(stdout, p_done);
+    fprintf(stdout, "}}\n");
     fflush(stdout);
     if (v == V_ONEWORD) {
         attn_run_prepared_free(run0);
