@@ -16,11 +16,13 @@
  * the same pool, plan and arena):
  *   memop   cuStreamWaitValue64 (the default, as the Python client)
  *   spin    a 1-thread kernel polls the word, then the consume kernel
- *   fused   the consume kernel itself polls (thread 0 of each block)
  *   oneword memop, but ready and done are one word: the client writes 2e-1,
  *           attnd waits >= 2e-1 and writes 2e (one semaphore word per run)
  * --stamped 1: a stamped pass per variant instead of the timed steps
  * (GPU timestamps at 4 points of every layer, for attnd's timeline).
+ * (A third wait, the consume kernel itself polling in each of 132 blocks
+ * while attnd's kernels ran, hung on the H200 under MPS in its first step,
+ * 2026-12-01: removed.)
  * --probe first measures, in this process, how soon a waiter sees a word
  * another stream writes with a memop after a kernel: memop wait + a stamp
  * kernel, a polling kernel + a stamp kernel, a polling kernel that stamps.
@@ -81,18 +83,9 @@ __global__ void spin_wait(const volatile unsigned long long *word, unsigned long
     __threadfence();
 }
 
-/* acc += float(o) over n bf16 elements; with `word`, every block first
- * waits for the word to reach `value` (the `fused` variant). */
-__global__ void consume(float *acc, const uint16_t *o, size_t n,
-                        const volatile unsigned long long *word, unsigned long long value)
+/* acc += float(o) over n bf16 elements (the Python client's acc += O.float()). */
+__global__ void consume(float *acc, const uint16_t *o, size_t n)
 {
-    if (word != NULL) {
-        if (threadIdx.x == 0)
-            while (below(word, value)) {
-            }
-        __syncthreads();
-        __threadfence();
-    }
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         acc[i] += __uint_as_float((uint32_t)o[i] << 16);
@@ -266,8 +259,8 @@ static stream_value64_fn driver_entry(const char *name)
     return (stream_value64_fn)p;
 }
 
-typedef enum { V_MEMOP, V_SPIN, V_FUSED, V_ONEWORD, V_COUNT } variant;
-static const char *const g_variant_names[V_COUNT] = {"memop", "spin", "fused", "oneword"};
+typedef enum { V_MEMOP, V_SPIN, V_ONEWORD, V_COUNT } variant;
+static const char *const g_variant_names[V_COUNT] = {"memop", "spin", "oneword"};
 
 /* The arena's layout: semaphore words, then the tensors (256-aligned). */
 enum { SEM_READY = 0, SEM_DONE = 8, SEM_ONE = 16, ARENA_HEAD = 256 };
@@ -457,7 +450,7 @@ static int layer(bench *b, variant v, attn_prepared_run *run0, attn_prepared_run
     } else if (v == V_SPIN) {
         spin_wait<<<1, 1, 0, b->s>>>(dw, done_v);
     }
-    if (st != NULL && v != V_FUSED) /* fused: the wait is inside the consume */
+    if (st != NULL)
         stamp<<<1, 1, 0, b->s>>>(st + 2);
     double t3 = now_us();
     if (tm != NULL) {
@@ -469,14 +462,9 @@ static int layer(bench *b, variant v, attn_prepared_run *run0, attn_prepared_run
     }
     size_t n = (size_t)w->B * w->HQ * w->D;
     const uint16_t *o = (const uint16_t *)(b->arena + b->off_o);
-    if (v == V_FUSED)
-        consume<<<132, 256, 0, b->s>>>(b->acc, o, n, dw, done_v);
-    else
-        consume<<<(unsigned)((n + 255) / 256), 256, 0, b->s>>>(b->acc, o, n, NULL, 0);
+    consume<<<(unsigned)((n + 255) / 256), 256, 0, b->s>>>(b->acc, o, n);
     if (st != NULL)
         stamp<<<1, 1, 0, b->s>>>(st + 3);
-    if (st != NULL && v == V_FUSED)
-        stamp<<<1, 1, 0, b->s>>>(st + 2);
     if (li == 0 && save >= 0) { /* what the Python client's o.clone() / lse.clone() copy */
         CHECK_CUDA(cudaMemcpyAsync(b->save_o[save], b->arena + b->off_o, w->q_bytes,
                                    cudaMemcpyDeviceToDevice, b->s));
@@ -614,8 +602,7 @@ static int measure(bench *b, variant v, int steps, const char *out)
 /* A stamped pass of one variant (attnd started with ATTN_CUDA_TIMELINE):
  * a warm-up step, then 3 steps with %globaltimer stamps on our stream at
  * 4 points of every layer (before the input copies, after them, after the
- * done wait, after the consume; fused: the wait is inside the consume, so
- * points 2 and 3 coincide).  Prints the stamps and each run's wait value
+ * done wait, after the consume).  Prints the stamps and each run's wait value
  * (the key of attnd's timeline lines) as one JSON line. */
 static int stamped(bench *b, variant v)
 {
@@ -720,7 +707,7 @@ static void probe(bench *b, int n)
 int main(int argc, char **argv)
 {
     const char *url = "ipc:///tmp/attnd-zc.sock", *pool = "zc", *data = NULL, *out = ".";
-    const char *variants = "memop,spin,fused,oneword";
+    const char *variants = "memop,spin,oneword";
     int steps = 10, probe_rounds = 0, stamped_pass = 0;
     bench b;
     memset(&b, 0, sizeof b);
@@ -750,7 +737,7 @@ int main(int argc, char **argv)
     if (data == NULL || steps < 1 || b.window < 1)
         return fprintf(stderr,
                        "usage: %s --data FILE [--url U] [--pool P] [--out DIR] "
-                       "[--variants memop,spin,fused,oneword] [--steps N] [--window W] "
+                       "[--variants memop,spin,oneword] [--steps N] [--window W] "
                        "[--probe ROUNDS] [--stamped 1]\n",
                        argv[0]),
                2;
