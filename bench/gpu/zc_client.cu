@@ -7,10 +7,11 @@
  * copies), a stream memop writes the `ready` semaphore, a prepared run
  * (attn_run_prepare once, attn_run_submit_prepared per layer: only id,
  * layer, order and the two semaphore values change) asks attnd to wait for
- * it, attend and signal `done`, then the stream waits for `done` and one
- * kernel consumes O (acc += float(O)).  The host never blocks inside a
- * step: replies are counted by libattn's callbacks and collected once per
- * step, at most --window outstanding.
+ * it, attend and signal `done`, then the stream waits for `done` and two
+ * kernels consume O (acc += float(O), the two kernels torch runs for the
+ * Python client and for (a)).  The host never blocks inside a step:
+ * replies are counted by libattn's callbacks and collected once per step,
+ * at most --window outstanding.
  *
  * How the stream waits for `done` (--variants, each measured in turn on
  * the same pool, plan and arena):
@@ -83,12 +84,21 @@ __global__ void spin_wait(const volatile unsigned long long *word, unsigned long
     __threadfence();
 }
 
-/* acc += float(o) over n bf16 elements (the Python client's acc += O.float()). */
-__global__ void consume(float *acc, const uint16_t *o, size_t n)
+/* The consume, as the Python client and (a) do it (acc += O.float(): two
+ * kernels, so that every client does the same GPU work per layer):
+ * f = float(o), then acc += f, over n elements. */
+__global__ void to_float(float *f, const uint16_t *o, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        acc[i] += __uint_as_float((uint32_t)o[i] << 16);
+        f[i] = __uint_as_float((uint32_t)o[i] << 16);
+}
+
+__global__ void add_into(float *acc, const float *f, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        acc[i] += f[i];
 }
 
 /* The probe's kernels: sleep ~us then stamp; stamp; poll then stamp. */
@@ -347,7 +357,8 @@ static int setup(bench *b, const char *url, const char *pool)
     CHECK_CUDA(cudaMemcpy(b->src_q, w->q, w->q_bytes * w->L, cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemcpy(b->src_k, w->k, w->kv_bytes * w->L, cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemcpy(b->src_v, w->v, w->kv_bytes * w->L, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMalloc((void **)&b->acc, o_bytes * 2));
+    /* acc (fp32) and the consume's float(O) behind it */
+    CHECK_CUDA(cudaMalloc((void **)&b->acc, o_bytes * 2 * 2));
     for (int i = 0; i < 2; i++) {
         CHECK_CUDA(cudaMalloc((void **)&b->save_o[i], o_bytes));
         CHECK_CUDA(cudaMalloc((void **)&b->save_lse[i], lse_bytes));
@@ -462,7 +473,9 @@ static int layer(bench *b, variant v, attn_prepared_run *run0, attn_prepared_run
     }
     size_t n = (size_t)w->B * w->HQ * w->D;
     const uint16_t *o = (const uint16_t *)(b->arena + b->off_o);
-    consume<<<(unsigned)((n + 255) / 256), 256, 0, b->s>>>(b->acc, o, n);
+    unsigned grid = (unsigned)((n + 255) / 256);
+    to_float<<<grid, 256, 0, b->s>>>(b->acc + n, o, n);
+    add_into<<<grid, 256, 0, b->s>>>(b->acc, b->acc + n, n);
     if (st != NULL)
         stamp<<<1, 1, 0, b->s>>>(st + 3);
     if (li == 0 && save >= 0) { /* what the Python client's o.clone() / lse.clone() copy */
