@@ -136,6 +136,7 @@ static int encode_diag(attn_server *s, const attnd_plan *p, uint64_t plan_id,
         /* the sentence with the ping-pong measured on the run's device */
         char note[ATTND_HANDOFF_NOTE];
         double us = 0;
+        _Static_assert(sizeof dg->handoff_note >= sizeof note, "the diag holds a whole sentence");
         attnd_handoff_describe(&s->handoff, handoff_device, note, sizeof note, &us);
         attn_diag_set_handoff(dg, s->mps, note);
         attn_diag_set_handoff_measured(dg, us);
@@ -539,6 +540,8 @@ static int run_prepare(run_ctx *c, attn_run_args *ra, void **scratch, attn_error
     if (pool->generation != p->pool_generation)
         return attn_error_set(err, ATTN_E_STALE_PLAN, "plan_id",
                               "pool '%s' was dropped and created again since this plan", p->pool);
+    if ((rc = attnd_pool_check_serving(pool, err)) != 0)
+        return rc;
     if (ra->layer >= pool->geom.layers)
         return attn_error_set(err, ATTN_E_LAYER, "layer", "layer %u outside [0, %u)", ra->layer,
                               pool->geom.layers);
@@ -651,20 +654,49 @@ static bool run_defers(const run_ctx *c)
            c->p->engine->ops->complete != NULL && c->s->cfg.async_defer;
 }
 
-/* The engine's failure as the reply says it. */
+/* A run that could not put its rows back (E_POOL_UNRESTORED) quarantines
+ * its pool before anything else may use it: called under the pool's lock
+ * (synchronous runs) or while the run still counts as deferred. */
+static void quarantine_if_unrestored(run_ctx *c, int rc, const attn_error_detail *eerr)
+{
+    char why[160];
+    if (rc != ATTN_E_POOL_UNRESTORED)
+        return;
+    snprintf(why, sizeof why, "a run of engine %s at layer %u could not put its rows back (%.60s)",
+             c->p->engine->ops->name, c->a.layer, eerr->message);
+    attnd_pool_quarantine(c->pool, why);
+}
+
+/* The engine's failure as the reply says it.  An unrestored pool is named
+ * by the run's layer, whether the engine said so (the synchronous unwind)
+ * or not (a deferred run's completion only knows its ticket). */
 static int engine_failure(run_ctx *c, int rc, const attn_error_detail *eerr, attn_error_detail *err)
 {
     const attnd_plan *p = c->p;
     atomic_fetch_add(&c->s->engine_failures, 1);
     if (rc == ATTN_E_POOL_UNRESTORED)
-        return attn_error_set(err, rc, eerr->field,
-                              "engine %s failed and could not restore the pool: "
-                              "the rows of this run may be partly written (%.120s)",
-                              p->engine->ops->name, eerr->message);
+        return attn_error_set(err, rc, eerr->field[0] != '\0' ? eerr->field : "layer",
+                              "engine %s failed at layer %u and could not restore the pool: "
+                              "the rows of this run may be partly written (%.90s); pool '%s' is "
+                              "quarantined (pool_drop it)",
+                              p->engine->ops->name, c->a.layer, eerr->message, p->pool);
     return attn_error_set(err, rc, eerr->field,
                           "engine %s on %s failed (%.150s); the pool is unchanged",
                           p->engine->ops->name, p->engine->where,
                           eerr->message[0] ? eerr->message : attn_err_message(rc));
+}
+
+/* A run refused after its wait was entered and before its engine ran: it
+ * still signals, as a failed run does, so the client never waits for ever. */
+static int refuse_before_engine(run_ctx *c, int rc)
+{
+    if (c->a.wait_dev != NULL)
+        attnd_async_wait_leave(c->s->async, &c->dw);
+    if (c->sig_host != NULL)
+        attnd_sem_signal_host(c->sig_host, c->sig_value);
+    if (c->a.signal_dev != NULL && c->sem_ipc != NULL)
+        attn_cuda_ipc_release(c->sem_ipc, c->a.signal_dev, c->a.signal_value);
+    return rc;
 }
 
 /* Wait (host semaphore), run the engine under the pool's lock, verify when
@@ -714,10 +746,19 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
         pthread_mutex_lock(&pool->lock);
     else
         attnd_pool_lock_idle(pool);
+    /* a queued run was admitted before an earlier one quarantined the pool */
+    if ((rc = attnd_pool_check_serving(pool, err)) != 0) {
+        if (tracing)
+            attn_cupti_end(c->tk->k, ATTN_KERNELS_MAX, &c->tk->n, NULL, NULL);
+        pthread_mutex_unlock(&pool->lock);
+        pthread_rwlock_unlock(&s->trace_lock);
+        return refuse_before_engine(c, rc);
+    }
     engine_t0 = now_us();
     rc = attn_engine_run(p->engine, p->eplan, &c->a, &c->report, &eerr);
     if (rc == 0 && c->report.deferred)
         atomic_fetch_add(&pool->deferred, 1); /* under the lock: see attnd_pool_lock_idle */
+    quarantine_if_unrestored(c, rc, &eerr);
     c->exec_us = now_us() - t0;
     attnd_metrics_note_engine(&s->metrics, p->engine->ops->platform,
                               (uint64_t)((now_us() - engine_t0) * 1e3));
@@ -781,6 +822,7 @@ static int run_complete(run_ctx *c, attn_error_detail *err)
     attn_error_detail eerr;
     memset(&eerr, 0, sizeof eerr);
     int rc = attn_engine_complete(c->p->engine, c->report.ticket, &c->report, &eerr);
+    quarantine_if_unrestored(c, rc, &eerr); /* before the pool counts as idle */
     atomic_fetch_sub(&c->pool->deferred, 1);
     if (c->a.wait_dev != NULL)
         attnd_async_wait_leave(c->s->async, &c->dw);

@@ -19,25 +19,47 @@ void attnd_handoff_fini(attnd_handoff *h)
 }
 
 /* The sentence for device semaphores on `device` with figure `us` (0: none,
- * `why` says why when it failed). */
+ * `why` says why when it failed).  It must fit the note whole: the remedy
+ * comes before the failure's reason, and only the reason is shortened to
+ * the room left (a failed probe's message once pushed the remedy out). */
 static void sentence(int mps, int device, double us, const char *why, char *note, size_t n)
 {
-    char fig[128];
-    if (us > 0)
-        snprintf(fig, sizeof fig, "semaphore ping-pong measured %.1f us per round trip on cuda:%d",
-                 us, device);
-    else
-        snprintf(fig, sizeof fig, "no ping-pong measured on cuda:%d%s%.80s", device,
-                 why[0] ? ": " : " yet", why);
+    static const char time_sliced[] = "time-sliced: no MPS, so two processes' kernels take turns "
+                                      "and a cross-process hand-off costs ~286 us";
+    static const char remedy[] = "start nvidia-cuda-mps-control -d";
+    char num[32];
+    if (us > 0) {
+        /* a figure past any plausible one keeps its width bounded */
+        if (us < 1e7)
+            snprintf(num, sizeof num, "%.1f", us);
+        else
+            snprintf(num, sizeof num, "%.3e", us);
+        if (mps == 1)
+            snprintf(note, n,
+                     "MPS: GPU-side hand-offs between processes overlap; semaphore ping-pong "
+                     "measured %s us per round trip on cuda:%d",
+                     num, device);
+        else if (mps == 0)
+            snprintf(note, n, "%s, not the %s us semaphore ping-pong measured on cuda:%d; %s",
+                     time_sliced, num, device, remedy);
+        else
+            snprintf(note, n,
+                     "MPS state unknown (time-sliced unless MPS runs); semaphore ping-pong "
+                     "measured %s us per round trip on cuda:%d",
+                     num, device);
+        return;
+    }
+    char lead[192];
     if (mps == 1)
-        snprintf(note, n, "MPS: GPU-side hand-offs between processes overlap; %s", fig);
+        snprintf(lead, sizeof lead, "MPS: GPU-side hand-offs between processes overlap");
     else if (mps == 0)
-        snprintf(note, n,
-                 "time-sliced: no MPS, so two processes' kernels take turns and a cross-process "
-                 "hand-off costs ~286 us, not the %s; start nvidia-cuda-mps-control -d",
-                 fig);
+        snprintf(lead, sizeof lead, "%s; %s", time_sliced, remedy);
     else
-        snprintf(note, n, "MPS state unknown (time-sliced unless MPS runs); %s", fig);
+        snprintf(lead, sizeof lead, "MPS state unknown (time-sliced unless MPS runs)");
+    const char *sep = why[0] ? ": " : " yet";
+    int fixed = snprintf(NULL, 0, "%s; no ping-pong measured on cuda:%d%s", lead, device, sep);
+    int room = fixed >= 0 && (size_t)fixed < n ? (int)(n - 1 - (size_t)fixed) : 0;
+    snprintf(note, n, "%s; no ping-pong measured on cuda:%d%s%.*s", lead, device, sep, room, why);
 }
 
 double attnd_handoff_measure(attnd_handoff *h, int device, char *note, size_t n)

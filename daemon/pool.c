@@ -14,6 +14,9 @@
 #include "engines/cuda/ipc.h"
 #endif
 
+/* attnd_pool.quarantine */
+enum { POOL_SERVING, POOL_QUARANTINING, POOL_QUARANTINED };
+
 struct attnd_pool_table {
     pthread_mutex_t lock;
     uint64_t budget;
@@ -248,6 +251,7 @@ static int create_pool(attnd_pool_table *t, const attn_pool_geometry *g, bool ex
     if (p->geom.device[0] == '\0')
         snprintf(p->geom.device, sizeof p->geom.device, "cpu");
     pthread_mutex_init(&p->lock, NULL);
+    atomic_init(&p->quarantine, POOL_SERVING);
     p->page_bytes_k = pk;
     p->page_bytes_v = pv;
     p->bytes = total;
@@ -348,6 +352,39 @@ uint32_t attnd_pool_table_exported(attnd_pool_table *t)
 {
     pthread_mutex_lock(&t->lock);
     uint32_t n = t->exported;
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
+void attnd_pool_quarantine(attnd_pool *p, const char *why)
+{
+    int expected = POOL_SERVING;
+    /* a failed deferred completion calls this without the pool's lock, so
+     * the first caller claims the reason and publishes it when written */
+    if (!atomic_compare_exchange_strong(&p->quarantine, &expected, POOL_QUARANTINING))
+        return;
+    snprintf(p->quarantine_why, sizeof p->quarantine_why, "%s", why);
+    atomic_store(&p->quarantine, POOL_QUARANTINED);
+}
+
+int attnd_pool_check_serving(const attnd_pool *p, attn_error_detail *err)
+{
+    int q = atomic_load(&p->quarantine);
+    if (q == POOL_SERVING)
+        return 0;
+    return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "pool",
+                          "pool '%s' is quarantined, no run uses it (pool_drop it and create it "
+                          "again): %.120s, so its bytes may hold rows no manifest describes",
+                          p->geom.name,
+                          q == POOL_QUARANTINED ? p->quarantine_why : "a run could not restore it");
+}
+
+uint32_t attnd_pool_table_quarantined(attnd_pool_table *t)
+{
+    uint32_t n = 0;
+    pthread_mutex_lock(&t->lock);
+    for (uint32_t i = 0; i < t->n; i++)
+        n += atomic_load(&t->pools[i]->quarantine) != POOL_SERVING;
     pthread_mutex_unlock(&t->lock);
     return n;
 }
@@ -506,10 +543,19 @@ int attnd_pool_write(attnd_pool *p, uint32_t layer, const int32_t *pages, uint32
                 if (attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_k[layer], 0, pages, n,
                                          old_k, 1, &ignored) != 0 ||
                     attn_cuda_pool_pages(&p->geom, p->view.device, p->layer_v[layer], 1, pages, n,
-                                         old_v, 1, &ignored) != 0)
+                                         old_v, 1, &ignored) != 0) {
                     rc = attn_error_set(err, ATTN_E_POOL_UNRESTORED, "pages",
                                         "copying the pages failed and so did putting the old "
-                                        "bytes back: the named pages may be partly written");
+                                        "bytes back: the named pages may be partly written; "
+                                        "pool '%s' is quarantined (pool_drop it)",
+                                        p->geom.name);
+                    char why[96];
+                    snprintf(why, sizeof why,
+                             "a kv_write of layer %u could not put its old "
+                             "bytes back",
+                             layer);
+                    attnd_pool_quarantine(p, why);
+                }
             }
         }
         pthread_mutex_unlock(&p->lock);

@@ -41,6 +41,10 @@ typedef struct attnd_pool {
     attn_pool_export exp;
     uint32_t exporter;
     _Atomic bool export_live; /* false once the exporter's connection closed */
+    /* quarantine (attnd_pool_quarantine): 0 serving, 1 while the reason is
+     * written, 2 quarantined; only the first failure writes the reason */
+    _Atomic int quarantine;
+    char quarantine_why[160];
 } attnd_pool;
 
 typedef struct attnd_pool_table attnd_pool_table;
@@ -78,6 +82,19 @@ uint32_t attnd_pool_table_conn_closed(attnd_pool_table *t, uint32_t conn);
 
 /* Pools exported now (stats). */
 uint32_t attnd_pool_table_exported(attnd_pool_table *t);
+
+/* A run or kv_write on `p` failed and could not put the old rows back
+ * (E_POOL_UNRESTORED): its bytes may hold rows no manifest describes, so
+ * from now on no run uses it (attnd_pool_check_serving) until it is dropped.
+ * `why` (the failure, naming the layer) is kept from the first call only. */
+void attnd_pool_quarantine(attnd_pool *p, const char *why);
+
+/* 0 for a pool that serves runs; E_POOL_UNRESTORED, field "pool", saying
+ * why and how to recover (pool_drop), for a quarantined one. */
+int attnd_pool_check_serving(const attnd_pool *p, attn_error_detail *err);
+
+/* Pools quarantined now (stats). */
+uint32_t attnd_pool_table_quarantined(attnd_pool_table *t);
 
 /* Remove a pool from the table; its memory goes when the last user releases it. */
 int attnd_pool_drop(attnd_pool_table *t, const char *name, attn_error_detail *err);

@@ -444,6 +444,7 @@ static int do_stats(attn_server *s, attn_reply *rep)
         add_counter(st, "buffers_released_on_close", bs.released_on_close);
         add_counter(st, "buffers_refused", bs.refused);
         add_counter(st, "pools_exported", attnd_pool_table_exported(s->pools));
+        add_counter(st, "pools_quarantined", attnd_pool_table_quarantined(s->pools));
     }
     {
         attnd_async_stats as;
@@ -597,6 +598,7 @@ static int do_buffer_register(attn_server *s, uint32_t conn, const attn_buffer_a
         return rc;
     /* what a hand-off through this buffer's semaphores costs: measured now
      * for a device buffer, host semaphores for a shm one */
+    _Static_assert(sizeof rep->handoff >= ATTND_HANDOFF_NOTE, "the reply holds a whole sentence");
     if (a->kind == ATTN_BUFFER_CUDA_IPC)
         rep->handoff_us = attnd_handoff_measure(&s->handoff, atoi(a->device + 5), rep->handoff,
                                                 sizeof rep->handoff);

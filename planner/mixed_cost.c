@@ -8,29 +8,33 @@
 #include <string.h>
 
 /* Calibrated on a lent H200 (132 SMs, driver 580.159.04) from
- * bench/gpu/bench_mixed.py, last on 2026-12-01 at 14:17 UTC with the
- * prefill kernel's TMA tier (branch pfk; bench/results/
- * mixed-h200-2026-12-01-r2.json, the same batches and plans as before):
- * the prefill kernel ran 2.42-2.65 us per executed 128 x 128 x d128 tile per
- * SM under unified (M1 2.54, M2 2.59, M3 2.42, M5 2.65, M4 decode-only 2.64,
- * M4 prefill-only 2.55: 66560 tiles in 1.283 ms), so 2.57 (it was 3.25 with
- * the cp.async-only kernel, 11:29 UTC); the decode kernels read the decode
- * rows' K/V at 3.8 TB/s (M4 decode-only: 2148 MB in 0.580 ms, append
- * included).  The forked variant (calibrate_mixed.py on the same run): the
- * decode kernels on a second stream beside a prefill grid capped at 66 CTAs
- * cost 0.199 of their serial time (median of M1, M2, M3, M5; range
- * -0.05..0.37; 0.097 before the faster kernel).  With these the model is
- * within 10 % of every measured serial and unified time, picks partition on
- * M1-M5, keeps M1 serial and forks M2, M3 and M5, where the measured fork
- * is within 1 % of serial or faster (tests/unit/test_mixed_cost.c). */
+ * bench/gpu/bench_mixed.py on 2026-12-01 at 16:08 UTC (round 3, main
+ * e785c6a + branch mixpod: the tensor-map decode producer, the prefill
+ * kernel's TMA tier; bench/results/mixed-h200-2026-12-01-r3.json) by
+ * bench/gpu/calibrate_mixed.py: the prefill kernel ran 2.40-2.61 us per
+ * executed 128 x 128 x d128 tile per SM under unified (median 2.54 over M1,
+ * M2, M3, M5, M4; 2.57 at 14:17 UTC, 3.25 with the cp.async-only kernel at
+ * 11:29); the decode kernels read the decode rows' K/V at 4.3 TB/s (M4
+ * decode-only: 2148 MB in 0.511 ms, append included; 3.8 before the
+ * tensor-map producer).  The forked variant's fluid model, least squares
+ * over the 16 capped prefill-first runs (caps 66, 80, 96, 112 on M1, M2,
+ * M3, M5): decode_sat_sms 148, interference -0.32, fork_us 82.  Measured,
+ * forking gained at most 2.4 % that day (M2 at cap 112: 0.908 ms against
+ * serial 0.930; M1 at 112: 1.550 against 1.561) and the best cap moved
+ * between runs (M1: 96 at 14:17 UTC, 8 % under serial, before the faster
+ * decode producer), so the model keeps partition serial on M1-M5: within
+ * 0.7, 2.5, 0.3 and 0 % of the measured best (tests/unit/test_mixed_cost.c).
+ * The candidate caps are the ones measured. */
 static const attn_mixed_cost_consts k_h200 = {
-    .tile_us = 2.57,
+    .tile_us = 2.54,
     .launch_us = 4.0,
-    .decode_gbps = 3800.0,
+    .decode_gbps = 4300.0,
     .decode_fixed_us = 8.0,
-    .fork_us = 6.0,
-    .interference = 0.199,
-    .fork_ctas = 66,
+    .fork_us = 82.0,
+    .interference = -0.32,
+    .decode_sat_sms = 148,
+    .num_caps = 4,
+    .caps = {66, 80, 96, 112},
 };
 
 #define ATTN__MIXED_ORDER_NAME(e, v, n) [v] = n,
@@ -104,34 +108,83 @@ static double decode_us(const attn_mixed_cost_in *in, const attn_mixed_cost_cons
            (double)in->decode_kv_bytes / (k->decode_gbps * 1e3); /* GB/s -> bytes/us */
 }
 
-/* Partition's two variants; the order it runs by the setting, or the
- * cheaper (ties: serial).  Forking needs both kernel families. */
+/* Forked at cap c (0 or >= the SMs: the whole machine, nothing free for
+ * the decode kernels): the fluid model of attn_mixed_cost_consts. */
+static double forked_us(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k, uint32_t c,
+                        double dec)
+{
+    const uint32_t n = in->num_sms ? in->num_sms : 1;
+    if (c == 0 || c > n)
+        c = n;
+    attn_mixed_cost_in capped = *in;
+    capped.num_sms = c;
+    const double pc = prefill_launch_us(in->prefill_tiles, in->prefill_longest, &capped, k);
+    double rate = 1.0; /* of the decode kernels' full rate, on the n - c free SMs */
+    if (c == n)
+        rate = 0.0;
+    else if (k->decode_sat_sms != 0 && n - c < k->decode_sat_sms)
+        rate = (double)(n - c) / (double)k->decode_sat_sms;
+    const double beside = dec < rate * pc ? dec : rate * pc;
+    return pc + (dec - beside) + k->interference * beside + k->fork_us;
+}
+
+/* Partition's variants; the order it runs by the setting, or the cheapest
+ * (ties: serial, then the smaller cap).  Forking needs both kernel
+ * families. */
 static void partition_variants(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k,
                                attn_mixed_cost *out)
 {
     const double dec = decode_us(in, k);
-    const double pre = prefill_launch_us(in->prefill_tiles, in->prefill_longest, in, k);
-    out->serial_us = pre + dec;
+    out->serial_us = prefill_launch_us(in->prefill_tiles, in->prefill_longest, in, k) + dec;
     out->concurrent_us = -1;
-    uint32_t cap = in->streams.prefill_ctas ? in->streams.prefill_ctas : k->fork_ctas;
     const bool both = dec > 0 && in->prefill_tiles > 0;
-    if (both) {
-        attn_mixed_cost_in capped = *in;
-        if (cap != 0 && cap < in->num_sms)
-            capped.num_sms = cap;
-        const double pc = prefill_launch_us(in->prefill_tiles, in->prefill_longest, &capped, k);
-        const double hi = pc > dec ? pc : dec, lo = pc > dec ? dec : pc;
-        out->concurrent_us = hi + k->interference * lo + k->fork_us;
+    const attn_mixed_order asked = in->streams.order;
+    if (both && asked != ATTN_MIXED_ORDER_SERIAL) {
+        if (in->streams.prefill_ctas != 0) { /* the setting's cap alone */
+            out->fork_ctas[0] = in->streams.prefill_ctas;
+            out->num_forks = 1;
+        } else {
+            for (uint32_t i = 0; i < k->num_caps && i < ATTN_MIXED_MAX_CAPS; i++)
+                out->fork_ctas[out->num_forks++] = k->caps[i];
+        }
+        uint32_t best = 0;
+        for (uint32_t i = 0; i < out->num_forks; i++) {
+            out->fork_est_us[i] = forked_us(in, k, out->fork_ctas[i], dec);
+            if (out->fork_est_us[i] < out->fork_est_us[best])
+                best = i;
+        }
+        if (out->num_forks > 0) {
+            out->concurrent_us = out->fork_est_us[best];
+            out->prefill_ctas = out->fork_ctas[best];
+        }
     }
-    attn_mixed_order o = in->streams.order;
-    if (!both)
+    attn_mixed_order o = asked;
+    if (out->concurrent_us < 0)
         o = ATTN_MIXED_ORDER_SERIAL;
     else if (o == ATTN_MIXED_ORDER_AUTO)
         o = out->concurrent_us < out->serial_us ? ATTN_MIXED_ORDER_PREFILL_FIRST
                                                 : ATTN_MIXED_ORDER_SERIAL;
     out->order = o;
-    out->prefill_ctas = o == ATTN_MIXED_ORDER_SERIAL ? 0 : cap;
+    if (o == ATTN_MIXED_ORDER_SERIAL)
+        out->prefill_ctas = 0;
     out->partition_us = o == ATTN_MIXED_ORDER_SERIAL ? out->serial_us : out->concurrent_us;
+}
+
+void attn_mixed_cost_describe_partition(const attn_mixed_cost *c, char *buf, size_t size)
+{
+    if (size == 0)
+        return;
+    int n = c->order == ATTN_MIXED_ORDER_SERIAL
+                ? snprintf(buf, size, "partition serial: %.0f us", c->serial_us)
+                : snprintf(buf, size, "partition %s, prefill grid %u CTAs: serial %.0f us",
+                           attn_mixed_order_name(c->order), c->prefill_ctas, c->serial_us);
+    if (c->num_forks == 0 || n < 0 || (size_t)n >= size)
+        return;
+    n += snprintf(buf + n, size - (size_t)n, ", forked");
+    for (uint32_t i = 0; i < c->num_forks && n > 0 && (size_t)n < size; i++)
+        n += snprintf(buf + n, size - (size_t)n, " %u:%.0f", c->fork_ctas[i], c->fork_est_us[i]);
+    if (n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, " us");
 }
 
 void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k,
@@ -153,13 +206,11 @@ void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cos
     }
     int n = snprintf(out->why, sizeof out->why,
                      "auto: %s est. %.0f us, %s %.0f us (%llu prefill-kernel tiles for %u decode "
-                     "rows, %.1f MB of decode K/V)",
+                     "rows, %.1f MB of decode K/V); ",
                      part ? "partition" : "unified", part ? out->partition_us : out->unified_us,
                      part ? "unified" : "partition", part ? out->unified_us : out->partition_us,
                      (unsigned long long)(in->unified_tiles - in->prefill_tiles),
                      in->decode_requests, (double)in->decode_kv_bytes / 1e6);
-    if (n > 0 && (size_t)n < sizeof out->why && out->concurrent_us >= 0)
-        snprintf(out->why + n, sizeof out->why - (size_t)n,
-                 "; partition %s: serial %.0f us, forked %.0f us",
-                 attn_mixed_order_name(out->order), out->serial_us, out->concurrent_us);
+    if (n > 0 && (size_t)n < sizeof out->why) /* cut at the end: the estimates come first */
+        attn_mixed_cost_describe_partition(out, out->why + n, sizeof out->why - (size_t)n);
 }

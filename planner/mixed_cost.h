@@ -12,10 +12,11 @@
  *              decode kernels over the decode rows: on one stream one after
  *              the other (serial), or forked onto two streams after the
  *              shared append and joined before the copy back (concurrent;
- *              the prefill grid may be capped so the decode kernels find
- *              idle SMs), the order and the cap an instance setting
+ *              the prefill grid capped so the decode kernels find idle
+ *              SMs), the order and the cap an instance setting
  *              (attn_mixed_streams, from ATTN_MIXED_STREAMS and
- *              ATTN_MIXED_PREFILL_CTAS) or, by default, the model's pick;
+ *              ATTN_MIXED_PREFILL_CTAS) or, by default, the model's pick
+ *              among serial and each candidate cap of the constants;
  *   overlap    not estimated: no co-resident kernel exists (admission
  *              refuses it with the reason).
  */
@@ -73,17 +74,29 @@ typedef struct attn_mixed_cost_in {
     attn_mixed_streams streams; /* the instance's setting (zero: auto, no cap) */
 } attn_mixed_cost_in;
 
-/* Device constants (measured; see attn_mixed_cost_h200 for the date). */
+/* The most candidate caps of the prefill grid a constants set holds. */
+#define ATTN_MIXED_MAX_CAPS 6
+
+/* Device constants (measured; see attn_mixed_cost_h200 for the date).
+ * The forked estimate at cap c on N SMs is a fluid model: the capped
+ * prefill grid takes P(c) (its waves on c SMs); beside it the decode
+ * kernels run on the N - c free SMs at r = min(1, (N - c) / decode_sat_sms)
+ * of their full rate, so they finish ov = min(D, r x P(c)) of their
+ * full-machine time D there and the rest, D - ov, on the whole machine
+ * after the prefill grid ends:
+ *   forked(c) = P(c) + (D - ov) + interference x ov + fork_us. */
 typedef struct attn_mixed_cost_consts {
-    double tile_us;         /* one 128 x 128 x d128 tile on one SM, in the prefill kernel */
-    double launch_us;       /* fixed cost of one kernel launch on the stream */
-    double decode_gbps;     /* decode kernels' K/V read rate, GB/s */
-    double decode_fixed_us; /* producer + reducer fixed cost */
-    double fork_us;         /* event fork + join of the second stream */
-    double interference;    /* concurrent = max(P, D) + interference x min(P, D) + fork_us;
-                               1: no gain from the second stream (uncalibrated) */
-    uint32_t fork_ctas;     /* the prefill grid's cap when forked and the setting gives none
-                               (0: one CTA per SM) */
+    double tile_us;          /* one 128 x 128 x d128 tile on one SM, in the prefill kernel */
+    double launch_us;        /* fixed cost of one kernel launch on the stream */
+    double decode_gbps;      /* decode kernels' K/V read rate on the whole machine, GB/s */
+    double decode_fixed_us;  /* producer + reducer fixed cost */
+    double fork_us;          /* event fork + join of the second stream */
+    double interference;     /* the extra share of the decode time run beside the prefill
+                                grid (negative: that part ran faster than alone) */
+    uint32_t decode_sat_sms; /* SMs the decode kernels need for their full K/V rate (0: any
+                                number reaches it) */
+    uint32_t num_caps;       /* candidate caps auto tries when forked (0: it never forks) */
+    uint32_t caps[ATTN_MIXED_MAX_CAPS]; /* ascending CTA counts, each below the SM count */
 } attn_mixed_cost_consts;
 
 /* The constants measured on the H200 (date in mixed_cost.c). */
@@ -92,19 +105,31 @@ const attn_mixed_cost_consts *attn_mixed_cost_h200(void);
 /* The estimates and the choice. */
 typedef struct attn_mixed_cost {
     double unified_us, partition_us; /* partition_us < 0: not admitted; the variant it runs */
-    double serial_us, concurrent_us; /* partition's two variants (< 0: not admitted) */
-    attn_schedule_policy pick;       /* UNIFIED or PARTITION */
-    attn_mixed_order order;          /* how partition runs: SERIAL, DECODE_FIRST or PREFILL_FIRST */
-    uint32_t prefill_ctas;           /* the prefill grid's cap when forked (0: none) */
+    double serial_us, concurrent_us; /* partition's serial and its best forked candidate (< 0:
+                                        not admitted) */
+    uint32_t num_forks;              /* forked candidates estimated (0: none) */
+    uint32_t fork_ctas[ATTN_MIXED_MAX_CAPS]; /* each candidate's prefill grid cap */
+    double fork_est_us[ATTN_MIXED_MAX_CAPS]; /* and its estimate */
+    attn_schedule_policy pick;               /* UNIFIED or PARTITION */
+    attn_mixed_order order; /* how partition runs: SERIAL, DECODE_FIRST or PREFILL_FIRST */
+    uint32_t prefill_ctas;  /* the prefill grid's cap when forked (0: none) */
     char why[256];
 } attn_mixed_cost;
 
-/* Estimate both strategies and partition's two variants; partition_ok
- * false leaves partition out (partition_us -1).  Deterministic: a tie
- * picks unified, and serial over concurrent; an order the setting forces
- * is kept whatever its estimate. */
+/* Estimate both strategies and partition's variants (serial and, with
+ * both kernel families, forked at each candidate cap: the setting's cap
+ * alone when it names one, else the constants' caps); partition_ok false
+ * leaves partition out (partition_us -1).  Deterministic: a tie picks
+ * unified, serial over forked, and the smaller cap; an order the setting
+ * forces is kept whatever its estimate. */
 void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k,
                               int partition_ok, attn_mixed_cost *out);
+
+/* Partition's variants in words into buf (NUL-terminated, cut to size):
+ * "partition <order>, prefill grid <cap> CTAs: serial <us> us, forked
+ * <cap>:<us> ... us" ("partition serial: <us> us, forked ..." when serial
+ * won; no forked list when none was estimated). */
+void attn_mixed_cost_describe_partition(const attn_mixed_cost *c, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

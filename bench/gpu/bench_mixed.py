@@ -42,11 +42,18 @@ VARIANTS = [
     ("part_pf", "partition", "prefill-first", None),
     ("part_pf_c112", "partition", "prefill-first", "112"),
     ("part_pf_c96", "partition", "prefill-first", "96"),
+    ("part_pf_c80", "partition", "prefill-first", "80"),
     ("part_pf_c66", "partition", "prefill-first", "66"),
     ("part_df", "partition", "decode-first", None),
     ("part_df_c96", "partition", "decode-first", "96"),
 ]
 FORKED = [v[0] for v in VARIANTS if v[2] is not None]
+# the prefill kernel alone over a batch's prefill/append rows (prefill_glue.c),
+# its persistent grid capped at each of these CTA counts (0: one per SM): the
+# cost model's P(c), and M4's specialised prefill launch
+KERNEL_CAPS = [0, 66, 80, 96, 112]
+MASK_CAUSAL = 0
+REPS = [15]  # timed runs after 3 warm-ups (--reps)
 
 
 def log(*a):
@@ -68,7 +75,49 @@ def load_lib(path):
     lib.attnmx_schedule.argtypes = [vp, ctypes.c_char_p, ctypes.c_size_t]
     lib.attnmx_info.argtypes = [vp, vp]
     lib.attnmx_destroy.argtypes = [vp]
+    lib.attnpf_create.restype = vp
+    lib.attnpf_create.argtypes = [u32, vp, vp, vp, vp, vp, vp, u32, u32, u32, u32, u32,
+                                  ctypes.c_int, vp, vp, vp, vp, ctypes.c_int, u32,
+                                  ctypes.POINTER(ctypes.c_int)]
+    lib.attnpf_run.restype = ctypes.c_int
+    lib.attnpf_run.argtypes = [vp, vp, vp, vp, vp, vp, vp]
+    lib.attnpf_free.argtypes = [vp]
+    lib.attnpf_set_max_ctas.argtypes = [vp, u32]
     return lib
+
+
+def prefill_kernel(lib, cs):
+    """The prefill kernel alone over the case's requests (the new rows
+    already in the pages, as the peers read them), one launch per call, at
+    each cap of KERNEL_CAPS: name -> median ms."""
+    B = cs["B"]
+    T = torch.tensor(cs["T"], dtype=torch.int64)
+    C = torch.tensor(cs["C"], dtype=torch.int64)
+    ptr = lambda t: ctypes.c_void_p(t.data_ptr())
+    rv = ctypes.c_int(0)
+    h = lib.attnpf_create(B, ptr(T), ptr(C), ptr(cs["qo"]), ptr(cs["indptr"]), ptr(cs["indices"]),
+                          ptr(cs["last"]), cs["num_pages"], P, HQ, HKV, D, MASK_CAUSAL, None,
+                          None, None, None, 0, 0, ctypes.byref(rv))
+    if not h:
+        raise RuntimeError("attnpf_create failed: %d" % rv.value)
+    try:
+        q = cs["q"].cuda()
+        o = torch.full_like(q, float("nan"))
+        lse = torch.full((q.shape[0], HQ), float("nan"), dtype=torch.float32, device="cuda")
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        fn = lambda: lib.attnpf_run(h, ptr(q), ptr(cs["K"]), ptr(cs["V"]), ptr(o), ptr(lse),
+                                    stream)
+        out = {}
+        for cap in KERNEL_CAPS:
+            lib.attnpf_set_max_ctas(h, cap)
+            if fn() != 0:
+                raise RuntimeError("attnpf_run failed at cap %d" % cap)
+            torch.cuda.synchronize()
+            nan = int(torch.isnan(o.float()).sum()) + int(torch.isnan(lse).sum())
+            out["c%d" % (cap or 132)] = dict(ms=time_fn(fn), nan=nan)
+        return out, o.cpu()
+    finally:
+        lib.attnpf_free(h)
 
 
 def shapes(gen):
@@ -117,10 +166,11 @@ def make_case(pre, dec, gen):
     i32 = lambda x: torch.tensor(x, dtype=torch.int32)
     cells = sum(c * t + c * (c + 1) // 2 for t, c in reqs)
     kv_bytes = sum(keys) * HKV * D * 2 * 2
+    decode_kv_bytes = sum(keys[len(pre):]) * HKV * D * 2 * 2
     return dict(B=len(reqs), T=T, C=C, npre=len(pre), ndec=len(dec), qo=i32(qo),
                 indptr=i32(indptr), indices=indices, last=i32(last), keys=i32(keys),
                 num_pages=total, K=K, V=V, q=q, q_dev=q.cuda(), knew=knew, vnew=vnew,
-                cells=cells, kv_bytes=kv_bytes)
+                cells=cells, kv_bytes=kv_bytes, decode_kv_bytes=decode_kv_bytes)
 
 
 def subset_case(cs, lo, hi):
@@ -156,7 +206,8 @@ def floor_ms(cs):
     return max(4.0 * cs["cells"] * HQ * D / 989e12, cs["kv_bytes"] / 4.8e12) * 1e3
 
 
-def time_fn(fn, reps=15, warm=3):
+def time_fn(fn, reps=None, warm=3):
+    reps = reps or REPS[0]
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
@@ -192,7 +243,7 @@ def run_attnd(lib, cs, sched, engine=0):
         lse = torch.full((cs["qo"][-1], HQ), float("nan"), dtype=torch.float32)
         us = ctypes.c_double(0)
         ts = []
-        for i in range(18):
+        for i in range(REPS[0] + 3):
             rv = lib.attnmx_run(h, ptr(cs["q"]), ptr(cs["knew"]), ptr(cs["vnew"]), ptr(o),
                                 ptr(lse), ctypes.byref(us))
             if rv != 0:
@@ -322,6 +373,21 @@ def print_tables(out):
             r["attnd"].get("auto", {}).get("ran", "?"), g(r["peers"], "part"),
             g(r["peers"], "ba"), g(r["peers"], "bpod"), g(r["peers"], "pod"), rat("part"),
             rat("ba"), rat("bpod"), rat("pod"), au))
+    log("prefill kernel alone on the prefill rows (ms), grid capped at N CTAs:")
+    for r in out["rows"]:
+        k = r.get("kernel", {})
+        if k:
+            log("%-10s " % r["batch"] + " ".join("%s %s" % (c, ("%.3f" % v["ms"]) if isinstance(
+                v, dict) and "ms" in v else "-") for c, v in k.items() if c.startswith("c")) +
+                ("  error %s" % k["error"][:120] if "error" in k else ""))
+    log("M4 through the mixed path / the specialised launch (target <= 1.03):")
+    for r in out["rows"]:
+        at = r["attnd"]
+        spec = at.get("cuda_decode", {}).get("ms") or r.get("kernel", {}).get("c132", {}).get("ms")
+        if r["batch"].startswith("M4") and spec:
+            log("  %-10s specialised %.3f  " % (r["batch"], spec) + " ".join(
+                "%s %.3f (%.3f)" % (n, at[n]["ms"], at[n]["ms"] / spec) for n in
+                ("auto", "partition", "unified") if "ms" in at.get(n, {})))
 
 
 
@@ -332,6 +398,10 @@ def main():
     ap.add_argument("--deadline", type=float, default=240.0, help="seconds; later peers skipped")
     ap.add_argument("--peers", default="part,ba,bpod,pod")
     ap.add_argument("--variants", default="", help="attnd variants to run (default: all)")
+    ap.add_argument("--no-extras", action="store_true",
+                    help="leave out the halves and the prefill kernel alone")
+    ap.add_argument("--reps", type=int, default=15, help="timed runs after 3 warm-ups")
+    ap.add_argument("--only", default="", help="batches to run (M1,M2,...; default: all)")
     ap.add_argument("--json", default="mixed_bench.json", help="file name of the results in --out")
     ap.add_argument("--table", default="", help="only print the tables of this mixed_bench.json")
     ap.add_argument("--wait-file", default="",
@@ -341,6 +411,7 @@ def main():
     if a.table:
         print_tables(json.load(open(a.table)))
         return 0
+    REPS[0] = a.reps
     t0 = time.time()
     lib = load_lib(a.lib)
     fi = None
@@ -349,7 +420,7 @@ def main():
         fi = flashinfer
     except Exception as ex:
         log("import flashinfer failed:", repr(ex)[:300])
-    res = dict(date=datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+    res = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                device=torch.cuda.get_device_name(0), torch=torch.__version__,
                cuda=torch.version.cuda, flashinfer=getattr(fi, "__version__", None),
                command="python3 bench/gpu/bench_mixed.py --out $OUT (bench/gpu/run_mixed.sh b)",
@@ -358,9 +429,12 @@ def main():
     cases = []
     # pass 1: attnd under every schedule on every batch (the engine's own path)
     for name, pre, dec in shapes(gen):
-        cs = make_case(pre, dec, gen)
+        cs = make_case(pre, dec, gen)  # drawn for every batch: the same data with --only
+        if a.only and name not in a.only.split(","):
+            continue
         row = dict(batch=name, B=cs["B"], prefill=pre if len(pre) <= 4 else f"{len(pre)} rows",
                    decodes=len(dec), visible_cells=cs["cells"], kv_bytes=cs["kv_bytes"],
+                   decode_kv_bytes=cs["decode_kv_bytes"],
                    floor_ms=floor_ms(cs), attnd={}, peers={})
         ref = None
         both = cs["npre"] > 0 and cs["ndec"] > 0
@@ -379,7 +453,7 @@ def main():
                     row["attnd"][name_v]["rel_l2_vs_unified"] = rel_l2(o, ref)
             except Exception as ex:
                 row["attnd"][name_v] = dict(error=repr(ex)[:300])
-        if both:  # the two halves alone (bench/gpu/calibrate_mixed.py)
+        if both and not a.no_extras:  # the two halves alone (bench/gpu/calibrate_mixed.py)
             for half, lo, hi in (("prefill_half", 0, cs["npre"]),
                                  ("decode_half", cs["npre"], cs["B"])):
                 try:
@@ -387,7 +461,15 @@ def main():
                     row["attnd"][half] = dict(ms=ms, **extra)
                 except Exception as ex:
                     row["attnd"][half] = dict(error=repr(ex)[:300])
-        if cs["npre"] == 0:
+        if cs["npre"] > 0 and not a.no_extras:  # the prefill kernel alone on the prefill rows, capped
+            try:
+                sub = subset_case(cs, 0, cs["npre"])
+                row["kernel"], o = prefill_kernel(lib, sub)
+                if cs["ndec"] == 0 and ref is not None:
+                    row["kernel"]["rel_l2_vs_unified"] = rel_l2(o, ref)
+            except Exception as ex:
+                row["kernel"] = dict(error=repr(ex)[:300])
+        if cs["npre"] == 0 and cs["ndec"] > 0:
             try:  # the specialised decode engine on the same pages (M4)
                 ms, o, lse, extra = run_attnd(lib, cs, "auto", engine=1)
                 row["attnd"]["cuda_decode"] = dict(ms=ms, rel_l2_vs_unified=rel_l2(o, ref),

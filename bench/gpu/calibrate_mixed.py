@@ -1,72 +1,119 @@
 #!/usr/bin/env python3
-"""The forked-partition constant of planner/mixed_cost.c from a device run
-of bench_mixed.py (its mixed_bench.json): per batch with both kernel
-families, P = the prefill rows alone and D = the decode rows alone (the
-rows "prefill_half" / "decode_half", each through the same engine, each
-with its own append), F = a forked variant; the model says
-F = max(P', D) + interference x min(P', D) + fork_us, P' = P x 132 / cap
-for a capped prefill grid (its waves on fewer SMs).  Prints, per variant,
-each batch's implied interference, the median, and the line to paste into
-k_h200 (keep interference 1.0 when no forked variant beat serial: auto
-then stays serial, as measured).
-Usage: python3 bench/gpu/calibrate_mixed.py mixed_bench.json [--fork-us 6] [--sms 132]
+"""The constants of planner/mixed_cost.c (k_h200) from a device run of
+bench_mixed.py (its mixed_bench.json), with the model of mixed_cost.h
+re-implemented here:
+  P(c)  = launch_us + max(tiles / c, longest) x tile_us   (prefill kernel on c SMs)
+  D     = launch_us + decode_fixed_us + decode bytes / decode_gbps
+  serial = P(N) + D
+  forked(c) = P(c) + (D - ov) + interference x ov + fork_us,
+        ov = min(D, r x P(c)), r = min(1, (N - c) / decode_sat_sms)
+tile_us: the median over the batches of unified's time per wave (its tiles
+/ N SMs); decode_gbps: M4 decode-only's decode bytes over partition's time;
+decode_sat_sms, interference and fork_us: least squares (relative error)
+over every capped prefill-first variant (part_pf_cN) of every batch with
+both kernel families.  Prints the fit, each batch's estimates against the
+measured times and the variant the model would pick with its measured time
+against the measured best, then the lines to paste into k_h200 and the
+rows for tests/unit/test_mixed_cost.c.
+Usage: python3 bench/gpu/calibrate_mixed.py mixed_bench.json [--sms 132]
 """
 import argparse
 import json
 import statistics
 import sys
 
+LAUNCH_US, DECODE_FIXED_US = 4.0, 8.0
+CAPS = (66, 80, 96, 112)
+
+
+def p_us(tiles, c, k):
+    return LAUNCH_US + tiles / c * k["tile_us"] if tiles else 0.0
+
+
+def d_us(nbytes, k):
+    return LAUNCH_US + DECODE_FIXED_US + nbytes / (k["decode_gbps"] * 1e3) if nbytes else 0.0
+
+
+def forked_us(tiles, nbytes, c, k, n):
+    pc, d = p_us(tiles, c, k), d_us(nbytes, k)
+    r = min(1.0, (n - c) / k["sat"]) if k["sat"] else 1.0
+    ov = min(d, r * pc)
+    return pc + (d - ov) + k["itf"] * ov + k["fork_us"]
+
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json")
-    ap.add_argument("--fork-us", type=float, default=6.0)
     ap.add_argument("--sms", type=int, default=132)
     a = ap.parse_args()
+    n = a.sms
     rows = json.load(open(a.json))["rows"]
-    per_variant = {}
-    wins = []
+    k = {}
+    per_wave = []
     for r in rows:
-        at = r.get("attnd", {})
-        if "ms" not in at.get("prefill_half", {}) or "ms" not in at.get("decode_half", {}):
+        u = r["attnd"].get("unified", {})
+        if "ms" in u and u.get("prefill_tiles"):
+            per_wave.append(u["ms"] * 1e3 / (u["prefill_tiles"] / n))
+    k["tile_us"] = statistics.median(per_wave)
+    dec = next((r for r in rows if r["batch"] == "M4_decode"), None)
+    if dec is None or "ms" not in dec["attnd"].get("partition", {}):
+        print("no M4 decode-only partition figure: keep decode_gbps")
+        k["decode_gbps"] = 3800.0
+    else:
+        ms = dec["attnd"]["partition"]["ms"]
+        k["decode_gbps"] = dec["decode_kv_bytes"] / ((ms * 1e3 - LAUNCH_US - DECODE_FIXED_US) * 1e3)
+    print("tile_us %.3f (per-wave of unified: %s); decode_gbps %.0f" % (
+        k["tile_us"], " ".join("%.2f" % x for x in per_wave), k["decode_gbps"]))
+    mixed = []
+    for r in rows:
+        at = r["attnd"]
+        tiles = at.get("partition", {}).get("prefill_tiles", 0)
+        if r["decodes"] == 0 or not tiles or "ms" not in at.get("partition", {}):
             continue
-        P, D = at["prefill_half"]["ms"] * 1e3, at["decode_half"]["ms"] * 1e3
-        S = at.get("partition", {}).get("ms")
-        for name, e in at.items():
-            if not name.startswith("part_") or "ms" not in e:
-                continue
-            cap = int(name.rsplit("_c", 1)[1]) if "_c" in name else a.sms
-            Pc = P * a.sms / cap
-            F = e["ms"] * 1e3
-            k = (F - max(Pc, D) - a.fork_us) / min(Pc, D)
-            per_variant.setdefault(name, []).append(k)
-            if S is not None and e["ms"] < S:
-                wins.append((r["batch"], name, e["ms"], S))
-            print("%-10s %-13s P %.0f us (P' %.0f)  D %.0f us  serial %s us  forked %.0f us  "
-                  "interference %.3f" % (r["batch"], name, P, Pc, D,
-                                         "%.0f" % (S * 1e3) if S else "-", F, k))
-    if not per_variant:
-        print("no forked variant with both halves measured: keep the constants")
+        forks = {int(nm.rsplit("_c", 1)[1]): e["ms"] for nm, e in at.items()
+                 if nm.startswith("part_pf_c") and "ms" in e}
+        mixed.append((r["batch"], tiles, r["decode_kv_bytes"], at["partition"]["ms"], forks,
+                      at.get("unified", {}).get("ms"), at.get("unified", {}).get("prefill_tiles")))
+    best = None
+    for sat in range(0, 200, 2):
+        for itf in [x / 100 for x in range(-60, 61, 2)]:
+            for fork in range(0, 152, 2):
+                kk = dict(k, sat=sat, itf=itf, fork_us=float(fork))
+                e = sum((forked_us(t, b, c, kk, n) / 1e3 / m - 1) ** 2
+                        for _, t, b, _, fs, _, _ in mixed for c, m in fs.items())
+                if best is None or e < best[0]:
+                    best = (e, kk)
+    if best is None:
+        print("no batch with both kernel families and forked variants: nothing to fit")
         return 1
-    print()
-    for name, ks in sorted(per_variant.items()):
-        print("%-13s median interference %.3f over %d batches (min %.3f, max %.3f)" % (
-            name, statistics.median(ks), len(ks), min(ks), max(ks)))
-    print()
-    if not wins:
-        print("no forked variant beat serial partition on any batch: keep .interference = 1.0")
-        return 0
-    print("forked beat serial on: " + ", ".join("%s %s %.3f<%.3f" % w for w in wins))
-    best = min(per_variant, key=lambda n: statistics.median(per_variant[n]))
-    k = max(0.0, statistics.median(per_variant[best]))
-    cap = int(best.rsplit("_c", 1)[1]) if "_c" in best else 0
-    print("paste into planner/mixed_cost.c k_h200 (from variant %s; auto forks prefill-first "
-          "when the estimate beats serial):" % best)
-    print("    .fork_us = %.1f,\n    .interference = %.3f,\n    .fork_ctas = %d," % (
-        a.fork_us, k, cap))
-    if best.startswith("part_df"):
-        print("note: the best variant launches decode first; auto's forked order is "
-              "prefill-first (ATTN_MIXED_STREAMS=decode-first selects it)")
+    k = best[1]
+    print("fit: decode_sat_sms %d, interference %.2f, fork_us %.0f (sum of squared relative "
+          "errors %.4f over %d forked runs)" % (k["sat"], k["itf"], k["fork_us"], best[0],
+                                                sum(len(m[4]) for m in mixed)))
+    for name, t, b, ser, forks, ums, utiles in mixed:
+        s_est = p_us(t, n, k) + d_us(b, k)
+        est = {c: forked_us(t, b, c, k, n) for c in CAPS}
+        pick = min(est, key=est.get)
+        ran = forks.get(pick) if est[pick] < s_est else ser
+        measured = dict(forks, serial=ser)
+        bname = min(measured, key=measured.get)
+        print("%-4s serial %.3f/%.3f  " % (name, s_est / 1e3, ser) + " ".join(
+            "c%d %.3f/%s" % (c, est[c] / 1e3, ("%.3f" % forks[c]) if c in forks else "-")
+            for c in CAPS) + "  pick %s -> %s ms; best %s %.3f (%.3f)" % (
+            ("c%d" % pick) if est[pick] < s_est else "serial",
+            ("%.3f" % ran) if ran else "?", bname, measured[bname],
+            (ran / measured[bname]) if ran else float("nan")))
+    print("\npaste into planner/mixed_cost.c k_h200:")
+    print("    .tile_us = %.2f,\n    .decode_gbps = %.1f,\n    .fork_us = %.1f,\n"
+          "    .interference = %.2f,\n    .decode_sat_sms = %d," % (
+              k["tile_us"], k["decode_gbps"], k["fork_us"], k["itf"], k["sat"]))
+    print("rows for tests/unit/test_mixed_cost.c (batch, unified tiles, prefill tiles, "
+          "decode MB x 10, decodes, unified ms, serial ms, forks ms at 66 80 96 112):")
+    for name, t, b, ser, forks, ums, utiles in mixed:
+        dr = next(r for r in rows if r["batch"] == name)["decodes"]
+        print('    {"%s", %d, %d, %d, %d, %.4f, %.4f, {%s}},' % (
+            name, utiles or 0, t, round(b / 1e5), dr, ums or 0, ser,
+            ", ".join("%.4f" % forks.get(c, 0) for c in CAPS)))
     return 0
 
 

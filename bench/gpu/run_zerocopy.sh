@@ -111,6 +111,7 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
         # TIMELINE=0 skips it
         if [ "${TIMELINE:-1}" = 1 ]; then
             export ATTN_CUDA_TIMELINE=$OUT/attnd-timeline.jsonl
+            rm -f "$ATTN_CUDA_TIMELINE" # attnd appends to it
             start_attnd mps-timeline
             bench refs -mps-timeline --timeline "$ATTN_CUDA_TIMELINE" ${kvw[@]+"${kvw[@]}"}
             stop_attnd

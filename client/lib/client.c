@@ -184,11 +184,14 @@ static void msg_free(void *p)
 }
 
 /* Decode the reply message into `rep` (taking the message) and map the
- * outcome to the call's return value. */
-static int finish_reply(nng_msg *msg, uint64_t id, attn_op op, attn_reply *rep)
+ * outcome to the call's return value; *unreadable (when not NULL) says
+ * whether attnd's answer arrived but could not be decoded. */
+static int finish_reply(nng_msg *msg, uint64_t id, attn_op op, attn_reply *rep, bool *unreadable)
 {
     attn_error_detail e;
     int rv = attn_reply_decode(nng_msg_body(msg), nng_msg_len(msg), NULL, rep, &e);
+    if (unreadable != NULL)
+        *unreadable = rv != 0;
     if (rv != 0) {
         nng_msg_free(msg);
         rep->ok = false;
@@ -235,7 +238,8 @@ static int wait_connected(attn_client *c, attn_reply *rep)
     return 0;
 }
 
-int attn_call(attn_client *c, attn_request *req, attn_reply *rep)
+/* attn_call, also saying whether a reply arrived that could not be decoded. */
+static int call_sync(attn_client *c, attn_request *req, attn_reply *rep, bool *unreadable)
 {
     nng_ctx ctx;
     nng_aio *aio;
@@ -274,11 +278,16 @@ int attn_call(attn_client *c, attn_request *req, attn_reply *rep)
         if ((nrv = nng_aio_result(aio)) != 0)
             rv = io_fail(rep, nrv, "no reply");
         else
-            rv = finish_reply(nng_aio_get_msg(aio), req->id, req->op, rep);
+            rv = finish_reply(nng_aio_get_msg(aio), req->id, req->op, rep, unreadable);
     }
     nng_ctx_close(ctx);
     nng_aio_free(aio);
     return rv;
+}
+
+int attn_call(attn_client *c, attn_request *req, attn_reply *rep)
+{
+    return call_sync(c, req, rep, NULL);
 }
 
 /* ---- asynchronous calls -------------------------------------------------- */
@@ -324,7 +333,7 @@ static void async_step(void *p)
         rv = io_fail(rep, nrv, "no reply");
         goto done;
     }
-    rv = finish_reply(nng_aio_get_msg(ac->aio), ac->id, ac->op, rep);
+    rv = finish_reply(nng_aio_get_msg(ac->aio), ac->id, ac->op, rep, NULL);
 done:
     nng_ctx_close(ac->ctx);
     nng_aio_reap(ac->aio); /* nng_aio_free may not run in its own callback */
@@ -485,20 +494,52 @@ int attn_pool_create(attn_client *c, const attn_pool_geometry *g, attn_reply *re
     return call_op(c, &req, rep);
 }
 
+/* The export map decoder names its fields "export" or "export.*", and it
+ * runs only on a reply that said ok: such a decode failure means attnd
+ * made the pool. */
+static bool export_field(const char *field)
+{
+    return strncmp(field, "export", 6) == 0 && (field[6] == '\0' || field[6] == '.');
+}
+
 int attn_pool_create_exported(attn_client *c, const attn_pool_geometry *g, attn_reply *rep)
 {
+    attn_error_detail why;
+    attn_reply dropped;
+    bool unreadable = false;
     if (g == NULL)
         return invalid(rep, "geometry");
+    if (c == NULL || rep == NULL)
+        return invalid(rep, c == NULL ? "client" : "reply");
     attn_request req = {.op = ATTN_OP_POOL_CREATE, .geom = *g, .pool_export = true};
-    int rc = call_op(c, &req, rep);
-    if (rc == 0 && !rep->has_export) {
+    req.v = ATTN_PROTOCOL_VERSION;
+    int rc = call_sync(c, &req, rep, &unreadable);
+    if (rc == 0 && rep->has_export)
+        return 0;
+    if (rc == 0) {
         /* an attnd that ignored the flag would leave the client writing nowhere */
-        attn_reply_free(rep);
-        attn_error_set(&rep->error, ATTN_E_PROTOCOL, "export",
+        attn_error_set(&why, ATTN_E_PROTOCOL, "export",
                        "the pool_create reply carries no export map");
-        return ATTN_E_PROTOCOL;
+    } else if (unreadable && export_field(rep->error.field)) {
+        why = rep->error;
+    } else {
+        return rc; /* attnd refused (nothing was made), or no reply came */
     }
-    return rc;
+    /* attnd made the pool but the caller cannot use it: drop it, so the
+     * failed call leaves nothing behind on attnd */
+    attn_reply_free(rep);
+    int drc = attn_pool_drop(c, g->name, &dropped);
+    rep->ok = false;
+    rep->op = ATTN_OP_POOL_CREATE;
+    if (drc == 0)
+        attn_error_set(&rep->error, ATTN_E_PROTOCOL, why.field, "%s; pool '%s' was dropped again",
+                       why.message, g->name);
+    else
+        attn_error_set(&rep->error, ATTN_E_PROTOCOL, why.field,
+                       "%s; pool '%s' stays on attnd (pool_drop failed: %s)", why.message, g->name,
+                       dropped.error.message);
+    attn_reply_free(&dropped);
+    return ATTN_E_PROTOCOL;
 }
 
 int attn_pool_export_map_shm(const attn_pool_export *e, void **base, attn_error_detail *err)

@@ -655,6 +655,7 @@ typedef struct cuda_instance {
     /* deferred runs (attn_run_io.defer): tickets [done_ticket, next_ticket)
      * are enqueued and not yet completed; each has its pair of events */
     cudaEvent_t def0[CUDA_DEFER_SLOTS], def1[CUDA_DEFER_SLOTS];
+    uint32_t def_layer[CUDA_DEFER_SLOTS]; /* what a failed completion names */
     uint64_t next_ticket, done_ticket;
     /* ATTN_CUDA_TIMELINE: stamps of every run (slot: its ticket's, or
      * CUDA_DEFER_SLOTS for a run that synchronises); NULL when unset */
@@ -680,10 +681,31 @@ static cudaError_t grow_host(void **p, size_t *cap, size_t need)
     return cudaSuccess;
 }
 
+/* Free what engine_init made of `ci` so far (every handle zero until made). */
+static void instance_unwind(cuda_instance *ci)
+{
+    attn_cuda_timeline_close(ci->tl);
+    attn_cuda_ipc_destroy(ci->ipc);
+    for (int i = 0; i < CUDA_DEFER_SLOTS; i++) {
+        if (ci->def0[i] != NULL)
+            cudaEventDestroy(ci->def0[i]);
+        if (ci->def1[i] != NULL)
+            cudaEventDestroy(ci->def1[i]);
+    }
+    if (ci->ev0 != NULL)
+        cudaEventDestroy(ci->ev0);
+    if (ci->ev1 != NULL)
+        cudaEventDestroy(ci->ev1);
+    if (ci->stream != NULL)
+        cudaStreamDestroy(ci->stream);
+    free(ci);
+}
+
 static int engine_init(const attn_engine_config *cfg, void **state, attn_error_detail *err)
 {
     int dev = cfg->device < 0 ? 0 : cfg->device, ndev = 0;
     cudaError_t e;
+    int rv;
     if ((e = cudaGetDeviceCount(&ndev)) != cudaSuccess)
         return attn_cuda_error(err, e, "device", "cudaGetDeviceCount");
     if (dev >= ndev)
@@ -694,17 +716,29 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         return attn_error_set(err, ATTN_E_NOMEM, "engine", "out of memory");
     struct cudaDeviceProp pr;
     if ((e = cudaSetDevice(dev)) != cudaSuccess ||
-        (e = cudaGetDeviceProperties(&pr, dev)) != cudaSuccess ||
-        (e = cudaStreamCreateWithFlags(&ci->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaGetDeviceProperties(&pr, dev)) != cudaSuccess) {
+        instance_unwind(ci);
+        return attn_cuda_error(err, e, "device", "cannot select the device");
+    }
+    /* the timeline first: a bad ATTN_CUDA_TIMELINE path fails before any
+     * stream or event exists (a failure past it leaked them: the unwind
+     * now frees whatever was made) */
+    const char *tl_path = getenv("ATTN_CUDA_TIMELINE");
+    if (tl_path != NULL && tl_path[0] != '\0' &&
+        (rv = attn_cuda_timeline_open(tl_path, dev, CUDA_DEFER_SLOTS + 1, &ci->tl, err)) != 0) {
+        instance_unwind(ci);
+        return rv;
+    }
+    if ((e = cudaStreamCreateWithFlags(&ci->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaEventCreate(&ci->ev0)) != cudaSuccess ||
         (e = cudaEventCreate(&ci->ev1)) != cudaSuccess) {
-        free(ci);
+        instance_unwind(ci);
         return attn_cuda_error(err, e, "device", "cannot set up the instance's stream and events");
     }
     for (int i = 0; i < CUDA_DEFER_SLOTS; i++)
         if ((e = cudaEventCreate(&ci->def0[i])) != cudaSuccess ||
             (e = cudaEventCreate(&ci->def1[i])) != cudaSuccess) {
-            free(ci);
+            instance_unwind(ci);
             return attn_cuda_error(err, e, "device", "cannot create the deferred runs' events");
         }
     pthread_mutex_init(&ci->mu, NULL);
@@ -713,15 +747,6 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         memset(&ie, 0, sizeof ie);
         if (attn_cuda_ipc_create(dev, &ci->ipc, &ie) != 0)
             snprintf(ci->ipc_why, sizeof ci->ipc_why, "%.150s", ie.message);
-    }
-    const char *tl_path = getenv("ATTN_CUDA_TIMELINE");
-    if (tl_path != NULL && tl_path[0] != '\0') {
-        int rv = attn_cuda_timeline_open(tl_path, CUDA_DEFER_SLOTS + 1, &ci->tl, err);
-        if (rv != 0) {
-            attn_cuda_ipc_destroy(ci->ipc);
-            free(ci);
-            return rv;
-        }
     }
     ci->dev.device = dev;
     ci->dev.cc_major = pr.major;
@@ -1096,6 +1121,7 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                      end_after_signal ? "cuda events: append, producer, reducer kernels, the signal"
                                       : "cuda events: append, producer and reducer kernels");
         }
+        ci->def_layer[ci->next_ticket % CUDA_DEFER_SLOTS] = io->layer;
         ci->next_ticket++;
         return 0;
     }
@@ -1162,6 +1188,7 @@ static int engine_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
     cuda_instance *ci = self->state;
     pthread_mutex_lock(&ci->mu);
     bool in_order = ticket == ci->done_ticket && ticket != ci->next_ticket;
+    const uint32_t layer = ci->def_layer[ticket % CUDA_DEFER_SLOTS];
     pthread_mutex_unlock(&ci->mu);
     if (!in_order)
         return attn_error_set(err, ATTN_E_INVALID, "ticket",
@@ -1179,12 +1206,7 @@ static int engine_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
     ci->done_ticket++;
     pthread_mutex_unlock(&ci->mu);
     if (e != cudaSuccess)
-        /* the rows were committed on the device as part of the run: no
-         * saved copy is left to put back */
-        return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
-                              "the run's device work failed after it was enqueued (%s); its rows "
-                              "may be partly written",
-                              cudaGetErrorString(e));
+        return attn_cuda_txn_deferred_failed(layer, cudaGetErrorString(e), err);
     if (rep != NULL) {
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");

@@ -127,13 +127,15 @@ struct attn_cuda_ipc {
 };
 
 /* The CUDA 12.0 ABI of driver symbol `name` into *fn. */
-static int entry_point(const char *name, void **fn, attn_error_detail *err)
+/* `field` is what the failing request names: "device" for a registration,
+ * "export" for an exported pool (docs/protocol.md). */
+static int entry_point(const char *name, void **fn, const char *field, attn_error_detail *err)
 {
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
     cudaError_t e = cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q);
     if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || *fn == NULL) {
         *fn = NULL;
-        return attn_error_set(err, ATTN_E_CUDA, "device",
+        return attn_error_set(err, ATTN_E_CUDA, field,
                               "the CUDA driver has no %s (cudaGetDriverEntryPointByVersion: %s)",
                               name, e != cudaSuccess ? cudaGetErrorString(e) : "symbol not found");
     }
@@ -157,10 +159,10 @@ int attn_cuda_ipc_create(int device, attn_cuda_ipc **out, attn_error_detail *err
     if (c == NULL)
         return attn_error_set(err, ATTN_E_NOMEM, "device", "out of memory");
     c->device = device;
-    if ((rv = entry_point("cuStreamWaitValue64", (void **)&c->wait64, err)) != 0 ||
-        (rv = entry_point("cuStreamWriteValue64", (void **)&c->write64, err)) != 0 ||
-        (rv = entry_point("cuMemGetAddressRange", (void **)&c->range, err)) != 0 ||
-        (rv = entry_point("cuGetErrorString", (void **)&c->errstr, err)) != 0) {
+    if ((rv = entry_point("cuStreamWaitValue64", (void **)&c->wait64, "device", err)) != 0 ||
+        (rv = entry_point("cuStreamWriteValue64", (void **)&c->write64, "device", err)) != 0 ||
+        (rv = entry_point("cuMemGetAddressRange", (void **)&c->range, "device", err)) != 0 ||
+        (rv = entry_point("cuGetErrorString", (void **)&c->errstr, "device", err)) != 0) {
         free(c);
         return rv;
     }
@@ -285,7 +287,7 @@ int attn_cuda_ipc_export(int device, void *dev_ptr, uint8_t handle[64], uint64_t
     cudaIpcMemHandle_t h;
     cudaError_t e;
     int rv;
-    if ((rv = entry_point("cuMemGetAddressRange", (void **)&range, err)) != 0)
+    if ((rv = entry_point("cuMemGetAddressRange", (void **)&range, "export", err)) != 0)
         return rv;
     if ((e = cudaSetDevice(device)) != cudaSuccess ||
         (e = cudaIpcGetMemHandle(&h, dev_ptr)) != cudaSuccess) {
@@ -469,7 +471,7 @@ int attn_cuda_mps_state(int device, char *why, size_t n)
     attr_fn attr = NULL;
     attn_error_detail e;
     int v = 0;
-    if (entry_point("cuDeviceGetAttribute", (void **)&attr, &e) != 0) {
+    if (entry_point("cuDeviceGetAttribute", (void **)&attr, "device", &e) != 0) {
         if (why != NULL && n > 0)
             snprintf(why, n, "%s", e.message);
         return -1;

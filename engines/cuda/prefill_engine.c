@@ -142,10 +142,13 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
                    "schedule partition puts the decode rows on the decode kernels: %s", dec_why);
     if (m->policy.schedule == ATTN_SCHED_OVERLAP)
+        /* measured 2026-12-01 (ncu, bench/results/mixed-h200-2026-12-01-r3.md):
+         * a d-128 prefill CTA takes 384 x 168 registers and 230,912 B of
+         * shared memory, so no decode CTA fits beside it on the SM */
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
-                   "schedule overlap (prefill and decode tiles co-resident on each SM in one "
-                   "launch, POD) is not implemented: no kernel holds both tile kinds; ask "
-                   "partition or unified");
+                   "schedule overlap (POD: prefill and decode CTAs co-resident on each SM) is "
+                   "refused: a prefill CTA holds 64512 of 65536 registers; ask partition or "
+                   "unified");
     if (m->policy.graph)
         add_reason(out, ATTN_ADMIT_LIFECYCLE, "policy.graph",
                    "graph mode needs fixed launch shapes; the prefill kernel's item and merge "
@@ -586,18 +589,17 @@ static void keep_streams(prefill_priv *pp, const attn_mixed_cost *mc, attn_engin
     pp->prefill_ctas = mc->prefill_ctas;
     if (n < 0 || (size_t)n >= sizeof out->schedule_why)
         return;
-    if (strstr(out->schedule_why, "forked") != NULL) /* auto's why has the estimates */
-        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n,
-                 " (ATTN_MIXED_STREAMS=%s, prefill grid %u CTAs)",
-                 attn_mixed_order_name(pp->tuning.streams.order), mc->prefill_ctas);
-    else if (mc->concurrent_us < 0)
-        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n, "; serial");
-    else
-        snprintf(out->schedule_why + n, sizeof out->schedule_why - (size_t)n,
-                 "; %s (ATTN_MIXED_STREAMS=%s, prefill grid %u CTAs): serial est. %.0f us, "
-                 "forked %.0f us",
-                 attn_mixed_order_name(mc->order), attn_mixed_order_name(pp->tuning.streams.order),
-                 mc->prefill_ctas, mc->serial_us, mc->concurrent_us);
+    char *tail = out->schedule_why + n;
+    const size_t room = sizeof out->schedule_why - (size_t)n;
+    if (strncmp(out->schedule_why, "auto:", 5) == 0) /* auto's why has partition's variants */
+        snprintf(tail, room, " (ATTN_MIXED_STREAMS=%s)",
+                 attn_mixed_order_name(pp->tuning.streams.order));
+    else {
+        char parts[160];
+        attn_mixed_cost_describe_partition(mc, parts, sizeof parts);
+        snprintf(tail, room, "; %s (ATTN_MIXED_STREAMS=%s)", parts,
+                 attn_mixed_order_name(pp->tuning.streams.order));
+    }
 }
 
 /* The schedule a batch with decode rows runs: as asked, or auto's pick

@@ -1,16 +1,15 @@
 /* The CUDA engine's GPU timeline (see timeline.h): stamps in mapped pinned
- * memory, one JSON line per completed run. */
+ * memory, one JSON line per completed run appended to the file
+ * (timeline_file.h). */
 #include "engines/cuda/timeline.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #ifndef ATTN_WITH_CUDA
 
-int attn_cuda_timeline_open(const char *path, uint32_t slots, attn_cuda_timeline **out,
+int attn_cuda_timeline_open(const char *path, int device, uint32_t slots, attn_cuda_timeline **out,
                             attn_error_detail *err)
 {
     *out = NULL;
@@ -40,6 +39,7 @@ void attn_cuda_timeline_write(attn_cuda_timeline *t, uint32_t slot)
 
 #include <cuda_runtime_api.h>
 
+#include "engines/cuda/timeline_file.h"
 #include "kernels/cuda/stamp.h"
 
 /* What a run's line says besides its stamps. */
@@ -50,21 +50,14 @@ typedef struct tl_run {
 } tl_run;
 
 struct attn_cuda_timeline {
-    pthread_mutex_t mu; /* the file: runs complete on the engine's and the completer's threads */
-    FILE *f;
+    attn_tl_file *file; /* one write per line: the engine's and the completer's threads share it */
     uint32_t slots;
     uint64_t *host; /* [slots][ATTN_TL_NUM_POINTS], mapped: the stamp kernels write it */
     uint64_t *dev;  /* the same memory as the device sees it */
     tl_run *runs;   /* [slots] */
 };
 
-static const char *const g_point_names[] = {
-#define ATTN__TL_NAME(e, v, name) [v] = name,
-    ATTN_CUDA_TIMELINE_POINTS(ATTN__TL_NAME)
-#undef ATTN__TL_NAME
-};
-
-int attn_cuda_timeline_open(const char *path, uint32_t slots, attn_cuda_timeline **out,
+int attn_cuda_timeline_open(const char *path, int device, uint32_t slots, attn_cuda_timeline **out,
                             attn_error_detail *err)
 {
     *out = NULL;
@@ -72,6 +65,12 @@ int attn_cuda_timeline_open(const char *path, uint32_t slots, attn_cuda_timeline
     if (t == NULL || slots == 0 || (t->runs = calloc(slots, sizeof *t->runs)) == NULL) {
         free(t);
         return attn_error_set(err, ATTN_E_NOMEM, "ATTN_CUDA_TIMELINE", "out of memory");
+    }
+    int rv = attn_tl_file_open(path, device, &t->file, err);
+    if (rv != 0) {
+        free(t->runs);
+        free(t);
+        return rv;
     }
     t->slots = slots;
     size_t bytes = (size_t)slots * ATTN_TL_NUM_POINTS * sizeof(uint64_t);
@@ -81,21 +80,13 @@ int attn_cuda_timeline_open(const char *path, uint32_t slots, attn_cuda_timeline
     if (e != cudaSuccess) {
         if (t->host != NULL)
             cudaFreeHost(t->host);
+        attn_tl_file_close(t->file);
         free(t->runs);
         free(t);
         return attn_error_set(err, ATTN_E_CUDA, "ATTN_CUDA_TIMELINE",
                               "cannot map the timeline's stamps: %s", cudaGetErrorString(e));
     }
     memset(t->host, 0, bytes);
-    if ((t->f = fopen(path, "w")) == NULL) {
-        int en = errno;
-        cudaFreeHost(t->host);
-        free(t->runs);
-        free(t);
-        return attn_error_set(err, ATTN_E_IO, "ATTN_CUDA_TIMELINE", "cannot write %s: %s", path,
-                              strerror(en));
-    }
-    pthread_mutex_init(&t->mu, NULL);
     *out = t;
     return 0;
 }
@@ -104,9 +95,8 @@ void attn_cuda_timeline_close(attn_cuda_timeline *t)
 {
     if (t == NULL)
         return;
-    fclose(t->f);
+    attn_tl_file_close(t->file);
     cudaFreeHost(t->host);
-    pthread_mutex_destroy(&t->mu);
     free(t->runs);
     free(t);
 }
@@ -134,15 +124,13 @@ void attn_cuda_timeline_write(attn_cuda_timeline *t, uint32_t slot)
 {
     const tl_run *r = &t->runs[slot % t->slots];
     const volatile uint64_t *s = &t->host[(slot % t->slots) * ATTN_TL_NUM_POINTS];
-    pthread_mutex_lock(&t->mu);
-    fprintf(t->f, "{\"layer\":%u,\"wait\":%llu,\"signal\":%llu,\"host_behind\":%s", r->layer,
-            (unsigned long long)r->wait_value, (unsigned long long)r->signal_value,
-            r->host_behind ? "true" : "false");
+    attn_tl_record rec = {.layer = r->layer,
+                          .wait_value = r->wait_value,
+                          .signal_value = r->signal_value,
+                          .host_behind = r->host_behind};
     for (int i = 0; i < ATTN_TL_NUM_POINTS; i++)
-        fprintf(t->f, ",\"%s\":%llu", g_point_names[i], (unsigned long long)s[i]);
-    fputs("}\n", t->f);
-    fflush(t->f); /* read while attnd runs */
-    pthread_mutex_unlock(&t->mu);
+        rec.stamps[i] = s[i];
+    (void)attn_tl_file_write(t->file, &rec); /* a diagnostic: a lost line fails no run */
 }
 
 #endif /* ATTN_WITH_CUDA */

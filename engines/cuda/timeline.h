@@ -3,9 +3,11 @@
  * attnd's environment every run stamps %globaltimer (kernels/cuda/stamp.h,
  * the clock a client's own stamps on the same GPU share) on its stream
  * when its semaphore wait is released, when its first kernel is about to
- * start and after its last kernel, and writes one JSON line per run to
- * FILE once the run completed:
- *   {"layer":L,"wait":V,"signal":V,"host_behind":B,
+ * start and after its last kernel, and appends one JSON line per run to
+ * FILE once the run completed (timeline_file.h: every instance, one per
+ * device, appends to the same FILE, each line naming attnd's pid and the
+ * device):
+ *   {"pid":P,"device":D,"layer":L,"wait":V,"signal":V,"host_behind":B,
  *    "wait_released":NS,"kernels_start":NS,"kernels_end":NS}
  * host_behind: the engine's stream had nothing left to do when the run was
  * enqueued (the GPU waited for the host).  Each stamp is one more launch on
@@ -36,9 +38,10 @@ typedef enum attn_cuda_timeline_point {
 
 typedef struct attn_cuda_timeline attn_cuda_timeline;
 
-/* Open FILE (truncated) with `slots` runs' stamps in mapped pinned memory;
- * errors name the field "ATTN_CUDA_TIMELINE". */
-int attn_cuda_timeline_open(const char *path, uint32_t slots, attn_cuda_timeline **out,
+/* Open FILE for appending the lines of the instance on `device` (the
+ * current CUDA device), with `slots` runs' stamps in mapped pinned memory;
+ * errors name the field "ATTN_CUDA_TIMELINE" and leave nothing behind. */
+int attn_cuda_timeline_open(const char *path, int device, uint32_t slots, attn_cuda_timeline **out,
                             attn_error_detail *err);
 
 /* Flush and close the file, free the stamps (NULL: nothing). */

@@ -71,3 +71,11 @@ int attn_cuda_txn_unwind(attn_cuda_txn *t, int rv, attn_error_detail *err)
                           "they may hold this run's K/V",
                           t->layer, t->rows.rows, t->rows.num_kv_heads, why);
 }
+
+int attn_cuda_txn_deferred_failed(uint32_t layer, const char *why, attn_error_detail *err)
+{
+    return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "layer",
+                          "layer %u: the run's device work failed after it was enqueued (%.120s); "
+                          "its rows may be partly written",
+                          layer, why);
+}

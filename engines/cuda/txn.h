@@ -74,6 +74,12 @@ int attn_cuda_txn_restore(attn_cuda_txn *t, attn_error_detail *err);
  * layer and the rows. */
 int attn_cuda_txn_unwind(attn_cuda_txn *t, int rv, attn_error_detail *err);
 
+/* A deferred run's completion found its device work failed (`why`): its
+ * rows were committed on the device as part of the run and no saved copy
+ * is left, so ATTN_E_POOL_UNRESTORED with field "layer" naming `layer`,
+ * as the unwind says it. */
+int attn_cuda_txn_deferred_failed(uint32_t layer, const char *why, attn_error_detail *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -405,7 +405,10 @@ ATTN_EXPORT int attn_pool_create(attn_client *c, const attn_pool_geometry *g, at
 /* pool_create with "export": true: rep->exp says where the pool's memory is
  * (a shm object attnd created for a CPU pool, a CUDA IPC handle for a device
  * pool) and its layout, so the client writes K/V rows itself and runs with
- * kv_written.  The export ends when the connection that made it closes. */
+ * kv_written.  The export ends when the connection that made it closes.
+ * A reply that says ok without a readable export map is ATTN_E_PROTOCOL
+ * (field "export" or "export.*"), and the pool attnd made is dropped again
+ * (the message says whether that worked). */
 ATTN_EXPORT int attn_pool_create_exported(attn_client *c, const attn_pool_geometry *g,
                                           attn_reply *rep);
 

@@ -32,7 +32,41 @@ typedef struct peer {
     char url[64];
     int workers;
     atomic_int stop; /* set before the socket closes */
+    pthread_mutex_t mu;
+    int drops;          /* pool_drop requests seen */
+    char last_drop[64]; /* the pool the latest one named */
 } peer;
+
+/* Pools named "exp-*" play attnd's exported pools: "exp-ok" gets a valid
+ * export map, "exp-none" none (an attnd that ignored the flag), "exp-bad"
+ * one that cannot be decoded, "exp-busy" the E_BUSY refusal. */
+static void answer_export(const attn_request *req, attn_reply *rep)
+{
+    const char *name = req->geom.name;
+    if (strcmp(name, "exp-busy") == 0) {
+        rep->ok = false;
+        attn_error_set(&rep->error, ATTN_E_BUSY, "export", "at most 16 exported pools at once");
+        return;
+    }
+    if (strcmp(name, "exp-ok") != 0 && strcmp(name, "exp-bad") != 0)
+        return;
+    rep->has_export = true;
+    rep->exp.kind = ATTN_BUFFER_SHM;
+    snprintf(rep->exp.name, sizeof rep->exp.name, "/attnd-test-%s", name);
+    snprintf(rep->exp.device, sizeof rep->exp.device, "cpu");
+    rep->exp.bytes = rep->bytes;
+    rep->exp.kv_dtype = req->geom.kv_dtype;
+    rep->exp.layout = ATTN_NHD;
+}
+
+/* Spoil the export map's "layout": "NHD" (its only NHD string) so the
+ * client cannot decode it. */
+static void spoil_export_layout(uint8_t *b, size_t len)
+{
+    for (size_t i = 0; i + 4 <= len; i++)
+        if (b[i] == 0xa3 && memcmp(b + i + 1, "NHD", 3) == 0)
+            b[i + 1] = 'Q';
+}
 
 /* Answer one request the way attnd would, from the typed request. */
 static void answer(const attn_request *req, int drv, const attn_error_detail *derr, attn_reply *rep,
@@ -57,10 +91,12 @@ static void answer(const attn_request *req, int drv, const attn_error_detail *de
         snprintf(rep->pool, sizeof rep->pool, "%s", req->geom.name);
         rep->bytes = (uint64_t)req->geom.layers * req->geom.num_pages * req->geom.page_size *
                      req->geom.num_kv_heads * (req->geom.head_dim_qk + req->geom.head_dim_vo) * 2;
+        if (req->pool_export)
+            answer_export(req, rep);
         break;
     case ATTN_OP_POOL_INFO:
     case ATTN_OP_POOL_DROP:
-        if (strcmp(req->pool, "main") != 0) {
+        if (strcmp(req->pool, "main") != 0 && strncmp(req->pool, "exp-", 4) != 0) {
             rep->ok = false;
             attn_error_set(&rep->error, ATTN_E_UNKNOWN_POOL, "pool", "no pool named %s", req->pool);
             break;
@@ -121,11 +157,19 @@ static int peer_handle(void *arg, const void *body, size_t len, void **reply, si
     attn_reply rep;
     attn_buf out;
     float scratch[2];
-    (void)arg;
+    peer *p = arg;
     int drv = attn_request_decode(body, len, NULL, &req, &derr);
     answer(&req, drv, &derr, &rep, scratch);
     if (attn_reply_encode(&rep, &out, &derr) != 0)
         return -1;
+    if (drv == 0 && req.op == ATTN_OP_POOL_CREATE && strcmp(req.geom.name, "exp-bad") == 0)
+        spoil_export_layout(out.data, out.len);
+    if (drv == 0 && req.op == ATTN_OP_POOL_DROP) {
+        pthread_mutex_lock(&p->mu);
+        p->drops++;
+        snprintf(p->last_drop, sizeof p->last_drop, "%s", req.pool);
+        pthread_mutex_unlock(&p->mu);
+    }
     attn_request_free(&req);
     *reply = out.data;
     *reply_len = out.len;
@@ -151,6 +195,9 @@ static int peer_start(void **state)
     assert_int_equal(nng_listen(p.sock, p.url, NULL, 0), 0);
     p.workers = 4;
     atomic_store(&p.stop, 0);
+    pthread_mutex_init(&p.mu, NULL);
+    p.drops = 0;
+    p.last_drop[0] = '\0';
     for (int i = 0; i < p.workers; i++)
         pthread_create(&g_workers[i], NULL, peer_worker, &p);
     *state = &p;
@@ -389,6 +436,73 @@ static void test_concurrent_calls_one_client(void **state)
     attn_client_close(c);
 }
 
+/* The pool_drop requests the peer has seen, and the latest one's pool. */
+static int peer_drops(void **state, char *last, size_t n)
+{
+    peer *p = *state;
+    pthread_mutex_lock(&p->mu);
+    int drops = p->drops;
+    snprintf(last, n, "%s", p->last_drop);
+    pthread_mutex_unlock(&p->mu);
+    return drops;
+}
+
+/* attn_pool_create_exported: a reply that says ok but carries no usable
+ * export map leaves no pool behind (the client drops what attnd made); a
+ * refusal made nothing, so nothing is dropped. */
+static void test_create_exported_unusable_reply_drops_pool(void **state)
+{
+    attn_client *c = open_client(state);
+    attn_reply rep;
+    char last[64];
+    attn_pool_geometry g = {.layers = 1,
+                            .num_pages = 4,
+                            .page_size = 4,
+                            .num_kv_heads = 1,
+                            .head_dim_qk = 8,
+                            .head_dim_vo = 8,
+                            .kv_dtype = ATTN_FP32};
+
+    snprintf(g.name, sizeof g.name, "exp-ok");
+    assert_int_equal(attn_pool_create_exported(c, &g, &rep), 0);
+    assert_true(rep.has_export);
+    assert_string_equal(rep.exp.name, "/attnd-test-exp-ok");
+    attn_reply_free(&rep);
+    assert_int_equal(peer_drops(state, last, sizeof last), 0);
+
+    snprintf(g.name, sizeof g.name, "exp-none");
+    assert_int_equal(attn_pool_create_exported(c, &g, &rep), ATTN_E_PROTOCOL);
+    assert_false(rep.ok);
+    assert_string_equal(rep.error.field, "export");
+    assert_non_null(strstr(rep.error.message, "no export map"));
+    assert_non_null(strstr(rep.error.message, "pool 'exp-none' was dropped again"));
+    attn_reply_free(&rep);
+    assert_int_equal(peer_drops(state, last, sizeof last), 1);
+    assert_string_equal(last, "exp-none");
+
+    snprintf(g.name, sizeof g.name, "exp-bad");
+    assert_int_equal(attn_pool_create_exported(c, &g, &rep), ATTN_E_PROTOCOL);
+    assert_string_equal(rep.error.field, "export.layout");
+    assert_non_null(strstr(rep.error.message, "pool 'exp-bad' was dropped again"));
+    attn_reply_free(&rep);
+    assert_int_equal(peer_drops(state, last, sizeof last), 2);
+    assert_string_equal(last, "exp-bad");
+
+    /* attnd's own refusal (field "export" too) made no pool: no drop */
+    snprintf(g.name, sizeof g.name, "exp-busy");
+    assert_int_equal(attn_pool_create_exported(c, &g, &rep), ATTN_E_BUSY);
+    assert_string_equal(rep.error.field, "export");
+    attn_reply_free(&rep);
+    assert_int_equal(peer_drops(state, last, sizeof last), 2);
+
+    /* a pool attnd made but the client cannot drop: said so */
+    snprintf(g.name, sizeof g.name, "none-left");
+    assert_int_equal(attn_pool_create_exported(c, &g, &rep), ATTN_E_PROTOCOL);
+    assert_non_null(strstr(rep.error.message, "stays on attnd (pool_drop failed: no pool named"));
+    attn_reply_free(&rep);
+    attn_client_close(c);
+}
+
 static void test_no_server_times_out(void **state)
 {
     (void)state;
@@ -411,6 +525,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_async_call, peer_start, peer_stop),
         cmocka_unit_test_setup_teardown(test_async_calls_outstanding, peer_start, peer_stop),
         cmocka_unit_test_setup_teardown(test_concurrent_calls_one_client, peer_start, peer_stop),
+        cmocka_unit_test_setup_teardown(test_create_exported_unusable_reply_drops_pool, peer_start,
+                                        peer_stop),
         cmocka_unit_test(test_no_server_times_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -177,6 +177,23 @@ static void test_refused_stage_is_not_unwound(void **state)
     assert_int_equal(fs.waits, 0);
 }
 
+/* A deferred run's failed completion (the CUDA engine's engine_complete)
+ * says E_POOL_UNRESTORED with field "layer" and the run's layer, as the
+ * synchronous unwind does; it had field "" and no layer before. */
+static void test_deferred_failure_names_the_layer(void **state)
+{
+    (void)state;
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(attn_cuda_txn_deferred_failed(7, "an illegal memory access", &err),
+                     ATTN_E_POOL_UNRESTORED);
+    assert_int_equal(err.code, ATTN_E_POOL_UNRESTORED);
+    assert_string_equal(err.field, "layer");
+    assert_non_null(strstr(err.message, "layer 7: "));
+    assert_non_null(strstr(err.message, "an illegal memory access"));
+    assert_non_null(strstr(err.message, "may be partly written"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_enqueued_restore_counts_only_once_confirmed),
         cmocka_unit_test(test_failed_commit_run_is_put_back),
         cmocka_unit_test(test_refused_stage_is_not_unwound),
+        cmocka_unit_test(test_deferred_failure_names_the_layer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,6 +103,63 @@ static void test_failed_probe_says_why_and_forgets(void **state)
     attnd_handoff_fini(&h);
 }
 
+/* A probe whose message fills a whole error detail (255 bytes). */
+static int fake_long_failure(void *arg, int device, uint32_t rounds, double *us,
+                             attn_error_detail *err)
+{
+    char msg[sizeof err->message];
+    (void)arg;
+    (void)device;
+    (void)rounds;
+    *us = 0;
+    memset(msg, 'x', sizeof msg - 1);
+    memcpy(msg, "probe-reason ", 13);
+    msg[sizeof msg - 1] = '\0';
+    return attn_error_set(err, ATTN_E_TIMEOUT, "handoff", "%s", msg);
+}
+
+/* The longest sentences fit ATTND_HANDOFF_NOTE whole: without MPS, on the
+ * highest device, after a probe failing with the longest message (as
+ * measured now and as a later run's diag reports it), and with a huge
+ * figure.  The remedy was cut off at 224 bytes before. */
+static void test_longest_sentences_fit(void **state)
+{
+    attnd_handoff h;
+    char note[ATTND_HANDOFF_NOTE];
+    const int dev = ATTND_HANDOFF_DEVICES - 1;
+    (void)state;
+    for (int mps = -1; mps <= 1; mps++) {
+        attnd_handoff_init(&h, mps, fake_long_failure, NULL);
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 0)
+                attnd_handoff_measure(&h, dev, note, sizeof note);
+            else
+                attnd_handoff_describe(&h, dev, note, sizeof note, NULL);
+            /* only the reason is shortened: the sentence ends inside it */
+            assert_true(strlen(note) <= sizeof note - 1);
+            assert_int_equal(note[strlen(note) - 1], 'x');
+            assert_non_null(strstr(note, "no ping-pong measured on cuda:15: probe-reason x"));
+            if (mps == 0)
+                assert_non_null(strstr(note, "; start nvidia-cuda-mps-control -d;"));
+        }
+        attnd_handoff_fini(&h);
+    }
+    fake_probe f = {.us = 123456789.0};
+    for (int mps = -1; mps <= 1; mps++) {
+        attnd_handoff_init(&h, mps, fake, &f);
+        attnd_handoff_measure(&h, dev, note, sizeof note);
+        assert_true(strlen(note) < sizeof note - 1);
+        assert_non_null(strstr(note, "1.235e+08 us"));
+        if (mps == 0) {
+            const char *end = "; start nvidia-cuda-mps-control -d";
+            assert_string_equal(note + strlen(note) - strlen(end), end);
+        } else {
+            assert_non_null(strstr(note, "on cuda:15"));
+        }
+        attnd_handoff_fini(&h);
+    }
+}
+
 static void test_host_semaphores_have_no_gpu_figure(void **state)
 {
     fake_probe f = {.us = 11.0};
@@ -125,6 +182,7 @@ int main(void)
         cmocka_unit_test(test_mps_reports_the_measured_figure),
         cmocka_unit_test(test_no_mps_says_time_sliced),
         cmocka_unit_test(test_failed_probe_says_why_and_forgets),
+        cmocka_unit_test(test_longest_sentences_fit),
         cmocka_unit_test(test_host_semaphores_have_no_gpu_figure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

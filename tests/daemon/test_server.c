@@ -824,9 +824,235 @@ static void test_unrestored_engine_failure(void **state)
     assert_string_equal(rep.error.field, "layer");
     assert_non_null(strstr(rep.error.message, "could not restore the pool"));
     assert_non_null(strstr(rep.error.message, "layer 0: 3 new rows x 2 K/V heads"));
+    assert_non_null(strstr(rep.error.message, "pool 'u' is quarantined"));
     assert_null(strstr(rep.error.message, "unchanged"));
     free(keep);
     assert_int_equal(stats_counter(s, "engine_failures"), failures0 + 1);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+    attn_engine_destroy(inst);
+}
+
+/* The refusal a quarantined pool gives every run and attend. */
+static void assert_quarantined(const attn_reply *rep, const char *pool)
+{
+    char what[64];
+    snprintf(what, sizeof what, "pool '%s' is quarantined", pool);
+    assert_string_equal(rep->error.field, "pool");
+    assert_non_null(strstr(rep->error.message, what));
+    assert_non_null(strstr(rep->error.message, "could not put its rows back"));
+    assert_non_null(strstr(rep->error.message, "pool_drop it and create it again"));
+}
+
+/* After E_POOL_UNRESTORED the pool's bytes may hold rows no manifest
+ * describes: later runs and attends on it (any engine, plan made before
+ * or after) are refused with E_POOL_UNRESTORED field "pool" naming
+ * pool_drop, stats count it, kv_read still reads it; pool_drop and a new
+ * pool of the same name serve again. */
+static void test_unrestored_pool_is_quarantined(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops ops = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t cpu_plan;
+    (void)state;
+    ops.name = "unrestoring_test_double";
+    ops.priority = -1;
+    ops.run = unrestored_run;
+    assert_int_equal(attn_engine_create(&ops, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 6), 0);
+    load_batch(s, &rb, "qz");
+    assert_int_equal(stats_counter(s, "pools_quarantined"), 0);
+    /* a plan on the default engine, made while the pool still served */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    cpu_plan = rep.plan_id;
+    free(keep);
+
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "unrestoring_test_double");
+    attn_rb_run_args(&rb, &req.run);
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
+    assert_string_equal(rep.error.field, "layer");
+    free(keep);
+    assert_int_equal(stats_counter(s, "pools_quarantined"), 1);
+
+    /* the healthy engine's attend and the earlier plan's run: refused */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
+    attn_rb_run_args(&rb, &req.run);
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
+    assert_quarantined(&rep, "qz");
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_RUN;
+    attn_rb_run_args(&rb, &req.run);
+    req.run.plan_id = cpu_plan;
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
+    assert_quarantined(&rep, "qz");
+    assert_non_null(strstr(rep.error.message, "layer 0"));
+    free(keep);
+    /* what is in it can still be read, to see what happened */
+    int32_t page = 0;
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_KV_READ;
+    snprintf(req.kv.pool, sizeof req.kv.pool, "qz");
+    req.kv.pages = &page;
+    req.kv.num_pages = 1;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    assert_int_equal(stats_counter(s, "pools_quarantined"), 1);
+
+    /* recovery: drop it, create it again, write its K/V again */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_DROP;
+    snprintf(req.pool, sizeof req.pool, "qz");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    assert_int_equal(stats_counter(s, "pools_quarantined"), 0);
+    load_batch(s, &rb, "qz");
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
+    attn_rb_run_args(&rb, &req.run);
+    if (call(s, &req, &rep, &keep) != 0)
+        fail_msg("%s: %s", rep.error.field, rep.error.message);
+    free(keep);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+    attn_engine_destroy(inst);
+}
+
+/* A deferring engine whose completion finds the device work failed, as
+ * the CUDA engine's does: E_POOL_UNRESTORED, and like it no field (it
+ * knows the ticket, not the layer). */
+static int unrestored_complete(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                               attn_error_detail *err)
+{
+    (void)self;
+    (void)ticket;
+    (void)rep;
+    return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
+                          "the run's device work failed after it was enqueued");
+}
+
+static int deferring_once_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                              attn_exec_report *rep, attn_error_detail *err)
+{
+    (void)self;
+    (void)p;
+    memset(rep, 0, sizeof *rep);
+    if (!io->defer)
+        return attn_error_set(err, ATTN_E_INTERNAL, "defer", "asked to run synchronously");
+    rep->deferred = true;
+    rep->ticket = 0;
+    return 0;
+}
+
+/* A deferred run whose completion fails unrestored: run_status names the
+ * field "layer" and the layer, as the synchronous path does, and the pool
+ * is quarantined (the next run, synchronous, is refused naming "pool"). */
+static void test_async_unrestored_names_layer_and_quarantines(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops dops = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t plan_id, buf, seq;
+    char name[64];
+    (void)state;
+    dops.name = "unrestoring_deferred_double";
+    dops.priority = -1;
+    dops.run = deferring_once_run;
+    dops.complete = unrestored_complete;
+    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 9), 0);
+    rb.g.layers = 3; /* the failing run is on layer 2 */
+    load_batch(s, &rb, "qa");
+    uint64_t o_bytes = rb.o_elems * sizeof(float);
+    snprintf(name, sizeof name, "/attn-test-%d-qa", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
+    close(fd);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+    req.buffer.bytes = o_bytes;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    buf = rep.buf;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "unrestoring_deferred_double");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    plan_id = rep.plan_id;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_RUN;
+    attn_rb_run_args(&rb, &req.run);
+    req.run.plan_id = plan_id;
+    req.run.layer = 2;
+    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    req.run.return_lse = false;
+    req.run.async = true;
+    if (call(s, &req, &rep, &keep) != 0)
+        fail_msg("%s %s", rep.error.field, rep.error.message);
+    seq = rep.run_seq;
+    free(keep);
+    attn_run_status st;
+    do {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN_STATUS;
+        req.run_seq = seq;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        st = rep.status;
+        free(keep);
+    } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+    assert_int_equal(st.state, ATTN_RUN_FAILED);
+    assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
+    assert_string_equal(st.error.field, "layer");
+    assert_non_null(strstr(st.error.message, "at layer 2"));
+    assert_non_null(strstr(st.error.message, "device work failed"));
+    assert_int_equal(stats_counter(s, "pools_quarantined"), 1);
+    /* the next run (synchronous, on the CPU engine) is refused */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
+    attn_rb_run_args(&rb, &req.run);
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
+    assert_quarantined(&rep, "qa");
+    assert_non_null(strstr(rep.error.message, "at layer 2"));
+    free(keep);
+    shm_unlink(name);
     attn_rb_free(&rb);
     attn_server_destroy(s);
     attn_engine_destroy(inst);
@@ -1761,6 +1987,8 @@ int main(void)
         cmocka_unit_test(test_device_refs_refused_on_cpu),
         cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_async_deferred_window),
+        cmocka_unit_test(test_unrestored_pool_is_quarantined),
+        cmocka_unit_test(test_async_unrestored_names_layer_and_quarantines),
         cmocka_unit_test(test_plan_bytes_count_engine_data),
         cmocka_unit_test(test_workspace_cap),
         cmocka_unit_test(test_diag_reports_engine_truth),

@@ -15,7 +15,8 @@
  * commit, else exactly the C new rows at T_b + i.  A run that fails after
  * staging (injected) and a refused run leave the pool byte-identical.
  * A case with decode rows runs under unified, partition (serial and forked
- * onto two streams in both launch orders, the prefill grid capped) and
+ * onto two streams in both launch orders, the prefill grid capped at 66
+ * and 96 CTAs) and
  * auto.  ATTN_GPU_QUICK=1 caps T and C (a quick sweep), ATTN_GPU_CASES=S
  * runs only the sweep's cases whose name contains S (a sanitizer run).
  */
@@ -410,6 +411,7 @@ static void test_random_sweep(void **state)
         {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_AUTO, 0},
         {ATTN_SCHED_AUTO, ATTN_MIXED_ORDER_AUTO, 0},
         {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_PREFILL_FIRST, 66},
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_PREFILL_FIRST, 96}, /* auto's cap on M1 */
         {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_DECODE_FIRST, 0},
     };
     const int nv = (int)(sizeof k_variants / sizeof k_variants[0]);

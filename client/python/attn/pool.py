@@ -58,16 +58,20 @@ class Pool:
         self.k, self.v = [], []
         x, g = self.export, self.geom
         kind = x["kind"]
-        if kind == "shm":
-            self._map_shm()
-        elif kind == "cuda_ipc":
-            self._map_cuda()
-        else:
-            raise AttnError("E_RANGE", "export.kind", "unknown export kind %r" % kind)
-        for layer in range(g["layers"]):
-            base = layer * x["layer_stride"]
-            self.k.append(self._view(base + x["k_offset"], g["head_dim_qk"], "k"))
-            self.v.append(self._view(base + x["v_offset"], g["head_dim_vo"], "v"))
+        try:
+            if kind == "shm":
+                self._map_shm()
+            elif kind == "cuda_ipc":
+                self._map_cuda()
+            else:
+                raise AttnError("E_RANGE", "export.kind", "unknown export kind %r" % kind)
+            for layer in range(g["layers"]):
+                base = layer * x["layer_stride"]
+                self.k.append(self._view(base + x["k_offset"], g["head_dim_qk"], "k"))
+                self.v.append(self._view(base + x["v_offset"], g["head_dim_vo"], "v"))
+        except BaseException:
+            self.close()  # a mapping made before the failure is not left open
+            raise
 
     @classmethod
     def create(cls, client, pool, layers, num_pages, page_size, num_kv_heads, head_dim_qk,
@@ -78,11 +82,12 @@ class Pool:
                     head_dim_vo=head_dim_vo, kv_dtype=kv_dtype, layout=layout,
                     device=device or "cpu")
         rep = client.pool_create(export=True, **geom)
-        if "export" not in rep:
-            raise AttnError("E_PROTOCOL", "export", "attnd's pool_create reply has no export map")
         try:
+            if "export" not in rep:
+                raise AttnError("E_PROTOCOL", "export",
+                                "attnd's pool_create reply has no export map")
             return cls(client, pool, geom, rep["export"], driver=driver)
-        except Exception:
+        except BaseException:
             client.pool_drop(pool)  # nothing half-made: the pool goes with the failure
             raise
 
@@ -108,12 +113,13 @@ class Pool:
         x = self.export
         self._torch = torch
         self._device = torch.device(x["device"])
-        torch.cuda.set_device(self._device)
-        torch.zeros(1, device=self._device)  # the primary context is current on this thread
-        self._driver = self._driver or Driver()
-        ptr = self._driver.ipc_open(bytes(x["handle"]))
-        self._dptr = ptr
-        self._base = ptr + int(x["offset"])
+        # the pool's device only while the handle opens: the caller's current
+        # device is its own (torch.cuda.set_device here changed it for good)
+        with torch.cuda.device(self._device):
+            torch.zeros(1, device=self._device)  # the primary context is current on this thread
+            self._driver = self._driver or Driver()
+            self._dptr = self._driver.ipc_open(bytes(x["handle"]))
+        self._base = self._dptr + int(x["offset"])
 
     def _view(self, offset, d, which):
         g, x = self.geom, self.export
@@ -148,9 +154,10 @@ class Pool:
                 pass  # numpy views still alive keep the pages until they go
             self._mm = None
         if self._dptr is not None:
-            self._torch.cuda.synchronize(self._device)
-            self._driver.ipc_close(self._dptr)
-            self._dptr = None
+            ptr, self._dptr = self._dptr, None
+            with self._torch.cuda.device(self._device):  # the context that opened it
+                self._torch.cuda.synchronize(self._device)
+                self._driver.ipc_close(ptr)
 
     def drop(self):
         """close(), then pool_drop on attnd."""

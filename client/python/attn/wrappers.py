@@ -43,6 +43,7 @@ Argument errors raise attn.AttnError(code, field, message) before anything
 is sent; attnd's refusals arrive the same way.
 """
 
+import collections
 import time
 
 from .arena import CudaArena, ShmArena
@@ -79,6 +80,9 @@ def _raise_async_error(rep):
 
 class _BatchWrapper:
     _default_mask = None
+    # arena views kept for reuse on the cuda_ipc path (_view): a decode
+    # step's outputs need two, so 64 covers many plans' slots at once
+    VIEW_CACHE_MAX = 64
 
     def __init__(self, url_or_client, pool="main", arena_bytes=256 << 20, transport=None,
                  device=None, timeout=30.0, pipelined=False, max_outstanding=4):
@@ -106,7 +110,7 @@ class _BatchWrapper:
         # cuda_ipc: a PreparedRun per (plan, references) and the arena views
         # run() returns, so a repeated run encodes and allocates little
         self._prepared = {}
-        self._views = {}
+        self._views = collections.OrderedDict()  # at most VIEW_CACHE_MAX, see _view
         self._memo = None  # the last run's in-place inputs and their references
         self.prepared = True  # False: each run encoded in full by Client.run (to compare)
         # a list to profile run() on the cuda_ipc path: each run appends its
@@ -373,13 +377,19 @@ class _BatchWrapper:
 
     def _view(self, offset, shape, dtype):
         """The arena's view at `offset` (one tensor per place: a view costs
-        several torch calls, and the output slots repeat every run)."""
+        several torch calls, and the output slots repeat every run).  At most
+        VIEW_CACHE_MAX places are kept, the least recently used going first:
+        plans of ever new shapes must not grow it without limit."""
         if self.transport != "cuda_ipc":
             return self.arena.view(offset, shape, dtype)
         key = (offset, shape, dtype)
         v = self._views.get(key)
-        if v is None:
-            v = self._views[key] = self.arena.view(offset, shape, dtype)
+        if v is not None:
+            self._views.move_to_end(key)
+            return v
+        v = self._views[key] = self.arena.view(offset, shape, dtype)
+        while len(self._views) > self.VIEW_CACHE_MAX:
+            self._views.popitem(last=False)
         return v
 
     def _prepared_run(self, refs, o_ref, lse_ref, kv_written):
