@@ -1847,6 +1847,8 @@ typedef struct enc {
     size_t map_at[8];
     uint32_t map_n[8];
     int depth;
+    /* attn_run_request_encode_patchable: where the per-submit fields went */
+    attn_run_patch *patch;
 } enc;
 
 /* Note a msgpack-c result: nonzero is an allocation failure. */
@@ -1908,6 +1910,23 @@ static void kv_u64(enc *e, const char *k, uint64_t v)
     key(e, k);
     enc_ok(e, msgpack_pack_uint64(&e->pk, v));
 }
+
+/* kv_u64, but when the encoder records a patch map (at != NULL) the value
+ * is the fixed 9-byte uint64 form and *at gets the offset of its 8
+ * big-endian bytes, so attn_run_patch_apply can rewrite it in place. */
+static void kv_u64_at(enc *e, const char *k, uint64_t v, size_t *at)
+{
+    if (at == NULL) {
+        kv_u64(e, k, v);
+        return;
+    }
+    key(e, k);
+    *at = e->sb.size + 1;
+    enc_ok(e, msgpack_pack_fix_uint64(&e->pk, v));
+}
+
+/* The patch map's slot `field` when the encoder records one, else NULL. */
+#define PATCH_AT(e, field) ((e)->patch != NULL ? &(e)->patch->field : NULL)
 
 static void kv_bool(enc *e, const char *k, bool v)
 {
@@ -2071,14 +2090,14 @@ static void enc_manifest(enc *e, const attn_manifest *m)
     map_end(e);
 }
 
-/* A semaphore {"buf", "offset", "value"} under key `k`. */
-static void kv_sem(enc *e, const char *k, const attn_sem_ref *r)
+/* A semaphore {"buf", "offset", "value"} under key `k` (value_at: kv_u64_at). */
+static void kv_sem(enc *e, const char *k, const attn_sem_ref *r, size_t *value_at)
 {
     key(e, k);
     map_begin(e);
     kv_u64(e, "buf", r->buf);
     kv_u64(e, "offset", r->offset);
-    kv_u64(e, "value", r->value);
+    kv_u64_at(e, "value", r->value, value_at);
     map_end(e);
 }
 
@@ -2118,7 +2137,7 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
         if (a->has_q_dtype)
             kv_str(e, "q_dtype", attn_dtype_name(a->q_dtype));
     }
-    kv_u64(e, "layer", a->layer);
+    kv_u64_at(e, "layer", a->layer, PATCH_AT(e, layer));
     kv_tensor(e, "q", a->q, &a->q_ref);
     /* a kv_written run omits the rows it does not send (one it sends anyway
      * goes out, so attnd can refuse it by name) */
@@ -2141,11 +2160,11 @@ static void enc_run(enc *e, const attn_run_args *a, attn_op op)
     if (a->kv_written)
         kv_bool(e, "kv_written", true);
     if (a->wait.buf != 0)
-        kv_sem(e, "wait", &a->wait);
+        kv_sem(e, "wait", &a->wait, PATCH_AT(e, wait_value));
     if (a->sig.buf != 0)
-        kv_sem(e, "signal", &a->sig);
+        kv_sem(e, "signal", &a->sig, PATCH_AT(e, signal_value));
     if (a->order != 0)
-        kv_u64(e, "order", a->order);
+        kv_u64_at(e, "order", a->order, PATCH_AT(e, order));
 }
 
 static void enc_tensors(enc *e, attn_bytes k, attn_bytes v)
@@ -2157,17 +2176,21 @@ static void enc_tensors(enc *e, attn_bytes k, attn_bytes v)
     map_end(e);
 }
 
-int attn_request_encode(const attn_request *req, attn_buf *out, attn_error_detail *err)
+/* attn_request_encode, recording into `patch` (when not NULL) where the
+ * run's per-submit fields went. */
+static int request_encode(const attn_request *req, attn_buf *out, attn_run_patch *patch,
+                          attn_error_detail *err)
 {
     enc e;
     if ((unsigned)req->op >= ATTN_OP_COUNT)
         return attn_error_set(err, ATTN_E_UNKNOWN_OP, "op", "op %d is not a known operation",
                               (int)req->op);
     enc_init(&e);
+    e.patch = patch;
     map_begin(&e);
     kv_u64(&e, "v", req->v ? req->v : ATTN_PROTOCOL_VERSION);
     kv_str(&e, "op", attn_op_name(req->op));
-    kv_u64(&e, "id", req->id);
+    kv_u64_at(&e, "id", req->id, PATCH_AT(&e, id));
     switch (req->op) {
     case ATTN_OP_POOL_CREATE:
         enc_geometry(&e, &req->geom, true);
@@ -2222,6 +2245,40 @@ int attn_request_encode(const attn_request *req, attn_buf *out, attn_error_detai
     }
     map_end(&e);
     return enc_finish(&e, out, err);
+}
+
+int attn_request_encode(const attn_request *req, attn_buf *out, attn_error_detail *err)
+{
+    return request_encode(req, out, NULL, err);
+}
+
+int attn_run_request_encode_patchable(const attn_request *req, attn_buf *out, attn_run_patch *patch,
+                                      attn_error_detail *err)
+{
+    memset(patch, 0, sizeof *patch);
+    if (req->op != ATTN_OP_RUN)
+        return attn_error_set(err, ATTN_E_INVALID, "op",
+                              "only a run request can be prepared, not %s", attn_op_name(req->op));
+    return request_encode(req, out, patch, err);
+}
+
+/* Store v as 8 big-endian bytes at p. */
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+void attn_run_patch_apply(uint8_t *msg, const attn_run_patch *patch, const attn_run_values *v)
+{
+    put_be64(msg + patch->id, v->id);
+    put_be64(msg + patch->layer, v->layer);
+    if (patch->order != 0)
+        put_be64(msg + patch->order, v->order);
+    if (patch->wait_value != 0)
+        put_be64(msg + patch->wait_value, v->wait_value);
+    if (patch->signal_value != 0)
+        put_be64(msg + patch->signal_value, v->signal_value);
 }
 
 static void enc_error(enc *e, const attn_error_detail *d)

@@ -59,6 +59,34 @@ int attn_request_decode(const void *buf, size_t len, const attn_codec_limits *li
 /* Encode a typed request (integer arrays and tensors as `bin`). */
 int attn_request_encode(const attn_request *req, attn_buf *out, attn_error_detail *err);
 
+/* Where the per-submit fields of an encoded run request sit: the offset of
+ * each value's 8 big-endian bytes (a fixed-width msgpack uint64), 0 when
+ * the request has no such field (offset 0 is the map header, never a
+ * value).  libattn's prepared runs (attn_run_prepare) rewrite them in place
+ * instead of encoding the whole request again. */
+typedef struct attn_run_patch {
+    size_t id, layer, order, wait_value, signal_value;
+} attn_run_patch;
+
+/* The values attn_run_patch_apply writes (order, wait_value, signal_value
+ * only where the request has the field). */
+typedef struct attn_run_values {
+    uint64_t id;
+    uint32_t layer;
+    uint64_t order, wait_value, signal_value;
+} attn_run_values;
+
+/* attn_request_encode for a run (req->op must be ATTN_OP_RUN, else
+ * ATTN_E_INVALID "op"), with id, layer, order and the wait / signal values
+ * in fixed-width form and their offsets in *patch.  The message decodes to
+ * the same request as attn_request_encode's. */
+int attn_run_request_encode_patchable(const attn_request *req, attn_buf *out, attn_run_patch *patch,
+                                      attn_error_detail *err);
+
+/* Rewrite the per-submit fields of a message from
+ * attn_run_request_encode_patchable (msg: a copy of its bytes). */
+void attn_run_patch_apply(uint8_t *msg, const attn_run_patch *patch, const attn_run_values *v);
+
 /* Encode a typed reply; rep->diag (when len > 0) must be one complete
  * msgpack object and is spliced verbatim under key "diag". */
 int attn_reply_encode(const attn_reply *rep, attn_buf *out, attn_error_detail *err);

@@ -418,6 +418,8 @@ def phase_daemon(args, transport):
             import traceback
             traceback.print_exc()
             results.append(dict(common, phase=tag, error=traceback.format_exc()[-2000:]))
+    if args.c_client and transport == "cuda_ipc":
+        results += run_c_client(args, wl, common)
     stats = admin.stats()["counters"]
     for r in results:
         r["buffers_live_before_close"] = stats.get("buffers")
@@ -426,6 +428,102 @@ def phase_daemon(args, transport):
         pool.close()
     admin.close()
     return results
+
+
+def write_workload(wl, path):
+    """The step's page table and every layer's q / k_new / v_new for the C
+    client (bench/gpu/zc_client.cu's load_workload reads this layout)."""
+    import struct
+    with open(path, "wb") as f:
+        f.write(struct.pack("<9I", 0x7A637731, B, HQ, HKV, D, P, wl.layers, len(wl.indices), T))
+        for t in (wl.indptr, wl.indices, wl.last):
+            f.write(t.to(torch.int32).contiguous().numpy().tobytes())
+        for t in (wl.q, wl.k_new, wl.v_new):
+            f.write(t.contiguous().view(torch.int16).cpu().numpy().tobytes())
+
+
+def run_c_client(args, wl, common):
+    """(b) through libattn's C prepared runs: bench/gpu/zc_client.cu on the
+    same pool (layer 0's history in it) and workload, one row per variant
+    of its done wait, plus its in-process hand-off probe; its layer-0
+    outputs checked here against the fp32 torch reference."""
+    import subprocess
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="zc-c-")
+    data = os.path.join(tmp, "workload.bin")
+    write_workload(wl, data)
+    cmd = [args.c_client, "--url", args.url, "--pool", POOL, "--data", data, "--out", tmp,
+           "--steps", str(args.steps), "--window", str(args.window),
+           "--variants", args.c_variants]
+    cmd += ["--stamped", "1"] if args.timeline else ["--probe", "200"]
+    # attnd's timeline lines of the C client's runs: those written after this point
+    tl_from = os.path.getsize(args.timeline) if args.timeline and \
+        os.path.exists(args.timeline) else 0
+    log("(b_c) " + " ".join(cmd))
+    # its lines are logged as they come (a hung client still leaves what it
+    # printed), and it is killed after --c-timeout seconds
+    import threading
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killer = threading.Timer(args.c_timeout, p.kill)
+    killer.start()
+    lines_out = []
+    for line in p.stdout:
+        lines_out.append(line)
+        log("(b_c) " + line.rstrip()[:3000])
+    rc = p.wait()
+    killer.cancel()
+    out = "".join(lines_out)
+    err = "killed after %d s" % args.c_timeout if rc == -9 else out[-1500:]
+    rows = []
+    n_o, n_lse = B * HQ * D, B * HQ
+    for line in out.splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue  # logged above
+        if "stamped" in r:
+            time.sleep(0.5)  # attnd writes a run's line once it completed
+            with open(args.timeline) as f:
+                f.seek(tl_from)
+                lines = []
+                for line in f:
+                    try:
+                        lines.append(json.loads(line))
+                    except ValueError:
+                        pass
+            L_, st = r["layers"], r["stamps"]
+            t = [[st[(s_ * L_ + li) * 4:(s_ * L_ + li) * 4 + 4] for li in range(L_)]
+                 for s_ in range(len(st) // (4 * L_))]
+            epochs = [r["waits"][s_ * L_:(s_ + 1) * L_] for s_ in range(len(t))]
+            tl = daemon_timeline(t, epochs, lines)
+            log("(b_c_%s, timeline) per layer (median us): %s" % (r["stamped"], json.dumps(tl)))
+            rows.append(dict(common, phase="b_c_%s_timeline" % r["stamped"], timeline=tl,
+                             c_client=True, ok=r["ok"]))
+            continue
+        if "probe" in r:
+            log("(b_c) hand-off probe (in process, us): %s" % json.dumps(r))
+            rows.append(dict(common, phase="c_probe", **r))
+            continue
+        v = r["variant"]
+        r = dict(common, phase="b_c_" + v, c_client=True, **r)
+        if r["ok"]:
+            def load(name, dtype, n):
+                t = torch.from_file(os.path.join(tmp, name), size=n, dtype=dtype)
+                return t.cuda()
+            for i, key in ((0, "check"), (1, "check_last_step")):
+                o = load("c_%s_o0_%d.bin" % (v, i), torch.bfloat16, n_o).view(B, HQ, D)
+                lse = load("c_%s_lse0_%d.bin" % (v, i), torch.float32, n_lse).view(B, HQ)
+                r[key] = check0(wl, o, lse, "(b_c_%s%s)" % (v, ", last step" if i else ""))
+            acc = load("c_%s_acc.bin" % v, torch.float32, n_o)
+            r["acc_checksum"] = float(acc.double().sum().item())
+        log("(b_c_%s) step p50 %s us, submit p50 %s p99 %s us, attnd kernels per layer p50 %s "
+            "us; parts %s; acc %s" % (v, r["step_us"]["p50"], r["submit_us"]["p50"],
+                                      r["submit_us"]["p99"], r["diag_kernel_us"]["p50"],
+                                      json.dumps(r["submit_parts_us"]), r.get("acc_checksum")))
+        rows.append(r)
+    if rc != 0 or not rows:
+        rows.append(dict(common, phase="b_c", error="zc_client exit %s: %s" % (rc, err[-1500:])))
+    return rows
 
 
 def daemon_layer(w, wl, inputs, li, acc, out=None, hook=None):
@@ -739,6 +837,12 @@ def main():
     ap.add_argument("--kv-written", action="store_true",
                     help="refs: an exported pool and the variant b_refs_kvw (the client writes "
                          "its K/V rows into it, runs say kv_written)")
+    ap.add_argument("--c-client", default="",
+                    help="refs: also run bench/gpu/zc_client (libattn's prepared runs, C) on "
+                         "the same pool and workload")
+    ap.add_argument("--c-variants", default="memop,spin,oneword",
+                    help="the C client's done waits to measure, in this order")
+    ap.add_argument("--c-timeout", type=int, default=25)
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--tag", default="")
     args = ap.parse_args()

@@ -11,7 +11,11 @@
 # NOMPS=0 skips the configurations without MPS, KILL=0 the kill tests (a
 # shorter device call when only the MPS path changed).  KVW=1 adds, under
 # MPS, the client that writes its K/V rows into an exported pool and runs
-# kv_written (b_refs_kvw; not yet run on a GPU).
+# kv_written (b_refs_kvw).  Under MPS the C client (bench/gpu/zc_client.cu,
+# libattn's prepared runs; staged as $S/zc_client) runs after the Python
+# clients on the same pool, each of its done waits C_VARIANTS (default
+# memop,spin,oneword), and in the timeline pass too.  VARIANTS limits
+# the Python clients under MPS (e.g. b_refs,b_refs_kvw).
 # Writes OUT_DIR/{env.txt, run.log, attnd.log, zc-results.jsonl, summary.md,
 # attnd-timeline.jsonl}.
 set -u
@@ -96,17 +100,23 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
         mps=1
         kvw=()
         [ "${KVW:-0}" = 1 ] && kvw=(--kv-written)
+        [ -n "${VARIANTS:-}" ] && kvw+=(--variants "$VARIANTS")
+        [ -x "$S/zc_client" ] && kvw+=(--c-client "$S/zc_client" \
+            --c-variants "${C_VARIANTS:-memop,spin,oneword}")
         start_attnd mps
         bench refs -mps ${kvw[@]+"${kvw[@]}"}
         [ "${KILL:-1}" = 1 ] && bench kill -mps
         stop_attnd
-        # the timeline: every run of attnd stamped (kernels/cuda/stamp.h)
-        export ATTN_CUDA_TIMELINE=$OUT/attnd-timeline.jsonl
-        rm -f "$ATTN_CUDA_TIMELINE" # attnd appends to it
-        start_attnd mps-timeline
-        bench refs -mps-timeline --timeline "$ATTN_CUDA_TIMELINE" ${kvw[@]+"${kvw[@]}"}
-        stop_attnd
-        unset ATTN_CUDA_TIMELINE
+        # the timeline: every run of attnd stamped (kernels/cuda/stamp.h);
+        # TIMELINE=0 skips it
+        if [ "${TIMELINE:-1}" = 1 ]; then
+            export ATTN_CUDA_TIMELINE=$OUT/attnd-timeline.jsonl
+            rm -f "$ATTN_CUDA_TIMELINE" # attnd appends to it
+            start_attnd mps-timeline
+            bench refs -mps-timeline --timeline "$ATTN_CUDA_TIMELINE" ${kvw[@]+"${kvw[@]}"}
+            stop_attnd
+            unset ATTN_CUDA_TIMELINE
+        fi
         echo quit | nvidia-cuda-mps-control
         trap - EXIT
         sleep 1

@@ -28,7 +28,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         name = r["phase"] + r.get("tag", "")
-        if r["phase"] == "kill" or "timeline" in r and r["phase"] != "a_inproc":
+        if r["phase"] in ("kill", "c_probe") or "timeline" in r and r["phase"] != "a_inproc":
             continue
         if "unavailable" in r:
             print("| %s | not measured: %s | | | | | | |" % (name, r["unavailable"]))
@@ -54,6 +54,8 @@ def main():
         chk = "rel L2 %.1e, LSE %.1e, %s%s" % (
             c.get("rel_l2", -1), c.get("lse_err", -1), "ok" if c.get("ok") else "FAIL",
             "" if last is None else ("; last step %s" % ("ok" if last.get("ok") else "FAIL")))
+        if r.get("acc_checksum") is not None:
+            chk += "; acc %.14g" % r["acc_checksum"]
         if r.get("run_seq_in_send_order") is False:
             chk += "; run_seq OUT OF SEND ORDER (%d steps voided)" % len(r.get("order_errors")
                                                                         or [])
@@ -70,6 +72,22 @@ def main():
         for r in parts:
             print("| %s%s | " % (r["phase"], r.get("tag", "")) +
                   " | ".join(f(r["submit_parts_us"][k]) for k in keys) + " |")
+    cparts = [r for r in rows if r.get("c_client") and isinstance(r.get("submit_parts_us"), dict)]
+    if cparts:
+        keys = list(cparts[0]["submit_parts_us"])
+        print("\nC client (libattn prepared runs), host submit parts (median µs per run):\n")
+        print("| config | " + " | ".join(keys) + " |")
+        print("|---|" + "---|" * len(keys))
+        for r in cparts:
+            print("| %s%s | " % (r["phase"], r.get("tag", "")) +
+                  " | ".join(f(r["submit_parts_us"][k]) for k in keys) + " |")
+    for r in rows:
+        if r["phase"] == "c_probe":
+            print("\nhand-off latency in one process (kernel end stamp on stream A, memop write "
+                  "-> first stamp after the wait on stream B; µs p50 / p99 over %s rounds): %s"
+                  % (r.get("rounds"), "; ".join(
+                      "%s %s / %s" % (k, f(r[k]["p50"], 2), f(r[k]["p99"], 2))
+                      for k in ("memop_wait", "spin_kernel", "spin_stamps") if k in r)))
     for r in rows:
         if r["phase"] == "kill":
             print("\nkill test%s: child %r; buffers %s -> %s in %.2f s; another client's run "

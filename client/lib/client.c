@@ -366,30 +366,22 @@ done:
     free(ac);
 }
 
-int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *arg)
+/* Send the encoded request `msg` (id `id`, operation `op`) on a context of
+ * its own; `cb` gets the reply.  Takes `msg` and `rep` in every case. */
+static int send_async(attn_client *c, nng_msg *msg, attn_reply *rep, uint64_t id, attn_op op,
+                      attn_reply_cb cb, void *arg)
 {
-    async_call *ac;
-    attn_reply *rep;
-    nng_msg *msg = NULL;
     int rv;
-    if (c == NULL || req == NULL || cb == NULL)
-        return ATTN_E_INVALID;
-    ac = calloc(1, sizeof *ac);
-    rep = calloc(1, sizeof *rep);
-    if (ac == NULL || rep == NULL) {
-        free(ac);
+    async_call *ac = calloc(1, sizeof *ac);
+    if (ac == NULL) {
+        nng_msg_free(msg);
         free(rep);
         return ATTN_E_NOMEM;
     }
-    if ((rv = request_msg(c, req, &msg, rep)) != 0) {
-        free(ac);
-        free(rep);
-        return rv;
-    }
-    rep->op = req->op;
+    rep->op = op;
     ac->rep = rep;
-    ac->id = req->id;
-    ac->op = req->op;
+    ac->id = id;
+    ac->op = op;
     ac->cb = cb;
     ac->arg = arg;
     ac->recv_timeout = call_timeout(c);
@@ -411,6 +403,90 @@ int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *a
     free(rep);
     free(ac);
     return rv;
+}
+
+int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *arg)
+{
+    attn_reply *rep;
+    nng_msg *msg = NULL;
+    int rv;
+    if (c == NULL || req == NULL || cb == NULL)
+        return ATTN_E_INVALID;
+    if ((rep = calloc(1, sizeof *rep)) == NULL)
+        return ATTN_E_NOMEM;
+    if ((rv = request_msg(c, req, &msg, rep)) != 0) {
+        free(rep);
+        return rv;
+    }
+    return send_async(c, msg, rep, req->id, req->op, cb, arg);
+}
+
+/* ---- prepared runs ------------------------------------------------------- */
+
+struct attn_prepared_run {
+    attn_client *c;
+    attn_buf msg;         /* the encoded run, its per-submit fields in fixed width */
+    attn_run_patch patch; /* where those fields are */
+};
+
+int attn_run_prepare(attn_client *c, const attn_run_args *a, attn_prepared_run **out,
+                     attn_error_detail *err)
+{
+    attn_prepared_run *p;
+    int rv;
+    if (out == NULL)
+        return attn_error_set(err, ATTN_E_INVALID, "prepared", "prepared is NULL");
+    *out = NULL;
+    if (c == NULL || a == NULL)
+        return attn_error_set(err, ATTN_E_INVALID, c == NULL ? "client" : "run", "%s is NULL",
+                              c == NULL ? "client" : "run");
+    if ((p = calloc(1, sizeof *p)) == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, "", "no memory for a prepared run");
+    /* the id is a placeholder here: every submit takes a fresh one */
+    attn_request req = {.op = ATTN_OP_RUN, .v = ATTN_PROTOCOL_VERSION, .id = 0, .run = *a};
+    if ((rv = attn_run_request_encode_patchable(&req, &p->msg, &p->patch, err)) != 0) {
+        free(p);
+        return rv;
+    }
+    p->c = c;
+    *out = p;
+    return 0;
+}
+
+int attn_run_submit_prepared(attn_prepared_run *p, const attn_run_submit *v, attn_reply_cb cb,
+                             void *arg)
+{
+    nng_msg *msg;
+    attn_reply *rep;
+    if (p == NULL || v == NULL || cb == NULL)
+        return ATTN_E_INVALID;
+    /* the order number is there or not since attn_run_prepare: a run that
+     * carries one cannot go without it, nor one that does not get one */
+    if ((p->patch.order != 0) != (v->order != 0))
+        return ATTN_E_RANGE;
+    if ((rep = calloc(1, sizeof *rep)) == NULL)
+        return ATTN_E_NOMEM;
+    if (nng_msg_alloc(&msg, p->msg.len) != 0) {
+        free(rep);
+        return ATTN_E_NOMEM;
+    }
+    uint8_t *body = nng_msg_body(msg);
+    memcpy(body, p->msg.data, p->msg.len);
+    attn_run_values vals = {.id = atomic_fetch_add(&p->c->next_id, 1),
+                            .layer = v->layer,
+                            .order = v->order,
+                            .wait_value = v->wait_value,
+                            .signal_value = v->signal_value};
+    attn_run_patch_apply(body, &p->patch, &vals);
+    return send_async(p->c, msg, rep, vals.id, ATTN_OP_RUN, cb, arg);
+}
+
+void attn_run_prepared_free(attn_prepared_run *p)
+{
+    if (p == NULL)
+        return;
+    attn_buf_free(&p->msg);
+    free(p);
 }
 
 /* ---- one call per operation ---------------------------------------------- */

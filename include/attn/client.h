@@ -358,6 +358,44 @@ typedef void (*attn_reply_cb)(void *arg, int rv, attn_reply *rep);
  * attn_run_args.order (docs/protocol.md, "Order"). */
 ATTN_EXPORT int attn_call_async(attn_client *c, attn_request *req, attn_reply_cb cb, void *arg);
 
+/* ---- prepared runs: an engine's per-layer run, encoded once -------------
+ *
+ * The runs of one plan an engine sends every layer differ only in their
+ * layer, their semaphore values and their order number.  attn_run_prepare
+ * encodes such a run once; attn_run_submit_prepared copies those bytes,
+ * rewrites the four fields (and the request id) in place, and sends them as
+ * attn_call_async does: attnd receives the very request attn_run would send
+ * for the same arguments and checks it the same way. */
+typedef struct attn_prepared_run attn_prepared_run;
+
+/* Prepare run `a` on client `c` (which must outlive it): everything but
+ * a->layer, a->wait.value, a->sig.value and a->order is fixed from here on.
+ * Whether the request waits, signals and carries an order number is fixed
+ * too (a->wait.buf, a->sig.buf, a->order nonzero).  Returns 0 or an
+ * attn_err with `err` filled (ATTN_E_INVALID for a NULL argument). */
+ATTN_EXPORT int attn_run_prepare(attn_client *c, const attn_run_args *a, attn_prepared_run **p,
+                                 attn_error_detail *err);
+
+/* The per-submit values of a prepared run (wait_value / signal_value are
+ * ignored when it was prepared without that semaphore). */
+typedef struct attn_run_submit {
+    uint32_t layer;
+    uint64_t wait_value, signal_value;
+    uint64_t order; /* nonzero exactly when the run was prepared with an order number */
+} attn_run_submit;
+
+/* Send prepared run `p` with the values `v` without waiting for the reply;
+ * `cb` and `arg` as attn_call_async (which this otherwise is).  Errors
+ * before anything is sent: ATTN_E_INVALID (NULL argument), ATTN_E_RANGE (an
+ * order number given to a run prepared without one, or missing from one
+ * prepared with one), ATTN_E_NOMEM; `cb` then never runs.  Safe from
+ * several threads at once on one prepared run. */
+ATTN_EXPORT int attn_run_submit_prepared(attn_prepared_run *p, const attn_run_submit *v,
+                                         attn_reply_cb cb, void *arg);
+
+/* Free a prepared run (submitted runs in flight are not affected). */
+ATTN_EXPORT void attn_run_prepared_free(attn_prepared_run *p);
+
 /* hello: server version, build, backends, devices, artifact identity. */
 ATTN_EXPORT int attn_hello(attn_client *c, attn_reply *rep);
 

@@ -386,6 +386,103 @@ static void test_wait_then_signal(void **state)
     shm_free(&s);
 }
 
+/* A reply handed to a callback (attn_run_submit_prepared), waited for here. */
+typedef struct cb_reply {
+    int done; /* set (release) once rv and rep are filled */
+    int rv;
+    attn_reply *rep;
+} cb_reply;
+
+static void cb_store(void *arg, int rv, attn_reply *rep)
+{
+    cb_reply *r = arg;
+    r->rv = rv;
+    r->rep = rep;
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+}
+
+static void cb_wait(cb_reply *r)
+{
+    for (int i = 0; i < 5000 && !__atomic_load_n(&r->done, __ATOMIC_ACQUIRE); i++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    assert_true(__atomic_load_n(&r->done, __ATOMIC_ACQUIRE));
+}
+
+static void cb_free(cb_reply *r)
+{
+    attn_reply_free(r->rep);
+    free(r->rep);
+}
+
+/* Prepared runs (attn_run_prepare, attn_run_submit_prepared) on a fresh
+ * connection with order numbers and both semaphores: each submit waits for
+ * its own value, signals its own, and writes what the synchronous inline
+ * run writes, bit for bit; a submit whose order number does not match how
+ * the run was prepared is refused before anything is sent. */
+static void test_prepared_runs(void **state)
+{
+    attn_client *c;
+    attn_run_args a, ia;
+    attn_reply rep, ref;
+    attn_prepared_run *p = NULL;
+    attn_error_detail e;
+    shm_buf s;
+    (void)state;
+    shm_make(&s, "prep");
+    assert_int_equal(attn_client_open(&c, g_d.url), 0);
+    uint64_t id = register_shm(c, &s);
+
+    attn_rb_run_args(&g_rb, &ia);
+    ia.plan_id = g_plan;
+    ia.return_lse = true;
+    assert_int_equal(attn_run(c, &ia, &ref), 0);
+
+    async_args(&a, id, &s);
+    a.return_lse = true;
+    a.wait = (attn_sem_ref){id, s.sem_wait, 0};
+    a.sig = (attn_sem_ref){id, s.sem_signal, 0};
+    a.order = 1;
+    assert_int_equal(attn_run_prepare(c, &a, &p, &e), 0);
+    attn_run_submit bad = {.layer = 0, .wait_value = 1, .signal_value = 1, .order = 0};
+    assert_int_equal(attn_run_submit_prepared(p, &bad, cb_store, NULL), ATTN_E_RANGE);
+    for (uint64_t k = 1; k <= 3; k++) {
+        cb_reply r = {0};
+        memset(s.p + s.o, 0x5a, s.sem_wait - s.o); /* poison O and LSE */
+        attn_run_submit v = {.layer = 0, .wait_value = 10 * k, .signal_value = 100 * k, .order = k};
+        assert_int_equal(attn_run_submit_prepared(p, &v, cb_store, &r), 0);
+        cb_wait(&r);
+        assert_int_equal(r.rv, 0);
+        assert_true(r.rep->run_seq > 0);
+        uint64_t seq = r.rep->run_seq;
+        cb_free(&r);
+        /* held at its wait until the client writes 10k */
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+        assert_int_equal(sem_read(&s, s.sem_signal), 100 * (k - 1));
+        sem_write(&s, s.sem_wait, 10 * k);
+        attn_run_status st = wait_settled(c, seq);
+        assert_int_equal(st.state, ATTN_RUN_DONE);
+        assert_int_equal(sem_read(&s, s.sem_signal), 100 * k);
+        assert_memory_equal(s.p + s.o, ref.o.data, ref.o.len);
+        assert_memory_equal(s.p + s.lse, ref.lse.data, ref.lse.len);
+    }
+    attn_run_prepared_free(p);
+
+    /* prepared without an order number: one given is refused */
+    async_args(&a, id, &s);
+    assert_int_equal(attn_run_prepare(c, &a, &p, &e), 0);
+    bad.order = 4;
+    assert_int_equal(attn_run_submit_prepared(p, &bad, cb_store, NULL), ATTN_E_RANGE);
+    attn_run_prepared_free(p);
+    assert_int_equal(attn_run_prepare(c, NULL, &p, &e), ATTN_E_INVALID);
+    assert_null(p);
+
+    attn_reply_free(&ref);
+    assert_int_equal(attn_buffer_drop(c, id, &rep), 0);
+    attn_reply_free(&rep);
+    attn_client_close(c);
+    shm_free(&s);
+}
+
 /* A client that closes while its run waits on its semaphore: the wait is
  * released, that run and the one queued behind it are cancelled (nothing
  * ran: the pool is unchanged), its buffers are dropped, attnd serves on. */
@@ -430,9 +527,8 @@ static void test_close_releases_waits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_async_run_bitexact),
-        cmocka_unit_test(test_async_refusals),
-        cmocka_unit_test(test_wait_then_signal),
+        cmocka_unit_test(test_async_run_bitexact),   cmocka_unit_test(test_async_refusals),
+        cmocka_unit_test(test_wait_then_signal),     cmocka_unit_test(test_prepared_runs),
         cmocka_unit_test(test_close_releases_waits),
     };
     if (getenv("ATTND") == NULL) {

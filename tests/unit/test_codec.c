@@ -406,6 +406,83 @@ static void test_run_ordering_encoding(void **state)
     attn_buf_free(&b);
 }
 
+/* The JSON rendering of request `r` encoded the ordinary way (malloc'ed). */
+static char *request_json(const attn_request *r)
+{
+    attn_buf b = {0};
+    attn_error_detail e;
+    char *json = NULL;
+    assert_int_equal(attn_request_encode(r, &b, &e), 0);
+    assert_int_equal(attn_msgpack_to_json(b.data, b.len, 8, false, &json, &e), 0);
+    attn_buf_free(&b);
+    return json;
+}
+
+/* A prepared run's encoding, its fields rewritten in place, is the request
+ * attn_request_encode makes of the same values (compared decoded, as JSON:
+ * the widths of the integers differ), with and without the optional fields;
+ * only a run can be prepared. */
+static void test_run_patchable_encoding(void **state)
+{
+    attn_request r;
+    attn_buf b = {0};
+    attn_run_patch patch;
+    attn_error_detail e;
+    char *json = NULL;
+    (void)state;
+    for (int with_opt = 0; with_opt < 2; with_opt++) {
+        memset(&r, 0, sizeof r);
+        r.op = ATTN_OP_RUN;
+        r.id = 1;
+        fill_run(&r.run);
+        r.run.verify = false;
+        r.run.async = true;
+        if (with_opt) {
+            r.run.wait = (attn_sem_ref){5, 64, 0};
+            r.run.sig = (attn_sem_ref){5, 72, 0};
+            r.run.order = 1;
+        }
+        assert_int_equal(attn_run_request_encode_patchable(&r, &b, &patch, &e), 0);
+        assert_true(patch.id != 0 && patch.layer != 0);
+        assert_int_equal(patch.order != 0, with_opt);
+        assert_int_equal(patch.wait_value != 0, with_opt);
+        assert_int_equal(patch.signal_value != 0, with_opt);
+        /* values of every width msgpack has, up to the full 64 bits */
+        const uint64_t vals[] = {0, 7, 200, 70000, 0x100000000ull, UINT64_MAX};
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+            attn_run_values v = {.id = vals[i] | 1,
+                                 .layer = (uint32_t)vals[(i + 1) % 6],
+                                 .order = vals[(i + 2) % 6] | 1,
+                                 .wait_value = vals[(i + 3) % 6],
+                                 .signal_value = vals[(i + 4) % 6]};
+            attn_run_patch_apply(b.data, &patch, &v);
+            assert_int_equal(attn_msgpack_to_json(b.data, b.len, 8, false, &json, &e), 0);
+            r.id = v.id;
+            r.run.layer = v.layer;
+            if (with_opt) {
+                r.run.order = v.order;
+                r.run.wait.value = v.wait_value;
+                r.run.sig.value = v.signal_value;
+            }
+            char *want = request_json(&r);
+            assert_string_equal(json, want);
+            free(want);
+            free(json);
+            attn_request rd;
+            assert_int_equal(attn_request_decode(b.data, b.len, NULL, &rd, &e), 0);
+            assert_int_equal(rd.run.layer, v.layer);
+            assert_int_equal(rd.id, v.id);
+            attn_request_free(&rd);
+        }
+        attn_buf_free(&b);
+    }
+    memset(&r, 0, sizeof r);
+    r.op = ATTN_OP_HELLO;
+    assert_int_equal(attn_run_request_encode_patchable(&r, &b, &patch, &e), ATTN_E_INVALID);
+    assert_string_equal(e.field, "op");
+    assert_null(b.data);
+}
+
 static void expect_json(const char *json, int code, const char *field);
 
 /* Bad references and registrations: each refused with its code and field. */
@@ -1301,6 +1378,7 @@ int main(void)
         cmocka_unit_test(test_masks),
         cmocka_unit_test(test_shm_takes_no_offset),
         cmocka_unit_test(test_run_ordering_encoding),
+        cmocka_unit_test(test_run_patchable_encoding),
         cmocka_unit_test(test_depth_bound),
         cmocka_unit_test(test_shape_checks),
         cmocka_unit_test(test_decode_speed),
