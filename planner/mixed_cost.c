@@ -143,6 +143,11 @@ static void partition_variants(const attn_mixed_cost_in *in, const attn_mixed_co
         if (in->streams.prefill_ctas != 0) { /* the setting's cap alone */
             out->fork_ctas[0] = in->streams.prefill_ctas;
             out->num_forks = 1;
+        } else if (k->num_caps == 0 && asked != ATTN_MIXED_ORDER_AUTO) {
+            /* a forced order with no candidate: the uncapped grid, so the
+             * order is kept (it fell back to serial) */
+            out->fork_ctas[0] = 0;
+            out->num_forks = 1;
         } else {
             for (uint32_t i = 0; i < k->num_caps && i < ATTN_MIXED_MAX_CAPS; i++)
                 out->fork_ctas[out->num_forks++] = k->caps[i];

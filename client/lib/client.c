@@ -23,6 +23,7 @@
 #include "client/lib/cuda_ipc.h"
 #include "protocol/codec.h"
 #include "protocol/tls.h"
+#include "protocol/wire.h"
 
 struct attn_client {
     nng_socket sock;
@@ -183,15 +184,39 @@ static void msg_free(void *p)
     nng_msg_free((nng_msg *)p);
 }
 
+/* Whether the message's top map has "ok": true: read past a failed decode
+ * (which keeps no field), so a client knows whether attnd did what it asked
+ * even when the rest of its answer is unreadable. */
+static bool reply_says_ok(const void *body, size_t len)
+{
+    attn_wire_reader r;
+    attn_wire_item top, key, val;
+    attn_wire_init(&r, body, len);
+    if (attn_wire_next(&r, &top) != 0 || top.type != ATTN_WT_MAP)
+        return false;
+    for (uint32_t i = 0; i < top.len; i++) {
+        if (attn_wire_next(&r, &key) != 0)
+            return false;
+        if (!attn_wire_str_eq(&key, "ok")) {
+            if (attn_wire_skip(&r, 64) != 0)
+                return false;
+            continue;
+        }
+        return attn_wire_next(&r, &val) == 0 && val.type == ATTN_WT_BOOL && val.b;
+    }
+    return false;
+}
+
 /* Decode the reply message into `rep` (taking the message) and map the
  * outcome to the call's return value; *unreadable (when not NULL) says
- * whether attnd's answer arrived but could not be decoded. */
+ * whether attnd's answer arrived saying ok: true but could not be decoded
+ * (an undecodable refusal, ok: false, did nothing on attnd). */
 static int finish_reply(nng_msg *msg, uint64_t id, attn_op op, attn_reply *rep, bool *unreadable)
 {
     attn_error_detail e;
     int rv = attn_reply_decode(nng_msg_body(msg), nng_msg_len(msg), NULL, rep, &e);
     if (unreadable != NULL)
-        *unreadable = rv != 0;
+        *unreadable = rv != 0 && reply_says_ok(nng_msg_body(msg), nng_msg_len(msg));
     if (rv != 0) {
         nng_msg_free(msg);
         rep->ok = false;
@@ -494,9 +519,9 @@ int attn_pool_create(attn_client *c, const attn_pool_geometry *g, attn_reply *re
     return call_op(c, &req, rep);
 }
 
-/* The export map decoder names its fields "export" or "export.*", and it
- * runs only on a reply that said ok: such a decode failure means attnd
- * made the pool. */
+/* The export map decoder names its fields "export" or "export.*" (so does
+ * a duplicated top-level key "export": finish_reply's `unreadable` is set
+ * only for a reply that said ok, i.e. attnd made the pool). */
 static bool export_field(const char *field)
 {
     return strncmp(field, "export", 6) == 0 && (field[6] == '\0' || field[6] == '.');

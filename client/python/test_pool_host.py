@@ -10,6 +10,10 @@ ones, so the CUDA branch runs on CI:
 - a set-up that fails half-way (a view torch refuses, a shm export whose
   views do not fit its mapping) closes the IPC mapping / the mmap it made
   (both stayed open before), and Pool.create drops the pool on attnd;
+- close() after a device error (synchronize raises) still closes the IPC
+  mapping (it leaked), and a set-up failure is not replaced by its close's;
+- when that pool_drop fails too (attnd gone), the set-up's own failure is
+  what Pool.create raises, the drop's noted on it (the drop's replaced it);
 - a pool_create reply without an export map drops the pool too (it stayed);
 - the wrapper's arena view cache keeps at most VIEW_CACHE_MAX places,
   least recently used out (it grew with every new place before).
@@ -35,6 +39,7 @@ class FakeTorch(types.ModuleType):
         super().__init__("torch")
         self.current = 0
         self.fail_as_tensor = False
+        self.fail_sync = False  # a device error the context kept (sticky)
         self.bfloat16 = "bfloat16"
         fake = self
 
@@ -59,7 +64,8 @@ class FakeTorch(types.ModuleType):
                     fake.current = prev
 
             def synchronize(self, dev=None):
-                pass
+                if fake.fail_sync:
+                    raise RuntimeError("synchronize failed (test)")
 
         self.device = Device
         self.cuda = Cuda()
@@ -148,6 +154,63 @@ def test_cuda_setup_failing_half_way_closes_the_mapping():
     assert drv.closed == [(0x7000_0000, 1)], "the IPC mapping leaked: %r" % drv.closed
     assert client.dropped == ["kv"]
     assert torch.current == 0
+
+
+def test_close_after_a_device_error_still_closes_the_mapping():
+    torch = with_fake_torch()
+    drv = FakeDriver(torch)
+    p = attn.Pool(FakeClient({}), "kv", dict(GEOM, pool="kv"), export_map(), driver=drv)
+    torch.fail_sync = True
+    try:
+        p.close()
+    except RuntimeError as e:
+        assert "synchronize failed" in str(e)
+    else:
+        raise AssertionError("the device error was not reported")
+    assert drv.closed == [(0x7000_0000, 1)], "the IPC mapping leaked: %r" % drv.closed
+    assert torch.current == 0
+    p.close()  # nothing left to close
+    assert len(drv.closed) == 1
+
+
+def test_setup_failure_not_hidden_by_a_failing_close():
+    torch = with_fake_torch()
+    drv = FakeDriver(torch)
+    torch.fail_as_tensor = True
+    torch.fail_sync = True
+    try:
+        attn.Pool(FakeClient({}), "kv", dict(GEOM, pool="kv"), export_map(), driver=drv)
+    except RuntimeError as e:
+        assert "as_tensor refused" in str(e), "the close's failure hid the set-up's: %s" % e
+    else:
+        raise AssertionError("a refused view was accepted")
+    assert drv.closed == [(0x7000_0000, 1)], "the IPC mapping leaked: %r" % drv.closed
+
+
+class UnreachableClient(FakeClient):
+    """attnd went away after its pool_create reply: the drop fails too."""
+
+    def pool_drop(self, name):
+        self.dropped.append(name)
+        raise attn.AttnError("E_IO", "url", "no reply (test)")
+
+
+def test_failed_drop_keeps_the_setup_failure():
+    torch = with_fake_torch()
+    drv = FakeDriver(torch)
+    torch.fail_as_tensor = True
+    client = UnreachableClient({"pool": "kv", "bytes": 1, "export": export_map()})
+    try:
+        attn.Pool.create(client, "kv", driver=drv, device="cuda:1", **GEOM)
+    except RuntimeError as e:
+        assert "as_tensor refused" in str(e), e
+        notes = " ".join(getattr(e, "__notes__", []))
+        assert "pool_drop" in notes and "no reply (test)" in notes, notes
+    except attn.AttnError as e:
+        raise AssertionError("the drop's failure hid the set-up's: %s" % e)
+    else:
+        raise AssertionError("a refused view was accepted")
+    assert client.dropped == ["kv"]
 
 
 def test_reply_without_export_map_drops_the_pool():

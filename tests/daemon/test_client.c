@@ -43,6 +43,11 @@ typedef struct peer {
 static void answer_export(const attn_request *req, attn_reply *rep)
 {
     const char *name = req->geom.name;
+    if (strcmp(name, "exp-taken") == 0) {
+        rep->ok = false;
+        attn_error_set(&rep->error, ATTN_E_POOL_EXISTS, "pool", "pool '%s' exists", name);
+        return;
+    }
     if (strcmp(name, "exp-busy") == 0) {
         rep->ok = false;
         attn_error_set(&rep->error, ATTN_E_BUSY, "export", "at most 16 exported pools at once");
@@ -57,6 +62,28 @@ static void answer_export(const attn_request *req, attn_reply *rep)
     rep->exp.bytes = rep->bytes;
     rep->exp.kv_dtype = req->geom.kv_dtype;
     rep->exp.layout = ATTN_NHD;
+}
+
+/* "exp-taken": attnd refuses (the pool exists, someone else's) with a
+ * reply that also carries the key "export" twice, so the client cannot
+ * decode it: add two "export": nil pairs to the top map (map32, as
+ * attn_reply_encode writes it).  Returns 0, or -1 on another header. */
+static int duplicate_export_key(attn_buf *out)
+{
+    static const uint8_t pair[] = {0xa6, 'e', 'x', 'p', 'o', 'r', 't', 0xc0};
+    if (out->len < 5 || out->data[0] != 0xdf)
+        return -1;
+    uint8_t *b = realloc(out->data, out->len + 2 * sizeof pair);
+    if (b == NULL)
+        return -1;
+    uint32_t n = ((uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4]) + 2;
+    for (int i = 0; i < 4; i++)
+        b[1 + i] = (uint8_t)(n >> (24 - 8 * i));
+    memcpy(b + out->len, pair, sizeof pair);
+    memcpy(b + out->len + sizeof pair, pair, sizeof pair);
+    out->data = b;
+    out->len += 2 * sizeof pair;
+    return 0;
 }
 
 /* Spoil the export map's "layout": "NHD" (its only NHD string) so the
@@ -164,6 +191,12 @@ static int peer_handle(void *arg, const void *body, size_t len, void **reply, si
         return -1;
     if (drv == 0 && req.op == ATTN_OP_POOL_CREATE && strcmp(req.geom.name, "exp-bad") == 0)
         spoil_export_layout(out.data, out.len);
+    if (drv == 0 && req.op == ATTN_OP_POOL_CREATE && strcmp(req.geom.name, "exp-taken") == 0 &&
+        duplicate_export_key(&out) != 0) {
+        attn_buf_free(&out);
+        attn_request_free(&req);
+        return -1;
+    }
     if (drv == 0 && req.op == ATTN_OP_POOL_DROP) {
         pthread_mutex_lock(&p->mu);
         p->drops++;
@@ -492,6 +525,17 @@ static void test_create_exported_unusable_reply_drops_pool(void **state)
     snprintf(g.name, sizeof g.name, "exp-busy");
     assert_int_equal(attn_pool_create_exported(c, &g, &rep), ATTN_E_BUSY);
     assert_string_equal(rep.error.field, "export");
+    attn_reply_free(&rep);
+    assert_int_equal(peer_drops(state, last, sizeof last), 2);
+
+    /* a refusal the client cannot decode, failing on a key "export" (here
+     * one given twice): it said ok: false, so attnd made nothing, and the
+     * pool of that name is someone else's: it must not be dropped */
+    snprintf(g.name, sizeof g.name, "exp-taken");
+    assert_int_equal(attn_pool_create_exported(c, &g, &rep), ATTN_E_PROTOCOL);
+    assert_false(rep.ok);
+    assert_string_equal(rep.error.field, "export");
+    assert_null(strstr(rep.error.message, "dropped"));
     attn_reply_free(&rep);
     assert_int_equal(peer_drops(state, last, sizeof last), 2);
 

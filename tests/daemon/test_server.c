@@ -1058,6 +1058,261 @@ static void test_async_unrestored_names_layer_and_quarantines(void **state)
     attn_engine_destroy(inst);
 }
 
+/* unrestored_complete once the test has queued the runs sent behind it
+ * (g_queued_behind): they are queued when the quarantine comes. */
+static atomic_int g_queued_behind;
+static int held_unrestored_complete(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                                    attn_error_detail *err)
+{
+    while (!atomic_load(&g_queued_behind))
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    return unrestored_complete(self, ticket, rep, err);
+}
+
+/* Async runs queued behind a deferred run whose completion quarantines the
+ * pool: each is refused (run_status FAILED, E_POOL_UNRESTORED field
+ * "pool", counted once in async_failed, not as an engine failure), each
+ * still writes its signal, the pool's bytes are unchanged and nothing
+ * stays pending. */
+static void test_queued_async_runs_refused_after_quarantine(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops dops = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t defer_plan, cpu_plan, buf, seq[3], sum0, sum1;
+    char name[64];
+    (void)state;
+    dops.name = "slow_unrestoring_double";
+    dops.priority = -1;
+    dops.run = deferring_once_run;
+    dops.complete = held_unrestored_complete;
+    atomic_store(&g_queued_behind, 0);
+    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 10), 0);
+    load_batch(s, &rb, "qq");
+    assert_int_equal(attn_server_pool_checksum(s, "qq", &sum0), 0);
+    const uint64_t o_bytes = rb.o_elems * sizeof(float);
+    const uint64_t sig_off = 3 * ((o_bytes + 63) & ~(uint64_t)63), bytes = sig_off + 64;
+    snprintf(name, sizeof name, "/attn-test-%d-qq", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
+    uint64_t *words = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(words != MAP_FAILED);
+    close(fd);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+    req.buffer.bytes = bytes;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    buf = rep.buf;
+    free(keep);
+    uint64_t plans[2];
+    const char *backends[2] = {"slow_unrestoring_double", "cpu_ref"};
+    for (int i = 0; i < 2; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_PLAN;
+        req.manifest = rb.m;
+        snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "%s",
+                 backends[i]);
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        plans[i] = rep.plan_id;
+        free(keep);
+    }
+    defer_plan = plans[0];
+    cpu_plan = plans[1];
+    /* the failing deferred run, then two CPU runs that signal host words */
+    for (int i = 0; i < 3; i++) {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN;
+        attn_rb_run_args(&rb, &req.run);
+        req.run.plan_id = i == 0 ? defer_plan : cpu_plan;
+        req.run.o_ref =
+            (attn_tensor_ref){buf, (uint64_t)i * ((o_bytes + 63) & ~(uint64_t)63), o_bytes};
+        req.run.return_lse = false;
+        req.run.async = true;
+        if (i > 0)
+            req.run.sig = (attn_sem_ref){buf, sig_off + 8u * (uint64_t)i, 40u + (uint64_t)i};
+        if (call(s, &req, &rep, &keep) != 0)
+            fail_msg("run %d: %s %s", i, rep.error.field, rep.error.message);
+        seq[i] = rep.run_seq;
+        free(keep);
+    }
+    atomic_store(&g_queued_behind, 1);
+    for (int i = 0; i < 3; i++) {
+        attn_run_status st;
+        do {
+            memset(&req, 0, sizeof req);
+            req.op = ATTN_OP_RUN_STATUS;
+            req.run_seq = seq[i];
+            assert_int_equal(call(s, &req, &rep, &keep), 0);
+            st = rep.status;
+            free(keep);
+        } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+        assert_int_equal(st.state, ATTN_RUN_FAILED);
+        assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
+        assert_string_equal(st.error.field, i == 0 ? "layer" : "pool");
+        if (i > 0) {
+            assert_non_null(strstr(st.error.message, "pool 'qq' is quarantined"));
+            assert_int_equal(atomic_load((_Atomic uint64_t *)&words[sig_off / 8 + (uint64_t)i]),
+                             40u + (uint64_t)i);
+        }
+    }
+    assert_int_equal(stats_counter(s, "async_failed"), 3);
+    assert_int_equal(stats_counter(s, "async_pending"), 0);
+    /* a run that arrives after the quarantine: refused in its reply, as any
+     * refused request, so it signals nothing (docs/protocol.md) */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_RUN;
+    attn_rb_run_args(&rb, &req.run);
+    req.run.plan_id = cpu_plan;
+    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    req.run.return_lse = false;
+    req.run.async = true;
+    req.run.sig = (attn_sem_ref){buf, sig_off + 24, 43};
+    assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
+    assert_string_equal(rep.error.field, "pool");
+    free(keep);
+    assert_int_equal(atomic_load((_Atomic uint64_t *)&words[sig_off / 8 + 3]), 0);
+    assert_int_equal(stats_counter(s, "pools_quarantined"), 1);
+    assert_int_equal(stats_counter(s, "engine_failures"), 1);
+    assert_int_equal(attn_server_pool_checksum(s, "qq", &sum1), 0);
+    assert_true(sum0 == sum1);
+    munmap(words, bytes);
+    shm_unlink(name);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+    attn_engine_destroy(inst);
+}
+
+/* pool_drop while a deferred run of the pool is in flight: the run keeps
+ * the dropped pool alive until its completion, which quarantines that
+ * pool, not the one created again under its name; a dropped pool does not
+ * count in pools_quarantined. */
+static int call_on(attn_server *s, uint32_t conn, attn_request *req, attn_reply *rep, void **keep)
+{
+    attn_buf b = {0};
+    attn_error_detail e;
+    void *out = NULL;
+    size_t len = 0;
+    req->v = ATTN_PROTOCOL_VERSION;
+    req->id = 43;
+    assert_int_equal(attn_request_encode(req, &b, &e), 0);
+    assert_int_equal(attn_server_handle_conn(s, conn, b.data, b.len, &out, &len), 0);
+    attn_buf_free(&b);
+    memset(rep, 0, sizeof *rep);
+    assert_int_equal(attn_reply_decode(out, len, NULL, rep, &e), 0);
+    *keep = out;
+    return rep->ok ? 0 : rep->error.code;
+}
+
+static void test_drop_during_deferred_failure(void **state)
+{
+    attn_server *s = new_server();
+    attn_engine_ops dops = *attn_cpu_engine_ops();
+    attn_engine *inst = NULL;
+    attn_error_detail e;
+    attn_rb rb;
+    attn_rb_spec spec;
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    uint64_t buf, seq;
+    char name[64];
+    (void)state;
+    dops.name = "held_unrestoring_double";
+    dops.priority = -1;
+    dops.run = deferring_once_run;
+    dops.complete = held_unrestored_complete;
+    atomic_store(&g_queued_behind, 0);
+    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&rb, &spec, 11), 0);
+    load_batch(s, &rb, "qd");
+    const uint64_t o_bytes = rb.o_elems * sizeof(float);
+    snprintf(name, sizeof name, "/attn-test-%d-qd", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
+    close(fd);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
+    req.buffer.bytes = o_bytes;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    buf = rep.buf;
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
+             "held_unrestoring_double");
+    attn_rb_run_args(&rb, &req.run);
+    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    req.run.return_lse = false;
+    req.run.async = true;
+    if (call(s, &req, &rep, &keep) != 0)
+        fail_msg("%s %s", rep.error.field, rep.error.message);
+    seq = rep.run_seq;
+    free(keep);
+    /* the run is in flight (its completion held): another connection drops
+     * the pool and creates it again (the run's own would wait for it) */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_DROP;
+    snprintf(req.pool, sizeof req.pool, "qd");
+    assert_int_equal(call_on(s, 7, &req, &rep, &keep), 0);
+    free(keep);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_CREATE;
+    req.geom = rb.g;
+    snprintf(req.pool, sizeof req.pool, "qd");
+    assert_int_equal(call_on(s, 7, &req, &rep, &keep), 0);
+    free(keep);
+    atomic_store(&g_queued_behind, 1);
+    attn_run_status st;
+    do {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN_STATUS;
+        req.run_seq = seq;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        st = rep.status;
+        free(keep);
+    } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+    assert_int_equal(st.state, ATTN_RUN_FAILED);
+    assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
+    assert_int_equal(stats_counter(s, "pools_quarantined"), 0);
+    /* the new pool of that name serves (written again) */
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_DROP;
+    snprintf(req.pool, sizeof req.pool, "qd");
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+    load_batch(s, &rb, "qd");
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_ATTEND;
+    req.manifest = rb.m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
+    attn_rb_run_args(&rb, &req.run);
+    if (call(s, &req, &rep, &keep) != 0)
+        fail_msg("%s: %s", rep.error.field, rep.error.message);
+    free(keep);
+    shm_unlink(name);
+    attn_rb_free(&rb);
+    attn_server_destroy(s);
+    attn_engine_destroy(inst);
+}
+
 /* A stand-in for the CUDA engine's IPC open (no GPU in CI): it hands out
  * host memory labelled cuda_ipc, so the daemon's refusals can be seen. */
 static int g_fake_closes;
@@ -1989,6 +2244,8 @@ int main(void)
         cmocka_unit_test(test_async_deferred_window),
         cmocka_unit_test(test_unrestored_pool_is_quarantined),
         cmocka_unit_test(test_async_unrestored_names_layer_and_quarantines),
+        cmocka_unit_test(test_queued_async_runs_refused_after_quarantine),
+        cmocka_unit_test(test_drop_during_deferred_failure),
         cmocka_unit_test(test_plan_bytes_count_engine_data),
         cmocka_unit_test(test_workspace_cap),
         cmocka_unit_test(test_diag_reports_engine_truth),

@@ -368,6 +368,35 @@ static void test_concurrent_estimate(void **state)
     assert_int_equal(strlen(small), 7);
 }
 
+/* A forced order is kept whatever its estimate, also with constants that
+ * hold no candidate caps (k_unit: auto never forks) and no cap asked: the
+ * prefill grid then runs uncapped, one CTA per SM (it became serial). */
+static void test_forced_order_without_candidates(void **state)
+{
+    (void)state;
+    attn_mixed_cost_consts k = k_unit;
+    k.fork_us = 2.0;
+    attn_mixed_cost_in in = base_in();
+    in.unified_tiles = 132 * 1000; /* unified out of the way */
+    attn_mixed_cost c;
+    const attn_mixed_order forced[2] = {ATTN_MIXED_ORDER_PREFILL_FIRST,
+                                        ATTN_MIXED_ORDER_DECODE_FIRST};
+    for (int i = 0; i < 2; i++) {
+        in.streams.order = forced[i];
+        attn_mixed_cost_estimate(&in, &k, 1, &c);
+        assert_int_equal(c.order, forced[i]);
+        assert_int_equal(c.prefill_ctas, 0);
+        assert_int_equal(c.num_forks, 1);
+        /* no SM left free: serial 213 + fork 2 */
+        assert_true(c.concurrent_us > 214.9 && c.concurrent_us < 215.1);
+        assert_true(c.partition_us == c.concurrent_us);
+    }
+    in.streams.order = ATTN_MIXED_ORDER_AUTO; /* auto: still never forks */
+    attn_mixed_cost_estimate(&in, &k, 1, &c);
+    assert_int_equal(c.order, ATTN_MIXED_ORDER_SERIAL);
+    assert_int_equal(c.num_forks, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_the_cap_is_learned),
         cmocka_unit_test(test_streams_setting_parse),
         cmocka_unit_test(test_concurrent_estimate),
+        cmocka_unit_test(test_forced_order_without_candidates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,14 @@ _CAI = {"fp32": "<f4", "fp16": "<f2", "bf16": "<i2"}  # viewed as bfloat16 after
 _ELEM = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
+def _note(exc, text):
+    """Attach `text` to `exc` (PEP 678 notes; an attribute before Python 3.11)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(text)
+    else:
+        exc.__notes__ = getattr(exc, "__notes__", []) + [text]
+
+
 class _CudaArrayInterface:
     """What torch.as_tensor reads to wrap device memory it did not allocate."""
 
@@ -69,8 +77,11 @@ class Pool:
                 base = layer * x["layer_stride"]
                 self.k.append(self._view(base + x["k_offset"], g["head_dim_qk"], "k"))
                 self.v.append(self._view(base + x["v_offset"], g["head_dim_vo"], "v"))
-        except BaseException:
-            self.close()  # a mapping made before the failure is not left open
+        except BaseException as failure:
+            try:
+                self.close()  # a mapping made before the failure is not left open
+            except Exception as e:
+                _note(failure, "and closing the pool's mapping failed too: %s" % e)
             raise
 
     @classmethod
@@ -87,8 +98,13 @@ class Pool:
                 raise AttnError("E_PROTOCOL", "export",
                                 "attnd's pool_create reply has no export map")
             return cls(client, pool, geom, rep["export"], driver=driver)
-        except BaseException:
-            client.pool_drop(pool)  # nothing half-made: the pool goes with the failure
+        except BaseException as failure:
+            # nothing half-made: the pool goes with the failure; a drop that
+            # fails too (attnd gone) must not hide why the set-up failed
+            try:
+                client.pool_drop(pool)
+            except Exception as e:
+                _note(failure, "and pool_drop(%r) failed too: %s" % (pool, e))
             raise
 
     # ---- mapping
@@ -156,8 +172,11 @@ class Pool:
         if self._dptr is not None:
             ptr, self._dptr = self._dptr, None
             with self._torch.cuda.device(self._device):  # the context that opened it
-                self._torch.cuda.synchronize(self._device)
-                self._driver.ipc_close(ptr)
+                try:
+                    self._torch.cuda.synchronize(self._device)
+                finally:
+                    # a device error (raised above) must not leak the mapping
+                    self._driver.ipc_close(ptr)
 
     def drop(self):
         """close(), then pool_drop on attnd."""
