@@ -524,6 +524,157 @@ static void load_batch(attn_server *s, attn_rb *rb, const char *name)
     free(pages);
 }
 
+/* ---- engine test doubles: the fixture their tests share ----------------- */
+
+/* A CPU server with one test-double engine registered next to the CPU
+ * engine (the CPU engine's ops, `run` and, when given, `complete`
+ * replaced), a random batch (not yet loaded: some tests shape it first)
+ * and, once double_fixture_buffer is called, an shm buffer registered
+ * for the runs' outputs. */
+typedef struct {
+    attn_server *s;
+    attn_engine_ops ops; /* the engine keeps a pointer to them */
+    attn_engine *inst;   /* the registry does not own it */
+    attn_rb rb;
+    char shm_name[64]; /* "" until a buffer is registered */
+    uint64_t buf;
+    uint64_t buf_bytes;
+    void *map; /* the buffer mapped in the test, or NULL */
+} double_fixture;
+
+typedef int (*double_run_fn)(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                             attn_exec_report *rep, attn_error_detail *err);
+typedef int (*double_complete_fn)(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                                  attn_error_detail *err);
+
+static void double_fixture_open(double_fixture *f, const char *engine, double_run_fn run,
+                                double_complete_fn complete, uint64_t seed)
+{
+    attn_rb_spec spec;
+    attn_error_detail e;
+    memset(f, 0, sizeof *f);
+    f->s = new_server();
+    f->ops = *attn_cpu_engine_ops();
+    f->ops.name = engine;
+    f->ops.priority = -1; /* chosen only when a manifest names it */
+    f->ops.run = run;
+    if (complete)
+        f->ops.complete = complete;
+    assert_int_equal(attn_engine_create(&f->ops, NULL, &f->inst, &e), 0);
+    assert_int_equal(attn_registry_add(attn_server_registry(f->s), f->inst, &e), 0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&f->rb, &spec, seed), 0);
+}
+
+/* Create, register and (when `map`) map a host buffer of `bytes` named
+ * after `tag`; its id is f->buf. */
+static void double_fixture_buffer(double_fixture *f, const char *tag, uint64_t bytes, bool map)
+{
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    snprintf(f->shm_name, sizeof f->shm_name, "/attn-test-%d-%s", (int)getpid(), tag);
+    int fd = shm_open(f->shm_name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
+    if (map) {
+        f->map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(f->map != MAP_FAILED);
+    }
+    close(fd);
+    f->buf_bytes = bytes;
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_SHM;
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", f->shm_name);
+    req.buffer.bytes = bytes;
+    assert_int_equal(call(f->s, &req, &rep, &keep), 0);
+    f->buf = rep.buf;
+    free(keep);
+}
+
+/* The server goes before the engine: it frees the plans the engine made. */
+static void double_fixture_close(double_fixture *f)
+{
+    if (f->map)
+        munmap(f->map, f->buf_bytes);
+    if (f->shm_name[0])
+        shm_unlink(f->shm_name);
+    attn_rb_free(&f->rb);
+    attn_server_destroy(f->s);
+    attn_engine_destroy(f->inst);
+}
+
+/* A plan of the batch on `backend`; the plan call must succeed. */
+static uint64_t plan_on(attn_server *s, const attn_rb *rb, const char *backend)
+{
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_PLAN;
+    req.manifest = rb->m;
+    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "%s", backend);
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    uint64_t plan_id = rep.plan_id;
+    free(keep);
+    return plan_id;
+}
+
+/* A synchronous attend of the batch on `backend`. */
+static void attend_request(attn_request *req, const attn_rb *rb, const char *backend)
+{
+    memset(req, 0, sizeof *req);
+    req->op = ATTN_OP_ATTEND;
+    req->manifest = rb->m;
+    snprintf(req->manifest.policy.backend, sizeof req->manifest.policy.backend, "%s", backend);
+    attn_rb_run_args(rb, &req->run);
+}
+
+/* An asynchronous run of the batch with `plan_id`, O written to `o`, no LSE. */
+static void async_run_request(attn_request *req, const attn_rb *rb, uint64_t plan_id,
+                              attn_tensor_ref o)
+{
+    memset(req, 0, sizeof *req);
+    req->op = ATTN_OP_RUN;
+    attn_rb_run_args(rb, &req->run);
+    req->run.plan_id = plan_id;
+    req->run.o_ref = o;
+    req->run.return_lse = false;
+    req->run.async = true;
+}
+
+/* run_status of `seq` once it is neither queued nor running. */
+static attn_run_status wait_settled(attn_server *s, uint64_t seq)
+{
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    attn_run_status st;
+    do {
+        memset(&req, 0, sizeof req);
+        req.op = ATTN_OP_RUN_STATUS;
+        req.run_seq = seq;
+        assert_int_equal(call(s, &req, &rep, &keep), 0);
+        st = rep.status;
+        free(keep);
+    } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+    return st;
+}
+
+/* pool_drop of `pool`; it must succeed. */
+static void drop_pool(attn_server *s, const char *pool)
+{
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_POOL_DROP;
+    snprintf(req.pool, sizeof req.pool, "%s", pool);
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    free(keep);
+}
+
 /* attend through the server equals the CPU engine called directly, bit for
  * bit (fp32), and the committed rows equal the staged ones. */
 static void test_attend_matches_engine(void **state)
@@ -666,32 +817,17 @@ static uint64_t stats_counter(attn_server *s, const char *name);
 
 static void test_engine_failure(void **state)
 {
-    attn_server *s = new_server();
-    attn_engine_ops fail = *attn_cpu_engine_ops();
-    attn_engine *inst = NULL;
-    attn_error_detail e;
-    attn_rb rb;
-    attn_rb_spec spec;
+    double_fixture f;
     attn_request req;
     attn_reply rep;
     void *keep;
     uint64_t sum0, sum1;
     (void)state;
-    fail.name = "failing_test_double";
-    fail.priority = -1;
-    fail.run = failing_run;
-    assert_int_equal(attn_engine_create(&fail, NULL, &inst, &e), 0);
-    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
-    memset(&spec, 0, sizeof spec);
-    assert_int_equal(attn_rb_make(&rb, &spec, 5), 0);
-    load_batch(s, &rb, "f");
+    double_fixture_open(&f, "failing_test_double", failing_run, NULL, 5);
+    attn_server *s = f.s;
+    load_batch(s, &f.rb, "f");
     assert_int_equal(attn_server_pool_checksum(s, "f", &sum0), 0);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_ATTEND;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
-             "failing_test_double");
-    attn_rb_run_args(&rb, &req.run);
+    attend_request(&req, &f.rb, "failing_test_double");
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_ENGINE);
     assert_non_null(strstr(rep.error.message, "unchanged"));
     /* the engine's own detail crosses the boundary: its field and sentence */
@@ -705,36 +841,10 @@ static void test_engine_failure(void **state)
      * next reply of the connection, once, and in run_status and stats; the
      * pool is unchanged all the same */
     {
-        char name[64];
-        uint64_t o_bytes = rb.o_elems * sizeof(float), buf, seq, plan_id;
-        snprintf(name, sizeof name, "/attn-test-%d-afail", (int)getpid());
-        int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-        assert_true(fd >= 0);
-        assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
-        close(fd);
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_BUFFER_REGISTER;
-        req.buffer.kind = ATTN_BUFFER_SHM;
-        snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
-        req.buffer.bytes = o_bytes;
-        assert_int_equal(call(s, &req, &rep, &keep), 0);
-        buf = rep.buf;
-        free(keep);
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_PLAN;
-        req.manifest = rb.m;
-        snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
-                 "failing_test_double");
-        assert_int_equal(call(s, &req, &rep, &keep), 0);
-        plan_id = rep.plan_id;
-        free(keep);
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_RUN;
-        attn_rb_run_args(&rb, &req.run);
-        req.run.plan_id = plan_id;
-        req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
-        req.run.return_lse = false;
-        req.run.async = true;
+        uint64_t o_bytes = f.rb.o_elems * sizeof(float), seq;
+        double_fixture_buffer(&f, "afail", o_bytes, false);
+        uint64_t plan_id = plan_on(s, &f.rb, "failing_test_double");
+        async_run_request(&req, &f.rb, plan_id, (attn_tensor_ref){f.buf, 0, o_bytes});
         if (call(s, &req, &rep, &keep) != 0)
             fail_msg("%s %s", rep.error.field, rep.error.message);
         seq = rep.run_seq;
@@ -773,11 +883,8 @@ static void test_engine_failure(void **state)
         free(keep);
         assert_int_equal(attn_server_pool_checksum(s, "f", &sum1), 0);
         assert_true(sum0 == sum1);
-        shm_unlink(name);
     }
-    attn_rb_free(&rb);
-    attn_server_destroy(s); /* frees the plans made by `inst` */
-    attn_engine_destroy(inst);
+    double_fixture_close(&f);
 }
 
 /* An engine that could not put its rows back (the CUDA engines' unwind,
@@ -795,31 +902,16 @@ static int unrestored_run(attn_engine *self, attn_engine_plan *p, const attn_run
 
 static void test_unrestored_engine_failure(void **state)
 {
-    attn_server *s = new_server();
-    attn_engine_ops ops = *attn_cpu_engine_ops();
-    attn_engine *inst = NULL;
-    attn_error_detail e;
-    attn_rb rb;
-    attn_rb_spec spec;
+    double_fixture f;
     attn_request req;
     attn_reply rep;
     void *keep;
     (void)state;
-    ops.name = "unrestoring_test_double";
-    ops.priority = -1;
-    ops.run = unrestored_run;
-    assert_int_equal(attn_engine_create(&ops, NULL, &inst, &e), 0);
-    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
-    memset(&spec, 0, sizeof spec);
-    assert_int_equal(attn_rb_make(&rb, &spec, 6), 0);
-    load_batch(s, &rb, "u");
+    double_fixture_open(&f, "unrestoring_test_double", unrestored_run, NULL, 6);
+    attn_server *s = f.s;
+    load_batch(s, &f.rb, "u");
     const uint64_t failures0 = stats_counter(s, "engine_failures");
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_ATTEND;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
-             "unrestoring_test_double");
-    attn_rb_run_args(&rb, &req.run);
+    attend_request(&req, &f.rb, "unrestoring_test_double");
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
     assert_string_equal(rep.error.field, "layer");
     assert_non_null(strstr(rep.error.message, "could not restore the pool"));
@@ -828,9 +920,7 @@ static void test_unrestored_engine_failure(void **state)
     assert_null(strstr(rep.error.message, "unchanged"));
     free(keep);
     assert_int_equal(stats_counter(s, "engine_failures"), failures0 + 1);
-    attn_rb_free(&rb);
-    attn_server_destroy(s);
-    attn_engine_destroy(inst);
+    double_fixture_close(&f);
 }
 
 /* The refusal a quarantined pool gives every run and attend. */
@@ -851,58 +941,33 @@ static void assert_quarantined(const attn_reply *rep, const char *pool)
  * pool of the same name serve again. */
 static void test_unrestored_pool_is_quarantined(void **state)
 {
-    attn_server *s = new_server();
-    attn_engine_ops ops = *attn_cpu_engine_ops();
-    attn_engine *inst = NULL;
-    attn_error_detail e;
-    attn_rb rb;
-    attn_rb_spec spec;
+    double_fixture f;
     attn_request req;
     attn_reply rep;
     void *keep;
     uint64_t cpu_plan;
     (void)state;
-    ops.name = "unrestoring_test_double";
-    ops.priority = -1;
-    ops.run = unrestored_run;
-    assert_int_equal(attn_engine_create(&ops, NULL, &inst, &e), 0);
-    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
-    memset(&spec, 0, sizeof spec);
-    assert_int_equal(attn_rb_make(&rb, &spec, 6), 0);
-    load_batch(s, &rb, "qz");
+    double_fixture_open(&f, "unrestoring_test_double", unrestored_run, NULL, 6);
+    attn_server *s = f.s;
+    load_batch(s, &f.rb, "qz");
     assert_int_equal(stats_counter(s, "pools_quarantined"), 0);
     /* a plan on the default engine, made while the pool still served */
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_PLAN;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    cpu_plan = rep.plan_id;
-    free(keep);
+    cpu_plan = plan_on(s, &f.rb, "cpu_ref");
 
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_ATTEND;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
-             "unrestoring_test_double");
-    attn_rb_run_args(&rb, &req.run);
+    attend_request(&req, &f.rb, "unrestoring_test_double");
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
     assert_string_equal(rep.error.field, "layer");
     free(keep);
     assert_int_equal(stats_counter(s, "pools_quarantined"), 1);
 
     /* the healthy engine's attend and the earlier plan's run: refused */
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_ATTEND;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
-    attn_rb_run_args(&rb, &req.run);
+    attend_request(&req, &f.rb, "cpu_ref");
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
     assert_quarantined(&rep, "qz");
     free(keep);
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_RUN;
-    attn_rb_run_args(&rb, &req.run);
+    attn_rb_run_args(&f.rb, &req.run);
     req.run.plan_id = cpu_plan;
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
     assert_quarantined(&rep, "qz");
@@ -920,24 +985,14 @@ static void test_unrestored_pool_is_quarantined(void **state)
     assert_int_equal(stats_counter(s, "pools_quarantined"), 1);
 
     /* recovery: drop it, create it again, write its K/V again */
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_POOL_DROP;
-    snprintf(req.pool, sizeof req.pool, "qz");
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    free(keep);
+    drop_pool(s, "qz");
     assert_int_equal(stats_counter(s, "pools_quarantined"), 0);
-    load_batch(s, &rb, "qz");
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_ATTEND;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
-    attn_rb_run_args(&rb, &req.run);
+    load_batch(s, &f.rb, "qz");
+    attend_request(&req, &f.rb, "cpu_ref");
     if (call(s, &req, &rep, &keep) != 0)
         fail_msg("%s: %s", rep.error.field, rep.error.message);
     free(keep);
-    attn_rb_free(&rb);
-    attn_server_destroy(s);
-    attn_engine_destroy(inst);
+    double_fixture_close(&f);
 }
 
 /* A deferring engine whose completion finds the device work failed, as
@@ -971,71 +1026,27 @@ static int deferring_once_run(attn_engine *self, attn_engine_plan *p, const attn
  * is quarantined (the next run, synchronous, is refused naming "pool"). */
 static void test_async_unrestored_names_layer_and_quarantines(void **state)
 {
-    attn_server *s = new_server();
-    attn_engine_ops dops = *attn_cpu_engine_ops();
-    attn_engine *inst = NULL;
-    attn_error_detail e;
-    attn_rb rb;
-    attn_rb_spec spec;
+    double_fixture f;
     attn_request req;
     attn_reply rep;
     void *keep;
-    uint64_t plan_id, buf, seq;
-    char name[64];
+    uint64_t plan_id, seq;
     (void)state;
-    dops.name = "unrestoring_deferred_double";
-    dops.priority = -1;
-    dops.run = deferring_once_run;
-    dops.complete = unrestored_complete;
-    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
-    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
-    memset(&spec, 0, sizeof spec);
-    assert_int_equal(attn_rb_make(&rb, &spec, 9), 0);
-    rb.g.layers = 3; /* the failing run is on layer 2 */
-    load_batch(s, &rb, "qa");
-    uint64_t o_bytes = rb.o_elems * sizeof(float);
-    snprintf(name, sizeof name, "/attn-test-%d-qa", (int)getpid());
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
-    close(fd);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_BUFFER_REGISTER;
-    req.buffer.kind = ATTN_BUFFER_SHM;
-    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
-    req.buffer.bytes = o_bytes;
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    buf = rep.buf;
-    free(keep);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_PLAN;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
-             "unrestoring_deferred_double");
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    plan_id = rep.plan_id;
-    free(keep);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_RUN;
-    attn_rb_run_args(&rb, &req.run);
-    req.run.plan_id = plan_id;
+    double_fixture_open(&f, "unrestoring_deferred_double", deferring_once_run, unrestored_complete,
+                        9);
+    attn_server *s = f.s;
+    f.rb.g.layers = 3; /* the failing run is on layer 2 */
+    load_batch(s, &f.rb, "qa");
+    uint64_t o_bytes = f.rb.o_elems * sizeof(float);
+    double_fixture_buffer(&f, "qa", o_bytes, false);
+    plan_id = plan_on(s, &f.rb, "unrestoring_deferred_double");
+    async_run_request(&req, &f.rb, plan_id, (attn_tensor_ref){f.buf, 0, o_bytes});
     req.run.layer = 2;
-    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
-    req.run.return_lse = false;
-    req.run.async = true;
     if (call(s, &req, &rep, &keep) != 0)
         fail_msg("%s %s", rep.error.field, rep.error.message);
     seq = rep.run_seq;
     free(keep);
-    attn_run_status st;
-    do {
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_RUN_STATUS;
-        req.run_seq = seq;
-        assert_int_equal(call(s, &req, &rep, &keep), 0);
-        st = rep.status;
-        free(keep);
-    } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+    attn_run_status st = wait_settled(s, seq);
     assert_int_equal(st.state, ATTN_RUN_FAILED);
     assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
     assert_string_equal(st.error.field, "layer");
@@ -1043,19 +1054,12 @@ static void test_async_unrestored_names_layer_and_quarantines(void **state)
     assert_non_null(strstr(st.error.message, "device work failed"));
     assert_int_equal(stats_counter(s, "pools_quarantined"), 1);
     /* the next run (synchronous, on the CPU engine) is refused */
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_ATTEND;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
-    attn_rb_run_args(&rb, &req.run);
+    attend_request(&req, &f.rb, "cpu_ref");
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
     assert_quarantined(&rep, "qa");
     assert_non_null(strstr(rep.error.message, "at layer 2"));
     free(keep);
-    shm_unlink(name);
-    attn_rb_free(&rb);
-    attn_server_destroy(s);
-    attn_engine_destroy(inst);
+    double_fixture_close(&f);
 }
 
 /* unrestored_complete once the test has queued the runs sent behind it
@@ -1076,70 +1080,30 @@ static int held_unrestored_complete(attn_engine *self, uint64_t ticket, attn_exe
  * stays pending. */
 static void test_queued_async_runs_refused_after_quarantine(void **state)
 {
-    attn_server *s = new_server();
-    attn_engine_ops dops = *attn_cpu_engine_ops();
-    attn_engine *inst = NULL;
-    attn_error_detail e;
-    attn_rb rb;
-    attn_rb_spec spec;
+    double_fixture f;
     attn_request req;
     attn_reply rep;
     void *keep;
-    uint64_t defer_plan, cpu_plan, buf, seq[3], sum0, sum1;
-    char name[64];
+    uint64_t defer_plan, cpu_plan, seq[3], sum0, sum1;
     (void)state;
-    dops.name = "slow_unrestoring_double";
-    dops.priority = -1;
-    dops.run = deferring_once_run;
-    dops.complete = held_unrestored_complete;
     atomic_store(&g_queued_behind, 0);
-    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
-    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
-    memset(&spec, 0, sizeof spec);
-    assert_int_equal(attn_rb_make(&rb, &spec, 10), 0);
-    load_batch(s, &rb, "qq");
+    double_fixture_open(&f, "slow_unrestoring_double", deferring_once_run, held_unrestored_complete,
+                        10);
+    attn_server *s = f.s;
+    load_batch(s, &f.rb, "qq");
     assert_int_equal(attn_server_pool_checksum(s, "qq", &sum0), 0);
-    const uint64_t o_bytes = rb.o_elems * sizeof(float);
+    const uint64_t o_bytes = f.rb.o_elems * sizeof(float);
     const uint64_t sig_off = 3 * ((o_bytes + 63) & ~(uint64_t)63), bytes = sig_off + 64;
-    snprintf(name, sizeof name, "/attn-test-%d-qq", (int)getpid());
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
-    uint64_t *words = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    assert_true(words != MAP_FAILED);
-    close(fd);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_BUFFER_REGISTER;
-    req.buffer.kind = ATTN_BUFFER_SHM;
-    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
-    req.buffer.bytes = bytes;
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    buf = rep.buf;
-    free(keep);
-    uint64_t plans[2];
-    const char *backends[2] = {"slow_unrestoring_double", "cpu_ref"};
-    for (int i = 0; i < 2; i++) {
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_PLAN;
-        req.manifest = rb.m;
-        snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "%s",
-                 backends[i]);
-        assert_int_equal(call(s, &req, &rep, &keep), 0);
-        plans[i] = rep.plan_id;
-        free(keep);
-    }
-    defer_plan = plans[0];
-    cpu_plan = plans[1];
+    double_fixture_buffer(&f, "qq", bytes, true);
+    uint64_t *words = f.map;
+    const uint64_t buf = f.buf;
+    defer_plan = plan_on(s, &f.rb, "slow_unrestoring_double");
+    cpu_plan = plan_on(s, &f.rb, "cpu_ref");
     /* the failing deferred run, then two CPU runs that signal host words */
     for (int i = 0; i < 3; i++) {
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_RUN;
-        attn_rb_run_args(&rb, &req.run);
-        req.run.plan_id = i == 0 ? defer_plan : cpu_plan;
-        req.run.o_ref =
-            (attn_tensor_ref){buf, (uint64_t)i * ((o_bytes + 63) & ~(uint64_t)63), o_bytes};
-        req.run.return_lse = false;
-        req.run.async = true;
+        async_run_request(
+            &req, &f.rb, i == 0 ? defer_plan : cpu_plan,
+            (attn_tensor_ref){buf, (uint64_t)i * ((o_bytes + 63) & ~(uint64_t)63), o_bytes});
         if (i > 0)
             req.run.sig = (attn_sem_ref){buf, sig_off + 8u * (uint64_t)i, 40u + (uint64_t)i};
         if (call(s, &req, &rep, &keep) != 0)
@@ -1149,15 +1113,7 @@ static void test_queued_async_runs_refused_after_quarantine(void **state)
     }
     atomic_store(&g_queued_behind, 1);
     for (int i = 0; i < 3; i++) {
-        attn_run_status st;
-        do {
-            memset(&req, 0, sizeof req);
-            req.op = ATTN_OP_RUN_STATUS;
-            req.run_seq = seq[i];
-            assert_int_equal(call(s, &req, &rep, &keep), 0);
-            st = rep.status;
-            free(keep);
-        } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+        attn_run_status st = wait_settled(s, seq[i]);
         assert_int_equal(st.state, ATTN_RUN_FAILED);
         assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
         assert_string_equal(st.error.field, i == 0 ? "layer" : "pool");
@@ -1171,13 +1127,7 @@ static void test_queued_async_runs_refused_after_quarantine(void **state)
     assert_int_equal(stats_counter(s, "async_pending"), 0);
     /* a run that arrives after the quarantine: refused in its reply, as any
      * refused request, so it signals nothing (docs/protocol.md) */
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_RUN;
-    attn_rb_run_args(&rb, &req.run);
-    req.run.plan_id = cpu_plan;
-    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
-    req.run.return_lse = false;
-    req.run.async = true;
+    async_run_request(&req, &f.rb, cpu_plan, (attn_tensor_ref){buf, 0, o_bytes});
     req.run.sig = (attn_sem_ref){buf, sig_off + 24, 43};
     assert_int_equal(call(s, &req, &rep, &keep), ATTN_E_POOL_UNRESTORED);
     assert_string_equal(rep.error.field, "pool");
@@ -1187,11 +1137,7 @@ static void test_queued_async_runs_refused_after_quarantine(void **state)
     assert_int_equal(stats_counter(s, "engine_failures"), 1);
     assert_int_equal(attn_server_pool_checksum(s, "qq", &sum1), 0);
     assert_true(sum0 == sum1);
-    munmap(words, bytes);
-    shm_unlink(name);
-    attn_rb_free(&rb);
-    attn_server_destroy(s);
-    attn_engine_destroy(inst);
+    double_fixture_close(&f);
 }
 
 /* pool_drop while a deferred run of the pool is in flight: the run keeps
@@ -1217,49 +1163,21 @@ static int call_on(attn_server *s, uint32_t conn, attn_request *req, attn_reply 
 
 static void test_drop_during_deferred_failure(void **state)
 {
-    attn_server *s = new_server();
-    attn_engine_ops dops = *attn_cpu_engine_ops();
-    attn_engine *inst = NULL;
-    attn_error_detail e;
-    attn_rb rb;
-    attn_rb_spec spec;
+    double_fixture f;
     attn_request req;
     attn_reply rep;
     void *keep;
-    uint64_t buf, seq;
-    char name[64];
+    uint64_t seq;
     (void)state;
-    dops.name = "held_unrestoring_double";
-    dops.priority = -1;
-    dops.run = deferring_once_run;
-    dops.complete = held_unrestored_complete;
     atomic_store(&g_queued_behind, 0);
-    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
-    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
-    memset(&spec, 0, sizeof spec);
-    assert_int_equal(attn_rb_make(&rb, &spec, 11), 0);
-    load_batch(s, &rb, "qd");
-    const uint64_t o_bytes = rb.o_elems * sizeof(float);
-    snprintf(name, sizeof name, "/attn-test-%d-qd", (int)getpid());
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
-    close(fd);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_BUFFER_REGISTER;
-    req.buffer.kind = ATTN_BUFFER_SHM;
-    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
-    req.buffer.bytes = o_bytes;
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    buf = rep.buf;
-    free(keep);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_ATTEND;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
-             "held_unrestoring_double");
-    attn_rb_run_args(&rb, &req.run);
-    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    double_fixture_open(&f, "held_unrestoring_double", deferring_once_run, held_unrestored_complete,
+                        11);
+    attn_server *s = f.s;
+    load_batch(s, &f.rb, "qd");
+    const uint64_t o_bytes = f.rb.o_elems * sizeof(float);
+    double_fixture_buffer(&f, "qd", o_bytes, false);
+    attend_request(&req, &f.rb, "held_unrestoring_double");
+    req.run.o_ref = (attn_tensor_ref){f.buf, 0, o_bytes};
     req.run.return_lse = false;
     req.run.async = true;
     if (call(s, &req, &rep, &keep) != 0)
@@ -1275,42 +1193,23 @@ static void test_drop_during_deferred_failure(void **state)
     free(keep);
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_POOL_CREATE;
-    req.geom = rb.g;
+    req.geom = f.rb.g;
     snprintf(req.pool, sizeof req.pool, "qd");
     assert_int_equal(call_on(s, 7, &req, &rep, &keep), 0);
     free(keep);
     atomic_store(&g_queued_behind, 1);
-    attn_run_status st;
-    do {
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_RUN_STATUS;
-        req.run_seq = seq;
-        assert_int_equal(call(s, &req, &rep, &keep), 0);
-        st = rep.status;
-        free(keep);
-    } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+    attn_run_status st = wait_settled(s, seq);
     assert_int_equal(st.state, ATTN_RUN_FAILED);
     assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
     assert_int_equal(stats_counter(s, "pools_quarantined"), 0);
     /* the new pool of that name serves (written again) */
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_POOL_DROP;
-    snprintf(req.pool, sizeof req.pool, "qd");
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    free(keep);
-    load_batch(s, &rb, "qd");
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_ATTEND;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "cpu_ref");
-    attn_rb_run_args(&rb, &req.run);
+    drop_pool(s, "qd");
+    load_batch(s, &f.rb, "qd");
+    attend_request(&req, &f.rb, "cpu_ref");
     if (call(s, &req, &rep, &keep) != 0)
         fail_msg("%s: %s", rep.error.field, rep.error.message);
     free(keep);
-    shm_unlink(name);
-    attn_rb_free(&rb);
-    attn_server_destroy(s);
-    attn_engine_destroy(inst);
+    double_fixture_close(&f);
 }
 
 /* A stand-in for the CUDA engine's IPC open (no GPU in CI): it hands out
@@ -1495,59 +1394,23 @@ static int depth_complete(attn_engine *self, uint64_t ticket, attn_exec_report *
  * event slots) and no further; all complete afterwards. */
 static void test_async_deferred_window(void **state)
 {
-    attn_server *s = new_server();
-    attn_engine_ops dops = *attn_cpu_engine_ops();
-    attn_engine *inst = NULL;
-    attn_error_detail e;
-    attn_rb rb;
-    attn_rb_spec spec;
+    double_fixture f;
     attn_request req;
     attn_reply rep;
     void *keep;
-    uint64_t plan_id, buf;
-    char name[64];
+    uint64_t plan_id;
     const int runs = ATTND_ASYNC_INFLIGHT + 4;
     (void)state;
-    dops.name = "depth_test_double";
-    dops.priority = -1;
-    dops.run = depth_run;
-    dops.complete = depth_complete;
     g_depth_next = 0;
     g_depth_seen = 0;
-    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
-    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
-    memset(&spec, 0, sizeof spec);
-    assert_int_equal(attn_rb_make(&rb, &spec, 9), 0);
-    load_batch(s, &rb, "q");
-    uint64_t o_bytes = rb.o_elems * sizeof(float);
-    snprintf(name, sizeof name, "/attn-test-%d-depth", (int)getpid());
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
-    close(fd);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_BUFFER_REGISTER;
-    req.buffer.kind = ATTN_BUFFER_SHM;
-    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
-    req.buffer.bytes = o_bytes;
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    buf = rep.buf;
-    free(keep);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_PLAN;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend, "depth_test_double");
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    plan_id = rep.plan_id;
-    free(keep);
+    double_fixture_open(&f, "depth_test_double", depth_run, depth_complete, 9);
+    attn_server *s = f.s;
+    load_batch(s, &f.rb, "q");
+    uint64_t o_bytes = f.rb.o_elems * sizeof(float);
+    double_fixture_buffer(&f, "depth", o_bytes, false);
+    plan_id = plan_on(s, &f.rb, "depth_test_double");
     for (int i = 0; i < runs; i++) {
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_RUN;
-        attn_rb_run_args(&rb, &req.run);
-        req.run.plan_id = plan_id;
-        req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
-        req.run.return_lse = false;
-        req.run.async = true;
+        async_run_request(&req, &f.rb, plan_id, (attn_tensor_ref){f.buf, 0, o_bytes});
         assert_int_equal(call(s, &req, &rep, &keep), 0);
         free(keep);
     }
@@ -1555,10 +1418,7 @@ static void test_async_deferred_window(void **state)
         nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
     assert_int_equal(stats_counter(s, "async_done"), runs);
     assert_int_equal(atomic_load(&g_depth_seen), 16); /* the CUDA engine's event slots */
-    shm_unlink(name);
-    attn_rb_free(&rb);
-    attn_server_destroy(s);
-    attn_engine_destroy(inst); /* the registry does not own it */
+    double_fixture_close(&f);
 }
 
 /* Deferred runs pipeline: the next run is enqueued while the one before is
@@ -1566,59 +1426,22 @@ static void test_async_deferred_window(void **state)
  * timing, and a synchronous kv_read comes after them all. */
 static void test_async_deferred_pipeline(void **state)
 {
-    attn_server *s = new_server();
-    attn_engine_ops dops = *attn_cpu_engine_ops();
-    attn_engine *inst = NULL;
-    attn_error_detail e;
-    attn_rb rb;
-    attn_rb_spec spec;
+    double_fixture f;
     attn_request req;
     attn_reply rep;
     void *keep;
-    uint64_t seq[3], plan_id, buf;
-    char name[64];
+    uint64_t seq[3], plan_id;
     (void)state;
-    dops.name = "deferring_test_double";
-    dops.priority = -1;
-    dops.run = deferring_run;
-    dops.complete = deferring_complete;
     g_defer_log[0] = '\0';
     g_defer_next = 0;
-    assert_int_equal(attn_engine_create(&dops, NULL, &inst, &e), 0);
-    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
-    memset(&spec, 0, sizeof spec);
-    assert_int_equal(attn_rb_make(&rb, &spec, 9), 0);
-    load_batch(s, &rb, "q");
-    uint64_t o_bytes = rb.o_elems * sizeof(float);
-    snprintf(name, sizeof name, "/attn-test-%d-defer", (int)getpid());
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
-    close(fd);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_BUFFER_REGISTER;
-    req.buffer.kind = ATTN_BUFFER_SHM;
-    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
-    req.buffer.bytes = o_bytes;
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    buf = rep.buf;
-    free(keep);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_PLAN;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
-             "deferring_test_double");
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    plan_id = rep.plan_id;
-    free(keep);
+    double_fixture_open(&f, "deferring_test_double", deferring_run, deferring_complete, 9);
+    attn_server *s = f.s;
+    load_batch(s, &f.rb, "q");
+    uint64_t o_bytes = f.rb.o_elems * sizeof(float);
+    double_fixture_buffer(&f, "defer", o_bytes, false);
+    plan_id = plan_on(s, &f.rb, "deferring_test_double");
     for (int i = 0; i < 3; i++) {
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_RUN;
-        attn_rb_run_args(&rb, &req.run);
-        req.run.plan_id = plan_id;
-        req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
-        req.run.return_lse = false;
-        req.run.async = true;
+        async_run_request(&req, &f.rb, plan_id, (attn_tensor_ref){f.buf, 0, o_bytes});
         assert_int_equal(call(s, &req, &rep, &keep), 0);
         seq[i] = rep.run_seq;
         free(keep);
@@ -1655,77 +1478,32 @@ static void test_async_deferred_pipeline(void **state)
     /* --async-defer 0: the same async run is not deferred (the double
      * refuses a synchronous run, so it fails, reported by run_status) */
     s->cfg.async_defer = 0;
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_RUN;
-    attn_rb_run_args(&rb, &req.run);
-    req.run.plan_id = plan_id;
-    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
-    req.run.return_lse = false;
-    req.run.async = true;
+    async_run_request(&req, &f.rb, plan_id, (attn_tensor_ref){f.buf, 0, o_bytes});
     assert_int_equal(call(s, &req, &rep, &keep), 0);
     uint64_t sync_seq = rep.run_seq;
     free(keep);
-    attn_run_status st;
-    do {
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_RUN_STATUS;
-        req.run_seq = sync_seq;
-        assert_int_equal(call(s, &req, &rep, &keep), 0);
-        st = rep.status;
-        free(keep);
-    } while (st.state == ATTN_RUN_QUEUED || st.state == ATTN_RUN_RUNNING);
+    attn_run_status st = wait_settled(s, sync_seq);
     assert_int_equal(st.state, ATTN_RUN_FAILED);
     assert_string_equal(st.error.field, "defer");
-    shm_unlink(name);
-    attn_rb_free(&rb);
-    attn_server_destroy(s);
-    attn_engine_destroy(inst);
+    double_fixture_close(&f);
 }
 
 /* The failure of an asynchronous run is handed to the next reply of its
  * connection, an error reply included, exactly once. */
 static void test_async_failure_on_next_reply(void **state)
 {
-    attn_server *s = new_server();
-    attn_engine_ops fail = *attn_cpu_engine_ops();
-    attn_engine *inst = NULL;
-    attn_error_detail e;
-    attn_rb rb;
-    attn_rb_spec spec;
+    double_fixture f;
     attn_request req;
     attn_reply rep;
     void *keep;
-    char name[64];
     (void)state;
-    fail.name = "failing_test_double";
-    fail.priority = -1;
-    fail.run = failing_run;
-    assert_int_equal(attn_engine_create(&fail, NULL, &inst, &e), 0);
-    assert_int_equal(attn_registry_add(attn_server_registry(s), inst, &e), 0);
-    memset(&spec, 0, sizeof spec);
-    assert_int_equal(attn_rb_make(&rb, &spec, 6), 0);
-    load_batch(s, &rb, "g");
-    uint64_t o_bytes = rb.o_elems * sizeof(float);
-    snprintf(name, sizeof name, "/attn-test-%d-anext", (int)getpid());
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, (off_t)o_bytes), 0);
-    close(fd);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_BUFFER_REGISTER;
-    req.buffer.kind = ATTN_BUFFER_SHM;
-    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
-    req.buffer.bytes = o_bytes;
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    uint64_t buf = rep.buf;
-    free(keep);
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_ATTEND;
-    req.manifest = rb.m;
-    snprintf(req.manifest.policy.backend, sizeof req.manifest.policy.backend,
-             "failing_test_double");
-    attn_rb_run_args(&rb, &req.run);
-    req.run.o_ref = (attn_tensor_ref){buf, 0, o_bytes};
+    double_fixture_open(&f, "failing_test_double", failing_run, NULL, 6);
+    attn_server *s = f.s;
+    load_batch(s, &f.rb, "g");
+    uint64_t o_bytes = f.rb.o_elems * sizeof(float);
+    double_fixture_buffer(&f, "anext", o_bytes, false);
+    attend_request(&req, &f.rb, "failing_test_double");
+    req.run.o_ref = (attn_tensor_ref){f.buf, 0, o_bytes};
     req.run.return_lse = false;
     req.run.async = true;
     assert_int_equal(call(s, &req, &rep, &keep), 0);
@@ -1751,10 +1529,7 @@ static void test_async_failure_on_next_reply(void **state)
     assert_int_equal(call(s, &req, &rep, &keep), 0);
     assert_false(rep.has_async_error);
     free(keep);
-    shm_unlink(name);
-    attn_rb_free(&rb);
-    attn_server_destroy(s);
-    attn_engine_destroy(inst);
+    double_fixture_close(&f);
 }
 
 /* A run whose O and LSE cannot fit --max-reply is refused before the engine
