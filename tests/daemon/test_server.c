@@ -566,31 +566,39 @@ static void double_fixture_open(double_fixture *f, const char *engine, double_ru
     assert_int_equal(attn_rb_make(&f->rb, &spec, seed), 0);
 }
 
-/* Create, register and (when `map`) map a host buffer of `bytes` named
- * after `tag`; its id is f->buf. */
-static void double_fixture_buffer(double_fixture *f, const char *tag, uint64_t bytes, bool map)
+/* Create a host buffer of `bytes` named after `tag` (its name in `name`),
+ * map it when `map` is not NULL and register it; returns its id. */
+static uint64_t register_shm(attn_server *s, char name[64], const char *tag, uint64_t bytes,
+                             void **map)
 {
     attn_request req;
     attn_reply rep;
     void *keep;
-    snprintf(f->shm_name, sizeof f->shm_name, "/attn-test-%d-%s", (int)getpid(), tag);
-    int fd = shm_open(f->shm_name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    snprintf(name, 64, "/attn-test-%d-%s", (int)getpid(), tag);
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
     assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
     if (map) {
-        f->map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        assert_true(f->map != MAP_FAILED);
+        *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(*map != MAP_FAILED);
     }
     close(fd);
-    f->buf_bytes = bytes;
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_BUFFER_REGISTER;
     req.buffer.kind = ATTN_BUFFER_SHM;
-    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", f->shm_name);
+    snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
     req.buffer.bytes = bytes;
-    assert_int_equal(call(f->s, &req, &rep, &keep), 0);
-    f->buf = rep.buf;
+    assert_int_equal(call(s, &req, &rep, &keep), 0);
+    uint64_t buf = rep.buf;
     free(keep);
+    return buf;
+}
+
+/* The fixture's output buffer (register_shm); its id is f->buf. */
+static void double_fixture_buffer(double_fixture *f, const char *tag, uint64_t bytes, bool map)
+{
+    f->buf_bytes = bytes;
+    f->buf = register_shm(f->s, f->shm_name, tag, bytes, map ? &f->map : NULL);
 }
 
 /* The server goes before the engine: it frees the plans the engine made. */
@@ -785,11 +793,7 @@ static void test_plan_run_stale(void **state)
     free(keep);
 
     /* drop and recreate the pool: the old plan must not run on the new pool */
-    memset(&req, 0, sizeof req);
-    req.op = ATTN_OP_POOL_DROP;
-    snprintf(req.pool, sizeof req.pool, "p");
-    assert_int_equal(call(s, &req, &rep, &keep), 0);
-    free(keep);
+    drop_pool(s, "p");
     load_batch(s, &rb, "p");
     memset(&req, 0, sizeof req);
     req.op = ATTN_OP_RUN;
@@ -1008,17 +1012,24 @@ static int unrestored_complete(attn_engine *self, uint64_t ticket, attn_exec_rep
                           "the run's device work failed after it was enqueued");
 }
 
+/* What every deferring double does first: refuse a synchronous run (so a
+ * test sees when the daemon did not defer) and report the run deferred,
+ * ticket 0 until the double sets its own. */
+static int defer_or_refuse(const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
+{
+    memset(rep, 0, sizeof *rep);
+    if (!io->defer)
+        return attn_error_set(err, ATTN_E_INTERNAL, "defer", "asked to run synchronously");
+    rep->deferred = true;
+    return 0;
+}
+
 static int deferring_once_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
                               attn_exec_report *rep, attn_error_detail *err)
 {
     (void)self;
     (void)p;
-    memset(rep, 0, sizeof *rep);
-    if (!io->defer)
-        return attn_error_set(err, ATTN_E_INTERNAL, "defer", "asked to run synchronously");
-    rep->deferred = true;
-    rep->ticket = 0;
-    return 0;
+    return defer_or_refuse(io, rep, err);
 }
 
 /* A deferred run whose completion fails unrestored: run_status names the
@@ -1325,11 +1336,9 @@ static int deferring_run(attn_engine *self, attn_engine_plan *p, const attn_run_
 {
     (void)self;
     (void)p;
-    (void)err;
-    memset(rep, 0, sizeof *rep);
-    if (!io->defer)
-        return attn_error_set(err, ATTN_E_INTERNAL, "defer", "asked to run synchronously");
-    rep->deferred = true;
+    int rc = defer_or_refuse(io, rep, err);
+    if (rc != 0)
+        return rc;
     rep->ticket = atomic_load(&g_defer_next);
     if (rep->ticket == 0) /* the others queue up meanwhile */
         nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
@@ -1363,10 +1372,9 @@ static int depth_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *
 {
     (void)self;
     (void)p;
-    memset(rep, 0, sizeof *rep);
-    if (!io->defer)
-        return attn_error_set(err, ATTN_E_INTERNAL, "defer", "asked to run synchronously");
-    rep->deferred = true;
+    int rc = defer_or_refuse(io, rep, err);
+    if (rc != 0)
+        return rc;
     rep->ticket = atomic_fetch_add(&g_depth_next, 1);
     return 0;
 }
@@ -1594,19 +1602,7 @@ static void test_reply_cap_before_commit(void **state)
         char name[64];
         uint64_t o_bytes = rb.o_elems * sizeof(float), lse_bytes = rb.lse_elems * sizeof(float);
         uint64_t bytes = o_bytes + lse_bytes, buf;
-        snprintf(name, sizeof name, "/attn-test-%d-cap", (int)getpid());
-        int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-        assert_true(fd >= 0);
-        assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
-        close(fd);
-        memset(&req, 0, sizeof req);
-        req.op = ATTN_OP_BUFFER_REGISTER;
-        req.buffer.kind = ATTN_BUFFER_SHM;
-        snprintf(req.buffer.name, sizeof req.buffer.name, "%s", name);
-        req.buffer.bytes = bytes;
-        assert_int_equal(call(s, &req, &rep, &keep), 0);
-        buf = rep.buf;
-        free(keep);
+        buf = register_shm(s, name, "cap", bytes, NULL);
         memset(&req, 0, sizeof req);
         req.op = ATTN_OP_RUN;
         attn_rb_run_args(&rb, &req.run);
