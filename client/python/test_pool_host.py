@@ -127,6 +127,25 @@ def with_fake_torch():
     return torch
 
 
+def with_a_refused_view(client_cls):
+    """Fake torch (refusing the pool's views), driver and a `client_cls` whose
+    pool_create reply exports a CUDA pool: a Pool.create that fails half-way."""
+    torch = with_fake_torch()
+    drv = FakeDriver(torch)
+    torch.fail_as_tensor = True
+    return torch, drv, client_cls({"pool": "kv", "bytes": 1, "export": export_map()})
+
+
+def raised(kinds, accepted, fn):
+    """The exception of `kinds` that fn() raises; AssertionError(accepted) when
+    it returns."""
+    try:
+        fn()
+    except kinds as e:
+        return e
+    raise AssertionError(accepted)
+
+
 def test_cuda_pool_keeps_the_current_device():
     torch = with_fake_torch()
     drv = FakeDriver(torch)
@@ -141,16 +160,10 @@ def test_cuda_pool_keeps_the_current_device():
 
 
 def test_cuda_setup_failing_half_way_closes_the_mapping():
-    torch = with_fake_torch()
-    drv = FakeDriver(torch)
-    torch.fail_as_tensor = True
-    client = FakeClient({"pool": "kv", "bytes": 1, "export": export_map()})
-    try:
-        attn.Pool.create(client, "kv", driver=drv, device="cuda:1", **GEOM)
-    except RuntimeError as e:
-        assert "as_tensor refused" in str(e)
-    else:
-        raise AssertionError("a refused view was accepted")
+    torch, drv, client = with_a_refused_view(FakeClient)
+    e = raised(RuntimeError, "a refused view was accepted",
+               lambda: attn.Pool.create(client, "kv", driver=drv, device="cuda:1", **GEOM))
+    assert "as_tensor refused" in str(e)
     assert drv.closed == [(0x7000_0000, 1)], "the IPC mapping leaked: %r" % drv.closed
     assert client.dropped == ["kv"]
     assert torch.current == 0
@@ -161,12 +174,8 @@ def test_close_after_a_device_error_still_closes_the_mapping():
     drv = FakeDriver(torch)
     p = attn.Pool(FakeClient({}), "kv", dict(GEOM, pool="kv"), export_map(), driver=drv)
     torch.fail_sync = True
-    try:
-        p.close()
-    except RuntimeError as e:
-        assert "synchronize failed" in str(e)
-    else:
-        raise AssertionError("the device error was not reported")
+    e = raised(RuntimeError, "the device error was not reported", p.close)
+    assert "synchronize failed" in str(e)
     assert drv.closed == [(0x7000_0000, 1)], "the IPC mapping leaked: %r" % drv.closed
     assert torch.current == 0
     p.close()  # nothing left to close
@@ -178,12 +187,10 @@ def test_setup_failure_not_hidden_by_a_failing_close():
     drv = FakeDriver(torch)
     torch.fail_as_tensor = True
     torch.fail_sync = True
-    try:
-        attn.Pool(FakeClient({}), "kv", dict(GEOM, pool="kv"), export_map(), driver=drv)
-    except RuntimeError as e:
-        assert "as_tensor refused" in str(e), "the close's failure hid the set-up's: %s" % e
-    else:
-        raise AssertionError("a refused view was accepted")
+    e = raised(RuntimeError, "a refused view was accepted",
+               lambda: attn.Pool(FakeClient({}), "kv", dict(GEOM, pool="kv"), export_map(),
+                                 driver=drv))
+    assert "as_tensor refused" in str(e), "the close's failure hid the set-up's: %s" % e
     assert drv.closed == [(0x7000_0000, 1)], "the IPC mapping leaked: %r" % drv.closed
 
 
@@ -196,31 +203,21 @@ class UnreachableClient(FakeClient):
 
 
 def test_failed_drop_keeps_the_setup_failure():
-    torch = with_fake_torch()
-    drv = FakeDriver(torch)
-    torch.fail_as_tensor = True
-    client = UnreachableClient({"pool": "kv", "bytes": 1, "export": export_map()})
-    try:
-        attn.Pool.create(client, "kv", driver=drv, device="cuda:1", **GEOM)
-    except RuntimeError as e:
-        assert "as_tensor refused" in str(e), e
-        notes = " ".join(getattr(e, "__notes__", []))
-        assert "pool_drop" in notes and "no reply (test)" in notes, notes
-    except attn.AttnError as e:
-        raise AssertionError("the drop's failure hid the set-up's: %s" % e)
-    else:
-        raise AssertionError("a refused view was accepted")
+    torch, drv, client = with_a_refused_view(UnreachableClient)
+    e = raised((RuntimeError, attn.AttnError), "a refused view was accepted",
+               lambda: attn.Pool.create(client, "kv", driver=drv, device="cuda:1", **GEOM))
+    assert isinstance(e, RuntimeError), "the drop's failure hid the set-up's: %s" % e
+    assert "as_tensor refused" in str(e), e
+    notes = " ".join(getattr(e, "__notes__", []))
+    assert "pool_drop" in notes and "no reply (test)" in notes, notes
     assert client.dropped == ["kv"]
 
 
 def test_reply_without_export_map_drops_the_pool():
     client = FakeClient({"pool": "kv", "bytes": 1})
-    try:
-        attn.Pool.create(client, "kv", **GEOM)
-    except attn.AttnError as e:
-        assert (e.code, e.field) == ("E_PROTOCOL", "export"), (e.code, e.field)
-    else:
-        raise AssertionError("a reply without an export map was accepted")
+    e = raised(attn.AttnError, "a reply without an export map was accepted",
+               lambda: attn.Pool.create(client, "kv", **GEOM))
+    assert (e.code, e.field) == ("E_PROTOCOL", "export"), (e.code, e.field)
     assert client.dropped == ["kv"], "the pool stayed on attnd"
 
 
@@ -245,12 +242,8 @@ def test_shm_setup_failing_half_way_unmaps():
     try:
         # layer 1's stores lie past the 4096-byte object: numpy refuses the view
         x = export_map("shm", name=name, bytes=4096, layer_stride=1 << 20)
-        try:
-            attn.Pool(FakeClient({}), "kv", dict(GEOM, pool="kv"), x)
-        except (TypeError, ValueError):
-            pass
-        else:
-            raise AssertionError("a view past the mapping was accepted")
+        raised((TypeError, ValueError), "a view past the mapping was accepted",
+               lambda: attn.Pool(FakeClient({}), "kv", dict(GEOM, pool="kv"), x))
         assert len(TrackedMmap.made) == 1
         assert TrackedMmap.made[0].closed, "the shm mapping leaked"
     finally:
