@@ -8,31 +8,32 @@
 #include <string.h>
 
 /* Calibrated on a lent H200 (132 SMs, driver 580.159.04) from
- * bench/gpu/bench_mixed.py on 2026-12-01 at 16:08 UTC (round 3, main
- * e785c6a + branch mixpod: the tensor-map decode producer, the prefill
- * kernel's TMA tier; bench/results/mixed-h200-2026-12-01-r3.json) by
- * bench/gpu/calibrate_mixed.py: the prefill kernel ran 2.40-2.61 us per
- * executed 128 x 128 x d128 tile per SM under unified (median 2.54 over M1,
- * M2, M3, M5, M4; 2.57 at 14:17 UTC, 3.25 with the cp.async-only kernel at
- * 11:29); the decode kernels read the decode rows' K/V at 4.3 TB/s (M4
- * decode-only: 2148 MB in 0.511 ms, append included; 3.8 before the
- * tensor-map producer).  The forked variant's fluid model, least squares
- * over the 16 capped prefill-first runs (caps 66, 80, 96, 112 on M1, M2,
- * M3, M5): decode_sat_sms 148, interference -0.32, fork_us 82.  Measured,
- * forking gained at most 2.4 % that day (M2 at cap 112: 0.908 ms against
- * serial 0.930; M1 at 112: 1.550 against 1.561) and the best cap moved
- * between runs (M1: 96 at 14:17 UTC, 8 % under serial, before the faster
- * decode producer), so the model keeps partition serial on M1-M5: within
- * 0.7, 2.5, 0.3 and 0 % of the measured best (tests/unit/test_mixed_cost.c).
- * The candidate caps are the ones measured. */
+ * bench/gpu/bench_mixed.py on 2026-12-01 at 16:55 UTC (round 4, main
+ * 0122248: the prefill kernel without consumer ping-pong and with the Q
+ * prefetch, the tensor-map decode producer with programmatic dependent
+ * launch; bench/results/mixed-h200-2026-12-01-r4.json, call1) by
+ * bench/gpu/calibrate_mixed.py: the prefill kernel ran 2.21-2.41 us per
+ * executed 128 x 128 x d128 tile per SM under unified (median 2.35 over M1,
+ * M2, M3, M5, M4; 2.54 at 16:08 UTC with the kernel before, 2.57 at 14:17,
+ * 3.25 with the cp.async-only kernel at 11:29); the decode kernels read the
+ * decode rows' K/V at 4.3 TB/s (M4 decode-only: 2148 MB in 0.510 ms, append
+ * included).  The forked variant's fluid model, least squares over the 12
+ * capped prefill-first runs (caps 66, 96, 112 on M1, M2, M3, M5):
+ * decode_sat_sms 162, interference -0.44, fork_us 86.  Measured, forking
+ * gained at most 2.9 % that day (M3 at cap 66: 1.413 ms against serial
+ * 1.454; M1 at 96: 1.488 against 1.518) and the best cap moves between runs
+ * and processes (M1: 96 here and at 14:17 UTC, 112 at 16:08), so the model
+ * keeps partition serial on M1-M5: within 2.0, 0, 2.9 and 1.6 % of the
+ * measured best (tests/unit/test_mixed_cost.c).  The candidate caps are the
+ * ones measured in round 3. */
 static const attn_mixed_cost_consts k_h200 = {
-    .tile_us = 2.54,
+    .tile_us = 2.35,
     .launch_us = 4.0,
-    .decode_gbps = 4300.0,
+    .decode_gbps = 4316.5,
     .decode_fixed_us = 8.0,
-    .fork_us = 82.0,
-    .interference = -0.32,
-    .decode_sat_sms = 148,
+    .fork_us = 86.0,
+    .interference = -0.44,
+    .decode_sat_sms = 162,
     .num_caps = 4,
     .caps = {66, 80, 96, 112},
 };
