@@ -22,40 +22,17 @@
 
 import math
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attn  # noqa: E402
+from attnd_fixture import expect, start_attnd  # noqa: E402
 
 P, HKV, HQ, D = 4, 2, 4, 8
 PAGES = 24
-
-
-def start_attnd(extra=()):
-    exe = os.environ.get("ATTND", "build/attnd")
-    tmp = tempfile.mkdtemp(prefix="attn-pyw-")
-    path = os.path.join(tmp, "attnd.sock")
-    proc = subprocess.Popen([exe, "--listen", "ipc://" + path, "--engine", "cpu", *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(250):
-        if os.path.exists(path):
-            break
-        time.sleep(0.02)
-    return proc, "ipc://" + path
-
-
-def expect(code, field, fn, *a, **kw):
-    try:
-        fn(*a, **kw)
-    except attn.AttnError as e:
-        assert (e.code, e.field) == (code, field), (e.code, e.field, e.message)
-        return e
-    raise AssertionError("accepted; expected %s %s" % (code, field))
 
 
 def reference(hist_k, hist_v, pages_of, lens, q, k_new, v_new, qo_lens, causal):
