@@ -671,53 +671,64 @@ static void quarantine_if_unrestored(run_ctx *c, int rc, const attn_error_detail
     attnd_pool_quarantine(c->pool, why);
 }
 
-/* The engine's failure as the reply says it.  An unrestored pool is named
- * by the run's layer, whether the engine said so (the synchronous unwind)
- * or not (a deferred run's completion only knows its ticket). */
-static int engine_failure(run_ctx *c, int rc, const attn_error_detail *eerr, attn_error_detail *err)
+/* The engine's failure as the reply says it, `note` (what became of the
+ * run's signal, signal_failed_run) last.  An unrestored pool is named by
+ * the run's layer, whether the engine said so (the synchronous unwind) or
+ * not (a deferred run's completion only knows its ticket). */
+static int engine_failure(run_ctx *c, int rc, const attn_error_detail *eerr, const char *note,
+                          attn_error_detail *err)
 {
     const attnd_plan *p = c->p;
     atomic_fetch_add(&c->s->engine_failures, 1);
     if (rc == ATTN_E_POOL_UNRESTORED)
         return attn_error_set(err, rc, eerr->field[0] != '\0' ? eerr->field : "layer",
-                              "engine %s failed at layer %u and could not restore the pool: "
-                              "the rows of this run may be partly written (%.90s); pool '%s' is "
-                              "quarantined (pool_drop it)",
-                              p->engine->ops->name, c->a.layer, eerr->message, p->pool);
+                              "engine %s failed at layer %u and could not restore the pool "
+                              "(%.100s); pool '%s' is quarantined (pool_drop it)%s",
+                              p->engine->ops->name, c->a.layer, eerr->message, p->pool, note);
     return attn_error_set(err, rc, eerr->field,
-                          "engine %s on %s failed (%.150s); the pool is unchanged",
+                          "engine %s on %s failed (%.150s); the pool is unchanged%s",
                           p->engine->ops->name, p->engine->where,
-                          eerr->message[0] ? eerr->message : attn_err_message(rc));
+                          eerr->message[0] ? eerr->message : attn_err_message(rc), note);
 }
+
+#define ATTND_SIGNAL_NOTE 96 /* signal_failed_run's note */
 
 /* The signal of a run that failed (synchronously or at its completion) or
  * was refused once admitted, so the client never waits for ever: it learns
  * of the failure from the reply, run_status or async_error.  A host word is
- * stored now; a device word by the engine's stream (attn_engine_signal),
- * behind every run enqueued there before, so it cannot release a client's
- * wait for an earlier run whose work is still in flight (with rising
- * values, N+1 written early satisfies a wait for N).  When even that write
- * fails (the device's context is gone) `err` says so. */
-static void signal_failed_run(run_ctx *c, attn_error_detail *err)
+ * stored now.  A device word the engine did not enqueue yet is written by
+ * the engine's stream (attn_engine_signal), behind every run enqueued there
+ * before, so it cannot release a client's wait for an earlier run whose
+ * work is still in flight (with rising values, N+1 written early satisfies
+ * a wait for N).  One the engine enqueued (every deferred run's) is never
+ * written twice: the second write could land after the client reset the
+ * word.  It arrives unless the device faulted, and a fault leaves nothing
+ * of attnd able to write: `note` (for the error's message, "" when there
+ * is nothing to say) says that, or that the write failed. */
+static void signal_failed_run(run_ctx *c, char *note, size_t n)
 {
     attn_error_detail serr;
+    note[0] = '\0';
     if (c->sig_host != NULL)
         attnd_sem_signal_host(c->sig_host, c->sig_value);
-    if (c->a.signal_dev == NULL ||
-        attn_engine_signal(c->p->engine, c->a.signal_dev, c->a.signal_value, &serr) == 0)
+    if (c->a.signal_dev == NULL)
         return;
-    size_t n = strlen(err->message);
-    snprintf(err->message + n, sizeof err->message - n,
-             "; its signal could not be written (%s): release your stream yourself", serr.message);
+    if (c->report.signalled)
+        snprintf(note, n, "; signal enqueued, lost if the device faulted");
+    else if (attn_engine_signal(c->p->engine, c->a.signal_dev, c->a.signal_value, &serr) != 0)
+        snprintf(note, n, "; signal not written (%.50s)", serr.message);
 }
 
 /* A run refused after its wait was entered and before its engine ran: it
  * still signals, as a failed run does. */
 static int refuse_before_engine(run_ctx *c, int rc, attn_error_detail *err)
 {
+    char note[ATTND_SIGNAL_NOTE];
     if (c->a.wait_dev != NULL)
         attnd_async_wait_leave(c->s->async, &c->dw);
-    signal_failed_run(c, err);
+    signal_failed_run(c, note, sizeof note);
+    size_t n = strlen(err->message);
+    snprintf(err->message + n, sizeof err->message - n, "%s", note);
     return rc;
 }
 
@@ -733,6 +744,7 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
     attnd_plan *p = c->p;
     attnd_pool *pool = c->pool;
     attn_error_detail eerr;
+    char note[ATTND_SIGNAL_NOTE];
     double t0 = now_us(), engine_t0;
     int rc, tracing = 0, exclusive;
 
@@ -835,17 +847,17 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
             attnd_sem_signal_host(c->sig_host, c->sig_value);
         return 0;
     }
-    rc = engine_failure(c, rc, &eerr, err);
-    signal_failed_run(c, err);
-    return rc;
+    signal_failed_run(c, note, sizeof note);
+    return engine_failure(c, rc, &eerr, note, err);
 }
 
 /* Finish a deferred run: wait for its device work, then let the pool go.
- * Its signal was enqueued behind its kernels; when the work failed that
- * write may not have happened, so it is asked for again. */
+ * A failure signals as any other (signal_failed_run: a signal enqueued
+ * behind the run's kernels is not written again). */
 static int run_complete(run_ctx *c, attn_error_detail *err)
 {
     attn_error_detail eerr;
+    char note[ATTND_SIGNAL_NOTE];
     memset(&eerr, 0, sizeof eerr);
     int rc = attn_engine_complete(c->p->engine, c->report.ticket, &c->report, &eerr);
     quarantine_if_unrestored(c, rc, &eerr); /* before the pool counts as idle */
@@ -854,9 +866,8 @@ static int run_complete(run_ctx *c, attn_error_detail *err)
         attnd_async_wait_leave(c->s->async, &c->dw);
     if (rc == 0)
         return 0;
-    rc = engine_failure(c, rc, &eerr, err);
-    signal_failed_run(c, err);
-    return rc;
+    signal_failed_run(c, note, sizeof note);
+    return engine_failure(c, rc, &eerr, note, err);
 }
 
 /* A run that waits or signals: its diag reports the hand-off (MPS or

@@ -162,8 +162,9 @@ struct attn_engine_ops {
                 attn_engine_plan *out, attn_error_detail *err);
     /* Stage, attend, merge and (when io->commit) commit; on failure the pool
      * is unchanged (or ATTN_E_POOL_UNRESTORED says it could not be).  A run
-     * writes io->signal_dev when it succeeds (or defers); one that fails
-     * leaves that write to its caller, through `signal`. */
+     * enqueues the write of io->signal_dev after its last kernel and copy
+     * and says so (rep->signalled); one that fails before that leaves the
+     * write to its caller, through `signal`. */
     int (*run)(attn_engine *self, attn_engine_plan *p, const attn_run_io *io, attn_exec_report *rep,
                attn_error_detail *err);
     /* Release the split plan, ledger and private data of `p`. */
@@ -171,8 +172,8 @@ struct attn_engine_ops {
     /* Optional (NULL: run never defers).  Wait for the deferred run
      * `ticket` (rep->ticket of its run) and fill rep's timing; 0, or the
      * failure its work met on the device (the pool may then be partly
-     * written: ATTN_E_POOL_UNRESTORED; its signal may not have been
-     * written: the caller asks `signal` for it).  Called once per deferred
+     * written: ATTN_E_POOL_UNRESTORED; its signal, enqueued behind its
+     * kernels, is lost when the device faulted).  Called once per deferred
      * run, in ticket order. */
     int (*complete)(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
                     attn_error_detail *err);
@@ -180,8 +181,9 @@ struct attn_engine_ops {
      * at the device word `addr` in the order of the instance's stream: after
      * all the work enqueued on it before (an earlier deferred run's kernels
      * and signal), so it never lands ahead of an earlier run's signal;
-     * returns once enqueued.  The signal of a run that failed (synchronously
-     * or at completion) or was refused after it was admitted. */
+     * returns once enqueued.  The signal of a run that failed before its
+     * engine enqueued it (rep->signalled false) or was refused after it was
+     * admitted. */
     int (*signal)(attn_engine *self, void *addr, uint64_t value, attn_error_detail *err);
 };
 

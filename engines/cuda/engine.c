@@ -1106,6 +1106,8 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
         /* after the last kernel and copy: the client reads O behind it */
         if ((rv = attn_cuda_ipc_signal(ci->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
             goto fail;
+        if (rep)
+            rep->signalled = true;
     }
     if (end_after_signal)
         CK(cudaEventRecord(e1, st), "cudaEventRecord");
@@ -1148,9 +1150,9 @@ fail:
     /* the old rows back so the pool is unchanged (engine.h contract), or
      * E_POOL_UNRESTORED when that cannot be confirmed */
     rv = attn_cuda_txn_unwind(&txn, rv, err);
-    /* the signal of a failed run is the caller's (engine_signal, on this
-     * stream: a write from the control stream could land before an earlier
-     * deferred run's signal) */
+    /* the signal of a run that failed before it enqueued its signal is the
+     * caller's (engine_signal, on this stream: a write from the control
+     * stream could land before an earlier deferred run's signal) */
     /* nothing still in flight may read the staging once the lock is released */
     cudaStreamSynchronize(st);
     return rv;

@@ -1240,6 +1240,8 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         /* after the last kernel and copy: the client reads O behind it */
         if ((rv = attn_cuda_ipc_signal(pi->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
             goto fail;
+        if (rep)
+            rep->signalled = true;
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
     if (rep) {
@@ -1266,7 +1268,8 @@ fail:
     /* the old rows back so the pool is unchanged (engine.h contract), or
      * E_POOL_UNRESTORED when that cannot be confirmed (the unwind waits) */
     rv = attn_cuda_txn_unwind(&txn, rv, err);
-    /* the signal of a failed run is the caller's (engine_signal) */
+    /* the signal of a run that failed before it enqueued its signal is the
+     * caller's (engine_signal) */
     return rv;
 }
 

@@ -1322,15 +1322,18 @@ static void test_device_refs_refused_on_cpu(void **state)
 /* ---- the device signal of a failed run (docs/protocol.md "Semaphores") ---- */
 
 /* What a stream-ordered engine double did, in its stream's order: "r<t>"
- * run t enqueued, "s<v>" that run's own signal behind its kernels, "f<t>"
- * run t failed at enqueue, "c<t>" / "x<t>" run t completed / failed at its
- * completion, "S<v>@<offset>" a signal the daemon asked of the engine
- * (ops->signal: written in stream order, behind all of the above that
- * precede it). */
+ * run t enqueued, "s<v>" that run's own signal behind its kernels (it says
+ * so in rep->signalled, as the CUDA engines do), "f<t>" run t failed at
+ * enqueue (before or after its signal), "c<t>" / "x<t>" run t completed /
+ * failed at its completion, "S<v>@<offset>" a signal the daemon asked of
+ * the engine (ops->signal: written in stream order, behind all of the
+ * above that precede it). */
 static char g_stream_log[256];
 static pthread_mutex_t g_stream_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t g_stream_next;    /* the next ticket */
 static atomic_int g_stream_fail_run;      /* the ticket whose run fails (-1: none) */
+static atomic_int g_stream_fail_late;     /* it fails after it enqueued its signal */
+static atomic_int g_stream_signal_fails;  /* ops->signal fails (the context is gone) */
 static atomic_int g_stream_fail_complete; /* the ticket whose completion fails (-1: none) */
 static atomic_int g_stream_go;            /* run 0 may enqueue */
 static atomic_int g_stream_complete_go;   /* run 0 may complete */
@@ -1358,6 +1361,8 @@ static void stream_double_reset(void)
     g_stream_log[0] = '\0';
     atomic_store(&g_stream_next, 0);
     atomic_store(&g_stream_fail_run, -1);
+    atomic_store(&g_stream_fail_late, 0);
+    atomic_store(&g_stream_signal_fails, 0);
     atomic_store(&g_stream_fail_complete, -1);
     atomic_store(&g_stream_go, 1);
     atomic_store(&g_stream_complete_go, 1);
@@ -1374,14 +1379,22 @@ static int stream_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
     uint64_t t = atomic_fetch_add(&g_stream_next, 1);
     if (t == 0)
         wait_flag(&g_stream_go);
-    if ((int)t == atomic_load(&g_stream_fail_run)) {
+    const bool fails = (int)t == atomic_load(&g_stream_fail_run);
+    if (fails && !atomic_load(&g_stream_fail_late)) {
         stream_log("f%llu ", (unsigned long long)t);
         return attn_error_set(err, ATTN_E_ENGINE, "", "the double's launch failed");
     }
     rep->ticket = t;
     stream_log("r%llu ", (unsigned long long)t);
-    if (io->signal_dev != NULL)
+    if (io->signal_dev != NULL) {
         stream_log("s%llu ", (unsigned long long)io->signal_value);
+        rep->signalled = true;
+    }
+    if (fails) {
+        stream_log("f%llu ", (unsigned long long)t);
+        rep->deferred = false;
+        return attn_error_set(err, ATTN_E_ENGINE, "", "the double's stream failed");
+    }
     return 0;
 }
 
@@ -1404,7 +1417,8 @@ static int stream_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
 static int stream_signal(attn_engine *self, void *addr, uint64_t value, attn_error_detail *err)
 {
     (void)self;
-    (void)err;
+    if (atomic_load(&g_stream_signal_fails))
+        return attn_error_set(err, ATTN_E_CUDA, "signal", "the double's context is gone");
     stream_log("S%llu@%lld ", (unsigned long long)value,
                (long long)((uint8_t *)addr - g_fake_last_open));
     return 0;
@@ -1476,11 +1490,12 @@ static uint64_t stream_send(double_fixture *f, uint64_t plan_id, uint64_t sem_bu
     return seq;
 }
 
-/* A deferred run whose device work fails at its completion still signals:
- * the daemon asks the engine for the write once the completion failed (the
- * signal enqueued behind the run's kernels may not have happened), and a
- * run that completes asks nothing more of it. */
-static void test_deferred_failure_signals(void **state)
+/* A deferred run whose device work fails at its completion: its signal
+ * was enqueued behind its kernels, so the daemon does not write it again (a
+ * second write could land after the client reset the word; a completed
+ * run asks nothing more either), and the error says the signal is lost if
+ * the device faulted (then nothing of attnd reaches the device). */
+static void test_deferred_failure_signal_written_once(void **state)
 {
     double_fixture f;
     uint64_t plan_id, sem_buf, seq[2];
@@ -1494,19 +1509,28 @@ static void test_deferred_failure_signals(void **state)
     st = wait_settled(f.s, seq[1]);
     assert_int_equal(st.state, ATTN_RUN_FAILED);
     assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
-    assert_string_equal(g_stream_log, "r0 s7 c0 r1 s8 x1 S8@16 ");
+    assert_string_equal(g_stream_log, "r0 s7 c0 r1 s8 x1 ");
+    assert_non_null(strstr(st.error.message, "quarantined (pool_drop it); signal enqueued, lost "
+                                             "if the device faulted"));
     double_fixture_close(&f);
 }
 
 /* Signals land in run order: with run 0 still in flight (enqueued, not
- * completed), the next run fails at its enqueue, or is refused because the
- * pool was quarantined meanwhile; either way its signal is asked of the
- * engine, which writes it behind run 0's signal on the stream, not at once
- * from another stream (where value 2 would release a client's wait for 1
- * before run 0's O is there). */
+ * completed), the next run fails at its enqueue (mode 0; mode 3: and the
+ * signal's write fails too), or is refused because the pool was
+ * quarantined meanwhile (mode 1); its signal is asked of the engine, which
+ * writes it behind run 0's signal on the stream, not at once from another
+ * stream (where value 2 would release a client's wait for 1 before run 0's
+ * O is there).  A run that fails after it enqueued its signal (mode 2) is
+ * not signalled again. */
 static void test_failed_run_signals_behind_earlier_runs(void **state)
 {
-    for (int refused = 0; refused < 2; refused++) {
+    static const char *const want[4] = {"r0 s1 f1 S2@8 ", "r0 s1 S2@8 ", "r0 s1 r1 s2 f1 ",
+                                        "r0 s1 f1 "};
+    static const char *const note[4] = {"unchanged", "quarantined", "unchanged; signal enqueued",
+                                        "unchanged; signal not written (the double's context"};
+    for (int mode = 0; mode < 4; mode++) {
+        const bool refused = mode == 1;
         double_fixture f;
         uint64_t plan_id, sem_buf, seq[2];
         attn_error_detail e;
@@ -1515,6 +1539,8 @@ static void test_failed_run_signals_behind_earlier_runs(void **state)
         stream_fixture_open(&f, "dord", &plan_id, &sem_buf);
         atomic_store(&g_stream_complete_go, 0);
         atomic_store(&g_stream_fail_run, refused ? -1 : 1);
+        atomic_store(&g_stream_fail_late, mode == 2);
+        atomic_store(&g_stream_signal_fails, mode == 3);
         atomic_store(&g_stream_go, 0);
         seq[0] = stream_send(&f, plan_id, sem_buf, 8, 1);
         seq[1] = stream_send(&f, plan_id, sem_buf, 8, 2);
@@ -1533,7 +1559,9 @@ static void test_failed_run_signals_behind_earlier_runs(void **state)
         assert_int_equal(st.state, ATTN_RUN_FAILED);
         assert_int_equal(st.error.code, refused ? ATTN_E_POOL_UNRESTORED : ATTN_E_ENGINE);
         /* run 0 is still in flight, and run 1's signal went behind it */
-        assert_string_equal(g_stream_log, refused ? "r0 s1 S2@8 " : "r0 s1 f1 S2@8 ");
+        assert_string_equal(g_stream_log, want[mode]);
+        if (strstr(st.error.message, note[mode]) == NULL)
+            fail_msg("mode %d: %s", mode, st.error.message);
         atomic_store(&g_stream_complete_go, 1);
         st = wait_settled(f.s, seq[0]);
         assert_int_equal(st.state, ATTN_RUN_DONE);
@@ -2235,7 +2263,7 @@ int main(void)
         cmocka_unit_test(test_reply_cap_before_commit),
         cmocka_unit_test(test_async_failure_on_next_reply),
         cmocka_unit_test(test_device_refs_refused_on_cpu),
-        cmocka_unit_test(test_deferred_failure_signals),
+        cmocka_unit_test(test_deferred_failure_signal_written_once),
         cmocka_unit_test(test_failed_run_signals_behind_earlier_runs),
         cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_async_deferred_window),
