@@ -878,6 +878,43 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     }
 }
 
+/* Which units (item * H_kv + K/V head) this CTA runs, in order: with the
+ * plan's per-CTA queues (p.worker_indptr set, planner/prefill_plan.h: the
+ * least-loaded schedule), the k-th entry of queue blockIdx.x; without, the
+ * snake over the units sorted longest first (unit blockIdx.x, then one per
+ * grid stride, every other round from the far end; with one CTA per unit
+ * just u = blockIdx.x).  The one home of the walk: producer, consumers and
+ * the consumers' Q prefetch all ask unit_at. */
+struct UnitWalk {
+    uint32_t first, end; /* queue: [first, end) of p.order; snake: 0, units */
+};
+
+constexpr uint32_t kNoUnit = 0xffffffffu;
+
+__device__ __forceinline__ UnitWalk unit_walk(const attn_cuda_prefill_params &p)
+{
+    UnitWalk w;
+    if (p.worker_indptr) {
+        w.first = p.worker_indptr[blockIdx.x];
+        w.end = p.worker_indptr[blockIdx.x + 1];
+    } else {
+        w.first = 0;
+        w.end = p.num_items * p.num_kv_heads;
+    }
+    return w;
+}
+
+/* The k-th unit of this CTA, or kNoUnit past its last. */
+__device__ __forceinline__ uint32_t unit_at(const attn_cuda_prefill_params &p, const UnitWalk &w,
+                                            uint32_t k)
+{
+    if (p.worker_indptr)
+        return w.first + k < w.end ? p.order[w.first + k] : kNoUnit;
+    const uint32_t G = gridDim.x;
+    const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
+    return u < w.end ? u : kNoUnit;
+}
+
 template <int D, typename KV>
 __global__ void __launch_bounds__(kThreads, 1)
     attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p,
@@ -916,20 +953,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         prefetch_tensormap(&maps.v);
     }
     __syncthreads();
-    /* Work units u = item * H_kv + head, longest items first.  A CTA takes
-     * units blockIdx.x, then one per grid stride, in snake order (every
-     * other round from the far end) so the persistent CTAs stay balanced;
-     * with one CTA per unit this is just u = blockIdx.x.  Producer and
-     * consumers walk the same units, and their stage ring (gi) and Q
-     * barrier phases (k) run on across units, so the next unit's loads
-     * overlap this unit's last products and epilogue. */
-    const uint32_t units = p.num_items * p.num_kv_heads, G = gridDim.x;
+    /* Work units u = item * H_kv + head (unit_walk): each CTA runs its
+     * queue of the plan, or the snake.  Producer and consumers walk the
+     * same units, and their stage ring (gi) and Q barrier phases (k) run on
+     * across units, so the next unit's loads overlap this unit's last
+     * products and epilogue. */
+    const UnitWalk walk = unit_walk(p);
     uint32_t gi = 0;
     if (tid < 128) {
         reg_dealloc<C::PRODUCER_REGS>();
         for (uint32_t k = 0;; k++) {
-            const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
-            if (u >= units)
+            const uint32_t u = unit_at(p, walk, k);
+            if (u == kNoUnit)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
             producer<D, KV>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid, k, gi);
@@ -940,12 +975,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         /* the producer's tier (its KvLoad::tma): TMA-only tiles need no fence */
         const bool tma = kv_tma_tier(p, maps);
         for (uint32_t k = 0;; k++) {
-            const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
-            if (u >= units)
+            const uint32_t u = unit_at(p, walk, k);
+            if (u == kNoUnit)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            const uint32_t un = (k + 1) * G + (((k + 1) & 1) ? G - 1 - blockIdx.x : blockIdx.x);
-            if (C::QPREFETCH && un < units) /* the unit this CTA takes next */
+            const uint32_t un = unit_at(p, walk, k + 1);
+            if (C::QPREFETCH && un != kNoUnit) /* the unit this CTA takes next */
                 prefetch_q<D>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - 128);
             consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1, tid % 128,
                             k, gi, tma);
