@@ -212,7 +212,9 @@ const char *attn_prefill_walk_name(attn_prefill_walk w)
 #define ATTN__PREFILL_WALK_NAME(e, v, n)                                                           \
     case e:                                                                                        \
         return n;
-    switch (w) { ATTN_PREFILL_WALKS(ATTN__PREFILL_WALK_NAME) }
+    switch (w) {
+        ATTN_PREFILL_WALKS(ATTN__PREFILL_WALK_NAME)
+    }
 #undef ATTN__PREFILL_WALK_NAME
     return "?";
 }
@@ -822,17 +824,17 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     if (pp->partitioned && pp->order != ATTN_MIXED_ORDER_SERIAL && pp->prefill_ctas != 0 &&
         pp->prefill_ctas < dev->sm_count)
         grid_ctas = pp->prefill_ctas;
-    pp->walk = pp->tuning.walk == ATTN_PREFILL_WALK_AUTO ? ATTN_PREFILL_WALK_DEFAULT
-                                                         : pp->tuning.walk;
+    pp->walk =
+        pp->tuning.walk == ATTN_PREFILL_WALK_AUTO ? ATTN_PREFILL_WALK_DEFAULT : pp->tuning.walk;
     if (pp->walk == ATTN_PREFILL_WALK_QUEUE && tp.num_items > 0) {
         if ((rv = attn_prefill_plan_queues(&tp, Hkv, grid_ctas, &pp->queues, err)) != 0)
             goto fail;
-        append_why(out, "; unit walk: least-loaded queues on %u CTAs, rho %.3f, eta %.3f",
+        append_why(out, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
                    pp->queues.workers, pp->queues.rho, pp->queues.eta);
     } else if (tp.num_items > 0) {
-        append_why(out, "; unit walk: snake on %u CTAs",
-                   (uint32_t)(tp.num_items * (uint64_t)Hkv < grid_ctas ? tp.num_items * Hkv
-                                                                       : grid_ctas));
+        append_why(
+            out, "; walk snake: %u CTAs",
+            (uint32_t)(tp.num_items * (uint64_t)Hkv < grid_ctas ? tp.num_items * Hkv : grid_ctas));
     }
     if ((rv = build_image(m, g, &tp, pp, err)) != 0 ||
         (rv = layout_ledger(m, g, &tp, dec_states, &out->ledger, err)) != 0 ||

@@ -45,8 +45,8 @@ extern "C" {
 /* How the persistent CTAs of the prefill kernel take their units (item,
  * K/V head): X(enumerator, value, name). */
 #define ATTN_PREFILL_WALKS(X)                                                                      \
-    X(ATTN_PREFILL_WALK_AUTO, 0, "auto")   /* ATTN_PREFILL_WALK_DEFAULT */                       \
-    X(ATTN_PREFILL_WALK_QUEUE, 1, "queue") /* the plan's least-loaded per-CTA queues */          \
+    X(ATTN_PREFILL_WALK_AUTO, 0, "auto")   /* ATTN_PREFILL_WALK_DEFAULT */                         \
+    X(ATTN_PREFILL_WALK_QUEUE, 1, "queue") /* the plan's least-loaded per-CTA queues */            \
     X(ATTN_PREFILL_WALK_SNAKE, 2, "snake") /* units longest first, grid-strided, snaked */
 
 #define ATTN__PREFILL_WALK_ENTRY(e, v, n) e = (v),
@@ -122,13 +122,13 @@ void attn_cuda_prefill_plan_host_free(attn_engine_plan *p);
 typedef struct attn_cuda_prefill_plan_info {
     uint32_t tile_m, tile_n;
     uint32_t num_items, num_tiles, num_merges, num_parts;
-    uint32_t total_q;    /* new rows staged per run */
-    uint64_t meta_bytes; /* the plan's one host-to-device transfer */
-    const char *attend;  /* the attention kernel's symbol */
-    const char *combine; /* the combine kernel's symbol, NULL without merges */
-    const char *streams; /* partition's variant: "serial", "decode-first" or "prefill-first" */
-    uint32_t max_ctas;   /* the prefill grid's CTAs at most (capped when forked) */
-    const char *walk;    /* the unit walk: "queue" or "snake" */
+    uint32_t total_q;     /* new rows staged per run */
+    uint64_t meta_bytes;  /* the plan's one host-to-device transfer */
+    const char *attend;   /* the attention kernel's symbol */
+    const char *combine;  /* the combine kernel's symbol, NULL without merges */
+    const char *streams;  /* partition's variant: "serial", "decode-first" or "prefill-first" */
+    uint32_t max_ctas;    /* the prefill grid's CTAs at most (capped when forked) */
+    const char *walk;     /* the unit walk: "queue" or "snake" */
     uint32_t num_workers; /* queue: the CTAs that have a queue (the grid); snake: 0 */
     double rho, eta;      /* queue: max / mean load and total / (CTAs x max load) */
 } attn_cuda_prefill_plan_info;

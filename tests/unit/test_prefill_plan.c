@@ -410,8 +410,7 @@ static void test_queues_load_bound(void **state)
     assert_int_equal(attn_prefill_plan_build(&f.in, &q, NULL), 0);
     assert_int_equal(attn_prefill_plan_queues(&q, 8, 132, &st2, NULL), 0);
     assert_int_equal(q.num_workers, p.num_workers);
-    assert_memory_equal(q.worker_indptr, p.worker_indptr,
-                        sizeof(uint32_t) * (p.num_workers + 1));
+    assert_memory_equal(q.worker_indptr, p.worker_indptr, sizeof(uint32_t) * (p.num_workers + 1));
     assert_memory_equal(q.order, p.order, sizeof(uint32_t) * p.num_items * 8);
     assert_memory_equal(&st2, &st, sizeof st);
     /* a smaller grid (partition forked: 66 CTAs), then more CTAs than
@@ -474,8 +473,8 @@ static void test_queues_random(void **state)
             const int32_t n = p.items[i].tile_end - p.items[i].tile_begin;
             /* above the bound only where the 4-tile floor stops the cut:
              * its parts are 4..7 tiles */
-            if (unit_cost(&p, 1, i) > mean + (mean / 4) + 2 * ATTN_PREFILL_COST_PARTIAL +
-                                          ATTN_PREFILL_COST_UNIT)
+            if (unit_cost(&p, 1, i) >
+                mean + (mean / 4) + 2 * ATTN_PREFILL_COST_PARTIAL + ATTN_PREFILL_COST_UNIT)
                 assert_true(n < 8);
         }
         assert_int_equal(attn_prefill_plan_queues(&p, 4, sms, &st, NULL), 0);

@@ -70,7 +70,7 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
     const uint32_t units = p->num_items * p->num_kv_heads;
     if (units) {
         /* the queues fix the grid (one CTA per queue); else the snake's */
-        dim3 grid(p->worker_indptr  ? p->num_workers
+        dim3 grid(p->worker_indptr                     ? p->num_workers
                   : p->max_ctas && p->max_ctas < units ? p->max_ctas
                                                        : units);
         const KvMaps maps = kv_maps<D>(p);

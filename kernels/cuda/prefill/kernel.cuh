@@ -884,35 +884,20 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
  * snake over the units sorted longest first (unit blockIdx.x, then one per
  * grid stride, every other round from the far end; with one CTA per unit
  * just u = blockIdx.x).  The one home of the walk: producer, consumers and
- * the consumers' Q prefetch all ask unit_at. */
-struct UnitWalk {
-    uint32_t first, end; /* queue: [first, end) of p.order; snake: 0, units */
-};
-
+ * the consumers' Q prefetch all ask unit_at (the queue bounds re-read per
+ * unit, two cached loads, rather than held in registers). */
 constexpr uint32_t kNoUnit = 0xffffffffu;
 
-__device__ __forceinline__ UnitWalk unit_walk(const attn_cuda_prefill_params &p)
-{
-    UnitWalk w;
-    if (p.worker_indptr) {
-        w.first = p.worker_indptr[blockIdx.x];
-        w.end = p.worker_indptr[blockIdx.x + 1];
-    } else {
-        w.first = 0;
-        w.end = p.num_items * p.num_kv_heads;
-    }
-    return w;
-}
-
 /* The k-th unit of this CTA, or kNoUnit past its last. */
-__device__ __forceinline__ uint32_t unit_at(const attn_cuda_prefill_params &p, const UnitWalk &w,
-                                            uint32_t k)
+__device__ __forceinline__ uint32_t unit_at(const attn_cuda_prefill_params &p, uint32_t k)
 {
-    if (p.worker_indptr)
-        return w.first + k < w.end ? p.order[w.first + k] : kNoUnit;
+    if (p.worker_indptr) {
+        const uint32_t q = __ldg(&p.worker_indptr[blockIdx.x]) + k;
+        return q < __ldg(&p.worker_indptr[blockIdx.x + 1]) ? __ldg(&p.order[q]) : kNoUnit;
+    }
     const uint32_t G = gridDim.x;
     const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
-    return u < w.end ? u : kNoUnit;
+    return u < p.num_items * p.num_kv_heads ? u : kNoUnit;
 }
 
 template <int D, typename KV>
@@ -958,12 +943,11 @@ __global__ void __launch_bounds__(kThreads, 1)
      * same units, and their stage ring (gi) and Q barrier phases (k) run on
      * across units, so the next unit's loads overlap this unit's last
      * products and epilogue. */
-    const UnitWalk walk = unit_walk(p);
     uint32_t gi = 0;
     if (tid < 128) {
         reg_dealloc<C::PRODUCER_REGS>();
         for (uint32_t k = 0;; k++) {
-            const uint32_t u = unit_at(p, walk, k);
+            const uint32_t u = unit_at(p, k);
             if (u == kNoUnit)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
@@ -974,16 +958,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         reg_alloc<C::CONSUMER_REGS>();
         /* the producer's tier (its KvLoad::tma): TMA-only tiles need no fence */
         const bool tma = kv_tma_tier(p, maps);
-        for (uint32_t k = 0;; k++) {
-            const uint32_t u = unit_at(p, walk, k);
-            if (u == kNoUnit)
-                break;
+        /* the next unit is looked up once, for the Q prefetch, and carried
+         * into the next round */
+        uint32_t u = unit_at(p, 0);
+        for (uint32_t k = 0; u != kNoUnit; k++) {
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            const uint32_t un = unit_at(p, walk, k + 1);
+            const uint32_t un = unit_at(p, k + 1);
             if (C::QPREFETCH && un != kNoUnit) /* the unit this CTA takes next */
                 prefetch_q<D>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - 128);
             consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1, tid % 128,
                             k, gi, tma);
+            u = un;
         }
     }
 #else
