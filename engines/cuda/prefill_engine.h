@@ -104,11 +104,12 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
 
 /* The host half of the engine's plan, no CUDA call: the tile plan (split
  * policy from the manifest: FIXED with policy.splits, else the planner's
- * wave fill, reported as FA), the mask program at the key-tile width, the
- * checks the manifest validator cannot make (page ids inside this pool, a
- * page slot for every new row), the metadata image, the ledger of the
- * partial states, the tile-class report, the key environment and the
- * schedule.  Free with attn_cuda_prefill_plan_host_free. */
+ * load bound, reported as FA) and its per-CTA queues (the tuning's walk),
+ * the mask program at the key-tile width, the checks the manifest
+ * validator cannot make (page ids inside this pool, a page slot for every
+ * new row), the metadata image, the ledger of the partial states, the
+ * tile-class report, the key environment and the schedule.  Free with
+ * attn_cuda_prefill_plan_host_free. */
 int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
                                 const attn_cuda_device_facts *dev,
                                 const attn_cuda_prefill_tuning *t, attn_engine_plan *out,
