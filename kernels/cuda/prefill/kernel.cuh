@@ -886,6 +886,8 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
  * just u = blockIdx.x).  The one home of the walk: producer, consumers and
  * the consumers' Q prefetch all ask unit_at (the queue bounds re-read per
  * unit, two cached loads, rather than held in registers). */
+
+/* What unit_at returns past a CTA's last unit. */
 constexpr uint32_t kNoUnit = 0xffffffffu;
 
 /* The k-th unit of this CTA, or kNoUnit past its last. */
@@ -938,7 +940,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         prefetch_tensormap(&maps.v);
     }
     __syncthreads();
-    /* Work units u = item * H_kv + head (unit_walk): each CTA runs its
+    /* Work units u = item * H_kv + head (unit_at): each CTA runs its
      * queue of the plan, or the snake.  Producer and consumers walk the
      * same units, and their stage ring (gi) and Q barrier phases (k) run on
      * across units, so the next unit's loads overlap this unit's last
