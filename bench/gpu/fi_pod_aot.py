@@ -13,7 +13,7 @@ and filelock are replaced by stand-ins for the little the generators touch:
 dtype objects that only serve as dict keys, the C++11 ABI flag, and
 tvm_ffi's include paths.  flashinfer/__init__.py (which needs torch for
 real) is never executed: its packages are entered by path.
-Usage: fi_pod_aot.py --site DIR --out DIR   (prints "uri ninja_file" lines)
+Usage: fi_pod_aot.py --site DIR   (prints one "uri ninja_file" line per module)
 FLASHINFER_CUDA_ARCH_LIST, FLASHINFER_WORKSPACE_BASE and CUDA_HOME are read
 by FlashInfer itself; fi_pod_aot.sh sets them.
 """
@@ -43,8 +43,8 @@ def stand_in_torch():
         setattr(torch, n, StandInDtype(n))
     torch.half, torch.float, torch.int, torch.long = (torch.float16, torch.float32, torch.int32,
                                                       torch.int64)
-    # torch 2.x wheels on the device are built with the C++11 ABI (the cached
-    # prefill module from the device shows __cxx11 symbols; checked in the .sh)
+    # the device's torch (2.11.0+cu130, mixed-h200-2026-12-01-r4.md) is built
+    # with the C++11 ABI, as every torch wheel since 2.6
     torch._C = types.SimpleNamespace(_GLIBCXX_USE_CXX11_ABI=True)
     torch.version = types.SimpleNamespace(cuda="13.0")
     # FLASHINFER_CUDA_ARCH_LIST is set, so the device query is never reached
