@@ -736,6 +736,86 @@ static void write_new_rows(const attn_manifest *m, const attn_pool_geometry *g, 
             }
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median microseconds of one replay of `exec` (9 rounds of 20 on `st`). */
+static double replay_us(cudaGraphExec_t exec, cudaStream_t st)
+{
+    cudaEvent_t e0, e1;
+    assert_int_equal(cudaEventCreate(&e0), cudaSuccess);
+    assert_int_equal(cudaEventCreate(&e1), cudaSuccess);
+    double t[9];
+    for (int r = 0; r < 9; r++) {
+        assert_int_equal(cudaEventRecord(e0, st), cudaSuccess);
+        for (int i = 0; i < 20; i++)
+            assert_int_equal(cudaGraphLaunch(exec, st), cudaSuccess);
+        assert_int_equal(cudaEventRecord(e1, st), cudaSuccess);
+        assert_int_equal(cudaEventSynchronize(e1), cudaSuccess);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        t[r] = ms * 1000.0 / 20;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    qsort(t, 9, sizeof t[0], cmp_double);
+    return t[4];
+}
+
+/* The replay time of the envelope's graph `exec` (its plan updated to
+ * step m) and of a graph captured from a graph-mode plan of m itself (its
+ * envelope the step: no padding), both staging the step's rows q_h /
+ * kn_h / vn_h (the same rows again: the pool does not change). */
+static void graph_times(cudaGraphExec_t exec, const attn_manifest *m, const void *q_h,
+                        const void *kn_h, const void *vn_h, dev_pool *dp, cudaStream_t st,
+                        double *us_env, double *us_tight)
+{
+    *us_env = replay_us(exec, st);
+    attn_error_detail err;
+    attn_engine_plan *tp = NULL;
+    assert_int_equal(attn_engine_plan_new(g_eng, m, &dp->g, &tp, &err), 0);
+    attn_cuda_prefill_graph_info gi;
+    assert_int_equal(attn_cuda_prefill_graph_info_get(tp, &gi), 0);
+    const size_t rows = gi.env.max_q_rows, hq = m->num_qo_heads, hkv = dp->g.num_kv_heads,
+                 d = dp->g.head_dim_qk;
+    void *q, *k, *v, *o, *l;
+    assert_int_equal(cudaMalloc(&q, rows * hq * d * 2), cudaSuccess);
+    assert_int_equal(cudaMalloc(&k, rows * hkv * d * 2), cudaSuccess);
+    assert_int_equal(cudaMalloc(&v, rows * hkv * d * 2), cudaSuccess);
+    assert_int_equal(cudaMalloc(&o, rows * hq * d * 2), cudaSuccess);
+    assert_int_equal(cudaMalloc(&l, rows * hq * 4), cudaSuccess);
+    assert_int_equal(cudaMemcpy(q, q_h, rows * hq * d * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(cudaMemcpy(k, kn_h, rows * hkv * d * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(cudaMemcpy(v, vn_h, rows * hkv * d * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    attn_run_io io = {.pool = &dp->pv,
+                      .layer = 0,
+                      .q = q,
+                      .k_new = k,
+                      .v_new = v,
+                      .o = o,
+                      .lse = (float *)l,
+                      .commit = true};
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    assert_int_equal(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    int rv = attn_cuda_prefill_graph_enqueue(g_eng, tp, &io, st, &err);
+    assert_int_equal(cudaStreamEndCapture(st, &g), cudaSuccess);
+    assert_int_equal(rv, 0);
+    assert_int_equal(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+    *us_tight = replay_us(x, st);
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+    cudaFree(q);
+    cudaFree(k);
+    cudaFree(v);
+    cudaFree(o);
+    cudaFree(l);
+    attn_engine_plan_release(tp);
+}
+
 /* Capture the engine's graph-mode run once, then for each step update the
  * plan and replay the same graph: O and LSE against the CPU engine (fp64)
  * on the pool as the step finds it, byte for byte against a fresh
@@ -931,6 +1011,15 @@ static void run_graph_case(const graph_case *gc, uint64_t seed)
         const uint64_t ke = attn_rb_checksum(hk, rb.k_bytes), ve = attn_rb_checksum(hv, rb.v_bytes);
         pool_sums(&dp, &rb, &k1, &v1, hk, hv);
         assert_true(k1 == ke && v1 == ve);
+        /* what the envelope costs: the replay against a graph of a plan
+         * whose envelope is the step itself (replays commit the same rows
+         * again, so the pool stays as checked) */
+        double us_env = 0, us_tight = 0;
+        graph_times(exec, m, q, kn, vn, &dp, st, &us_env, &us_tight);
+        printf("  %-14s step %zu replay %.1f us (envelope) vs %.1f us (envelope = the step), "
+               "median of 9 x 20\n",
+               gc->name, s, us_env, us_tight);
+        fflush(stdout);
         free(o_ref);
         free(o_fresh);
         free(o);
