@@ -886,6 +886,26 @@ static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn
                    : "one launch of the prefill kernel (attend, then combine when split)");
 }
 
+/* Where the run's buffers lie in its io allocation: q | k_new | v_new | o
+ * | lse | saved k | saved v (the plan's rows, graph mode the envelope's). */
+typedef struct io_layout {
+    size_t q, k, v, o, l, sk, sv, bytes;
+} io_layout;
+
+static io_layout io_layout_of(const prefill_priv *pp)
+{
+    io_layout L;
+    L.q = 0;
+    L.k = align256(pp->q_bytes);
+    L.v = L.k + align256(pp->kv_bytes);
+    L.o = L.v + align256(pp->kv_bytes);
+    L.l = L.o + align256(pp->q_bytes);
+    L.sk = L.l + align256(pp->lse_bytes);
+    L.sv = L.sk + align256(pp->kv_bytes);
+    L.bytes = L.sv + align256(pp->kv_bytes);
+    return L;
+}
+
 /* ---- graph mode: the capacity envelope (seed 0x03G) ----------------------- */
 
 /* What graph mode refuses at plan time beyond admission: the snake walk
@@ -1153,6 +1173,8 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     pp->q_bytes = (size_t)pp->total_q * Hq * d * qs;
     pp->kv_bytes = (size_t)pp->total_q * Hkv * d * es;
     pp->lse_bytes = (size_t)pp->total_q * Hq * sizeof(float);
+    if (pp->graph) /* the host image stays, and the plan owns its run buffers */
+        out->priv_bytes += pp->meta_bytes + io_layout_of(pp).bytes + out->ledger.total_bytes;
     pp->head_stride = g->layout == ATTN_HND ? (int64_t)g->page_size * d : (int64_t)d;
     pp->dev_table = m->kv;
     attn_cuda_prefill_params *pr = &pp->params;
@@ -1559,26 +1581,6 @@ void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill
 
 /* The one upload of plan time; afterwards the kernel parameters point
  * into the device image and the host copies are released. */
-/* Where the run's buffers lie in its io allocation: q | k_new | v_new | o
- * | lse | saved k | saved v (the plan's rows, graph mode the envelope's). */
-typedef struct io_layout {
-    size_t q, k, v, o, l, sk, sv, bytes;
-} io_layout;
-
-static io_layout io_layout_of(const prefill_priv *pp)
-{
-    io_layout L;
-    L.q = 0;
-    L.k = align256(pp->q_bytes);
-    L.v = L.k + align256(pp->kv_bytes);
-    L.o = L.v + align256(pp->kv_bytes);
-    L.l = L.o + align256(pp->q_bytes);
-    L.sk = L.l + align256(pp->lse_bytes);
-    L.sv = L.sk + align256(pp->kv_bytes);
-    L.bytes = L.sv + align256(pp->kv_bytes);
-    return L;
-}
-
 static int upload(prefill_priv *pp, const attn_ledger *led, const attn_manifest *m,
                   const attn_pool_geometry *g, attn_error_detail *err)
 {

@@ -306,6 +306,10 @@ static void test_graph_plan_and_updates(void **state)
         assert_int_equal(info.num_workers, 132); /* the grid, every step */
         assert_int_equal(info.num_merges, gi.env.max_merges);
         assert_int_equal(info.total_q, 365);
+        /* the plan-cache bound counts the kept host image and the plan's own
+         * run buffers (q, k, v, o, lse, saved k, v of 365 rows) and partial states */
+        const uint64_t io = 2 * (365 * 8 * 128 * 2) + 4 * (365 * 2 * 128 * 2) + 365 * 8 * 4;
+        assert_true(gp.priv_bytes >= 2 * info.meta_bytes + io + gp.ledger.total_bytes);
         expect_fresh_arrays(&gp, &rb.m, &rb.g);
         size_t bytes0;
         void *img0 = image_copy(&gp, &bytes0);
