@@ -125,8 +125,10 @@ static const char *decode_rows_refusal(const attn_manifest *m, const attn_pool_g
  * partition's decode sub-plan has its own launch counts). */
 static const char *graph_refusal(const attn_manifest *m, uint32_t phases)
 {
-    if (m->policy.schedule == ATTN_SCHED_PARTITION && has_decode(phases))
-        return "partition's decode sub-plan has no capacity envelope; ask unified or auto";
+    if ((m->policy.schedule == ATTN_SCHED_PARTITION || m->policy.schedule == ATTN_SCHED_OVERLAP) &&
+        has_decode(phases))
+        return "partition's (and overlap's) decode sub-plan has no capacity envelope; ask unified "
+               "or auto";
     const uint32_t lengths =
         ATTN_MASK_NEED_CAUSAL | ATTN_MASK_NEED_NONE | ATTN_MASK_NEED_WINDOW | ATTN_MASK_NEED_SINK;
     if ((attn_mask_needs(&m->mask) & ~lengths) != 0)

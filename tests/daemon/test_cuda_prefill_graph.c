@@ -490,6 +490,11 @@ static void test_graph_admission(void **state)
     assert_int_equal(a.num_reasons, 1);
     assert_true(has_reason(&a, ATTN_ADMIT_LIFECYCLE, "policy.graph"));
     assert_non_null(strstr(a.reasons[0].text, "partition"));
+    /* overlap's decode rows have no envelope either (whatever overlap's own admission says) */
+    m.policy.schedule = ATTN_SCHED_OVERLAP;
+    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+    assert_true(has_reason(&a, ATTN_ADMIT_LIFECYCLE, "policy.graph"));
+    m.policy.schedule = ATTN_SCHED_PARTITION;
     attn_engine_plan p;
     memset(&p, 0, sizeof p);
     attn_error_detail err;
