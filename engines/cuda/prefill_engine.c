@@ -38,6 +38,7 @@
 #include "kernels/common/mask.h"
 #include "kernels/cuda/decode_launch.h"
 #include "kernels/cuda/prefill_launch.h"
+#include "kernels/cuda/stamp.h"
 #include "planner/ledger.h"
 #include "planner/mixed_cost.h"
 #include "planner/split.h"
@@ -141,14 +142,20 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
         dec_why != NULL)
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
                    "schedule partition puts the decode rows on the decode kernels: %s", dec_why);
-    if (m->policy.schedule == ATTN_SCHED_OVERLAP)
-        /* measured 2026-12-01 (ncu, bench/results/mixed-h200-2026-12-01-r3.md):
-         * a d-128 prefill CTA takes 384 x 168 registers and 230,912 B of
-         * shared memory, so no decode CTA fits beside it on the SM */
-        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
-                   "schedule overlap (POD: prefill and decode CTAs co-resident on each SM) is "
-                   "refused: a prefill CTA holds 64512 of 65536 registers; ask partition or "
-                   "unified");
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP) {
+        /* overlap = the light prefill kernel (one CTA per SM, room left for
+         * a decode CTA beside it) and the decode kernels on a second
+         * stream: the full kernel (384 x 168 registers, 230,912 B of shared
+         * memory) leaves no decode CTA room, so there is no overlap at d 256 */
+        if (g != NULL && !attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, g->head_dim_qk))
+            add_reason(out, ATTN_ADMIT_SHAPE, "policy.schedule",
+                       "schedule overlap runs the light prefill kernel, which serves head_dim "
+                       "64 and 128, not %u; ask partition or unified",
+                       g->head_dim_qk);
+        if (has_decode(phases) && !one_phase(phases) && dec_why != NULL)
+            add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
+                       "schedule overlap puts the decode rows on the decode kernels: %s", dec_why);
+    }
     if (m->policy.graph)
         add_reason(out, ATTN_ADMIT_LIFECYCLE, "policy.graph",
                    "graph mode needs fixed launch shapes; the prefill kernel's item and merge "
@@ -238,6 +245,8 @@ typedef struct prefill_priv {
      * order, the prefill grid capped at prefill_ctas (0: one CTA per SM) */
     attn_mixed_order order;
     uint32_t prefill_ctas;
+    /* the prefill kernel's configuration (light under overlap) */
+    attn_prefill_variant variant;
 } prefill_priv;
 
 static size_t align256(size_t x)
@@ -434,7 +443,8 @@ static int tile_plan(const attn_manifest *m, const attn_pool_geometry *g, const 
                                .mask = &pp->host_mask,
                                .num_sms = dev->sm_count,
                                .fixed_splits = m->policy.splits,
-                               .skip = skip};
+                               .skip = skip,
+                               .variant = pp->variant};
     return attn_prefill_plan_build(&in, tp, err);
 }
 
@@ -619,9 +629,22 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
     if (asked == ATTN_SCHED_PARTITION && dec_why != NULL)
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
                               "schedule partition: %s", dec_why);
-    if (asked == ATTN_SCHED_OVERLAP)
-        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
-                              "schedule overlap is not implemented by cuda_prefill");
+    if (asked == ATTN_SCHED_OVERLAP) {
+        if (dec_why != NULL)
+            return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
+                                  "schedule overlap: %s", dec_why);
+        /* the light grid first (one CTA per SM), the decode kernels on the
+         * second stream fill the room beside it (launch order measured,
+         * docs/cuda-prefill-engine.md) */
+        pp->order = ATTN_MIXED_ORDER_PREFILL_FIRST;
+        pp->prefill_ctas = 0;
+        out->schedule = asked;
+        snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
+                 "prefill/append rows on the light prefill kernel (one CTA per SM), decode rows "
+                 "on the decode kernels on a second stream, launched after it so their CTAs "
+                 "sit beside it");
+        return tile_plan(m, g, pp, dev, T, C, mark, tp, err);
+    }
     if (asked == ATTN_SCHED_UNIFIED) {
         out->schedule = asked;
         snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
@@ -669,7 +692,8 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
 /* A single-kernel batch (no decode rows, or only decode rows the decode
  * kernels cannot take): one launch of the prefill kernel, whatever the
  * label (every row of it belongs to that kernel). */
-static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn_engine_plan *out)
+static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn_prefill_variant v,
+                                   attn_engine_plan *out)
 {
     const bool mixed = !one_phase(phases);
     out->schedule = m->policy.schedule != ATTN_SCHED_AUTO ? m->policy.schedule
@@ -677,8 +701,10 @@ static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn
                                                           : ATTN_SCHED_PARTITION;
     snprintf(out->schedule_why, sizeof out->schedule_why, "%s%s",
              m->policy.schedule != ATTN_SCHED_AUTO ? "as asked: " : "auto: ",
-             mixed ? "prefill and append rows in one launch of the prefill kernel"
-                   : "one launch of the prefill kernel (attend, then combine when split)");
+             v == ATTN_PREFILL_LIGHT
+                 ? "no decode rows to overlap: one launch of the light prefill kernel"
+             : mixed ? "prefill and append rows in one launch of the prefill kernel"
+                     : "one launch of the prefill kernel (attend, then combine when split)");
 }
 
 int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
@@ -698,9 +724,12 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         return attn_error_set(err, ATTN_E_SHAPE, "head_dim_qk",
                               "no prefill kernel for head_dim %u/%u, H_q %u, H_kv %u", d,
                               g->head_dim_vo, Hq, Hkv);
-    if (m->policy.schedule == ATTN_SCHED_OVERLAP)
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP &&
+        !attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, d))
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
-                              "schedule overlap is not implemented by cuda_prefill");
+                              "schedule overlap runs the light prefill kernel, which serves "
+                              "head_dim 64 and 128, not %u",
+                              d);
     prefill_priv *pp = calloc(1, sizeof *pp);
     if (pp == NULL)
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the plan");
@@ -709,7 +738,10 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     if (t != NULL)
         pp->tuning = *t;
     pp->device = dev->device;
-    attn_prefill_tile_shape(d, &pp->tile_m, &pp->tile_n);
+    /* overlap asked: the light kernel's tiles from the start (auto may
+     * switch to them in choose_schedule) */
+    pp->variant = m->policy.schedule == ATTN_SCHED_OVERLAP ? ATTN_PREFILL_LIGHT : ATTN_PREFILL_FULL;
+    attn_prefill_tile_shape(d, pp->variant, &pp->tile_m, &pp->tile_n);
 
     /* the mask program at the kernel's key-tile width (its block summaries
      * classify whole tiles), then the tile plan */
@@ -739,12 +771,12 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         if ((rv = choose_schedule(m, g, pp, dev, T, C, mark, &tp, out, err)) != 0)
             goto fail;
     } else {
-        single_kernel_schedule(m, phases, out);
+        single_kernel_schedule(m, phases, pp->variant, out);
         if ((rv = tile_plan(m, g, pp, dev, T, C, NULL, &tp, err)) != 0)
             goto fail;
     }
-    if (out->schedule == ATTN_SCHED_PARTITION && two_kernels &&
-        (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
+    if ((out->schedule == ATTN_SCHED_PARTITION || out->schedule == ATTN_SCHED_OVERLAP) &&
+        two_kernels && (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
         goto fail;
     pp->total_q = (uint32_t)m->qo_indptr[B];
     pp->num_tiles = tp.num_tiles;
@@ -796,6 +828,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     pr->abi = m->policy.state_abi;
     pr->sm_scale = attn_manifest_sm_scale(m, g);
     pr->max_ctas = dev->sm_count; /* persistent grid: one CTA per SM walks the units */
+    pr->variant = pp->variant;
     if (pp->partitioned && pp->order != ATTN_MIXED_ORDER_SERIAL && pp->prefill_ctas != 0 &&
         pp->prefill_ctas < dev->sm_count)
         pr->max_ctas = pp->prefill_ctas; /* forked: leave SMs to the decode kernels */
@@ -1212,6 +1245,9 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         CK(cudaStreamWaitEvent(pi->side, pi->ev_fork, 0), "cudaStreamWaitEvent (fork)");
     }
     const bool decode_first = forked && pp->order == ATTN_MIXED_ORDER_DECODE_FIRST;
+    uint64_t *probe = forked ? pp->tuning.probe : NULL; /* tests: co-residency */
+    if (probe != NULL)
+        p.probe = (unsigned long long *)(probe + 2);
     for (int k = 0; k < 2; k++) {
         const bool decode_now = (k == 0) == decode_first;
         if (!decode_now && has_prefill && (rv = attn_cuda_prefill_launch(&p, st)) != 0) {
@@ -1219,9 +1255,17 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
                                 cudaGetErrorString(cudaGetLastError()));
             goto fail;
         }
+        if (decode_now && probe != NULL && attn_cuda_stamp_launch(probe, dst) != 0) {
+            rv = attn_error_set(err, ATTN_E_CUDA, "tuning.probe", "stamp launch failed");
+            goto fail;
+        }
         if (decode_now && pp->partitioned && (rv = attn_cuda_decode_launch(&dp, dst)) != 0) {
             rv = attn_error_set(err, rv, "", "decode launch failed: %s",
                                 cudaGetErrorString(cudaGetLastError()));
+            goto fail;
+        }
+        if (decode_now && probe != NULL && attn_cuda_stamp_launch(probe + 1, dst) != 0) {
+            rv = attn_error_set(err, ATTN_E_CUDA, "tuning.probe", "stamp launch failed");
             goto fail;
         }
     }
@@ -1255,7 +1299,9 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
         snprintf(rep->timing_scope, sizeof rep->timing_scope, "%s",
-                 forked            ? "cuda events: append, fork, prefill || decode, join"
+                 forked && pp->variant == ATTN_PREFILL_LIGHT
+                     ? "cuda events: append, fork, light prefill || decode, join"
+                 : forked          ? "cuda events: append, fork, prefill || decode, join"
                  : pp->partitioned ? "cuda events: append, prefill, then decode kernels"
                                    : "cuda events: append, prefill attend and combine");
     }
@@ -1307,7 +1353,8 @@ static const attn_engine_ops g_prefill_ops = {
     .name = "cuda_prefill",
     .platform = ATTN_PLATFORM_CUDA,
     .phases = (1u << ATTN_PHASE_PREFILL) | (1u << ATTN_PHASE_APPEND) | (1u << ATTN_PHASE_DECODE),
-    .schedules = (1u << ATTN_SCHED_PARTITION) | (1u << ATTN_SCHED_UNIFIED),
+    .schedules =
+        (1u << ATTN_SCHED_PARTITION) | (1u << ATTN_SCHED_UNIFIED) | (1u << ATTN_SCHED_OVERLAP),
     .priority = ATTN_CUDA_PREFILL_PRIORITY,
     .init = engine_init,
     .fini = engine_fini,

@@ -51,6 +51,12 @@ typedef struct attn_cuda_prefill_tuning {
                                    (ATTN_E_CUDA, as a launch the driver refuses); 0: none */
     attn_mixed_streams streams; /* partition's stream variant; engine init reads it from
                                    ATTN_MIXED_STREAMS / ATTN_MIXED_PREFILL_CTAS when set */
+    /* tests (the overlap co-residency check): a device buffer of 2 + 3 x
+     * SMs values, or NULL.  A forked run writes the GPU time at which the
+     * second stream reached its decode kernels and the time it was done
+     * with them ([0], [1], by attn_cuda_stamp_launch) and, per CTA of the
+     * prefill attend kernel, {%smid, start, end} from [2] on */
+    uint64_t *probe;
 } attn_cuda_prefill_tuning;
 
 /* The engine's ops table (name "cuda_prefill", platform CUDA, phases
@@ -60,7 +66,9 @@ typedef struct attn_cuda_prefill_tuning {
  * kernel over the prefill/append rows, then the decode kernels of
  * engines/cuda/decode_plan.h over the decode rows, one stream), or auto
  * (the cheaper by planner/mixed_cost.h; the plan's schedule_why gives both
- * estimates).  overlap is refused.  The config's device is the CUDA
+ * estimates) or overlap (the light prefill kernel, one CTA per SM, and
+ * the decode kernels on the instance's second stream, co-resident; head
+ * dims 64 and 128).  The config's device is the CUDA
  * ordinal; its tuning, when not NULL, an attn_cuda_prefill_tuning. */
 const attn_engine_ops *attn_cuda_prefill_engine_ops(void);
 

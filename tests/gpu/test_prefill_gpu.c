@@ -251,7 +251,7 @@ static void run_case(const pf_case *pc, uint64_t seed)
 
     /* host plan: mask program at the kernel's key-tile width, then tiles */
     uint32_t tm, tn;
-    attn_prefill_tile_shape(pc->d, &tm, &tn);
+    attn_prefill_tile_shape(pc->d, pc->variant, &tm, &tn);
     attn_error_detail err;
     memset(&err, 0, sizeof err);
     attn_mask_prog prog;

@@ -82,7 +82,7 @@ static void fixture_make(fixture *f, uint32_t B, const int64_t *T, const int64_t
         f->mask.polarity = ATTN_POLARITY_TRUE_MEANS_MASKED;
     }
     uint32_t tm, tn;
-    attn_prefill_tile_shape(d, &tm, &tn);
+    attn_prefill_tile_shape(d, ATTN_PREFILL_FULL, &tm, &tn);
     assert_int_equal(attn_mask_prog_build_blocks(&f->mask, f->req, B, tn, &f->prog, NULL), 0);
     f->in = (attn_prefill_plan_in){.num_requests = B,
                                    .T = f->T,
