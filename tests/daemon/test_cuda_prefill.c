@@ -370,13 +370,19 @@ static void test_selection_by_phase(void **state)
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;
     assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), 0);
     assert_string_equal(sel.candidates[sel.selected].name, "cuda_prefill");
-    /* overlap: no engine runs it, cuda_prefill says why */
+    /* overlap at d 128: cuda_prefill runs it (the light prefill kernel) */
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), 0);
+    assert_string_equal(sel.candidates[sel.selected].name, "cuda_prefill");
+    attn_rb_free(&rb);
+    /* overlap at d 256: no light kernel there, no engine runs it, cuda_prefill says why */
+    make_batch(&rb, 3, Tm, Cm, ATTN_MASK_CAUSAL, 256, 24);
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
     assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), ATTN_E_NO_BACKEND);
     for (uint32_t k = 0; k < sel.num_candidates; k++)
         if (strcmp(sel.candidates[k].name, "cuda_prefill") == 0)
             assert_true(
-                has_reason(&sel.candidates[k].admission, ATTN_ADMIT_PHASE, "policy.schedule"));
+                has_reason(&sel.candidates[k].admission, ATTN_ADMIT_SHAPE, "policy.schedule"));
     attn_rb_free(&rb);
 }
 
@@ -385,7 +391,8 @@ static void test_selection_by_phase(void **state)
  * the ledger holds both kernels' partial states, the split view both
  * kernels' splits; unified keeps every row on the prefill kernel.  A mask
  * the decode kernels cannot apply refuses partition (admission and plan)
- * naming policy.schedule, and overlap is refused everywhere. */
+ * naming policy.schedule, overlap too (its decode rows are the decode
+ * kernels'). */
 static void test_partition_plan_host(void **state)
 {
     (void)state;
@@ -539,7 +546,7 @@ static void test_partition_plan_host(void **state)
     assert_int_equal(pt.schedule, ATTN_SCHED_UNIFIED);
     assert_non_null(strstr(pt.schedule_why, "partition not admitted"));
     attn_cuda_prefill_plan_host_free(&pt);
-    /* overlap: refused on every batch, with the reason */
+    /* overlap: refused on this batch (a per-cell mask), with the reason */
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
     attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
     assert_false(a.admitted);
@@ -551,7 +558,84 @@ static void test_partition_plan_host(void **state)
     attn_rb_free(&rb);
 }
 
-/* The ops table: versioned, both schedules, every phase, CUDA. */
+/* overlap (issue 12): the prefill/append rows on the light kernel's 64 x
+ * 64 tiles, one CTA per SM, the decode rows on the decode kernels forked
+ * prefill-first; at d 256 (no light kernel) it is refused by admission and
+ * plan naming policy.schedule; a batch without decode rows runs the light
+ * kernel alone, labelled so. */
+static void test_overlap_plan_host(void **state)
+{
+    (void)state;
+    const int64_t T[4] = {0, 3000, 500, 4000}, C[4] = {200, 1, 9, 1};
+    attn_rb rb;
+    make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 128, 41);
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    attn_engine_plan ov, pt;
+    attn_error_detail err;
+    attn_admission a;
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    assert_true(a.admitted);
+    memset(&ov, 0, sizeof ov);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &ov, &err), 0);
+    assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
+    assert_non_null(strstr(ov.schedule_why, "light prefill kernel"));
+    assert_non_null(strstr(ov.schedule_why, "second stream"));
+    attn_cuda_prefill_plan_info io, ip;
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
+    assert_int_equal(io.tile_m, ATTN_PREFILL_LIGHT_TILE_M);
+    assert_int_equal(io.tile_n, ATTN_PREFILL_LIGHT_TILE_N);
+    assert_int_equal(ov.tiles.tile_m, 64);
+    assert_string_equal(io.streams, "prefill-first");
+    assert_int_equal(io.max_ctas, k_h200.sm_count); /* persistent: one light CTA per SM */
+#ifdef ATTN_WITH_CUDA
+    assert_non_null(io.attend);
+    assert_non_null(strstr(io.attend, "attn_prefill_attend<128, __nv_bfloat16, true>"));
+#endif
+    /* the same rows leave the tile plan as under partition: the 200-row
+     * prefill and the 9-row append, in 64-row m tiles (H_q / H_kv = 4) */
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+    assert_int_equal(ip.tile_m, ATTN_PREFILL_TILE_M);
+    assert_int_equal(io.total_q, ip.total_q);
+    assert_true(io.num_tiles > ip.num_tiles); /* 64 x 64 tiles: more of them */
+    assert_int_equal(ov.split.num_requests, 4);
+    assert_int_equal(ov.split.num_splits[1], pt.split.num_splits[1]); /* a decode row's splits */
+    attn_cuda_prefill_plan_host_free(&pt);
+    attn_cuda_prefill_plan_host_free(&ov);
+    attn_rb_free(&rb);
+
+    /* no decode rows: the light kernel alone, and the why says so */
+    const int64_t Tp[2] = {0, 100}, Cp[2] = {300, 20};
+    make_batch(&rb, 2, Tp, Cp, ATTN_MASK_CAUSAL, 64, 42);
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    memset(&ov, 0, sizeof ov);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &ov, &err), 0);
+    assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
+    assert_non_null(strstr(ov.schedule_why, "no decode rows to overlap"));
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
+    assert_int_equal(io.tile_m, 64);
+    attn_cuda_prefill_plan_host_free(&ov);
+    attn_rb_free(&rb);
+
+    /* d 256: refused by admission and by the plan, naming the field */
+    make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 256, 43);
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    assert_false(a.admitted);
+    assert_true(has_reason(&a, ATTN_ADMIT_SHAPE, "policy.schedule"));
+    memset(&ov, 0, sizeof ov);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &ov, &err),
+                     ATTN_E_BACKEND_REJECTED);
+    assert_string_equal(err.field, "policy.schedule");
+    assert_non_null(strstr(err.message, "64 and 128"));
+    assert_null(ov.priv);
+    attn_rb_free(&rb);
+}
+
+/* The ops table: versioned, partition, unified and overlap, every phase, CUDA. */
 static void test_ops_table(void **state)
 {
     (void)state;
@@ -562,6 +646,7 @@ static void test_ops_table(void **state)
     assert_int_equal(ops->phases, 7u);
     assert_true(attn_engine_implements(ops, ATTN_SCHED_PARTITION));
     assert_true(attn_engine_implements(ops, ATTN_SCHED_UNIFIED));
+    assert_true(attn_engine_implements(ops, ATTN_SCHED_OVERLAP));
 #ifndef ATTN_WITH_CUDA
     attn_engine *e = NULL;
     attn_error_detail err;
@@ -580,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_plan_host_refusals),
         cmocka_unit_test(test_selection_by_phase),
         cmocka_unit_test(test_partition_plan_host),
+        cmocka_unit_test(test_overlap_plan_host),
         cmocka_unit_test(test_ops_table),
     };
     return cmocka_run_group_tests_name("cuda_prefill", tests, NULL, NULL);
