@@ -32,13 +32,16 @@ import traceback
 import torch
 
 HQ, HKV, D, P = 32, 8, 128, 16
-SCHED = {"auto": 0, "partition": 1, "unified": 2}
+SCHED = {"auto": 0, "partition": 1, "unified": 2, "overlap": 3}
 # attnd's variants: name -> (policy.schedule, ATTN_MIXED_STREAMS, ATTN_MIXED_PREFILL_CTAS);
 # the forked ones only on batches with both kernel families
 VARIANTS = [
     ("unified", "unified", None, None),
     ("partition", "partition", None, None),
     ("auto", "auto", None, None),
+    # the light prefill kernel (one CTA per SM) and the decode kernels on a
+    # second stream beside it; on a batch of one family, that family alone
+    ("overlap", "overlap", None, None),
     ("part_pf", "partition", "prefill-first", None),
     ("part_pf_c112", "partition", "prefill-first", "112"),
     ("part_pf_c96", "partition", "prefill-first", "96"),
@@ -83,6 +86,8 @@ def load_lib(path):
     lib.attnpf_run.argtypes = [vp, vp, vp, vp, vp, vp, vp]
     lib.attnpf_free.argtypes = [vp]
     lib.attnpf_set_max_ctas.argtypes = [vp, u32]
+    lib.attnmx_probe_run.restype = ctypes.c_int
+    lib.attnmx_probe_run.argtypes = [vp, vp, vp, vp, vp, vp, vp, u32]
     return lib
 
 
@@ -130,6 +135,9 @@ def shapes(gen):
         ("M5", [(0, 4096)], [4096] * 128),
         ("M4_decode", [], [4096] * 128),
         ("M4_prefill", [(0, 8192)], []),
+        # prefill-only S 4096 (M2's and M5's prefill row): the light kernel
+        # (overlap) against the full one (partition) alone
+        ("M6_prefill4k", [(0, 4096)], []),
     ]
 
 
@@ -253,12 +261,44 @@ def run_attnd(lib, cs, sched, engine=0):
         info = (ctypes.c_uint64 * 4)()
         lib.attnmx_info(h, info)
         ran = lib.attnmx_schedule(h, why, 512)
-        return statistics.median(ts), o, lse, dict(
+        extra = dict(
             ran={v: k for k, v in SCHED.items()}.get(ran, str(ran)), why=why.value.decode(),
             prefill_tiles=int(info[0]), prefill_items=int(info[1]), items=int(info[3]),
             spread_ms=[min(ts), max(ts)])
+        if sched == "overlap" and cs["npre"] > 0 and cs["ndec"] > 0:
+            extra["probe"] = probe(lib, h, cs, ptr, o, lse)
+        return statistics.median(ts), o, lse, extra
     finally:
         lib.attnmx_destroy(h)
+
+
+def probe(lib, h, cs, ptr, o, lse, sms=132):
+    """One more run with the engine's co-residency probe: where and when
+    each prefill CTA ran (%smid, %globaltimer) and when the second stream
+    reached and left the decode kernels.  The decode kernels shared the SMs
+    with the light grid for the part of their window that lies inside the
+    interval in which every light CTA was resident (latest start .. first
+    end): each SM then held a light CTA, so every decode CTA running then
+    sat beside one."""
+    n = 2 + 3 * sms
+    buf = (ctypes.c_uint64 * n)()
+    rv = lib.attnmx_probe_run(h, ptr(cs["q"]), ptr(cs["knew"]), ptr(cs["vnew"]), ptr(o), ptr(lse),
+                              buf, n)
+    if rv != 0:
+        return dict(error="attnmx_probe_run: %d" % rv)
+    d0, d1 = buf[0], buf[1]
+    ctas = [(buf[2 + 3 * i], buf[3 + 3 * i], buf[4 + 3 * i]) for i in range(sms)
+            if buf[3 + 3 * i] != 0]
+    if not ctas or d1 <= d0:
+        return dict(error="no probe data", ctas=len(ctas))
+    t0 = min(c[1] for c in ctas)
+    lo, hi = max(c[1] for c in ctas), min(c[2] for c in ctas)
+    inside = max(0, min(d1, hi) - max(d0, lo))
+    us = lambda t: round((t - t0) / 1e3, 2)
+    return dict(light_ctas=len(ctas), distinct_sms=len({c[0] for c in ctas}),
+                light_all_resident_us=[us(lo), us(hi)], light_end_us=us(max(c[2] for c in ctas)),
+                decode_window_us=[us(d0), us(d1)],
+                decode_share_beside_light=round(inside / (d1 - d0), 3))
 
 
 def sub_tables(cs, rows):
@@ -373,6 +413,12 @@ def print_tables(out):
             r["attnd"].get("auto", {}).get("ran", "?"), g(r["peers"], "part"),
             g(r["peers"], "ba"), g(r["peers"], "bpod"), g(r["peers"], "pod"), rat("part"),
             rat("ba"), rat("bpod"), rat("pod"), au))
+    log("overlap's co-residency probe (light CTAs, distinct SMs, every light CTA resident "
+        "[us], decode window [us], share of it beside the light grid):")
+    for r in out["rows"]:
+        pr = r["attnd"].get("overlap", {}).get("probe")
+        if pr:
+            log("  %-10s %s" % (r["batch"], pr))
     log("prefill kernel alone on the prefill rows (ms), grid capped at N CTAs:")
     for r in out["rows"]:
         k = r.get("kernel", {})

@@ -1245,7 +1245,7 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         CK(cudaStreamWaitEvent(pi->side, pi->ev_fork, 0), "cudaStreamWaitEvent (fork)");
     }
     const bool decode_first = forked && pp->order == ATTN_MIXED_ORDER_DECODE_FIRST;
-    uint64_t *probe = forked ? pp->tuning.probe : NULL; /* tests: co-residency */
+    uint64_t *probe = forked ? pi->tuning.probe : NULL; /* tests: co-residency (read per run) */
     if (probe != NULL)
         p.probe = (unsigned long long *)(probe + 2);
     for (int k = 0; k < 2; k++) {

@@ -16,8 +16,12 @@
  * staging (injected) and a refused run leave the pool byte-identical.
  * A case with decode rows runs under unified, partition (serial and forked
  * onto two streams in both launch orders, the prefill grid capped at 66
- * and 96 CTAs) and
- * auto.  ATTN_GPU_QUICK=1 caps T and C (a quick sweep), ATTN_GPU_CASES=S
+ * and 96 CTAs), overlap (the light prefill kernel and the decode kernels
+ * on two streams; refused at d 256 and for per-cell masks, with the
+ * field) and auto; the other cases under auto and overlap (the light
+ * kernel alone).  test_overlap_coresides measures, with the engine's
+ * probe, that the decode kernels of an overlap run sit beside the light
+ * CTAs on their SMs.  ATTN_GPU_QUICK=1 caps T and C (a quick sweep), ATTN_GPU_CASES=S
  * runs only the sweep's cases whose name contains S (a sanitizer run).
  */
 #include <math.h>
@@ -30,6 +34,7 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <cuda_runtime_api.h>
 
 #include "attn/names.h"
 #include "engines/cpu/engine.h"
@@ -222,11 +227,12 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
     memset(&err, 0, sizeof err);
     attn_admission adm;
     attn_cuda_prefill_admit(&rb.m, &dp.g, NULL, &adm);
-    if (!adm.admitted && sched == ATTN_SCHED_PARTITION) {
-        /* a mask the decode kernels cannot apply: refused, with the field */
+    if (!adm.admitted && (sched == ATTN_SCHED_PARTITION || sched == ATTN_SCHED_OVERLAP)) {
+        /* a mask the decode kernels cannot apply (or, overlap, d 256: no
+         * light kernel): refused, with the field */
         assert_string_equal(adm.reasons[0].field, "policy.schedule");
-        printf("  %-24s seed=%llu sched=partition refused: %s\n", pc->name,
-               (unsigned long long)seed, adm.reasons[0].text);
+        printf("  %-24s seed=%llu sched=%s refused: %s\n", pc->name, (unsigned long long)seed,
+               attn_schedule_policy_name(sched), adm.reasons[0].text);
         pool_down(&dp);
         attn_rb_free(&rb);
         return;
@@ -296,15 +302,25 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
     uint32_t nd = 0;
     for (uint32_t b = 0; b < rb.m.num_requests; b++)
         nd += rb.m.requests[b].cache_len > 0 && rb.m.requests[b].new_len == 1;
-    if (ep->schedule == ATTN_SCHED_PARTITION && nd > 0)
+    if ((ep->schedule == ATTN_SCHED_PARTITION || ep->schedule == ATTN_SCHED_OVERLAP) && nd > 0)
         assert_true(decode_kernel);
+    /* overlap: the light kernel's 64 x 64 tiles, one CTA per SM, forked
+     * prefill-first when both families have work */
+    if (ep->schedule == ATTN_SCHED_OVERLAP && info.num_items) {
+        assert_int_equal(info.tile_m, 64);
+        assert_non_null(strstr(rep.kernels[1].symbol, ", true>"));
+    }
     /* a forced fork ran forked when both kernel families had work; under
      * ATTN_MIXED_STREAMS=auto the cost model may fork too (plan info names
      * the order); the timing covers the fork/join region exactly when the
      * run forked */
-    const bool both = ep->schedule == ATTN_SCHED_PARTITION && nd > 0 && info.num_items > 0;
-    if (both &&
-        (g_order == ATTN_MIXED_ORDER_DECODE_FIRST || g_order == ATTN_MIXED_ORDER_PREFILL_FIRST))
+    const bool both =
+        (ep->schedule == ATTN_SCHED_PARTITION || ep->schedule == ATTN_SCHED_OVERLAP) && nd > 0 &&
+        info.num_items > 0;
+    if (both && ep->schedule == ATTN_SCHED_OVERLAP)
+        assert_string_equal(info.streams, "prefill-first");
+    else if (both && (g_order == ATTN_MIXED_ORDER_DECODE_FIRST ||
+                      g_order == ATTN_MIXED_ORDER_PREFILL_FIRST))
         assert_string_equal(info.streams, attn_mixed_order_name(g_order));
     const bool forked = both && strcmp(info.streams, "serial") != 0;
     if (forked)
@@ -413,6 +429,7 @@ static void test_random_sweep(void **state)
         {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_PREFILL_FIRST, 66},
         {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_PREFILL_FIRST, 96}, /* auto's cap on M1 */
         {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_DECODE_FIRST, 0},
+        {ATTN_SCHED_OVERLAP, ATTN_MIXED_ORDER_AUTO, 0},
     };
     const int nv = (int)(sizeof k_variants / sizeof k_variants[0]);
     for (int r = 0; r < rounds; r++)
@@ -422,10 +439,12 @@ static void test_random_sweep(void **state)
             const bool mixes = (k_cases[i].phases & D) != 0;
             if (g_only != NULL && strstr(k_cases[i].name, g_only) == NULL)
                 continue;
-            for (int s = 0; s < (mixes ? nv : 1); s++) {
+            for (int s = 0; s < (mixes ? nv : 2); s++) {
                 tune_streams(0, k_variants[s].order, k_variants[s].ctas);
-                run_case(&k_cases[i], g_seed + 1000u * (uint64_t)r + i,
-                         mixes ? k_variants[s].sched : ATTN_SCHED_AUTO);
+                const attn_schedule_policy sc = mixes    ? k_variants[s].sched
+                                                : s == 0 ? ATTN_SCHED_AUTO
+                                                         : ATTN_SCHED_OVERLAP;
+                run_case(&k_cases[i], g_seed + 1000u * (uint64_t)r + i, sc);
             }
         }
     tune(0);
@@ -487,6 +506,107 @@ static void test_failed_and_refused_runs_leave_the_pool(void **state)
     }
 }
 
+/* overlap's contract: the decode kernels run beside the light prefill
+ * CTAs, on the same SMs, at the same time.  One prefill C = 2048 (T = 0)
+ * and 32 decodes at T = 4096 (H_q 32, H_kv 8, d 128, page 16, bf16), run
+ * with the engine's probe: the light grid holds one CTA on each of its
+ * SMs, and most of the decode kernels' window (the second stream's stamps
+ * around them) lies inside the interval in which every light CTA was
+ * resident, so every decode CTA that ran then shared an SM with one. */
+static void test_overlap_coresides(void **state)
+{
+    (void)state;
+    enum { NDEC = 32 };
+    int64_t T[1 + NDEC], C[1 + NDEC];
+    T[0] = 0;
+    C[0] = g_quick ? 512 : 2048;
+    for (int b = 1; b <= NDEC; b++) {
+        T[b] = g_quick ? 1024 : 4096;
+        C[b] = 1;
+    }
+    attn_rb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = 1 + NDEC;
+    sp.max_cache_len = T[1];
+    sp.num_qo_heads = 32;
+    sp.num_kv_heads = 8;
+    sp.head_dim_qk = sp.head_dim_vo = 128;
+    sp.page_size = 16;
+    sp.spare_pages = 3;
+    sp.kv_dtype = sp.q_dtype = ATTN_BF16;
+    sp.layout = ATTN_NHD;
+    sp.format = ATTN_KV_CSR;
+    sp.mask_kind = ATTN_MASK_CAUSAL;
+    attn_rb rb;
+    assert_int_equal(attn_rb_make_lengths(&rb, &sp, T, C, g_seed + 5u), 0);
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    dev_pool dp;
+    pool_up(&dp, &rb);
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    attn_engine_plan *ep = NULL;
+    assert_int_equal(attn_engine_plan_new(g_eng, &rb.m, &dp.g, &ep, &err), 0);
+    attn_cuda_prefill_plan_info info;
+    assert_int_equal(attn_cuda_prefill_plan_info_get(ep, &info), 0);
+    const uint32_t n = 2 + 3 * info.max_ctas;
+    uint64_t *probe = NULL, *h = calloc(n, sizeof *h);
+    assert_non_null(h);
+    assert_int_equal(cudaMalloc((void **)&probe, n * sizeof *probe), cudaSuccess);
+    const size_t qs = attn_dtype_size(rb.m.q_dtype);
+    void *o = malloc(rb.o_elems * qs);
+    assert_non_null(o);
+    attn_run_io a = {.pool = &dp.pv,
+                     .layer = 0,
+                     .q = rb.q,
+                     .k_new = rb.k_new,
+                     .v_new = rb.v_new,
+                     .o = o,
+                     .lse = NULL,
+                     .commit = false};
+    attn_exec_report rep;
+    double best_share = 0;
+    for (int k = 0; k < 3; k++) { /* the first run also warms the launch path */
+        attn_cuda_prefill_tuning t = {.poison = 1, .probe = probe};
+        attn_cuda_prefill_engine_set_tuning(g_eng, &t);
+        assert_int_equal(cudaMemset(probe, 0, n * sizeof *probe), cudaSuccess);
+        assert_int_equal(attn_engine_run(g_eng, ep, &a, &rep, &err), 0);
+        assert_int_equal(cudaMemcpy(h, probe, n * sizeof *h, cudaMemcpyDeviceToHost), cudaSuccess);
+        uint32_t ctas = 0, sms = 0;
+        uint8_t seen[1024] = {0};
+        uint64_t t0 = UINT64_MAX, lo = 0, hi = UINT64_MAX;
+        for (uint32_t i = 0; i < info.max_ctas; i++) {
+            const uint64_t *c = h + 2 + 3 * i;
+            if (c[1] == 0)
+                continue;
+            ctas++;
+            sms += c[0] < 1024 && !seen[c[0]];
+            if (c[0] < 1024)
+                seen[c[0]] = 1;
+            t0 = c[1] < t0 ? c[1] : t0;
+            lo = c[1] > lo ? c[1] : lo;
+            hi = c[2] < hi ? c[2] : hi;
+        }
+        const uint64_t d0 = h[0], d1 = h[1];
+        const uint64_t in0 = d0 > lo ? d0 : lo, in1 = d1 < hi ? d1 : hi;
+        const double share = d1 > d0 && in1 > in0 ? (double)(in1 - in0) / (double)(d1 - d0) : 0;
+        printf("  overlap probe run %d: %u light CTAs on %u SMs, all resident %.1f..%.1f us, "
+               "decode %.1f..%.1f us, %.0f %% of it beside the light grid; engine %.1f us\n",
+               k, ctas, sms, (double)(lo - t0) / 1e3, (double)(hi - t0) / 1e3,
+               (double)(d0 - t0) / 1e3, (double)(d1 - t0) / 1e3, 100 * share, rep.engine_us);
+        assert_int_equal(ctas, info.max_ctas);
+        assert_int_equal(sms, ctas); /* one light CTA per SM */
+        best_share = share > best_share ? share : best_share;
+    }
+    assert_true(best_share >= 0.5);
+    tune(0);
+    cudaFree(probe);
+    free(h);
+    free(o);
+    attn_engine_plan_release(ep);
+    pool_down(&dp);
+    attn_rb_free(&rb);
+}
+
 int main(void)
 {
     const char *e = getenv("ATTN_SEED");
@@ -510,6 +630,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_sweep),
         cmocka_unit_test(test_failed_and_refused_runs_leave_the_pool),
+        cmocka_unit_test(test_overlap_coresides),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     attn_engine_destroy(g_eng);
