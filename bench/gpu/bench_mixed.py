@@ -87,7 +87,7 @@ def load_lib(path):
     lib.attnpf_free.argtypes = [vp]
     lib.attnpf_set_max_ctas.argtypes = [vp, u32]
     lib.attnmx_probe_run.restype = ctypes.c_int
-    lib.attnmx_probe_run.argtypes = [vp, vp, vp, vp, vp, vp, vp, u32]
+    lib.attnmx_probe_run.argtypes = [vp, vp, vp, vp, vp, vp, vp, u32, u32]
     return lib
 
 
@@ -272,33 +272,47 @@ def run_attnd(lib, cs, sched, engine=0):
         lib.attnmx_destroy(h)
 
 
-def probe(lib, h, cs, ptr, o, lse, sms=132):
-    """One more run with the engine's co-residency probe: where and when
-    each prefill CTA ran (%smid, %globaltimer) and when the second stream
-    reached and left the decode kernels.  The decode kernels shared the SMs
-    with the light grid for the part of their window that lies inside the
-    interval in which every light CTA was resident (latest start .. first
-    end): each SM then held a light CTA, so every decode CTA running then
-    sat beside one."""
-    n = 2 + 3 * sms
+def probe(lib, h, cs, ptr, o, lse, sms=132, dec=4096):
+    """One more run with the engine's co-residency probe: where (%smid) and
+    when (%globaltimer) each light prefill CTA and each decode producer CTA
+    ran.  A decode CTA sat beside a light one when a light CTA on its SM
+    was resident during part of its life; the share of decode CTA-time
+    spent so is the co-residency achieved."""
+    n = 2 + 3 * (sms + dec)
     buf = (ctypes.c_uint64 * n)()
     rv = lib.attnmx_probe_run(h, ptr(cs["q"]), ptr(cs["knew"]), ptr(cs["vnew"]), ptr(o), ptr(lse),
-                              buf, n)
+                              buf, n, dec)
     if rv != 0:
         return dict(error="attnmx_probe_run: %d" % rv)
-    d0, d1 = buf[0], buf[1]
-    ctas = [(buf[2 + 3 * i], buf[3 + 3 * i], buf[4 + 3 * i]) for i in range(sms)
-            if buf[3 + 3 * i] != 0]
-    if not ctas or d1 <= d0:
-        return dict(error="no probe data", ctas=len(ctas))
-    t0 = min(c[1] for c in ctas)
-    lo, hi = max(c[1] for c in ctas), min(c[2] for c in ctas)
-    inside = max(0, min(d1, hi) - max(d0, lo))
-    us = lambda t: round((t - t0) / 1e3, 2)
-    return dict(light_ctas=len(ctas), distinct_sms=len({c[0] for c in ctas}),
-                light_all_resident_us=[us(lo), us(hi)], light_end_us=us(max(c[2] for c in ctas)),
-                decode_window_us=[us(d0), us(d1)],
-                decode_share_beside_light=round(inside / (d1 - d0), 3))
+    return probe_stats(list(buf), sms, dec)
+
+
+def probe_stats(buf, sms, dec):
+    """The probe's buffer in numbers (times in us from the first light CTA's start)."""
+    cta = lambda base, i: (buf[base + 3 * i], buf[base + 3 * i + 1], buf[base + 3 * i + 2])
+    light = [c for c in (cta(2, i) for i in range(sms)) if c[1] and c[2]]
+    decs = [c for c in (cta(2 + 3 * sms, i) for i in range(dec)) if c[1] and c[2]]
+    if not light or not decs:
+        return dict(error="no probe data", light=len(light), decode=len(decs))
+    t0 = min(c[1] for c in light)
+    us = lambda t: round((t - t0) / 1e3, 1)
+    by_sm = {}
+    for c in light:
+        by_sm.setdefault(c[0], []).append(c)
+    beside_ns = total_ns = 0
+    beside_ctas = 0
+    for s_, a, b in decs:
+        total_ns += b - a
+        ov = sum(max(0, min(b, lb) - max(a, la)) for _, la, lb in by_sm.get(s_, []))
+        beside_ns += min(ov, b - a)
+        beside_ctas += ov > 0
+    return dict(light_ctas=len(light), light_sms=len(by_sm),
+                light_us=[us(min(c[1] for c in light)), us(max(c[2] for c in light))],
+                decode_ctas=len(decs), decode_sms=len({c[0] for c in decs}),
+                decode_us=[us(min(c[1] for c in decs)), us(max(c[2] for c in decs))],
+                decode_ctas_beside_light=beside_ctas,
+                decode_time_share_beside_light=round(beside_ns / max(total_ns, 1), 3),
+                stream_window_us=[us(buf[0]), us(buf[1])])
 
 
 def sub_tables(cs, rows):

@@ -184,10 +184,12 @@ void attnmx_info(const attnmx *h, uint64_t *out)
 /* One run with the engine's co-residency probe on (a forked run: overlap
  * or forked partition): out[0], out[1] = the GPU times (ns) at which the
  * decode kernels' stream reached and left them, then per prefill CTA
- * {%smid, start, end}, n_out values at most (2 + 3 x CTAs).  The probe is
- * off again afterwards.  Returns 0 or an attn_err. */
+ * {%smid, start, end} (3 x SMs values), then the same for the first
+ * decode_ctas CTAs of the decode producer; n_out = 2 + 3 x (SMs +
+ * decode_ctas).  The probe is off again afterwards.  Returns 0 or an
+ * attn_err. */
 int attnmx_probe_run(attnmx *h, const void *q, const void *k_new, const void *v_new, void *o,
-                     float *lse, uint64_t *out, uint32_t n_out)
+                     float *lse, uint64_t *out, uint32_t n_out, uint32_t decode_ctas)
 {
     const size_t bytes = sizeof(uint64_t) * n_out;
     if (!h->probe && cudaMalloc((void **)&h->probe, bytes) != cudaSuccess)
@@ -197,6 +199,7 @@ int attnmx_probe_run(attnmx *h, const void *q, const void *k_new, const void *v_
     attn_cuda_prefill_tuning t;
     memset(&t, 0, sizeof t);
     t.probe = h->probe;
+    t.probe_decode_ctas = decode_ctas;
     attn_cuda_prefill_engine_set_tuning(h->eng, &t);
     double us = 0;
     int rv = attnmx_run(h, q, k_new, v_new, o, lse, &us);

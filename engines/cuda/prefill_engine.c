@@ -1246,8 +1246,11 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     }
     const bool decode_first = forked && pp->order == ATTN_MIXED_ORDER_DECODE_FIRST;
     uint64_t *probe = forked ? pi->tuning.probe : NULL; /* tests: co-residency (read per run) */
-    if (probe != NULL)
+    if (probe != NULL) {
         p.probe = (unsigned long long *)(probe + 2);
+        dp.probe = (unsigned long long *)(probe + 2 + 3 * (size_t)pi->dev.sm_count);
+        dp.probe_ctas = pi->tuning.probe_decode_ctas;
+    }
     for (int k = 0; k < 2; k++) {
         const bool decode_now = (k == 0) == decode_first;
         if (!decode_now && has_prefill && (rv = attn_cuda_prefill_launch(&p, st)) != 0) {

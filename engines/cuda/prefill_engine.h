@@ -52,11 +52,14 @@ typedef struct attn_cuda_prefill_tuning {
     attn_mixed_streams streams; /* partition's stream variant; engine init reads it from
                                    ATTN_MIXED_STREAMS / ATTN_MIXED_PREFILL_CTAS when set */
     /* tests (the overlap co-residency check): a device buffer of 2 + 3 x
-     * SMs values, or NULL.  A forked run writes the GPU time at which the
-     * second stream reached its decode kernels and the time it was done
-     * with them ([0], [1], by attn_cuda_stamp_launch) and, per CTA of the
-     * prefill attend kernel, {%smid, start, end} from [2] on */
+     * (SMs + probe_decode_ctas) values, or NULL.  A forked run writes the
+     * GPU time at which the second stream reached its decode kernels and
+     * the time it was done with them ([0], [1], by attn_cuda_stamp_launch),
+     * per CTA of the prefill attend kernel {%smid, start, end} from [2] on,
+     * and per CTA of the tensor-map decode producer the same from
+     * [2 + 3 x SMs] on (the first probe_decode_ctas CTAs) */
     uint64_t *probe;
+    uint32_t probe_decode_ctas;
 } attn_cuda_prefill_tuning;
 
 /* The engine's ops table (name "cuda_prefill", platform CUDA, phases

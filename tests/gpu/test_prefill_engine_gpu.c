@@ -509,19 +509,19 @@ static void test_failed_and_refused_runs_leave_the_pool(void **state)
 /* overlap's contract: the decode kernels run beside the light prefill
  * CTAs, on the same SMs, at the same time.  One prefill C = 2048 (T = 0)
  * and 32 decodes at T = 4096 (H_q 32, H_kv 8, d 128, page 16, bf16), run
- * with the engine's probe: the light grid holds one CTA on each of its
- * SMs, and most of the decode kernels' window (the second stream's stamps
- * around them) lies inside the interval in which every light CTA was
- * resident, so every decode CTA that ran then shared an SM with one. */
+ * with the engine's probe (%smid and %globaltimer of every light CTA and
+ * every decode producer CTA): the light grid holds one CTA on each of its
+ * SMs, and most of the decode CTAs' time is spent on an SM while a light
+ * CTA is resident there. */
 static void test_overlap_coresides(void **state)
 {
     (void)state;
-    enum { NDEC = 32 };
+    enum { NDEC = 32, DEC_CTAS = 4096 };
     int64_t T[1 + NDEC], C[1 + NDEC];
     T[0] = 0;
-    C[0] = g_quick ? 512 : 2048;
+    C[0] = g_quick ? 1024 : 2048;
     for (int b = 1; b <= NDEC; b++) {
-        T[b] = g_quick ? 1024 : 4096;
+        T[b] = g_quick ? 2048 : 4096;
         C[b] = 1;
     }
     attn_rb_spec sp;
@@ -548,7 +548,7 @@ static void test_overlap_coresides(void **state)
     assert_int_equal(attn_engine_plan_new(g_eng, &rb.m, &dp.g, &ep, &err), 0);
     attn_cuda_prefill_plan_info info;
     assert_int_equal(attn_cuda_prefill_plan_info_get(ep, &info), 0);
-    const uint32_t n = 2 + 3 * info.max_ctas;
+    const uint32_t sms = info.max_ctas, n = 2 + 3 * (sms + DEC_CTAS);
     uint64_t *probe = NULL, *h = calloc(n, sizeof *h);
     assert_non_null(h);
     assert_int_equal(cudaMalloc((void **)&probe, n * sizeof *probe), cudaSuccess);
@@ -566,35 +566,44 @@ static void test_overlap_coresides(void **state)
     attn_exec_report rep;
     double best_share = 0;
     for (int k = 0; k < 3; k++) { /* the first run also warms the launch path */
-        attn_cuda_prefill_tuning t = {.poison = 1, .probe = probe};
+        attn_cuda_prefill_tuning t = {.poison = 1, .probe = probe, .probe_decode_ctas = DEC_CTAS};
         attn_cuda_prefill_engine_set_tuning(g_eng, &t);
         assert_int_equal(cudaMemset(probe, 0, n * sizeof *probe), cudaSuccess);
         assert_int_equal(attn_engine_run(g_eng, ep, &a, &rep, &err), 0);
         assert_int_equal(cudaMemcpy(h, probe, n * sizeof *h, cudaMemcpyDeviceToHost), cudaSuccess);
-        uint32_t ctas = 0, sms = 0;
-        uint8_t seen[1024] = {0};
-        uint64_t t0 = UINT64_MAX, lo = 0, hi = UINT64_MAX;
-        for (uint32_t i = 0; i < info.max_ctas; i++) {
+        /* the light CTAs: one per SM, its residency by SM id */
+        uint64_t lstart[1024] = {0}, lend[1024] = {0};
+        uint32_t ctas = 0, on_sms = 0;
+        for (uint32_t i = 0; i < sms; i++) {
             const uint64_t *c = h + 2 + 3 * i;
-            if (c[1] == 0)
+            if (c[1] == 0 || c[0] >= 1024)
                 continue;
             ctas++;
-            sms += c[0] < 1024 && !seen[c[0]];
-            if (c[0] < 1024)
-                seen[c[0]] = 1;
-            t0 = c[1] < t0 ? c[1] : t0;
-            lo = c[1] > lo ? c[1] : lo;
-            hi = c[2] < hi ? c[2] : hi;
+            on_sms += lstart[c[0]] == 0;
+            lstart[c[0]] = c[1];
+            lend[c[0]] = c[2];
         }
-        const uint64_t d0 = h[0], d1 = h[1];
-        const uint64_t in0 = d0 > lo ? d0 : lo, in1 = d1 < hi ? d1 : hi;
-        const double share = d1 > d0 && in1 > in0 ? (double)(in1 - in0) / (double)(d1 - d0) : 0;
-        printf("  overlap probe run %d: %u light CTAs on %u SMs, all resident %.1f..%.1f us, "
-               "decode %.1f..%.1f us, %.0f %% of it beside the light grid; engine %.1f us\n",
-               k, ctas, sms, (double)(lo - t0) / 1e3, (double)(hi - t0) / 1e3,
-               (double)(d0 - t0) / 1e3, (double)(d1 - t0) / 1e3, 100 * share, rep.engine_us);
-        assert_int_equal(ctas, info.max_ctas);
-        assert_int_equal(sms, ctas); /* one light CTA per SM */
+        /* the decode CTAs: how much of their time a light CTA shared their SM */
+        double total = 0, beside = 0;
+        uint32_t dctas = 0;
+        for (uint32_t i = 0; i < DEC_CTAS; i++) {
+            const uint64_t *c = h + 2 + 3 * (sms + i);
+            if (c[1] == 0 || c[2] == 0 || c[0] >= 1024)
+                continue;
+            dctas++;
+            total += (double)(c[2] - c[1]);
+            const uint64_t a0 = c[1] > lstart[c[0]] ? c[1] : lstart[c[0]];
+            const uint64_t a1 = c[2] < lend[c[0]] ? c[2] : lend[c[0]];
+            if (lstart[c[0]] && a1 > a0)
+                beside += (double)(a1 - a0);
+        }
+        const double share = total > 0 ? beside / total : 0;
+        printf("  overlap probe run %d: %u light CTAs on %u SMs, %u decode CTAs, %.0f %% of "
+               "their time beside a light CTA on its SM; engine %.1f us\n",
+               k, ctas, on_sms, dctas, 100 * share, rep.engine_us);
+        assert_int_equal(ctas, sms);
+        assert_int_equal(on_sms, ctas); /* one light CTA per SM */
+        assert_true(dctas > 0);
         best_share = share > best_share ? share : best_share;
     }
     assert_true(best_share >= 0.5);

@@ -67,6 +67,14 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
     if (cudaFuncSetAttribute(attn_prefill_attend<D, KV, L>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) != cudaSuccess)
         return ATTN_E_CUDA;
+    /* light: the SM's whole shared memory for the carveout, so a decode CTA
+     * (107,568 B at d 128) fits beside the light CTA; the driver would
+     * otherwise size the carveout for the light CTA alone, and a decode
+     * CTA waits for the SM to drain (docs/cuda-prefill-engine.md, overlap) */
+    if (L && cudaFuncSetAttribute(attn_prefill_attend<D, KV, L>,
+                                  cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+        return ATTN_E_CUDA;
     const uint32_t units = p->num_items * p->num_kv_heads;
     if (units) {
         dim3 grid(p->max_ctas && p->max_ctas < units ? p->max_ctas : units);

@@ -1,10 +1,10 @@
 /* The Hopper tensor-core prefill/append kernel (see prefill_launch.h for
  * the contract) and the combine kernel of split m tiles.
  *
- * CTA = 3 warpgroups (the light variant of Cfg: 2, one consumer), one
- * item (m tile of 128 packed rows, light 64, range of its key tiles) and
- * one K/V head (the unit walk below):
- *   WG 0, producer (88 registers): Q tile once, then K and V of every key
+ * CTA = 3 warpgroups (the light variant of Cfg: one producer warp and
+ * one consumer warpgroup), one item (m tile of 128 packed rows, light 64,
+ * range of its key tiles) and one K/V head (the unit walk below):
+ *   WG 0, producer (88 registers; light: one warp): Q tile once, then K and V of every key
  *     tile of the list into the swizzled smem ring, K and V of a stage on
  *     their own full/empty barriers.  Two tiers: a paged store whose page
  *     size is a power of two in [8, BN] takes whole pages by TMA boxes
@@ -46,6 +46,7 @@
 #include "kernels/cuda/barrier.cuh"
 #include "kernels/cuda/prefill/sm90.cuh"
 #include "kernels/cuda/prefill/wgmma_ops.cuh"
+#include "kernels/cuda/ptx.cuh"
 #include "kernels/cuda/prefill_launch.h"
 
 namespace attn_prefill
@@ -58,23 +59,31 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr uint32_t kSchedBar = 1; /* named barriers 1, 2: the consumers' issue turns */
 
 /* The kernel's configuration per head dim D and variant LIGHT
- * (attn_prefill_variant, kernels/common/prefill_plan.h): the full kernel
- * fills an SM (2 consumer warpgroups, 128-row m tile, up to 230,912 B of
- * shared memory, the SM's registers); the light one (issue 12's overlap)
- * is one consumer warpgroup over a 64 x 64 tile, registers capped at 128 x
- * 256 and shared memory at 116,224 B (d 128), so one light CTA and one
- * decode producer CTA (producer_tc_tmap: 160 threads x 160 registers,
- * 107,568 B at d 128) fit one SM together (docs/cuda-prefill-engine.md). */
+ * (attn_prefill_variant, kernels/common/prefill_plan.h).  The full kernel
+ * fills an SM: a producer warpgroup and 2 consumer warpgroups over a
+ * 128-row m tile, up to 230,912 B of shared memory, 384 x 168 registers.
+ * The light one (issue 12's overlap) is meant to leave room for a decode
+ * producer CTA (producer_tc_tmap at d 128: 5 warps x 168 registers,
+ * 107,568 B): one producer warp and one consumer warpgroup over a 64 x 64
+ * tile, 5 warps x 168 registers, 116,224 B at d 128.  Registers are held
+ * per SM sub-partition (4 x 16,384, a warp's in its own): 8 light warps
+ * of 128 (a producer warpgroup) and 5 decode warps of 168 need 2 x 4,096 +
+ * 2 x 5,376 = 18,944 on one sub-partition, which the H200 refused (no
+ * decode CTA ran beside a light one, r5 call 2); 5 + 5 warps of 168 need 3
+ * x 5,376 = 16,128 at most (docs/cuda-prefill-engine.md). */
 template <int D, bool LIGHT = false> struct Cfg {
     static constexpr int BM = LIGHT ? ATTN_PREFILL_LIGHT_TILE_M : ATTN_PREFILL_TILE_M;
     static constexpr int BN = LIGHT ? ATTN_PREFILL_LIGHT_TILE_N : ATTN_PREFILL_TILE_N(D);
     static constexpr int CONSUMER_WGS = BM / 64; /* one warpgroup per 64 rows */
-    static constexpr int THREADS = 128 * (1 + CONSUMER_WGS);
+    static constexpr int PRODUCER_THREADS = LIGHT ? 32 : 128;
+    static constexpr int THREADS = PRODUCER_THREADS + 128 * CONSUMER_WGS;
     static constexpr int CONSUMER_WARPS = 4 * CONSUMER_WGS;
-    /* the light variant is compiled for 2 CTAs per SM (a 128-register entry
-     * cap); its shared memory keeps it to one per SM at d 128 */
+    /* __launch_bounds__(BOUND_THREADS, MIN_CTAS) caps the registers at
+     * POOL_REGS: the light kernel declares 192 threads x 2 CTAs (it
+     * launches 160), so the cap is 168 as the full kernel's 384 x 1 */
+    static constexpr int BOUND_THREADS = LIGHT ? 192 : THREADS;
     static constexpr int MIN_CTAS = LIGHT ? 2 : 1;
-    static constexpr uint32_t POOL_REGS = (65536 / (THREADS * MIN_CTAS)) & ~7u;
+    static constexpr uint32_t POOL_REGS = (65536 / (BOUND_THREADS * MIN_CTAS)) & ~7u;
     static constexpr int STAGES = LIGHT ? 3 : (D == 256 ? 2 : (D == 128 ? 3 : 4));
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
@@ -87,18 +96,19 @@ template <int D, bool LIGHT = false> struct Cfg {
     /* Overlap S_i with P_{i-1} V_{i-1} inside a warpgroup: it holds two
      * stages at once, so it pays only with three or more (d = 256 has two) */
     static constexpr bool OVERLAP = STAGES >= 3;
-    /* setmaxnreg moves registers inside the CTA's pool of POOL_REGS x
-     * THREADS: what the producer frees, (POOL - P) x 128, must cover what
+    /* setmaxnreg moves registers between warpgroups inside the CTA's pool
+     * of POOL_REGS x THREADS (the light kernel, one producer warp, does not
+     * move any): what the producer frees, (POOL - P) x 128, must cover what
      * the consumers take, (C - POOL) x 128 x CONSUMER_WGS, or their
-     * setmaxnreg.inc waits forever.  Full: 88 / 208 is the split where
-     * ptxas spills nothing at d 64, 128 and 256 (the producer's two tile
-     * loops want more than 72; the consumers fit in 208 once Q's
-     * descriptors are not hoisted; 2026-12-01).  Light: the pool is 128;
-     * 88 / 168 (-Xptxas -v, 2026-12-01 r5: no spill) */
+     * setmaxnreg.inc waits forever.  88 / 208 is the split where ptxas
+     * spills nothing at d 64, 128 and 256 (the producer's two tile loops
+     * want more than 72; the consumers fit in 208 once Q's descriptors are
+     * not hoisted; 2026-12-01) */
+    static constexpr bool SETMAXNREG = !LIGHT;
     static constexpr uint32_t PRODUCER_REGS = 88;
-    static constexpr uint32_t CONSUMER_REGS = LIGHT ? 168 : 208;
-    static_assert((POOL_REGS - PRODUCER_REGS) * 128 >=
-                      (CONSUMER_REGS - POOL_REGS) * 128 * CONSUMER_WGS,
+    static constexpr uint32_t CONSUMER_REGS = 208;
+    static_assert(!SETMAXNREG || (POOL_REGS - PRODUCER_REGS) * 128 >=
+                                     (CONSUMER_REGS - POOL_REGS) * 128 * CONSUMER_WGS,
                   "register pool");
     /* The two consumer warpgroups take turns issuing (FA3's ping-pong on
      * named barriers) only at d 256.  With the overlap (d <= 128) the kernel
@@ -360,7 +370,8 @@ template <int D> struct KvLoad {
  * `box_page`), the rest -- the request's last page and rows past its keys
  * (zero-filled) -- by 16-byte cp.async, the page looked up per row (the
  * last tile of a request only).  Every producer thread then arrives on
- * `full` once its own copies landed (128 arrivals plus the TMA bytes). */
+ * `full` once its own copies landed (PRODUCER_THREADS arrivals plus the
+ * TMA bytes). */
 template <int D, typename KV, bool LT>
 __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
                                               const CUtensorMap *map, uint32_t dst, uint64_t *full,
@@ -368,7 +379,7 @@ __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
 {
     using C = Cfg<D, LT>;
     constexpr int CH = D / 64; /* 128-byte column chunks of a row */
-    constexpr int ROWS_PER_PASS = 128 / C::PIECES;
+    constexpr int ROWS_PER_PASS = C::PRODUCER_THREADS / C::PIECES;
     constexpr int RPT = C::BN / ROWS_PER_PASS;
     const int c = tid % C::PIECES, r_first = tid / C::PIECES;
     const int row_tma = nfull * L.box_rows;
@@ -411,7 +422,7 @@ load_tile_gather(const attn_cuda_prefill_params &p, const KvLoad<D> &L, const KV
                  const int32_t *pg, int tid)
 {
     using C = Cfg<D, LT>;
-    constexpr int ROWS_PER_PASS = 128 / C::PIECES;
+    constexpr int ROWS_PER_PASS = C::PRODUCER_THREADS / C::PIECES;
     constexpr int RPT = C::BN / ROWS_PER_PASS;
     const int c = tid % C::PIECES, r_first = tid / C::PIECES;
     if (L.walk.pages) {
@@ -489,7 +500,7 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         /* q is in the K/V dtype (the launcher refuses anything else: rounding
          * an fp32 q to bf16 would cost the LSE its 1e-3 tolerance) */
         const uint16_t *q = static_cast<const uint16_t *>(p.q);
-        for (int idx = tid; idx < C::BM * C::PIECES; idx += 128) {
+        for (int idx = tid; idx < C::BM * C::PIECES; idx += C::PRODUCER_THREADS) {
             const int r = idx / C::PIECES, c = idx % C::PIECES;
             const int pr = it.row0 + r;
             const int tok = pr / (int)g, hh = pr % (int)g;
@@ -521,7 +532,7 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
     L.tma = kv_tma_tier(p, maps);
     L.box_rows = (int)maps.box_rows;
     constexpr int CH = D / 64;
-    constexpr int ROWS_PER_PASS = 128 / C::PIECES;
+    constexpr int ROWS_PER_PASS = C::PRODUCER_THREADS / C::PIECES;
     constexpr int RPT = C::BN / ROWS_PER_PASS; /* rows of one thread per tile */
     const int r_first = tid / C::PIECES;
     /* The page ids of a tile are read one tile ahead, all at once (a
@@ -899,7 +910,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
 }
 
 template <int D, typename KV, bool LT>
-__global__ void __launch_bounds__(Cfg<D, LT>::THREADS, Cfg<D, LT>::MIN_CTAS)
+__global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTAS)
     attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p,
                         const __grid_constant__ KvMaps maps)
 {
@@ -921,17 +932,17 @@ __global__ void __launch_bounds__(Cfg<D, LT>::THREADS, Cfg<D, LT>::MIN_CTAS)
 
     const int tid = threadIdx.x;
     if (p.probe && tid == 0) { /* the co-residency probe: where and when this CTA ran */
-        p.probe[3 * blockIdx.x] = smid();
-        p.probe[3 * blockIdx.x + 1] = globaltimer_ns();
+        p.probe[3 * blockIdx.x] = attn::ptx::smid();
+        p.probe[3 * blockIdx.x + 1] = attn::ptx::globaltimer();
     }
     if (tid == 0) {
         for (int s = 0; s < C::STAGES; s++) {
-            mbar_init(&sm.full_k[s], 128);
-            mbar_init(&sm.full_v[s], 128);
+            mbar_init(&sm.full_k[s], C::PRODUCER_THREADS);
+            mbar_init(&sm.full_v[s], C::PRODUCER_THREADS);
             mbar_init(&sm.empty_k[s], C::CONSUMER_WARPS);
             mbar_init(&sm.empty_v[s], C::CONSUMER_WARPS);
         }
-        mbar_init(sm.qfull, 128);
+        mbar_init(sm.qfull, C::PRODUCER_THREADS);
         mbar_init(sm.qempty, C::CONSUMER_WARPS);
         attn::mbar::fence_init(); /* the TMA unit (async proxy) sees them */
     }
@@ -949,8 +960,10 @@ __global__ void __launch_bounds__(Cfg<D, LT>::THREADS, Cfg<D, LT>::MIN_CTAS)
      * overlap this unit's last products and epilogue. */
     const uint32_t units = p.num_items * p.num_kv_heads, G = gridDim.x;
     uint32_t gi = 0;
-    if (tid < 128) {
-        reg_dealloc<C::PRODUCER_REGS>();
+    constexpr int PT = C::PRODUCER_THREADS;
+    if (tid < PT) {
+        if constexpr (C::SETMAXNREG)
+            reg_dealloc<C::PRODUCER_REGS>();
         for (uint32_t k = 0;; k++) {
             const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
             if (u >= units)
@@ -960,7 +973,8 @@ __global__ void __launch_bounds__(Cfg<D, LT>::THREADS, Cfg<D, LT>::MIN_CTAS)
         }
         cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
     } else {
-        reg_alloc<C::CONSUMER_REGS>();
+        if constexpr (C::SETMAXNREG)
+            reg_alloc<C::CONSUMER_REGS>();
         /* the producer's tier (its KvLoad::tma): TMA-only tiles need no fence */
         const bool tma = kv_tma_tier(p, maps);
         for (uint32_t k = 0;; k++) {
@@ -970,12 +984,12 @@ __global__ void __launch_bounds__(Cfg<D, LT>::THREADS, Cfg<D, LT>::MIN_CTAS)
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
             const uint32_t un = (k + 1) * G + (((k + 1) & 1) ? G - 1 - blockIdx.x : blockIdx.x);
             if (C::QPREFETCH && un < units) /* the unit this CTA takes next */
-                prefetch_q<D, LT>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - 128);
-            consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1,
-                                tid % 128, k, gi, tma);
+                prefetch_q<D, LT>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - PT);
+            consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, (tid - PT) / 128,
+                                (tid - PT) % 128, k, gi, tma);
         }
-        if (p.probe && tid == 128) /* the first consumer's last epilogue is done */
-            p.probe[3 * blockIdx.x + 2] = globaltimer_ns();
+        if (p.probe && tid == PT) /* the first consumer's last epilogue is done */
+            p.probe[3 * blockIdx.x + 2] = attn::ptx::globaltimer();
     }
 #else
     /* wgmma and setmaxnreg exist on sm_90a only: the portable compute_90

@@ -174,22 +174,6 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint
     return d;
 }
 
-/* The SM this thread runs on (the co-residency probe). */
-__device__ __forceinline__ unsigned long long smid()
-{
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
-    return r;
-}
-
-/* The GPU's global nanosecond timer (one clock for every SM). */
-__device__ __forceinline__ unsigned long long globaltimer_ns()
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 /* Hint: bring the 128-byte line at global address `p` into L2. */
 __device__ __forceinline__ void prefetch_l2(const void *p)
 {
