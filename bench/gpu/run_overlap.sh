@@ -22,6 +22,7 @@ rm -rf "$W" && mkdir -p "$W"
 ST=${1:-ptsb}
 BUDGET=${BUDGET:-200}
 B=build-gpu
+export ATTN_MIXED_OVERLAP=1 # overlap is refused without its trial switch
 export LD_LIBRARY_PATH=$PWD/$B/lib:${LD_LIBRARY_PATH:-}
 left() { echo $((BUDGET - SECONDS)); }
 cap() { # the smaller of a stage's own limit and what the budget has left (minus a reserve)

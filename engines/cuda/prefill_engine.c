@@ -120,8 +120,24 @@ static const char *decode_rows_refusal(const attn_manifest *m, const attn_pool_g
     return NULL;
 }
 
+/* Why overlap is refused under tuning t (NULL: admitted as a trial).
+ * Measured on the H200 2026-12-01 (bench/results/mixed-h200-2026-12-01-r5.md):
+ * the light kernel with a producer warpgroup ran no decode CTA beside it
+ * (the probe: 0 % of the decode CTAs' time on an SM with a light CTA) and
+ * overlap took 1.35x partition on M2 (1.159 / 0.856 ms) and 1.33x on M5;
+ * the one-producer-warp kernel built for the SM's register sub-partitions
+ * has not run on the device yet. */
+static const char *overlap_refusal(const attn_cuda_prefill_tuning *t)
+{
+    if (t != NULL && t->overlap_trial)
+        return NULL;
+    return "overlap refused: no decode CTA ran beside a light prefill CTA, 1.35x partition "
+           "(H200, r5); ask partition or unified (ATTN_MIXED_OVERLAP=1: a trial)";
+}
+
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
-                             const attn_cuda_device_facts *dev, attn_admission *out)
+                             const attn_cuda_device_facts *dev, const attn_cuda_prefill_tuning *t,
+                             attn_admission *out)
 {
     memset(out, 0, sizeof *out);
     out->admitted = true;
@@ -142,7 +158,9 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
         dec_why != NULL)
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
                    "schedule partition puts the decode rows on the decode kernels: %s", dec_why);
-    if (m->policy.schedule == ATTN_SCHED_OVERLAP) {
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP && overlap_refusal(t) != NULL)
+        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule", "%s", overlap_refusal(t));
+    else if (m->policy.schedule == ATTN_SCHED_OVERLAP) {
         /* overlap = the light prefill kernel (one CTA per SM, room left for
          * a decode CTA beside it) and the decode kernels on a second
          * stream: the full kernel (384 x 168 registers, 230,912 B of shared
@@ -724,6 +742,9 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         return attn_error_set(err, ATTN_E_SHAPE, "head_dim_qk",
                               "no prefill kernel for head_dim %u/%u, H_q %u, H_kv %u", d,
                               g->head_dim_vo, Hq, Hkv);
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP && overlap_refusal(t) != NULL)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule", "%s",
+                              overlap_refusal(t));
     if (m->policy.schedule == ATTN_SCHED_OVERLAP &&
         !attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, d))
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
@@ -889,7 +910,7 @@ static void engine_fini(void *state)
 static void engine_admit(const attn_engine *self, const attn_manifest *m,
                          const attn_pool_geometry *g, attn_admission *out)
 {
-    attn_cuda_prefill_admit(m, g, NULL, out);
+    attn_cuda_prefill_admit(m, g, NULL, NULL, out);
 }
 
 static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
@@ -971,6 +992,9 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
     /* partition's stream variant, one setting per instance so one process
      * can measure every variant (bench/gpu/bench_mixed.py) */
     const char *order = getenv("ATTN_MIXED_STREAMS"), *ctas = getenv("ATTN_MIXED_PREFILL_CTAS");
+    const char *ov = getenv("ATTN_MIXED_OVERLAP"); /* overlap's trial, for measurement */
+    if (ov != NULL && strcmp(ov, "1") == 0)
+        pi->tuning.overlap_trial = 1;
     if ((order != NULL && order[0]) || (ctas != NULL && ctas[0])) {
         int rv = attn_mixed_streams_parse(order, ctas, pi->dev.sm_count, &pi->tuning.streams, err);
         if (rv != 0) {
@@ -1007,7 +1031,8 @@ static void engine_admit(const attn_engine *self, const attn_manifest *m,
                          const attn_pool_geometry *g, attn_admission *out)
 {
     const prefill_instance *pi = self->state;
-    attn_cuda_prefill_admit(m, g, pi != NULL ? &pi->dev : NULL, out);
+    attn_cuda_prefill_admit(m, g, pi != NULL ? &pi->dev : NULL, pi != NULL ? &pi->tuning : NULL,
+                            out);
 }
 
 void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill_tuning *t)

@@ -67,7 +67,7 @@ static void test_admits_every_phase_and_mask(void **state)
         attn_rb rb;
         make_batch(&rb, 4, T, C, (attn_mask_kind)k, 128, 40 + (uint64_t)k);
         attn_admission a;
-        attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+        attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
         if (!a.admitted)
             fprintf(stderr, "mask %d: %s\n", k, a.reasons[0].text);
         assert_true(a.admitted);
@@ -100,7 +100,7 @@ static void test_admission_names_every_factor(void **state)
     attn_cuda_device_facts ampere = k_h200;
     ampere.cc_major = 8;
     attn_admission a;
-    attn_cuda_prefill_admit(&m, &g, &ampere, &a);
+    attn_cuda_prefill_admit(&m, &g, &ampere, NULL, &a);
     assert_false(a.admitted);
     assert_true(has_reason(&a, ATTN_ADMIT_HARDWARE, "pool.device"));
     assert_true(has_reason(&a, ATTN_ADMIT_HARDWARE, "device"));
@@ -121,16 +121,16 @@ static void test_admission_names_every_factor(void **state)
     assert_int_equal(shape, 3);
     assert_int_equal(a.num_reasons, 13);
     /* with the device unknown (no instance state) there is no capability reason */
-    attn_cuda_prefill_admit(&m, &g, NULL, &a);
+    attn_cuda_prefill_admit(&m, &g, NULL, NULL, &a);
     assert_false(has_reason(&a, ATTN_ADMIT_HARDWARE, "device"));
     /* the same mixed batch with schedule unified is fine; an fp32 q on a
      * bf16 pool is not (the MMA takes q in the K/V dtype) */
     m = rb.m;
     m.policy.schedule = ATTN_SCHED_UNIFIED;
-    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, NULL, &a);
     assert_true(a.admitted);
     m.q_dtype = ATTN_FP32;
-    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, NULL, &a);
     assert_int_equal(a.num_reasons, 1);
     assert_true(has_reason(&a, ATTN_ADMIT_Q_DTYPE, "q_dtype"));
     attn_rb_free(&rb);
@@ -370,19 +370,14 @@ static void test_selection_by_phase(void **state)
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;
     assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), 0);
     assert_string_equal(sel.candidates[sel.selected].name, "cuda_prefill");
-    /* overlap at d 128: cuda_prefill runs it (the light prefill kernel) */
-    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
-    assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), 0);
-    assert_string_equal(sel.candidates[sel.selected].name, "cuda_prefill");
-    attn_rb_free(&rb);
-    /* overlap at d 256: no light kernel there, no engine runs it, cuda_prefill says why */
-    make_batch(&rb, 3, Tm, Cm, ATTN_MASK_CAUSAL, 256, 24);
+    /* overlap: no engine runs it (cuda_prefill only as a trial of its
+     * instance, measured to lose), cuda_prefill says why */
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
     assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), ATTN_E_NO_BACKEND);
     for (uint32_t k = 0; k < sel.num_candidates; k++)
         if (strcmp(sel.candidates[k].name, "cuda_prefill") == 0)
             assert_true(
-                has_reason(&sel.candidates[k].admission, ATTN_ADMIT_SHAPE, "policy.schedule"));
+                has_reason(&sel.candidates[k].admission, ATTN_ADMIT_PHASE, "policy.schedule"));
     attn_rb_free(&rb);
 }
 
@@ -407,7 +402,7 @@ static void test_partition_plan_host(void **state)
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &u, &err), 0);
     assert_int_equal(u.schedule, ATTN_SCHED_UNIFIED);
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
     assert_true(a.admitted);
     memset(&pt, 0, sizeof pt);
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);
@@ -515,7 +510,7 @@ static void test_partition_plan_host(void **state)
     /* a dense mask: the decode kernels cannot apply it */
     make_batch(&rb, 4, T, C, ATTN_MASK_DENSE, 128, 32);
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
     assert_false(a.admitted);
     assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
     memset(&pt, 0, sizeof pt);
@@ -528,7 +523,7 @@ static void test_partition_plan_host(void **state)
     attn_rb rd;
     make_batch(&rd, 3, Td, Cd, ATTN_MASK_DENSE, 128, 34);
     rd.m.policy.schedule = ATTN_SCHED_PARTITION;
-    attn_cuda_prefill_admit(&rd.m, &rd.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rd.m, &rd.g, &k_h200, NULL, &a);
     assert_true(a.admitted);
     memset(&pt, 0, sizeof pt);
     assert_int_equal(attn_cuda_prefill_plan_host(&rd.m, &rd.g, &k_h200, NULL, &pt, &err), 0);
@@ -548,7 +543,7 @@ static void test_partition_plan_host(void **state)
     attn_cuda_prefill_plan_host_free(&pt);
     /* overlap: refused on this batch (a per-cell mask), with the reason */
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
     assert_false(a.admitted);
     assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
     memset(&pt, 0, sizeof pt);
@@ -558,14 +553,16 @@ static void test_partition_plan_host(void **state)
     attn_rb_free(&rb);
 }
 
-/* overlap (issue 12): the prefill/append rows on the light kernel's 64 x
- * 64 tiles, one CTA per SM, the decode rows on the decode kernels forked
- * prefill-first; at d 256 (no light kernel) it is refused by admission and
- * plan naming policy.schedule; a batch without decode rows runs the light
- * kernel alone, labelled so. */
+/* overlap (issue 12): refused by default (measured to lose, the reason
+ * names the trial switch); as the instance's trial, the prefill/append
+ * rows on the light kernel's 64 x 64 tiles, one CTA per SM, the decode rows
+ * on the decode kernels forked prefill-first; at d 256 (no light kernel)
+ * it is refused by admission and plan naming policy.schedule; a batch
+ * without decode rows runs the light kernel alone, labelled so. */
 static void test_overlap_plan_host(void **state)
 {
     (void)state;
+    static const attn_cuda_prefill_tuning k_trial = {.overlap_trial = 1};
     const int64_t T[4] = {0, 3000, 500, 4000}, C[4] = {200, 1, 9, 1};
     attn_rb rb;
     make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 128, 41);
@@ -573,10 +570,22 @@ static void test_overlap_plan_host(void **state)
     attn_engine_plan ov, pt;
     attn_error_detail err;
     attn_admission a;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    /* by default refused with the measured reason, by admission and plan */
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
+    assert_false(a.admitted);
+    assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
+    assert_non_null(strstr(a.reasons[0].text, "ATTN_MIXED_OVERLAP=1"));
+    memset(&ov, 0, sizeof ov);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &ov, &err),
+                     ATTN_E_BACKEND_REJECTED);
+    assert_string_equal(err.field, "policy.schedule");
+    assert_null(ov.priv);
+    /* the instance's trial runs it */
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &k_trial, &a);
     assert_true(a.admitted);
     memset(&ov, 0, sizeof ov);
-    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &ov, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &k_trial, &ov, &err), 0);
     assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
     assert_non_null(strstr(ov.schedule_why, "light prefill kernel"));
     assert_non_null(strstr(ov.schedule_why, "second stream"));
@@ -611,7 +620,7 @@ static void test_overlap_plan_host(void **state)
     make_batch(&rb, 2, Tp, Cp, ATTN_MASK_CAUSAL, 64, 42);
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
     memset(&ov, 0, sizeof ov);
-    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &ov, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &k_trial, &ov, &err), 0);
     assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
     assert_non_null(strstr(ov.schedule_why, "no decode rows to overlap"));
     assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
@@ -622,12 +631,12 @@ static void test_overlap_plan_host(void **state)
     /* d 256: refused by admission and by the plan, naming the field */
     make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 256, 43);
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &k_trial, &a);
     assert_false(a.admitted);
     assert_true(has_reason(&a, ATTN_ADMIT_SHAPE, "policy.schedule"));
     memset(&ov, 0, sizeof ov);
     memset(&err, 0, sizeof err);
-    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &ov, &err),
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &k_trial, &ov, &err),
                      ATTN_E_BACKEND_REJECTED);
     assert_string_equal(err.field, "policy.schedule");
     assert_non_null(strstr(err.message, "64 and 128"));

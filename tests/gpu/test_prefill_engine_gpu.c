@@ -52,10 +52,13 @@ static const char *g_only;       /* ATTN_GPU_CASES: run only cases whose name co
 static attn_mixed_order g_order; /* the stream order the instance is tuned to */
 static double g_worst_rel, g_worst_lse;
 static attn_engine *g_eng; /* the cuda_prefill instance on cuda:0 */
+/* overlap runs as the instance's trial here (refused by default) */
+static const attn_cuda_prefill_tuning k_trial = {.overlap_trial = 1};
 
 static void tune_streams(int fail_after_staging, attn_mixed_order order, uint32_t prefill_ctas)
 {
-    attn_cuda_prefill_tuning t = {.poison = 1, .fail_after_staging = fail_after_staging};
+    attn_cuda_prefill_tuning t = {
+        .poison = 1, .fail_after_staging = fail_after_staging, .overlap_trial = 1};
     t.streams.order = order;
     t.streams.prefill_ctas = prefill_ctas;
     attn_cuda_prefill_engine_set_tuning(g_eng, &t);
@@ -226,7 +229,7 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
     attn_error_detail err;
     memset(&err, 0, sizeof err);
     attn_admission adm;
-    attn_cuda_prefill_admit(&rb.m, &dp.g, NULL, &adm);
+    attn_cuda_prefill_admit(&rb.m, &dp.g, NULL, &k_trial, &adm);
     if (!adm.admitted && (sched == ATTN_SCHED_PARTITION || sched == ATTN_SCHED_OVERLAP)) {
         /* a mask the decode kernels cannot apply (or, overlap, d 256: no
          * light kernel): refused, with the field */
@@ -566,7 +569,8 @@ static void test_overlap_coresides(void **state)
     attn_exec_report rep;
     double best_share = 0;
     for (int k = 0; k < 3; k++) { /* the first run also warms the launch path */
-        attn_cuda_prefill_tuning t = {.poison = 1, .probe = probe, .probe_decode_ctas = DEC_CTAS};
+        attn_cuda_prefill_tuning t = {
+            .poison = 1, .probe = probe, .probe_decode_ctas = DEC_CTAS, .overlap_trial = 1};
         attn_cuda_prefill_engine_set_tuning(g_eng, &t);
         assert_int_equal(cudaMemset(probe, 0, n * sizeof *probe), cudaSuccess);
         assert_int_equal(attn_engine_run(g_eng, ep, &a, &rep, &err), 0);
@@ -629,7 +633,7 @@ int main(void)
         printf("no GPU: %s\n", why);
         return 0;
     }
-    attn_cuda_prefill_tuning t = {.poison = 1};
+    attn_cuda_prefill_tuning t = {.poison = 1, .overlap_trial = 1};
     attn_engine_config cfg = {.device = 0, .num_threads = 0, .tuning = &t};
     attn_error_detail err;
     if (attn_engine_create(attn_cuda_prefill_engine_ops(), &cfg, &g_eng, &err) != 0) {

@@ -76,6 +76,9 @@ template <int D, bool LIGHT = false> struct Cfg {
     static constexpr int BN = LIGHT ? ATTN_PREFILL_LIGHT_TILE_N : ATTN_PREFILL_TILE_N(D);
     static constexpr int CONSUMER_WGS = BM / 64; /* one warpgroup per 64 rows */
     static constexpr int PRODUCER_THREADS = LIGHT ? 32 : 128;
+    /* the producer's threads after the consumers' (the light kernel: its
+     * consumer warpgroup must start at warp 0 for wgmma) */
+    static constexpr bool PRODUCER_LAST = LIGHT;
     static constexpr int THREADS = PRODUCER_THREADS + 128 * CONSUMER_WGS;
     static constexpr int CONSUMER_WARPS = 4 * CONSUMER_WGS;
     /* __launch_bounds__(BOUND_THREADS, MIN_CTAS) caps the registers at
@@ -960,8 +963,11 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
      * overlap this unit's last products and epilogue. */
     const uint32_t units = p.num_items * p.num_kv_heads, G = gridDim.x;
     uint32_t gi = 0;
-    constexpr int PT = C::PRODUCER_THREADS;
-    if (tid < PT) {
+    /* wgmma runs on whole warpgroups (warps 4k .. 4k + 3): the light
+     * kernel's consumer warpgroup is warps 0-3, its producer warp 4 */
+    constexpr int P0 = C::PRODUCER_LAST ? 128 * C::CONSUMER_WGS : 0; /* first producer thread */
+    constexpr int C0 = C::PRODUCER_LAST ? 0 : C::PRODUCER_THREADS;   /* first consumer thread */
+    if (tid >= P0 && tid < P0 + C::PRODUCER_THREADS) {
         if constexpr (C::SETMAXNREG)
             reg_dealloc<C::PRODUCER_REGS>();
         for (uint32_t k = 0;; k++) {
@@ -969,7 +975,8 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
             if (u >= units)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            producer<D, KV, LT>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid, k, gi);
+            producer<D, KV, LT>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid - P0, k,
+                                gi);
         }
         cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
     } else {
@@ -984,11 +991,11 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
             const uint32_t un = (k + 1) * G + (((k + 1) & 1) ? G - 1 - blockIdx.x : blockIdx.x);
             if (C::QPREFETCH && un < units) /* the unit this CTA takes next */
-                prefetch_q<D, LT>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - PT);
-            consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, (tid - PT) / 128,
-                                (tid - PT) % 128, k, gi, tma);
+                prefetch_q<D, LT>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - C0);
+            consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, (tid - C0) / 128,
+                                (tid - C0) % 128, k, gi, tma);
         }
-        if (p.probe && tid == PT) /* the first consumer's last epilogue is done */
+        if (p.probe && tid == C0) /* the first consumer's last epilogue is done */
             p.probe[3 * blockIdx.x + 2] = attn::ptx::globaltimer();
     }
 #else
