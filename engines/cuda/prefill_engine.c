@@ -602,6 +602,9 @@ static attn_mixed_cost_in cost_in(const attn_manifest *m, const attn_pool_geomet
         .head_dim = g->head_dim_qk,
         .tile_n = part->tile_n ? part->tile_n : pp->tile_n,
         .streams = pp->tuning.streams,
+        /* not offered to auto: overlap is measured to lose on the H200 and
+         * is refused unless the instance runs its trial (overlap_refusal) */
+        .overlap_ok = 0,
     };
     if (ci.unified_tiles < ci.prefill_tiles)
         ci.unified_tiles = ci.prefill_tiles; /* keeps the why's tile difference >= 0 */
