@@ -1175,7 +1175,6 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
     int rv = 0;
-    bool signalled = false;
     cudaStream_t st = pi->stream;
     /* the pool's state from the stage launch on: any failure unwinds it */
     attn_cuda_txn txn = {.stream = st,
@@ -1316,7 +1315,8 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         /* after the last kernel and copy: the client reads O behind it */
         if ((rv = attn_cuda_ipc_signal(pi->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
             goto fail;
-        signalled = true;
+        if (rep)
+            rep->signalled = true;
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
     if (rep) {
@@ -1345,9 +1345,8 @@ fail:
     /* the old rows back so the pool is unchanged (engine.h contract), or
      * E_POOL_UNRESTORED when that cannot be confirmed (the unwind waits) */
     rv = attn_cuda_txn_unwind(&txn, rv, err);
-    /* a failed run still signals, so the client's stream never waits for ever */
-    if (io->signal_dev != NULL && !signalled && pi->ipc != NULL)
-        attn_cuda_ipc_release(pi->ipc, io->signal_dev, io->signal_value);
+    /* the signal of a run that failed before it enqueued its signal is the
+     * caller's (engine_signal) */
     return rv;
 }
 
@@ -1368,6 +1367,19 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
         return rv;
     pthread_mutex_lock(&pi->mu);
     rv = run_locked(pi, pp, &p->ledger, io, rep, err);
+    pthread_mutex_unlock(&pi->mu);
+    return rv;
+}
+
+/* The signal of a run that failed or was refused: on the run stream,
+ * behind everything enqueued there before. */
+static int engine_signal(attn_engine *self, void *addr, uint64_t value, attn_error_detail *err)
+{
+    prefill_instance *pi = self->state;
+    const attn_cuda_run_target target = {
+        .device = pi->dev.device, .where = self->where, .ipc_why = pi->ipc_why};
+    pthread_mutex_lock(&pi->mu);
+    int rv = attn_cuda_signal_behind(pi->ipc, &target, pi->stream, addr, value, err);
     pthread_mutex_unlock(&pi->mu);
     return rv;
 }
@@ -1393,6 +1405,9 @@ static const attn_engine_ops g_prefill_ops = {
     .plan = engine_plan,
     .run = engine_run,
     .plan_free = engine_plan_free,
+#ifdef ATTN_WITH_CUDA
+    .signal = engine_signal,
+#endif
 };
 
 const attn_engine_ops *attn_cuda_prefill_engine_ops(void)

@@ -812,6 +812,13 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         rescale_convert(alpha);
         if constexpr (!C::OVERLAP) {
             wait_v(0, code);
+            /* O is 0 * alpha here, two values the compiler knows: pin each
+             * accumulator in its own register before the fence, or ptxas
+             * copies them in after it and injects a warpgroup.arrive
+             * (C7519) in front of the first P V product */
+#pragma unroll
+            for (int a = 0; a < OC; a++)
+                reg_fence(oacc[a]);
             wgmma_fence();
             issue_pv(0);
             finish_pv(0);
