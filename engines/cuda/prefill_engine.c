@@ -661,9 +661,9 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
         pp->prefill_ctas = 0;
         out->schedule = asked;
         snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
-                 "prefill/append rows on the light prefill kernel (one CTA per SM), decode rows "
-                 "on the decode kernels on a second stream, launched after it so their CTAs "
-                 "sit beside it");
+                 "a trial: prefill/append rows on the light prefill kernel (one CTA per SM), "
+                 "decode rows on the decode kernels on a second stream launched after it (two "
+                 "launches; co-residency not guaranteed: the probe measures it)");
         return tile_plan(m, g, pp, dev, T, C, mark, tp, err);
     }
     if (asked == ATTN_SCHED_UNIFIED) {
