@@ -70,7 +70,9 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
     /* light: the SM's whole shared memory for the carveout, so a decode CTA
      * (107,568 B at d 128) fits beside the light CTA; the driver would
      * otherwise size the carveout for the light CTA alone, and a decode
-     * CTA waits for the SM to drain (docs/cuda-prefill-engine.md, overlap) */
+     * CTA would wait for the SM to drain.  Necessary, not enough: with it
+     * the producer-warpgroup light kernel still had no decode CTA beside it
+     * (r5; docs/cuda-prefill-engine.md, Overlap) */
     if (L && cudaFuncSetAttribute(attn_prefill_attend<D, KV, L>,
                                   cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared) != cudaSuccess)
