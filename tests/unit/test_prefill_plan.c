@@ -458,7 +458,7 @@ static void test_queues_load_bound(void **state)
     (void)state;
     static fixture f;
     int64_t T[4] = {60000, 0, 3000, 9000}, C[4] = {16, 4000, 1, 1};
-    fixture_make(&f, 4, T, C, ATTN_MASK_CAUSAL, 32, 8, 128);
+    fixture_make(&f, 4, T, C, ATTN_MASK_CAUSAL, 32, 8, 128, ATTN_PREFILL_FULL);
     f.in.num_sms = 132;
     attn_prefill_plan p, q;
     assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
@@ -536,7 +536,7 @@ static void test_queues_random(void **state)
             if ((rng >> 60) < 6)
                 C[b] = 1; /* decode rows */
         }
-        fixture_make(&f, 4, T, C, kind, 16, 4, 128);
+        fixture_make(&f, 4, T, C, kind, 16, 4, 128, ATTN_PREFILL_FULL);
         const uint32_t sms = 8 + (uint32_t)(trial * 7 % 140);
         f.in.num_sms = sms;
         attn_prefill_plan p, q;
