@@ -992,10 +992,13 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
      * products and epilogue. */
     uint32_t gi = 0;
     /* wgmma runs on whole warpgroups (warps 4k .. 4k + 3): the light
-     * kernel's consumer warpgroup is warps 0-3, its producer warp 4 */
+     * kernel's consumer warpgroup is warps 0-3, its producer warp 4.  The
+     * roles are tested and the consumers' warpgroup computed as the full
+     * kernel always did (tid < 128, tid / 128 - 1): written as
+     * (tid - C0) / 128 ptxas spilled 224 bytes in the full kernel */
     constexpr int P0 = C::PRODUCER_LAST ? 128 * C::CONSUMER_WGS : 0; /* first producer thread */
     constexpr int C0 = C::PRODUCER_LAST ? 0 : C::PRODUCER_THREADS;   /* first consumer thread */
-    if (tid >= P0 && tid < P0 + C::PRODUCER_THREADS) {
+    if (C::PRODUCER_LAST ? tid >= P0 : tid < C::PRODUCER_THREADS) {
         if constexpr (C::SETMAXNREG)
             reg_dealloc<C::PRODUCER_REGS>();
         for (uint32_t k = 0;; k++) {
@@ -1020,8 +1023,9 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
             const uint32_t un = unit_at(p, k + 1);
             if (C::QPREFETCH && un != kNoUnit) /* the unit this CTA takes next */
                 prefetch_q<D, LT>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - C0);
-            consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, (tid - C0) / 128,
-                                (tid - C0) % 128, k, gi, tma);
+            consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads,
+                                C::PRODUCER_LAST ? tid / 128 : tid / 128 - 1, tid % 128, k, gi,
+                                tma);
             u = un;
         }
         if (p.probe && tid == C0) /* the first consumer's last epilogue is done */
