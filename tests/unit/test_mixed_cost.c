@@ -188,15 +188,16 @@ static void test_h200_calibration_reproduces_the_run(void **state)
     }
 }
 
-/* overlap's candidate, fitted on round 5 (branch ovl, 2026-12-01 18:21 and
- * 18:26 UTC, bench/results/mixed-h200-2026-12-01-r5.json): the light
- * kernel measured 1.84x the full one on the same prefill rows and the
- * decode kernels did not run beside it, so the H200 constants estimate
- * overlap within 5 % of its measured time on M2 and M5 and keep partition
- * (measured 0.858 / 0.856 and 0.865 / 0.866 ms against overlap 1.146 / 1.159
- * and 1.147 / 1.156).  The POD ideal the task started from (the light
- * kernel as fast as the full one, the decode time hidden beside it) picks
- * overlap there: the measured constants are what keep auto right. */
+/* overlap's candidate, fitted on round 5 (branch ovl, 2026-12-01, call 4
+ * at 19:09 UTC, bench/results/mixed-h200-2026-12-01-r5.md): the one-warp
+ * light kernel measured 2.07x the full one on the same prefill rows and the
+ * decode kernels hid 19-42 % of their time beside it (the share varies from
+ * run to run with the block scheduler's placement), so the H200 constants
+ * estimate overlap within 8 % of its measured time on M2 and M5 and keep
+ * partition (measured 0.886 and 0.889 ms against overlap 1.006 and 1.126).
+ * The POD ideal the task started from (the light kernel as fast as the
+ * full one, the decode time hidden beside it) picks overlap there: the
+ * measured constants are what keep auto right. */
 static void test_overlap_candidate_reproduces_r5(void **state)
 {
     (void)state;
@@ -206,8 +207,8 @@ static void test_overlap_candidate_reproduces_r5(void **state)
         uint32_t decodes;
         double partition_ms, overlap_ms;
     } rows[] = {
-        {"M2", 16896, 21477, 64, 0.858, 1.146},
-        {"M5", 16896, 21480, 128, 0.865, 1.147},
+        {"M2", 16896, 21477, 64, 0.886, 1.006},
+        {"M5", 16896, 21480, 128, 0.889, 1.126},
     };
     attn_mixed_cost_consts ideal = *attn_mixed_cost_h200();
     ideal.light_factor = 1.0;
@@ -223,7 +224,7 @@ static void test_overlap_candidate_reproduces_r5(void **state)
         printf("  %s overlap est. %.0f us, measured %.0f (%.3f); pick %s\n", rows[i].batch,
                c.overlap_us, rows[i].overlap_ms * 1e3, e,
                c.pick == ATTN_SCHED_OVERLAP ? "overlap" : "partition");
-        assert_true(e > 0.95 && e < 1.05);
+        assert_true(e > 0.92 && e < 1.08);
         assert_int_equal(c.pick, ATTN_SCHED_PARTITION);
         assert_non_null(strstr(c.why, "overlap"));
         /* not offered: not estimated, not picked */
