@@ -479,20 +479,20 @@ static void test_graph_admission(void **state)
         m.mask.sinks = k == ATTN_MASK_SINK ? 4 : 0;
         for (int s = 0; s < 2; s++) {
             m.policy.schedule = s ? ATTN_SCHED_UNIFIED : ATTN_SCHED_AUTO;
-            attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+            attn_cuda_prefill_admit(&m, &rb.g, &k_h200, NULL, &a);
             assert_true(a.admitted);
         }
     }
     m = rb.m;
     m.policy.schedule = ATTN_SCHED_PARTITION;
-    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, NULL, &a);
     assert_false(a.admitted);
     assert_int_equal(a.num_reasons, 1);
     assert_true(has_reason(&a, ATTN_ADMIT_LIFECYCLE, "policy.graph"));
     assert_non_null(strstr(a.reasons[0].text, "partition"));
     /* overlap's decode rows have no envelope either (whatever overlap's own admission says) */
     m.policy.schedule = ATTN_SCHED_OVERLAP;
-    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, NULL, &a);
     assert_true(has_reason(&a, ATTN_ADMIT_LIFECYCLE, "policy.graph"));
     m.policy.schedule = ATTN_SCHED_PARTITION;
     attn_engine_plan p;
@@ -526,7 +526,7 @@ static void test_graph_admission(void **state)
     assert_int_equal(attn_rb_make(&rb, &sp, 32), 0);
     snprintf(rb.g.device, sizeof rb.g.device, "cuda:0");
     rb.m.policy.graph = true;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
     assert_false(a.admitted);
     assert_true(has_reason(&a, ATTN_ADMIT_LIFECYCLE, "policy.graph"));
     assert_non_null(strstr(a.reasons[0].text, "length masks"));
@@ -534,7 +534,7 @@ static void test_graph_admission(void **state)
                      ATTN_E_BACKEND_REJECTED);
     assert_string_equal(err.field, "policy.graph");
     rb.m.policy.graph = false;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
     assert_true(a.admitted);
     attn_rb_free(&rb);
 }
