@@ -362,7 +362,7 @@ int attn_prefill_envelope_size(const attn_prefill_envelope_in *in, attn_prefill_
                               in->max_requests, in->max_q_rows, (long long)in->max_keys,
                               in->num_qo_heads, in->num_kv_heads);
     uint32_t tm, tn;
-    attn_prefill_tile_shape(in->head_dim, &tm, &tn);
+    attn_prefill_tile_shape(in->head_dim, in->variant, &tm, &tn);
     const uint64_t g = in->num_qo_heads / in->num_kv_heads, H = in->num_kv_heads;
     const uint64_t mt = ((uint64_t)in->max_q_rows * g + (uint64_t)in->max_requests * (tm - 1)) / tm;
     const uint64_t tiles = mt * (((uint64_t)in->max_keys + tn - 1) / tn);

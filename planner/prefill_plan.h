@@ -114,6 +114,7 @@ typedef struct attn_prefill_envelope_in {
     uint32_t num_qo_heads, num_kv_heads, head_dim;
     uint32_t num_sms, fixed_splits;
     uint32_t workers; /* CTAs of the persistent grid (the queues' max_ctas) */
+    attn_prefill_variant variant; /* the kernel configuration: its tile shape */
 } attn_prefill_envelope_in;
 
 /* Size the envelope; ATTN_E_CAPACITY naming the envelope field when a

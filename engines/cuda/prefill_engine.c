@@ -992,7 +992,8 @@ static int graph_envelope(const attn_manifest *m, const attn_pool_geometry *g,
                                          .head_dim = g->head_dim_qk,
                                          .num_sms = dev->sm_count,
                                          .fixed_splits = m->policy.splits,
-                                         .workers = pp->grid_ctas};
+                                         .workers = pp->grid_ctas,
+                                         .variant = pp->variant};
     int rv = attn_prefill_envelope_size(&ei, &pp->env, err);
     return rv != 0 ? rv : attn_prefill_envelope_check(&pp->env, tp, err);
 }

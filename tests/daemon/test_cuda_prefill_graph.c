@@ -129,6 +129,9 @@ static void test_envelope_holds_random_steps(void **state)
                        g = (uint32_t)attn_rb_range(&s, 1, 8);
         const uint32_t d = trial % 3 == 0 ? 64 : trial % 3 == 1 ? 128 : 256;
         const uint32_t fixed = attn_rb_range(&s, 0, 3) == 0 ? (uint32_t)attn_rb_range(&s, 2, 5) : 0;
+        /* the light kernel's 64 x 64 tiles (d <= 128) have an envelope of their own */
+        const attn_prefill_variant v =
+            d <= 128 && attn_rb_range(&s, 0, 1) ? ATTN_PREFILL_LIGHT : ATTN_PREFILL_FULL;
         attn_prefill_envelope_in ei = {.max_requests = Bmax,
                                        .max_q_rows = Q,
                                        .max_keys = K,
@@ -137,7 +140,8 @@ static void test_envelope_holds_random_steps(void **state)
                                        .head_dim = d,
                                        .num_sms = 132,
                                        .fixed_splits = fixed,
-                                       .workers = 132};
+                                       .workers = 132,
+                                       .variant = v};
         attn_prefill_envelope e;
         attn_error_detail err;
         assert_int_equal(attn_prefill_envelope_size(&ei, &e, &err), 0);
@@ -166,7 +170,7 @@ static void test_envelope_holds_random_steps(void **state)
             mk.sinks = mk.kind == ATTN_MASK_SINK ? (int32_t)attn_rb_range(&s, 1, 64) : 0;
         }
         uint32_t tm, tn;
-        attn_prefill_tile_shape(d, &tm, &tn);
+        attn_prefill_tile_shape(d, v, &tm, &tn);
         attn_mask_prog mp;
         int rv = attn_mask_prog_build_blocks(&mk, req, B, tn, &mp, &err);
         if (rv)
@@ -180,7 +184,8 @@ static void test_envelope_holds_random_steps(void **state)
                                    .head_dim = d,
                                    .mask = &mp,
                                    .num_sms = 132,
-                                   .fixed_splits = fixed};
+                                   .fixed_splits = fixed,
+                                   .variant = v};
         attn_prefill_plan p;
         assert_int_equal(attn_prefill_plan_build(&in, &p, &err), 0);
         assert_int_equal(attn_prefill_plan_queues(&p, hkv, 132, NULL, &err), 0);
