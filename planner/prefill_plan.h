@@ -91,6 +91,43 @@ typedef struct attn_prefill_queue_stats {
 int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
                              attn_prefill_queue_stats *st, attn_error_detail *err);
 
+/* The capacity envelope of a graph-mode plan (seed 0x03G): the most of
+ * every array a step may fill, fixed when the plan is made, so one device
+ * image (and one captured CUDA graph) serves every step inside it.  The
+ * direct limits are the capacity step's own (requests, q rows, keys of a
+ * request); the others are bounds that every step within the direct
+ * limits meets (attn_prefill_envelope_size says why each holds). */
+typedef struct attn_prefill_envelope {
+    uint32_t max_requests; /* B of a step */
+    uint32_t max_q_rows;   /* qo_indptr[B] of a step */
+    int64_t max_keys;      /* T + C of any request */
+    uint32_t max_m_tiles, max_tiles, max_items, max_merges, max_parts;
+    uint32_t workers; /* the attend grid: one queue per CTA, the empty ones exit at once */
+} attn_prefill_envelope;
+
+/* What an envelope is sized from: the direct limits, the kernel's shape
+ * and the split policy the steps are planned with (that of
+ * attn_prefill_plan_in: num_sms for the load bound, or fixed_splits). */
+typedef struct attn_prefill_envelope_in {
+    uint32_t max_requests, max_q_rows;
+    int64_t max_keys;
+    uint32_t num_qo_heads, num_kv_heads, head_dim;
+    uint32_t num_sms, fixed_splits;
+    uint32_t workers; /* CTAs of the persistent grid (the queues' max_ctas) */
+    attn_prefill_variant variant; /* the kernel configuration: its tile shape */
+} attn_prefill_envelope_in;
+
+/* Size the envelope; ATTN_E_CAPACITY naming the envelope field when a
+ * bound does not fit the kernel's 32-bit indices, ATTN_E_RANGE for an
+ * empty limit. */
+int attn_prefill_envelope_size(const attn_prefill_envelope_in *in, attn_prefill_envelope *out,
+                               attn_error_detail *err);
+
+/* Whether plan p (its queues built) fits e: 0, or ATTN_E_CAPACITY naming
+ * the first field it exceeds ("envelope.max_tiles", ...). */
+int attn_prefill_envelope_check(const attn_prefill_envelope *e, const attn_prefill_plan *p,
+                                attn_error_detail *err);
+
 /* Release the arrays of a plan and zero it. */
 void attn_prefill_plan_free(attn_prefill_plan *p);
 

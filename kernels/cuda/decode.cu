@@ -1458,7 +1458,9 @@ __global__ void append_rows(attn_cuda_append_params p)
     const int r = blockIdx.x, h = blockIdx.y, c = threadIdx.x;
     const int es = (int)attn_dtype_size(p.kv_dtype);
     const int vecs = (int)(p.head_dim * es / 16), elems_per_vec = 16 / es;
-    if (c >= vecs)
+    /* a negative offset is a row past the step's in a graph-mode plan's
+     * capacity envelope (engines/cuda/prefill_engine.c): nothing to move */
+    if (c >= vecs || p.row_off[r] < 0)
         return;
     uint4 *k = static_cast<uint4 *>(p.k), *v = static_cast<uint4 *>(p.v);
     const int64_t dst = p.row_off[r] / elems_per_vec + h * (p.head_stride / elems_per_vec) + c;

@@ -172,8 +172,9 @@ int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const char **prod
 /* One append (or restore) launch: for row r and kv head h, swap the pool
  * row at element offset row_off[r] + h * head_stride with new_k/new_v
  * (saving the old bytes into save_k/save_v), or, with restore != 0, put
- * the saved bytes back.  Rows of new_* and save_* are [rows, H_kv, d] in
- * kv_dtype; every pointer is a device pointer. */
+ * the saved bytes back; a row whose row_off is negative is left alone (the
+ * padding of a capacity envelope).  Rows of new_* and save_* are [rows,
+ * H_kv, d] in kv_dtype; every pointer is a device pointer. */
 typedef struct attn_cuda_append_params {
     void *k, *v;            /* the layer's K and V stores */
     const int64_t *row_off; /* [rows]: element offset of each new row at kv head 0 */
