@@ -1337,6 +1337,7 @@ static atomic_int g_stream_signal_fails;  /* ops->signal fails (the context is g
 static atomic_int g_stream_fail_complete; /* the ticket whose completion fails (-1: none) */
 static atomic_int g_stream_go;            /* run 0 may enqueue */
 static atomic_int g_stream_complete_go;   /* run 0 may complete */
+static atomic_int g_stream_fault_words;   /* a failed completion words it as the CUDA engine */
 
 static void stream_log(const char *fmt, ...)
 {
@@ -1366,6 +1367,7 @@ static void stream_double_reset(void)
     atomic_store(&g_stream_fail_complete, -1);
     atomic_store(&g_stream_go, 1);
     atomic_store(&g_stream_complete_go, 1);
+    atomic_store(&g_stream_fault_words, 0);
 }
 
 static int stream_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
@@ -1407,6 +1409,12 @@ static int stream_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
     snprintf(rep->timing_method, sizeof rep->timing_method, "test_double");
     if ((int)ticket == atomic_load(&g_stream_fail_complete)) {
         stream_log("x%llu ", (unsigned long long)ticket);
+        if (atomic_load(&g_stream_fault_words))
+            /* what engines/cuda/txn.c attn_cuda_txn_deferred_failed says of a device fault */
+            return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "layer",
+                                  "layer 0: the run's device work failed after it was enqueued "
+                                  "(an illegal memory access was encountered); its rows may be "
+                                  "partly written");
         return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
                               "the run's device work failed after it was enqueued");
     }
@@ -1512,6 +1520,31 @@ static void test_deferred_failure_signal_written_once(void **state)
     assert_string_equal(g_stream_log, "r0 s7 c0 r1 s8 x1 ");
     assert_non_null(strstr(st.error.message, "quarantined (pool_drop it); signal enqueued, lost "
                                              "if the device faulted"));
+    double_fixture_close(&f);
+}
+
+/* The note of a deferred run's failed signal ends the error whatever came
+ * before it: with the CUDA engine's words for a device fault (the case the
+ * note is for) and a pool name of a few letters, the engine's message and
+ * the quarantine's advice fill the error, and the note must still be there,
+ * whole, at its end (docs/protocol.md "Semaphores"). */
+static void test_deferred_fault_note_not_cut(void **state)
+{
+    double_fixture f;
+    uint64_t plan_id, sem_buf, seq;
+    static const char note[] = "; signal enqueued, lost if the device faulted";
+    (void)state;
+    stream_fixture_open(&f, "layers", &plan_id, &sem_buf);
+    atomic_store(&g_stream_fail_complete, 0);
+    atomic_store(&g_stream_fault_words, 1);
+    seq = stream_send(&f, plan_id, sem_buf, 8, 7);
+    attn_run_status st = wait_settled(f.s, seq);
+    assert_int_equal(st.state, ATTN_RUN_FAILED);
+    assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
+    const size_t n = strlen(st.error.message);
+    if (n < sizeof note - 1 || strcmp(st.error.message + n - (sizeof note - 1), note) != 0)
+        fail_msg("the note is cut: %s", st.error.message);
+    assert_non_null(strstr(st.error.message, "quarantined"));
     double_fixture_close(&f);
 }
 
@@ -2264,6 +2297,7 @@ int main(void)
         cmocka_unit_test(test_async_failure_on_next_reply),
         cmocka_unit_test(test_device_refs_refused_on_cpu),
         cmocka_unit_test(test_deferred_failure_signal_written_once),
+        cmocka_unit_test(test_deferred_fault_note_not_cut),
         cmocka_unit_test(test_failed_run_signals_behind_earlier_runs),
         cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_async_deferred_window),
