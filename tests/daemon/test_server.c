@@ -1548,6 +1548,40 @@ static void test_deferred_fault_note_not_cut(void **state)
     double_fixture_close(&f);
 }
 
+/* The same for a run refused when its turn comes: the quarantine's reason
+ * (as exec.c words it for a device fault) fills the error, and the note
+ * that its signal could not be written still ends it, whole. */
+static void test_refused_run_note_not_cut(void **state)
+{
+    double_fixture f;
+    uint64_t plan_id, sem_buf, seq[2];
+    attn_error_detail e;
+    attnd_pool *p;
+    static const char note[] = "; signal not written (the double's context is gone)";
+    (void)state;
+    stream_fixture_open(&f, "layers", &plan_id, &sem_buf);
+    atomic_store(&g_stream_signal_fails, 1);
+    atomic_store(&g_stream_go, 0);
+    seq[0] = stream_send(&f, plan_id, sem_buf, 8, 1);
+    seq[1] = stream_send(&f, plan_id, sem_buf, 8, 2);
+    for (int i = 0; i < 5000 && atomic_load(&g_stream_next) == 0; i++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    assert_int_equal(attnd_pool_acquire(f.s->pools, "layers", "pool", &p, &e), 0);
+    attnd_pool_quarantine(p, "a run of engine stream_test_double at layer 0 could not put its "
+                             "rows back (layer 0: the run's device work failed after it was en)");
+    attnd_pool_release(f.s->pools, p);
+    atomic_store(&g_stream_go, 1);
+    attn_run_status st = wait_settled(f.s, seq[1]);
+    assert_int_equal(st.state, ATTN_RUN_FAILED);
+    assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
+    const size_t n = strlen(st.error.message);
+    if (n < sizeof note - 1 || strcmp(st.error.message + n - (sizeof note - 1), note) != 0)
+        fail_msg("the note is cut: %s", st.error.message);
+    st = wait_settled(f.s, seq[0]);
+    assert_int_equal(st.state, ATTN_RUN_DONE);
+    double_fixture_close(&f);
+}
+
 /* Signals land in run order: with run 0 still in flight (enqueued, not
  * completed), the next run fails at its enqueue (mode 0; mode 3: and the
  * signal's write fails too), or is refused because the pool was
@@ -2298,6 +2332,7 @@ int main(void)
         cmocka_unit_test(test_device_refs_refused_on_cpu),
         cmocka_unit_test(test_deferred_failure_signal_written_once),
         cmocka_unit_test(test_deferred_fault_note_not_cut),
+        cmocka_unit_test(test_refused_run_note_not_cut),
         cmocka_unit_test(test_failed_run_signals_behind_earlier_runs),
         cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_async_deferred_window),
