@@ -106,6 +106,11 @@ typedef struct attn_cuda_decode_params {
      * producer lets the next kernel be placed from its start, LATE: after
      * every CTA's main loop.  OFF (0): plain launches. */
     int pdl;
+    /* tests and the overlap co-residency probe only (issue 12), else NULL:
+     * the tensor-map producer's CTA of linear block id i < probe_ctas
+     * writes {%smid, %globaltimer at its start, at its end} at 3 i */
+    unsigned long long *probe;
+    uint32_t probe_ctas;
 } attn_cuda_decode_params;
 
 /* attn_cuda_decode_params.pdl (docs/cuda.md, issue 13 round 3); any other
