@@ -901,19 +901,22 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
     return 0;
 }
 
-/* Append to the plan's schedule_why (cut to its size). */
+/* Append a clause to the plan's schedule_why, whole: the why before it is
+ * cut to make room (its tail, the variants' details, matters least; the
+ * walk's rho / eta are what seed 0x09G asks the why to report). */
 static void append_why(attn_engine_plan *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void append_why(attn_engine_plan *out, const char *fmt, ...)
 {
-    const size_t n = strlen(out->schedule_why);
-    if (n + 1 >= sizeof out->schedule_why)
-        return;
+    char clause[sizeof out->schedule_why];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(out->schedule_why + n, sizeof out->schedule_why - n, fmt, ap);
+    vsnprintf(clause, sizeof clause, fmt, ap);
     va_end(ap);
+    const size_t room = sizeof out->schedule_why - 1, len = strlen(out->schedule_why);
+    const size_t n = strlen(clause), at = n >= room ? 0 : len < room - n ? len : room - n;
+    snprintf(out->schedule_why + at, sizeof out->schedule_why - at, "%s", clause);
 }
 
 /* A single-kernel batch (no decode rows, or only decode rows the decode

@@ -596,6 +596,13 @@ static void test_overlap_plan_host(void **state)
     assert_int_equal(ov.tiles.tile_m, 64);
     assert_string_equal(io.streams, "prefill-first");
     assert_int_equal(io.max_ctas, k_h200.sm_count); /* persistent: one light CTA per SM */
+    /* the why still ends with the walk's figures (seed 0x09G), whole */
+    char walk[96];
+    snprintf(walk, sizeof walk, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
+             io.num_workers, io.rho, io.eta);
+    assert_true(io.num_workers > 0);
+    if (strstr(ov.schedule_why, walk) == NULL)
+        fail_msg("the walk is cut from the why: %s", ov.schedule_why);
 #ifdef ATTN_WITH_CUDA
     assert_non_null(io.attend);
     assert_non_null(strstr(io.attend, "attn_prefill_attend<128, __nv_bfloat16, true>"));
