@@ -80,6 +80,14 @@ void attnb_set_pdl(attnb *h, int on)
     h->p.pdl = on;
 }
 
+/* Persistent CTAs (attn_cuda_decode_params.persist) for one handle: n > 0
+ * CTAs, n < 0 the plan's grid capacity (SMs x resident CTAs per SM, what
+ * the engine passes with attn_cuda_tuning.persist), 0 off. */
+void attnb_set_persist(attnb *h, int n)
+{
+    h->p.persist = n < 0 ? h->grid_capacity : (uint32_t)n;
+}
+
 /* Shortest split in keys for the next attnb_create (< 0: the engine's). */
 void attnb_set_min_chunk(int64_t keys)
 {

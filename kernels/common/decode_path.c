@@ -59,6 +59,16 @@ attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const 
     return ATTN_DECODE_TC;
 }
 
+uint32_t attn_decode_path_persist(const attn_decode_path_in *in, uint32_t persist, uint64_t pieces)
+{
+    if (persist == 0 || pieces == 0 || in->head_dim != 128 || in->q_dtype != in->kv_dtype)
+        return 0;
+    if (attn_decode_path_pick(in, NULL) != ATTN_DECODE_TC_BULK ||
+        attn_decode_path_bulk(in) != ATTN_DECODE_BULK_TMAP)
+        return 0;
+    return pieces < persist ? (uint32_t)pieces : persist;
+}
+
 uint32_t attn_decode_keys_per_item(const attn_work_item *items, uint32_t n)
 {
     uint64_t keys = 0;

@@ -87,6 +87,14 @@ uint32_t attn_decode_keys_per_item(const attn_work_item *items, uint32_t n);
  * allowed. */
 attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const char **why);
 
+/* CTAs of the persistent tensor-map producer (issue 13 round 4) for a
+ * launch of `pieces` CTAs (items x H_kv x head chunks) that asks for at
+ * most `persist` (attn_cuda_decode_params.persist), or 0 when the grid of
+ * one CTA per piece runs: persist 0, a producer other than the tensor-map
+ * one (attn_decode_path_pick and attn_decode_path_bulk), head_dim other
+ * than 128, or q not in the cache dtype (its Q fragments stay in
+ * registers).  Never more CTAs than pieces. */
+uint32_t attn_decode_path_persist(const attn_decode_path_in *in, uint32_t persist, uint64_t pieces);
 /* The name of a producer ("simt", "tc", "tc_bulk"; "?" out of range). */
 const char *attn_decode_producer_name(attn_decode_producer p);
 
