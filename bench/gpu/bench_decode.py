@@ -514,7 +514,7 @@ def main():
         ratios = {}
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
                      "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_fi_nobulk",
-                     "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
+                     "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap", "attnd_fi_persist",
                      "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_old"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
@@ -540,8 +540,8 @@ def main():
     write_md(res, base + ".md")
     log("wrote", base + ".json", base + ".md")
     # compact table last (the device reply carries the end of the output)
-    cols = ["attnd_fi", "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_fa", "attnd_global",
-            "attnd_fi_reducer", "attnd_fi_simt",
+    cols = ["attnd_fi", "attnd_fi_persist", "attnd_fi_pdl_early", "attnd_fi_nopdl",
+            "attnd_fi_reducer_nopdl", "attnd_fa", "attnd_global", "attnd_fi_reducer", "attnd_fi_simt",
             "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
             "attnd_old",
             "flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]

@@ -9,7 +9,8 @@
 # shapes, BENCH_ATTND runs, --old), a the A/B of this build and --old
 # (ab_decode.py, AB_SHAPES x AB_CONFIGS, alternating rounds), n ncu metrics (NCU_CONFIGS of attnd and
 # FlashInfer-TC at NCU_SHAPES), t the correctness sweep (fresh seed), m / r
-# compute-sanitizer memcheck / racecheck on the quick sweep.  Every step is
+# compute-sanitizer memcheck / racecheck on the quick sweep.  FI_SITE: FlashInfer's
+# wheels unpacked (.dev-fislim/fi_site.tar.xz) instead of the wheels of $FI.  Every step is
 # bounded by its own timeout and by what is left of SECONDS.
 # Writes $OUT/logs.tgz (+ decode-h200-<date>.{md,json}); prints a summary last.
 set -u
@@ -43,8 +44,13 @@ has() { case "$STEPS" in *$1*) return 0 ;; esac; return 1; }
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; ncu --version | tail -1; } >"$L/env.txt" 2>&1
 PROF="python3 $D/bench/decode_profile.py --lib $D/lib/libattn_cuda_bench.so --out $L"
 if has w; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site "$FI"/*.whl >"$L/pip.log" 2>&1 && export PYTHONPATH=/tmp/site
+    mkdir -p /tmp/site
+    if [ -n "${FI_SITE:-}" ]; then # FlashInfer's wheels already unpacked (.dev-fislim/fi_site.tar.xz)
+        tar -C /tmp/site -xJf "$FI_SITE" && export PYTHONPATH=/tmp/site
+    else
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target /tmp/site "$FI"/*.whl >"$L/pip.log" 2>&1 && export PYTHONPATH=/tmp/site
+    fi
     mkdir -p /tmp/site/flashinfer/data/aot &&
         tar -C /tmp/site/flashinfer/data/aot -xJf "$FI/fi_aot_decode.tar.xz" &&
         echo "fi aot: $(ls /tmp/site/flashinfer/data/aot | wc -l) modules" >>"$summary"
@@ -69,7 +75,7 @@ step_n() {
     for c in ${NCU_CONFIGS:-fused}; do
         run ncu_$c ${NCU_MAX:-30} $NCU $PROF --mode ncu-attnd --configs $c --shapes $NS
     done
-    [ -n "${NCU_FITC:-1}" ] && run ncu_fitc ${NCU_MAX:-30} $NCU $PROF --mode ncu-fitc --shapes $NS
+    [ -n "${NCU_FITC-1}" ] && run ncu_fitc ${NCU_MAX:-30} $NCU $PROF --mode ncu-fitc --shapes $NS
 }
 step_t() { run decode_sweep ${SWEEP_TEST_MAX:-70} "$D/tests/test_decode_gpu"; }
 step_m() { ATTN_GPU_QUICK=1 run memcheck ${MEMCHECK_MAX:-35} compute-sanitizer --tool memcheck --leak-check no "$D/tests/test_decode_gpu"; }
