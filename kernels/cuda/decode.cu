@@ -2103,7 +2103,7 @@ extern "C" int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const 
     const producer_entry *e = find_producer(p);
     uint32_t ctas = 0;
     const persist_entry *pe = nullptr;
-    if (e && e->tc) {
+    if (e && e->tc && p->num_kv_heads != 0 && p->num_qo_heads % p->num_kv_heads == 0) {
         attn_cuda_launch_shape sh;
         producer_shape(e, p->num_qo_heads / p->num_kv_heads, e->tc_stages, &sh);
         pe = find_persist(p, e, (uint64_t)p->item_capacity * p->num_kv_heads * sh.head_chunks,
