@@ -64,6 +64,14 @@ if ! python3 -c 'import numpy' 2>/dev/null; then
         $SUDO apt-get install -y -qq --no-install-recommends python3-numpy >/dev/null
 fi
 
+# `deps.sh sass`: NVIDIA's nvdisasm (PyPI), to read the SASS of a kernel
+# built here (register use and spills by source line: docs/cuda.md, issue 13).
+if [ "${1:-}" = sass ] && ! python3 -m pip show -q nvidia-cuda-nvdisasm >/dev/null 2>&1; then
+    echo "deps: installing nvidia-cuda-nvdisasm" >&2
+    python3 -m pip install -q nvidia-cuda-nvdisasm >/dev/null 2>&1 ||
+        python3 -m pip install -q --break-system-packages nvidia-cuda-nvdisasm >/dev/null 2>&1
+fi
+
 here=$(cd "$(dirname "$0")" && pwd)
 # fetch_nng_source SUITE VERSION DIR: `apt-get source` from SUITE through a
 # private deb-src list and apt state under DIR (the system's apt configuration

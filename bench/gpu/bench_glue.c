@@ -144,6 +144,7 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
         return rv;
     h->num_items = plan.num_items;
     h->num_slots = plan.num_slots;
+    h->p.sm_count = (uint32_t)sms; /* the engine's: the auto producer choice of short grids */
     h->occupancy = (uint32_t)occ;
     h->grid_capacity = sp.grid_capacity;
     if (h->item_cap && (plan.num_items > h->item_cap || plan.num_slots > h->slot_cap ||

@@ -8,7 +8,7 @@
 # (SWEEP_CONFIGS x SWEEP_SHAPES, decode_profile.py), b the benchmark (all
 # shapes, BENCH_ATTND runs, --old), a the A/B of this build and --old
 # (ab_decode.py, AB_SHAPES x AB_CONFIGS, alternating rounds), n ncu metrics (NCU_CONFIGS of attnd and
-# FlashInfer-TC at NCU_SHAPES), t the correctness sweep (fresh seed), m / r
+# FlashInfer-TC at NCU_SHAPES; NCU_SECTIONS: ncu sections instead), t the correctness sweep (fresh seed), m / r
 # compute-sanitizer memcheck / racecheck on the quick sweep.  FI_SITE: FlashInfer's
 # wheels unpacked (.dev-fislim/fi_site.tar.xz) instead of the wheels of $FI.  Every step is
 # bounded by its own timeout and by what is left of SECONDS.
@@ -71,6 +71,10 @@ step_b() {
 step_n() {
     M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__block_size,launch__registers_per_thread,launch__occupancy_limit_shared_mem,sm__throughput.avg.pct_of_peak_sustained_elapsed${NCU_EXTRA:-}
     NCU="ncu --clock-control none --nvtx --nvtx-include prof/ --metrics $M --csv --page raw"
+    if [ -n "${NCU_SECTIONS:-}" ]; then # whole sections (details page) instead of the metrics
+        NCU="ncu --clock-control none --nvtx --nvtx-include prof/ --csv --page details"
+        for x in $NCU_SECTIONS; do NCU="$NCU --section $x"; done
+    fi
     NS=${NCU_SHAPES:-B2_T2048,B1_T32768,g8_B64_T4096,d64_B64_T2048}
     for c in ${NCU_CONFIGS:-fused}; do
         run ncu_$c ${NCU_MAX:-30} $NCU $PROF --mode ncu-attnd --configs $c --shapes $NS

@@ -408,6 +408,7 @@ int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g
     pr->bulk = t->bulk;
     pr->num_pages = g->num_pages;
     pr->keys_per_item = attn_decode_keys_per_item(plan->items, plan->num_items);
+    pr->sm_count = dev->sm_count;
     pr->heads_fast = t->heads_fast && plan->num_items <= 65535u;
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);

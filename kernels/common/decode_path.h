@@ -62,7 +62,9 @@ typedef struct attn_decode_path_in {
     uint32_t page_size;                           /* rows per page */
     uint32_t num_pages;                           /* pages of the store (0: unknown) */
     uint32_t keys_per_item;                       /* mean keys of a work item (0: unknown) */
-    uint64_t k_addr, v_addr;                      /* the layer's stores (0: not bound yet) */
+    uint64_t pieces;         /* producer CTAs: items x H_kv x head chunks (0: unknown) */
+    uint32_t sm_count;       /* SMs of the device (0: unknown) */
+    uint64_t k_addr, v_addr; /* the layer's stores (0: not bound yet) */
 } attn_decode_path_in;
 
 /* The bulk value a launch runs: in->bulk, or for ATTN_DECODE_BULK_AUTO the
@@ -72,7 +74,11 @@ typedef struct attn_decode_path_in {
  * or more on average (-5..-13 %; at 256 keys per item, B 2 x T 2048, it was
  * 5 % slower: the copy warp's first tiles are not hidden), four row-copy
  * warps at head_dim 256 (-11 %), the cp.async producer (0) elsewhere
- * (head_dim 64: the copy warps were 5-13 % slower). */
+ * (head_dim 64: the copy warps were 5-13 % slower), except at head_dim 128
+ * with pages of 8 rows or more when the launch has no more CTAs than SMs
+ * (short items the planner could not split further): four row-copy warps,
+ * whose one CTA per SM then costs no residency (B 2 x T 2048: 13.3 us
+ * against 14.0, bench/results/decode-h200-2026-12-01-r5.md). */
 int attn_decode_path_bulk(const attn_decode_path_in *in);
 
 /* Mean keys per work item below which auto keeps the cp.async producer at

@@ -1935,6 +1935,11 @@ attn_decode_path_in path_in(const attn_cuda_decode_params *p)
     in.page_size = 1u << p->page_shift;
     in.num_pages = p->num_pages;
     in.keys_per_item = p->keys_per_item;
+    in.pieces = 0;
+    if (p->num_kv_heads != 0) /* the tensor-core grid: 16 query heads per CTA */
+        in.pieces = (uint64_t)p->item_capacity * p->num_kv_heads *
+                    ((p->num_qo_heads / p->num_kv_heads + 15) / 16);
+    in.sm_count = p->sm_count;
     in.k_addr = (uint64_t)(uintptr_t)p->k;
     in.v_addr = (uint64_t)(uintptr_t)p->v;
     return in;

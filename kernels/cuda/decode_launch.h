@@ -113,6 +113,9 @@ typedef struct attn_cuda_decode_params {
      * (docs/cuda.md; the engine passes SMs x resident CTAs per SM).  The
      * other producers ignore it. */
     uint32_t persist;
+    /* SMs of the device (0: unknown): the auto producer choice for grids of
+     * at most one CTA per SM (attn_decode_path_bulk). */
+    uint32_t sm_count;
 } attn_cuda_decode_params;
 
 /* attn_cuda_decode_params.pdl (docs/cuda.md, issue 13 round 3); any other

@@ -143,6 +143,31 @@ static void test_auto_choice(void **state)
     assert_int_equal(attn_decode_path_bulk(&in), ATTN_DECODE_BULK_TMAP);
     in.keys_per_item = 0; /* unknown */
     assert_int_equal(attn_decode_path_bulk(&in), ATTN_DECODE_BULK_TMAP);
+    /* short items on a grid of at most one CTA per SM: four row-copy warps */
+    in.keys_per_item = 256;
+    in.sm_count = 132;
+    in.pieces = 128;
+    assert_int_equal(attn_decode_path_bulk(&in), 4);
+    expect(&in, ATTN_DECODE_TC_BULK, NULL);
+    in.pieces = 132;
+    assert_int_equal(attn_decode_path_bulk(&in), 4);
+    in.pieces = 133; /* two CTAs per SM are resident: cp.async */
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    in.pieces = 0; /* unknown */
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    in.pieces = 128;
+    in.sm_count = 0;
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    in.sm_count = 132;
+    in.page_size = 4; /* not measured below 8 rows */
+    in.page_stride = 4 * 8 * 128;
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    in = nhd_launch(64); /* head_dim 64 keeps cp.async */
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    in.keys_per_item = 256;
+    in.sm_count = 132;
+    in.pieces = 64;
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
 }
 
 static void test_keys_per_item(void **state)
