@@ -485,16 +485,20 @@ static int resolve_sems(run_ctx *c, const attn_run_args *ra, attn_error_detail *
             c->sig_value = sem[i]->value;
         }
     }
-    if (c->a.wait_dev != NULL || c->a.signal_dev != NULL) {
+    if (c->a.wait_dev != NULL) {
+        /* the connection's close releases the wait from the control stream */
         char why[160];
         c->sem_ipc = attnd_server_ipc(c->s, c->pool->view.device, why, sizeof why);
         if (c->sem_ipc == NULL)
-            return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED,
-                                  c->a.wait_dev != NULL ? "wait.buf" : "signal.buf",
+            return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "wait.buf",
                                   "device semaphores need the CUDA engine's stream memory "
                                   "operations: %s",
                                   why);
     }
+    if (c->a.signal_dev != NULL && c->p->engine->ops->signal == NULL)
+        /* a failed run's signal is written through the engine (signal_failed_run) */
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "signal.buf",
+                              "engine %s writes no device semaphores", c->p->engine->ops->name);
     return 0;
 }
 
@@ -667,40 +671,70 @@ static void quarantine_if_unrestored(run_ctx *c, int rc, const attn_error_detail
     attnd_pool_quarantine(c->pool, why);
 }
 
-/* The engine's failure as the reply says it.  An unrestored pool is named
- * by the run's layer, whether the engine said so (the synchronous unwind)
- * or not (a deferred run's completion only knows its ticket). */
-static int engine_failure(run_ctx *c, int rc, const attn_error_detail *eerr, attn_error_detail *err)
+/* The engine's failure as the reply says it, `note` (what became of the
+ * run's signal, signal_failed_run) last.  An unrestored pool is named by
+ * the run's layer, whether the engine said so (the synchronous unwind) or
+ * not (a deferred run's completion only knows its ticket). */
+static int engine_failure(run_ctx *c, int rc, const attn_error_detail *eerr, const char *note,
+                          attn_error_detail *err)
 {
     const attnd_plan *p = c->p;
     atomic_fetch_add(&c->s->engine_failures, 1);
     if (rc == ATTN_E_POOL_UNRESTORED)
         return attn_error_set(err, rc, eerr->field[0] != '\0' ? eerr->field : "layer",
-                              "engine %s failed at layer %u and could not restore the pool: "
-                              "the rows of this run may be partly written (%.90s); pool '%s' is "
-                              "quarantined (pool_drop it)",
-                              p->engine->ops->name, c->a.layer, eerr->message, p->pool);
+                              "engine %s failed at layer %u and could not restore the pool "
+                              "(%.100s); pool '%s' is quarantined (pool_drop it)%s",
+                              p->engine->ops->name, c->a.layer, eerr->message, p->pool, note);
     return attn_error_set(err, rc, eerr->field,
-                          "engine %s on %s failed (%.150s); the pool is unchanged",
+                          "engine %s on %s failed (%.150s); the pool is unchanged%s",
                           p->engine->ops->name, p->engine->where,
-                          eerr->message[0] ? eerr->message : attn_err_message(rc));
+                          eerr->message[0] ? eerr->message : attn_err_message(rc), note);
+}
+
+#define ATTND_SIGNAL_NOTE 96 /* signal_failed_run's note */
+
+/* The signal of a run that failed (synchronously or at its completion) or
+ * was refused once admitted, so the client never waits for ever: it learns
+ * of the failure from the reply, run_status or async_error.  A host word is
+ * stored now.  A device word the engine did not enqueue yet is written by
+ * the engine's stream (attn_engine_signal), behind every run enqueued there
+ * before, so it cannot release a client's wait for an earlier run whose
+ * work is still in flight (with rising values, N+1 written early satisfies
+ * a wait for N).  One the engine enqueued (every deferred run's) is never
+ * written twice: the second write could land after the client reset the
+ * word.  It arrives unless the device faulted, and a fault leaves nothing
+ * of attnd able to write: `note` (for the error's message, "" when there
+ * is nothing to say) says that, or that the write failed. */
+static void signal_failed_run(run_ctx *c, char *note, size_t n)
+{
+    attn_error_detail serr;
+    note[0] = '\0';
+    if (c->sig_host != NULL)
+        attnd_sem_signal_host(c->sig_host, c->sig_value);
+    if (c->a.signal_dev == NULL)
+        return;
+    if (c->report.signalled)
+        snprintf(note, n, "; signal enqueued, lost if the device faulted");
+    else if (attn_engine_signal(c->p->engine, c->a.signal_dev, c->a.signal_value, &serr) != 0)
+        snprintf(note, n, "; signal not written (%.50s)", serr.message);
 }
 
 /* A run refused after its wait was entered and before its engine ran: it
- * still signals, as a failed run does, so the client never waits for ever. */
-static int refuse_before_engine(run_ctx *c, int rc)
+ * still signals, as a failed run does. */
+static int refuse_before_engine(run_ctx *c, int rc, attn_error_detail *err)
 {
+    char note[ATTND_SIGNAL_NOTE];
     if (c->a.wait_dev != NULL)
         attnd_async_wait_leave(c->s->async, &c->dw);
-    if (c->sig_host != NULL)
-        attnd_sem_signal_host(c->sig_host, c->sig_value);
-    if (c->a.signal_dev != NULL && c->sem_ipc != NULL)
-        attn_cuda_ipc_release(c->sem_ipc, c->a.signal_dev, c->a.signal_value);
+    signal_failed_run(c, note, sizeof note);
+    size_t n = strlen(err->message);
+    snprintf(err->message + n, sizeof err->message - n, "%s", note);
     return rc;
 }
 
 /* Wait (host semaphore), run the engine under the pool's lock, verify when
- * asked, signal (host semaphore; a device signal is the engine's).  A
+ * asked, signal (host semaphore; a device signal is the engine's when the
+ * run succeeds, signal_failed_run's when it fails).  A
  * failure leaves the pool as it was (or says it could not).  A deferring
  * run returns ATTND_ASYNC_PENDING once its engine enqueued the work;
  * run_complete finishes it. */
@@ -710,6 +744,7 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
     attnd_plan *p = c->p;
     attnd_pool *pool = c->pool;
     attn_error_detail eerr;
+    char note[ATTND_SIGNAL_NOTE];
     double t0 = now_us(), engine_t0;
     int rc, tracing = 0, exclusive;
 
@@ -752,7 +787,7 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
             attn_cupti_end(c->tk->k, ATTN_KERNELS_MAX, &c->tk->n, NULL, NULL);
         pthread_mutex_unlock(&pool->lock);
         pthread_rwlock_unlock(&s->trace_lock);
-        return refuse_before_engine(c, rc);
+        return refuse_before_engine(c, rc, err);
     }
     engine_t0 = now_us();
     rc = attn_engine_run(p->engine, p->eplan, &c->a, &c->report, &eerr);
@@ -807,26 +842,32 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
         if (c->lse_dst != NULL && c->a.lse != c->lse_dst)
             memcpy(c->lse_dst, c->a.lse, c->lse_bytes);
     }
-    /* a failed run still signals, so the client never waits for ever (it
-     * learns of the failure from the reply, run_status or async_error) */
-    if (c->sig_host != NULL)
-        attnd_sem_signal_host(c->sig_host, c->sig_value);
-    if (rc == 0)
+    if (rc == 0) {
+        if (c->sig_host != NULL)
+            attnd_sem_signal_host(c->sig_host, c->sig_value);
         return 0;
-    return engine_failure(c, rc, &eerr, err);
+    }
+    signal_failed_run(c, note, sizeof note);
+    return engine_failure(c, rc, &eerr, note, err);
 }
 
-/* Finish a deferred run: wait for its device work, then let the pool go. */
+/* Finish a deferred run: wait for its device work, then let the pool go.
+ * A failure signals as any other (signal_failed_run: a signal enqueued
+ * behind the run's kernels is not written again). */
 static int run_complete(run_ctx *c, attn_error_detail *err)
 {
     attn_error_detail eerr;
+    char note[ATTND_SIGNAL_NOTE];
     memset(&eerr, 0, sizeof eerr);
     int rc = attn_engine_complete(c->p->engine, c->report.ticket, &c->report, &eerr);
     quarantine_if_unrestored(c, rc, &eerr); /* before the pool counts as idle */
     atomic_fetch_sub(&c->pool->deferred, 1);
     if (c->a.wait_dev != NULL)
         attnd_async_wait_leave(c->s->async, &c->dw);
-    return rc == 0 ? 0 : engine_failure(c, rc, &eerr, err);
+    if (rc == 0)
+        return 0;
+    signal_failed_run(c, note, sizeof note);
+    return engine_failure(c, rc, &eerr, note, err);
 }
 
 /* A run that waits or signals: its diag reports the hand-off (MPS or

@@ -76,6 +76,10 @@ typedef struct attn_exec_report {
      * `complete` op): its outcome and timing come from complete(ticket). */
     bool deferred;
     uint64_t ticket;
+    /* The write of attn_run_io.signal_dev is enqueued on the engine's stream
+     * (set even when the run fails after it): nobody may write it again, a
+     * second write could land after the client reset the word. */
+    bool signalled;
 } attn_exec_report;
 
 #endif

@@ -97,6 +97,14 @@ int attn_engine_complete(attn_engine *e, uint64_t ticket, attn_exec_report *rep,
     return e->ops->complete(e, ticket, rep, err);
 }
 
+int attn_engine_signal(attn_engine *e, void *addr, uint64_t value, attn_error_detail *err)
+{
+    if (e->ops->signal == NULL)
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "signal",
+                              "engine %s writes no device semaphores", e->ops->name);
+    return e->ops->signal(e, addr, value, err);
+}
+
 void attn_engine_env_host(attn_engine_env *env)
 {
     memset(env, 0, sizeof *env);

@@ -39,7 +39,7 @@ extern "C" {
 
 /* Bumped whenever a member of attn_engine_ops changes meaning or layout;
  * attn_engine_create refuses a table of another version. */
-#define ATTN_ENGINE_OPS_VERSION 3u
+#define ATTN_ENGINE_OPS_VERSION 4u
 
 /* Most instances of one engine (one per device). */
 #define ATTN_ENGINE_DEVICES_MAX 16
@@ -161,7 +161,10 @@ struct attn_engine_ops {
     int (*plan)(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
                 attn_engine_plan *out, attn_error_detail *err);
     /* Stage, attend, merge and (when io->commit) commit; on failure the pool
-     * is unchanged (or ATTN_E_POOL_UNRESTORED says it could not be). */
+     * is unchanged (or ATTN_E_POOL_UNRESTORED says it could not be).  A run
+     * enqueues the write of io->signal_dev after its last kernel and copy
+     * and says so (rep->signalled); one that fails before that leaves the
+     * write to its caller, through `signal`. */
     int (*run)(attn_engine *self, attn_engine_plan *p, const attn_run_io *io, attn_exec_report *rep,
                attn_error_detail *err);
     /* Release the split plan, ledger and private data of `p`. */
@@ -169,10 +172,19 @@ struct attn_engine_ops {
     /* Optional (NULL: run never defers).  Wait for the deferred run
      * `ticket` (rep->ticket of its run) and fill rep's timing; 0, or the
      * failure its work met on the device (the pool may then be partly
-     * written: ATTN_E_POOL_UNRESTORED).  Called once per deferred run, in
-     * ticket order. */
+     * written: ATTN_E_POOL_UNRESTORED; its signal, enqueued behind its
+     * kernels, is lost when the device faulted).  Called once per deferred
+     * run, in ticket order. */
     int (*complete)(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
                     attn_error_detail *err);
+    /* Optional (NULL: the engine takes no device semaphores).  Write `value`
+     * at the device word `addr` in the order of the instance's stream: after
+     * all the work enqueued on it before (an earlier deferred run's kernels
+     * and signal), so it never lands ahead of an earlier run's signal;
+     * returns once enqueued.  The signal of a run that failed before its
+     * engine enqueued it (rep->signalled false) or was refused after it was
+     * admitted. */
+    int (*signal)(attn_engine *self, void *addr, uint64_t value, attn_error_detail *err);
 };
 
 /* One (engine, device) instance.  Set by attn_engine_create and read-only
@@ -211,6 +223,10 @@ int attn_engine_run(attn_engine *e, attn_engine_plan *p, const attn_run_io *io,
  * engine has none). */
 int attn_engine_complete(attn_engine *e, uint64_t ticket, attn_exec_report *rep,
                          attn_error_detail *err);
+
+/* Write device semaphore `addr` = `value` behind e's earlier work
+ * (ops->signal; E_BUFFER_UNSUPPORTED "signal" when the engine has none). */
+int attn_engine_signal(attn_engine *e, void *addr, uint64_t value, attn_error_detail *err);
 
 /* Fill the environment of a host engine: "cpu", cc 0, device and workspace "cpu". */
 void attn_engine_env_host(attn_engine_env *env);

@@ -4,6 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/schedule.h"
+
+int64_t attn_prefill_unit_cost(const int32_t *tiles, int32_t begin, int32_t end)
+{
+    int64_t c = ATTN_PREFILL_COST_UNIT;
+    for (int32_t i = begin; i < end; i++)
+        c += (tiles[i] & 1) ? ATTN_PREFILL_COST_PARTIAL : ATTN_PREFILL_COST_FULL;
+    return c;
+}
+
 void attn_prefill_tile_shape(uint32_t head_dim, uint32_t *tile_m, uint32_t *tile_n)
 {
     *tile_m = ATTN_PREFILL_TILE_M;
@@ -16,6 +26,8 @@ void attn_prefill_plan_free(attn_prefill_plan *p)
     free(p->tiles);
     free(p->items);
     free(p->merges);
+    free(p->worker_indptr);
+    free(p->order);
     memset(p, 0, sizeof *p);
 }
 
@@ -179,34 +191,51 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
     }
     lg->executed_cells = (lg->full_tiles + lg->partial_tiles) * tm * tn;
 
-    /* splits: when the CTAs of the plan do not fill the machine, cut long
-     * tile lists into contiguous parts (at least 4 tiles each) */
-    uint32_t splits = 1;
-    uint64_t ctas = (uint64_t)nm * in->num_kv_heads;
-    if (in->fixed_splits)
-        splits = in->fixed_splits;
-    else if (in->num_sms && ctas > 0 && ctas < in->num_sms) /* ctas 0: every request skipped */
-        splits = (uint32_t)((in->num_sms + ctas - 1) / ctas);
+    /* splits (the load bound): the mean load of one CTA of the persistent
+     * grid is total / num_sms; an m tile whose unit costs more is cut into
+     * ceil(cost / mean) contiguous parts of at least 4 tiles each, so that
+     * no unit exceeds the mean by more than a part's rounding and the grid
+     * fills when the plan has fewer units than SMs */
+    int64_t *mcost = calloc(nm ? nm : 1, sizeof *mcost);
+    if (!mcost) {
+        rv = ATTN_E_NOMEM;
+        goto fail;
+    }
+    int64_t total = 0;
+    for (uint32_t i = 0; i < nm; i++) {
+        mcost[i] = attn_prefill_unit_cost(tv.v, mt[i].begin, mt[i].end);
+        total += mcost[i] * in->num_kv_heads;
+    }
+    const int64_t mean = in->num_sms ? (total + in->num_sms - 1) / in->num_sms : 0;
+    uint32_t *nsplit = calloc(nm ? nm : 1, sizeof *nsplit);
+    if (!nsplit) {
+        free(mcost);
+        rv = ATTN_E_NOMEM;
+        goto fail;
+    }
     uint64_t num_items = 0;
     for (uint32_t i = 0; i < nm; i++) {
-        uint32_t n = (uint32_t)(mt[i].end - mt[i].begin);
-        uint32_t s = in->fixed_splits ? splits : (n / 4 < splits ? n / 4 : splits);
-        if (s > n)
-            s = n;
-        num_items += s > 1 ? s : 1;
+        uint32_t n = (uint32_t)(mt[i].end - mt[i].begin), s = 1;
+        if (in->fixed_splits)
+            s = in->fixed_splits < n ? in->fixed_splits : n;
+        else if (mean > 0 && mcost[i] > mean) {
+            int64_t want = (mcost[i] + mean - 1) / mean;
+            s = (int64_t)(n / 4) < want ? n / 4 : (uint32_t)want;
+        }
+        nsplit[i] = s > 1 ? s : 1;
+        num_items += nsplit[i];
     }
+    free(mcost);
     out->items = calloc(num_items ? num_items : 1, sizeof *out->items);
     out->merges = calloc(nm ? nm : 1, sizeof *out->merges);
     if (!out->items || !out->merges) {
+        free(nsplit);
         rv = ATTN_E_NOMEM;
         goto fail;
     }
     uint32_t ni = 0, parts = 0;
     for (uint32_t i = 0; i < nm; i++) {
-        uint32_t n = (uint32_t)(mt[i].end - mt[i].begin);
-        uint32_t s = in->fixed_splits ? splits : (n / 4 < splits ? n / 4 : splits);
-        if (s > n)
-            s = n;
+        uint32_t n = (uint32_t)(mt[i].end - mt[i].begin), s = nsplit[i];
         if (s <= 1) {
             out->items[ni++] =
                 (attn_prefill_item){mt[i].req, mt[i].row0, mt[i].begin, mt[i].end, -1};
@@ -222,6 +251,7 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
         }
         parts += s;
     }
+    free(nsplit);
     out->num_items = ni;
     out->num_parts = parts;
     qsort(out->items, ni, sizeof *out->items, cmp_items_longest_first);
@@ -234,4 +264,49 @@ fail:
     free(tv.v);
     attn_prefill_plan_free(out);
     return attn_error_set(err, rv, "plan", "out of memory");
+}
+
+int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                             attn_prefill_queue_stats *st, attn_error_detail *err)
+{
+    const uint64_t units = (uint64_t)p->num_items * num_kv_heads;
+    if (units > UINT32_MAX)
+        return attn_error_set(err, ATTN_E_RANGE, "plan", "%llu units exceed the queue index",
+                              (unsigned long long)units);
+    attn_prefill_queue_stats qs;
+    memset(&qs, 0, sizeof qs);
+    uint32_t *indptr = NULL, *order = NULL, workers = 0;
+    if (units > 0) {
+        workers = max_ctas && max_ctas < units ? max_ctas : (uint32_t)units;
+        int64_t *cost = malloc(sizeof *cost * units);
+        if (!cost)
+            return attn_error_set(err, ATTN_E_NOMEM, "plan", "out of memory for the queues");
+        for (uint64_t u = 0; u < units; u++) {
+            const attn_prefill_item *it = &p->items[u / num_kv_heads];
+            cost[u] = attn_prefill_unit_cost(p->tiles, it->tile_begin, it->tile_end);
+            qs.max_unit = cost[u] > qs.max_unit ? cost[u] : qs.max_unit;
+        }
+        attn_schedule s;
+        int rv = attn_schedule_from_costs(cost, (uint32_t)units, ATTN_SCHEDULE_LEAST_LOADED,
+                                          workers, &s, err);
+        free(cost);
+        if (rv != 0)
+            return rv;
+        indptr = s.worker_indptr;
+        order = s.order;
+        qs.max_load = s.max_load;
+        qs.mean_load = s.mean_load;
+        qs.rho = s.max_over_mean;
+        qs.eta = s.efficiency;
+        free(s.load);
+    }
+    qs.workers = workers;
+    free(p->worker_indptr);
+    free(p->order);
+    p->worker_indptr = indptr;
+    p->order = order;
+    p->num_workers = workers;
+    if (st)
+        *st = qs;
+    return 0;
 }

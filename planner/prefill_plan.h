@@ -26,13 +26,31 @@ typedef struct attn_prefill_plan_in {
     const int32_t *qo_indptr; /* [B + 1]: q row offsets */
     uint32_t num_qo_heads, num_kv_heads, head_dim;
     const attn_mask_prog *mask; /* host program over the same requests */
-    uint32_t num_sms;           /* CTAs below which long m tiles are split */
-    uint32_t fixed_splits;      /* > 0: split every m tile into this many parts */
+    /* the persistent grid's CTAs (one per SM): an m tile whose unit costs
+     * more than the mean load of one of them, total / num_sms, is cut into
+     * ceil(cost / mean) contiguous parts of at least 4 tiles, so no unit
+     * exceeds the mean by more than its rounding (0: no split) */
+    uint32_t num_sms;
+    uint32_t fixed_splits; /* > 0: split every m tile into this many parts */
     /* [B] or NULL: nonzero marks a request another kernel serves (the
      * decode rows of a partitioned mixed batch): it keeps its q rows and
      * record but gets no m tile, so the prefill kernel never touches it */
     const uint8_t *skip;
 } attn_prefill_plan_in;
+
+/* The cost of a unit (one item, one K/V head) in quarter tiles, for the
+ * split bound and the least-loaded queues: 4 per FULL tile, 5 per PARTIAL
+ * tile, 2 per unit.  Documented estimates, not a fit: a PARTIAL tile adds
+ * the per-cell mask (a compare and select per score, BN/2 per thread) to
+ * the tile's MMAs and softmax; the unit's own Q load and epilogue are
+ * about half a tile's time (the decode rows of a unified plan are such
+ * one-m-tile units). */
+#define ATTN_PREFILL_COST_FULL 4
+#define ATTN_PREFILL_COST_PARTIAL 5
+#define ATTN_PREFILL_COST_UNIT 2
+
+/* Cost of tile codes tiles[begin, end) of one unit (the constants above). */
+int64_t attn_prefill_unit_cost(const int32_t *tiles, int32_t begin, int32_t end);
 
 /* The kernel's tile shape for head dim d: tile_m packed query rows by
  * tile_n keys (128 x 128 for d <= 128, 128 x 64 for d = 256). */
@@ -42,6 +60,24 @@ void attn_prefill_tile_shape(uint32_t head_dim, uint32_t *tile_m, uint32_t *tile
  * field named in err.  Release with attn_prefill_plan_free. */
 int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *out,
                             attn_error_detail *err);
+
+/* Load figures of a plan's queues (seed 0x09G), in quarter tiles. */
+typedef struct attn_prefill_queue_stats {
+    uint32_t workers;
+    int64_t max_load, max_unit;
+    double mean_load;
+    double rho; /* max / mean load */
+    double eta; /* total / (workers x max load) */
+} attn_prefill_queue_stats;
+
+/* Build the plan's per-CTA queues for a persistent grid of at most
+ * max_ctas CTAs (0: one per unit): units (item, K/V head) by the
+ * deterministic least-loaded rule of planner/schedule.h (largest cost
+ * first, ties to the lower unit index, each to the least-loaded CTA, ties
+ * to the lower CTA), costs by attn_prefill_unit_cost.  Replaces queues
+ * built before; st may be NULL.  0 or ATTN_E_NOMEM (the plan unchanged). */
+int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                             attn_prefill_queue_stats *st, attn_error_detail *err);
 
 /* Release the arrays of a plan and zero it. */
 void attn_prefill_plan_free(attn_prefill_plan *p);

@@ -111,45 +111,34 @@ static uint32_t contiguous_worker_of(int64_t total, uint32_t workers, int64_t po
     return q > 0 ? (uint32_t)(r + (pos - r * (q + 1)) / q) : 0;
 }
 
-int attn_schedule_build(const attn_split_plan *plan, attn_schedule_kind kind, uint32_t workers,
-                        const attn_cost_model *cost, const int64_t *q_len, attn_schedule *out,
-                        attn_error_detail *err)
+int attn_schedule_from_costs(const int64_t *icost, uint32_t n, attn_schedule_kind kind,
+                             uint32_t workers, attn_schedule *out, attn_error_detail *err)
 {
-    attn_cost_model cm = {0, 1};
     memset(out, 0, sizeof(*out));
-    if (cost != NULL)
-        cm = *cost;
     if (workers == 0)
         return attn_error_set(err, ATTN_E_RANGE, "workers", "a schedule needs workers > 0");
-    if (cm.alpha < 0 || cm.beta < 0)
-        return attn_error_set(err, ATTN_E_RANGE, "cost", "cost weights (%lld, %lld) negative",
-                              (long long)cm.alpha, (long long)cm.beta);
     if (kind != ATTN_SCHEDULE_STATIC && kind != ATTN_SCHEDULE_LEAST_LOADED &&
         kind != ATTN_SCHEDULE_CONTIGUOUS)
         return attn_error_set(err, ATTN_E_POLICY, "schedule", "unknown schedule kind %d",
                               (int)kind);
-    uint32_t n = plan->num_items;
+    int64_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (icost[i] < 0)
+            return attn_error_set(err, ATTN_E_RANGE, "cost", "item %u costs %lld (negative)", i,
+                                  (long long)icost[i]);
+        total += icost[i];
+    }
     out->num_workers = workers;
     out->num_items = n;
     out->worker_indptr = calloc((size_t)workers + 1, sizeof(uint32_t));
     out->order = malloc(sizeof(uint32_t) * (n > 0 ? n : 1));
     out->load = calloc(workers, sizeof(int64_t));
-    int64_t *icost = malloc(sizeof(int64_t) * (n > 0 ? n : 1));
     uint32_t *worker_of = malloc(sizeof(uint32_t) * (n > 0 ? n : 1));
     int rv = 0;
-    if (out->worker_indptr == NULL || out->order == NULL || out->load == NULL || icost == NULL ||
+    if (out->worker_indptr == NULL || out->order == NULL || out->load == NULL ||
         worker_of == NULL) {
         rv = attn_error_set(err, ATTN_E_NOMEM, "schedule", "no memory for %u items", n);
         goto done;
-    }
-    int64_t total = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const attn_work_item *it = &plan->items[i];
-        int64_t keys = it->kv_end - it->kv_begin;
-        int64_t rows = q_len != NULL ? q_len[it->req] : 1;
-        /* an identity item only writes the empty state: no attention work */
-        icost[i] = keys > 0 ? cm.alpha * rows + cm.beta * keys : 0;
-        total += icost[i];
     }
 
     switch (kind) {
@@ -218,9 +207,35 @@ int attn_schedule_build(const attn_split_plan *plan, attn_schedule_kind kind, ui
         out->efficiency = (double)total / ((double)workers * (double)out->max_load);
     }
 done:
-    free(icost);
     free(worker_of);
     if (rv != 0)
         attn_schedule_free(out);
+    return rv;
+}
+
+int attn_schedule_build(const attn_split_plan *plan, attn_schedule_kind kind, uint32_t workers,
+                        const attn_cost_model *cost, const int64_t *q_len, attn_schedule *out,
+                        attn_error_detail *err)
+{
+    attn_cost_model cm = {0, 1};
+    memset(out, 0, sizeof(*out));
+    if (cost != NULL)
+        cm = *cost;
+    if (cm.alpha < 0 || cm.beta < 0)
+        return attn_error_set(err, ATTN_E_RANGE, "cost", "cost weights (%lld, %lld) negative",
+                              (long long)cm.alpha, (long long)cm.beta);
+    uint32_t n = plan->num_items;
+    int64_t *icost = malloc(sizeof(int64_t) * (n > 0 ? n : 1));
+    if (icost == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, "schedule", "no memory for %u items", n);
+    for (uint32_t i = 0; i < n; i++) {
+        const attn_work_item *it = &plan->items[i];
+        int64_t keys = it->kv_end - it->kv_begin;
+        int64_t rows = q_len != NULL ? q_len[it->req] : 1;
+        /* an identity item only writes the empty state: no attention work */
+        icost[i] = keys > 0 ? cm.alpha * rows + cm.beta * keys : 0;
+    }
+    int rv = attn_schedule_from_costs(icost, n, kind, workers, out, err);
+    free(icost);
     return rv;
 }

@@ -57,6 +57,14 @@ int attn_schedule_build(const attn_split_plan *plan, attn_schedule_kind kind, ui
                         const attn_cost_model *cost, const int64_t *q_len, attn_schedule *out,
                         attn_error_detail *err);
 
+/* Build the per-worker queues of n items of the given costs (cost[i] >= 0)
+ * on `workers` workers: the one home of the queue rules, which
+ * attn_schedule_build applies to a split plan's items and the prefill
+ * planner to its (item, K/V head) units.  Same contract as
+ * attn_schedule_build (order[] holds indices into cost[]). */
+int attn_schedule_from_costs(const int64_t *cost, uint32_t n, attn_schedule_kind kind,
+                             uint32_t workers, attn_schedule *out, attn_error_detail *err);
+
 /* Release the arrays of a schedule (the struct itself is the caller's). */
 void attn_schedule_free(attn_schedule *s);
 

@@ -2,6 +2,10 @@
 # Install the Debian packages attnd needs to build and test, only those missing.
 # Called by the Makefile before any build; quick when everything is present.
 # `deps.sh fuzz` (make fuzz) adds clang and its runtime (libFuzzer, sanitizers).
+# `deps.sh sass` adds NVIDIA's nvdisasm (PyPI: the CUDA image ships no
+# cuobjdump or nvdisasm; any 13.x reads the CUDA 13.0 cubins, and 13.0 is
+# not on PyPI) to read the SASS of a `nvcc -cubin` build, and
+# prints its path.
 set -eu
 # nng: Debian 12's 1.5.2 has two defects attnd meets: it stops its listener
 # when a peer disconnects during the SP handshake (nng issue 1518, fixed in
@@ -64,12 +68,17 @@ if ! python3 -c 'import numpy' 2>/dev/null; then
         $SUDO apt-get install -y -qq --no-install-recommends python3-numpy >/dev/null
 fi
 
-# `deps.sh sass`: NVIDIA's nvdisasm (PyPI), to read the SASS of a kernel
-# built here (register use and spills by source line: docs/cuda.md, issue 13).
-if [ "${1:-}" = sass ] && ! python3 -m pip show -q nvidia-cuda-nvdisasm >/dev/null 2>&1; then
-    echo "deps: installing nvidia-cuda-nvdisasm" >&2
-    python3 -m pip install -q nvidia-cuda-nvdisasm >/dev/null 2>&1 ||
-        python3 -m pip install -q --break-system-packages nvidia-cuda-nvdisasm >/dev/null 2>&1
+if [ "${1:-}" = sass ]; then
+    find_nvdisasm() {
+        python3 -c 'import glob, os, site; ps = [q for d in site.getsitepackages() + [site.getusersitepackages()] for q in glob.glob(os.path.join(d, "nvidia", "**", "bin", "nvdisasm"), recursive=True)]; print(ps[0] if ps else "")'
+    }
+    if [ -z "$(find_nvdisasm)" ]; then
+        echo "deps: installing nvdisasm (nvidia-cuda-nvdisasm, PyPI)" >&2
+        python3 -m pip install -q "nvidia-cuda-nvdisasm>=13.0,<14" >/dev/null 2>&1 ||
+            python3 -m pip install -q --break-system-packages "nvidia-cuda-nvdisasm>=13.0,<14" >/dev/null
+    fi
+    find_nvdisasm
+    exit 0
 fi
 
 here=$(cd "$(dirname "$0")" && pwd)

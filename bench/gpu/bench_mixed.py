@@ -37,6 +37,7 @@ SCHED = {"auto": 0, "partition": 1, "unified": 2}
 # the forked ones only on batches with both kernel families
 VARIANTS = [
     ("unified", "unified", None, None),
+    ("unified_snake", "unified", None, None),  # the snake unit walk (ATTN_PREFILL_WALK=snake)
     ("partition", "partition", None, None),
     ("auto", "auto", None, None),
     ("part_pf", "partition", "prefill-first", None),
@@ -46,6 +47,9 @@ VARIANTS = [
     ("part_pf_c66", "partition", "prefill-first", "66"),
     ("part_df", "partition", "decode-first", None),
     ("part_df_c96", "partition", "decode-first", "96"),
+    # the queue walk named explicitly (ATTN_PREFILL_WALK=queue), timed after the snake so an
+    # A/B of the two walks brackets the snake with the default's two figures
+    ("unified_queue", "unified", None, None),
 ]
 FORKED = [v[0] for v in VARIANTS if v[2] is not None]
 # the prefill kernel alone over a batch's prefill/append rows (prefill_glue.c),
@@ -188,8 +192,11 @@ def run_variant(lib, cs, name):
     """attnd under one variant: the stream setting in the environment while
     the engine instance is made (read at init), then restored."""
     _, sched, order, ctas = next(v for v in VARIANTS if v[0] == name)
-    keep = {k: os.environ.pop(k, None) for k in ("ATTN_MIXED_STREAMS", "ATTN_MIXED_PREFILL_CTAS")}
+    keep = {k: os.environ.pop(k, None)
+            for k in ("ATTN_MIXED_STREAMS", "ATTN_MIXED_PREFILL_CTAS", "ATTN_PREFILL_WALK")}
     try:
+        if name in ("unified_snake", "unified_queue"):
+            os.environ["ATTN_PREFILL_WALK"] = name.split("_")[1]
         if order is not None:
             os.environ["ATTN_MIXED_STREAMS"] = order
         if ctas is not None:
@@ -448,9 +455,12 @@ def main():
                 row["attnd"][name_v] = dict(ms=ms, nan=int(torch.isnan(o.float()).sum()) +
                                             int(torch.isnan(lse).sum()), **extra)
                 if ref is None:
-                    ref = o
+                    ref, ref_lse = o, lse
                 else:
                     row["attnd"][name_v]["rel_l2_vs_unified"] = rel_l2(o, ref)
+                    # the unit walk changes which CTA runs a unit, not its bytes
+                    row["attnd"][name_v]["bitwise_equal_first"] = bool(
+                        torch.equal(o, ref) and torch.equal(lse, ref_lse))
             except Exception as ex:
                 row["attnd"][name_v] = dict(error=repr(ex)[:300])
         if both and not a.no_extras:  # the two halves alone (bench/gpu/calibrate_mixed.py)

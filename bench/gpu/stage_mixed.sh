@@ -27,7 +27,7 @@ if [[ -n ${STATIC:-} ]]; then
     strip --strip-debug "$S/build-static/attnd" "$S/build-static/attnctl"
 fi
 cp bench/gpu/bench_mixed.py bench/gpu/fi_warm.py bench/gpu/calibrate_mixed.py \
-    bench/gpu/run_mixed.sh "$S/bench/gpu/"
+    bench/gpu/run_mixed.sh bench/gpu/run_unified.sh "$S/bench/gpu/"
 [[ -n ${JIT:-} ]] && cp "$JIT" "$S/fi_jit.tar.xz"
 mkdir -p "$DEST"
 tar cf - -C "$S" . | xz -T1 -9e > "$DEST/pkg.tar.xz" # one stream: the two binaries share their kernels

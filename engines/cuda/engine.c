@@ -938,7 +938,6 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
     int rv = 0;
-    bool waited = false, signalled = false;
     cudaStream_t st = ci->stream;
     /* the pool's state from the stage launch on: any failure unwinds it */
     attn_cuda_txn txn = {.stream = st,
@@ -1011,7 +1010,6 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
         /* nothing of this run may read an input before the client's signal */
         if ((rv = attn_cuda_ipc_wait(ci->ipc, st, io->wait_dev, io->wait_value, err)) != 0)
             goto fail;
-        waited = true;
     }
     if ((rv = timeline_stamp(ci, tl_slot, ATTN_TL_WAIT_RELEASED, st, err)) != 0)
         goto fail;
@@ -1111,7 +1109,8 @@ static int run_locked(cuda_instance *ci, cuda_plan_priv *pp, const attn_ledger *
         /* after the last kernel and copy: the client reads O behind it */
         if ((rv = attn_cuda_ipc_signal(ci->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
             goto fail;
-        signalled = true;
+        if (rep)
+            rep->signalled = true;
     }
     if (end_after_signal)
         CK(cudaEventRecord(e1, st), "cudaEventRecord");
@@ -1154,11 +1153,9 @@ fail:
     /* the old rows back so the pool is unchanged (engine.h contract), or
      * E_POOL_UNRESTORED when that cannot be confirmed */
     rv = attn_cuda_txn_unwind(&txn, rv, err);
-    /* a failed run still signals, so the client's stream never waits for
-     * ever (it learns of the failure from the reply or run_status) */
-    if (io->signal_dev != NULL && !signalled && ci->ipc != NULL)
-        attn_cuda_ipc_release(ci->ipc, io->signal_dev, io->signal_value);
-    (void)waited;
+    /* the signal of a run that failed before it enqueued its signal is the
+     * caller's (engine_signal, on this stream: a write from the control
+     * stream could land before an earlier deferred run's signal) */
     /* nothing still in flight may read the staging once the lock is released */
     cudaStreamSynchronize(st);
     return rv;
@@ -1181,6 +1178,19 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
         return rv;
     pthread_mutex_lock(&ci->mu);
     rv = run_locked(ci, pp, &p->ledger, io, rep, err);
+    pthread_mutex_unlock(&ci->mu);
+    return rv;
+}
+
+/* The signal of a run that failed or was refused: on the run stream,
+ * behind every run enqueued there before. */
+static int engine_signal(attn_engine *self, void *addr, uint64_t value, attn_error_detail *err)
+{
+    cuda_instance *ci = self->state;
+    const attn_cuda_run_target target = {
+        .device = ci->dev.device, .where = self->where, .ipc_why = ci->ipc_why};
+    pthread_mutex_lock(&ci->mu);
+    int rv = attn_cuda_signal_behind(ci->ipc, &target, ci->stream, addr, value, err);
     pthread_mutex_unlock(&ci->mu);
     return rv;
 }
@@ -1236,6 +1246,7 @@ static const attn_engine_ops g_cuda_ops = {
     .plan_free = engine_plan_free,
 #ifdef ATTN_WITH_CUDA
     .complete = engine_complete,
+    .signal = engine_signal,
 #endif
 };
 

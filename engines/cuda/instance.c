@@ -27,6 +27,21 @@ int attn_cuda_run_check(const attn_run_io *io, const attn_cuda_run_target *t,
 }
 
 #ifdef ATTN_WITH_CUDA
+int attn_cuda_signal_behind(attn_cuda_ipc *ipc, const attn_cuda_run_target *t, void *stream,
+                            void *addr, uint64_t value, attn_error_detail *err)
+{
+    if (ipc == NULL)
+        return attn_error_set(err, ATTN_E_BUFFER_UNSUPPORTED, "signal",
+                              "device semaphores need the driver's stream memory operations: %s",
+                              t->ipc_why);
+    cudaError_t e = cudaSetDevice(t->device);
+    if (e != cudaSuccess)
+        return attn_cuda_error(err, e, "signal", "cudaSetDevice");
+    /* the run's own stream, not the control stream: stream order puts it
+     * after every earlier run's kernels and signal */
+    return attn_cuda_ipc_signal(ipc, stream, addr, value, err);
+}
+
 int attn_cuda_error(attn_error_detail *err, int cuda_error, const char *field, const char *what)
 {
     const cudaError_t e = (cudaError_t)cuda_error;

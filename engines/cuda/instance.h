@@ -10,8 +10,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attn/error.h"
+#include "engines/cuda/ipc.h"
 #include "planner/engine.h"
 
 #ifdef __cplusplus
@@ -35,6 +37,12 @@ int attn_cuda_run_check(const attn_run_io *io, const attn_cuda_run_target *t,
                         attn_error_detail *err);
 
 #ifdef ATTN_WITH_CUDA
+/* ops->signal of both engines, under the instance's lock: write `value` at
+ * device word `addr` on `stream` (a cudaStream_t) behind what it holds, or
+ * E_BUFFER_UNSUPPORTED "signal" naming `t->ipc_why` when there is no ipc. */
+int attn_cuda_signal_behind(attn_cuda_ipc *ipc, const attn_cuda_run_target *t, void *stream,
+                            void *addr, uint64_t value, attn_error_detail *err);
+
 /* Convert CUDA error `cuda_error` (a cudaError_t) into ATTN_E_NOMEM (an
  * allocation) or ATTN_E_CUDA with "what: the runtime's sentence". */
 int attn_cuda_error(attn_error_detail *err, int cuda_error, const char *field, const char *what);

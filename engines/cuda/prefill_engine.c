@@ -205,6 +205,37 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
      * item 4): nothing to refuse for the mask */
 }
 
+/* ---- the unit walk setting ------------------------------------------------- */
+
+const char *attn_prefill_walk_name(attn_prefill_walk w)
+{
+#define ATTN__PREFILL_WALK_NAME(e, v, n)                                                           \
+    case e:                                                                                        \
+        return n;
+    switch (w) {
+        ATTN_PREFILL_WALKS(ATTN__PREFILL_WALK_NAME)
+    }
+#undef ATTN__PREFILL_WALK_NAME
+    return "?";
+}
+
+int attn_prefill_walk_parse(const char *s, attn_prefill_walk *out, attn_error_detail *err)
+{
+    if (s == NULL || s[0] == '\0') {
+        *out = ATTN_PREFILL_WALK_AUTO;
+        return 0;
+    }
+#define ATTN__PREFILL_WALK_MATCH(e, v, n)                                                          \
+    if (strcmp(s, n) == 0) {                                                                       \
+        *out = e;                                                                                  \
+        return 0;                                                                                  \
+    }
+    ATTN_PREFILL_WALKS(ATTN__PREFILL_WALK_MATCH)
+#undef ATTN__PREFILL_WALK_MATCH
+    return attn_error_set(err, ATTN_E_RANGE, "ATTN_PREFILL_WALK",
+                          "unit walk '%.40s' is not auto, queue or snake", s);
+}
+
 /* ---- the host half of a plan (no CUDA call) ------------------------------- */
 
 /* What a plan keeps for its runs. */
@@ -220,6 +251,9 @@ typedef struct prefill_priv {
     void *dev_meta;  /* the plan's device copy, uploaded once */
     size_t meta_bytes;
     size_t off_reqs, off_items, off_tiles, off_merges, off_arena, off_rows;
+    size_t off_wq, off_order; /* the per-CTA queues (walk queue only) */
+    attn_prefill_walk walk;   /* QUEUE or SNAKE: what the plan's launches walk */
+    attn_prefill_queue_stats queues;
     size_t off_t[3]; /* CSR: indptr, indices, last; dense: block_table, lens */
     /* kernel parameters fixed for the plan (device pointers set at upload) */
     attn_cuda_prefill_params params;
@@ -323,6 +357,13 @@ static int build_image(const attn_manifest *m, const attn_pool_geometry *g,
     o += align256(sizeof *tp->tiles * tp->num_tiles);
     pp->off_merges = o;
     o += align256(sizeof *tp->merges * tp->num_merges);
+    const size_t wq_bytes = tp->worker_indptr ? sizeof(uint32_t) * (tp->num_workers + 1) : 0;
+    const size_t order_bytes =
+        tp->worker_indptr ? sizeof(uint32_t) * tp->num_items * g->num_kv_heads : 0;
+    pp->off_wq = o;
+    o += align256(wq_bytes);
+    pp->off_order = o;
+    o += align256(order_bytes);
     pp->off_arena = o;
     o += align256(pp->host_mask.arena_bytes);
     for (int i = 0; i < 3; i++) {
@@ -343,6 +384,10 @@ static int build_image(const attn_manifest *m, const attn_pool_geometry *g,
         memcpy(hm + pp->off_tiles, tp->tiles, sizeof *tp->tiles * tp->num_tiles);
     if (tp->num_merges)
         memcpy(hm + pp->off_merges, tp->merges, sizeof *tp->merges * tp->num_merges);
+    if (wq_bytes) {
+        memcpy(hm + pp->off_wq, tp->worker_indptr, wq_bytes);
+        memcpy(hm + pp->off_order, tp->order, order_bytes);
+    }
     if (pp->host_mask.arena_bytes)
         memcpy(hm + pp->off_arena, pp->host_mask.arena, pp->host_mask.arena_bytes);
     const void *src[3] = {
@@ -666,6 +711,21 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
     return 0;
 }
 
+/* Append to the plan's schedule_why (cut to its size). */
+static void append_why(attn_engine_plan *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void append_why(attn_engine_plan *out, const char *fmt, ...)
+{
+    const size_t n = strlen(out->schedule_why);
+    if (n + 1 >= sizeof out->schedule_why)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->schedule_why + n, sizeof out->schedule_why - n, fmt, ap);
+    va_end(ap);
+}
+
 /* A single-kernel batch (no decode rows, or only decode rows the decode
  * kernels cannot take): one launch of the prefill kernel, whatever the
  * label (every row of it belongs to that kernel). */
@@ -757,6 +817,25 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         uint64_t vec_f;
         attn_prefill_plan_workspace(&tp, Hkv, d, &vec_f, &pp->dec_state0);
     }
+    /* the persistent grid: one CTA per SM, fewer when partition forks (the
+     * decode kernels take the rest); its per-CTA queues when the walk is
+     * queue (seed 0x09E), their rho / eta in the why (seed 0x09G) */
+    uint32_t grid_ctas = dev->sm_count;
+    if (pp->partitioned && pp->order != ATTN_MIXED_ORDER_SERIAL && pp->prefill_ctas != 0 &&
+        pp->prefill_ctas < dev->sm_count)
+        grid_ctas = pp->prefill_ctas;
+    pp->walk =
+        pp->tuning.walk == ATTN_PREFILL_WALK_AUTO ? ATTN_PREFILL_WALK_DEFAULT : pp->tuning.walk;
+    if (pp->walk == ATTN_PREFILL_WALK_QUEUE && tp.num_items > 0) {
+        if ((rv = attn_prefill_plan_queues(&tp, Hkv, grid_ctas, &pp->queues, err)) != 0)
+            goto fail;
+        append_why(out, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
+                   pp->queues.workers, pp->queues.rho, pp->queues.eta);
+    } else if (tp.num_items > 0) {
+        append_why(
+            out, "; walk snake: %u CTAs",
+            (uint32_t)(tp.num_items * (uint64_t)Hkv < grid_ctas ? tp.num_items * Hkv : grid_ctas));
+    }
     if ((rv = build_image(m, g, &tp, pp, err)) != 0 ||
         (rv = layout_ledger(m, g, &tp, dec_states, &out->ledger, err)) != 0 ||
         (rv = split_view(&tp, fixed, &out->split, err)) != 0)
@@ -795,10 +874,8 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     pr->kv_dtype = g->kv_dtype;
     pr->abi = m->policy.state_abi;
     pr->sm_scale = attn_manifest_sm_scale(m, g);
-    pr->max_ctas = dev->sm_count; /* persistent grid: one CTA per SM walks the units */
-    if (pp->partitioned && pp->order != ATTN_MIXED_ORDER_SERIAL && pp->prefill_ctas != 0 &&
-        pp->prefill_ctas < dev->sm_count)
-        pr->max_ctas = pp->prefill_ctas; /* forked: leave SMs to the decode kernels */
+    pr->max_ctas = grid_ctas;
+    pr->num_workers = tp.num_workers; /* the queues' grid (0: the snake's) */
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);
     attn_prefill_plan_free(&tp);
@@ -834,6 +911,10 @@ int attn_cuda_prefill_plan_info_get(const attn_engine_plan *p, attn_cuda_prefill
     out->meta_bytes = pp->meta_bytes;
     out->streams = attn_mixed_order_name(pp->order);
     out->max_ctas = pp->params.max_ctas;
+    out->walk = attn_prefill_walk_name(pp->walk);
+    out->num_workers = pp->params.num_workers;
+    out->rho = pp->queues.rho;
+    out->eta = pp->queues.eta;
 #ifdef ATTN_WITH_CUDA
     attn_cuda_prefill_symbols(&pp->params, &out->attend, &out->combine);
 #endif
@@ -945,6 +1026,15 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
             return rv;
         }
     }
+    /* the unit walk, one setting per instance (A/B in one process) */
+    const char *walk = getenv("ATTN_PREFILL_WALK");
+    if (walk != NULL && walk[0]) {
+        int rv = attn_prefill_walk_parse(walk, &pi->tuning.walk, err);
+        if (rv != 0) {
+            engine_fini(pi);
+            return rv;
+        }
+    }
     *state = pi;
     return 0;
 }
@@ -1009,6 +1099,10 @@ static int upload(prefill_priv *pp, const attn_manifest *m, const attn_pool_geom
     pr->items = (const attn_prefill_item *)(const void *)(dm + pp->off_items);
     pr->tiles = (const int32_t *)(const void *)(dm + pp->off_tiles);
     pr->merges = (const attn_prefill_merge *)(const void *)(dm + pp->off_merges);
+    if (pr->num_workers) {
+        pr->worker_indptr = (const uint32_t *)(const void *)(dm + pp->off_wq);
+        pr->order = (const uint32_t *)(const void *)(dm + pp->off_order);
+    }
     pr->mask = attn_mask_prog_rebase(&pp->host_mask, dm + pp->off_arena);
     attn_kv_table *t = &pp->dev_table;
     if (t->format == ATTN_KV_CSR) {
@@ -1114,7 +1208,6 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
     int rv = 0;
-    bool signalled = false;
     cudaStream_t st = pi->stream;
     /* the pool's state from the stage launch on: any failure unwinds it */
     attn_cuda_txn txn = {.stream = st,
@@ -1241,7 +1334,8 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         /* after the last kernel and copy: the client reads O behind it */
         if ((rv = attn_cuda_ipc_signal(pi->ipc, st, io->signal_dev, io->signal_value, err)) != 0)
             goto fail;
-        signalled = true;
+        if (rep)
+            rep->signalled = true;
     }
     CK(cudaStreamSynchronize(st), "the run's stream");
     if (rep) {
@@ -1268,9 +1362,8 @@ fail:
     /* the old rows back so the pool is unchanged (engine.h contract), or
      * E_POOL_UNRESTORED when that cannot be confirmed (the unwind waits) */
     rv = attn_cuda_txn_unwind(&txn, rv, err);
-    /* a failed run still signals, so the client's stream never waits for ever */
-    if (io->signal_dev != NULL && !signalled && pi->ipc != NULL)
-        attn_cuda_ipc_release(pi->ipc, io->signal_dev, io->signal_value);
+    /* the signal of a run that failed before it enqueued its signal is the
+     * caller's (engine_signal) */
     return rv;
 }
 
@@ -1295,6 +1388,19 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
     return rv;
 }
 
+/* The signal of a run that failed or was refused: on the run stream,
+ * behind everything enqueued there before. */
+static int engine_signal(attn_engine *self, void *addr, uint64_t value, attn_error_detail *err)
+{
+    prefill_instance *pi = self->state;
+    const attn_cuda_run_target target = {
+        .device = pi->dev.device, .where = self->where, .ipc_why = pi->ipc_why};
+    pthread_mutex_lock(&pi->mu);
+    int rv = attn_cuda_signal_behind(pi->ipc, &target, pi->stream, addr, value, err);
+    pthread_mutex_unlock(&pi->mu);
+    return rv;
+}
+
 #endif /* ATTN_WITH_CUDA */
 
 static void engine_plan_free(attn_engine *self, attn_engine_plan *p)
@@ -1315,6 +1421,9 @@ static const attn_engine_ops g_prefill_ops = {
     .plan = engine_plan,
     .run = engine_run,
     .plan_free = engine_plan_free,
+#ifdef ATTN_WITH_CUDA
+    .signal = engine_signal,
+#endif
 };
 
 const attn_engine_ops *attn_cuda_prefill_engine_ops(void)

@@ -42,6 +42,28 @@ extern "C" {
  * batches keep the decode kernel. */
 #define ATTN_CUDA_PREFILL_PRIORITY 11
 
+/* How the persistent CTAs of the prefill kernel take their units (item,
+ * K/V head): X(enumerator, value, name). */
+#define ATTN_PREFILL_WALKS(X)                                                                      \
+    X(ATTN_PREFILL_WALK_AUTO, 0, "auto")   /* ATTN_PREFILL_WALK_DEFAULT */                         \
+    X(ATTN_PREFILL_WALK_QUEUE, 1, "queue") /* the plan's least-loaded per-CTA queues */            \
+    X(ATTN_PREFILL_WALK_SNAKE, 2, "snake") /* units longest first, grid-strided, snaked */
+
+#define ATTN__PREFILL_WALK_ENTRY(e, v, n) e = (v),
+typedef enum attn_prefill_walk { ATTN_PREFILL_WALKS(ATTN__PREFILL_WALK_ENTRY) } attn_prefill_walk;
+#undef ATTN__PREFILL_WALK_ENTRY
+
+/* The walk auto means (measured: docs/cuda-prefill-engine.md, "Unit walk"). */
+#define ATTN_PREFILL_WALK_DEFAULT ATTN_PREFILL_WALK_QUEUE
+
+/* The name of a walk ("queue", ...), "?" outside the enum. */
+const char *attn_prefill_walk_name(attn_prefill_walk w);
+
+/* Parse the instance setting ATTN_PREFILL_WALK (one of the names; NULL or
+ * "": auto).  ATTN_E_RANGE naming ATTN_PREFILL_WALK on anything else; *out
+ * is untouched then. */
+int attn_prefill_walk_parse(const char *s, attn_prefill_walk *out, attn_error_detail *err);
+
 /* Knobs of one instance. */
 typedef struct attn_cuda_prefill_tuning {
     int poison;                 /* tests: NaN bytes in O, LSE and the workspace before every run */
@@ -51,6 +73,7 @@ typedef struct attn_cuda_prefill_tuning {
                                    (ATTN_E_CUDA, as a launch the driver refuses); 0: none */
     attn_mixed_streams streams; /* partition's stream variant; engine init reads it from
                                    ATTN_MIXED_STREAMS / ATTN_MIXED_PREFILL_CTAS when set */
+    attn_prefill_walk walk;     /* the unit walk; engine init reads ATTN_PREFILL_WALK when set */
 } attn_cuda_prefill_tuning;
 
 /* The engine's ops table (name "cuda_prefill", platform CUDA, phases
@@ -81,11 +104,12 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
 
 /* The host half of the engine's plan, no CUDA call: the tile plan (split
  * policy from the manifest: FIXED with policy.splits, else the planner's
- * wave fill, reported as FA), the mask program at the key-tile width, the
- * checks the manifest validator cannot make (page ids inside this pool, a
- * page slot for every new row), the metadata image, the ledger of the
- * partial states, the tile-class report, the key environment and the
- * schedule.  Free with attn_cuda_prefill_plan_host_free. */
+ * load bound, reported as FA) and its per-CTA queues (the tuning's walk),
+ * the mask program at the key-tile width, the checks the manifest
+ * validator cannot make (page ids inside this pool, a page slot for every
+ * new row), the metadata image, the ledger of the partial states, the
+ * tile-class report, the key environment and the schedule.  Free with
+ * attn_cuda_prefill_plan_host_free. */
 int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
                                 const attn_cuda_device_facts *dev,
                                 const attn_cuda_prefill_tuning *t, attn_engine_plan *out,
@@ -99,12 +123,15 @@ void attn_cuda_prefill_plan_host_free(attn_engine_plan *p);
 typedef struct attn_cuda_prefill_plan_info {
     uint32_t tile_m, tile_n;
     uint32_t num_items, num_tiles, num_merges, num_parts;
-    uint32_t total_q;    /* new rows staged per run */
-    uint64_t meta_bytes; /* the plan's one host-to-device transfer */
-    const char *attend;  /* the attention kernel's symbol */
-    const char *combine; /* the combine kernel's symbol, NULL without merges */
-    const char *streams; /* partition's variant: "serial", "decode-first" or "prefill-first" */
-    uint32_t max_ctas;   /* the prefill grid's CTAs at most (capped when forked) */
+    uint32_t total_q;     /* new rows staged per run */
+    uint64_t meta_bytes;  /* the plan's one host-to-device transfer */
+    const char *attend;   /* the attention kernel's symbol */
+    const char *combine;  /* the combine kernel's symbol, NULL without merges */
+    const char *streams;  /* partition's variant: "serial", "decode-first" or "prefill-first" */
+    uint32_t max_ctas;    /* the prefill grid's CTAs at most (capped when forked) */
+    const char *walk;     /* the unit walk: "queue" or "snake" */
+    uint32_t num_workers; /* queue: the CTAs that have a queue (the grid); snake: 0 */
+    double rho, eta;      /* queue: max / mean load and total / (CTAs x max load) */
 } attn_cuda_prefill_plan_info;
 
 /* Fill `out` for a plan made by attn_cuda_prefill_plan_host (or the

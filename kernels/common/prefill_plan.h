@@ -11,6 +11,11 @@
  *                       split item
  *   merges [num_merges] split m tiles: parts [part_begin, +num_parts) are
  *                       folded in that (fixed, ascending key) order
+ *   worker_indptr [W+1] the persistent grid's per-CTA queues (seed 0x09E):
+ *   order  [units]      CTA w runs units order[worker_indptr[w] ..
+ *                       worker_indptr[w + 1]) in that order, unit u =
+ *                       item u / H_kv, K/V head u % H_kv (NULL: the kernel
+ *                       walks its snake over the units instead)
  *
  * Rows are packed for GQA: packed row r of a request is token r / g, query
  * head (kv_head * g + r % g).
@@ -72,6 +77,11 @@ typedef struct attn_prefill_plan {
     uint32_t num_merges;
     uint32_t num_parts; /* partial-state slots (0 = no split) */
     attn_prefill_ledger ledger;
+    /* per-CTA queues (planner/prefill_plan.h attn_prefill_plan_queues); 0
+     * and NULL until built */
+    uint32_t num_workers;
+    uint32_t *worker_indptr; /* [num_workers + 1] */
+    uint32_t *order;         /* [num_items x H_kv] */
 } attn_prefill_plan;
 
 #endif

@@ -50,6 +50,12 @@ typedef struct attn_cuda_prefill_params {
     const int32_t *tiles;
     const attn_prefill_merge *merges;
     uint32_t num_items, num_merges;
+    /* the per-CTA queues of the plan (kernels/common/prefill_plan.h): when
+     * worker_indptr is not NULL the grid is num_workers CTAs and CTA w runs
+     * the units order[worker_indptr[w] .. worker_indptr[w + 1]); NULL: the
+     * grid is min(units, max_ctas) CTAs walking the snake */
+    const uint32_t *worker_indptr, *order;
+    uint32_t num_workers;
     /* split partial states (plan.num_parts * H_kv * tile_m rows); NULL when
      * the plan has no split: vec is u (MLU) or O (LSE_O), m is m or LSE */
     float *part_vec, *part_m, *part_l;

@@ -552,6 +552,85 @@ static void test_partition_plan_host(void **state)
 }
 
 /* The ops table: versioned, both schedules, every phase, CUDA. */
+/* issue 12 item 3: the unified plan's unit walk.  By default the plan
+ * holds least-loaded per-CTA queues for the persistent grid (one per SM,
+ * fewer when partition forks) and the why reports their rho / eta; the
+ * snake stays selectable by the instance's tuning; the same manifest gives
+ * the same queues; a bad ATTN_PREFILL_WALK names itself. */
+static void test_unit_walk_plan_host(void **state)
+{
+    (void)state;
+    const int64_t T[4] = {0, 3000, 500, 4000}, C[4] = {700, 1, 90, 1};
+    attn_rb rb;
+    make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 128, 41);
+    rb.m.policy.schedule = ATTN_SCHED_UNIFIED;
+    attn_engine_plan a, b, sn;
+    attn_error_detail err;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&sn, 0, sizeof sn);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &a, &err), 0);
+    attn_cuda_prefill_plan_info ia, ib, is;
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&a, &ia), 0);
+    assert_string_equal(ia.walk, "queue");
+    const uint32_t units = ia.num_items * 2; /* H_kv 2 */
+    assert_int_equal(ia.num_workers, units < 132 ? units : 132);
+    assert_true(ia.rho >= 1.0 && ia.eta > 0.0 && ia.eta <= 1.0);
+    char want[96];
+    snprintf(want, sizeof want, "walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
+             ia.num_workers, ia.rho, ia.eta);
+    assert_non_null(strstr(a.schedule_why, want));
+    assert_non_null(strstr(a.schedule_why, "as asked: every row")); /* the why it extends */
+    /* the queues are part of the one upload */
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &b, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&b, &ib), 0);
+    assert_int_equal(ib.meta_bytes, ia.meta_bytes);
+    assert_true(ib.rho == ia.rho && ib.eta == ia.eta && ib.num_workers == ia.num_workers);
+    assert_string_equal(b.schedule_why, a.schedule_why);
+
+    attn_cuda_prefill_tuning tu;
+    memset(&tu, 0, sizeof tu);
+    tu.walk = ATTN_PREFILL_WALK_SNAKE;
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &sn, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&sn, &is), 0);
+    assert_string_equal(is.walk, "snake");
+    assert_int_equal(is.num_workers, 0);
+    assert_non_null(strstr(sn.schedule_why, "walk snake: "));
+    assert_null(strstr(sn.schedule_why, "least-loaded"));
+    /* the tile plan is the same: only the walk differs */
+    assert_int_equal(is.num_items, ia.num_items);
+    assert_int_equal(is.num_parts, ia.num_parts);
+    assert_true(is.meta_bytes < ia.meta_bytes);
+    attn_cuda_prefill_plan_host_free(&a);
+    attn_cuda_prefill_plan_host_free(&b);
+    attn_cuda_prefill_plan_host_free(&sn);
+
+    /* partition forked with the prefill grid capped at 66: 66 queues */
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    memset(&tu, 0, sizeof tu);
+    tu.streams.order = ATTN_MIXED_ORDER_PREFILL_FIRST;
+    tu.streams.prefill_ctas = 66;
+    memset(&a, 0, sizeof a);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &a, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&a, &ia), 0);
+    assert_int_equal(ia.max_ctas, 66);
+    assert_int_equal(ia.num_workers, ia.num_items * 2 < 66 ? ia.num_items * 2 : 66);
+    attn_cuda_prefill_plan_host_free(&a);
+    attn_rb_free(&rb);
+
+    attn_prefill_walk w = ATTN_PREFILL_WALK_SNAKE;
+    assert_int_equal(attn_prefill_walk_parse("queue", &w, &err), 0);
+    assert_int_equal(w, ATTN_PREFILL_WALK_QUEUE);
+    assert_int_equal(attn_prefill_walk_parse("", &w, &err), 0);
+    assert_int_equal(w, ATTN_PREFILL_WALK_AUTO);
+    w = ATTN_PREFILL_WALK_SNAKE;
+    assert_int_equal(attn_prefill_walk_parse("zigzag", &w, &err), ATTN_E_RANGE);
+    assert_string_equal(err.field, "ATTN_PREFILL_WALK");
+    assert_int_equal(w, ATTN_PREFILL_WALK_SNAKE); /* untouched */
+    assert_string_equal(attn_prefill_walk_name(ATTN_PREFILL_WALK_SNAKE), "snake");
+    assert_string_equal(attn_prefill_walk_name((attn_prefill_walk)9), "?");
+}
+
 static void test_ops_table(void **state)
 {
     (void)state;
@@ -574,6 +653,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admits_every_phase_and_mask),
+        cmocka_unit_test(test_unit_walk_plan_host),
         cmocka_unit_test(test_admission_names_every_factor),
         cmocka_unit_test(test_plan_host_tiles_ledger_diag),
         cmocka_unit_test(test_plan_host_flashmask_and_fixed_splits),

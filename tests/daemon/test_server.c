@@ -1226,6 +1226,7 @@ static void test_drop_during_deferred_failure(void **state)
 /* A stand-in for the CUDA engine's IPC open (no GPU in CI): it hands out
  * host memory labelled cuda_ipc, so the daemon's refusals can be seen. */
 static int g_fake_closes;
+static uint8_t *g_fake_last_open; /* what fake_ipc_open handed out last */
 
 static int fake_ipc_open(void *arg, int device, const uint8_t *handle, uint64_t offset,
                          uint64_t bytes, void **dev_ptr, attn_error_detail *err)
@@ -1235,6 +1236,7 @@ static int fake_ipc_open(void *arg, int device, const uint8_t *handle, uint64_t 
     (void)handle;
     (void)offset;
     *dev_ptr = calloc(1, bytes);
+    g_fake_last_open = *dev_ptr;
     return *dev_ptr != NULL ? 0 : attn_error_set(err, ATTN_E_NOMEM, "bytes", "out of memory");
 }
 
@@ -1315,6 +1317,256 @@ static void test_device_refs_refused_on_cpu(void **state)
     assert_int_equal(g_fake_closes, 1);
     attn_rb_free(&rb);
     attn_server_destroy(s);
+}
+
+/* ---- the device signal of a failed run (docs/protocol.md "Semaphores") ---- */
+
+/* What a stream-ordered engine double did, in its stream's order: "r<t>"
+ * run t enqueued, "s<v>" that run's own signal behind its kernels (it says
+ * so in rep->signalled, as the CUDA engines do), "f<t>" run t failed at
+ * enqueue (before or after its signal), "c<t>" / "x<t>" run t completed /
+ * failed at its completion, "S<v>@<offset>" a signal the daemon asked of
+ * the engine (ops->signal: written in stream order, behind all of the
+ * above that precede it). */
+static char g_stream_log[256];
+static pthread_mutex_t g_stream_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t g_stream_next;    /* the next ticket */
+static atomic_int g_stream_fail_run;      /* the ticket whose run fails (-1: none) */
+static atomic_int g_stream_fail_late;     /* it fails after it enqueued its signal */
+static atomic_int g_stream_signal_fails;  /* ops->signal fails (the context is gone) */
+static atomic_int g_stream_fail_complete; /* the ticket whose completion fails (-1: none) */
+static atomic_int g_stream_go;            /* run 0 may enqueue */
+static atomic_int g_stream_complete_go;   /* run 0 may complete */
+
+static void stream_log(const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&g_stream_mu);
+    size_t n = strlen(g_stream_log);
+    va_start(ap, fmt);
+    vsnprintf(g_stream_log + n, sizeof g_stream_log - n, fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&g_stream_mu);
+}
+
+/* Sleep 1 ms until `flag` is set, at most 5 s (a test that fails must not hang). */
+static void wait_flag(atomic_int *flag)
+{
+    for (int i = 0; i < 5000 && !atomic_load(flag); i++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+}
+
+static void stream_double_reset(void)
+{
+    g_stream_log[0] = '\0';
+    atomic_store(&g_stream_next, 0);
+    atomic_store(&g_stream_fail_run, -1);
+    atomic_store(&g_stream_fail_late, 0);
+    atomic_store(&g_stream_signal_fails, 0);
+    atomic_store(&g_stream_fail_complete, -1);
+    atomic_store(&g_stream_go, 1);
+    atomic_store(&g_stream_complete_go, 1);
+}
+
+static int stream_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
+                      attn_exec_report *rep, attn_error_detail *err)
+{
+    (void)self;
+    (void)p;
+    int rc = defer_or_refuse(io, rep, err);
+    if (rc != 0)
+        return rc;
+    uint64_t t = atomic_fetch_add(&g_stream_next, 1);
+    if (t == 0)
+        wait_flag(&g_stream_go);
+    const bool fails = (int)t == atomic_load(&g_stream_fail_run);
+    if (fails && !atomic_load(&g_stream_fail_late)) {
+        stream_log("f%llu ", (unsigned long long)t);
+        return attn_error_set(err, ATTN_E_ENGINE, "", "the double's launch failed");
+    }
+    rep->ticket = t;
+    stream_log("r%llu ", (unsigned long long)t);
+    if (io->signal_dev != NULL) {
+        stream_log("s%llu ", (unsigned long long)io->signal_value);
+        rep->signalled = true;
+    }
+    if (fails) {
+        stream_log("f%llu ", (unsigned long long)t);
+        rep->deferred = false;
+        return attn_error_set(err, ATTN_E_ENGINE, "", "the double's stream failed");
+    }
+    return 0;
+}
+
+static int stream_complete(attn_engine *self, uint64_t ticket, attn_exec_report *rep,
+                           attn_error_detail *err)
+{
+    (void)self;
+    if (ticket == 0)
+        wait_flag(&g_stream_complete_go);
+    snprintf(rep->timing_method, sizeof rep->timing_method, "test_double");
+    if ((int)ticket == atomic_load(&g_stream_fail_complete)) {
+        stream_log("x%llu ", (unsigned long long)ticket);
+        return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
+                              "the run's device work failed after it was enqueued");
+    }
+    stream_log("c%llu ", (unsigned long long)ticket);
+    return 0;
+}
+
+static int stream_signal(attn_engine *self, void *addr, uint64_t value, attn_error_detail *err)
+{
+    (void)self;
+    if (atomic_load(&g_stream_signal_fails))
+        return attn_error_set(err, ATTN_E_CUDA, "signal", "the double's context is gone");
+    stream_log("S%llu@%lld ", (unsigned long long)value,
+               (long long)((uint8_t *)addr - g_fake_last_open));
+    return 0;
+}
+
+/* The fixture with the stream double, whose semaphores are device words:
+ * the double says it is a CUDA engine (serving the host pool the fixture
+ * loads as `pool`, which is labelled cuda:0, the device of the stand-in
+ * cuda_ipc buffer it registers: no GPU here), so the daemon hands it the
+ * semaphores of that buffer as device words.  *sem_buf gets the buffer's
+ * id; f->buf is a shm buffer of `o_bytes` for the outputs. */
+static void stream_fixture_open(double_fixture *f, const char *pool, uint64_t *plan_id,
+                                uint64_t *sem_buf)
+{
+    attn_request req;
+    attn_reply rep;
+    attn_rb_spec spec;
+    attn_error_detail e;
+    attnd_pool *p;
+    void *keep;
+    stream_double_reset();
+    memset(f, 0, sizeof *f);
+    f->s = new_server();
+    f->ops = *attn_cpu_engine_ops();
+    f->ops.name = "stream_test_double";
+    f->ops.platform = ATTN_PLATFORM_CUDA;
+    f->ops.priority = -1;
+    f->ops.run = stream_run;
+    f->ops.complete = stream_complete;
+    f->ops.signal = stream_signal;
+    assert_int_equal(attn_engine_create(&f->ops, NULL, &f->inst, &e), 0);
+    assert_int_equal(attn_registry_add_platforms(attn_server_registry(f->s), f->inst,
+                                                 1u << ATTN_PLATFORM_CPU, &e),
+                     0);
+    memset(&spec, 0, sizeof spec);
+    assert_int_equal(attn_rb_make(&f->rb, &spec, 11), 0);
+    load_batch(f->s, &f->rb, pool);
+    assert_int_equal(attnd_pool_acquire(f->s->pools, pool, "pool", &p, &e), 0);
+    p->view.device = 0;
+    attnd_pool_release(f->s->pools, p);
+    double_fixture_buffer(f, pool, f->rb.o_elems * sizeof(float), false);
+    attnd_ipc_opener o = {fake_ipc_open, fake_ipc_close, NULL};
+    attnd_buffers_set_ipc(f->s->buffers, &o);
+    memset(&req, 0, sizeof req);
+    req.op = ATTN_OP_BUFFER_REGISTER;
+    req.buffer.kind = ATTN_BUFFER_CUDA_IPC;
+    req.buffer.bytes = 4096;
+    snprintf(req.buffer.device, sizeof req.buffer.device, "cuda:0");
+    assert_int_equal(call(f->s, &req, &rep, &keep), 0);
+    *sem_buf = rep.buf;
+    free(keep);
+    *plan_id = plan_on(f->s, &f->rb, "stream_test_double");
+}
+
+/* Async run of the stream fixture that signals device word `offset` of
+ * `sem_buf` with `value`; returns its run_seq. */
+static uint64_t stream_send(double_fixture *f, uint64_t plan_id, uint64_t sem_buf, uint64_t offset,
+                            uint64_t value)
+{
+    attn_request req;
+    attn_reply rep;
+    void *keep;
+    async_run_request(&req, &f->rb, plan_id, (attn_tensor_ref){f->buf, 0, f->buf_bytes});
+    req.run.sig = (attn_sem_ref){sem_buf, offset, value};
+    if (call(f->s, &req, &rep, &keep) != 0)
+        fail_msg("%s %s", rep.error.field, rep.error.message);
+    uint64_t seq = rep.run_seq;
+    free(keep);
+    return seq;
+}
+
+/* A deferred run whose device work fails at its completion: its signal
+ * was enqueued behind its kernels, so the daemon does not write it again (a
+ * second write could land after the client reset the word; a completed
+ * run asks nothing more either), and the error says the signal is lost if
+ * the device faulted (then nothing of attnd reaches the device). */
+static void test_deferred_failure_signal_written_once(void **state)
+{
+    double_fixture f;
+    uint64_t plan_id, sem_buf, seq[2];
+    (void)state;
+    stream_fixture_open(&f, "dsig", &plan_id, &sem_buf);
+    seq[0] = stream_send(&f, plan_id, sem_buf, 8, 7);
+    attn_run_status st = wait_settled(f.s, seq[0]);
+    assert_int_equal(st.state, ATTN_RUN_DONE);
+    atomic_store(&g_stream_fail_complete, 1);
+    seq[1] = stream_send(&f, plan_id, sem_buf, 16, 8);
+    st = wait_settled(f.s, seq[1]);
+    assert_int_equal(st.state, ATTN_RUN_FAILED);
+    assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
+    assert_string_equal(g_stream_log, "r0 s7 c0 r1 s8 x1 ");
+    assert_non_null(strstr(st.error.message, "quarantined (pool_drop it); signal enqueued, lost "
+                                             "if the device faulted"));
+    double_fixture_close(&f);
+}
+
+/* Signals land in run order: with run 0 still in flight (enqueued, not
+ * completed), the next run fails at its enqueue (mode 0; mode 3: and the
+ * signal's write fails too), or is refused because the pool was
+ * quarantined meanwhile (mode 1); its signal is asked of the engine, which
+ * writes it behind run 0's signal on the stream, not at once from another
+ * stream (where value 2 would release a client's wait for 1 before run 0's
+ * O is there).  A run that fails after it enqueued its signal (mode 2) is
+ * not signalled again. */
+static void test_failed_run_signals_behind_earlier_runs(void **state)
+{
+    static const char *const want[4] = {"r0 s1 f1 S2@8 ", "r0 s1 S2@8 ", "r0 s1 r1 s2 f1 ",
+                                        "r0 s1 f1 "};
+    static const char *const note[4] = {"unchanged", "quarantined", "unchanged; signal enqueued",
+                                        "unchanged; signal not written (the double's context"};
+    for (int mode = 0; mode < 4; mode++) {
+        const bool refused = mode == 1;
+        double_fixture f;
+        uint64_t plan_id, sem_buf, seq[2];
+        attn_error_detail e;
+        attnd_pool *p;
+        (void)state;
+        stream_fixture_open(&f, "dord", &plan_id, &sem_buf);
+        atomic_store(&g_stream_complete_go, 0);
+        atomic_store(&g_stream_fail_run, refused ? -1 : 1);
+        atomic_store(&g_stream_fail_late, mode == 2);
+        atomic_store(&g_stream_signal_fails, mode == 3);
+        atomic_store(&g_stream_go, 0);
+        seq[0] = stream_send(&f, plan_id, sem_buf, 8, 1);
+        seq[1] = stream_send(&f, plan_id, sem_buf, 8, 2);
+        /* run 0 is in the engine (past the pool's check), run 1 queued */
+        for (int i = 0; i < 5000 && atomic_load(&g_stream_next) == 0; i++)
+            nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+        if (refused) {
+            /* an earlier run's failure quarantined the pool after run 1 was
+             * admitted: run 1 is refused when its turn comes */
+            assert_int_equal(attnd_pool_acquire(f.s->pools, "dord", "pool", &p, &e), 0);
+            attnd_pool_quarantine(p, "a run of the test could not put its rows back");
+            attnd_pool_release(f.s->pools, p);
+        }
+        atomic_store(&g_stream_go, 1);
+        attn_run_status st = wait_settled(f.s, seq[1]);
+        assert_int_equal(st.state, ATTN_RUN_FAILED);
+        assert_int_equal(st.error.code, refused ? ATTN_E_POOL_UNRESTORED : ATTN_E_ENGINE);
+        /* run 0 is still in flight, and run 1's signal went behind it */
+        assert_string_equal(g_stream_log, want[mode]);
+        if (strstr(st.error.message, note[mode]) == NULL)
+            fail_msg("mode %d: %s", mode, st.error.message);
+        atomic_store(&g_stream_complete_go, 1);
+        st = wait_settled(f.s, seq[0]);
+        assert_int_equal(st.state, ATTN_RUN_DONE);
+        double_fixture_close(&f);
+    }
 }
 
 /* An engine whose runs defer (return at enqueue, complete later), logging
@@ -2011,6 +2263,8 @@ int main(void)
         cmocka_unit_test(test_reply_cap_before_commit),
         cmocka_unit_test(test_async_failure_on_next_reply),
         cmocka_unit_test(test_device_refs_refused_on_cpu),
+        cmocka_unit_test(test_deferred_failure_signal_written_once),
+        cmocka_unit_test(test_failed_run_signals_behind_earlier_runs),
         cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_async_deferred_window),
         cmocka_unit_test(test_unrestored_pool_is_quarantined),

@@ -17,8 +17,13 @@
  * A case with decode rows runs under unified, partition (serial and forked
  * onto two streams in both launch orders, the prefill grid capped at 66
  * and 96 CTAs) and
- * auto.  ATTN_GPU_QUICK=1 caps T and C (a quick sweep), ATTN_GPU_CASES=S
- * runs only the sweep's cases whose name contains S (a sanitizer run).
+ * auto.  The unified launch is deterministic (issue 12 item 3): M-like
+ * mixed batches (and a skewed one the load bound splits, and forced
+ * splits) run twice under the least-loaded queues give the same O and LSE
+ * bytes, and the same bytes again under the snake walk.  ATTN_GPU_QUICK=1
+ * caps T and C (a quick sweep) and keeps one M-like determinism batch,
+ * ATTN_GPU_CASES=S runs only the cases whose name contains S (a sanitizer
+ * run).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -487,6 +492,211 @@ static void test_failed_and_refused_runs_leave_the_pool(void **state)
     }
 }
 
+/* ---- issue 12 item 3: the unified launch is deterministic ----------------- */
+
+/* A mixed batch of the benchmark's shape (H_q 32, H_kv 8, d 128, page 16,
+ * bf16, causal, CSR): the listed prefill/append rows, then n_dec decode
+ * rows with T drawn in [dec_lo, dec_hi] from the seed. */
+typedef struct det_case {
+    const char *name;
+    uint32_t n_pre;
+    int64_t pre_T[16], pre_C[16]; /* T -1: drawn in [1024, 8192] (M3's appends) */
+    uint32_t n_dec;
+    int64_t dec_lo, dec_hi;
+    uint32_t splits; /* policy.splits */
+    bool cpu_check;  /* small enough for the fp64 CPU reference */
+} det_case;
+
+static void det_draw(const det_case *dc, uint64_t seed, attn_rb *rb)
+{
+    const uint32_t B = dc->n_pre + dc->n_dec;
+    int64_t *T = calloc(B, sizeof *T), *C = calloc(B, sizeof *C), maxT = 1;
+    assert_true(T && C);
+    uint64_t s = seed;
+    for (uint32_t b = 0; b < B; b++) {
+        if (b < dc->n_pre) {
+            T[b] = dc->pre_T[b];
+            C[b] = dc->pre_C[b];
+            if (T[b] < 0) /* drawn: append at T in [1024, 8192] (M3) */
+                T[b] = attn_rb_range(&s, 1024, 8192);
+        } else {
+            T[b] = attn_rb_range(&s, dc->dec_lo, dc->dec_hi);
+            C[b] = 1;
+        }
+        maxT = T[b] > maxT ? T[b] : maxT;
+    }
+    attn_rb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = B;
+    sp.max_cache_len = maxT;
+    sp.num_qo_heads = 32;
+    sp.num_kv_heads = 8;
+    sp.head_dim_qk = sp.head_dim_vo = 128;
+    sp.page_size = 16;
+    sp.spare_pages = 3;
+    sp.kv_dtype = sp.q_dtype = ATTN_BF16;
+    sp.layout = ATTN_NHD;
+    sp.format = ATTN_KV_CSR;
+    sp.mask_kind = ATTN_MASK_CAUSAL;
+    sp.poison = true;
+    assert_int_equal(attn_rb_make_lengths(rb, &sp, T, C, seed), 0);
+    rb->m.policy.schedule = ATTN_SCHED_UNIFIED;
+    rb->m.policy.splits = dc->splits;
+    rb->m.policy.state_abi = (attn_state_abi)(seed & 1);
+    free(T);
+    free(C);
+}
+
+/* Plan `rb` under `walk`, run it twice without commit (O, LSE and the
+ * workspace NaN-poisoned before each run): the two runs agree byte for
+ * byte; the second's O and LSE are left in o / lse. */
+static void det_run(const attn_rb *rb, dev_pool *dp, attn_prefill_walk walk, void *o, float *lse,
+                    attn_cuda_prefill_plan_info *info, char *why, size_t why_size)
+{
+    attn_cuda_prefill_tuning t = {.poison = 1, .walk = walk};
+    attn_cuda_prefill_engine_set_tuning(g_eng, &t);
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    attn_engine_plan *ep = NULL;
+    int rv = attn_engine_plan_new(g_eng, &rb->m, &dp->g, &ep, &err);
+    if (rv)
+        fprintf(stderr, "plan: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
+    assert_int_equal(rv, 0);
+    assert_int_equal(ep->schedule, ATTN_SCHED_UNIFIED);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(ep, info), 0);
+    assert_string_equal(info->walk, attn_prefill_walk_name(walk));
+    snprintf(why, why_size, "%s", ep->schedule_why);
+    const size_t ob = rb->o_elems * attn_dtype_size(rb->m.q_dtype),
+                 lb = sizeof *lse * rb->lse_elems;
+    void *o1 = malloc(ob);
+    float *lse1 = malloc(lb);
+    assert_true(o1 && lse1);
+    attn_run_io a = {.pool = &dp->pv,
+                     .layer = 0,
+                     .q = rb->q,
+                     .k_new = rb->k_new,
+                     .v_new = rb->v_new,
+                     .o = o1,
+                     .lse = lse1,
+                     .commit = false};
+    attn_exec_report rep;
+    assert_int_equal(attn_engine_run(g_eng, ep, &a, &rep, &err), 0);
+    a.o = o;
+    a.lse = lse;
+    assert_int_equal(attn_engine_run(g_eng, ep, &a, &rep, &err), 0);
+    assert_memory_equal(o1, o, ob);
+    assert_memory_equal(lse1, lse, lb);
+    free(o1);
+    free(lse1);
+    attn_engine_plan_release(ep);
+}
+
+static void test_unified_determinism(void **state)
+{
+    (void)state;
+    /* M1-, M3- and M5-like batches (smaller than the benchmark's), a
+     * skewed one whose long m tile the load bound cuts, forced splits, and
+     * a small one for the CPU reference and the sanitizer */
+    static const det_case k_det[] = {
+        {"det-m1", 4, {0, 512, 2048, 4096}, {256, 256, 256, 128}, 64, 256, 2048, 0, false},
+        {"det-m3",
+         16,
+         {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+         {64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64},
+         64,
+         256,
+         8192,
+         0,
+         false},
+        {"det-m5", 1, {0}, {2048}, 64, 4096, 4096, 0, false},
+        {"det-skewed", 1, {20000}, {16}, 200, 64, 512, 0, true},
+        {"det-splits", 2, {0, 1500}, {300, 100}, 32, 100, 1500, 3, true},
+        {"det-small", 2, {0, 150}, {100, 40}, 8, 20, 300, 0, true},
+    };
+    for (size_t i = 0; i < sizeof k_det / sizeof k_det[0]; i++) {
+        const det_case *dc = &k_det[i];
+        if (g_only != NULL && strstr(dc->name, g_only) == NULL)
+            continue;
+        if (g_quick && !dc->cpu_check && strcmp(dc->name, "det-m1") != 0)
+            continue; /* quick: the small ones and one M-like batch */
+        const uint64_t seed = g_seed + 5000u + i;
+        attn_rb rb;
+        det_draw(dc, seed, &rb);
+        dev_pool dp;
+        pool_up(&dp, &rb);
+        const size_t ob = rb.o_elems * attn_dtype_size(rb.m.q_dtype),
+                     lb = sizeof(float) * rb.lse_elems;
+        void *oq = malloc(ob), *os = malloc(ob);
+        float *lq = malloc(lb), *ls = malloc(lb);
+        assert_true(oq && os && lq && ls);
+        attn_cuda_prefill_plan_info iq, is;
+        char why[256], why_s[256];
+        det_run(&rb, &dp, ATTN_PREFILL_WALK_QUEUE, oq, lq, &iq, why, sizeof why);
+        det_run(&rb, &dp, ATTN_PREFILL_WALK_SNAKE, os, ls, &is, why_s, sizeof why_s);
+        assert_true(iq.num_workers > 0);
+        assert_int_equal(is.num_workers, 0);
+        assert_int_equal(iq.num_items, is.num_items);
+        /* another CTA and order per unit, the same bytes */
+        assert_memory_equal(oq, os, ob);
+        assert_memory_equal(lq, ls, lb);
+        size_t nan = 0;
+        for (size_t k = 0; k < rb.lse_elems; k++)
+            nan += isnan(lq[k]) != 0;
+        for (size_t k = 0; k < rb.o_elems; k++)
+            nan += isnan(attn_load_f32(oq, rb.m.q_dtype, k)) != 0;
+        assert_int_equal(nan, 0);
+        double rel = -1, lse_err = 0;
+        if (dc->cpu_check) {
+            void *o_ref = malloc(ob);
+            float *lse_ref = malloc(lb);
+            assert_true(o_ref && lse_ref);
+            attn_cpu_call cc = {.m = &rb.m,
+                                .g = &rb.g,
+                                .k_store = rb.k,
+                                .v_store = rb.v,
+                                .q = rb.q,
+                                .k_new = rb.k_new,
+                                .v_new = rb.v_new,
+                                .o = o_ref,
+                                .lse = lse_ref,
+                                .commit = false};
+            attn_cpu_options opt = {.acc = ATTN_CPU_ACC_F64};
+            attn_error_detail err;
+            assert_int_equal(attn_cpu_attend(&cc, &opt, &err), 0);
+            double num = 0, den = 0;
+            for (size_t k = 0; k < rb.o_elems; k++) {
+                double x = attn_load_f32(oq, rb.m.q_dtype, k),
+                       r = attn_load_f32(o_ref, rb.m.q_dtype, k);
+                num += (x - r) * (x - r);
+                den += r * r;
+            }
+            for (size_t k = 0; k < rb.lse_elems; k++)
+                if (isinf(lse_ref[k]) || isinf(lq[k]))
+                    assert_true(lse_ref[k] == lq[k]);
+                else if (fabs(lq[k] - lse_ref[k]) > lse_err)
+                    lse_err = fabs(lq[k] - lse_ref[k]);
+            rel = den > 0 ? sqrt(num / den) : sqrt(num);
+            free(o_ref);
+            free(lse_ref);
+            assert_true(rel <= 1e-2);
+            assert_true(lse_err <= 1e-3);
+        }
+        printf("  %-12s seed=%llu B=%u items=%u parts=%u splits=%u queue==snake bytes "
+               "(O %zu B, LSE %zu B) rel=%.2e lse=%.2e | %s\n",
+               dc->name, (unsigned long long)seed, rb.m.num_requests, iq.num_items, iq.num_parts,
+               rb.m.policy.splits, ob, lb, rel, lse_err,
+               strstr(why, "walk") ? strstr(why, "walk") : why);
+        fflush(stdout);
+        free(oq);
+        free(os);
+        free(lq);
+        free(ls);
+        pool_down(&dp);
+        attn_rb_free(&rb);
+    }
+    tune(0);
+}
+
 int main(void)
 {
     const char *e = getenv("ATTN_SEED");
@@ -509,6 +719,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_sweep),
+        cmocka_unit_test(test_unified_determinism),
         cmocka_unit_test(test_failed_and_refused_runs_leave_the_pool),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

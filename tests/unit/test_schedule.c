@@ -219,6 +219,39 @@ static void test_determinism_and_errors(void **state)
     attn_split_plan_free(&plan);
 }
 
+/* Queues straight from costs (the prefill planner's units): the same
+ * rules as over a split plan, a negative cost refused naming the field. */
+static void test_from_costs(void **state)
+{
+    (void)state;
+    /* LPT on 3 workers: 9 -> w0, 7 -> w1, 6 -> w2, 5 -> w2 (11), 4 -> w1
+     * (11), 4 -> w0 (13), 0 -> w1 (ties by the lower index: item 5 before 6) */
+    const int64_t cost[7] = {4, 9, 6, 7, 5, 4, 0};
+    attn_schedule s;
+    attn_error_detail err = {0};
+    assert_int_equal(attn_schedule_from_costs(cost, 7, ATTN_SCHEDULE_LEAST_LOADED, 3, &s, &err), 0);
+    const uint32_t want_indptr[4] = {0, 2, 5, 7};
+    const uint32_t want_order[7] = {1, 5, 3, 0, 6, 2, 4};
+    assert_memory_equal(s.worker_indptr, want_indptr, sizeof want_indptr);
+    assert_memory_equal(s.order, want_order, sizeof want_order);
+    assert_int_equal(s.load[0], 13);
+    assert_int_equal(s.load[1], 11);
+    assert_int_equal(s.load[2], 11);
+    assert_int_equal(s.max_load, 13);
+    assert_true(s.max_over_mean == 13.0 / (35.0 / 3.0));
+    attn_schedule_free(&s);
+    const int64_t bad[2] = {3, -1};
+    assert_int_equal(attn_schedule_from_costs(bad, 2, ATTN_SCHEDULE_LEAST_LOADED, 2, &s, &err),
+                     ATTN_E_RANGE);
+    assert_string_equal(err.field, "cost");
+    assert_null(s.order);
+    /* no items: empty queues, no load */
+    assert_int_equal(attn_schedule_from_costs(NULL, 0, ATTN_SCHEDULE_LEAST_LOADED, 4, &s, &err), 0);
+    assert_int_equal(s.worker_indptr[4], 0);
+    assert_int_equal(s.max_load, 0);
+    attn_schedule_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +260,7 @@ int main(void)
         cmocka_unit_test(test_least_loaded_09G),
         cmocka_unit_test(test_cost_model_and_identity),
         cmocka_unit_test(test_determinism_and_errors),
+        cmocka_unit_test(test_from_costs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

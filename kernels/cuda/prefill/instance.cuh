@@ -69,7 +69,10 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
         return ATTN_E_CUDA;
     const uint32_t units = p->num_items * p->num_kv_heads;
     if (units) {
-        dim3 grid(p->max_ctas && p->max_ctas < units ? p->max_ctas : units);
+        /* the queues fix the grid (one CTA per queue); else the snake's */
+        dim3 grid(p->worker_indptr                     ? p->num_workers
+                  : p->max_ctas && p->max_ctas < units ? p->max_ctas
+                                                       : units);
         const KvMaps maps = kv_maps<D>(p);
         attn_prefill_attend<D, KV><<<grid, kThreads, C::SMEM, stream>>>(*p, maps);
         if (cudaGetLastError() != cudaSuccess)

@@ -778,6 +778,13 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         rescale_convert(alpha);
         if constexpr (!C::OVERLAP) {
             wait_v(0, code);
+            /* O is 0 * alpha here, two values the compiler knows: pin each
+             * accumulator in its own register before the fence, or ptxas
+             * copies them in after it and injects a warpgroup.arrive
+             * (C7519) in front of the first P V product */
+#pragma unroll
+            for (int a = 0; a < OC; a++)
+                reg_fence(oacc[a]);
             wgmma_fence();
             issue_pv(0);
             finish_pv(0);
@@ -878,6 +885,30 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     }
 }
 
+/* Which units (item * H_kv + K/V head) this CTA runs, in order: with the
+ * plan's per-CTA queues (p.worker_indptr set, planner/prefill_plan.h: the
+ * least-loaded schedule), the k-th entry of queue blockIdx.x; without, the
+ * snake over the units sorted longest first (unit blockIdx.x, then one per
+ * grid stride, every other round from the far end; with one CTA per unit
+ * just u = blockIdx.x).  The one home of the walk: producer, consumers and
+ * the consumers' Q prefetch all ask unit_at (the queue bounds re-read per
+ * unit, two cached loads, rather than held in registers). */
+
+/* What unit_at returns past a CTA's last unit. */
+constexpr uint32_t kNoUnit = 0xffffffffu;
+
+/* The k-th unit of this CTA, or kNoUnit past its last. */
+__device__ __forceinline__ uint32_t unit_at(const attn_cuda_prefill_params &p, uint32_t k)
+{
+    if (p.worker_indptr) {
+        const uint32_t q = __ldg(&p.worker_indptr[blockIdx.x]) + k;
+        return q < __ldg(&p.worker_indptr[blockIdx.x + 1]) ? __ldg(&p.order[q]) : kNoUnit;
+    }
+    const uint32_t G = gridDim.x;
+    const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
+    return u < p.num_items * p.num_kv_heads ? u : kNoUnit;
+}
+
 template <int D, typename KV>
 __global__ void __launch_bounds__(kThreads, 1)
     attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p,
@@ -916,20 +947,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         prefetch_tensormap(&maps.v);
     }
     __syncthreads();
-    /* Work units u = item * H_kv + head, longest items first.  A CTA takes
-     * units blockIdx.x, then one per grid stride, in snake order (every
-     * other round from the far end) so the persistent CTAs stay balanced;
-     * with one CTA per unit this is just u = blockIdx.x.  Producer and
-     * consumers walk the same units, and their stage ring (gi) and Q
-     * barrier phases (k) run on across units, so the next unit's loads
-     * overlap this unit's last products and epilogue. */
-    const uint32_t units = p.num_items * p.num_kv_heads, G = gridDim.x;
+    /* Work units u = item * H_kv + head (unit_at): each CTA runs its
+     * queue of the plan, or the snake.  Producer and consumers walk the
+     * same units, and their stage ring (gi) and Q barrier phases (k) run on
+     * across units, so the next unit's loads overlap this unit's last
+     * products and epilogue. */
     uint32_t gi = 0;
     if (tid < 128) {
         reg_dealloc<C::PRODUCER_REGS>();
         for (uint32_t k = 0;; k++) {
-            const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
-            if (u >= units)
+            const uint32_t u = unit_at(p, k);
+            if (u == kNoUnit)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
             producer<D, KV>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid, k, gi);
@@ -939,16 +967,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         reg_alloc<C::CONSUMER_REGS>();
         /* the producer's tier (its KvLoad::tma): TMA-only tiles need no fence */
         const bool tma = kv_tma_tier(p, maps);
-        for (uint32_t k = 0;; k++) {
-            const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
-            if (u >= units)
-                break;
+        /* the next unit is looked up once, for the Q prefetch, and carried
+         * into the next round */
+        uint32_t u = unit_at(p, 0);
+        for (uint32_t k = 0; u != kNoUnit; k++) {
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            const uint32_t un = (k + 1) * G + (((k + 1) & 1) ? G - 1 - blockIdx.x : blockIdx.x);
-            if (C::QPREFETCH && un < units) /* the unit this CTA takes next */
+            const uint32_t un = unit_at(p, k + 1);
+            if (C::QPREFETCH && un != kNoUnit) /* the unit this CTA takes next */
                 prefetch_q<D>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - 128);
             consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1, tid % 128,
                             k, gi, tma);
+            u = un;
         }
     }
 #else
