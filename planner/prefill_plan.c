@@ -14,10 +14,33 @@ int64_t attn_prefill_unit_cost(const int32_t *tiles, int32_t begin, int32_t end)
     return c;
 }
 
-void attn_prefill_tile_shape(uint32_t head_dim, uint32_t *tile_m, uint32_t *tile_n)
+void attn_prefill_tile_shape(uint32_t head_dim, attn_prefill_variant v, uint32_t *tile_m,
+                             uint32_t *tile_n)
 {
+    if (v == ATTN_PREFILL_LIGHT) {
+        *tile_m = ATTN_PREFILL_LIGHT_TILE_M;
+        *tile_n = ATTN_PREFILL_LIGHT_TILE_N;
+        return;
+    }
     *tile_m = ATTN_PREFILL_TILE_M;
     *tile_n = ATTN_PREFILL_TILE_N(head_dim);
+}
+
+int attn_prefill_variant_serves(attn_prefill_variant v, uint32_t head_dim)
+{
+    if (v == ATTN_PREFILL_LIGHT)
+        return head_dim == 64 || head_dim == 128;
+    return v == ATTN_PREFILL_FULL && (head_dim == 64 || head_dim == 128 || head_dim == 256);
+}
+
+#define ATTN__PREFILL_VARIANT_NAME(e, v, n) [v] = n,
+static const char *const k_variant_names[] = {ATTN_PREFILL_VARIANTS(ATTN__PREFILL_VARIANT_NAME)};
+#undef ATTN__PREFILL_VARIANT_NAME
+
+const char *attn_prefill_variant_name(attn_prefill_variant v)
+{
+    return (unsigned)v < sizeof k_variant_names / sizeof k_variant_names[0] ? k_variant_names[v]
+                                                                            : "?";
 }
 
 void attn_prefill_plan_free(attn_prefill_plan *p)
@@ -112,12 +135,17 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
     if (in->head_dim != 64 && in->head_dim != 128 && in->head_dim != 256)
         return attn_error_set(err, ATTN_E_SHAPE, "head_dim", "head_dim %u is not 64, 128 or 256",
                               in->head_dim);
+    if (!attn_prefill_variant_serves(in->variant, in->head_dim))
+        return attn_error_set(err, ATTN_E_SHAPE, "variant",
+                              "the %s prefill kernel has no head_dim %u (light: 64 and 128)",
+                              attn_prefill_variant_name(in->variant), in->head_dim);
     if (!in->mask || in->mask->num_requests != in->num_requests)
         return attn_error_set(err, ATTN_E_MISSING, "mask",
                               "the mask program must cover the %u requests", in->num_requests);
     const uint32_t B = in->num_requests, g = in->num_qo_heads / in->num_kv_heads;
     uint32_t tm, tn;
-    attn_prefill_tile_shape(in->head_dim, &tm, &tn);
+    attn_prefill_tile_shape(in->head_dim, in->variant, &tm, &tn);
+    out->variant = in->variant;
     out->tile_m = tm;
     out->tile_n = tn;
     out->num_requests = B;

@@ -36,6 +36,9 @@ typedef struct attn_prefill_plan_in {
      * decode rows of a partitioned mixed batch): it keeps its q rows and
      * record but gets no m tile, so the prefill kernel never touches it */
     const uint8_t *skip;
+    /* the kernel configuration to cut tiles for (zero: ATTN_PREFILL_FULL);
+     * ATTN_PREFILL_LIGHT serves d 64 and 128 only */
+    attn_prefill_variant variant;
 } attn_prefill_plan_in;
 
 /* The cost of a unit (one item, one K/V head) in quarter tiles, for the
@@ -52,9 +55,18 @@ typedef struct attn_prefill_plan_in {
 /* Cost of tile codes tiles[begin, end) of one unit (the constants above). */
 int64_t attn_prefill_unit_cost(const int32_t *tiles, int32_t begin, int32_t end);
 
-/* The kernel's tile shape for head dim d: tile_m packed query rows by
- * tile_n keys (128 x 128 for d <= 128, 128 x 64 for d = 256). */
-void attn_prefill_tile_shape(uint32_t head_dim, uint32_t *tile_m, uint32_t *tile_n);
+/* The tile shape of variant v at head dim d: tile_m packed query rows by
+ * tile_n keys (full: 128 x 128 for d <= 128, 128 x 64 for d = 256; light:
+ * 64 x 64). */
+void attn_prefill_tile_shape(uint32_t head_dim, attn_prefill_variant v, uint32_t *tile_m,
+                             uint32_t *tile_n);
+
+/* Whether variant v has a kernel at head dim d (full: 64, 128, 256; light:
+ * 64, 128). */
+int attn_prefill_variant_serves(attn_prefill_variant v, uint32_t head_dim);
+
+/* The name of a variant ("full", "light"), "?" outside the enum. */
+const char *attn_prefill_variant_name(attn_prefill_variant v);
 
 /* Build a plan; 0 or ATTN_E_SHAPE / ATTN_E_RANGE / ATTN_E_NOMEM with the
  * field named in err.  Release with attn_prefill_plan_free. */

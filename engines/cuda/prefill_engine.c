@@ -38,6 +38,7 @@
 #include "kernels/common/mask.h"
 #include "kernels/cuda/decode_launch.h"
 #include "kernels/cuda/prefill_launch.h"
+#include "kernels/cuda/stamp.h"
 #include "planner/ledger.h"
 #include "planner/mixed_cost.h"
 #include "planner/split.h"
@@ -119,8 +120,24 @@ static const char *decode_rows_refusal(const attn_manifest *m, const attn_pool_g
     return NULL;
 }
 
+/* Why overlap is refused under tuning t (NULL: admitted as a trial).
+ * Measured on the H200 2026-12-01 (bench/results/mixed-h200-2026-12-01-r5.md):
+ * the light kernel with a producer warpgroup ran no decode CTA beside it
+ * (the probe: 0 % of the decode CTAs' time on an SM with a light CTA) and
+ * overlap took 1.35x partition on M2 (1.159 / 0.856 ms) and 1.33x on M5;
+ * the one-producer-warp kernel built for the SM's register sub-partitions
+ * has not run on the device yet. */
+static const char *overlap_refusal(const attn_cuda_prefill_tuning *t)
+{
+    if (t != NULL && t->overlap_trial)
+        return NULL;
+    return "overlap refused: no decode CTA ran beside a light prefill CTA, 1.35x partition "
+           "(H200, r5); ask partition or unified (ATTN_MIXED_OVERLAP=1: a trial)";
+}
+
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
-                             const attn_cuda_device_facts *dev, attn_admission *out)
+                             const attn_cuda_device_facts *dev, const attn_cuda_prefill_tuning *t,
+                             attn_admission *out)
 {
     memset(out, 0, sizeof *out);
     out->admitted = true;
@@ -141,14 +158,22 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
         dec_why != NULL)
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
                    "schedule partition puts the decode rows on the decode kernels: %s", dec_why);
-    if (m->policy.schedule == ATTN_SCHED_OVERLAP)
-        /* measured 2026-12-01 (ncu, bench/results/mixed-h200-2026-12-01-r3.md):
-         * a d-128 prefill CTA takes 384 x 168 registers and 230,912 B of
-         * shared memory, so no decode CTA fits beside it on the SM */
-        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
-                   "schedule overlap (POD: prefill and decode CTAs co-resident on each SM) is "
-                   "refused: a prefill CTA holds 64512 of 65536 registers; ask partition or "
-                   "unified");
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP && overlap_refusal(t) != NULL)
+        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule", "%s", overlap_refusal(t));
+    else if (m->policy.schedule == ATTN_SCHED_OVERLAP) {
+        /* overlap = the light prefill kernel (one CTA per SM, room left for
+         * a decode CTA beside it) and the decode kernels on a second
+         * stream: the full kernel (384 x 168 registers, 230,912 B of shared
+         * memory) leaves no decode CTA room, so there is no overlap at d 256 */
+        if (g != NULL && !attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, g->head_dim_qk))
+            add_reason(out, ATTN_ADMIT_SHAPE, "policy.schedule",
+                       "schedule overlap runs the light prefill kernel, which serves head_dim "
+                       "64 and 128, not %u; ask partition or unified",
+                       g->head_dim_qk);
+        if (has_decode(phases) && !one_phase(phases) && dec_why != NULL)
+            add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
+                       "schedule overlap puts the decode rows on the decode kernels: %s", dec_why);
+    }
     if (m->policy.graph)
         add_reason(out, ATTN_ADMIT_LIFECYCLE, "policy.graph",
                    "graph mode needs fixed launch shapes; the prefill kernel's item and merge "
@@ -272,6 +297,8 @@ typedef struct prefill_priv {
      * order, the prefill grid capped at prefill_ctas (0: one CTA per SM) */
     attn_mixed_order order;
     uint32_t prefill_ctas;
+    /* the prefill kernel's configuration (light under overlap) */
+    attn_prefill_variant variant;
 } prefill_priv;
 
 static size_t align256(size_t x)
@@ -479,7 +506,8 @@ static int tile_plan(const attn_manifest *m, const attn_pool_geometry *g, const 
                                .mask = &pp->host_mask,
                                .num_sms = dev->sm_count,
                                .fixed_splits = m->policy.splits,
-                               .skip = skip};
+                               .skip = skip,
+                               .variant = pp->variant};
     return attn_prefill_plan_build(&in, tp, err);
 }
 
@@ -619,6 +647,9 @@ static attn_mixed_cost_in cost_in(const attn_manifest *m, const attn_pool_geomet
         .head_dim = g->head_dim_qk,
         .tile_n = part->tile_n ? part->tile_n : pp->tile_n,
         .streams = pp->tuning.streams,
+        /* not offered to auto: overlap is measured to lose on the H200 and
+         * is refused unless the instance runs its trial (overlap_refusal) */
+        .overlap_ok = 0,
     };
     if (ci.unified_tiles < ci.prefill_tiles)
         ci.unified_tiles = ci.prefill_tiles; /* keeps the why's tile difference >= 0 */
@@ -664,9 +695,22 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
     if (asked == ATTN_SCHED_PARTITION && dec_why != NULL)
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
                               "schedule partition: %s", dec_why);
-    if (asked == ATTN_SCHED_OVERLAP)
-        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
-                              "schedule overlap is not implemented by cuda_prefill");
+    if (asked == ATTN_SCHED_OVERLAP) {
+        if (dec_why != NULL)
+            return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
+                                  "schedule overlap: %s", dec_why);
+        /* the light grid first (one CTA per SM), the decode kernels on the
+         * second stream fill the room beside it (launch order measured,
+         * docs/cuda-prefill-engine.md) */
+        pp->order = ATTN_MIXED_ORDER_PREFILL_FIRST;
+        pp->prefill_ctas = 0;
+        out->schedule = asked;
+        snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
+                 "a trial: prefill/append rows on the light prefill kernel (one CTA per SM), "
+                 "decode rows on the decode kernels on a second stream launched after it (two "
+                 "launches; co-residency not guaranteed: the probe measures it)");
+        return tile_plan(m, g, pp, dev, T, C, mark, tp, err);
+    }
     if (asked == ATTN_SCHED_UNIFIED) {
         out->schedule = asked;
         snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
@@ -729,7 +773,8 @@ static void append_why(attn_engine_plan *out, const char *fmt, ...)
 /* A single-kernel batch (no decode rows, or only decode rows the decode
  * kernels cannot take): one launch of the prefill kernel, whatever the
  * label (every row of it belongs to that kernel). */
-static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn_engine_plan *out)
+static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn_prefill_variant v,
+                                   attn_engine_plan *out)
 {
     const bool mixed = !one_phase(phases);
     out->schedule = m->policy.schedule != ATTN_SCHED_AUTO ? m->policy.schedule
@@ -737,8 +782,10 @@ static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn
                                                           : ATTN_SCHED_PARTITION;
     snprintf(out->schedule_why, sizeof out->schedule_why, "%s%s",
              m->policy.schedule != ATTN_SCHED_AUTO ? "as asked: " : "auto: ",
-             mixed ? "prefill and append rows in one launch of the prefill kernel"
-                   : "one launch of the prefill kernel (attend, then combine when split)");
+             v == ATTN_PREFILL_LIGHT
+                 ? "no decode rows to overlap: one launch of the light prefill kernel"
+             : mixed ? "prefill and append rows in one launch of the prefill kernel"
+                     : "one launch of the prefill kernel (attend, then combine when split)");
 }
 
 int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
@@ -758,9 +805,15 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         return attn_error_set(err, ATTN_E_SHAPE, "head_dim_qk",
                               "no prefill kernel for head_dim %u/%u, H_q %u, H_kv %u", d,
                               g->head_dim_vo, Hq, Hkv);
-    if (m->policy.schedule == ATTN_SCHED_OVERLAP)
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP && overlap_refusal(t) != NULL)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule", "%s",
+                              overlap_refusal(t));
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP &&
+        !attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, d))
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
-                              "schedule overlap is not implemented by cuda_prefill");
+                              "schedule overlap runs the light prefill kernel, which serves "
+                              "head_dim 64 and 128, not %u",
+                              d);
     prefill_priv *pp = calloc(1, sizeof *pp);
     if (pp == NULL)
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the plan");
@@ -769,7 +822,10 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     if (t != NULL)
         pp->tuning = *t;
     pp->device = dev->device;
-    attn_prefill_tile_shape(d, &pp->tile_m, &pp->tile_n);
+    /* overlap asked: the light kernel's tiles from the start (auto may
+     * switch to them in choose_schedule) */
+    pp->variant = m->policy.schedule == ATTN_SCHED_OVERLAP ? ATTN_PREFILL_LIGHT : ATTN_PREFILL_FULL;
+    attn_prefill_tile_shape(d, pp->variant, &pp->tile_m, &pp->tile_n);
 
     /* the mask program at the kernel's key-tile width (its block summaries
      * classify whole tiles), then the tile plan */
@@ -799,12 +855,12 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         if ((rv = choose_schedule(m, g, pp, dev, T, C, mark, &tp, out, err)) != 0)
             goto fail;
     } else {
-        single_kernel_schedule(m, phases, out);
+        single_kernel_schedule(m, phases, pp->variant, out);
         if ((rv = tile_plan(m, g, pp, dev, T, C, NULL, &tp, err)) != 0)
             goto fail;
     }
-    if (out->schedule == ATTN_SCHED_PARTITION && two_kernels &&
-        (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
+    if ((out->schedule == ATTN_SCHED_PARTITION || out->schedule == ATTN_SCHED_OVERLAP) &&
+        two_kernels && (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
         goto fail;
     pp->total_q = (uint32_t)m->qo_indptr[B];
     pp->num_tiles = tp.num_tiles;
@@ -876,6 +932,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     pr->sm_scale = attn_manifest_sm_scale(m, g);
     pr->max_ctas = grid_ctas;
     pr->num_workers = tp.num_workers; /* the queues' grid (0: the snake's) */
+    pr->variant = pp->variant;
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);
     attn_prefill_plan_free(&tp);
@@ -937,7 +994,7 @@ static void engine_fini(void *state)
 static void engine_admit(const attn_engine *self, const attn_manifest *m,
                          const attn_pool_geometry *g, attn_admission *out)
 {
-    attn_cuda_prefill_admit(m, g, NULL, out);
+    attn_cuda_prefill_admit(m, g, NULL, NULL, out);
 }
 
 static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
@@ -1019,6 +1076,9 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
     /* partition's stream variant, one setting per instance so one process
      * can measure every variant (bench/gpu/bench_mixed.py) */
     const char *order = getenv("ATTN_MIXED_STREAMS"), *ctas = getenv("ATTN_MIXED_PREFILL_CTAS");
+    const char *ov = getenv("ATTN_MIXED_OVERLAP"); /* overlap's trial, for measurement */
+    if (ov != NULL && strcmp(ov, "1") == 0)
+        pi->tuning.overlap_trial = 1;
     if ((order != NULL && order[0]) || (ctas != NULL && ctas[0])) {
         int rv = attn_mixed_streams_parse(order, ctas, pi->dev.sm_count, &pi->tuning.streams, err);
         if (rv != 0) {
@@ -1064,7 +1124,8 @@ static void engine_admit(const attn_engine *self, const attn_manifest *m,
                          const attn_pool_geometry *g, attn_admission *out)
 {
     const prefill_instance *pi = self->state;
-    attn_cuda_prefill_admit(m, g, pi != NULL ? &pi->dev : NULL, out);
+    attn_cuda_prefill_admit(m, g, pi != NULL ? &pi->dev : NULL, pi != NULL ? &pi->tuning : NULL,
+                            out);
 }
 
 void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill_tuning *t)
@@ -1309,6 +1370,12 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         CK(cudaStreamWaitEvent(pi->side, pi->ev_fork, 0), "cudaStreamWaitEvent (fork)");
     }
     const bool decode_first = forked && pp->order == ATTN_MIXED_ORDER_DECODE_FIRST;
+    uint64_t *probe = forked ? pi->tuning.probe : NULL; /* tests: co-residency (read per run) */
+    if (probe != NULL) {
+        p.probe = (unsigned long long *)(probe + 2);
+        dp.probe = (unsigned long long *)(probe + 2 + 3 * (size_t)pi->dev.sm_count);
+        dp.probe_ctas = pi->tuning.probe_decode_ctas;
+    }
     for (int k = 0; k < 2; k++) {
         const bool decode_now = (k == 0) == decode_first;
         if (!decode_now && has_prefill && (rv = attn_cuda_prefill_launch(&p, st)) != 0) {
@@ -1316,9 +1383,17 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
                                 cudaGetErrorString(cudaGetLastError()));
             goto fail;
         }
+        if (decode_now && probe != NULL && attn_cuda_stamp_launch(probe, dst) != 0) {
+            rv = attn_error_set(err, ATTN_E_CUDA, "tuning.probe", "stamp launch failed");
+            goto fail;
+        }
         if (decode_now && pp->partitioned && (rv = attn_cuda_decode_launch(&dp, dst)) != 0) {
             rv = attn_error_set(err, rv, "", "decode launch failed: %s",
                                 cudaGetErrorString(cudaGetLastError()));
+            goto fail;
+        }
+        if (decode_now && probe != NULL && attn_cuda_stamp_launch(probe + 1, dst) != 0) {
+            rv = attn_error_set(err, ATTN_E_CUDA, "tuning.probe", "stamp launch failed");
             goto fail;
         }
     }
@@ -1353,7 +1428,9 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
         snprintf(rep->timing_scope, sizeof rep->timing_scope, "%s",
-                 forked            ? "cuda events: append, fork, prefill || decode, join"
+                 forked && pp->variant == ATTN_PREFILL_LIGHT
+                     ? "cuda events: append, fork, light prefill || decode, join"
+                 : forked          ? "cuda events: append, fork, prefill || decode, join"
                  : pp->partitioned ? "cuda events: append, prefill, then decode kernels"
                                    : "cuda events: append, prefill attend and combine");
     }
@@ -1417,7 +1494,8 @@ static const attn_engine_ops g_prefill_ops = {
     .name = "cuda_prefill",
     .platform = ATTN_PLATFORM_CUDA,
     .phases = (1u << ATTN_PHASE_PREFILL) | (1u << ATTN_PHASE_APPEND) | (1u << ATTN_PHASE_DECODE),
-    .schedules = (1u << ATTN_SCHED_PARTITION) | (1u << ATTN_SCHED_UNIFIED),
+    .schedules =
+        (1u << ATTN_SCHED_PARTITION) | (1u << ATTN_SCHED_UNIFIED) | (1u << ATTN_SCHED_OVERLAP),
     .priority = ATTN_CUDA_PREFILL_PRIORITY,
     .init = engine_init,
     .fini = engine_fini,

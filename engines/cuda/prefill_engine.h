@@ -73,7 +73,20 @@ typedef struct attn_cuda_prefill_tuning {
                                    (ATTN_E_CUDA, as a launch the driver refuses); 0: none */
     attn_mixed_streams streams; /* partition's stream variant; engine init reads it from
                                    ATTN_MIXED_STREAMS / ATTN_MIXED_PREFILL_CTAS when set */
-    attn_prefill_walk walk;     /* the unit walk; engine init reads ATTN_PREFILL_WALK when set */
+    /* tests (the overlap co-residency check): a device buffer of 2 + 3 x
+     * (SMs + probe_decode_ctas) values, or NULL.  A forked run writes the
+     * GPU time at which the second stream reached its decode kernels and
+     * the time it was done with them ([0], [1], by attn_cuda_stamp_launch),
+     * per CTA of the prefill attend kernel {%smid, start, end} from [2] on,
+     * and per CTA of the tensor-map decode producer the same from
+     * [2 + 3 x SMs] on (the first probe_decode_ctas CTAs) */
+    uint64_t *probe;
+    uint32_t probe_decode_ctas;
+    /* 1: admit policy.schedule overlap, for measurement (engine init sets
+     * it from ATTN_MIXED_OVERLAP=1); 0: overlap is refused with the
+     * measured reason (attn_cuda_prefill_admit) */
+    int overlap_trial;
+    attn_prefill_walk walk; /* the unit walk; engine init reads ATTN_PREFILL_WALK when set */
 } attn_cuda_prefill_tuning;
 
 /* The engine's ops table (name "cuda_prefill", platform CUDA, phases
@@ -83,7 +96,10 @@ typedef struct attn_cuda_prefill_tuning {
  * kernel over the prefill/append rows, then the decode kernels of
  * engines/cuda/decode_plan.h over the decode rows, one stream), or auto
  * (the cheaper by planner/mixed_cost.h; the plan's schedule_why gives both
- * estimates).  overlap is refused.  The config's device is the CUDA
+ * estimates); overlap (the light prefill kernel, one CTA per SM, and the
+ * decode kernels on the instance's second stream; head dims 64 and 128)
+ * only as a trial (attn_cuda_prefill_tuning.overlap_trial), refused
+ * otherwise.  The config's device is the CUDA
  * ordinal; its tuning, when not NULL, an attn_cuda_prefill_tuning. */
 const attn_engine_ops *attn_cuda_prefill_engine_ops(void);
 
@@ -97,10 +113,14 @@ void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill
  * ratio, page size, graph mode (not supported), the state ABI and the
  * kernel's index limits; on policy.schedule: partition of a mixed batch
  * whose decode rows the decode kernels cannot take (a per-cell mask, a page
- * size they do not walk), and overlap on any batch.  `dev` NULL: the device
- * is not known (no capability check).  Pure host code. */
+ * size they do not walk); overlap unless `t` asks for its trial
+ * (overlap_trial: measured to lose, r5), and then at head dims the light
+ * kernel does not serve (256) or with decode rows the decode kernels cannot
+ * take.  `dev` NULL: the device is not known (no capability check); `t`
+ * NULL: the default tuning.  Pure host code. */
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
-                             const attn_cuda_device_facts *dev, attn_admission *out);
+                             const attn_cuda_device_facts *dev, const attn_cuda_prefill_tuning *t,
+                             attn_admission *out);
 
 /* The host half of the engine's plan, no CUDA call: the tile plan (split
  * policy from the manifest: FIXED with policy.splits, else the planner's

@@ -1496,6 +1496,14 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
             ptx::prefetch_tensormap(&a.maps[i]);
     }
 
+    /* the overlap probe: where and when this CTA ran (NULL in production) */
+    const uint32_t probe_at =
+        blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (uint32_t)blockIdx.z);
+    const bool probed = p.probe != nullptr && tid == 0 && probe_at < p.probe_ctas;
+    if (probed) {
+        p.probe[3 * probe_at] = ptx::smid();
+        p.probe[3 * probe_at + 1] = ptx::globaltimer();
+    }
     const cta_work w = cta_work_of(p);
     if (!w.live)
         return;
@@ -1523,6 +1531,8 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
     } else {
         bulk_compute<D, KV, QLO, 0>(p, w, pipe, qh, ql, walk, ntiles, h0, base);
     }
+    if (probed)
+        p.probe[3 * probe_at + 2] = ptx::globaltimer();
 }
 
 /* Shared memory of producer_tc_tmap_persist `stages` deep: the alignment,

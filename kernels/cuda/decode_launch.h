@@ -116,6 +116,11 @@ typedef struct attn_cuda_decode_params {
     /* SMs of the device (0: unknown): the auto producer choice for grids of
      * at most one CTA per SM (attn_decode_path_bulk). */
     uint32_t sm_count;
+    /* tests and the overlap co-residency probe only (issue 12), else NULL:
+     * the tensor-map producer's CTA of linear block id i < probe_ctas
+     * writes {%smid, %globaltimer at its start, at its end} at 3 i */
+    unsigned long long *probe;
+    uint32_t probe_ctas;
 } attn_cuda_decode_params;
 
 /* attn_cuda_decode_params.pdl (docs/cuda.md, issue 13 round 3); any other
