@@ -1842,6 +1842,10 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
             rv = attn_error_set(err, ATTN_E_ENGINE, "plan", "the decode sub-plan is not uploaded");
             goto fail;
         }
+        /* the decode rows share the SMs with prefill CTAs: keep the producer
+         * the mixed cost model was fitted on (the short-grid choice of
+         * attn_decode_path_bulk assumes the grid has the SMs to itself) */
+        dp.sm_count = 0;
         dp.q = p.q;
         dp.k = kst;
         dp.v = vst;

@@ -106,6 +106,16 @@ typedef struct attn_cuda_decode_params {
      * producer lets the next kernel be placed from its start, LATE: after
      * every CTA's main loop.  OFF (0): plain launches. */
     int pdl;
+    /* Persistent CTAs (issue 13 round 4): 0 = one CTA per (item, K/V head,
+     * head chunk); N > 0 = where the tensor-map producer runs at d = 128
+     * with q in the cache dtype, at most N CTAs of its persistent variant
+     * walk those pieces, each CTA's copy warp streaming on across its pieces
+     * (docs/cuda.md; the engine passes SMs x resident CTAs per SM).  The
+     * other producers ignore it. */
+    uint32_t persist;
+    /* SMs of the device (0: unknown): the auto producer choice for grids of
+     * at most one CTA per SM (attn_decode_path_bulk). */
+    uint32_t sm_count;
     /* tests and the overlap co-residency probe only (issue 12), else NULL:
      * the tensor-map producer's CTA of linear block id i < probe_ctas
      * writes {%smid, %globaltimer at its start, at its end} at 3 i */
