@@ -87,7 +87,9 @@ typedef struct attn_prefill_queue_stats {
  * deterministic least-loaded rule of planner/schedule.h (largest cost
  * first, ties to the lower unit index, each to the least-loaded CTA, ties
  * to the lower CTA), costs by attn_prefill_unit_cost.  Replaces queues
- * built before; st may be NULL.  0 or ATTN_E_NOMEM (the plan unchanged). */
+ * built before; st may be NULL.  0, ATTN_E_RANGE naming "plan" when the
+ * units exceed the 32-bit queue index, or ATTN_E_NOMEM (the plan unchanged
+ * on either error). */
 int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
                              attn_prefill_queue_stats *st, attn_error_detail *err);
 

@@ -278,6 +278,20 @@ int attn_prefill_walk_parse(const char *s, attn_prefill_walk *out, attn_error_de
                           "unit walk '%.40s' is not auto, queue or snake", s);
 }
 
+int attn_mixed_overlap_parse(const char *s, int *trial, attn_error_detail *err)
+{
+    if (s == NULL || s[0] == '\0' || strcmp(s, "0") == 0) {
+        *trial = 0;
+        return 0;
+    }
+    if (strcmp(s, "1") == 0) {
+        *trial = 1;
+        return 0;
+    }
+    return attn_error_set(err, ATTN_E_RANGE, "ATTN_MIXED_OVERLAP",
+                          "overlap trial '%.40s' is not 0 or 1", s);
+}
+
 /* ---- the host half of a plan (no CUDA call) ------------------------------- */
 
 /* How many of each array the metadata image holds: the plan's own counts,
@@ -1581,8 +1595,13 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
      * can measure every variant (bench/gpu/bench_mixed.py) */
     const char *order = getenv("ATTN_MIXED_STREAMS"), *ctas = getenv("ATTN_MIXED_PREFILL_CTAS");
     const char *ov = getenv("ATTN_MIXED_OVERLAP"); /* overlap's trial, for measurement */
-    if (ov != NULL && strcmp(ov, "1") == 0)
-        pi->tuning.overlap_trial = 1;
+    if (ov != NULL && ov[0]) {
+        int rv = attn_mixed_overlap_parse(ov, &pi->tuning.overlap_trial, err);
+        if (rv != 0) {
+            engine_fini(pi);
+            return rv;
+        }
+    }
     if ((order != NULL && order[0]) || (ctas != NULL && ctas[0])) {
         int rv = attn_mixed_streams_parse(order, ctas, pi->dev.sm_count, &pi->tuning.streams, err);
         if (rv != 0) {

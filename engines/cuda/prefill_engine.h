@@ -64,6 +64,11 @@ const char *attn_prefill_walk_name(attn_prefill_walk w);
  * is untouched then. */
 int attn_prefill_walk_parse(const char *s, attn_prefill_walk *out, attn_error_detail *err);
 
+/* Parse the instance setting ATTN_MIXED_OVERLAP ("1": overlap runs as a
+ * trial; NULL, "" or "0": refused).  ATTN_E_RANGE naming ATTN_MIXED_OVERLAP
+ * on anything else; *trial is untouched then. */
+int attn_mixed_overlap_parse(const char *s, int *trial, attn_error_detail *err);
+
 /* Knobs of one instance. */
 typedef struct attn_cuda_prefill_tuning {
     int poison;                 /* tests: NaN bytes in O, LSE and the workspace before every run */

@@ -730,6 +730,28 @@ static void test_unit_walk_plan_host(void **state)
     assert_string_equal(attn_prefill_walk_name((attn_prefill_walk)9), "?");
 }
 
+/* ATTN_MIXED_OVERLAP: 1 turns overlap's trial on, 0 or nothing leaves it
+ * refused, any other word is refused naming the variable (it used to be
+ * ignored: "true" left overlap refused without a word). */
+static void test_overlap_trial_parse(void **state)
+{
+    (void)state;
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    int trial = 7;
+    assert_int_equal(attn_mixed_overlap_parse("1", &trial, &err), 0);
+    assert_int_equal(trial, 1);
+    assert_int_equal(attn_mixed_overlap_parse("0", &trial, &err), 0);
+    assert_int_equal(trial, 0);
+    trial = 1;
+    assert_int_equal(attn_mixed_overlap_parse(NULL, &trial, &err), 0);
+    assert_int_equal(trial, 0);
+    trial = 1;
+    assert_int_equal(attn_mixed_overlap_parse("true", &trial, &err), ATTN_E_RANGE);
+    assert_string_equal(err.field, "ATTN_MIXED_OVERLAP");
+    assert_int_equal(trial, 1); /* untouched */
+}
+
 /* The ops table: versioned, partition, unified and overlap, every phase, CUDA. */
 static void test_ops_table(void **state)
 {
@@ -755,6 +777,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admits_every_phase_and_mask),
         cmocka_unit_test(test_unit_walk_plan_host),
+        cmocka_unit_test(test_overlap_trial_parse),
         cmocka_unit_test(test_admission_names_every_factor),
         cmocka_unit_test(test_plan_host_tiles_ledger_diag),
         cmocka_unit_test(test_plan_host_flashmask_and_fixed_splits),
