@@ -991,7 +991,7 @@ static void run_graph_case(const graph_case *gc, uint64_t seed)
     attn_error_detail err;
     memset(&err, 0, sizeof err);
     attn_admission adm;
-    attn_cuda_prefill_admit(&rb.m, &dp.g, NULL, &adm);
+    attn_cuda_prefill_admit(&rb.m, &dp.g, NULL, &t, &adm);
     assert_true(adm.admitted);
     attn_engine_plan *ep = NULL;
     int rv = attn_engine_plan_new(g_eng, &rb.m, &dp.g, &ep, &err);
