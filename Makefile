@@ -220,6 +220,14 @@ $(BUILD)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJS) $(LIBCLIENT) $(LIBSRV) $(ENGINE_LIBS) $(CUDA_LIBS) -lcmocka $(LDLIBS)
 
+# tests/gpu: compiled (never run) by the CUDA build, so a change that breaks
+# a GPU test fails `make test` here, not first on the device
+# (scripts/device-check.sh runs them there, built by tests/gpu/build.sh).
+GPU_TEST_BINS := $(if $(filter 1,$(CUDA)),$(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/test_*.c)))
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/obj/tests/lib/random_batch.o $(LIBCUDA) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/lib/random_batch.o $(LIBCUDA) $(LIBCORE) $(CUDA_LIBS) -lcmocka $(LDLIBS)
+
 unit: deps $(UNIT_BINS) $(SRVT_BINS)
 	ATTN_SRCDIR=$(CURDIR) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS)
 
@@ -236,7 +244,7 @@ integration: deps $(ATTND) $(ATTNCTL) $(INTEG_BINS) $(if $(filter 1,$(STATIC)),,
 	$(TEST_ENV) ./scripts/run-tests.sh $(INTEG_BINS) $(PY_TESTS) $(SH_TESTS)
 
 # The README's test command: every suite, one summary line at the end.
-test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
+test: deps $(UNIT_BINS) $(SRVT_BINS) $(ATTND) $(ATTNCTL) $(INTEG_BINS) $(GPU_TEST_BINS) $(if $(filter 1,$(STATIC)),,$(LIBCLIENT_SO))
 	$(TEST_ENV) ./scripts/run-tests.sh $(UNIT_BINS) $(SRVT_BINS) $(INTEG_BINS) $(PY_TESTS) $(SH_TESTS)
 
 # Unit suite under AddressSanitizer and UndefinedBehaviorSanitizer (CUDA off:

@@ -671,6 +671,17 @@ static void quarantine_if_unrestored(run_ctx *c, int rc, const attn_error_detail
     attnd_pool_quarantine(c->pool, why);
 }
 
+/* End err's message with `note`, whole: what came before is cut to make
+ * room (the client acts on the note, the engine's words are context). */
+static void end_with_note(attn_error_detail *err, const char *note)
+{
+    if (err == NULL)
+        return;
+    const size_t room = sizeof err->message - 1, len = strlen(err->message), n = strlen(note);
+    const size_t at = n >= room ? 0 : len < room - n ? len : room - n;
+    snprintf(err->message + at, sizeof err->message - at, "%s", note);
+}
+
 /* The engine's failure as the reply says it, `note` (what became of the
  * run's signal, signal_failed_run) last.  An unrestored pool is named by
  * the run's layer, whether the engine said so (the synchronous unwind) or
@@ -681,14 +692,17 @@ static int engine_failure(run_ctx *c, int rc, const attn_error_detail *eerr, con
     const attnd_plan *p = c->p;
     atomic_fetch_add(&c->s->engine_failures, 1);
     if (rc == ATTN_E_POOL_UNRESTORED)
-        return attn_error_set(err, rc, eerr->field[0] != '\0' ? eerr->field : "layer",
-                              "engine %s failed at layer %u and could not restore the pool "
-                              "(%.100s); pool '%s' is quarantined (pool_drop it)%s",
-                              p->engine->ops->name, c->a.layer, eerr->message, p->pool, note);
-    return attn_error_set(err, rc, eerr->field,
-                          "engine %s on %s failed (%.150s); the pool is unchanged%s",
-                          p->engine->ops->name, p->engine->where,
-                          eerr->message[0] ? eerr->message : attn_err_message(rc), note);
+        attn_error_set(err, rc, eerr->field[0] != '\0' ? eerr->field : "layer",
+                       "engine %s failed at layer %u and could not restore the pool "
+                       "(%.100s); pool '%s' is quarantined (pool_drop it)",
+                       p->engine->ops->name, c->a.layer, eerr->message, p->pool);
+    else
+        attn_error_set(err, rc, eerr->field,
+                       "engine %s on %s failed (%.150s); the pool is unchanged",
+                       p->engine->ops->name, p->engine->where,
+                       eerr->message[0] ? eerr->message : attn_err_message(rc));
+    end_with_note(err, note);
+    return rc;
 }
 
 #define ATTND_SIGNAL_NOTE 96 /* signal_failed_run's note */
@@ -727,8 +741,7 @@ static int refuse_before_engine(run_ctx *c, int rc, attn_error_detail *err)
     if (c->a.wait_dev != NULL)
         attnd_async_wait_leave(c->s->async, &c->dw);
     signal_failed_run(c, note, sizeof note);
-    size_t n = strlen(err->message);
-    snprintf(err->message + n, sizeof err->message - n, "%s", note);
+    end_with_note(err, note);
     return rc;
 }
 

@@ -25,7 +25,19 @@
  * and processes (M1: 96 here and at 14:17 UTC, 112 at 16:08), so the model
  * keeps partition serial on M1-M5: within 2.0, 0, 2.9 and 1.6 % of the
  * measured best (tests/unit/test_mixed_cost.c).  The candidate caps are the
- * ones measured in round 3. */
+ * ones measured in round 3.
+ * overlap (round 5, 2026-12-01 18:21 and 18:26 UTC, branch ovl, bench/
+ * results/mixed-h200-2026-12-01-r5.json): the light prefill kernel alone
+ * on prefill-only S 4096 took 0.639 / 0.646 ms against the full kernel's
+ * 0.347 / 0.351 (light_factor 1.84), and the decode kernels ran after the
+ * light grid, not beside it (the probe: 0 % of the decode CTAs' time on an
+ * SM with a light CTA): overlap measured 1.146 / 1.159 ms on M2 and
+ * 1.147 / 1.156 on M5.  Refitted on call 4 (19:09 UTC, the one-warp light
+ * kernel, which does share SMs with the decode CTAs: 0-54 % of their time
+ * in the probe): the light kernel 0.729 ms against the full one's 0.352 on
+ * S 4096 (light_factor 2.07), overlap 1.006 ms on M2 and 1.126 on M5 against
+ * partition 0.886 / 0.889: hidden 42 % and 19 % of the decode time, the
+ * mean 0.30 (overlap_hide) estimates both within 7 %. */
 static const attn_mixed_cost_consts k_h200 = {
     .tile_us = 2.35,
     .launch_us = 4.0,
@@ -34,6 +46,8 @@ static const attn_mixed_cost_consts k_h200 = {
     .fork_us = 86.0,
     .interference = -0.44,
     .decode_sat_sms = 162,
+    .light_factor = 2.07,
+    .overlap_hide = 0.30,
     .num_caps = 4,
     .caps = {66, 80, 96, 112},
 };
@@ -193,30 +207,57 @@ void attn_mixed_cost_describe_partition(const attn_mixed_cost *c, char *buf, siz
         snprintf(buf + n, size - (size_t)n, " us");
 }
 
+/* overlap: the light grid over the prefill rows (light_factor x the full
+ * kernel's waves), the decode time it does not hide, and the fork; with
+ * no prefill rows the decode kernels alone, with no decode rows the light
+ * kernel alone. */
+static double overlap_estimate(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k)
+{
+    const double p = prefill_launch_us(in->prefill_tiles, in->prefill_longest, in, k);
+    const double light = p > 0 ? k->launch_us + k->light_factor * (p - k->launch_us) : 0;
+    const double dec = decode_us(in, k);
+    if (light == 0 || dec == 0)
+        return light + dec;
+    return light + (1.0 - k->overlap_hide) * dec + k->fork_us;
+}
+
 void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k,
                               int partition_ok, attn_mixed_cost *out)
 {
     memset(out, 0, sizeof *out);
     out->unified_us = prefill_launch_us(in->unified_tiles, in->unified_longest, in, k);
-    out->partition_us = out->serial_us = out->concurrent_us = -1;
+    out->partition_us = out->serial_us = out->concurrent_us = out->overlap_us = -1;
     out->order = ATTN_MIXED_ORDER_SERIAL;
     if (partition_ok)
         partition_variants(in, k, out);
     const int part = partition_ok && out->partition_us < out->unified_us;
     out->pick = part ? ATTN_SCHED_PARTITION : ATTN_SCHED_UNIFIED;
+    if (partition_ok && in->overlap_ok) { /* the decode rows on the decode kernels, as partition */
+        out->overlap_us = overlap_estimate(in, k);
+        const double best = part ? out->partition_us : out->unified_us;
+        if (out->overlap_us < best)
+            out->pick = ATTN_SCHED_OVERLAP;
+    }
     if (!partition_ok) {
         snprintf(out->why, sizeof out->why,
                  "auto: unified est. %.0f us; partition not admitted for this batch",
                  out->unified_us);
         return;
     }
-    int n = snprintf(out->why, sizeof out->why,
-                     "auto: %s est. %.0f us, %s %.0f us (%llu prefill-kernel tiles for %u decode "
-                     "rows, %.1f MB of decode K/V); ",
-                     part ? "partition" : "unified", part ? out->partition_us : out->unified_us,
-                     part ? "unified" : "partition", part ? out->unified_us : out->partition_us,
-                     (unsigned long long)(in->unified_tiles - in->prefill_tiles),
-                     in->decode_requests, (double)in->decode_kv_bytes / 1e6);
+    /* the pick's estimate first, then the other candidates' */
+    const char *names[3] = {"unified", "partition", "overlap"};
+    const double est[3] = {out->unified_us, out->partition_us, out->overlap_us};
+    const int pi = out->pick == ATTN_SCHED_OVERLAP ? 2 : part ? 1 : 0;
+    int n = snprintf(out->why, sizeof out->why, "auto: %s est. %.0f us", names[pi], est[pi]);
+    for (int i = 0; i < 3; i++)
+        if (i != pi && est[i] >= 0 && n > 0 && (size_t)n < sizeof out->why)
+            n += snprintf(out->why + n, sizeof out->why - (size_t)n, ", %s %.0f us", names[i],
+                          est[i]);
+    if (n > 0 && (size_t)n < sizeof out->why)
+        n += snprintf(out->why + n, sizeof out->why - (size_t)n,
+                      " (%llu prefill-kernel tiles for %u decode rows, %.1f MB of decode K/V); ",
+                      (unsigned long long)(in->unified_tiles - in->prefill_tiles),
+                      in->decode_requests, (double)in->decode_kv_bytes / 1e6);
     if (n > 0 && (size_t)n < sizeof out->why) /* cut at the end: the estimates come first */
         attn_mixed_cost_describe_partition(out, out->why + n, sizeof out->why - (size_t)n);
 }

@@ -17,8 +17,14 @@
  *              (attn_mixed_streams, from ATTN_MIXED_STREAMS and
  *              ATTN_MIXED_PREFILL_CTAS) or, by default, the model's pick
  *              among serial and each candidate cap of the constants;
- *   overlap    not estimated: no co-resident kernel exists (admission
- *              refuses it with the reason).
+ *   overlap    the light prefill kernel over the prefill/append rows (one
+ *              CTA per SM) and the decode kernels on a second stream beside
+ *              it: light_factor x the prefill launch, plus the decode time
+ *              not hidden beside the light grid, plus the fork; estimated
+ *              only where the caller offers it (overlap_ok).  Measured on
+ *              the H200 (r5) nothing was hidden, so it never wins there;
+ *              cuda_prefill does not offer it to auto (it refuses overlap
+ *              unless its instance runs a trial).
  */
 #ifndef ATTN_PLANNER_MIXED_COST_H
 #define ATTN_PLANNER_MIXED_COST_H
@@ -72,6 +78,7 @@ typedef struct attn_mixed_cost_in {
     uint32_t num_sms;
     uint32_t head_dim, tile_n;  /* one tile is tile_m x tile_n x head_dim */
     attn_mixed_streams streams; /* the instance's setting (zero: auto, no cap) */
+    int overlap_ok;             /* 1: estimate overlap and let it be picked */
 } attn_mixed_cost_in;
 
 /* The most candidate caps of the prefill grid a constants set holds. */
@@ -95,6 +102,10 @@ typedef struct attn_mixed_cost_consts {
                                 grid (negative: that part ran faster than alone) */
     uint32_t decode_sat_sms; /* SMs the decode kernels need for their full K/V rate (0: any
                                 number reaches it) */
+    double light_factor;     /* overlap: the light prefill kernel's time over the full one's on
+                                the same rows */
+    double overlap_hide;     /* overlap: the share of the decode time hidden beside the light
+                                grid (0: none co-resided, 1: all of it) */
     uint32_t num_caps;       /* candidate caps auto tries when forked (0: it never forks) */
     uint32_t caps[ATTN_MIXED_MAX_CAPS]; /* ascending CTA counts, each below the SM count */
 } attn_mixed_cost_consts;
@@ -107,10 +118,11 @@ typedef struct attn_mixed_cost {
     double unified_us, partition_us; /* partition_us < 0: not admitted; the variant it runs */
     double serial_us, concurrent_us; /* partition's serial and its best forked candidate (< 0:
                                         not admitted) */
+    double overlap_us;               /* < 0: not estimated (overlap_ok 0) */
     uint32_t num_forks;              /* forked candidates estimated (0: none) */
     uint32_t fork_ctas[ATTN_MIXED_MAX_CAPS]; /* each candidate's prefill grid cap */
     double fork_est_us[ATTN_MIXED_MAX_CAPS]; /* and its estimate */
-    attn_schedule_policy pick;               /* UNIFIED or PARTITION */
+    attn_schedule_policy pick;               /* UNIFIED, PARTITION or OVERLAP */
     attn_mixed_order order; /* how partition runs: SERIAL, DECODE_FIRST or PREFILL_FIRST */
     uint32_t prefill_ctas;  /* the prefill grid's cap when forked (0: none) */
     char why[256];

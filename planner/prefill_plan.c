@@ -14,10 +14,33 @@ int64_t attn_prefill_unit_cost(const int32_t *tiles, int32_t begin, int32_t end)
     return c;
 }
 
-void attn_prefill_tile_shape(uint32_t head_dim, uint32_t *tile_m, uint32_t *tile_n)
+void attn_prefill_tile_shape(uint32_t head_dim, attn_prefill_variant v, uint32_t *tile_m,
+                             uint32_t *tile_n)
 {
+    if (v == ATTN_PREFILL_LIGHT) {
+        *tile_m = ATTN_PREFILL_LIGHT_TILE_M;
+        *tile_n = ATTN_PREFILL_LIGHT_TILE_N;
+        return;
+    }
     *tile_m = ATTN_PREFILL_TILE_M;
     *tile_n = ATTN_PREFILL_TILE_N(head_dim);
+}
+
+int attn_prefill_variant_serves(attn_prefill_variant v, uint32_t head_dim)
+{
+    if (v == ATTN_PREFILL_LIGHT)
+        return head_dim == 64 || head_dim == 128;
+    return v == ATTN_PREFILL_FULL && (head_dim == 64 || head_dim == 128 || head_dim == 256);
+}
+
+#define ATTN__PREFILL_VARIANT_NAME(e, v, n) [v] = n,
+static const char *const k_variant_names[] = {ATTN_PREFILL_VARIANTS(ATTN__PREFILL_VARIANT_NAME)};
+#undef ATTN__PREFILL_VARIANT_NAME
+
+const char *attn_prefill_variant_name(attn_prefill_variant v)
+{
+    return (unsigned)v < sizeof k_variant_names / sizeof k_variant_names[0] ? k_variant_names[v]
+                                                                            : "?";
 }
 
 void attn_prefill_plan_free(attn_prefill_plan *p)
@@ -112,12 +135,17 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
     if (in->head_dim != 64 && in->head_dim != 128 && in->head_dim != 256)
         return attn_error_set(err, ATTN_E_SHAPE, "head_dim", "head_dim %u is not 64, 128 or 256",
                               in->head_dim);
+    if (!attn_prefill_variant_serves(in->variant, in->head_dim))
+        return attn_error_set(err, ATTN_E_SHAPE, "variant",
+                              "the %s prefill kernel has no head_dim %u (light: 64 and 128)",
+                              attn_prefill_variant_name(in->variant), in->head_dim);
     if (!in->mask || in->mask->num_requests != in->num_requests)
         return attn_error_set(err, ATTN_E_MISSING, "mask",
                               "the mask program must cover the %u requests", in->num_requests);
     const uint32_t B = in->num_requests, g = in->num_qo_heads / in->num_kv_heads;
     uint32_t tm, tn;
-    attn_prefill_tile_shape(in->head_dim, &tm, &tn);
+    attn_prefill_tile_shape(in->head_dim, in->variant, &tm, &tn);
+    out->variant = in->variant;
     out->tile_m = tm;
     out->tile_n = tn;
     out->num_requests = B;
@@ -308,5 +336,87 @@ int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32
     p->num_workers = workers;
     if (st)
         *st = qs;
+    return 0;
+}
+
+/* The bounds, for a step of B <= max_requests requests (each C >= 1),
+ * Q <= max_q_rows rows, T + C <= K keys per request, group g, tile
+ * tm x tn, S CTAs, H_kv heads:
+ * - m tiles: sum_b ceil(C_b g / tm) <= (Q g + B (tm - 1)) / tm;
+ * - tiles: an m tile lists at most ceil(K / tn) key tiles;
+ * - fixed splits n: at most n parts per m tile, every m tile a merge;
+ * - load bound (S > 0): an m tile is cut only when its cost exceeds the
+ *   mean, ceil(total / S) >= total / S, where total sums H_kv x cost over
+ *   m tiles, so fewer than S / H_kv m tiles are cut (merges), and the
+ *   parts, ceil(cost / mean) each, number fewer than S / H_kv + merges
+ *   < 2 S / H_kv;
+ * - items: the m tiles not cut plus the parts. */
+int attn_prefill_envelope_size(const attn_prefill_envelope_in *in, attn_prefill_envelope *out,
+                               attn_error_detail *err)
+{
+    memset(out, 0, sizeof *out);
+    if (in->max_requests == 0 || in->max_q_rows < in->max_requests || in->max_keys < 1 ||
+        in->num_kv_heads == 0 || in->num_qo_heads % in->num_kv_heads)
+        return attn_error_set(err, ATTN_E_RANGE, "envelope",
+                              "envelope of %u requests, %u q rows, %lld keys, H_q %u / H_kv %u",
+                              in->max_requests, in->max_q_rows, (long long)in->max_keys,
+                              in->num_qo_heads, in->num_kv_heads);
+    uint32_t tm, tn;
+    attn_prefill_tile_shape(in->head_dim, in->variant, &tm, &tn);
+    const uint64_t g = in->num_qo_heads / in->num_kv_heads, H = in->num_kv_heads;
+    const uint64_t mt = ((uint64_t)in->max_q_rows * g + (uint64_t)in->max_requests * (tm - 1)) / tm;
+    const uint64_t tiles = mt * (((uint64_t)in->max_keys + tn - 1) / tn);
+    uint64_t merges = 0, parts = 0;
+    if (in->fixed_splits > 1) {
+        merges = mt;
+        parts = mt * in->fixed_splits;
+    } else if (in->fixed_splits == 0 && in->num_sms > 0) {
+        const uint64_t cut = (in->num_sms + H - 1) / H;
+        merges = cut < mt ? cut : mt;
+        parts = (2 * (uint64_t)in->num_sms + H - 1) / H;
+    }
+    const uint64_t items = mt + parts;
+    const struct {
+        const char *field;
+        uint64_t v;
+    } k[] = {{"envelope.max_m_tiles", mt},
+             {"envelope.max_tiles", tiles},
+             {"envelope.max_merges", merges},
+             {"envelope.max_parts", parts},
+             {"envelope.max_items", items * H}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (k[i].v > INT32_MAX)
+            return attn_error_set(err, ATTN_E_CAPACITY, k[i].field,
+                                  "%llu exceeds the kernel's 32-bit indices",
+                                  (unsigned long long)k[i].v);
+    out->max_requests = in->max_requests;
+    out->max_q_rows = in->max_q_rows;
+    out->max_keys = in->max_keys;
+    out->max_m_tiles = (uint32_t)mt;
+    out->max_tiles = (uint32_t)tiles;
+    out->max_merges = (uint32_t)merges;
+    out->max_parts = (uint32_t)parts;
+    out->max_items = (uint32_t)items;
+    out->workers = in->workers;
+    return 0;
+}
+
+int attn_prefill_envelope_check(const attn_prefill_envelope *e, const attn_prefill_plan *p,
+                                attn_error_detail *err)
+{
+    const struct {
+        const char *field;
+        uint64_t v, cap;
+    } k[] = {{"envelope.max_requests", p->num_requests, e->max_requests},
+             {"envelope.max_tiles", p->num_tiles, e->max_tiles},
+             {"envelope.max_items", p->num_items, e->max_items},
+             {"envelope.max_merges", p->num_merges, e->max_merges},
+             {"envelope.max_parts", p->num_parts, e->max_parts},
+             {"envelope.workers", p->num_workers, e->workers}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (k[i].v > k[i].cap)
+            return attn_error_set(err, ATTN_E_CAPACITY, k[i].field,
+                                  "the step needs %llu, the envelope holds %llu",
+                                  (unsigned long long)k[i].v, (unsigned long long)k[i].cap);
     return 0;
 }

@@ -36,6 +36,9 @@ typedef struct attn_prefill_plan_in {
      * decode rows of a partitioned mixed batch): it keeps its q rows and
      * record but gets no m tile, so the prefill kernel never touches it */
     const uint8_t *skip;
+    /* the kernel configuration to cut tiles for (zero: ATTN_PREFILL_FULL);
+     * ATTN_PREFILL_LIGHT serves d 64 and 128 only */
+    attn_prefill_variant variant;
 } attn_prefill_plan_in;
 
 /* The cost of a unit (one item, one K/V head) in quarter tiles, for the
@@ -52,9 +55,18 @@ typedef struct attn_prefill_plan_in {
 /* Cost of tile codes tiles[begin, end) of one unit (the constants above). */
 int64_t attn_prefill_unit_cost(const int32_t *tiles, int32_t begin, int32_t end);
 
-/* The kernel's tile shape for head dim d: tile_m packed query rows by
- * tile_n keys (128 x 128 for d <= 128, 128 x 64 for d = 256). */
-void attn_prefill_tile_shape(uint32_t head_dim, uint32_t *tile_m, uint32_t *tile_n);
+/* The tile shape of variant v at head dim d: tile_m packed query rows by
+ * tile_n keys (full: 128 x 128 for d <= 128, 128 x 64 for d = 256; light:
+ * 64 x 64). */
+void attn_prefill_tile_shape(uint32_t head_dim, attn_prefill_variant v, uint32_t *tile_m,
+                             uint32_t *tile_n);
+
+/* Whether variant v has a kernel at head dim d (full: 64, 128, 256; light:
+ * 64, 128). */
+int attn_prefill_variant_serves(attn_prefill_variant v, uint32_t head_dim);
+
+/* The name of a variant ("full", "light"), "?" outside the enum. */
+const char *attn_prefill_variant_name(attn_prefill_variant v);
 
 /* Build a plan; 0 or ATTN_E_SHAPE / ATTN_E_RANGE / ATTN_E_NOMEM with the
  * field named in err.  Release with attn_prefill_plan_free. */
@@ -75,9 +87,48 @@ typedef struct attn_prefill_queue_stats {
  * deterministic least-loaded rule of planner/schedule.h (largest cost
  * first, ties to the lower unit index, each to the least-loaded CTA, ties
  * to the lower CTA), costs by attn_prefill_unit_cost.  Replaces queues
- * built before; st may be NULL.  0 or ATTN_E_NOMEM (the plan unchanged). */
+ * built before; st may be NULL.  0, ATTN_E_RANGE naming "plan" when the
+ * units exceed the 32-bit queue index, or ATTN_E_NOMEM (the plan unchanged
+ * on either error). */
 int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
                              attn_prefill_queue_stats *st, attn_error_detail *err);
+
+/* The capacity envelope of a graph-mode plan (seed 0x03G): the most of
+ * every array a step may fill, fixed when the plan is made, so one device
+ * image (and one captured CUDA graph) serves every step inside it.  The
+ * direct limits are the capacity step's own (requests, q rows, keys of a
+ * request); the others are bounds that every step within the direct
+ * limits meets (attn_prefill_envelope_size says why each holds). */
+typedef struct attn_prefill_envelope {
+    uint32_t max_requests; /* B of a step */
+    uint32_t max_q_rows;   /* qo_indptr[B] of a step */
+    int64_t max_keys;      /* T + C of any request */
+    uint32_t max_m_tiles, max_tiles, max_items, max_merges, max_parts;
+    uint32_t workers; /* the attend grid: one queue per CTA, the empty ones exit at once */
+} attn_prefill_envelope;
+
+/* What an envelope is sized from: the direct limits, the kernel's shape
+ * and the split policy the steps are planned with (that of
+ * attn_prefill_plan_in: num_sms for the load bound, or fixed_splits). */
+typedef struct attn_prefill_envelope_in {
+    uint32_t max_requests, max_q_rows;
+    int64_t max_keys;
+    uint32_t num_qo_heads, num_kv_heads, head_dim;
+    uint32_t num_sms, fixed_splits;
+    uint32_t workers; /* CTAs of the persistent grid (the queues' max_ctas) */
+    attn_prefill_variant variant; /* the kernel configuration: its tile shape */
+} attn_prefill_envelope_in;
+
+/* Size the envelope; ATTN_E_CAPACITY naming the envelope field when a
+ * bound does not fit the kernel's 32-bit indices, ATTN_E_RANGE for an
+ * empty limit. */
+int attn_prefill_envelope_size(const attn_prefill_envelope_in *in, attn_prefill_envelope *out,
+                               attn_error_detail *err);
+
+/* Whether plan p (its queues built) fits e: 0, or ATTN_E_CAPACITY naming
+ * the first field it exceeds ("envelope.max_tiles", ...). */
+int attn_prefill_envelope_check(const attn_prefill_envelope *e, const attn_prefill_plan *p,
+                                attn_error_detail *err);
 
 /* Release the arrays of a plan and zero it. */
 void attn_prefill_plan_free(attn_prefill_plan *p);

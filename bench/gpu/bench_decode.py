@@ -58,6 +58,10 @@ NAMED_RUNS = {
     "fi_reducer_nopdl": dict(fused=False, pdl=0),
     "fi_nobulk": dict(bulk=0),
     "fi_tmap": dict(bulk=8),
+    # issue 13 round 4: persistent CTAs (grid capacity), and the copy-warp producers at P1 / d 64
+    "fi_persist": dict(persist=-1),
+    "fi_bulk1": dict(bulk=1),
+    "fi_bulk4": dict(bulk=4),
 }
 OLD_LIB = None  # --old: the benchmark library of the kernel before issue 13
 
@@ -94,6 +98,8 @@ def load_lib(path):
         lib.attnb_set_bulk.argtypes = [ctypes.c_int]
     if hasattr(lib, "attnb_set_tmap_l2"):
         lib.attnb_set_tmap_l2.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    if hasattr(lib, "attnb_set_persist"):  # absent before issue 13 round 4
+        lib.attnb_set_persist.argtypes = [ctypes.c_void_p, ctypes.c_int]
     if hasattr(lib, "attnb_set_pdl"):  # absent before issue 13 round 3
         lib.attnb_set_pdl.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.attnb_set_min_chunk.argtypes = [ctypes.c_int64]
@@ -109,7 +115,7 @@ class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
                  simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
                  stages=None, wave_model=None, bulk=None, pool=0, tmap_l2=None, pdl=None,
-                 min_chunk=None):
+                 min_chunk=None, persist=None):
         self.lib = lib
         if min_chunk is not None:
             lib.attnb_set_min_chunk(int(min_chunk))
@@ -141,6 +147,8 @@ class Attnd:
             lib.attnb_set_tmap_l2(self.h, tmap_l2)
         if pdl is not None:
             lib.attnb_set_pdl(self.h, int(pdl))
+        if persist is not None:
+            lib.attnb_set_persist(self.h, int(persist))
         info = (ctypes.c_uint32 * 4)()
         lib.attnb_info(self.h, info)
         self.info = dict(items=info[0], slots=info[1], ctas_per_sm=info[2], grid_capacity=info[3],
@@ -506,7 +514,7 @@ def main():
         ratios = {}
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
                      "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_fi_nobulk",
-                     "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
+                     "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap", "attnd_fi_persist",
                      "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_old"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
@@ -532,8 +540,8 @@ def main():
     write_md(res, base + ".md")
     log("wrote", base + ".json", base + ".md")
     # compact table last (the device reply carries the end of the output)
-    cols = ["attnd_fi", "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_fa", "attnd_global",
-            "attnd_fi_reducer", "attnd_fi_simt",
+    cols = ["attnd_fi", "attnd_fi_persist", "attnd_fi_pdl_early", "attnd_fi_nopdl",
+            "attnd_fi_reducer_nopdl", "attnd_fa", "attnd_global", "attnd_fi_reducer", "attnd_fi_simt",
             "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
             "attnd_old",
             "flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]

@@ -80,6 +80,14 @@ void attnb_set_pdl(attnb *h, int on)
     h->p.pdl = on;
 }
 
+/* Persistent CTAs (attn_cuda_decode_params.persist) for one handle: n > 0
+ * CTAs, n < 0 the plan's grid capacity (SMs x resident CTAs per SM, what
+ * the engine passes with attn_cuda_tuning.persist), 0 off. */
+void attnb_set_persist(attnb *h, int n)
+{
+    h->p.persist = n < 0 ? h->grid_capacity : (uint32_t)n;
+}
+
 /* Shortest split in keys for the next attnb_create (< 0: the engine's). */
 void attnb_set_min_chunk(int64_t keys)
 {
@@ -136,6 +144,7 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
         return rv;
     h->num_items = plan.num_items;
     h->num_slots = plan.num_slots;
+    h->p.sm_count = (uint32_t)sms; /* the engine's: the auto producer choice of short grids */
     h->occupancy = (uint32_t)occ;
     h->grid_capacity = sp.grid_capacity;
     if (h->item_cap && (plan.num_items > h->item_cap || plan.num_slots > h->slot_cap ||

@@ -32,7 +32,7 @@ import traceback
 import torch
 
 HQ, HKV, D, P = 32, 8, 128, 16
-SCHED = {"auto": 0, "partition": 1, "unified": 2}
+SCHED = {"auto": 0, "partition": 1, "unified": 2, "overlap": 3}
 # attnd's variants: name -> (policy.schedule, ATTN_MIXED_STREAMS, ATTN_MIXED_PREFILL_CTAS);
 # the forked ones only on batches with both kernel families
 VARIANTS = [
@@ -40,6 +40,9 @@ VARIANTS = [
     ("unified_snake", "unified", None, None),  # the snake unit walk (ATTN_PREFILL_WALK=snake)
     ("partition", "partition", None, None),
     ("auto", "auto", None, None),
+    # the light prefill kernel (one CTA per SM) and the decode kernels on a
+    # second stream beside it; on a batch of one family, that family alone
+    ("overlap", "overlap", None, None),
     ("part_pf", "partition", "prefill-first", None),
     ("part_pf_c112", "partition", "prefill-first", "112"),
     ("part_pf_c96", "partition", "prefill-first", "96"),
@@ -87,6 +90,8 @@ def load_lib(path):
     lib.attnpf_run.argtypes = [vp, vp, vp, vp, vp, vp, vp]
     lib.attnpf_free.argtypes = [vp]
     lib.attnpf_set_max_ctas.argtypes = [vp, u32]
+    lib.attnmx_probe_run.restype = ctypes.c_int
+    lib.attnmx_probe_run.argtypes = [vp, vp, vp, vp, vp, vp, vp, u32, u32]
     return lib
 
 
@@ -134,6 +139,9 @@ def shapes(gen):
         ("M5", [(0, 4096)], [4096] * 128),
         ("M4_decode", [], [4096] * 128),
         ("M4_prefill", [(0, 8192)], []),
+        # prefill-only S 4096 (M2's and M5's prefill row): the light kernel
+        # (overlap) against the full one (partition) alone
+        ("M6_prefill4k", [(0, 4096)], []),
     ]
 
 
@@ -260,12 +268,58 @@ def run_attnd(lib, cs, sched, engine=0):
         info = (ctypes.c_uint64 * 4)()
         lib.attnmx_info(h, info)
         ran = lib.attnmx_schedule(h, why, 512)
-        return statistics.median(ts), o, lse, dict(
+        extra = dict(
             ran={v: k for k, v in SCHED.items()}.get(ran, str(ran)), why=why.value.decode(),
             prefill_tiles=int(info[0]), prefill_items=int(info[1]), items=int(info[3]),
             spread_ms=[min(ts), max(ts)])
+        if sched == "overlap" and cs["npre"] > 0 and cs["ndec"] > 0:
+            extra["probe"] = probe(lib, h, cs, ptr, o, lse)
+        return statistics.median(ts), o, lse, extra
     finally:
         lib.attnmx_destroy(h)
+
+
+def probe(lib, h, cs, ptr, o, lse, sms=132, dec=4096):
+    """One more run with the engine's co-residency probe: where (%smid) and
+    when (%globaltimer) each light prefill CTA and each decode producer CTA
+    ran.  A decode CTA sat beside a light one when a light CTA on its SM
+    was resident during part of its life; the share of decode CTA-time
+    spent so is the co-residency achieved."""
+    n = 2 + 3 * (sms + dec)
+    buf = (ctypes.c_uint64 * n)()
+    rv = lib.attnmx_probe_run(h, ptr(cs["q"]), ptr(cs["knew"]), ptr(cs["vnew"]), ptr(o), ptr(lse),
+                              buf, n, dec)
+    if rv != 0:
+        return dict(error="attnmx_probe_run: %d" % rv)
+    return probe_stats(list(buf), sms, dec)
+
+
+def probe_stats(buf, sms, dec):
+    """The probe's buffer in numbers (times in us from the first light CTA's start)."""
+    cta = lambda base, i: (buf[base + 3 * i], buf[base + 3 * i + 1], buf[base + 3 * i + 2])
+    light = [c for c in (cta(2, i) for i in range(sms)) if c[1] and c[2]]
+    decs = [c for c in (cta(2 + 3 * sms, i) for i in range(dec)) if c[1] and c[2]]
+    if not light or not decs:
+        return dict(error="no probe data", light=len(light), decode=len(decs))
+    t0 = min(c[1] for c in light)
+    us = lambda t: round((t - t0) / 1e3, 1)
+    by_sm = {}
+    for c in light:
+        by_sm.setdefault(c[0], []).append(c)
+    beside_ns = total_ns = 0
+    beside_ctas = 0
+    for s_, a, b in decs:
+        total_ns += b - a
+        ov = sum(max(0, min(b, lb) - max(a, la)) for _, la, lb in by_sm.get(s_, []))
+        beside_ns += min(ov, b - a)
+        beside_ctas += ov > 0
+    return dict(light_ctas=len(light), light_sms=len(by_sm),
+                light_us=[us(min(c[1] for c in light)), us(max(c[2] for c in light))],
+                decode_ctas=len(decs), decode_sms=len({c[0] for c in decs}),
+                decode_us=[us(min(c[1] for c in decs)), us(max(c[2] for c in decs))],
+                decode_ctas_beside_light=beside_ctas,
+                decode_time_share_beside_light=round(beside_ns / max(total_ns, 1), 3),
+                stream_window_us=[us(buf[0]), us(buf[1])])
 
 
 def sub_tables(cs, rows):
@@ -380,6 +434,12 @@ def print_tables(out):
             r["attnd"].get("auto", {}).get("ran", "?"), g(r["peers"], "part"),
             g(r["peers"], "ba"), g(r["peers"], "bpod"), g(r["peers"], "pod"), rat("part"),
             rat("ba"), rat("bpod"), rat("pod"), au))
+    log("overlap's co-residency probe (light CTAs, distinct SMs, every light CTA resident "
+        "[us], decode window [us], share of it beside the light grid):")
+    for r in out["rows"]:
+        pr = r["attnd"].get("overlap", {}).get("probe")
+        if pr:
+            log("  %-10s %s" % (r["batch"], pr))
     log("prefill kernel alone on the prefill rows (ms), grid capped at N CTAs:")
     for r in out["rows"]:
         k = r.get("kernel", {})

@@ -137,6 +137,15 @@ CONFIGS = {
     "mc1024": dict(fused=True, min_chunk=1024),
     "tmap_s4_fused": dict(fused=True, bulk=8, stages=4),
     "w2": dict(fused=True, waves=2),
+    # issue 13 round 4: persistent CTAs over the grid capacity (-1) or 2x / 4x it; the copy-warp
+    # producers where the default is cp.async (page 1, d = 64)
+    "persist": dict(fused=True, persist=-1),
+    "persist_reducer": dict(persist=-1),
+    "tmap_fused": dict(fused=True, bulk=8),
+    "bulk1_fused": dict(fused=True, bulk=1),
+    "bulk2_fused": dict(fused=True, bulk=2),
+    "bulk4_fused": dict(fused=True, bulk=4),
+    "nobulk_fused": dict(fused=True, bulk=0),
 }
 
 

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "attn/error.h"
 #include "engines/cuda/prefill_engine.h"
 #include "planner/engine.h"
@@ -23,6 +25,7 @@ typedef struct attnmx {
     attn_pool_geometry g;
     void *kd[1], *vd[1];
     attn_pool_view pv;
+    uint64_t *probe; /* device: the co-residency probe (attnmx_probe_run), or NULL */
     char err[256];
 } attnmx;
 
@@ -31,6 +34,8 @@ void attnmx_destroy(attnmx *h)
 {
     if (!h)
         return;
+    if (h->probe)
+        cudaFree(h->probe);
     attn_engine_plan_release(h->plan);
     attn_engine_destroy(h->eng);
     free(h->m.requests);
@@ -174,4 +179,34 @@ void attnmx_info(const attnmx *h, uint64_t *out)
     }
     out[2] = (uint64_t)h->plan->schedule;
     out[3] = h->plan->split.num_items;
+}
+
+/* One run with the engine's co-residency probe on (a forked run: overlap
+ * or forked partition): out[0], out[1] = the GPU times (ns) at which the
+ * decode kernels' stream reached and left them, then per prefill CTA
+ * {%smid, start, end} (3 x SMs values), then the same for the first
+ * decode_ctas CTAs of the decode producer; n_out = 2 + 3 x (SMs +
+ * decode_ctas).  The probe is off again afterwards.  Returns 0 or an
+ * attn_err. */
+int attnmx_probe_run(attnmx *h, const void *q, const void *k_new, const void *v_new, void *o,
+                     float *lse, uint64_t *out, uint32_t n_out, uint32_t decode_ctas)
+{
+    const size_t bytes = sizeof(uint64_t) * n_out;
+    if (!h->probe && cudaMalloc((void **)&h->probe, bytes) != cudaSuccess)
+        return ATTN_E_CUDA;
+    if (cudaMemset(h->probe, 0, bytes) != cudaSuccess)
+        return ATTN_E_CUDA;
+    attn_cuda_prefill_tuning t;
+    memset(&t, 0, sizeof t);
+    t.probe = h->probe;
+    t.probe_decode_ctas = decode_ctas;
+    t.overlap_trial = 1; /* a probe run is an overlap trial */
+    attn_cuda_prefill_engine_set_tuning(h->eng, &t);
+    double us = 0;
+    int rv = attnmx_run(h, q, k_new, v_new, o, lse, &us);
+    t.probe = NULL;
+    attn_cuda_prefill_engine_set_tuning(h->eng, &t);
+    if (rv == 0 && cudaMemcpy(out, h->probe, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+        rv = ATTN_E_CUDA;
+    return rv;
 }

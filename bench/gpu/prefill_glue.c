@@ -82,7 +82,7 @@ attnpf *attnpf_create(uint32_t B, const int64_t *T, const int64_t *C, const int3
         m.fm_causal = fm_causal != 0;
     }
     uint32_t tm, tn;
-    attn_prefill_tile_shape(d, &tm, &tn);
+    attn_prefill_tile_shape(d, ATTN_PREFILL_FULL, &tm, &tn);
     attn_mask_prog prog;
     attn_error_detail err;
     *rv = attn_mask_prog_build_blocks(&m, req, B, tn, &prog, &err);

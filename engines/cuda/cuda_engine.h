@@ -45,6 +45,9 @@ typedef struct attn_cuda_tuning {
     int pdl;                         /* programmatic dependent launch of the producer and the
                                         reducer: ATTN_CUDA_PDL_OFF / _EARLY / _LATE (the default;
                                         attn_cuda_decode_params.pdl, docs/cuda.md) */
+    int persist;                     /* persistent tensor-map producer (d = 128, q in the cache
+                                        dtype; attn_cuda_decode_params.persist): 0 off, -1 SMs x
+                                        resident CTAs per SM, N > 0 at most N CTAs (tests) */
     int wave_model;                  /* 1: FI plans that already fill the grid may split so the
                                         last wave is not mostly idle (planner/split.h) */
     int poison;                      /* tests: fill O, LSE and the workspace with NaN bytes before

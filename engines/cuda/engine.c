@@ -402,10 +402,13 @@ int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g
     pr->simt = t->simt;
     pr->fused_merge = t->fused_merge;
     pr->pdl = t->pdl;
+    pr->persist = t->persist < 0 ? dev->sm_count * (dev->ctas_per_sm ? dev->ctas_per_sm : 1)
+                                 : (uint32_t)t->persist;
     pr->row_prefetch = t->row_prefetch;
     pr->bulk = t->bulk;
     pr->num_pages = g->num_pages;
     pr->keys_per_item = attn_decode_keys_per_item(plan->items, plan->num_items);
+    pr->sm_count = dev->sm_count;
     pr->heads_fast = t->heads_fast && plan->num_items <= 65535u;
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);

@@ -38,6 +38,7 @@
 #include "kernels/common/mask.h"
 #include "kernels/cuda/decode_launch.h"
 #include "kernels/cuda/prefill_launch.h"
+#include "kernels/cuda/stamp.h"
 #include "planner/ledger.h"
 #include "planner/mixed_cost.h"
 #include "planner/split.h"
@@ -119,8 +120,41 @@ static const char *decode_rows_refusal(const attn_manifest *m, const attn_pool_g
     return NULL;
 }
 
+/* Why graph mode cannot take the call, or NULL: its envelope covers the
+ * unified launch's arrays and the length masks' per-request records only
+ * (a FlashMask's or dense mask's arrays grow with the lengths, and
+ * partition's decode sub-plan has its own launch counts). */
+static const char *graph_refusal(const attn_manifest *m, uint32_t phases)
+{
+    if ((m->policy.schedule == ATTN_SCHED_PARTITION || m->policy.schedule == ATTN_SCHED_OVERLAP) &&
+        has_decode(phases))
+        return "partition's (and overlap's) decode sub-plan has no capacity envelope; ask unified "
+               "or auto";
+    const uint32_t lengths =
+        ATTN_MASK_NEED_CAUSAL | ATTN_MASK_NEED_NONE | ATTN_MASK_NEED_WINDOW | ATTN_MASK_NEED_SINK;
+    if ((attn_mask_needs(&m->mask) & ~lengths) != 0)
+        return "the envelope holds length masks only (causal, none, window, sink); a "
+               "per-cell mask's arrays grow with the lengths";
+    return NULL;
+}
+
+/* Why overlap is refused under tuning t (NULL: admitted as a trial).
+ * Measured on the H200 2026-12-01 (bench/results/mixed-h200-2026-12-01-r5.md):
+ * the light kernel with a producer warpgroup ran no decode CTA beside it;
+ * the one-producer-warp kernel does share SMs with them (0-54 % of the
+ * decode CTA-time, call 4) but costs 2.07x the full kernel alone, so
+ * overlap took 1.14x partition on M2 (1.006 / 0.886 ms) and 1.27x on M5. */
+static const char *overlap_refusal(const attn_cuda_prefill_tuning *t)
+{
+    if (t != NULL && t->overlap_trial)
+        return NULL;
+    return "overlap refused: measured 1.14-1.27x partition (H200, r5: the light prefill kernel "
+           "costs 2.07x the full one); ask partition or unified (ATTN_MIXED_OVERLAP=1: a trial)";
+}
+
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
-                             const attn_cuda_device_facts *dev, attn_admission *out)
+                             const attn_cuda_device_facts *dev, const attn_cuda_prefill_tuning *t,
+                             attn_admission *out)
 {
     memset(out, 0, sizeof *out);
     out->admitted = true;
@@ -141,18 +175,26 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
         dec_why != NULL)
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
                    "schedule partition puts the decode rows on the decode kernels: %s", dec_why);
-    if (m->policy.schedule == ATTN_SCHED_OVERLAP)
-        /* measured 2026-12-01 (ncu, bench/results/mixed-h200-2026-12-01-r3.md):
-         * a d-128 prefill CTA takes 384 x 168 registers and 230,912 B of
-         * shared memory, so no decode CTA fits beside it on the SM */
-        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
-                   "schedule overlap (POD: prefill and decode CTAs co-resident on each SM) is "
-                   "refused: a prefill CTA holds 64512 of 65536 registers; ask partition or "
-                   "unified");
-    if (m->policy.graph)
-        add_reason(out, ATTN_ADMIT_LIFECYCLE, "policy.graph",
-                   "graph mode needs fixed launch shapes; the prefill kernel's item and merge "
-                   "counts are launch parameters of each plan");
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP && overlap_refusal(t) != NULL)
+        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule", "%s", overlap_refusal(t));
+    else if (m->policy.schedule == ATTN_SCHED_OVERLAP) {
+        /* overlap = the light prefill kernel (one CTA per SM, room left for
+         * a decode CTA beside it) and the decode kernels on a second
+         * stream: the full kernel (384 x 168 registers, 230,912 B of shared
+         * memory) leaves no decode CTA room, so there is no overlap at d 256 */
+        if (g != NULL && !attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, g->head_dim_qk))
+            add_reason(out, ATTN_ADMIT_SHAPE, "policy.schedule",
+                       "schedule overlap runs the light prefill kernel, which serves head_dim "
+                       "64 and 128, not %u; ask partition or unified",
+                       g->head_dim_qk);
+        if (has_decode(phases) && !one_phase(phases) && dec_why != NULL)
+            add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
+                       "schedule overlap puts the decode rows on the decode kernels: %s", dec_why);
+    }
+    /* graph mode (seed 0x03G): the plan is a capacity envelope; what has none is refused */
+    const char *graph_why = m->policy.graph ? graph_refusal(m, phases) : NULL;
+    if (graph_why != NULL)
+        add_reason(out, ATTN_ADMIT_LIFECYCLE, "policy.graph", "graph mode: %s", graph_why);
     if (m->policy.state_abi != ATTN_ABI_LSE_O && m->policy.state_abi != ATTN_ABI_MLU)
         add_reason(out, ATTN_ADMIT_NUMERICS, "policy.state_abi", "state ABI %d unknown",
                    (int)m->policy.state_abi);
@@ -236,7 +278,51 @@ int attn_prefill_walk_parse(const char *s, attn_prefill_walk *out, attn_error_de
                           "unit walk '%.40s' is not auto, queue or snake", s);
 }
 
+int attn_mixed_overlap_parse(const char *s, int *trial, attn_error_detail *err)
+{
+    if (s == NULL || s[0] == '\0' || strcmp(s, "0") == 0) {
+        *trial = 0;
+        return 0;
+    }
+    if (strcmp(s, "1") == 0) {
+        *trial = 1;
+        return 0;
+    }
+    return attn_error_set(err, ATTN_E_RANGE, "ATTN_MIXED_OVERLAP",
+                          "overlap trial '%.40s' is not 0 or 1", s);
+}
+
 /* ---- the host half of a plan (no CUDA call) ------------------------------- */
+
+/* How many of each array the metadata image holds: the plan's own counts,
+ * or under graph mode the envelope's (the arrays padded past the step's
+ * counts, so the same image serves every step inside it). */
+typedef struct image_caps {
+    uint32_t reqs; /* records; graph: the envelope's requests + 1, the last a request with no
+                      rows (the padded merges name it, so their combine blocks exit at once) */
+    uint32_t items, tiles, merges;
+    uint32_t workers; /* queues (indptr entries - 1); 0: no queues */
+    uint32_t units;   /* queue entries */
+    size_t arena;     /* mask arena bytes */
+    size_t tb[3];     /* table arrays' bytes (CSR: indptr, indices, last; dense: table, lens) */
+    uint32_t rows;    /* new-row offsets */
+    uint32_t table_requests, max_blocks, page_indices; /* the translator's shape */
+} image_caps;
+
+/* What an update may not change in a graph-mode plan: everything the
+ * kernels get by value or the image's layout depends on (seed 0x07F). */
+typedef struct graph_static {
+    attn_pool_geometry g;
+    uint32_t num_qo_heads;
+    attn_dtype q_dtype;
+    attn_mask_kind mask_kind;
+    int32_t mask_left, mask_sinks;
+    attn_state_abi abi;
+    uint32_t splits;
+    attn_kv_format format;
+    float sm_scale;
+    uint32_t sm_count; /* the split bound's grid (the plan's device) */
+} graph_static;
 
 /* What a plan keeps for its runs. */
 typedef struct prefill_priv {
@@ -245,19 +331,20 @@ typedef struct prefill_priv {
     uint32_t tile_m, tile_n, num_tiles, num_parts;
     attn_mask_prog host_mask; /* until the upload: the arena the image copies */
     attn_kv_table dev_table;  /* the manifest's table, arrays re-pointed at upload */
-    /* the metadata image: reqs | items | tiles | merges | mask arena |
-     * table arrays | new-row offsets */
-    void *host_meta; /* freed once uploaded */
-    void *dev_meta;  /* the plan's device copy, uploaded once */
+    /* the metadata image: reqs | items | tiles | merges | queues | mask
+     * arena | table arrays | new-row offsets */
+    void *host_meta; /* freed once uploaded (graph mode: kept for the updates) */
+    void *dev_meta;  /* the plan's device copy, uploaded once (graph mode: rewritten per step) */
     size_t meta_bytes;
     size_t off_reqs, off_items, off_tiles, off_merges, off_arena, off_rows;
     size_t off_wq, off_order; /* the per-CTA queues (walk queue only) */
-    attn_prefill_walk walk;   /* QUEUE or SNAKE: what the plan's launches walk */
+    image_caps caps;
+    attn_prefill_walk walk; /* QUEUE or SNAKE: what the plan's launches walk */
     attn_prefill_queue_stats queues;
     size_t off_t[3]; /* CSR: indptr, indices, last; dense: block_table, lens */
     /* kernel parameters fixed for the plan (device pointers set at upload) */
     attn_cuda_prefill_params params;
-    uint32_t total_q;
+    uint32_t total_q; /* rows staged and copied per run (graph mode: the envelope's) */
     int64_t head_stride;
     size_t q_bytes, kv_bytes, lse_bytes;
     /* partition (issue 12): the decode rows run on the decode kernels from
@@ -272,6 +359,17 @@ typedef struct prefill_priv {
      * order, the prefill grid capped at prefill_ctas (0: one CTA per SM) */
     attn_mixed_order order;
     uint32_t prefill_ctas;
+    /* graph mode (seed 0x03G): the envelope, what may not change, the step
+     * the image holds now, and the plan's own run buffers (an instance's
+     * grow with other plans; a captured graph's pointers must not move) */
+    bool graph;
+    attn_prefill_envelope env;
+    graph_static fixed;
+    attn_cuda_prefill_graph_info step;
+    uint32_t grid_ctas;
+    void *run_io, *run_ws;
+    /* the prefill kernel's configuration (light under overlap) */
+    attn_prefill_variant variant;
 } prefill_priv;
 
 static size_t align256(size_t x)
@@ -284,9 +382,11 @@ void attn_cuda_prefill_plan_host_free(attn_engine_plan *p)
     prefill_priv *pp = p->priv;
     if (pp != NULL) {
 #ifdef ATTN_WITH_CUDA
-        if (pp->dev_meta != NULL) {
+        if (pp->dev_meta != NULL || pp->run_io != NULL || pp->run_ws != NULL) {
             cudaSetDevice(pp->device);
             cudaFree(pp->dev_meta);
+            cudaFree(pp->run_io);
+            cudaFree(pp->run_ws);
         }
 #endif
         attn_mask_prog_free(&pp->host_mask);
@@ -333,70 +433,144 @@ static int split_view(const attn_prefill_plan *tp, bool fixed, attn_split_plan *
     return 0;
 }
 
-/* Lay the image out and fill it; the tile plan's arrays are copied in. */
-static int build_image(const attn_manifest *m, const attn_pool_geometry *g,
-                       const attn_prefill_plan *tp, prefill_priv *pp, attn_error_detail *err)
+/* The table arrays' bytes of a manifest of B requests (CSR: indptr,
+ * indices, last page lengths; dense: the table at row length max_blocks,
+ * lens). */
+static void table_bytes(const attn_kv_table *kv, uint32_t B, uint32_t page_indices,
+                        uint32_t max_blocks, size_t tb[3])
 {
-    const uint32_t B = m->num_requests, d = g->head_dim_qk;
-    const attn_kv_table *kv = &m->kv;
-    size_t tb[3] = {0, 0, 0};
     if (kv->format == ATTN_KV_CSR) {
         tb[0] = sizeof(int32_t) * (B + 1);
-        tb[1] = sizeof(int32_t) * kv->num_page_indices;
+        tb[1] = sizeof(int32_t) * page_indices;
         tb[2] = sizeof(int32_t) * B;
     } else {
-        tb[0] = sizeof(int32_t) * (size_t)B * kv->max_blocks;
+        tb[0] = sizeof(int32_t) * (size_t)B * max_blocks;
         tb[1] = sizeof(int32_t) * B;
+        tb[2] = 0;
     }
+}
+
+/* The image's counts for the plan's own arrays (no padding). */
+static image_caps caps_of_plan(const attn_manifest *m, const attn_pool_geometry *g,
+                               const attn_prefill_plan *tp, const prefill_priv *pp)
+{
+    const uint32_t B = m->num_requests;
+    image_caps c = {.reqs = B,
+                    .items = tp->num_items,
+                    .tiles = tp->num_tiles,
+                    .merges = tp->num_merges,
+                    .workers = tp->worker_indptr ? tp->num_workers : 0,
+                    .units = tp->worker_indptr ? tp->num_items * g->num_kv_heads : 0,
+                    .arena = pp->host_mask.arena_bytes,
+                    .rows = (uint32_t)m->qo_indptr[B],
+                    .table_requests = B,
+                    .max_blocks = m->kv.max_blocks,
+                    .page_indices = (uint32_t)m->kv.num_page_indices};
+    table_bytes(&m->kv, B, c.page_indices, c.max_blocks, c.tb);
+    return c;
+}
+
+/* The image's counts under graph mode: the envelope's, from the capacity
+ * manifest `m` (its mask arena and page-table sizes are the most a step
+ * may use). */
+static image_caps caps_of_envelope(const attn_manifest *m, const attn_pool_geometry *g,
+                                   const attn_prefill_envelope *e, const prefill_priv *pp)
+{
+    image_caps c = {.reqs = e->max_requests + 1,
+                    .items = e->max_items,
+                    .tiles = e->max_tiles,
+                    .merges = e->max_merges,
+                    .workers = e->workers,
+                    .units = e->max_items * g->num_kv_heads,
+                    .arena = pp->host_mask.arena_bytes,
+                    .rows = e->max_q_rows,
+                    .table_requests = e->max_requests,
+                    .max_blocks = m->kv.max_blocks,
+                    .page_indices = (uint32_t)m->kv.num_page_indices};
+    table_bytes(&m->kv, e->max_requests, c.page_indices, c.max_blocks, c.tb);
+    return c;
+}
+
+/* Offsets of every array in the image and its size, from pp->caps. */
+static void layout_image(prefill_priv *pp)
+{
+    const image_caps *c = &pp->caps;
     size_t o = 0;
     pp->off_reqs = o;
-    o += align256(sizeof *tp->reqs * B);
+    o += align256(sizeof(attn_prefill_req) * c->reqs);
     pp->off_items = o;
-    o += align256(sizeof *tp->items * tp->num_items);
+    o += align256(sizeof(attn_prefill_item) * c->items);
     pp->off_tiles = o;
-    o += align256(sizeof *tp->tiles * tp->num_tiles);
+    o += align256(sizeof(int32_t) * c->tiles);
     pp->off_merges = o;
-    o += align256(sizeof *tp->merges * tp->num_merges);
-    const size_t wq_bytes = tp->worker_indptr ? sizeof(uint32_t) * (tp->num_workers + 1) : 0;
-    const size_t order_bytes =
-        tp->worker_indptr ? sizeof(uint32_t) * tp->num_items * g->num_kv_heads : 0;
+    o += align256(sizeof(attn_prefill_merge) * c->merges);
     pp->off_wq = o;
-    o += align256(wq_bytes);
+    o += align256(c->workers ? sizeof(uint32_t) * (c->workers + 1) : 0);
     pp->off_order = o;
-    o += align256(order_bytes);
+    o += align256(sizeof(uint32_t) * c->units);
     pp->off_arena = o;
-    o += align256(pp->host_mask.arena_bytes);
+    o += align256(c->arena);
     for (int i = 0; i < 3; i++) {
         pp->off_t[i] = o;
-        o += align256(tb[i]);
+        o += align256(c->tb[i]);
     }
     pp->off_rows = o;
-    o += align256(sizeof(int64_t) * pp->total_q);
+    o += align256(sizeof(int64_t) * c->rows);
     pp->meta_bytes = o;
-    if ((pp->host_meta = calloc(1, o ? o : 1)) == NULL)
-        return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for %zu metadata bytes", o);
-    char *hm = pp->host_meta;
+}
+
+/* Fill the zeroed image `hm` (pp's layout) for manifest m, tile plan tp
+ * (its queues built) and mask program mp: the arrays, the padding past
+ * their counts (graph mode), the checks the validator cannot make.  The
+ * caller checked every count against pp->caps. */
+static int fill_image(const attn_manifest *m, const attn_pool_geometry *g,
+                      const attn_prefill_plan *tp, const attn_mask_prog *mp, const prefill_priv *pp,
+                      char *hm, attn_error_detail *err)
+{
+    const uint32_t B = m->num_requests, d = g->head_dim_qk;
+    const image_caps *c = &pp->caps;
+    const attn_kv_table *kv = &m->kv;
     memcpy(hm + pp->off_reqs, tp->reqs, sizeof *tp->reqs * B);
     /* a plan that leaves every row to the decode kernels has no tiles */
     if (tp->num_items)
         memcpy(hm + pp->off_items, tp->items, sizeof *tp->items * tp->num_items);
     if (tp->num_tiles)
         memcpy(hm + pp->off_tiles, tp->tiles, sizeof *tp->tiles * tp->num_tiles);
+    attn_prefill_merge *mg = (attn_prefill_merge *)(void *)(hm + pp->off_merges);
     if (tp->num_merges)
-        memcpy(hm + pp->off_merges, tp->merges, sizeof *tp->merges * tp->num_merges);
-    if (wq_bytes) {
-        memcpy(hm + pp->off_wq, tp->worker_indptr, wq_bytes);
-        memcpy(hm + pp->off_order, tp->order, order_bytes);
+        memcpy(mg, tp->merges, sizeof *tp->merges * tp->num_merges);
+    for (uint32_t i = tp->num_merges; i < c->merges; i++)
+        mg[i] = (attn_prefill_merge){.req = (int32_t)c->reqs - 1}; /* C = 0: exits at once */
+    if (c->workers) {
+        uint32_t *wq = (uint32_t *)(void *)(hm + pp->off_wq);
+        const uint32_t w = tp->worker_indptr ? tp->num_workers : 0;
+        if (w)
+            memcpy(wq, tp->worker_indptr, sizeof *wq * (w + 1));
+        for (uint32_t i = w + 1; i <= c->workers; i++)
+            wq[i] = wq[w]; /* empty queues: their CTAs exit at once */
+        if (w)
+            memcpy(hm + pp->off_order, tp->order,
+                   sizeof(uint32_t) * tp->num_items * g->num_kv_heads);
     }
-    if (pp->host_mask.arena_bytes)
-        memcpy(hm + pp->off_arena, pp->host_mask.arena, pp->host_mask.arena_bytes);
-    const void *src[3] = {
-        kv->format == ATTN_KV_CSR ? (const void *)kv->page_indptr : (const void *)kv->block_table,
-        kv->format == ATTN_KV_CSR ? (const void *)kv->page_indices : (const void *)kv->lens,
-        kv->format == ATTN_KV_CSR ? (const void *)kv->last_page_len : NULL};
-    for (int i = 0; i < 3; i++)
-        if (tb[i] && src[i])
-            memcpy(hm + pp->off_t[i], src[i], tb[i]);
+    if (mp->arena_bytes)
+        memcpy(hm + pp->off_arena, mp->arena, mp->arena_bytes);
+    size_t tb[3];
+    table_bytes(kv, B, (uint32_t)kv->num_page_indices, kv->max_blocks, tb);
+    if (kv->format == ATTN_KV_CSR) {
+        int32_t *ip = (int32_t *)(void *)(hm + pp->off_t[0]);
+        memcpy(ip, kv->page_indptr, tb[0]);
+        for (uint32_t b = B + 1; b <= c->table_requests; b++)
+            ip[b] = kv->page_indptr[B]; /* requests past the step's own no pages */
+        if (tb[1])
+            memcpy(hm + pp->off_t[1], kv->page_indices, tb[1]);
+        memcpy(hm + pp->off_t[2], kv->last_page_len, tb[2]);
+    } else {
+        /* the table at the image's row length (the envelope's) */
+        for (uint32_t b = 0; b < B; b++)
+            memcpy(hm + pp->off_t[0] + sizeof(int32_t) * (size_t)b * c->max_blocks,
+                   kv->block_table + (size_t)b * kv->max_blocks, sizeof(int32_t) * kv->max_blocks);
+        memcpy(hm + pp->off_t[1], kv->lens, tb[1]);
+    }
 
     /* every page the kernel may read lies in this pool, and every new row
      * has a slot (the manifest validator checked the shapes, not the pool) */
@@ -427,7 +601,20 @@ static int build_image(const attn_manifest *m, const attn_pool_geometry *g,
             rows[m->qo_indptr[b] + i] = attn_kv_addr_elem(&ad, page, slot, 0, 0, d);
         }
     }
+    for (uint32_t r = (uint32_t)m->qo_indptr[B]; r < c->rows; r++)
+        rows[r] = -1; /* past the step's rows: the append moves nothing */
     return 0;
+}
+
+/* Lay the image out for pp->caps and fill it (the plan's host image). */
+static int build_image(const attn_manifest *m, const attn_pool_geometry *g,
+                       const attn_prefill_plan *tp, prefill_priv *pp, attn_error_detail *err)
+{
+    layout_image(pp);
+    if ((pp->host_meta = calloc(1, pp->meta_bytes ? pp->meta_bytes : 1)) == NULL)
+        return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for %zu metadata bytes",
+                              pp->meta_bytes);
+    return fill_image(m, g, tp, &pp->host_mask, pp, pp->host_meta, err);
 }
 
 /* The partial states of split m tiles: one per (part, K/V head, packed
@@ -479,7 +666,8 @@ static int tile_plan(const attn_manifest *m, const attn_pool_geometry *g, const 
                                .mask = &pp->host_mask,
                                .num_sms = dev->sm_count,
                                .fixed_splits = m->policy.splits,
-                               .skip = skip};
+                               .skip = skip,
+                               .variant = pp->variant};
     return attn_prefill_plan_build(&in, tp, err);
 }
 
@@ -619,6 +807,9 @@ static attn_mixed_cost_in cost_in(const attn_manifest *m, const attn_pool_geomet
         .head_dim = g->head_dim_qk,
         .tile_n = part->tile_n ? part->tile_n : pp->tile_n,
         .streams = pp->tuning.streams,
+        /* not offered to auto: overlap is measured to lose on the H200 and
+         * is refused unless the instance runs its trial (overlap_refusal) */
+        .overlap_ok = 0,
     };
     if (ci.unified_tiles < ci.prefill_tiles)
         ci.unified_tiles = ci.prefill_tiles; /* keeps the why's tile difference >= 0 */
@@ -664,9 +855,22 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
     if (asked == ATTN_SCHED_PARTITION && dec_why != NULL)
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
                               "schedule partition: %s", dec_why);
-    if (asked == ATTN_SCHED_OVERLAP)
-        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
-                              "schedule overlap is not implemented by cuda_prefill");
+    if (asked == ATTN_SCHED_OVERLAP) {
+        if (dec_why != NULL)
+            return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
+                                  "schedule overlap: %s", dec_why);
+        /* the light grid first (one CTA per SM), the decode kernels on the
+         * second stream fill the room beside it (launch order measured,
+         * docs/cuda-prefill-engine.md) */
+        pp->order = ATTN_MIXED_ORDER_PREFILL_FIRST;
+        pp->prefill_ctas = 0;
+        out->schedule = asked;
+        snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
+                 "a trial: prefill/append rows on the light prefill kernel (one CTA per SM), "
+                 "decode rows on the decode kernels on a second stream launched after it (two "
+                 "launches; co-residency not guaranteed: the probe measures it)");
+        return tile_plan(m, g, pp, dev, T, C, mark, tp, err);
+    }
     if (asked == ATTN_SCHED_UNIFIED) {
         out->schedule = asked;
         snprintf(out->schedule_why, sizeof out->schedule_why, "as asked: %s",
@@ -711,25 +915,29 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
     return 0;
 }
 
-/* Append to the plan's schedule_why (cut to its size). */
+/* Append a clause to the plan's schedule_why, whole: the why before it is
+ * cut to make room (its tail, the variants' details, matters least; the
+ * walk's rho / eta are what seed 0x09G asks the why to report). */
 static void append_why(attn_engine_plan *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void append_why(attn_engine_plan *out, const char *fmt, ...)
 {
-    const size_t n = strlen(out->schedule_why);
-    if (n + 1 >= sizeof out->schedule_why)
-        return;
+    char clause[sizeof out->schedule_why];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(out->schedule_why + n, sizeof out->schedule_why - n, fmt, ap);
+    vsnprintf(clause, sizeof clause, fmt, ap);
     va_end(ap);
+    const size_t room = sizeof out->schedule_why - 1, len = strlen(out->schedule_why);
+    const size_t n = strlen(clause), at = n >= room ? 0 : len < room - n ? len : room - n;
+    snprintf(out->schedule_why + at, sizeof out->schedule_why - at, "%s", clause);
 }
 
 /* A single-kernel batch (no decode rows, or only decode rows the decode
  * kernels cannot take): one launch of the prefill kernel, whatever the
  * label (every row of it belongs to that kernel). */
-static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn_engine_plan *out)
+static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn_prefill_variant v,
+                                   attn_engine_plan *out)
 {
     const bool mixed = !one_phase(phases);
     out->schedule = m->policy.schedule != ATTN_SCHED_AUTO ? m->policy.schedule
@@ -737,8 +945,148 @@ static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn
                                                           : ATTN_SCHED_PARTITION;
     snprintf(out->schedule_why, sizeof out->schedule_why, "%s%s",
              m->policy.schedule != ATTN_SCHED_AUTO ? "as asked: " : "auto: ",
-             mixed ? "prefill and append rows in one launch of the prefill kernel"
-                   : "one launch of the prefill kernel (attend, then combine when split)");
+             v == ATTN_PREFILL_LIGHT
+                 ? "no decode rows to overlap: one launch of the light prefill kernel"
+             : mixed ? "prefill and append rows in one launch of the prefill kernel"
+                     : "one launch of the prefill kernel (attend, then combine when split)");
+}
+
+/* Where the run's buffers lie in its io allocation: q | k_new | v_new | o
+ * | lse | saved k | saved v (the plan's rows, graph mode the envelope's). */
+typedef struct io_layout {
+    size_t q, k, v, o, l, sk, sv, bytes;
+} io_layout;
+
+static io_layout io_layout_of(const prefill_priv *pp)
+{
+    io_layout L;
+    L.q = 0;
+    L.k = align256(pp->q_bytes);
+    L.v = L.k + align256(pp->kv_bytes);
+    L.o = L.v + align256(pp->kv_bytes);
+    L.l = L.o + align256(pp->q_bytes);
+    L.sk = L.l + align256(pp->lse_bytes);
+    L.sv = L.sk + align256(pp->kv_bytes);
+    L.bytes = L.sv + align256(pp->kv_bytes);
+    return L;
+}
+
+/* ---- graph mode: the capacity envelope (seed 0x03G) ----------------------- */
+
+/* What graph mode refuses at plan time beyond admission: the snake walk
+ * (it reads the unit count from a launch parameter; the queues are device
+ * memory). */
+static int graph_admit(const attn_manifest *m, uint32_t phases, const prefill_priv *pp,
+                       attn_error_detail *err)
+{
+    const char *why = graph_refusal(m, phases);
+    if (why != NULL)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.graph", "graph mode: %s", why);
+    if (pp->tuning.walk == ATTN_PREFILL_WALK_SNAKE)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "ATTN_PREFILL_WALK",
+                              "graph mode needs the queue walk: the snake's unit count is a "
+                              "launch parameter");
+    return 0;
+}
+
+/* The envelope of the capacity manifest m (its requests, q rows and the
+ * keys of its longest request), checked against its own tile plan. */
+static int graph_envelope(const attn_manifest *m, const attn_pool_geometry *g,
+                          const attn_cuda_device_facts *dev, const attn_prefill_plan *tp,
+                          prefill_priv *pp, attn_error_detail *err)
+{
+    const uint32_t B = m->num_requests;
+    int64_t keys = 1;
+    for (uint32_t b = 0; b < B; b++) {
+        const int64_t k = m->requests[b].cache_len + m->requests[b].new_len;
+        keys = k > keys ? k : keys;
+    }
+    const attn_prefill_envelope_in ei = {.max_requests = B,
+                                         .max_q_rows = (uint32_t)m->qo_indptr[B],
+                                         .max_keys = keys,
+                                         .num_qo_heads = m->num_qo_heads,
+                                         .num_kv_heads = g->num_kv_heads,
+                                         .head_dim = g->head_dim_qk,
+                                         .num_sms = dev->sm_count,
+                                         .fixed_splits = m->policy.splits,
+                                         .workers = pp->grid_ctas,
+                                         .variant = pp->variant};
+    int rv = attn_prefill_envelope_size(&ei, &pp->env, err);
+    return rv != 0 ? rv : attn_prefill_envelope_check(&pp->env, tp, err);
+}
+
+/* The step a graph-mode image describes (tp: its tile plan, queues built). */
+static void graph_note_step(const attn_manifest *m, const attn_prefill_plan *tp, prefill_priv *pp)
+{
+    attn_cuda_prefill_graph_info *s = &pp->step;
+    s->graph = true;
+    s->env = pp->env;
+    s->max_page_indices = m->kv.format == ATTN_KV_CSR ? pp->caps.page_indices : pp->caps.max_blocks;
+    s->step_requests = m->num_requests;
+    s->step_q_rows = (uint32_t)m->qo_indptr[m->num_requests];
+    s->step_items = tp->num_items;
+    s->step_tiles = tp->num_tiles;
+    s->step_merges = tp->num_merges;
+    s->step_parts = tp->num_parts;
+    s->step_workers = tp->num_workers;
+}
+
+/* Keep what an update may not change, and the first step. */
+static void graph_keep(const attn_manifest *m, const attn_pool_geometry *g,
+                       const attn_prefill_plan *tp, float sm_scale, prefill_priv *pp)
+{
+    graph_static *f = &pp->fixed;
+    f->g = *g;
+    f->num_qo_heads = m->num_qo_heads;
+    f->q_dtype = m->q_dtype;
+    f->mask_kind = m->mask.kind;
+    f->mask_left = m->mask.left;
+    f->mask_sinks = m->mask.sinks;
+    f->abi = m->policy.state_abi;
+    f->splits = m->policy.splits;
+    f->format = m->kv.format;
+    f->sm_scale = sm_scale;
+    f->sm_count = pp->grid_ctas;
+    graph_note_step(m, tp, pp);
+}
+
+/* The plan-static field the step m (on pool g) changes, or NULL. */
+static const char *graph_static_diff(const graph_static *f, const attn_manifest *m,
+                                     const attn_pool_geometry *g)
+{
+    if (!m->policy.graph)
+        return "policy.graph";
+    if (m->num_qo_heads != f->num_qo_heads)
+        return "num_qo_heads";
+    if (m->q_dtype != f->q_dtype)
+        return "q_dtype";
+    if (m->mask.kind != f->mask_kind)
+        return "mask.kind";
+    if (m->mask.left != f->mask_left)
+        return "mask.left";
+    if (m->mask.sinks != f->mask_sinks)
+        return "mask.sinks";
+    if (m->policy.state_abi != f->abi)
+        return "policy.state_abi";
+    if (m->policy.splits != f->splits)
+        return "policy.splits";
+    if (m->kv.format != f->format)
+        return "kv.format";
+    if (attn_manifest_sm_scale(m, g) != f->sm_scale)
+        return "sm_scale";
+    if (g->num_kv_heads != f->g.num_kv_heads)
+        return "pool.num_kv_heads";
+    if (g->head_dim_qk != f->g.head_dim_qk || g->head_dim_vo != f->g.head_dim_vo)
+        return "pool.head_dim";
+    if (g->page_size != f->g.page_size)
+        return "pool.page_size";
+    if (g->num_pages != f->g.num_pages)
+        return "pool.num_pages";
+    if (g->kv_dtype != f->g.kv_dtype)
+        return "pool.kv_dtype";
+    if (g->layout != f->g.layout)
+        return "pool.layout";
+    return NULL;
 }
 
 int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry *g,
@@ -758,9 +1106,15 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         return attn_error_set(err, ATTN_E_SHAPE, "head_dim_qk",
                               "no prefill kernel for head_dim %u/%u, H_q %u, H_kv %u", d,
                               g->head_dim_vo, Hq, Hkv);
-    if (m->policy.schedule == ATTN_SCHED_OVERLAP)
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP && overlap_refusal(t) != NULL)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule", "%s",
+                              overlap_refusal(t));
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP &&
+        !attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, d))
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
-                              "schedule overlap is not implemented by cuda_prefill");
+                              "schedule overlap runs the light prefill kernel, which serves "
+                              "head_dim 64 and 128, not %u",
+                              d);
     prefill_priv *pp = calloc(1, sizeof *pp);
     if (pp == NULL)
         return attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the plan");
@@ -769,7 +1123,10 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     if (t != NULL)
         pp->tuning = *t;
     pp->device = dev->device;
-    attn_prefill_tile_shape(d, &pp->tile_m, &pp->tile_n);
+    /* overlap asked: the light kernel's tiles from the start (auto may
+     * switch to them in choose_schedule) */
+    pp->variant = m->policy.schedule == ATTN_SCHED_OVERLAP ? ATTN_PREFILL_LIGHT : ATTN_PREFILL_FULL;
+    attn_prefill_tile_shape(d, pp->variant, &pp->tile_m, &pp->tile_n);
 
     /* the mask program at the kernel's key-tile width (its block summaries
      * classify whole tiles), then the tile plan */
@@ -795,18 +1152,29 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
      * batch, or a pure-decode one they can take */
     const bool two_kernels =
         has_decode(phases) && (!one_phase(phases) || decode_rows_refusal(m, g, dev) == NULL);
-    if (two_kernels) {
+    pp->graph = m->policy.graph;
+    if (pp->graph && (rv = graph_admit(m, phases, pp, err)) != 0)
+        goto fail;
+    if (pp->graph && two_kernels) {
+        /* graph mode: the one launch the envelope covers */
+        out->schedule = ATTN_SCHED_UNIFIED;
+        snprintf(out->schedule_why, sizeof out->schedule_why, "%s%s",
+                 m->policy.schedule == ATTN_SCHED_AUTO ? "auto: " : "as asked: ",
+                 "graph mode: every row, decode rows included, in one launch of the prefill "
+                 "kernel (partition's decode sub-plan has no capacity envelope)");
+        if ((rv = tile_plan(m, g, pp, dev, T, C, NULL, &tp, err)) != 0)
+            goto fail;
+    } else if (two_kernels) {
         if ((rv = choose_schedule(m, g, pp, dev, T, C, mark, &tp, out, err)) != 0)
             goto fail;
     } else {
-        single_kernel_schedule(m, phases, out);
+        single_kernel_schedule(m, phases, pp->variant, out);
         if ((rv = tile_plan(m, g, pp, dev, T, C, NULL, &tp, err)) != 0)
             goto fail;
     }
-    if (out->schedule == ATTN_SCHED_PARTITION && two_kernels &&
-        (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
+    if ((out->schedule == ATTN_SCHED_PARTITION || out->schedule == ATTN_SCHED_OVERLAP) &&
+        two_kernels && (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
         goto fail;
-    pp->total_q = (uint32_t)m->qo_indptr[B];
     pp->num_tiles = tp.num_tiles;
     pp->num_parts = tp.num_parts;
     uint64_t dec_states = 0;
@@ -836,8 +1204,24 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
             out, "; walk snake: %u CTAs",
             (uint32_t)(tp.num_items * (uint64_t)Hkv < grid_ctas ? tp.num_items * Hkv : grid_ctas));
     }
+    /* the image's counts: the plan's own, or the envelope's (graph mode) */
+    attn_prefill_plan ws_plan = tp; /* what the partial states are sized for */
+    pp->grid_ctas = grid_ctas;
+    if (pp->graph) {
+        if ((rv = graph_envelope(m, g, dev, &tp, pp, err)) != 0)
+            goto fail;
+        pp->caps = caps_of_envelope(m, g, &pp->env, pp);
+        ws_plan.num_parts = pp->env.max_parts;
+        append_why(out,
+                   "; graph envelope: requests %u, q rows %u, keys %lld, tiles %u, items %u, "
+                   "merges %u, parts %u, grid %u CTAs",
+                   pp->env.max_requests, pp->env.max_q_rows, (long long)pp->env.max_keys,
+                   pp->env.max_tiles, pp->env.max_items, pp->env.max_merges, pp->env.max_parts,
+                   pp->env.workers);
+    } else
+        pp->caps = caps_of_plan(m, g, &tp, pp);
     if ((rv = build_image(m, g, &tp, pp, err)) != 0 ||
-        (rv = layout_ledger(m, g, &tp, dec_states, &out->ledger, err)) != 0 ||
+        (rv = layout_ledger(m, g, &ws_plan, dec_states, &out->ledger, err)) != 0 ||
         (rv = split_view(&tp, fixed, &out->split, err)) != 0)
         goto fail;
     if (pp->partitioned) {
@@ -857,16 +1241,20 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
      * upload, then its device copy (the daemon's plan-cache bound) */
     out->priv_bytes = sizeof *pp + pp->meta_bytes + pp->dec.priv_bytes;
 
-    /* kernel parameters fixed for the plan's life */
+    /* kernel parameters fixed for the plan's life (graph mode: the rows
+     * the run copies and stages are the envelope's) */
+    pp->total_q = pp->caps.rows;
     const size_t es = attn_dtype_size(g->kv_dtype), qs = attn_dtype_size(m->q_dtype);
     pp->q_bytes = (size_t)pp->total_q * Hq * d * qs;
     pp->kv_bytes = (size_t)pp->total_q * Hkv * d * es;
     pp->lse_bytes = (size_t)pp->total_q * Hq * sizeof(float);
+    if (pp->graph) /* the host image stays, and the plan owns its run buffers */
+        out->priv_bytes += pp->meta_bytes + io_layout_of(pp).bytes + out->ledger.total_bytes;
     pp->head_stride = g->layout == ATTN_HND ? (int64_t)g->page_size * d : (int64_t)d;
     pp->dev_table = m->kv;
     attn_cuda_prefill_params *pr = &pp->params;
     pr->num_items = tp.num_items;
-    pr->num_merges = tp.num_merges;
+    pr->num_merges = pp->caps.merges; /* graph mode: the envelope's, the padded ones exit */
     pr->num_qo_heads = Hq;
     pr->num_kv_heads = Hkv;
     pr->head_dim = d;
@@ -875,7 +1263,10 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     pr->abi = m->policy.state_abi;
     pr->sm_scale = attn_manifest_sm_scale(m, g);
     pr->max_ctas = grid_ctas;
-    pr->num_workers = tp.num_workers; /* the queues' grid (0: the snake's) */
+    pr->num_workers = pp->caps.workers; /* the queues' grid (0: the snake's) */
+    pr->variant = pp->variant;
+    if (pp->graph)
+        graph_keep(m, g, &tp, pr->sm_scale, pp);
 
     attn_engine_env_cuda(&out->env, dev->device, dev->cc_major, dev->cc_minor);
     attn_prefill_plan_free(&tp);
@@ -921,6 +1312,178 @@ int attn_cuda_prefill_plan_info_get(const attn_engine_plan *p, attn_cuda_prefill
     return 0;
 }
 
+int attn_cuda_prefill_graph_info_get(const attn_engine_plan *p, attn_cuda_prefill_graph_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (p == NULL || p->priv == NULL || !p->tiles.counted ||
+        (p->owner != NULL && p->owner->ops != attn_cuda_prefill_engine_ops()))
+        return ATTN_E_ENGINE;
+    const prefill_priv *pp = p->priv;
+    if (pp->graph)
+        *out = pp->step;
+    return 0;
+}
+
+int attn_cuda_prefill_plan_arrays(const attn_engine_plan *p, attn_prefill_plan *view,
+                                  const int64_t **rows, uint32_t *num_rows)
+{
+    memset(view, 0, sizeof *view);
+    if (p == NULL || p->priv == NULL || !p->tiles.counted ||
+        (p->owner != NULL && p->owner->ops != attn_cuda_prefill_engine_ops()))
+        return ATTN_E_ENGINE;
+    const prefill_priv *pp = p->priv;
+    if (pp->host_meta == NULL)
+        return ATTN_E_ENGINE;
+    char *hm = pp->host_meta;
+    const image_caps *c = &pp->caps;
+    view->tile_m = pp->tile_m;
+    view->tile_n = pp->tile_n;
+    view->reqs = (attn_prefill_req *)(void *)(hm + pp->off_reqs);
+    view->num_requests = c->reqs;
+    view->items = (attn_prefill_item *)(void *)(hm + pp->off_items);
+    view->num_items = c->items;
+    view->tiles = (int32_t *)(void *)(hm + pp->off_tiles);
+    view->num_tiles = c->tiles;
+    view->merges = (attn_prefill_merge *)(void *)(hm + pp->off_merges);
+    view->num_merges = c->merges;
+    view->num_parts = pp->graph ? pp->env.max_parts : pp->num_parts;
+    view->num_workers = c->workers;
+    view->worker_indptr = c->workers ? (uint32_t *)(void *)(hm + pp->off_wq) : NULL;
+    view->order = c->workers ? (uint32_t *)(void *)(hm + pp->off_order) : NULL;
+    *rows = (const int64_t *)(const void *)(hm + pp->off_rows);
+    *num_rows = c->rows;
+    return 0;
+}
+
+/* Plan the step m of graph-mode plan p inside its envelope into a new image
+ * (*img, pp->meta_bytes) and its tile plan (*tp); nothing of p changes. */
+static int graph_step(const attn_engine_plan *p, const attn_manifest *m,
+                      const attn_pool_geometry *g, char **img, attn_prefill_plan *tp,
+                      attn_error_detail *err)
+{
+    const prefill_priv *pp = p != NULL ? p->priv : NULL;
+    *img = NULL;
+    memset(tp, 0, sizeof *tp);
+    if (pp == NULL || !pp->graph || pp->host_meta == NULL ||
+        (p->owner != NULL && p->owner->ops != attn_cuda_prefill_engine_ops()))
+        return attn_error_set(err, ATTN_E_ENGINE, "plan",
+                              "not a graph-mode plan of cuda_prefill (policy.graph)");
+    const char *f = graph_static_diff(&pp->fixed, m, g);
+    if (f != NULL)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, f,
+                              "graph mode: %s differs from the plan's (it is fixed for the "
+                              "plan's life; make a new plan)",
+                              f);
+    const uint32_t B = m->num_requests;
+    const char *why = graph_refusal(m, manifest_phases(m));
+    if (why != NULL)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.graph", "graph mode: %s", why);
+    /* the direct limits first, each naming the manifest's field */
+    const attn_prefill_envelope *e = &pp->env;
+    if (B == 0)
+        return attn_error_set(err, ATTN_E_EMPTY_BATCH, "num_requests", "no requests");
+    if (B > e->max_requests)
+        return attn_error_set(err, ATTN_E_CAPACITY, "num_requests",
+                              "%u requests; the graph envelope holds %u", B, e->max_requests);
+    if (m->qo_indptr[B] < 0 || (uint32_t)m->qo_indptr[B] > e->max_q_rows)
+        return attn_error_set(err, ATTN_E_CAPACITY, "qo_indptr",
+                              "%d q rows; the graph envelope holds %u", m->qo_indptr[B],
+                              e->max_q_rows);
+    for (uint32_t b = 0; b < B; b++) {
+        const int64_t k = m->requests[b].cache_len + m->requests[b].new_len;
+        if (k > e->max_keys) {
+            char fb[40];
+            snprintf(fb, sizeof fb, "requests[%u]", b);
+            return attn_error_set(err, ATTN_E_CAPACITY, fb,
+                                  "T + C = %lld keys; the graph envelope holds %lld", (long long)k,
+                                  (long long)e->max_keys);
+        }
+    }
+    if (m->kv.format == ATTN_KV_CSR && m->kv.num_page_indices > pp->caps.page_indices)
+        return attn_error_set(err, ATTN_E_CAPACITY, "kv.page_indices",
+                              "%lld page indices; the graph envelope holds %u",
+                              (long long)m->kv.num_page_indices, pp->caps.page_indices);
+    if (m->kv.format == ATTN_KV_DENSE && m->kv.max_blocks > pp->caps.max_blocks)
+        return attn_error_set(err, ATTN_E_CAPACITY, "kv.max_blocks",
+                              "%u blocks per request; the graph envelope holds %u",
+                              m->kv.max_blocks, pp->caps.max_blocks);
+    attn_mask_prog mp;
+    int rv = attn_mask_prog_build_blocks(&m->mask, m->requests, B, pp->tile_n, &mp, err);
+    if (rv != 0)
+        return rv;
+    int64_t *T = malloc(sizeof *T * B), *C = malloc(sizeof *C * B);
+    if (T == NULL || C == NULL) {
+        rv = attn_error_set(err, ATTN_E_NOMEM, "", "out of memory");
+        goto done;
+    }
+    for (uint32_t b = 0; b < B; b++) {
+        T[b] = m->requests[b].cache_len;
+        C[b] = m->requests[b].new_len;
+    }
+    if (mp.arena_bytes > pp->caps.arena) {
+        rv = attn_error_set(err, ATTN_E_CAPACITY, "mask", "%zu mask bytes; the envelope holds %zu",
+                            mp.arena_bytes, pp->caps.arena);
+        goto done;
+    }
+    /* the plan's split policy and grid: the same planner as a fresh plan */
+    attn_prefill_plan_in in = {.num_requests = B,
+                               .T = T,
+                               .C = C,
+                               .qo_indptr = m->qo_indptr,
+                               .num_qo_heads = m->num_qo_heads,
+                               .num_kv_heads = g->num_kv_heads,
+                               .head_dim = g->head_dim_qk,
+                               .mask = &mp,
+                               .num_sms = pp->fixed.sm_count,
+                               .fixed_splits = m->policy.splits};
+    if ((rv = attn_prefill_plan_build(&in, tp, err)) != 0 ||
+        (rv = attn_prefill_plan_queues(tp, g->num_kv_heads, pp->grid_ctas, NULL, err)) != 0 ||
+        (rv = attn_prefill_envelope_check(e, tp, err)) != 0)
+        goto done;
+    if ((*img = calloc(1, pp->meta_bytes ? pp->meta_bytes : 1)) == NULL) {
+        rv = attn_error_set(err, ATTN_E_NOMEM, "", "out of memory for the step's image");
+        goto done;
+    }
+    rv = fill_image(m, g, tp, &mp, pp, *img, err);
+done:
+    if (rv != 0) {
+        free(*img);
+        *img = NULL;
+        attn_prefill_plan_free(tp);
+    }
+    attn_mask_prog_free(&mp);
+    free(T);
+    free(C);
+    return rv;
+}
+
+/* Make the step's image the plan's (host side): the image, the step's
+ * record and its tile-class report. */
+static void graph_commit(attn_engine_plan *p, const attn_manifest *m, char *img,
+                         attn_prefill_plan *tp)
+{
+    prefill_priv *pp = p->priv;
+    memcpy(pp->host_meta, img, pp->meta_bytes);
+    graph_note_step(m, tp, pp);
+    pp->num_tiles = tp->num_tiles;
+    pp->num_parts = tp->num_parts;
+    pp->params.num_items = tp->num_items;
+    p->tiles.ledger = tp->ledger;
+    free(img);
+    attn_prefill_plan_free(tp);
+}
+
+int attn_cuda_prefill_plan_host_update(attn_engine_plan *p, const attn_manifest *m,
+                                       const attn_pool_geometry *g, attn_error_detail *err)
+{
+    char *img;
+    attn_prefill_plan tp;
+    int rv = graph_step(p, m, g, &img, &tp, err);
+    if (rv == 0)
+        graph_commit(p, m, img, &tp);
+    return rv;
+}
+
 /* ---- the instance ---------------------------------------------------------- */
 
 #ifndef ATTN_WITH_CUDA
@@ -937,7 +1500,7 @@ static void engine_fini(void *state)
 static void engine_admit(const attn_engine *self, const attn_manifest *m,
                          const attn_pool_geometry *g, attn_admission *out)
 {
-    attn_cuda_prefill_admit(m, g, NULL, out);
+    attn_cuda_prefill_admit(m, g, NULL, NULL, out);
 }
 
 static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_pool_geometry *g,
@@ -954,6 +1517,18 @@ static int engine_run(attn_engine *self, attn_engine_plan *p, const attn_run_io 
 
 void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill_tuning *t)
 {
+}
+
+int attn_cuda_prefill_graph_update(attn_engine *e, attn_engine_plan *p, const attn_manifest *m,
+                                   const attn_pool_geometry *g, attn_error_detail *err)
+{
+    return attn_error_set(err, ATTN_E_CUDA, "backend", "built without CUDA");
+}
+
+int attn_cuda_prefill_graph_enqueue(attn_engine *e, attn_engine_plan *p, const attn_run_io *io,
+                                    void *stream, attn_error_detail *err)
+{
+    return attn_error_set(err, ATTN_E_CUDA, "backend", "built without CUDA");
 }
 
 #else /* ATTN_WITH_CUDA */
@@ -1019,6 +1594,14 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
     /* partition's stream variant, one setting per instance so one process
      * can measure every variant (bench/gpu/bench_mixed.py) */
     const char *order = getenv("ATTN_MIXED_STREAMS"), *ctas = getenv("ATTN_MIXED_PREFILL_CTAS");
+    const char *ov = getenv("ATTN_MIXED_OVERLAP"); /* overlap's trial, for measurement */
+    if (ov != NULL && ov[0]) {
+        int rv = attn_mixed_overlap_parse(ov, &pi->tuning.overlap_trial, err);
+        if (rv != 0) {
+            engine_fini(pi);
+            return rv;
+        }
+    }
     if ((order != NULL && order[0]) || (ctas != NULL && ctas[0])) {
         int rv = attn_mixed_streams_parse(order, ctas, pi->dev.sm_count, &pi->tuning.streams, err);
         if (rv != 0) {
@@ -1064,7 +1647,8 @@ static void engine_admit(const attn_engine *self, const attn_manifest *m,
                          const attn_pool_geometry *g, attn_admission *out)
 {
     const prefill_instance *pi = self->state;
-    attn_cuda_prefill_admit(m, g, pi != NULL ? &pi->dev : NULL, out);
+    attn_cuda_prefill_admit(m, g, pi != NULL ? &pi->dev : NULL, pi != NULL ? &pi->tuning : NULL,
+                            out);
 }
 
 void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill_tuning *t)
@@ -1082,10 +1666,17 @@ void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill
 
 /* The one upload of plan time; afterwards the kernel parameters point
  * into the device image and the host copies are released. */
-static int upload(prefill_priv *pp, const attn_manifest *m, const attn_pool_geometry *g,
-                  attn_error_detail *err)
+static int upload(prefill_priv *pp, const attn_ledger *led, const attn_manifest *m,
+                  const attn_pool_geometry *g, attn_error_detail *err)
 {
     cudaError_t e;
+    if (pp->graph) {
+        /* graph mode: the plan's own run buffers, so a captured graph's
+         * pointers outlive every other plan's growth of the instance's */
+        if ((e = cudaMalloc(&pp->run_io, io_layout_of(pp).bytes)) != cudaSuccess ||
+            (e = cudaMalloc(&pp->run_ws, led->total_bytes + 256)) != cudaSuccess)
+            return attn_cuda_error(err, e, "", "cudaMalloc of the graph-mode plan's buffers");
+    }
     if ((e = cudaMalloc(&pp->dev_meta, pp->meta_bytes ? pp->meta_bytes : 256)) != cudaSuccess) {
         pp->dev_meta = NULL;
         return attn_cuda_error(err, e, "", "cudaMalloc of the plan's metadata");
@@ -1113,9 +1704,13 @@ static int upload(prefill_priv *pp, const attn_manifest *m, const attn_pool_geom
         t->block_table = (int32_t *)(void *)(dm + pp->off_t[0]);
         t->lens = (int32_t *)(void *)(dm + pp->off_t[1]);
     }
-    attn_kv_addr_from_table(&pr->kv, t, m->num_requests, g);
-    free(pp->host_meta);
-    pp->host_meta = NULL;
+    /* graph mode: the table's shape is the envelope's (requests past the
+     * step's have no pages) */
+    attn_kv_addr_from_table(&pr->kv, t, pp->caps.table_requests, g);
+    if (!pp->graph) { /* graph mode keeps the host image for the updates */
+        free(pp->host_meta);
+        pp->host_meta = NULL;
+    }
     attn_mask_prog_free(&pp->host_mask);
     return 0;
 }
@@ -1143,7 +1738,7 @@ static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_poo
     if ((rv = attn_cuda_prefill_plan_host(m, g, &dev, &tuning, out, err)) != 0)
         return rv;
     prefill_priv *pp = out->priv;
-    if ((rv = upload(pp, m, g, err)) != 0 ||
+    if ((rv = upload(pp, &out->ledger, m, g, err)) != 0 ||
         (pp->partitioned && (rv = attn_cuda_plan_upload(&pp->dec, err)) != 0)) {
         attn_cuda_prefill_plan_host_free(out);
         return rv;
@@ -1204,6 +1799,31 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
         }                                                                                          \
     } while (0)
 
+/* The plan's kernel parameters with one run's pointers: its io buffers
+ * `dio` (io_layout_of), partial states in `ws` (the ledger's fields), the
+ * layer's K and V stores. */
+static attn_cuda_prefill_params bind_params(const prefill_priv *pp, const attn_ledger *led,
+                                            char *dio, char *ws, void *kst, void *vst)
+{
+    const io_layout L = io_layout_of(pp);
+    attn_cuda_prefill_params p = pp->params;
+    p.q = dio + L.q;
+    p.o = dio + L.o;
+    p.lse = (float *)(void *)(dio + L.l);
+    p.k = kst;
+    p.v = vst;
+    if (led->num_fields) {
+        const bool mlu = p.abi == ATTN_ABI_MLU;
+        p.part_vec =
+            (float *)(void *)(ws + attn_ledger_find(led, mlu ? "partial_u" : "partial_O")->offset);
+        p.part_m =
+            (float *)(void *)(ws +
+                              attn_ledger_find(led, mlu ? "partial_m" : "partial_LSE")->offset);
+        p.part_l = mlu ? (float *)(void *)(ws + attn_ledger_find(led, "partial_l")->offset) : NULL;
+    }
+    return p;
+}
+
 static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger *led,
                       const attn_run_io *io, attn_exec_report *rep, attn_error_detail *err)
 {
@@ -1218,31 +1838,20 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     void *kst = io->pool->k[io->layer], *vst = io->pool->v[io->layer];
 
     /* io buffers: q | k_new | v_new | o | lse | save_k | save_v */
-    size_t o_q = 0, o_k = align256(pp->q_bytes), o_v = o_k + align256(pp->kv_bytes);
-    size_t o_o = o_v + align256(pp->kv_bytes), o_l = o_o + align256(pp->q_bytes);
-    size_t o_sk = o_l + align256(pp->lse_bytes), o_sv = o_sk + align256(pp->kv_bytes);
-    size_t io_bytes = o_sv + align256(pp->kv_bytes);
+    const io_layout L = io_layout_of(pp);
+    const size_t o_q = L.q, o_k = L.k, o_v = L.v, o_o = L.o, o_l = L.l, o_sk = L.sk, o_sv = L.sv;
     CK(cudaSetDevice(pi->dev.device), "cudaSetDevice");
-    CK(attn_cuda_grow(&pi->dev_io, &pi->dev_io_cap, io_bytes), "cudaMalloc of the run's buffers");
-    CK(attn_cuda_grow(&pi->dev_ws, &pi->dev_ws_cap, led->total_bytes + 256),
-       "cudaMalloc of the workspace");
-    char *dio = pi->dev_io, *ws = pi->dev_ws;
-    /* bind: the plan's parameters with this layer's pointers */
-    attn_cuda_prefill_params p = pp->params;
-    p.q = dio + o_q;
-    p.o = dio + o_o;
-    p.lse = (float *)(void *)(dio + o_l);
-    p.k = kst;
-    p.v = vst;
-    if (led->num_fields) {
-        const bool mlu = p.abi == ATTN_ABI_MLU;
-        p.part_vec =
-            (float *)(void *)(ws + attn_ledger_find(led, mlu ? "partial_u" : "partial_O")->offset);
-        p.part_m =
-            (float *)(void *)(ws +
-                              attn_ledger_find(led, mlu ? "partial_m" : "partial_LSE")->offset);
-        p.part_l = mlu ? (float *)(void *)(ws + attn_ledger_find(led, "partial_l")->offset) : NULL;
+    char *dio = pp->run_io, *ws = pp->run_ws; /* graph mode: the plan's own */
+    if (!pp->graph) {
+        CK(attn_cuda_grow(&pi->dev_io, &pi->dev_io_cap, L.bytes),
+           "cudaMalloc of the run's buffers");
+        CK(attn_cuda_grow(&pi->dev_ws, &pi->dev_ws_cap, led->total_bytes + 256),
+           "cudaMalloc of the workspace");
+        dio = pi->dev_io;
+        ws = pi->dev_ws;
     }
+    /* bind: the plan's parameters with this layer's pointers */
+    attn_cuda_prefill_params p = bind_params(pp, led, dio, ws, kst, vst);
     /* partition: the decode rows' kernels on the same buffers, their
      * partial states after the prefill kernel's */
     attn_cuda_decode_params dp;
@@ -1252,6 +1861,10 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
             rv = attn_error_set(err, ATTN_E_ENGINE, "plan", "the decode sub-plan is not uploaded");
             goto fail;
         }
+        /* the decode rows share the SMs with prefill CTAs: keep the producer
+         * the mixed cost model was fitted on (the short-grid choice of
+         * attn_decode_path_bulk assumes the grid has the SMs to itself) */
+        dp.sm_count = 0;
         dp.q = p.q;
         dp.k = kst;
         dp.v = vst;
@@ -1305,6 +1918,12 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         CK(cudaStreamWaitEvent(pi->side, pi->ev_fork, 0), "cudaStreamWaitEvent (fork)");
     }
     const bool decode_first = forked && pp->order == ATTN_MIXED_ORDER_DECODE_FIRST;
+    uint64_t *probe = forked ? pi->tuning.probe : NULL; /* tests: co-residency (read per run) */
+    if (probe != NULL) {
+        p.probe = (unsigned long long *)(probe + 2);
+        dp.probe = (unsigned long long *)(probe + 2 + 3 * (size_t)pi->dev.sm_count);
+        dp.probe_ctas = pi->tuning.probe_decode_ctas;
+    }
     for (int k = 0; k < 2; k++) {
         const bool decode_now = (k == 0) == decode_first;
         if (!decode_now && has_prefill && (rv = attn_cuda_prefill_launch(&p, st)) != 0) {
@@ -1312,9 +1931,17 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
                                 cudaGetErrorString(cudaGetLastError()));
             goto fail;
         }
+        if (decode_now && probe != NULL && attn_cuda_stamp_launch(probe, dst) != 0) {
+            rv = attn_error_set(err, ATTN_E_CUDA, "tuning.probe", "stamp launch failed");
+            goto fail;
+        }
         if (decode_now && pp->partitioned && (rv = attn_cuda_decode_launch(&dp, dst)) != 0) {
             rv = attn_error_set(err, rv, "", "decode launch failed: %s",
                                 cudaGetErrorString(cudaGetLastError()));
+            goto fail;
+        }
+        if (decode_now && probe != NULL && attn_cuda_stamp_launch(probe + 1, dst) != 0) {
+            rv = attn_error_set(err, ATTN_E_CUDA, "tuning.probe", "stamp launch failed");
             goto fail;
         }
     }
@@ -1349,7 +1976,9 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
         snprintf(rep->timing_scope, sizeof rep->timing_scope, "%s",
-                 forked            ? "cuda events: append, fork, prefill || decode, join"
+                 forked && pp->variant == ATTN_PREFILL_LIGHT
+                     ? "cuda events: append, fork, light prefill || decode, join"
+                 : forked          ? "cuda events: append, fork, prefill || decode, join"
                  : pp->partitioned ? "cuda events: append, prefill, then decode kernels"
                                    : "cuda events: append, prefill attend and combine");
     }
@@ -1401,6 +2030,93 @@ static int engine_signal(attn_engine *self, void *addr, uint64_t value, attn_err
     return rv;
 }
 
+int attn_cuda_prefill_graph_update(attn_engine *e, attn_engine_plan *p, const attn_manifest *m,
+                                   const attn_pool_geometry *g, attn_error_detail *err)
+{
+    char *img;
+    attn_prefill_plan tp;
+    int rv = graph_step(p, m, g, &img, &tp, err);
+    if (rv != 0)
+        return rv;
+    prefill_priv *pp = p->priv;
+    cudaError_t ce;
+    if (pp->dev_meta == NULL) {
+        rv = attn_error_set(err, ATTN_E_ENGINE, "plan", "the graph-mode plan is not uploaded");
+    } else if ((ce = cudaSetDevice(pp->device)) != cudaSuccess ||
+               (ce = cudaMemcpy(pp->dev_meta, img, pp->meta_bytes, cudaMemcpyHostToDevice)) !=
+                   cudaSuccess) {
+        rv = attn_cuda_error(err, ce, "", "copy of the step's metadata image");
+    }
+    if (rv != 0) {
+        free(img);
+        attn_prefill_plan_free(&tp);
+        return rv;
+    }
+    (void)e;
+    graph_commit(p, m, img, &tp);
+    return 0;
+}
+
+int attn_cuda_prefill_graph_enqueue(attn_engine *e, attn_engine_plan *p, const attn_run_io *io,
+                                    void *stream, attn_error_detail *err)
+{
+    prefill_priv *pp = p != NULL ? p->priv : NULL;
+    if (e == NULL || e->ops != attn_cuda_prefill_engine_ops() || pp == NULL || !pp->graph ||
+        pp->dev_meta == NULL)
+        return attn_error_set(err, ATTN_E_ENGINE, "plan",
+                              "not an uploaded graph-mode plan of this cuda_prefill instance");
+    if (!io->commit)
+        return attn_error_set(err, ATTN_E_RANGE, "commit",
+                              "a graph-mode enqueue commits its rows (no restore without a wait)");
+    if (io->wait_dev != NULL || io->signal_dev != NULL)
+        return attn_error_set(err, ATTN_E_RANGE, io->wait_dev ? "wait" : "signal",
+                              "a graph-mode enqueue takes no semaphores");
+    const prefill_instance *pi = e->state;
+    const attn_cuda_run_target target = {.device = pi->dev.device,
+                                         .where = e->where,
+                                         .plan_uploaded = true,
+                                         .ipc_why = "a graph-mode enqueue takes no semaphores"};
+    int rv = attn_cuda_run_check(io, &target, err);
+    if (rv != 0)
+        return rv;
+    const attn_pool_view *pv = io->pool;
+    cudaStream_t st = (cudaStream_t)stream;
+    void *kst = pv->k[io->layer], *vst = pv->v[io->layer];
+    const io_layout L = io_layout_of(pp);
+    char *dio = pp->run_io;
+    const attn_cuda_prefill_params prm = bind_params(pp, &p->ledger, dio, pp->run_ws, kst, vst);
+    /* cudaMemcpyDefault: host (pinned, under capture) or device buffers of the envelope's rows */
+    CK(cudaSetDevice(pp->device), "cudaSetDevice");
+    CK(cudaMemcpyAsync(dio + L.q, io->q, pp->q_bytes, cudaMemcpyDefault, st), "copy of q");
+    if (!io->kv_written) {
+        CK(cudaMemcpyAsync(dio + L.k, io->k_new, pp->kv_bytes, cudaMemcpyDefault, st),
+           "copy of k_new");
+        CK(cudaMemcpyAsync(dio + L.v, io->v_new, pp->kv_bytes, cudaMemcpyDefault, st),
+           "copy of v_new");
+    }
+    if (pp->tuning.poison) {
+        CK(cudaMemsetAsync(dio + L.o, 0xff, pp->q_bytes, st), "poison");
+        CK(cudaMemsetAsync(dio + L.l, 0xff, pp->lse_bytes, st), "poison");
+        if (p->ledger.total_bytes)
+            CK(cudaMemsetAsync(pp->run_ws, 0xff, p->ledger.total_bytes, st), "poison");
+    }
+    if (!io->kv_written) {
+        const attn_cuda_append_params ap = append_rows(pp, kst, vst, dio, L.k, L.v, L.sk, L.sv);
+        if ((rv = attn_cuda_append_launch(&ap, st)) != 0)
+            return attn_error_set(err, rv, "", "append launch failed");
+    }
+    if ((rv = attn_cuda_prefill_launch(&prm, st)) != 0)
+        return attn_error_set(err, rv, "", "prefill launch failed: %s",
+                              cudaGetErrorString(cudaGetLastError()));
+    CK(cudaMemcpyAsync(io->o, dio + L.o, pp->q_bytes, cudaMemcpyDefault, st), "copy of o");
+    if (io->lse)
+        CK(cudaMemcpyAsync(io->lse, dio + L.l, pp->lse_bytes, cudaMemcpyDefault, st),
+           "copy of lse");
+    return 0;
+fail:
+    return rv;
+}
+
 #endif /* ATTN_WITH_CUDA */
 
 static void engine_plan_free(attn_engine *self, attn_engine_plan *p)
@@ -1413,7 +2129,8 @@ static const attn_engine_ops g_prefill_ops = {
     .name = "cuda_prefill",
     .platform = ATTN_PLATFORM_CUDA,
     .phases = (1u << ATTN_PHASE_PREFILL) | (1u << ATTN_PHASE_APPEND) | (1u << ATTN_PHASE_DECODE),
-    .schedules = (1u << ATTN_SCHED_PARTITION) | (1u << ATTN_SCHED_UNIFIED),
+    .schedules =
+        (1u << ATTN_SCHED_PARTITION) | (1u << ATTN_SCHED_UNIFIED) | (1u << ATTN_SCHED_OVERLAP),
     .priority = ATTN_CUDA_PREFILL_PRIORITY,
     .init = engine_init,
     .fini = engine_fini,

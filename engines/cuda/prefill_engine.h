@@ -64,6 +64,11 @@ const char *attn_prefill_walk_name(attn_prefill_walk w);
  * is untouched then. */
 int attn_prefill_walk_parse(const char *s, attn_prefill_walk *out, attn_error_detail *err);
 
+/* Parse the instance setting ATTN_MIXED_OVERLAP ("1": overlap runs as a
+ * trial; NULL, "" or "0": refused).  ATTN_E_RANGE naming ATTN_MIXED_OVERLAP
+ * on anything else; *trial is untouched then. */
+int attn_mixed_overlap_parse(const char *s, int *trial, attn_error_detail *err);
+
 /* Knobs of one instance. */
 typedef struct attn_cuda_prefill_tuning {
     int poison;                 /* tests: NaN bytes in O, LSE and the workspace before every run */
@@ -73,7 +78,20 @@ typedef struct attn_cuda_prefill_tuning {
                                    (ATTN_E_CUDA, as a launch the driver refuses); 0: none */
     attn_mixed_streams streams; /* partition's stream variant; engine init reads it from
                                    ATTN_MIXED_STREAMS / ATTN_MIXED_PREFILL_CTAS when set */
-    attn_prefill_walk walk;     /* the unit walk; engine init reads ATTN_PREFILL_WALK when set */
+    /* tests (the overlap co-residency check): a device buffer of 2 + 3 x
+     * (SMs + probe_decode_ctas) values, or NULL.  A forked run writes the
+     * GPU time at which the second stream reached its decode kernels and
+     * the time it was done with them ([0], [1], by attn_cuda_stamp_launch),
+     * per CTA of the prefill attend kernel {%smid, start, end} from [2] on,
+     * and per CTA of the tensor-map decode producer the same from
+     * [2 + 3 x SMs] on (the first probe_decode_ctas CTAs) */
+    uint64_t *probe;
+    uint32_t probe_decode_ctas;
+    /* 1: admit policy.schedule overlap, for measurement (engine init sets
+     * it from ATTN_MIXED_OVERLAP=1); 0: overlap is refused with the
+     * measured reason (attn_cuda_prefill_admit) */
+    int overlap_trial;
+    attn_prefill_walk walk; /* the unit walk; engine init reads ATTN_PREFILL_WALK when set */
 } attn_cuda_prefill_tuning;
 
 /* The engine's ops table (name "cuda_prefill", platform CUDA, phases
@@ -83,7 +101,10 @@ typedef struct attn_cuda_prefill_tuning {
  * kernel over the prefill/append rows, then the decode kernels of
  * engines/cuda/decode_plan.h over the decode rows, one stream), or auto
  * (the cheaper by planner/mixed_cost.h; the plan's schedule_why gives both
- * estimates).  overlap is refused.  The config's device is the CUDA
+ * estimates); overlap (the light prefill kernel, one CTA per SM, and the
+ * decode kernels on the instance's second stream; head dims 64 and 128)
+ * only as a trial (attn_cuda_prefill_tuning.overlap_trial), refused
+ * otherwise.  The config's device is the CUDA
  * ordinal; its tuning, when not NULL, an attn_cuda_prefill_tuning. */
 const attn_engine_ops *attn_cuda_prefill_engine_ops(void);
 
@@ -94,13 +115,20 @@ void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill
 /* Fill `out` with every reason the prefill kernel cannot run the call:
  * device (a CUDA pool; compute capability 9.0 when `dev` is known), q in
  * the K/V dtype, K/V dtype bf16 or fp16, each head dimension, the head
- * ratio, page size, graph mode (not supported), the state ABI and the
- * kernel's index limits; on policy.schedule: partition of a mixed batch
- * whose decode rows the decode kernels cannot take (a per-cell mask, a page
- * size they do not walk), and overlap on any batch.  `dev` NULL: the device
- * is not known (no capability check).  Pure host code. */
+ * ratio, page size, the state ABI and the kernel's index limits; on
+ * policy.schedule: partition of a mixed batch whose decode rows the decode
+ * kernels cannot take (a per-cell mask, a page size they do not walk);
+ * overlap unless `t` asks for its trial (overlap_trial: measured to lose,
+ * r5), and then at head dims the light kernel does not serve (256) or with
+ * decode rows the decode kernels cannot take; under policy.graph (admitted:
+ * the capacity envelope of attn_cuda_prefill_graph_update) a per-cell mask
+ * (its arrays have no envelope) and partition or overlap of a batch with
+ * decode rows (the decode sub-plan has none).  `dev` NULL: the device is
+ * not known (no capability check); `t` NULL: the default tuning.  Pure
+ * host code. */
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
-                             const attn_cuda_device_facts *dev, attn_admission *out);
+                             const attn_cuda_device_facts *dev, const attn_cuda_prefill_tuning *t,
+                             attn_admission *out);
 
 /* The host half of the engine's plan, no CUDA call: the tile plan (split
  * policy from the manifest: FIXED with policy.splits, else the planner's
@@ -137,6 +165,79 @@ typedef struct attn_cuda_prefill_plan_info {
 /* Fill `out` for a plan made by attn_cuda_prefill_plan_host (or the
  * engine's plan); ATTN_E_ENGINE when `p` is not one. */
 int attn_cuda_prefill_plan_info_get(const attn_engine_plan *p, attn_cuda_prefill_plan_info *out);
+
+/* ---- graph mode (policy.graph, seed 0x03G) ----------------------------------
+ *
+ * A plan made under policy.graph is the capacity envelope of the steps that
+ * follow: its manifest gives the most requests, q rows and keys of a
+ * request (and the page-table sizes) any step may have; the tile, item,
+ * merge and part counts are bounded from those (planner/prefill_plan.h).
+ * Every array of the metadata image, the run's buffers and the partial
+ * states are sized to the envelope once, so the kernels' pointers and
+ * grids never change: the attend grid is one CTA per queue (a queue may be
+ * empty: its CTA exits at once), the combine grid the envelope's merges
+ * (the padded ones name a request with no rows and exit at once), the
+ * append the envelope's rows (the padded rows have offset -1 and move
+ * nothing), the copies the envelope's rows (rows past the step's are
+ * unspecified).  An update rewrites the image in place for the next step's
+ * lengths.  The schedule is unified (one launch of the prefill kernel),
+ * the walk the queues; the mask kind, scale, heads, pool, dtypes, ABI and
+ * split policy are the plan's and may not change. */
+
+/* What a graph-mode plan holds (zero for another plan): its envelope and
+ * the step the image describes now. */
+typedef struct attn_cuda_prefill_graph_info {
+    bool graph;
+    attn_prefill_envelope env;
+    uint32_t max_page_indices; /* CSR: page_indices; dense: the table's row length */
+    uint32_t step_requests, step_q_rows, step_items, step_tiles, step_merges, step_parts;
+    uint32_t step_workers; /* queues with units (the rest of the grid exits at once) */
+} attn_cuda_prefill_graph_info;
+
+/* Fill `out` (ATTN_E_ENGINE when `p` is not a prefill plan). */
+int attn_cuda_prefill_graph_info_get(const attn_engine_plan *p, attn_cuda_prefill_graph_info *out);
+
+/* The plan arrays of a plan's host image (non-owning views; the host image
+ * lives until the upload, for a graph-mode plan for the plan's life):
+ * reqs, items, tiles, merges and queues with their counts as the kernels
+ * see them (graph mode: the envelope's counts, padding included), and the
+ * new rows' element offsets (`*rows`, `*num_rows`; -1 past the step's).
+ * ATTN_E_ENGINE without a host image. */
+int attn_cuda_prefill_plan_arrays(const attn_engine_plan *p, attn_prefill_plan *view,
+                                  const int64_t **rows, uint32_t *num_rows);
+
+/* The host half of an update: plan the step `m` (the same pool geometry
+ * `g` and plan-static fields as the graph-mode plan `p`, lengths inside
+ * its envelope; the split bound and the grid of the plan's device) and
+ * rewrite p's host image for it.  ATTN_E_ENGINE when p
+ * is not a graph-mode plan; ATTN_E_CAPACITY naming the field a step
+ * exceeds ("num_requests", "qo_indptr", "requests[3]", "kv.page_indices",
+ * "envelope.max_tiles", ...); ATTN_E_BACKEND_REJECTED naming a
+ * plan-static field that differs ("mask.kind", "num_qo_heads", ...); on
+ * any error the image is untouched.  Pure host code. */
+int attn_cuda_prefill_plan_host_update(attn_engine_plan *p, const attn_manifest *m,
+                                       const attn_pool_geometry *g, attn_error_detail *err);
+
+/* Update the graph-mode plan `p` of instance `e` for the step `m`: the host
+ * half, then the new image copied into the same device buffer (a blocking
+ * copy: the caller orders it after the replays that read the previous
+ * step, e.g. by synchronizing their stream).  Errors as the host half, or
+ * ATTN_E_CUDA (the host image then still describes the previous step). */
+int attn_cuda_prefill_graph_update(attn_engine *e, attn_engine_plan *p, const attn_manifest *m,
+                                   const attn_pool_geometry *g, attn_error_detail *err);
+
+/* Enqueue one layer's run of the graph-mode plan `p` on `stream` (a
+ * cudaStream_t; under stream capture it becomes the graph's nodes) and
+ * return without waiting: q, k_new, v_new copied in (the envelope's rows),
+ * the new rows staged and committed (io->commit must be set: there is no
+ * restore without a wait), attend, combine, O and LSE copied out.  The
+ * buffers are the plan's, so a graph captured once stays valid for the
+ * plan's life; io's pointers are baked into it.  No semaphores (io's
+ * wait_dev / signal_dev must be NULL), no timing.  ATTN_E_ENGINE when p
+ * is not a graph-mode plan, ATTN_E_RANGE naming the io field, or the
+ * launchers' errors. */
+int attn_cuda_prefill_graph_enqueue(attn_engine *e, attn_engine_plan *p, const attn_run_io *io,
+                                    void *stream, attn_error_detail *err);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,9 @@ int attn_decode_path_bulk(const attn_decode_path_in *in)
     if (in->head_dim == 128 && in->page_size >= 8 &&
         (in->keys_per_item == 0 || in->keys_per_item >= ATTN_DECODE_TMAP_MIN_KEYS))
         return ATTN_DECODE_BULK_TMAP;
+    if (in->head_dim == 128 && in->page_size >= 8 && in->pieces > 0 && in->sm_count > 0 &&
+        in->pieces <= in->sm_count)
+        return 4; /* one CTA per SM is all the grid fills */
     return in->head_dim == 256 ? 4 : 0;
 }
 
@@ -57,6 +60,16 @@ attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const 
     if (why)
         *why = no;
     return ATTN_DECODE_TC;
+}
+
+uint32_t attn_decode_path_persist(const attn_decode_path_in *in, uint32_t persist, uint64_t pieces)
+{
+    if (persist == 0 || pieces == 0 || in->head_dim != 128 || in->q_dtype != in->kv_dtype)
+        return 0;
+    if (attn_decode_path_pick(in, NULL) != ATTN_DECODE_TC_BULK ||
+        attn_decode_path_bulk(in) != ATTN_DECODE_BULK_TMAP)
+        return 0;
+    return pieces < persist ? (uint32_t)pieces : persist;
 }
 
 uint32_t attn_decode_keys_per_item(const attn_work_item *items, uint32_t n)

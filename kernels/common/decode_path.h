@@ -62,7 +62,9 @@ typedef struct attn_decode_path_in {
     uint32_t page_size;                           /* rows per page */
     uint32_t num_pages;                           /* pages of the store (0: unknown) */
     uint32_t keys_per_item;                       /* mean keys of a work item (0: unknown) */
-    uint64_t k_addr, v_addr;                      /* the layer's stores (0: not bound yet) */
+    uint64_t pieces;         /* producer CTAs: items x H_kv x head chunks (0: unknown) */
+    uint32_t sm_count;       /* SMs of the device (0: unknown) */
+    uint64_t k_addr, v_addr; /* the layer's stores (0: not bound yet) */
 } attn_decode_path_in;
 
 /* The bulk value a launch runs: in->bulk, or for ATTN_DECODE_BULK_AUTO the
@@ -72,7 +74,11 @@ typedef struct attn_decode_path_in {
  * or more on average (-5..-13 %; at 256 keys per item, B 2 x T 2048, it was
  * 5 % slower: the copy warp's first tiles are not hidden), four row-copy
  * warps at head_dim 256 (-11 %), the cp.async producer (0) elsewhere
- * (head_dim 64: the copy warps were 5-13 % slower). */
+ * (head_dim 64: the copy warps were 5-13 % slower), except at head_dim 128
+ * with pages of 8 rows or more when the launch has no more CTAs than SMs
+ * (short items the planner could not split further): four row-copy warps,
+ * whose one CTA per SM then costs no residency (B 2 x T 2048: 13.3 us
+ * against 14.0, bench/results/decode-h200-2026-12-01-r5.md). */
 int attn_decode_path_bulk(const attn_decode_path_in *in);
 
 /* Mean keys per work item below which auto keeps the cp.async producer at
@@ -87,6 +93,14 @@ uint32_t attn_decode_keys_per_item(const attn_work_item *items, uint32_t n);
  * allowed. */
 attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const char **why);
 
+/* CTAs of the persistent tensor-map producer (issue 13 round 4) for a
+ * launch of `pieces` CTAs (items x H_kv x head chunks) that asks for at
+ * most `persist` (attn_cuda_decode_params.persist), or 0 when the grid of
+ * one CTA per piece runs: persist 0, a producer other than the tensor-map
+ * one (attn_decode_path_pick and attn_decode_path_bulk), head_dim other
+ * than 128, or q not in the cache dtype (its Q fragments stay in
+ * registers).  Never more CTAs than pieces. */
+uint32_t attn_decode_path_persist(const attn_decode_path_in *in, uint32_t persist, uint64_t pieces);
 /* The name of a producer ("simt", "tc", "tc_bulk"; "?" out of range). */
 const char *attn_decode_producer_name(attn_decode_producer p);
 

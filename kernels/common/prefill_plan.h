@@ -31,6 +31,23 @@
 #define ATTN_PREFILL_TILE_M 128u
 #define ATTN_PREFILL_TILE_N(d) ((d) > 128u ? 64u : 128u)
 
+/* The light variant's tile (issue 12's overlap: one consumer warpgroup,
+ * co-resident with a decode CTA on one SM; d 64 and 128 only). */
+#define ATTN_PREFILL_LIGHT_TILE_M 64u
+#define ATTN_PREFILL_LIGHT_TILE_N 64u
+
+/* Which configuration of the prefill kernel a plan is built for:
+ * X(enumerator, value, name). */
+#define ATTN_PREFILL_VARIANTS(X)                                                                   \
+    X(ATTN_PREFILL_FULL, 0, "full")   /* fills an SM: 2 consumer warpgroups, 128-row tile */       \
+    X(ATTN_PREFILL_LIGHT, 1, "light") /* 1 consumer warpgroup, 64 x 64 tile, beside decode */
+
+#define ATTN__PREFILL_VARIANT_ENTRY(e, v, n) e = (v),
+typedef enum attn_prefill_variant {
+    ATTN_PREFILL_VARIANTS(ATTN__PREFILL_VARIANT_ENTRY)
+} attn_prefill_variant;
+#undef ATTN__PREFILL_VARIANT_ENTRY
+
 /* One request of the plan. */
 typedef struct attn_prefill_req {
     int32_t T;    /* committed keys */
@@ -66,6 +83,7 @@ typedef struct attn_prefill_ledger {
 
 /* The whole plan (host arrays; the engine uploads each once). */
 typedef struct attn_prefill_plan {
+    attn_prefill_variant variant; /* the kernel configuration the tiles are cut for */
     uint32_t tile_m, tile_n;
     attn_prefill_req *reqs;
     uint32_t num_requests;

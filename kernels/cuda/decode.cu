@@ -96,7 +96,7 @@ struct cta_work {
 
 /* heads_fast: the H_kv CTAs of one item are neighbours in launch order, so
  * they stream the same pages (NHD rows are H_kv x d contiguous). */
-__device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p)
+__device__ __forceinline__ void pdl_start(const attn_cuda_decode_params &p)
 {
     /* programmatic dependent launch (attn_cuda_decode_params.pdl): with
      * ATTN_CUDA_PDL_EARLY the next kernel may be placed as soon as every CTA
@@ -107,9 +107,13 @@ __device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p
         ptx::griddep_launch_dependents();
     if (p.pdl != ATTN_CUDA_PDL_OFF)
         ptx::griddep_wait();
+}
+
+/* The work of (item, K/V head); not live past the live item count. */
+__device__ __forceinline__ cta_work work_at(const attn_cuda_decode_params &p, int item, int hkv)
+{
     cta_work w;
-    const int item = p.heads_fast ? (int)blockIdx.y : (int)blockIdx.x;
-    w.hkv = p.heads_fast ? (int)blockIdx.x : (int)blockIdx.y;
+    w.hkv = hkv;
     w.live = item < p.counts->num_items;
     if (!w.live)
         return w;
@@ -117,6 +121,13 @@ __device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p
     w.rq = p.reqs[w.it.req];
     w.g = p.num_qo_heads / p.num_kv_heads;
     return w;
+}
+
+__device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p)
+{
+    pdl_start(p);
+    return p.heads_fast ? work_at(p, (int)blockIdx.y, (int)blockIdx.x)
+                        : work_at(p, (int)blockIdx.x, (int)blockIdx.y);
 }
 
 /* ATTN_CUDA_PDL_LATE: this CTA has read its last K/V tile; once every CTA
@@ -896,21 +907,83 @@ __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const
                             seg * EPT, st, u, seg == 0);
 }
 
+/* The epilogue of the persistent producer (producer_tc_tmap_persist), whose
+ * copy warp already fills the stages with the next piece's tiles, so the
+ * merge cannot borrow them: the same fixed-order merge of the four warps
+ * (bit-identical to `epilogue`) through one warp's O at a time, red =
+ * [16][D] O + [4][16] m + [4][16] l floats (8.5 KB at d = 128 instead of
+ * 33 KB), at the price of six more barriers among the compute warps. */
+template <int D>
+__device__ __forceinline__ void epilogue_seq(const attn_cuda_decode_params &p, const cta_work &w,
+                                             int h0, float (&o)[cfg<D>::NB][4], float (&m)[2],
+                                             float (&l)[2], float *red)
+{
+    constexpr int NB = cfg<D>::NB;
+    constexpr int EPT = D / 8; /* lanes of one row per thread */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    float *red_o = red;            /* [16][D]: warp wi's O in round wi */
+    float *red_m = red_o + 16 * D; /* [4][16] */
+    float *red_l = red_m + 64;
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+        l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+        if ((lane & 3) == 0) {
+            const int row = (lane >> 2) + rr * 8;
+            const bool empty = attn_state_empty_f32(m[rr]);
+            red_m[warp * 16 + row] = empty ? -INFINITY : m[rr] * kLn2; /* natural frame */
+            red_l[warp * 16 + row] = empty ? 0.f : l[rr];
+        }
+    }
+    const int row = tid >> 3, seg = tid & 7;
+    float u[EPT];
+    attn_mlu_f32 st;
+    for (int wi = 0; wi < 4; wi++) {
+        if (warp == wi) {
+#pragma unroll
+            for (int rr = 0; rr < 2; rr++) {
+                const int r = (lane >> 2) + rr * 8;
+#pragma unroll
+                for (int nb = 0; nb < NB; nb++)
+                    *reinterpret_cast<float2 *>(red_o + r * D + nb * 8 + (lane & 3) * 2) =
+                        make_float2(o[nb][2 * rr], o[nb][2 * rr + 1]);
+            }
+        }
+        compute_sync<true>();
+        const float *src = red_o + row * D + seg * EPT;
+        if (wi == 0) {
+            st = state_io::from_ml(red_m[row], red_l[row]);
+#pragma unroll
+            for (int i = 0; i < EPT; i++)
+                u[i] = src[i];
+        } else {
+            const attn_mlu_f32 ot = state_io::from_ml(red_m[wi * 16 + row], red_l[wi * 16 + row]);
+            attn_mlu_merge_f32(&st, u, &ot, src, EPT);
+        }
+        if (wi < 3)
+            compute_sync<true>(); /* read before the next warp's O replaces it */
+    }
+    const int hl = h0 + row;
+    if (hl >= w.g)
+        return;
+    state_io::write<D, EPT>(sink_of(p), w.rq.num_slots == 1, w.rq.qrow, w.it.slot, w.hkv * w.g + hl,
+                            seg * EPT, st, u, seg == 0);
+}
+
 /* Fused reducer: the last of the request's num_slots CTAs for this (K/V
- * head, head chunk) folds the slots.  Which CTA is last varies; the fold
- * does not: merge_fold reads the slots in slot order, so the result is
- * bit-identical to the reducer kernel's. */
+ * head, head chunk `chunk` of `chunks`) folds the slots.  Which CTA is last
+ * varies; the fold does not: merge_fold reads the slots in slot order, so
+ * the result is bit-identical to the reducer kernel's. */
 template <int D, bool NAMED = false>
 __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, const cta_work &w,
-                                           int h0)
+                                           int h0, int chunk, int chunks)
 {
     __shared__ int s_last;
     const int tid = threadIdx.x;
     __threadfence(); /* this CTA's slot is visible device-wide before it counts */
     compute_sync<NAMED>();
     if (tid == 0) {
-        int *cnt =
-            p.merge_counters + ((size_t)w.it.req * p.num_kv_heads + w.hkv) * gridDim.z + blockIdx.z;
+        int *cnt = p.merge_counters + ((size_t)w.it.req * p.num_kv_heads + w.hkv) * chunks + chunk;
         const int prev = atomicAdd(cnt, 1);
         s_last = prev == w.rq.num_slots - 1;
         if (s_last)
@@ -925,6 +998,24 @@ __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, con
     for (int u = tid; u < heads * UPH; u += kThreads)
         merge_fold<D>(p, w.rq, w.hkv * w.g + h0 + u / UPH, (u % UPH) * kMergeLanes);
 }
+
+/* A position in a ring of mbarrier stages: the stage, its phase parity and
+ * the tiles that went through the ring so far (a stage is waited for reuse
+ * once every stage has been filled).  The persistent producer carries one
+ * across its pieces, so the ring never drains between them. */
+struct ring {
+    int s = 0;
+    uint32_t ph = 0;
+    int n = 0;
+    __device__ __forceinline__ void next(int stages)
+    {
+        n++;
+        if (++s == stages) {
+            s = 0;
+            ph ^= 1u;
+        }
+    }
+};
 
 /* The copy-warp pipeline of producer_tc_bulk (issue 13): NP warps after
  * the four compute warps walk the page table and issue, for each key row of
@@ -1112,18 +1203,19 @@ template <int D, typename KV> struct tmap_pipe {
         return (uint32_t)(vl - v0 + 1) * 128u;
     }
 
-    /* The copy warp's loop: lane l serves boxes l, l + 32, ... of each tile. */
+    /* The copy warp's loop: lane l serves boxes l, l + 32, ... of each tile;
+     * `rg`: where this piece's tiles enter the ring. */
     __device__ __forceinline__ void produce(const CUtensorMap *maps, bool hnd, int hkv,
                                             const paged::key_walk &walk,
-                                            const paged::page_table &pt, int ntiles, int lane) const
+                                            const paged::page_table &pt, int ntiles, int lane,
+                                            ring &rg) const
     {
         const int P = 1 << pt.page_shift, R = P < kKeys ? P : kKeys, nb = kKeys / R;
         const int nbox = 2 * nb * kCols;
-        int s = 0;
-        uint32_t ph = 0;
         for (int t = 0; t < ntiles; t++) {
-            if (t >= stages)
-                mbar::wait(&empty[s], ph ^ 1u); /* the consumers of tile t - stages are done */
+            const int s = rg.s;
+            if (rg.n >= stages) /* the consumers of the tile stages tiles back are done */
+                mbar::wait(&empty[s], rg.ph ^ 1u);
             uint32_t bytes = 0;
             for (int b = lane; b < nbox; b += 32) {
                 const box x = box_of(b, nb);
@@ -1135,10 +1227,7 @@ template <int D, typename KV> struct tmap_pipe {
                 uint4 *dst = (x.tens ? vs : ks) + s * C::TILE_VECS;
                 copy_box(maps, hnd, hkv, walk, pt, t, R, x, dst, &full[s], true);
             }
-            if (++s == stages) {
-                s = 0;
-                ph ^= 1u;
-            }
+            rg.next(stages);
         }
     }
 };
@@ -1239,41 +1328,34 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     tc::epilogue<D>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
-    tc::fused_fold<D>(p, w, h0);
+    tc::fused_fold<D>(p, w, h0, (int)blockIdx.z, (int)gridDim.z);
 }
 
-/* The compute warps of producer_tc_bulk and producer_tc_tmap: wait on
- * full[s], QK, online softmax, PV, release empty[s]; then the epilogue and
- * the fused fold among themselves (named barrier).  RS: the stage layout
- * (kv_chunk); `base`: the stages' start, reused by the epilogue. */
+/* The compute warps' loop over one piece's tiles of a copy-warp pipeline:
+ * wait on full[s], QK, online softmax, PV, release empty[s].  RS: the stage
+ * layout (kv_chunk); `rg`: where the piece's tiles are in the ring. */
 template <int D, typename KV, bool QLO, int RS, typename Pipe>
 __device__ __forceinline__ void
-bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pipe, const uint4 *qh,
-             const uint4 *ql, const paged::key_walk &walk, int ntiles, int h0, uint4 *base)
+consume_tiles(const attn_cuda_decode_params &p, const Pipe &pipe, const uint32_t (*qa)[4],
+              const uint4 *qh, const uint4 *ql, const paged::key_walk &walk, int ntiles,
+              float (&o)[tc::cfg<D>::NB][4], float (&m)[2], float (&l)[2], tc::ring &rg)
 {
     using C = tc::cfg<D>;
-    constexpr int CH = C::CH, TP = RS == 0 ? C::TILE_VECS : C::PAD_TILE_VECS;
+    constexpr int TP = RS == 0 ? C::TILE_VECS : C::PAD_TILE_VECS;
     const int ST = pipe.stages;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    float o[C::NB][4];
 #pragma unroll
     for (int nb = 0; nb < C::NB; nb++)
         o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
     const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
     const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
     const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-    uint32_t qa[C::QREG ? C::KS : 1][4];
-    if (C::QREG) {
-#pragma unroll
-        for (int kk = 0; kk < (C::QREG ? C::KS : 0); kk++)
-            ptx::ldmatrix_x4(qa[kk], qh + ptx::swizzle<CH>(qrow, kk * 2 + (lane >> 4)));
-    }
     const float sc = p.sm_scale * kLog2e;
-    int s = 0;
-    uint32_t ph = 0;
     for (int t = 0; t < ntiles; t++) {
-        mbar::wait(&pipe.full[s], ph);
+        const int s = rg.s;
+        mbar::wait(&pipe.full[s], rg.ph);
         const uint4 *kt = pipe.ks + s * TP;
         uint4 *vt = pipe.vs + s * TP;
         if (RS == 0 && t == ntiles - 1)
@@ -1285,11 +1367,38 @@ bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pi
                                       (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2, walk.n);
         tc::pv_tile<D, KV, RS>(o, pa, vt, lane, vrow);
         mbar::arrive(&pipe.empty[s]); /* release: this thread's reads of stage s are done */
-        if (++s == ST) {
-            s = 0;
-            ph ^= 1u;
-        }
+        rg.next(ST);
     }
+}
+
+/* Q's A fragments into registers (d <= 128; C::QREG), once Q is staged. */
+template <int D> __device__ __forceinline__ void load_qa(uint32_t (*qa)[4], const uint4 *qh)
+{
+    using C = tc::cfg<D>;
+    const int lane = threadIdx.x & 31;
+    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
+    if (C::QREG) {
+#pragma unroll
+        for (int kk = 0; kk < (C::QREG ? C::KS : 0); kk++)
+            ptx::ldmatrix_x4(qa[kk], qh + ptx::swizzle<C::CH>(qrow, kk * 2 + (lane >> 4)));
+    }
+}
+
+/* The compute warps of producer_tc_bulk and producer_tc_tmap: the tiles
+ * (consume_tiles), then the epilogue and the fused fold among themselves
+ * (named barrier).  `base`: the stages' start, reused by the epilogue. */
+template <int D, typename KV, bool QLO, int RS, typename Pipe>
+__device__ __forceinline__ void
+bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pipe, const uint4 *qh,
+             const uint4 *ql, const paged::key_walk &walk, int ntiles, int h0, uint4 *base)
+{
+    using C = tc::cfg<D>;
+    float o[C::NB][4];
+    float m[2], l[2];
+    uint32_t qa[C::QREG ? C::KS : 1][4];
+    load_qa<D>(qa, qh);
+    tc::ring rg;
+    consume_tiles<D, KV, QLO, RS>(p, pipe, qa, qh, ql, walk, ntiles, o, m, l, rg);
     /* every copy landed (full[s] of the last tiles) and was read, so the
      * epilogue may reuse the stages; the copy warps have no state to merge
      * (and have exited, which counts as their trigger) */
@@ -1298,7 +1407,7 @@ bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pi
     tc::epilogue<D, true>(p, w, h0, o, m, l, reinterpret_cast<float *>(base));
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
-    tc::fused_fold<D, true>(p, w, h0);
+    tc::fused_fold<D, true>(p, w, h0, (int)blockIdx.z, (int)gridDim.z);
 }
 
 /* The tensor-core producer with copy warps (issue 13; decode_path.h says
@@ -1387,6 +1496,14 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
             ptx::prefetch_tensormap(&a.maps[i]);
     }
 
+    /* the overlap probe: where and when this CTA ran (NULL in production) */
+    const uint32_t probe_at =
+        blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (uint32_t)blockIdx.z);
+    const bool probed = p.probe != nullptr && tid == 0 && probe_at < p.probe_ctas;
+    if (probed) {
+        p.probe[3 * probe_at] = ptx::smid();
+        p.probe[3 * probe_at + 1] = ptx::globaltimer();
+    }
     const cta_work w = cta_work_of(p);
     if (!w.live)
         return;
@@ -1409,10 +1526,124 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
     __syncthreads(); /* barriers initialised, Q staged; the last CTA-wide barrier */
 
     if (warp >= 4) {
-        pipe.produce(a.maps, a.hnd != 0, w.hkv, walk, table_of(p, w), ntiles, tid & 31);
+        tc::ring rg;
+        pipe.produce(a.maps, a.hnd != 0, w.hkv, walk, table_of(p, w), ntiles, tid & 31, rg);
     } else {
         bulk_compute<D, KV, QLO, 0>(p, w, pipe, qh, ql, walk, ntiles, h0, base);
     }
+    if (probed)
+        p.probe[3 * probe_at + 2] = ptx::globaltimer();
+}
+
+/* Shared memory of producer_tc_tmap_persist `stages` deep: the alignment,
+ * the K and V stages, Q (hi only), the epilogue's merge area (epilogue_seq)
+ * and the barriers. */
+template <int D> struct persist_cfg {
+    using C = tc::cfg<D>;
+    static constexpr uint32_t Q_BYTES = 16 * D * 2;
+    static constexpr uint32_t RED_BYTES = (16 * D + 2 * 64) * 4;
+    __host__ __device__ static constexpr uint32_t bar_offset(int stages)
+    {
+        return 2 * stages * C::TILE_VECS * 16 + Q_BYTES + RED_BYTES;
+    }
+    static constexpr uint32_t smem(int stages)
+    {
+        return 1024 + bar_offset(stages) + 2 * stages * 8;
+    }
+};
+
+/* One piece of producer_tc_tmap_persist on the compute warps: Q, the
+ * tiles, the epilogue, the fold; `last`: the CTA's last piece. */
+template <int D, typename KV>
+__device__ __forceinline__ void
+persist_piece(const attn_cuda_decode_params &p, const tc::tmap_pipe<D, KV> &pipe, uint4 *qh,
+              float *red, int c, int X, int Y, int chunks, bool last, tc::ring &rg)
+{
+    using C = tc::cfg<D>;
+    const int bx = c % X, by = (c / X) % Y, bz = c / (X * Y);
+    const cta_work w = p.heads_fast ? work_at(p, by, bx) : work_at(p, bx, by);
+    if (!w.live)
+        return;
+    const int h0 = bz * 16;
+    const paged::key_walk walk = walk_of(w);
+    const int ntiles = (int)((walk.n + tc::kKeys - 1) / tc::kKeys);
+    tc::compute_sync<true>(); /* every warp holds the last piece's Q in registers */
+    tc::stage_q<D, KV, false>(p, w, h0, qh, nullptr);
+    tc::compute_sync<true>();
+    uint32_t qa[C::KS][4];
+    load_qa<D>(qa, qh);
+    float o[C::NB][4], m[2], l[2];
+    consume_tiles<D, KV, false, 0>(p, pipe, qa, qh, nullptr, walk, ntiles, o, m, l, rg);
+    if (last)
+        pdl_main_loop_done(p); /* this CTA's last piece read its last tile */
+    tc::epilogue_seq<D>(p, w, h0, o, m, l, red);
+    if (w.rq.num_slots > 1 && p.merge_counters)
+        tc::fused_fold<D, true>(p, w, h0, bz, chunks);
+}
+
+/* The persistent tensor-map producer (issue 13 round 4; attn_cuda_decode_params.persist):
+ * at most `persist` CTAs walk the pieces of the grid producer_tc_tmap would
+ * launch, CTA b taking pieces b, b + gridDim.x, ... in that grid's launch
+ * order (x fastest), each piece computed exactly as producer_tc_tmap
+ * computes its CTA (same tiles, warp merge, slot, fused fold).  The copy
+ * warp walks the same pieces and runs its ring of stages on across them, so
+ * the next piece's page walk and K/V copies are in flight while the compute
+ * warps finish a piece's epilogue and fold and stage its Q; one prologue
+ * (barriers, descriptor prefetch, programmatic-launch wait) per CTA.  d <=
+ * 128 with q in the cache dtype (Q fragments in registers). */
+template <int D, typename KV>
+__global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, false, 1>::MIN_CTAS))
+    producer_tc_tmap_persist(const __grid_constant__ tmap_args a)
+{
+    using C = tc::cfg<D>;
+    static_assert(C::QREG, "Q stays in registers across a piece");
+    constexpr int TV = C::TILE_VECS;
+    const attn_cuda_decode_params &p = a.p;
+    const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
+    extern __shared__ uint4 smem[];
+    uint4 *base = reinterpret_cast<uint4 *>((reinterpret_cast<uintptr_t>(smem) + 1023) &
+                                            ~static_cast<uintptr_t>(1023));
+    const int tid = threadIdx.x, warp = tid >> 5;
+    if (tid == tc::kThreads) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            ptx::prefetch_tensormap(&a.maps[i]);
+    }
+    pdl_start(p);
+
+    tc::tmap_pipe<D, KV> pipe;
+    pipe.ks = base;
+    pipe.vs = base + ST * TV;
+    uint4 *qh = base + 2 * ST * TV;
+    float *red = reinterpret_cast<float *>(qh + 16 * C::CH);
+    pipe.full = reinterpret_cast<uint64_t *>(reinterpret_cast<char *>(base) +
+                                             persist_cfg<D>::bar_offset(ST));
+    pipe.empty = pipe.full + ST;
+    pipe.stages = ST;
+    if (tid == 0)
+        pipe.init();
+    __syncthreads(); /* barriers initialised; the only CTA-wide barrier */
+
+    /* the piece grid of producer_tc_tmap: (X, Y, chunks), x fastest */
+    const int g = (int)(p.num_qo_heads / p.num_kv_heads), chunks = (g + 15) / 16;
+    const int X = p.heads_fast ? (int)p.num_kv_heads : (int)p.item_capacity;
+    const int Y = p.heads_fast ? (int)p.item_capacity : (int)p.num_kv_heads;
+    const int total = X * Y * chunks;
+    tc::ring rg;
+    if (warp >= 4) {
+        for (int c = blockIdx.x; c < total; c += gridDim.x) {
+            const int bx = c % X, by = (c / X) % Y;
+            const cta_work w = p.heads_fast ? work_at(p, by, bx) : work_at(p, bx, by);
+            if (!w.live)
+                continue;
+            const paged::key_walk walk = walk_of(w);
+            const int ntiles = (int)((walk.n + tc::kKeys - 1) / tc::kKeys);
+            pipe.produce(a.maps, a.hnd != 0, w.hkv, walk, table_of(p, w), ntiles, tid & 31, rg);
+        }
+        return;
+    }
+    for (int c = blockIdx.x; c < total; c += gridDim.x)
+        persist_piece<D, KV>(p, pipe, qh, red, c, X, Y, chunks, c + (int)gridDim.x >= total, rg);
 }
 
 /* Reducer: one CTA per (request, 4 query heads); each thread folds 4 lanes
@@ -1448,7 +1679,9 @@ __global__ void append_rows(attn_cuda_append_params p)
     const int r = blockIdx.x, h = blockIdx.y, c = threadIdx.x;
     const int es = (int)attn_dtype_size(p.kv_dtype);
     const int vecs = (int)(p.head_dim * es / 16), elems_per_vec = 16 / es;
-    if (c >= vecs)
+    /* a negative offset is a row past the step's in a graph-mode plan's
+     * capacity envelope (engines/cuda/prefill_engine.c): nothing to move */
+    if (c >= vecs || p.row_off[r] < 0)
         return;
     uint4 *k = static_cast<uint4 *>(p.k), *v = static_cast<uint4 *>(p.v);
     const int64_t dst = p.row_off[r] / elems_per_vec + h * (p.head_stride / elems_per_vec) + c;
@@ -1564,6 +1797,59 @@ const producer_entry kProducers[] = {
 
 constexpr int kNumProducers = sizeof(kProducers) / sizeof(kProducers[0]);
 
+/* The persistent tensor-map producers (attn_cuda_decode_params.persist):
+ * d = 128, q in the cache dtype; each stands in for the tensor-map entry of
+ * the same key. */
+struct persist_entry {
+    uint32_t d;
+    attn_dtype kv;
+    void (*fn)(tmap_args);
+    const char *symbol;
+    uint32_t (*smem)(int stages);
+};
+#define ATTN__PERSIST(D, T)                                                                        \
+    {                                                                                              \
+        D, dtype_of<T>::value, producer_tc_tmap_persist<D, T>,                                     \
+            "attn::decode::producer_tc_tmap_persist<" #D ", " #T ">", persist_cfg<D>::smem         \
+    }
+const persist_entry kPersist[] = {
+    ATTN__PERSIST(128, __nv_bfloat16),
+    ATTN__PERSIST(128, __half),
+};
+#undef ATTN__PERSIST
+constexpr int kNumPersist = sizeof(kPersist) / sizeof(kPersist[0]);
+
+attn_decode_path_in path_in(const attn_cuda_decode_params *p);
+
+/* The persistent producer that runs instead of producer e for launch p
+ * and its CTAs (*ctas; decode_path.h says when), or NULL. */
+const persist_entry *find_persist(const attn_cuda_decode_params *p, const producer_entry *e,
+                                  uint64_t pieces, uint32_t *ctas)
+{
+    const attn_decode_path_in in = path_in(p);
+    *ctas = attn_decode_path_persist(&in, p->persist, pieces);
+    if (*ctas == 0 || e == nullptr || e->tmap_fn == nullptr)
+        return nullptr;
+    for (const persist_entry &x : kPersist)
+        if (x.d == e->d && x.kv == e->kv)
+            return &x;
+    return nullptr;
+}
+
+/* raise_smem_once for a persistent producer. */
+int raise_persist_smem_once(const persist_entry *e, uint32_t bytes)
+{
+    static uint32_t done[kNumPersist];
+    const int idx = (int)(e - kPersist);
+    if (done[idx] >= bytes)
+        return 0;
+    if (cudaFuncSetAttribute((const void *)e->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)bytes) != cudaSuccess)
+        return ATTN_E_CUDA;
+    done[idx] = bytes;
+    return 0;
+}
+
 /* Raise the dynamic shared-memory limit once per kernel, so later launches
  * (inside a CUDA graph capture too) make no attribute call. */
 int raise_smem_once(const producer_entry *e, uint32_t bytes)
@@ -1661,6 +1947,11 @@ attn_decode_path_in path_in(const attn_cuda_decode_params *p)
     in.page_size = 1u << p->page_shift;
     in.num_pages = p->num_pages;
     in.keys_per_item = p->keys_per_item;
+    in.pieces = 0;
+    if (p->num_kv_heads != 0) /* the tensor-core grid: 16 query heads per CTA */
+        in.pieces = (uint64_t)p->item_capacity * p->num_kv_heads *
+                    ((p->num_qo_heads / p->num_kv_heads + 15) / 16);
+    in.sm_count = p->sm_count;
     in.k_addr = (uint64_t)(uintptr_t)p->k;
     in.v_addr = (uint64_t)(uintptr_t)p->v;
     return in;
@@ -1827,9 +2118,17 @@ extern "C" int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const 
                                         const char **reducer)
 {
     const producer_entry *e = find_producer(p);
+    uint32_t ctas = 0;
+    const persist_entry *pe = nullptr;
+    if (e && e->tc && p->num_kv_heads != 0 && p->num_qo_heads % p->num_kv_heads == 0) {
+        attn_cuda_launch_shape sh;
+        producer_shape(e, p->num_qo_heads / p->num_kv_heads, e->tc_stages, &sh);
+        pe = find_persist(p, e, (uint64_t)p->item_capacity * p->num_kv_heads * sh.head_chunks,
+                          &ctas);
+    }
     const char *ms = nullptr;
     find_merge(p->head_dim, &ms);
-    *producer = e ? e->symbol : nullptr;
+    *producer = pe ? pe->symbol : e ? e->symbol : nullptr;
     *reducer = (p->any_split || p->force_merge) && !fused_merge(p) ? ms : nullptr;
     return (e ? 1 : 0) + (*reducer ? 1 : 0);
 }
@@ -1863,13 +2162,27 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
         attn_cuda_decode_params pp = *p;
         if (!fused)
             pp.merge_counters = nullptr; /* the producer then never counts nor folds */
+        const uint64_t pieces = (uint64_t)grid.x * grid.y * grid.z;
+        uint32_t ctas = 0;
+        const persist_entry *pe = find_persist(p, e, pieces, &ctas);
         if (e->tmap_fn) {
             tmap_args a;
             a.p = pp;
             const int rv = encode_maps(pp, a);
             if (rv != 0)
                 return rv;
-            if (launch(e->tmap_fn, grid, block, sh.smem_bytes, st, p->pdl, a) != cudaSuccess)
+            uint32_t smem = sh.smem_bytes;
+            void (*fn)(tmap_args) = e->tmap_fn;
+            if (pe) { /* `ctas` CTAs walk the pieces of `grid` */
+                smem = pe->smem(stages);
+                if (pieces > (uint64_t)INT32_MAX)
+                    return ATTN_E_CAPACITY;
+                if (raise_persist_smem_once(pe, smem) != 0)
+                    return ATTN_E_CUDA;
+                grid = dim3(ctas, 1, 1);
+                fn = pe->fn;
+            }
+            if (launch(fn, grid, block, smem, st, p->pdl, a) != cudaSuccess)
                 return ATTN_E_CUDA;
         } else if (launch(e->fn, grid, block, sh.smem_bytes, st, p->pdl, pp) != cudaSuccess) {
             return ATTN_E_CUDA;

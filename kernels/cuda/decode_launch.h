@@ -106,6 +106,21 @@ typedef struct attn_cuda_decode_params {
      * producer lets the next kernel be placed from its start, LATE: after
      * every CTA's main loop.  OFF (0): plain launches. */
     int pdl;
+    /* Persistent CTAs (issue 13 round 4): 0 = one CTA per (item, K/V head,
+     * head chunk); N > 0 = where the tensor-map producer runs at d = 128
+     * with q in the cache dtype, at most N CTAs of its persistent variant
+     * walk those pieces, each CTA's copy warp streaming on across its pieces
+     * (docs/cuda.md; the engine passes SMs x resident CTAs per SM).  The
+     * other producers ignore it. */
+    uint32_t persist;
+    /* SMs of the device (0: unknown): the auto producer choice for grids of
+     * at most one CTA per SM (attn_decode_path_bulk). */
+    uint32_t sm_count;
+    /* tests and the overlap co-residency probe only (issue 12), else NULL:
+     * the tensor-map producer's CTA of linear block id i < probe_ctas
+     * writes {%smid, %globaltimer at its start, at its end} at 3 i */
+    unsigned long long *probe;
+    uint32_t probe_ctas;
 } attn_cuda_decode_params;
 
 /* attn_cuda_decode_params.pdl (docs/cuda.md, issue 13 round 3); any other
@@ -167,8 +182,9 @@ int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const char **prod
 /* One append (or restore) launch: for row r and kv head h, swap the pool
  * row at element offset row_off[r] + h * head_stride with new_k/new_v
  * (saving the old bytes into save_k/save_v), or, with restore != 0, put
- * the saved bytes back.  Rows of new_* and save_* are [rows, H_kv, d] in
- * kv_dtype; every pointer is a device pointer. */
+ * the saved bytes back; a row whose row_off is negative is left alone (the
+ * padding of a capacity envelope).  Rows of new_* and save_* are [rows,
+ * H_kv, d] in kv_dtype; every pointer is a device pointer. */
 typedef struct attn_cuda_append_params {
     void *k, *v;            /* the layer's K and V stores */
     const int64_t *row_off; /* [rows]: element offset of each new row at kv head 0 */

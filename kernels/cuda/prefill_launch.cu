@@ -15,6 +15,12 @@ extern "C" int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtyp
     return d_ok && kv_ok && q_dtype == kv_dtype;
 }
 
+extern "C" uint32_t attn_cuda_prefill_tile_n(const attn_cuda_prefill_params *p)
+{
+    return p->variant == ATTN_PREFILL_LIGHT ? ATTN_PREFILL_LIGHT_TILE_N
+                                            : ATTN_PREFILL_TILE_N(p->head_dim);
+}
+
 extern "C" int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p)
 {
     const attn_kv_addr &a = p->kv;
@@ -22,7 +28,7 @@ extern "C" int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p)
     const int64_t P = a.page_size;
     /* a box is one page: larger pages would need boxes starting inside a
      * page, which no device run has exercised yet */
-    const int64_t tile_n = (int64_t)ATTN_PREFILL_TILE_N(p->head_dim);
+    const int64_t tile_n = (int64_t)attn_cuda_prefill_tile_n(p);
     const bool pow2 = P >= 8 && P <= tile_n && (P & (P - 1)) == 0;
     const bool aligned = ((uintptr_t)p->k % 16) == 0 && ((uintptr_t)p->v % 16) == 0;
     return !p->gather_only && paged && pow2 && aligned && a.num_pages > 0 &&
@@ -49,21 +55,34 @@ extern "C" int attn_cuda_prefill_launch(const attn_cuda_prefill_params *p, void 
 extern "C" int attn_cuda_prefill_symbols(const attn_cuda_prefill_params *p, const char **attend,
                                          const char **combine)
 {
-    /* the names of the template instances, as the profiler shows them */
-    static const char *const k_attend[3][2] = {
-        {"attn_prefill::attn_prefill_attend<64, __nv_bfloat16>",
-         "attn_prefill::attn_prefill_attend<64, __half>"},
-        {"attn_prefill::attn_prefill_attend<128, __nv_bfloat16>",
-         "attn_prefill::attn_prefill_attend<128, __half>"},
-        {"attn_prefill::attn_prefill_attend<256, __nv_bfloat16>",
-         "attn_prefill::attn_prefill_attend<256, __half>"}};
-    static const char *const k_combine[3] = {"attn_prefill::attn_prefill_combine<64>",
-                                             "attn_prefill::attn_prefill_combine<128>",
-                                             "attn_prefill::attn_prefill_combine<256>"};
-    if (!attn_cuda_prefill_supported(p->head_dim, p->kv_dtype, p->q_dtype))
+    /* the names of the template instances, as the profiler shows them:
+     * [variant][head dim][K/V dtype] (no light kernel at d 256) */
+    static const char *const k_attend[2][3][2] = {
+        {{"attn_prefill::attn_prefill_attend<64, __nv_bfloat16, false>",
+          "attn_prefill::attn_prefill_attend<64, __half, false>"},
+         {"attn_prefill::attn_prefill_attend<128, __nv_bfloat16, false>",
+          "attn_prefill::attn_prefill_attend<128, __half, false>"},
+         {"attn_prefill::attn_prefill_attend<256, __nv_bfloat16, false>",
+          "attn_prefill::attn_prefill_attend<256, __half, false>"}},
+        {{"attn_prefill::attn_prefill_attend<64, __nv_bfloat16, true>",
+          "attn_prefill::attn_prefill_attend<64, __half, true>"},
+         {"attn_prefill::attn_prefill_attend<128, __nv_bfloat16, true>",
+          "attn_prefill::attn_prefill_attend<128, __half, true>"},
+         {NULL, NULL}}};
+    static const char *const k_combine[2][3] = {{"attn_prefill::attn_prefill_combine<64, false>",
+                                                 "attn_prefill::attn_prefill_combine<128, false>",
+                                                 "attn_prefill::attn_prefill_combine<256, false>"},
+                                                {"attn_prefill::attn_prefill_combine<64, true>",
+                                                 "attn_prefill::attn_prefill_combine<128, true>",
+                                                 NULL}};
+    if (!attn_cuda_prefill_supported(p->head_dim, p->kv_dtype, p->q_dtype) ||
+        (p->variant != ATTN_PREFILL_FULL && p->variant != ATTN_PREFILL_LIGHT))
         return 0;
     const int di = p->head_dim == 64 ? 0 : p->head_dim == 128 ? 1 : 2;
-    *attend = k_attend[di][p->kv_dtype == ATTN_FP16];
-    *combine = p->num_merges ? k_combine[di] : NULL;
+    const int vi = p->variant == ATTN_PREFILL_LIGHT;
+    if (k_attend[vi][di][0] == NULL)
+        return 0;
+    *attend = k_attend[vi][di][p->kv_dtype == ATTN_FP16];
+    *combine = p->num_merges ? k_combine[vi][di] : NULL;
     return p->num_merges ? 2 : 1;
 }

@@ -70,7 +70,17 @@ typedef struct attn_cuda_prefill_params {
      * admits the TMA tier (paged, page size a power of two >= 8); 0 (the
      * default) lets the launcher choose TMA.  Tests and A/B runs only. */
     uint32_t gather_only;
+    /* the kernel configuration the plan's tiles are cut for (its tile_m x
+     * tile_n): ATTN_PREFILL_FULL (zero) or ATTN_PREFILL_LIGHT (d <= 128) */
+    attn_prefill_variant variant;
+    /* tests and the co-residency probe only, else NULL: per CTA of the
+     * attend kernel, {%smid, %globaltimer at its start, at its consumers'
+     * end} (3 x gridDim.x values) */
+    unsigned long long *probe;
 } attn_cuda_prefill_params;
+
+/* The key tile of p's kernel (its variant's tile_n at p's head dim). */
+uint32_t attn_cuda_prefill_tile_n(const attn_cuda_prefill_params *p);
 
 /* Whether the prefill kernel exists for this head dim and K/V dtype
  * (d 64/128/256, bf16/fp16) with q in the same dtype (the MMA takes both

@@ -21,6 +21,22 @@ namespace attn
 namespace ptx
 {
 
+/* The SM this thread runs on (the overlap co-residency probe). */
+__device__ __forceinline__ unsigned long long smid()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+    return r;
+}
+
+/* The GPU's global nanosecond timer (one clock for every SM). */
+__device__ __forceinline__ unsigned long long globaltimer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 /* ---- addresses ---------------------------------------------------------- */
 
 /* The shared-state-space address of a generic pointer into shared memory. */

@@ -67,7 +67,7 @@ static void test_admits_every_phase_and_mask(void **state)
         attn_rb rb;
         make_batch(&rb, 4, T, C, (attn_mask_kind)k, 128, 40 + (uint64_t)k);
         attn_admission a;
-        attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+        attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
         if (!a.admitted)
             fprintf(stderr, "mask %d: %s\n", k, a.reasons[0].text);
         assert_true(a.admitted);
@@ -100,7 +100,7 @@ static void test_admission_names_every_factor(void **state)
     attn_cuda_device_facts ampere = k_h200;
     ampere.cc_major = 8;
     attn_admission a;
-    attn_cuda_prefill_admit(&m, &g, &ampere, &a);
+    attn_cuda_prefill_admit(&m, &g, &ampere, NULL, &a);
     assert_false(a.admitted);
     assert_true(has_reason(&a, ATTN_ADMIT_HARDWARE, "pool.device"));
     assert_true(has_reason(&a, ATTN_ADMIT_HARDWARE, "device"));
@@ -121,16 +121,16 @@ static void test_admission_names_every_factor(void **state)
     assert_int_equal(shape, 3);
     assert_int_equal(a.num_reasons, 13);
     /* with the device unknown (no instance state) there is no capability reason */
-    attn_cuda_prefill_admit(&m, &g, NULL, &a);
+    attn_cuda_prefill_admit(&m, &g, NULL, NULL, &a);
     assert_false(has_reason(&a, ATTN_ADMIT_HARDWARE, "device"));
     /* the same mixed batch with schedule unified is fine; an fp32 q on a
      * bf16 pool is not (the MMA takes q in the K/V dtype) */
     m = rb.m;
     m.policy.schedule = ATTN_SCHED_UNIFIED;
-    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, NULL, &a);
     assert_true(a.admitted);
     m.q_dtype = ATTN_FP32;
-    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&m, &rb.g, &k_h200, NULL, &a);
     assert_int_equal(a.num_reasons, 1);
     assert_true(has_reason(&a, ATTN_ADMIT_Q_DTYPE, "q_dtype"));
     attn_rb_free(&rb);
@@ -370,7 +370,8 @@ static void test_selection_by_phase(void **state)
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;
     assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), 0);
     assert_string_equal(sel.candidates[sel.selected].name, "cuda_prefill");
-    /* overlap: no engine runs it, cuda_prefill says why */
+    /* overlap: no engine runs it (cuda_prefill only as a trial of its
+     * instance, measured to lose), cuda_prefill says why */
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
     assert_int_equal(attn_registry_select(&r, &rb.m, &rb.g, &sel, &err), ATTN_E_NO_BACKEND);
     for (uint32_t k = 0; k < sel.num_candidates; k++)
@@ -385,7 +386,8 @@ static void test_selection_by_phase(void **state)
  * the ledger holds both kernels' partial states, the split view both
  * kernels' splits; unified keeps every row on the prefill kernel.  A mask
  * the decode kernels cannot apply refuses partition (admission and plan)
- * naming policy.schedule, and overlap is refused everywhere. */
+ * naming policy.schedule, overlap too (its decode rows are the decode
+ * kernels'). */
 static void test_partition_plan_host(void **state)
 {
     (void)state;
@@ -400,7 +402,7 @@ static void test_partition_plan_host(void **state)
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &u, &err), 0);
     assert_int_equal(u.schedule, ATTN_SCHED_UNIFIED);
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
     assert_true(a.admitted);
     memset(&pt, 0, sizeof pt);
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);
@@ -508,7 +510,7 @@ static void test_partition_plan_host(void **state)
     /* a dense mask: the decode kernels cannot apply it */
     make_batch(&rb, 4, T, C, ATTN_MASK_DENSE, 128, 32);
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
     assert_false(a.admitted);
     assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
     memset(&pt, 0, sizeof pt);
@@ -521,7 +523,7 @@ static void test_partition_plan_host(void **state)
     attn_rb rd;
     make_batch(&rd, 3, Td, Cd, ATTN_MASK_DENSE, 128, 34);
     rd.m.policy.schedule = ATTN_SCHED_PARTITION;
-    attn_cuda_prefill_admit(&rd.m, &rd.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rd.m, &rd.g, &k_h200, NULL, &a);
     assert_true(a.admitted);
     memset(&pt, 0, sizeof pt);
     assert_int_equal(attn_cuda_prefill_plan_host(&rd.m, &rd.g, &k_h200, NULL, &pt, &err), 0);
@@ -539,9 +541,9 @@ static void test_partition_plan_host(void **state)
     assert_int_equal(pt.schedule, ATTN_SCHED_UNIFIED);
     assert_non_null(strstr(pt.schedule_why, "partition not admitted"));
     attn_cuda_prefill_plan_host_free(&pt);
-    /* overlap: refused on every batch, with the reason */
+    /* overlap: refused on this batch (a per-cell mask), with the reason */
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &a);
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
     assert_false(a.admitted);
     assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
     memset(&pt, 0, sizeof pt);
@@ -551,7 +553,104 @@ static void test_partition_plan_host(void **state)
     attn_rb_free(&rb);
 }
 
-/* The ops table: versioned, both schedules, every phase, CUDA. */
+/* overlap (issue 12): refused by default (measured to lose, the reason
+ * names the trial switch); as the instance's trial, the prefill/append
+ * rows on the light kernel's 64 x 64 tiles, one CTA per SM, the decode rows
+ * on the decode kernels forked prefill-first; at d 256 (no light kernel)
+ * it is refused by admission and plan naming policy.schedule; a batch
+ * without decode rows runs the light kernel alone, labelled so. */
+static void test_overlap_plan_host(void **state)
+{
+    (void)state;
+    static const attn_cuda_prefill_tuning k_trial = {.overlap_trial = 1};
+    const int64_t T[4] = {0, 3000, 500, 4000}, C[4] = {200, 1, 9, 1};
+    attn_rb rb;
+    make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 128, 41);
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    attn_engine_plan ov, pt;
+    attn_error_detail err;
+    attn_admission a;
+    /* by default refused with the measured reason, by admission and plan */
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
+    assert_false(a.admitted);
+    assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
+    assert_non_null(strstr(a.reasons[0].text, "ATTN_MIXED_OVERLAP=1"));
+    memset(&ov, 0, sizeof ov);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &ov, &err),
+                     ATTN_E_BACKEND_REJECTED);
+    assert_string_equal(err.field, "policy.schedule");
+    assert_null(ov.priv);
+    /* the instance's trial runs it */
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &k_trial, &a);
+    assert_true(a.admitted);
+    memset(&ov, 0, sizeof ov);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &k_trial, &ov, &err), 0);
+    assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
+    assert_non_null(strstr(ov.schedule_why, "light prefill kernel"));
+    assert_non_null(strstr(ov.schedule_why, "second stream"));
+    attn_cuda_prefill_plan_info io, ip;
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
+    assert_int_equal(io.tile_m, ATTN_PREFILL_LIGHT_TILE_M);
+    assert_int_equal(io.tile_n, ATTN_PREFILL_LIGHT_TILE_N);
+    assert_int_equal(ov.tiles.tile_m, 64);
+    assert_string_equal(io.streams, "prefill-first");
+    assert_int_equal(io.max_ctas, k_h200.sm_count); /* persistent: one light CTA per SM */
+    /* the why still ends with the walk's figures (seed 0x09G), whole */
+    char walk[96];
+    snprintf(walk, sizeof walk, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
+             io.num_workers, io.rho, io.eta);
+    assert_true(io.num_workers > 0);
+    if (strstr(ov.schedule_why, walk) == NULL)
+        fail_msg("the walk is cut from the why: %s", ov.schedule_why);
+#ifdef ATTN_WITH_CUDA
+    assert_non_null(io.attend);
+    assert_non_null(strstr(io.attend, "attn_prefill_attend<128, __nv_bfloat16, true>"));
+#endif
+    /* the same rows leave the tile plan as under partition: the 200-row
+     * prefill and the 9-row append, in 64-row m tiles (H_q / H_kv = 4) */
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+    assert_int_equal(ip.tile_m, ATTN_PREFILL_TILE_M);
+    assert_int_equal(io.total_q, ip.total_q);
+    assert_true(io.num_tiles > ip.num_tiles); /* 64 x 64 tiles: more of them */
+    assert_int_equal(ov.split.num_requests, 4);
+    assert_int_equal(ov.split.num_splits[1], pt.split.num_splits[1]); /* a decode row's splits */
+    attn_cuda_prefill_plan_host_free(&pt);
+    attn_cuda_prefill_plan_host_free(&ov);
+    attn_rb_free(&rb);
+
+    /* no decode rows: the light kernel alone, and the why says so */
+    const int64_t Tp[2] = {0, 100}, Cp[2] = {300, 20};
+    make_batch(&rb, 2, Tp, Cp, ATTN_MASK_CAUSAL, 64, 42);
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    memset(&ov, 0, sizeof ov);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &k_trial, &ov, &err), 0);
+    assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
+    assert_non_null(strstr(ov.schedule_why, "no decode rows to overlap"));
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
+    assert_int_equal(io.tile_m, 64);
+    attn_cuda_prefill_plan_host_free(&ov);
+    attn_rb_free(&rb);
+
+    /* d 256: refused by admission and by the plan, naming the field */
+    make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 256, 43);
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &k_trial, &a);
+    assert_false(a.admitted);
+    assert_true(has_reason(&a, ATTN_ADMIT_SHAPE, "policy.schedule"));
+    memset(&ov, 0, sizeof ov);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &k_trial, &ov, &err),
+                     ATTN_E_BACKEND_REJECTED);
+    assert_string_equal(err.field, "policy.schedule");
+    assert_non_null(strstr(err.message, "64 and 128"));
+    assert_null(ov.priv);
+    attn_rb_free(&rb);
+}
+
 /* issue 12 item 3: the unified plan's unit walk.  By default the plan
  * holds least-loaded per-CTA queues for the persistent grid (one per SM,
  * fewer when partition forks) and the why reports their rho / eta; the
@@ -631,6 +730,29 @@ static void test_unit_walk_plan_host(void **state)
     assert_string_equal(attn_prefill_walk_name((attn_prefill_walk)9), "?");
 }
 
+/* ATTN_MIXED_OVERLAP: 1 turns overlap's trial on, 0 or nothing leaves it
+ * refused, any other word is refused naming the variable (it used to be
+ * ignored: "true" left overlap refused without a word). */
+static void test_overlap_trial_parse(void **state)
+{
+    (void)state;
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    int trial = 7;
+    assert_int_equal(attn_mixed_overlap_parse("1", &trial, &err), 0);
+    assert_int_equal(trial, 1);
+    assert_int_equal(attn_mixed_overlap_parse("0", &trial, &err), 0);
+    assert_int_equal(trial, 0);
+    trial = 1;
+    assert_int_equal(attn_mixed_overlap_parse(NULL, &trial, &err), 0);
+    assert_int_equal(trial, 0);
+    trial = 1;
+    assert_int_equal(attn_mixed_overlap_parse("true", &trial, &err), ATTN_E_RANGE);
+    assert_string_equal(err.field, "ATTN_MIXED_OVERLAP");
+    assert_int_equal(trial, 1); /* untouched */
+}
+
+/* The ops table: versioned, partition, unified and overlap, every phase, CUDA. */
 static void test_ops_table(void **state)
 {
     (void)state;
@@ -641,6 +763,7 @@ static void test_ops_table(void **state)
     assert_int_equal(ops->phases, 7u);
     assert_true(attn_engine_implements(ops, ATTN_SCHED_PARTITION));
     assert_true(attn_engine_implements(ops, ATTN_SCHED_UNIFIED));
+    assert_true(attn_engine_implements(ops, ATTN_SCHED_OVERLAP));
 #ifndef ATTN_WITH_CUDA
     attn_engine *e = NULL;
     attn_error_detail err;
@@ -654,12 +777,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admits_every_phase_and_mask),
         cmocka_unit_test(test_unit_walk_plan_host),
+        cmocka_unit_test(test_overlap_trial_parse),
         cmocka_unit_test(test_admission_names_every_factor),
         cmocka_unit_test(test_plan_host_tiles_ledger_diag),
         cmocka_unit_test(test_plan_host_flashmask_and_fixed_splits),
         cmocka_unit_test(test_plan_host_refusals),
         cmocka_unit_test(test_selection_by_phase),
         cmocka_unit_test(test_partition_plan_host),
+        cmocka_unit_test(test_overlap_plan_host),
         cmocka_unit_test(test_ops_table),
     };
     return cmocka_run_group_tests_name("cuda_prefill", tests, NULL, NULL);

@@ -1337,6 +1337,7 @@ static atomic_int g_stream_signal_fails;  /* ops->signal fails (the context is g
 static atomic_int g_stream_fail_complete; /* the ticket whose completion fails (-1: none) */
 static atomic_int g_stream_go;            /* run 0 may enqueue */
 static atomic_int g_stream_complete_go;   /* run 0 may complete */
+static atomic_int g_stream_fault_words;   /* a failed completion words it as the CUDA engine */
 
 static void stream_log(const char *fmt, ...)
 {
@@ -1366,6 +1367,7 @@ static void stream_double_reset(void)
     atomic_store(&g_stream_fail_complete, -1);
     atomic_store(&g_stream_go, 1);
     atomic_store(&g_stream_complete_go, 1);
+    atomic_store(&g_stream_fault_words, 0);
 }
 
 static int stream_run(attn_engine *self, attn_engine_plan *p, const attn_run_io *io,
@@ -1407,6 +1409,12 @@ static int stream_complete(attn_engine *self, uint64_t ticket, attn_exec_report 
     snprintf(rep->timing_method, sizeof rep->timing_method, "test_double");
     if ((int)ticket == atomic_load(&g_stream_fail_complete)) {
         stream_log("x%llu ", (unsigned long long)ticket);
+        if (atomic_load(&g_stream_fault_words))
+            /* what engines/cuda/txn.c attn_cuda_txn_deferred_failed says of a device fault */
+            return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "layer",
+                                  "layer 0: the run's device work failed after it was enqueued "
+                                  "(an illegal memory access was encountered); its rows may be "
+                                  "partly written");
         return attn_error_set(err, ATTN_E_POOL_UNRESTORED, "",
                               "the run's device work failed after it was enqueued");
     }
@@ -1512,6 +1520,65 @@ static void test_deferred_failure_signal_written_once(void **state)
     assert_string_equal(g_stream_log, "r0 s7 c0 r1 s8 x1 ");
     assert_non_null(strstr(st.error.message, "quarantined (pool_drop it); signal enqueued, lost "
                                              "if the device faulted"));
+    double_fixture_close(&f);
+}
+
+/* The note of a deferred run's failed signal ends the error whatever came
+ * before it: with the CUDA engine's words for a device fault (the case the
+ * note is for) and a pool name of a few letters, the engine's message and
+ * the quarantine's advice fill the error, and the note must still be there,
+ * whole, at its end (docs/protocol.md "Semaphores"). */
+static void test_deferred_fault_note_not_cut(void **state)
+{
+    double_fixture f;
+    uint64_t plan_id, sem_buf, seq;
+    static const char note[] = "; signal enqueued, lost if the device faulted";
+    (void)state;
+    stream_fixture_open(&f, "layers", &plan_id, &sem_buf);
+    atomic_store(&g_stream_fail_complete, 0);
+    atomic_store(&g_stream_fault_words, 1);
+    seq = stream_send(&f, plan_id, sem_buf, 8, 7);
+    attn_run_status st = wait_settled(f.s, seq);
+    assert_int_equal(st.state, ATTN_RUN_FAILED);
+    assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
+    const size_t n = strlen(st.error.message);
+    if (n < sizeof note - 1 || strcmp(st.error.message + n - (sizeof note - 1), note) != 0)
+        fail_msg("the note is cut: %s", st.error.message);
+    assert_non_null(strstr(st.error.message, "quarantined"));
+    double_fixture_close(&f);
+}
+
+/* The same for a run refused when its turn comes: the quarantine's reason
+ * (as exec.c words it for a device fault) fills the error, and the note
+ * that its signal could not be written still ends it, whole. */
+static void test_refused_run_note_not_cut(void **state)
+{
+    double_fixture f;
+    uint64_t plan_id, sem_buf, seq[2];
+    attn_error_detail e;
+    attnd_pool *p;
+    static const char note[] = "; signal not written (the double's context is gone)";
+    (void)state;
+    stream_fixture_open(&f, "layers", &plan_id, &sem_buf);
+    atomic_store(&g_stream_signal_fails, 1);
+    atomic_store(&g_stream_go, 0);
+    seq[0] = stream_send(&f, plan_id, sem_buf, 8, 1);
+    seq[1] = stream_send(&f, plan_id, sem_buf, 8, 2);
+    for (int i = 0; i < 5000 && atomic_load(&g_stream_next) == 0; i++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    assert_int_equal(attnd_pool_acquire(f.s->pools, "layers", "pool", &p, &e), 0);
+    attnd_pool_quarantine(p, "a run of engine stream_test_double at layer 0 could not put its "
+                             "rows back (layer 0: the run's device work failed after it was en)");
+    attnd_pool_release(f.s->pools, p);
+    atomic_store(&g_stream_go, 1);
+    attn_run_status st = wait_settled(f.s, seq[1]);
+    assert_int_equal(st.state, ATTN_RUN_FAILED);
+    assert_int_equal(st.error.code, ATTN_E_POOL_UNRESTORED);
+    const size_t n = strlen(st.error.message);
+    if (n < sizeof note - 1 || strcmp(st.error.message + n - (sizeof note - 1), note) != 0)
+        fail_msg("the note is cut: %s", st.error.message);
+    st = wait_settled(f.s, seq[0]);
+    assert_int_equal(st.state, ATTN_RUN_DONE);
     double_fixture_close(&f);
 }
 
@@ -2264,6 +2331,8 @@ int main(void)
         cmocka_unit_test(test_async_failure_on_next_reply),
         cmocka_unit_test(test_device_refs_refused_on_cpu),
         cmocka_unit_test(test_deferred_failure_signal_written_once),
+        cmocka_unit_test(test_deferred_fault_note_not_cut),
+        cmocka_unit_test(test_refused_run_note_not_cut),
         cmocka_unit_test(test_failed_run_signals_behind_earlier_runs),
         cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_async_deferred_window),

@@ -38,10 +38,12 @@ static attn_engine *g_cuda; /* the engine instance on cuda:0 every test runs on 
  * made with); poison on, so an element no kernel wrote shows as NaN. */
 /* The instance's tuning for the plans made next (a plan keeps the tuning
  * it was made with); every run poisons its outputs and workspace. */
-static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge, int bulk, int pdl)
+static void tune_persist(int simt, int heads_fast, int row_prefetch, int fused_merge, int bulk,
+                         int pdl, int persist)
 {
     attn_cuda_tuning t;
     attn_cuda_tuning_defaults(&t);
+    t.persist = persist;
     t.simt = simt;
     t.bulk = bulk;
     t.heads_fast = heads_fast;
@@ -50,6 +52,11 @@ static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge
     t.pdl = pdl;
     t.poison = 1;
     attn_cuda_engine_set_tuning(g_cuda, &t);
+}
+
+static void tune_all(int simt, int heads_fast, int row_prefetch, int fused_merge, int bulk, int pdl)
+{
+    tune_persist(simt, heads_fast, row_prefetch, fused_merge, bulk, pdl, 0);
 }
 
 static void tune(int simt, int heads_fast, int row_prefetch)
@@ -158,7 +165,12 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     const int bulk = nps[attn_rb_range(&s, gc->bulk ? 2 : 0, 5)];
     /* programmatic dependent launch of producer and reducer: off, early or late trigger */
     const int pdl = (int)attn_rb_range(&s, ATTN_CUDA_PDL_OFF, ATTN_CUDA_PDL_LATE);
-    tune_all(simt, heads_fast, prefetch, fused, bulk, pdl);
+    /* persistent CTAs (the tensor-map producer at d = 128): off, the grid
+     * capacity, or 1..12 CTAs, so each walks many pieces and the ring runs
+     * on across them */
+    const int pz = (int)attn_rb_range(&s, 0, 3);
+    const int persist = pz == 0 ? 0 : pz == 1 ? -1 : (int)attn_rb_range(&s, 1, 12);
+    tune_persist(simt, heads_fast, prefetch, fused, bulk, pdl, persist);
 
     if (gc->ramp > 0.f) { /* the host copy the CPU engine reads too, before the upload */
         for (uint32_t b = 0; b < gc->B; b++)
@@ -240,8 +252,12 @@ static void run_case(const gpu_case *gc, uint64_t seed)
         if (strstr(rep.kernels[k].symbol, "producer"))
             producer = rep.kernels[k].symbol;
     if (gc->bulk && bulk == ATTN_CUDA_BULK_TMAP) {
-        /* tensor-map boxes need pages of 8 rows or more (decode_path.h) */
-        assert_non_null(strstr(producer, gc->page >= 8 ? "producer_tc_tmap<" : "producer_tc<"));
+        /* tensor-map boxes need pages of 8 rows or more (decode_path.h);
+         * persistent CTAs are built for d = 128 */
+        const char *want = gc->page < 8                   ? "producer_tc<"
+                           : persist != 0 && gc->d == 128 ? "producer_tc_tmap_persist<"
+                                                          : "producer_tc_tmap<";
+        assert_non_null(strstr(producer, want));
     } else if (gc->bulk) {
         char tail[8];
         snprintf(tail, sizeof tail, ", %d>", bulk);
@@ -290,12 +306,12 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     }
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     printf("  %-28s seed=%llu B=%u g=%u d=%u P=%u %s %s q=%s abi=%s policy=%s slots=%u items=%u "
-           "occ=%u %s%s%s%s rel=%.2e lse=%.2e nan=%zu %s %s\n",
+           "occ=%u persist=%d %s%s%s%s rel=%.2e lse=%.2e nan=%zu %s %s\n",
            gc->name, (unsigned long long)seed, gc->B, gc->hq / gc->hkv, gc->d, gc->page,
            attn_dtype_name(gc->kv), gc->layout == ATTN_HND ? "HND" : "NHD",
            attn_dtype_name(rb.m.q_dtype), rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o",
            attn_split_policy_name(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
-           simt ? "simt" : "tc", heads_fast ? "/hf" : "/if", prefetch ? "/pre" : "",
+           persist, simt ? "simt" : "tc", heads_fast ? "/hf" : "/if", prefetch ? "/pre" : "",
            fold_label(fused && !simt, pdl), rel, lse_err, nan, commit ? "commit" : "no-commit",
            strchr(producer, ':') ? strrchr(producer, ':') + 1 : producer);
     if (rel > g_worst_rel)

@@ -58,7 +58,8 @@ typedef struct pf_case {
     attn_kv_format format;
     attn_mask_kind mask;
     fm_style fm;
-    int splits; /* 0 auto, > 0 fixed, < 0 random 2..5 */
+    int splits;                   /* 0 auto, > 0 fixed, < 0 random 2..5 */
+    attn_prefill_variant variant; /* the kernel configuration (zero: full) */
 } pf_case;
 
 #define CK(x)                                                                                      \
@@ -251,7 +252,7 @@ static void run_case(const pf_case *pc, uint64_t seed)
 
     /* host plan: mask program at the kernel's key-tile width, then tiles */
     uint32_t tm, tn;
-    attn_prefill_tile_shape(pc->d, &tm, &tn);
+    attn_prefill_tile_shape(pc->d, pc->variant, &tm, &tn);
     attn_error_detail err;
     memset(&err, 0, sizeof err);
     attn_mask_prog prog;
@@ -268,7 +269,8 @@ static void run_case(const pf_case *pc, uint64_t seed)
                                .head_dim = pc->d,
                                .mask = &prog,
                                .num_sms = (uint32_t)g_sms,
-                               .fixed_splits = fixed};
+                               .fixed_splits = fixed,
+                               .variant = pc->variant};
     attn_prefill_plan plan;
     rv = attn_prefill_plan_build(&in, &plan, &err);
     if (rv)
@@ -332,6 +334,7 @@ static void run_case(const pf_case *pc, uint64_t seed)
     p.kv_dtype = rb.g.kv_dtype;
     p.abi = abi;
     p.sm_scale = rb.m.has_sm_scale ? rb.m.sm_scale : 1.0f / sqrtf((float)pc->d);
+    p.variant = pc->variant;
     /* one CTA per unit, a persistent grid of SM count, or a few CTAs that
      * each walk many units (the cross-unit pipeline under stress) */
     const int grid_kind = (int)attn_rb_range(&s, 0, 2);
@@ -426,17 +429,19 @@ static void run_case(const pf_case *pc, uint64_t seed)
     }
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     const attn_prefill_ledger *lg = &plan.ledger;
-    printf("  %-24s seed=%llu B=%u g=%u d=%u P=%u %s %s %s q=%s abi=%s splits=%u ctas=%u items=%u "
+    printf("  %-24s %s seed=%llu B=%u g=%u d=%u P=%u %s %s %s q=%s abi=%s splits=%u ctas=%u "
+           "items=%u "
            "merges=%u tiles(skip/full/partial)=%llu/%llu/%llu cells(logical/executed)=%llu/%llu "
            "%s %s rel=%.2e lse=%.2e nan=%zu infmis=%zu\n",
-           pc->name, (unsigned long long)seed, B, pc->hq / pc->hkv, pc->d, pc->page,
-           attn_dtype_name(pc->kv), pc->layout == ATTN_HND ? "HND" : "NHD",
-           pc->format == ATTN_KV_CSR ? "csr" : "dense", attn_dtype_name(rb.m.q_dtype),
-           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", fixed, p.max_ctas, plan.num_items,
-           plan.num_merges, (unsigned long long)lg->skip_tiles, (unsigned long long)lg->full_tiles,
-           (unsigned long long)lg->partial_tiles, (unsigned long long)lg->logical_cells,
-           (unsigned long long)lg->executed_cells, full ? "cpu-engine" : "sampled",
-           p.gather_only ? "gather" : "tma-if-paged", rel, lse_err, nan, inf_mismatch);
+           pc->name, attn_prefill_variant_name(pc->variant), (unsigned long long)seed, B,
+           pc->hq / pc->hkv, pc->d, pc->page, attn_dtype_name(pc->kv),
+           pc->layout == ATTN_HND ? "HND" : "NHD", pc->format == ATTN_KV_CSR ? "csr" : "dense",
+           attn_dtype_name(rb.m.q_dtype), abi == ATTN_ABI_MLU ? "mlu" : "lse_o", fixed, p.max_ctas,
+           plan.num_items, plan.num_merges, (unsigned long long)lg->skip_tiles,
+           (unsigned long long)lg->full_tiles, (unsigned long long)lg->partial_tiles,
+           (unsigned long long)lg->logical_cells, (unsigned long long)lg->executed_cells,
+           full ? "cpu-engine" : "sampled", p.gather_only ? "gather" : "tma-if-paged", rel, lse_err,
+           nan, inf_mismatch);
     fflush(stdout);
     (void)checked;
     if (rel > g_worst_rel)
@@ -459,46 +464,47 @@ static void run_case(const pf_case *pc, uint64_t seed)
     free(C);
 }
 
-/* name, B, T range, C range, H_q, H_kv, d, page, dtype, layout, table, mask, fm, splits */
+/* name, B, T range, C range, H_q, H_kv, d, page, dtype, layout, table, mask, fm, splits,
+ * variant (the sweep also runs each d <= 128 case on the light one) */
 static const pf_case k_cases[] = {
     {"tiny-none-d64", 1, 0, 0, 64, 64, 1, 1, 64, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_NONE, FM_RANDOM, 0},
+     ATTN_MASK_NONE, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"prefill-causal-g4", 3, 0, 0, 1, 700, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"append-p1-hnd-fp16", 4, 1, 3000, 2, 300, 4, 1, 128, 1, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"append-d256-p64-dense", 3, 1, 2000, 2, 200, 8, 8, 256, 64, ATTN_BF16, ATTN_NHD, ATTN_KV_DENSE,
-     ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"fewq-g16-p128", 6, 1, 9000, 2, 8, 32, 2, 128, 128, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"window-g8-d64", 3, 0, 3000, 1, 400, 16, 2, 64, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_WINDOW, FM_RANDOM, 0},
+     ATTN_MASK_WINDOW, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"sink-d256-fp16-hnd", 2, 1, 2500, 2, 200, 4, 4, 256, 16, ATTN_FP16, ATTN_HND, ATTN_KV_DENSE,
-     ATTN_MASK_SINK, FM_RANDOM, 0},
+     ATTN_MASK_SINK, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"none-append-g1", 2, 1, 1500, 2, 300, 4, 4, 64, 64, ATTN_FP16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_NONE, FM_RANDOM, -1},
+     ATTN_MASK_NONE, FM_RANDOM, -1, ATTN_PREFILL_FULL},
     {"flashmask-random", 3, 0, 1000, 1, 500, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_FLASHMASK, FM_RANDOM, 0},
+     ATTN_MASK_FLASHMASK, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"flashmask-docs", 1, 0, 0, 1024, 2048, 4, 1, 128, 64, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_FLASHMASK, FM_DOCUMENTS, 0},
+     ATTN_MASK_FLASHMASK, FM_DOCUMENTS, 0, ATTN_PREFILL_FULL},
     {"flashmask-question-app", 2, 0, 600, 300, 1200, 4, 1, 64, 16, ATTN_BF16, ATTN_HND,
-     ATTN_KV_DENSE, ATTN_MASK_FLASHMASK, FM_SHARED_QUESTION, 0},
+     ATTN_KV_DENSE, ATTN_MASK_FLASHMASK, FM_SHARED_QUESTION, 0, ATTN_PREFILL_FULL},
     {"dense-mask", 2, 0, 500, 1, 300, 4, 2, 64, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_DENSE, FM_RANDOM, 0},
+     ATTN_MASK_DENSE, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"dense-mask-d128-fp16", 2, 0, 300, 1, 200, 8, 2, 128, 1, ATTN_FP16, ATTN_HND, ATTN_KV_DENSE,
-     ATTN_MASK_DENSE, FM_RANDOM, -1},
+     ATTN_MASK_DENSE, FM_RANDOM, -1, ATTN_PREFILL_FULL},
     {"ragged-b8-g4", 8, 0, 2000, 1, 512, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"splits-fixed-g8-d256", 2, 100, 4000, 2, 150, 8, 1, 256, 128, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, FM_RANDOM, -1},
+     ATTN_MASK_CAUSAL, FM_RANDOM, -1, ATTN_PREFILL_FULL},
     {"long-T65536-auto-split", 1, 65536, 65536, 1, 64, 8, 1, 128, 16, ATTN_BF16, ATTN_NHD,
-     ATTN_KV_CSR, ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+     ATTN_KV_CSR, ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"C4096-p128", 1, 0, 1000, 4096, 4096, 2, 1, 64, 128, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"append-p12-not-pow2", 3, 0, 1000, 1, 200, 8, 2, 128, 12, ATTN_BF16, ATTN_HND, ATTN_KV_DENSE,
-     ATTN_MASK_CAUSAL, FM_RANDOM, 0},
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"append-g16-d64-window", 2, 1000, 20000, 16, 512, 16, 1, 64, 64, ATTN_FP16, ATTN_NHD,
-     ATTN_KV_DENSE, ATTN_MASK_WINDOW, FM_RANDOM, 0},
+     ATTN_KV_DENSE, ATTN_MASK_WINDOW, FM_RANDOM, 0, ATTN_PREFILL_FULL},
 };
 
 static void test_random_sweep(void **state)
@@ -523,6 +529,12 @@ static void test_random_sweep(void **state)
                     pc.B = 3;
             }
             run_case(&pc, g_seed + 1000u * (uint64_t)r + i);
+            /* the light variant (overlap's kernel) on the same draw where
+             * it exists: one consumer warpgroup over 64 x 64 tiles */
+            if (attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, pc.d)) {
+                pc.variant = ATTN_PREFILL_LIGHT;
+                run_case(&pc, g_seed + 1000u * (uint64_t)r + i);
+            }
         }
     printf("  worst rel L2 %.3e, worst |LSE err| %.3e, failing cases %d\n", g_worst_rel,
            g_worst_lse, g_failures);
@@ -530,7 +542,8 @@ static void test_random_sweep(void **state)
 }
 
 /* A split m tile folds to the same answer as the unsplit one: run one
- * manifest with 1 and with 2..7 forced parts (both ABIs). */
+ * manifest with 1 and with 2..7 forced parts (both ABIs; the second on the
+ * light variant, whose combine folds 64-row parts). */
 static void test_split_matches_unsplit(void **state)
 {
     (void)state;
@@ -551,7 +564,8 @@ static void test_split_matches_unsplit(void **state)
                           ATTN_KV_CSR,
                           ATTN_MASK_CAUSAL,
                           FM_RANDOM,
-                          sp};
+                          sp,
+                          (attn_prefill_variant)(abi & 1)};
             run_case(&pc, g_seed + 77u + (uint64_t)abi);
             pc.splits = 1;
             run_case(&pc, g_seed + 77u + (uint64_t)abi);

@@ -438,3 +438,93 @@ int attn_rb_reference(const attn_rb *rb, double *o, double *lse)
     attn_mask_prog_free(&prog);
     return 0;
 }
+
+int attn_rb_make_step(const attn_rb *cap, uint32_t B, const int64_t *T, const int64_t *C,
+                      uint64_t seed, attn_rb_step *out)
+{
+    memset(out, 0, sizeof *out);
+    const attn_manifest *cm = &cap->m;
+    const int64_t P = cap->g.page_size;
+    if (B == 0 || B > cm->num_requests || cm->mask.kind == ATTN_MASK_FLASHMASK ||
+        cm->mask.kind == ATTN_MASK_DENSE)
+        return ATTN_E_RANGE;
+    for (uint32_t b = 0; b < B; b++)
+        if (T[b] < 0 || C[b] < 1 || T[b] > cm->requests[b].cache_len ||
+            T[b] + C[b] > cm->requests[b].cache_len + cm->requests[b].new_len)
+            return ATTN_E_RANGE;
+    attn_manifest *m = &out->m;
+    *m = *cm; /* pool, heads, mask scalars, scale, dtype, policy */
+    m->num_requests = B;
+    m->requests = calloc(B, sizeof *m->requests);
+    m->qo_indptr = calloc(B + 1, sizeof *m->qo_indptr);
+    memset(&m->kv, 0, sizeof m->kv);
+    m->kv.format = cm->kv.format;
+    bool ok = m->requests && m->qo_indptr;
+    if (cm->kv.format == ATTN_KV_CSR) {
+        m->kv.page_indptr = calloc(B + 1, sizeof(int32_t));
+        m->kv.page_indices = calloc(cm->kv.num_page_indices + 1, sizeof(int32_t));
+        m->kv.last_page_len = calloc(B, sizeof(int32_t));
+        ok = ok && m->kv.page_indptr && m->kv.page_indices && m->kv.last_page_len;
+    } else {
+        m->kv.max_blocks = cm->kv.max_blocks;
+        m->kv.block_table = calloc((size_t)B * cm->kv.max_blocks + 1, sizeof(int32_t));
+        m->kv.lens = calloc(B, sizeof(int32_t));
+        ok = ok && m->kv.block_table && m->kv.lens;
+    }
+    if (!ok) {
+        attn_rb_step_free(out);
+        return ATTN_E_NOMEM;
+    }
+    uint32_t pi = 0;
+    for (uint32_t b = 0; b < B; b++) {
+        m->requests[b] = cm->requests[b];
+        m->requests[b].cache_len = T[b];
+        m->requests[b].new_len = C[b];
+        m->qo_indptr[b + 1] = m->qo_indptr[b] + (int32_t)C[b];
+        const int64_t len = T[b] + C[b], pages = (len + P - 1) / P;
+        if (cm->kv.format == ATTN_KV_CSR) {
+            for (int64_t j = 0; j < pages; j++)
+                m->kv.page_indices[pi++] = cm->kv.page_indices[cm->kv.page_indptr[b] + j];
+            m->kv.page_indptr[b + 1] = (int32_t)pi;
+            m->kv.last_page_len[b] = (int32_t)(len - (pages - 1) * P);
+        } else {
+            memcpy(m->kv.block_table + (size_t)b * cm->kv.max_blocks,
+                   cm->kv.block_table + (size_t)b * cm->kv.max_blocks,
+                   sizeof(int32_t) * cm->kv.max_blocks);
+            m->kv.lens[b] = (int32_t)len;
+        }
+    }
+    m->kv.num_page_indices = pi;
+    out->total_q = m->qo_indptr[B];
+    const uint32_t hq = cm->num_qo_heads, hkv = cap->g.num_kv_heads, d = cap->g.head_dim_qk;
+    out->o_elems = (size_t)out->total_q * hq * cap->g.head_dim_vo;
+    out->lse_elems = (size_t)out->total_q * hq;
+    const size_t qn = (size_t)cap->total_q * hq * d, kn = (size_t)cap->total_q * hkv * d;
+    out->q = calloc(qn ? qn : 1, attn_dtype_size(cm->q_dtype));
+    out->k_new = calloc(kn ? kn : 1, attn_dtype_size(cap->g.kv_dtype));
+    out->v_new = calloc(kn ? kn : 1, attn_dtype_size(cap->g.kv_dtype));
+    if (!out->q || !out->k_new || !out->v_new) {
+        attn_rb_step_free(out);
+        return ATTN_E_NOMEM;
+    }
+    uint64_t s = seed ^ 0x9e3779b97f4a7c15ull;
+    random_fill(out->q, cm->q_dtype, qn, &s);
+    random_fill(out->k_new, cap->g.kv_dtype, kn, &s);
+    random_fill(out->v_new, cap->g.kv_dtype, kn, &s);
+    return 0;
+}
+
+void attn_rb_step_free(attn_rb_step *s)
+{
+    free(s->m.requests);
+    free(s->m.qo_indptr);
+    free(s->m.kv.page_indptr);
+    free(s->m.kv.page_indices);
+    free(s->m.kv.last_page_len);
+    free(s->m.kv.block_table);
+    free(s->m.kv.lens);
+    free(s->q);
+    free(s->k_new);
+    free(s->v_new);
+    memset(s, 0, sizeof *s);
+}

@@ -91,4 +91,23 @@ float attn_rb_new_value(const attn_rb *rb, uint32_t b, int64_t i, uint32_t h, ui
 float attn_rb_pool_value(const attn_rb *rb, uint32_t b, int64_t t, uint32_t h, uint32_t x,
                          bool want_v);
 
+/* One step of a capacity batch (graph-mode tests, seed 0x03G): the first
+ * B requests of `cap` with lengths T[b] <= cap's T_b and T[b] + C[b] <=
+ * cap's T_b + C_b, on cap's pool (each request keeps the first pages of its
+ * list, so its history is cap's); a length mask only.  q, k_new and v_new
+ * hold cap's q rows (the envelope's), the step's first, drawn from seed. */
+typedef struct attn_rb_step {
+    attn_manifest m; /* arrays malloc'ed */
+    void *q, *k_new, *v_new;
+    int64_t total_q;
+    size_t o_elems, lse_elems; /* the step's rows */
+} attn_rb_step;
+
+/* Build the step; 0, ATTN_E_RANGE for lengths outside cap's, or ATTN_E_NOMEM. */
+int attn_rb_make_step(const attn_rb *cap, uint32_t B, const int64_t *T, const int64_t *C,
+                      uint64_t seed, attn_rb_step *out);
+
+/* Release what a step owns. */
+void attn_rb_step_free(attn_rb_step *s);
+
 #endif

@@ -143,6 +143,31 @@ static void test_auto_choice(void **state)
     assert_int_equal(attn_decode_path_bulk(&in), ATTN_DECODE_BULK_TMAP);
     in.keys_per_item = 0; /* unknown */
     assert_int_equal(attn_decode_path_bulk(&in), ATTN_DECODE_BULK_TMAP);
+    /* short items on a grid of at most one CTA per SM: four row-copy warps */
+    in.keys_per_item = 256;
+    in.sm_count = 132;
+    in.pieces = 128;
+    assert_int_equal(attn_decode_path_bulk(&in), 4);
+    expect(&in, ATTN_DECODE_TC_BULK, NULL);
+    in.pieces = 132;
+    assert_int_equal(attn_decode_path_bulk(&in), 4);
+    in.pieces = 133; /* two CTAs per SM are resident: cp.async */
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    in.pieces = 0; /* unknown */
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    in.pieces = 128;
+    in.sm_count = 0;
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    in.sm_count = 132;
+    in.page_size = 4; /* not measured below 8 rows */
+    in.page_stride = 4 * 8 * 128;
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
+    in = nhd_launch(64); /* head_dim 64 keeps cp.async */
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    in.keys_per_item = 256;
+    in.sm_count = 132;
+    in.pieces = 64;
+    assert_int_equal(attn_decode_path_bulk(&in), 0);
 }
 
 static void test_keys_per_item(void **state)
@@ -209,6 +234,44 @@ static void test_fallbacks_name_the_reason(void **state)
     expect(&in, ATTN_DECODE_TC_BULK, NULL);
 }
 
+/* persistent CTAs: only where the tensor-map producer runs at d = 128 with
+ * q in the cache dtype, never more CTAs than pieces */
+static void test_persist(void **state)
+{
+    (void)state;
+    attn_decode_path_in in = nhd_launch(128);
+    in.bulk = ATTN_DECODE_BULK_TMAP;
+    assert_int_equal(attn_decode_path_persist(&in, 264, 1024), 264);
+    assert_int_equal(attn_decode_path_persist(&in, 264, 100), 100);
+    assert_int_equal(attn_decode_path_persist(&in, 264, 0), 0);
+    assert_int_equal(attn_decode_path_persist(&in, 0, 1024), 0); /* off */
+    in.bulk = ATTN_DECODE_BULK_AUTO;                             /* auto picks tensor maps */
+    assert_int_equal(attn_decode_path_persist(&in, 7, 1024), 7);
+    in.keys_per_item = ATTN_DECODE_TMAP_MIN_KEYS - 1; /* auto: cp.async for short items */
+    assert_int_equal(attn_decode_path_persist(&in, 264, 1024), 0);
+    in = nhd_launch(128);
+    in.bulk = 1; /* row copies */
+    assert_int_equal(attn_decode_path_persist(&in, 264, 1024), 0);
+    in.bulk = ATTN_DECODE_BULK_TMAP;
+    in.page_size = 4; /* tensor maps need 8 rows: the cp.async producer runs */
+    in.page_stride = 4 * 8 * 128;
+    assert_int_equal(attn_decode_path_persist(&in, 264, 1024), 0);
+    in = nhd_launch(128);
+    in.bulk = ATTN_DECODE_BULK_TMAP;
+    in.q_dtype = ATTN_FP32;
+    assert_int_equal(attn_decode_path_persist(&in, 264, 1024), 0);
+    static const uint32_t dims[] = {64, 256};
+    for (int i = 0; i < 2; i++) {
+        in = nhd_launch(dims[i]);
+        in.bulk = ATTN_DECODE_BULK_TMAP;
+        assert_int_equal(attn_decode_path_persist(&in, 264, 1024), 0);
+    }
+    in = nhd_launch(128);
+    in.bulk = ATTN_DECODE_BULK_TMAP;
+    in.simt = 1;
+    assert_int_equal(attn_decode_path_persist(&in, 264, 1024), 0);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -229,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_keys_per_item),
         cmocka_unit_test(test_q_hi_lo_only_at_d256),
         cmocka_unit_test(test_fallbacks_name_the_reason),
+        cmocka_unit_test(test_persist),
         cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -188,6 +188,61 @@ static void test_h200_calibration_reproduces_the_run(void **state)
     }
 }
 
+/* overlap's candidate, fitted on round 5 (branch ovl, 2026-12-01, call 4
+ * at 19:09 UTC, bench/results/mixed-h200-2026-12-01-r5.md): the one-warp
+ * light kernel measured 2.07x the full one on the same prefill rows and the
+ * decode kernels hid 19-42 % of their time beside it (the share varies from
+ * run to run with the block scheduler's placement), so the H200 constants
+ * estimate overlap within 8 % of its measured time on M2 and M5 and keep
+ * partition (measured 0.886 and 0.889 ms against overlap 1.006 and 1.126).
+ * The POD ideal the task started from (the light kernel as fast as the
+ * full one, the decode time hidden beside it) picks overlap there: the
+ * measured constants are what keep auto right. */
+static void test_overlap_candidate_reproduces_r5(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *batch;
+        uint64_t prefill_tiles, decode_mb_x10;
+        uint32_t decodes;
+        double partition_ms, overlap_ms;
+    } rows[] = {
+        {"M2", 16896, 21477, 64, 0.886, 1.006},
+        {"M5", 16896, 21480, 128, 0.889, 1.126},
+    };
+    attn_mixed_cost_consts ideal = *attn_mixed_cost_h200();
+    ideal.light_factor = 1.0;
+    ideal.overlap_hide = 1.0;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        attn_mixed_cost_in in =
+            run_in(50176, rows[i].prefill_tiles, rows[i].decode_mb_x10, rows[i].decodes);
+        in.prefill_longest = 16;
+        in.overlap_ok = 1;
+        attn_mixed_cost c;
+        attn_mixed_cost_estimate(&in, attn_mixed_cost_h200(), 1, &c);
+        const double e = c.overlap_us / 1e3 / rows[i].overlap_ms;
+        printf("  %s overlap est. %.0f us, measured %.0f (%.3f); pick %s\n", rows[i].batch,
+               c.overlap_us, rows[i].overlap_ms * 1e3, e,
+               c.pick == ATTN_SCHED_OVERLAP ? "overlap" : "partition");
+        assert_true(e > 0.92 && e < 1.08);
+        assert_int_equal(c.pick, ATTN_SCHED_PARTITION);
+        assert_non_null(strstr(c.why, "overlap"));
+        /* not offered: not estimated, not picked */
+        in.overlap_ok = 0;
+        attn_mixed_cost_estimate(&in, attn_mixed_cost_h200(), 1, &c);
+        assert_true(c.overlap_us < 0);
+        assert_null(strstr(c.why, "overlap"));
+        /* the POD ideal would have run overlap */
+        in.overlap_ok = 1;
+        attn_mixed_cost_estimate(&in, &ideal, 1, &c);
+        assert_int_equal(c.pick, ATTN_SCHED_OVERLAP);
+        assert_non_null(strstr(c.why, "auto: overlap est."));
+        /* partition not admitted: no overlap either (its decode rows are the decode kernels') */
+        attn_mixed_cost_estimate(&in, &ideal, 0, &c);
+        assert_int_equal(c.pick, ATTN_SCHED_UNIFIED);
+    }
+}
+
 /* The model learns the cap: fitted the same way on round 2 (calibrate_mixed.py
  * on mixed-h200-2026-12-01-r2.json: tile_us 2.57, 3783 GB/s, decode_sat_sms
  * 124, interference -0.32, fork_us 88), it forks M1 at 96, that run's
@@ -403,6 +458,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_estimates_follow_the_work),
         cmocka_unit_test(test_partition_not_admitted_and_ties),
+        cmocka_unit_test(test_overlap_candidate_reproduces_r5),
         cmocka_unit_test(test_h200_calibration_reproduces_the_run),
         cmocka_unit_test(test_the_cap_is_learned),
         cmocka_unit_test(test_streams_setting_parse),

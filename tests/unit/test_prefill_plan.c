@@ -27,7 +27,8 @@ typedef struct fixture {
 } fixture;
 
 static void fixture_make(fixture *f, uint32_t B, const int64_t *T, const int64_t *C,
-                         attn_mask_kind kind, uint32_t hq, uint32_t hkv, uint32_t d)
+                         attn_mask_kind kind, uint32_t hq, uint32_t hkv, uint32_t d,
+                         attn_prefill_variant v)
 {
     memset(f, 0, sizeof *f);
     for (uint32_t b = 0; b < B; b++) {
@@ -83,7 +84,7 @@ static void fixture_make(fixture *f, uint32_t B, const int64_t *T, const int64_t
         f->mask.polarity = ATTN_POLARITY_TRUE_MEANS_MASKED;
     }
     uint32_t tm, tn;
-    attn_prefill_tile_shape(d, &tm, &tn);
+    attn_prefill_tile_shape(d, v, &tm, &tn);
     assert_int_equal(attn_mask_prog_build_blocks(&f->mask, f->req, B, tn, &f->prog, NULL), 0);
     f->in = (attn_prefill_plan_in){.num_requests = B,
                                    .T = f->T,
@@ -93,7 +94,8 @@ static void fixture_make(fixture *f, uint32_t B, const int64_t *T, const int64_t
                                    .num_kv_heads = hkv,
                                    .head_dim = d,
                                    .mask = &f->prog,
-                                   .num_sms = 0};
+                                   .num_sms = 0,
+                                   .variant = v};
 }
 
 /* Brute force: the class of every (m tile, key tile) from its cells. */
@@ -157,7 +159,7 @@ static void test_causal_prefill_tiles(void **state)
     (void)state;
     static fixture f;
     int64_t T[1] = {0}, C[1] = {1000};
-    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 4, 4, 128);
+    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 4, 4, 128, ATTN_PREFILL_FULL);
     attn_prefill_plan p;
     assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
     assert_int_equal(p.tile_m, 128);
@@ -181,6 +183,82 @@ static void test_causal_prefill_tiles(void **state)
     attn_mask_prog_free(&f.prog);
 }
 
+/* The light variant (issue 12's overlap): 64 x 64 tiles; the same causal
+ * prefill has twice the m tiles and, per m tile, the key tiles 0 .. its
+ * diagonal: 16 x 17 / 2 = 136 listed tiles, 16 diagonal ones PARTIAL. */
+static void test_light_tiles(void **state)
+{
+    (void)state;
+    static fixture f;
+    int64_t T[1] = {0}, C[1] = {1024};
+    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 4, 4, 128, ATTN_PREFILL_LIGHT);
+    attn_prefill_plan p;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
+    assert_int_equal(p.variant, ATTN_PREFILL_LIGHT);
+    assert_int_equal(p.tile_m, 64);
+    assert_int_equal(p.tile_n, 64);
+    assert_int_equal(p.num_items, 16);
+    assert_int_equal(p.num_tiles, 136);
+    assert_int_equal(p.ledger.partial_tiles, 16 * 4);
+    assert_int_equal(p.ledger.full_tiles, 120 * 4);
+    assert_int_equal(p.ledger.skip_tiles, (256 - 136) * 4);
+    assert_int_equal(p.ledger.executed_cells, 136ull * 64 * 64 * 4);
+    check_against_cells(&f, &p);
+    /* the partial-state workspace follows the plan's tile_m */
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&f.prog);
+    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 4, 4, 128, ATTN_PREFILL_LIGHT);
+    f.in.fixed_splits = 2;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
+    uint64_t vec, rows;
+    attn_prefill_plan_workspace(&p, 4, 128, &vec, &rows);
+    assert_true(p.num_parts > 0);
+    assert_int_equal(rows, (uint64_t)p.num_parts * 4 * 64);
+    assert_int_equal(vec, rows * 128);
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&f.prog);
+    /* every mask kind at d 64 and 128 against the cells, GQA g = 8 */
+    const attn_mask_kind kinds[] = {ATTN_MASK_CAUSAL, ATTN_MASK_NONE,      ATTN_MASK_WINDOW,
+                                    ATTN_MASK_SINK,   ATTN_MASK_FLASHMASK, ATTN_MASK_DENSE};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (uint32_t d = 64; d <= 128; d += 64) {
+            int64_t T3[3] = {0, 300, 77}, C3[3] = {333, 5, 130};
+            fixture_make(&f, 3, T3, C3, kinds[k], 16, 2, d, ATTN_PREFILL_LIGHT);
+            assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
+            assert_int_equal(p.tile_m, 64);
+            check_against_cells(&f, &p);
+            attn_prefill_plan_free(&p);
+            attn_mask_prog_free(&f.prog);
+        }
+}
+
+/* No light kernel at d 256, and an unknown variant: refused naming the field. */
+static void test_light_refusals(void **state)
+{
+    (void)state;
+    static fixture f;
+    int64_t T[1] = {0}, C[1] = {100};
+    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 4, 4, 256, ATTN_PREFILL_FULL);
+    f.in.variant = ATTN_PREFILL_LIGHT;
+    attn_prefill_plan p;
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, &err), ATTN_E_SHAPE);
+    assert_string_equal(err.field, "variant");
+    assert_non_null(strstr(err.message, "light"));
+    assert_null(p.items);
+    f.in.variant = (attn_prefill_variant)7;
+    f.in.head_dim = 256;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, &err), ATTN_E_SHAPE);
+    assert_string_equal(err.field, "variant");
+    assert_string_equal(attn_prefill_variant_name(ATTN_PREFILL_LIGHT), "light");
+    assert_string_equal(attn_prefill_variant_name((attn_prefill_variant)7), "?");
+    assert_true(attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, 128));
+    assert_false(attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, 256));
+    assert_true(attn_prefill_variant_serves(ATTN_PREFILL_FULL, 256));
+    attn_mask_prog_free(&f.prog);
+}
+
 static void test_every_kind_matches_cells(void **state)
 {
     (void)state;
@@ -191,7 +269,7 @@ static void test_every_kind_matches_cells(void **state)
         for (size_t di = 0; di < 2; di++) {
             static fixture f;
             int64_t T[3] = {0, 300, 77}, C[3] = {333, 5, 130};
-            fixture_make(&f, 3, T, C, kinds[k], 16, 2, dims[di]); /* g = 8 */
+            fixture_make(&f, 3, T, C, kinds[k], 16, 2, dims[di], ATTN_PREFILL_FULL); /* g = 8 */
             attn_prefill_plan p;
             assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
             check_against_cells(&f, &p);
@@ -205,7 +283,7 @@ static void test_splits(void **state)
     (void)state;
     static fixture f;
     int64_t T[1] = {20000}, C[1] = {16};
-    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 8, 1, 128);
+    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 8, 1, 128, ATTN_PREFILL_FULL);
     f.in.num_sms = 132;
     attn_prefill_plan p;
     assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
@@ -243,7 +321,7 @@ static void test_skipped_requests(void **state)
     (void)state;
     static fixture f;
     int64_t T[3] = {0, 4000, 700}, C[3] = {300, 1, 40};
-    fixture_make(&f, 3, T, C, ATTN_MASK_CAUSAL, 8, 2, 128);
+    fixture_make(&f, 3, T, C, ATTN_MASK_CAUSAL, 8, 2, 128, ATTN_PREFILL_FULL);
     attn_prefill_plan all, part, alone;
     assert_int_equal(attn_prefill_plan_build(&f.in, &all, NULL), 0);
     const uint8_t skip[3] = {0, 1, 0};
@@ -278,7 +356,7 @@ static void test_bad_input(void **state)
     (void)state;
     static fixture f;
     int64_t T[1] = {0}, C[1] = {10};
-    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 6, 4, 128);
+    fixture_make(&f, 1, T, C, ATTN_MASK_CAUSAL, 6, 4, 128, ATTN_PREFILL_FULL);
     attn_prefill_plan p;
     attn_error_detail err;
     assert_int_equal(attn_prefill_plan_build(&f.in, &p, &err), ATTN_E_HEADS);
@@ -380,7 +458,7 @@ static void test_queues_load_bound(void **state)
     (void)state;
     static fixture f;
     int64_t T[4] = {60000, 0, 3000, 9000}, C[4] = {16, 4000, 1, 1};
-    fixture_make(&f, 4, T, C, ATTN_MASK_CAUSAL, 32, 8, 128);
+    fixture_make(&f, 4, T, C, ATTN_MASK_CAUSAL, 32, 8, 128, ATTN_PREFILL_FULL);
     f.in.num_sms = 132;
     attn_prefill_plan p, q;
     assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
@@ -458,7 +536,7 @@ static void test_queues_random(void **state)
             if ((rng >> 60) < 6)
                 C[b] = 1; /* decode rows */
         }
-        fixture_make(&f, 4, T, C, kind, 16, 4, 128);
+        fixture_make(&f, 4, T, C, kind, 16, 4, 128, ATTN_PREFILL_FULL);
         const uint32_t sms = 8 + (uint32_t)(trial * 7 % 140);
         f.in.num_sms = sms;
         attn_prefill_plan p, q;
@@ -597,6 +675,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_causal_prefill_tiles),
+        cmocka_unit_test(test_light_tiles),
+        cmocka_unit_test(test_light_refusals),
         cmocka_unit_test(test_every_kind_matches_cells),
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_skipped_requests),

@@ -58,14 +58,24 @@ template <int D> KvMaps kv_maps(const attn_cuda_prefill_params *p)
     return m;
 }
 
-template <int D, typename KV>
+template <int D, typename KV, bool L>
 int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
 {
-    using C = Cfg<D>;
+    using C = Cfg<D, L>;
     /* the attribute is per function and per device; setting it each launch
      * costs ~1 us and keeps no static state (STYLE.md: no file globals) */
-    if (cudaFuncSetAttribute(attn_prefill_attend<D, KV>,
+    if (cudaFuncSetAttribute(attn_prefill_attend<D, KV, L>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) != cudaSuccess)
+        return ATTN_E_CUDA;
+    /* light: the SM's whole shared memory for the carveout, so a decode CTA
+     * (107,568 B at d 128) fits beside the light CTA; the driver would
+     * otherwise size the carveout for the light CTA alone, and a decode
+     * CTA would wait for the SM to drain.  Necessary, not enough: with it
+     * the producer-warpgroup light kernel still had no decode CTA beside it
+     * (r5; docs/cuda-prefill-engine.md, Overlap) */
+    if (L && cudaFuncSetAttribute(attn_prefill_attend<D, KV, L>,
+                                  cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared) != cudaSuccess)
         return ATTN_E_CUDA;
     const uint32_t units = p->num_items * p->num_kv_heads;
     if (units) {
@@ -74,17 +84,30 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
                   : p->max_ctas && p->max_ctas < units ? p->max_ctas
                                                        : units);
         const KvMaps maps = kv_maps<D>(p);
-        attn_prefill_attend<D, KV><<<grid, kThreads, C::SMEM, stream>>>(*p, maps);
+        attn_prefill_attend<D, KV, L><<<grid, C::THREADS, C::SMEM, stream>>>(*p, maps);
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;
     }
     if (p->num_merges) {
         dim3 grid(p->num_merges, p->num_kv_heads);
-        attn_prefill_combine<D><<<grid, 128, 0, stream>>>(*p);
+        attn_prefill_combine<D, L><<<grid, 128, 0, stream>>>(*p);
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;
     }
     return 0;
+}
+
+/* p's variant of the kernels for K/V type KV: the light one exists at
+ * d <= 128 only (attn_prefill_variant_serves; ATTN_E_SHAPE elsewhere). */
+template <int D, typename KV> int launch_variant(const attn_cuda_prefill_params *p, cudaStream_t s)
+{
+    if (p->variant == ATTN_PREFILL_FULL)
+        return launch_typed<D, KV, false>(p, s);
+    if constexpr (D <= 128) {
+        if (p->variant == ATTN_PREFILL_LIGHT)
+            return launch_typed<D, KV, true>(p, s);
+    }
+    return ATTN_E_SHAPE;
 }
 
 } // namespace attn_prefill
@@ -94,9 +117,9 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
     {                                                                                              \
         cudaStream_t s = static_cast<cudaStream_t>(stream);                                        \
         if (p->kv_dtype == ATTN_BF16)                                                              \
-            return attn_prefill::launch_typed<D, __nv_bfloat16>(p, s);                             \
+            return attn_prefill::launch_variant<D, __nv_bfloat16>(p, s);                           \
         if (p->kv_dtype == ATTN_FP16)                                                              \
-            return attn_prefill::launch_typed<D, __half>(p, s);                                    \
+            return attn_prefill::launch_variant<D, __half>(p, s);                                  \
         return ATTN_E_DTYPE;                                                                       \
     }
 

@@ -1,9 +1,10 @@
 /* The Hopper tensor-core prefill/append kernel (see prefill_launch.h for
  * the contract) and the combine kernel of split m tiles.
  *
- * CTA = 3 warpgroups, one item (m tile of 128 packed rows, range of its key
- * tiles) and one K/V head (blockIdx.y):
- *   WG 0, producer (88 registers): Q tile once, then K and V of every key
+ * CTA = 3 warpgroups (the light variant of Cfg: one producer warp and
+ * one consumer warpgroup), one item (m tile of 128 packed rows, light 64,
+ * range of its key tiles) and one K/V head (the unit walk below):
+ *   WG 0, producer (88 registers; light: one warp): Q tile once, then K and V of every key
  *     tile of the list into the swizzled smem ring, K and V of a stage on
  *     their own full/empty barriers.  Two tiers: a paged store whose page
  *     size is a power of two in [8, BN] takes whole pages by TMA boxes
@@ -45,6 +46,7 @@
 #include "kernels/cuda/barrier.cuh"
 #include "kernels/cuda/prefill/sm90.cuh"
 #include "kernels/cuda/prefill/wgmma_ops.cuh"
+#include "kernels/cuda/ptx.cuh"
 #include "kernels/cuda/prefill_launch.h"
 
 namespace attn_prefill
@@ -54,14 +56,38 @@ using namespace attn_sm90;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-constexpr int kThreads = 384;
-constexpr int kConsumerWarps = 8;
 constexpr uint32_t kSchedBar = 1; /* named barriers 1, 2: the consumers' issue turns */
 
-template <int D> struct Cfg {
-    static constexpr int BM = ATTN_PREFILL_TILE_M;
-    static constexpr int BN = ATTN_PREFILL_TILE_N(D);
-    static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
+/* The kernel's configuration per head dim D and variant LIGHT
+ * (attn_prefill_variant, kernels/common/prefill_plan.h).  The full kernel
+ * fills an SM: a producer warpgroup and 2 consumer warpgroups over a
+ * 128-row m tile, up to 230,912 B of shared memory, 384 x 168 registers.
+ * The light one (issue 12's overlap) is meant to leave room for a decode
+ * producer CTA (producer_tc_tmap at d 128: 5 warps x 168 registers,
+ * 107,568 B): one producer warp and one consumer warpgroup over a 64 x 64
+ * tile, 5 warps x 168 registers, 116,224 B at d 128.  Registers are held
+ * per SM sub-partition (4 x 16,384, a warp's in its own): 8 light warps
+ * of 128 (a producer warpgroup) and 5 decode warps of 168 need 2 x 4,096 +
+ * 2 x 5,376 = 18,944 on one sub-partition, which the H200 refused (no
+ * decode CTA ran beside a light one, r5 call 2); 5 + 5 warps of 168 need 3
+ * x 5,376 = 16,128 at most (docs/cuda-prefill-engine.md). */
+template <int D, bool LIGHT = false> struct Cfg {
+    static constexpr int BM = LIGHT ? ATTN_PREFILL_LIGHT_TILE_M : ATTN_PREFILL_TILE_M;
+    static constexpr int BN = LIGHT ? ATTN_PREFILL_LIGHT_TILE_N : ATTN_PREFILL_TILE_N(D);
+    static constexpr int CONSUMER_WGS = BM / 64; /* one warpgroup per 64 rows */
+    static constexpr int PRODUCER_THREADS = LIGHT ? 32 : 128;
+    /* the producer's threads after the consumers' (the light kernel: its
+     * consumer warpgroup must start at warp 0 for wgmma) */
+    static constexpr bool PRODUCER_LAST = LIGHT;
+    static constexpr int THREADS = PRODUCER_THREADS + 128 * CONSUMER_WGS;
+    static constexpr int CONSUMER_WARPS = 4 * CONSUMER_WGS;
+    /* __launch_bounds__(BOUND_THREADS, MIN_CTAS) caps the registers at
+     * POOL_REGS: the light kernel declares 192 threads x 2 CTAs (it
+     * launches 160), so the cap is 168 as the full kernel's 384 x 1 */
+    static constexpr int BOUND_THREADS = LIGHT ? 192 : THREADS;
+    static constexpr int MIN_CTAS = LIGHT ? 2 : 1;
+    static constexpr uint32_t POOL_REGS = (65536 / (BOUND_THREADS * MIN_CTAS)) & ~7u;
+    static constexpr int STAGES = LIGHT ? 3 : (D == 256 ? 2 : (D == 128 ? 3 : 4));
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
     static constexpr int PIECES = D / 8;         /* 16-byte pieces per row */
@@ -69,18 +95,24 @@ template <int D> struct Cfg {
     static constexpr int OC = D / ON;            /* PV instructions per k step */
     static constexpr int SMEM = 1024 + Q_BYTES + STAGES * 2 * KV_BYTES + 64 * 8;
     static_assert((4 * STAGES + 2) * 8 <= 64 * 8, "barriers fit their reserve");
+    static_assert(!LIGHT || D <= 128, "the light variant serves d 64 and 128");
     /* Overlap S_i with P_{i-1} V_{i-1} inside a warpgroup: it holds two
      * stages at once, so it pays only with three or more (d = 256 has two) */
     static constexpr bool OVERLAP = STAGES >= 3;
-    /* setmaxnreg moves registers inside the CTA's pool of 168 x 384: what
-     * the producer frees, (168 - P) x 128, must cover what the consumers
-     * take, (C - 168) x 256, or their setmaxnreg.inc waits forever */
-    /* 88 / 208 is the split where ptxas spills nothing at d 64, 128 and
-     * 256 (the producer's two tile loops want more than 72; the consumers
-     * fit in 208 once Q's descriptors are not hoisted; 2026-12-01) */
+    /* setmaxnreg moves registers between warpgroups inside the CTA's pool
+     * of POOL_REGS x THREADS (the light kernel, one producer warp, does not
+     * move any): what the producer frees, (POOL - P) x 128, must cover what
+     * the consumers take, (C - POOL) x 128 x CONSUMER_WGS, or their
+     * setmaxnreg.inc waits forever.  88 / 208 is the split where ptxas
+     * spills nothing at d 64, 128 and 256 (the producer's two tile loops
+     * want more than 72; the consumers fit in 208 once Q's descriptors are
+     * not hoisted; 2026-12-01) */
+    static constexpr bool SETMAXNREG = !LIGHT;
     static constexpr uint32_t PRODUCER_REGS = 88;
     static constexpr uint32_t CONSUMER_REGS = 208;
-    static_assert((168 - PRODUCER_REGS) * 128 >= (CONSUMER_REGS - 168) * 256, "register pool");
+    static_assert(!SETMAXNREG || (POOL_REGS - PRODUCER_REGS) * 128 >=
+                                     (CONSUMER_REGS - POOL_REGS) * 128 * CONSUMER_WGS,
+                  "register pool");
     /* The two consumer warpgroups take turns issuing (FA3's ping-pong on
      * named barriers) only at d 256.  With the overlap (d <= 128) the kernel
      * waits on its K/V loads, not on the tensor pipe, and the forced turns
@@ -175,16 +207,16 @@ template <> struct Mma<__half> {
 
 /* The consumers' issue turn on named barrier `id` (Cfg::PINGPONG): wait
  * for it ... */
-template <int D> __device__ __forceinline__ void turn_sync(uint32_t id)
+template <int D, bool LT> __device__ __forceinline__ void turn_sync(uint32_t id)
 {
-    if constexpr (Cfg<D>::PINGPONG)
+    if constexpr (Cfg<D, LT>::PINGPONG)
         named_sync(id, 256);
 }
 
 /* ... and hand it to the other warpgroup. */
-template <int D> __device__ __forceinline__ void turn_arrive(uint32_t id)
+template <int D, bool LT> __device__ __forceinline__ void turn_arrive(uint32_t id)
 {
-    if constexpr (Cfg<D>::PINGPONG)
+    if constexpr (Cfg<D, LT>::PINGPONG)
         named_arrive(id, 256);
 }
 
@@ -341,15 +373,16 @@ template <int D> struct KvLoad {
  * `box_page`), the rest -- the request's last page and rows past its keys
  * (zero-filled) -- by 16-byte cp.async, the page looked up per row (the
  * last tile of a request only).  Every producer thread then arrives on
- * `full` once its own copies landed (128 arrivals plus the TMA bytes). */
-template <int D, typename KV>
+ * `full` once its own copies landed (PRODUCER_THREADS arrivals plus the
+ * TMA bytes). */
+template <int D, typename KV, bool LT>
 __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
                                               const CUtensorMap *map, uint32_t dst, uint64_t *full,
                                               int64_t n, int32_t box_page, int nfull, int tid)
 {
-    using C = Cfg<D>;
+    using C = Cfg<D, LT>;
     constexpr int CH = D / 64; /* 128-byte column chunks of a row */
-    constexpr int ROWS_PER_PASS = 128 / C::PIECES;
+    constexpr int ROWS_PER_PASS = C::PRODUCER_THREADS / C::PIECES;
     constexpr int RPT = C::BN / ROWS_PER_PASS;
     const int c = tid % C::PIECES, r_first = tid / C::PIECES;
     const int row_tma = nfull * L.box_rows;
@@ -385,14 +418,14 @@ __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
  * into the stages at smem `kst` and `vst`; both full barriers complete
  * once every copy landed.  Page ids come from `pg` (this thread's rows,
  * read one tile ahead) for paged stores, else through kv_row_elem. */
-template <int D, typename KV>
+template <int D, typename KV, bool LT>
 __device__ __forceinline__ void
 load_tile_gather(const attn_cuda_prefill_params &p, const KvLoad<D> &L, const KV *kb, const KV *vb,
                  uint32_t kst, uint32_t vst, uint64_t *full_k, uint64_t *full_v, int64_t n,
                  const int32_t *pg, int tid)
 {
-    using C = Cfg<D>;
-    constexpr int ROWS_PER_PASS = 128 / C::PIECES;
+    using C = Cfg<D, LT>;
+    constexpr int ROWS_PER_PASS = C::PRODUCER_THREADS / C::PIECES;
     constexpr int RPT = C::BN / ROWS_PER_PASS;
     const int c = tid % C::PIECES, r_first = tid / C::PIECES;
     if (L.walk.pages) {
@@ -431,21 +464,21 @@ load_tile_gather(const attn_cuda_prefill_params &p, const KvLoad<D> &L, const KV
  * Q is read once, from DRAM, by a load that waits until the consumers are
  * done with the previous unit's Q, so without this every unit started
  * with a DRAM round trip.  One prefetch per 128-byte line of the g heads'
- * contiguous rows of each token inside the request; `ct` = 0..255 is the
- * consumer thread (the producer's 88 registers have none to spare: ptxas
+ * contiguous rows of each token inside the request; `ct` is the consumer
+ * thread (0 .. 128 x CONSUMER_WGS - 1) (the producer's 88 registers have none to spare: ptxas
  * spilled 4-40 bytes with it there). */
-template <int D>
+template <int D, bool LT>
 __device__ __forceinline__ void prefetch_q(const attn_cuda_prefill_params &p,
                                            const attn_prefill_item &nx, uint32_t nhkv, int ct)
 {
     const uint32_t g = p.num_qo_heads / p.num_kv_heads;
     const attn_prefill_req nrq = p.reqs[nx.req];
     const int t0 = nx.row0 / (int)g;
-    const int t_end = (nx.row0 + (int)Cfg<D>::BM + (int)g - 1) / (int)g;
+    const int t_end = (nx.row0 + (int)Cfg<D, LT>::BM + (int)g - 1) / (int)g;
     const int t1 = t_end < (int)nrq.C ? t_end : (int)nrq.C;
     const int lines = (int)g * D / 64; /* 128-byte lines of one token's g heads */
     const char *q = static_cast<const char *>(p.q);
-    for (int idx = ct; idx < (t1 - t0) * lines; idx += 2 * 128) {
+    for (int idx = ct; idx < (t1 - t0) * lines; idx += Cfg<D, LT>::CONSUMER_WGS * 128) {
         const int tok = t0 + idx / lines;
         const size_t off =
             ((size_t)(nrq.qrow + tok) * p.num_qo_heads + nhkv * g) * D * 2 + (idx % lines) * 128;
@@ -453,13 +486,13 @@ __device__ __forceinline__ void prefetch_q(const attn_cuda_prefill_params &p,
     }
 }
 
-template <int D, typename KV>
+template <int D, typename KV, bool LT>
 __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, const KvMaps &maps,
                                          const Smem<D, KV> &sm, const attn_prefill_item &it,
                                          const attn_prefill_req &rq, uint32_t hkv, int tid,
                                          uint32_t k, uint32_t &gi)
 {
-    using C = Cfg<D>;
+    using C = Cfg<D, LT>;
     const uint32_t g = p.num_qo_heads / p.num_kv_heads;
     const uint32_t qs = smem_addr(sm.q);
 
@@ -470,7 +503,7 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         /* q is in the K/V dtype (the launcher refuses anything else: rounding
          * an fp32 q to bf16 would cost the LSE its 1e-3 tolerance) */
         const uint16_t *q = static_cast<const uint16_t *>(p.q);
-        for (int idx = tid; idx < C::BM * C::PIECES; idx += 128) {
+        for (int idx = tid; idx < C::BM * C::PIECES; idx += C::PRODUCER_THREADS) {
             const int r = idx / C::PIECES, c = idx % C::PIECES;
             const int pr = it.row0 + r;
             const int tok = pr / (int)g, hh = pr % (int)g;
@@ -482,7 +515,7 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         /* qfull completes once the copies landed; the consumers fence */
         cp_async_arrive_noinc(sm.qfull);
     };
-    constexpr bool Q_FIRST = !Cfg<D>::Q_AFTER_FIRST_TILE;
+    constexpr bool Q_FIRST = !Cfg<D, LT>::Q_AFTER_FIRST_TILE;
     if constexpr (Q_FIRST)
         load_q();
 
@@ -502,7 +535,7 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
     L.tma = kv_tma_tier(p, maps);
     L.box_rows = (int)maps.box_rows;
     constexpr int CH = D / 64;
-    constexpr int ROWS_PER_PASS = 128 / C::PIECES;
+    constexpr int ROWS_PER_PASS = C::PRODUCER_THREADS / C::PIECES;
     constexpr int RPT = C::BN / ROWS_PER_PASS; /* rows of one thread per tile */
     const int r_first = tid / C::PIECES;
     /* The page ids of a tile are read one tile ahead, all at once (a
@@ -548,17 +581,17 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
             const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
             mbar_wait(&sm.empty_k[s], par);
             if constexpr (TMA) {
-                load_tile_tma<D, KV>(L, kb, &maps.k, kst, &sm.full_k[s], n, box_page, nfull_next,
-                                     tid);
+                load_tile_tma<D, KV, LT>(L, kb, &maps.k, kst, &sm.full_k[s], n, box_page,
+                                         nfull_next, tid);
                 if constexpr (WQ)
                     load_q();
                 mbar_wait(&sm.empty_v[s], par);
-                load_tile_tma<D, KV>(L, vb, &maps.v, vst, &sm.full_v[s], n, box_page, nfull_next,
-                                     tid);
+                load_tile_tma<D, KV, LT>(L, vb, &maps.v, vst, &sm.full_v[s], n, box_page,
+                                         nfull_next, tid);
             } else {
                 mbar_wait(&sm.empty_v[s], par);
-                load_tile_gather<D, KV>(p, L, kb, vb, kst, vst, &sm.full_k[s], &sm.full_v[s], n, pg,
-                                        tid);
+                load_tile_gather<D, KV, LT>(p, L, kb, vb, kst, vst, &sm.full_k[s], &sm.full_v[s], n,
+                                            pg, tid);
                 if constexpr (WQ)
                     load_q();
             }
@@ -585,11 +618,12 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         load_q(); /* a unit without key tiles still hands its consumers a Q */
 }
 
-template <int D, typename KV>
-__device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D>::OC][Cfg<D>::ON / 2],
-                                           const uint32_t (&pa)[Cfg<D>::BN / 16][4], uint32_t vst)
+template <int D, typename KV, bool LT>
+__device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D, LT>::OC][Cfg<D, LT>::ON / 2],
+                                           const uint32_t (&pa)[Cfg<D, LT>::BN / 16][4],
+                                           uint32_t vst)
 {
-    using C = Cfg<D>;
+    using C = Cfg<D, LT>;
     constexpr int BN = C::BN, ON = C::ON, OC = C::OC;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++)
@@ -601,13 +635,13 @@ __device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D>::OC][Cfg<D>::ON 
         }
 }
 
-template <int D, typename KV>
+template <int D, typename KV, bool LT>
 __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
                                          const attn_prefill_item &it, const attn_prefill_req &rq,
                                          uint32_t hkv, int cw, int ctid, uint32_t k, uint32_t &gi,
                                          bool tma)
 {
-    using C = Cfg<D>;
+    using C = Cfg<D, LT>;
     using M = Mma<KV>;
     constexpr int BN = C::BN, ON = C::ON, OC = C::OC;
     const int warp = ctid / 32, lane = ctid % 32;
@@ -655,7 +689,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         if (gathered(tile_code))
             fence_proxy_async(); /* the producer's cp.async bytes, seen by wgmma */
         const uint32_t kst = ks + s * C::KV_BYTES;
-        turn_sync<D>(kSchedBar + cw);
+        turn_sync<D, LT>(kSchedBar + cw);
         wgmma_fence();
         /* Q's descriptors are formed per tile like K's (a few uniform
          * operations per MMA) rather than hoisted out of the loop, where
@@ -675,7 +709,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
      * skips its last hand-off (it has one arrive more than 0 has syncs). */
     auto pass_turn = [&](int i) {
         if (C::OVERLAP || !(cw == 1 && i == num - 1))
-            turn_arrive<D>(kSchedBar + (1 - cw));
+            turn_arrive<D, LT>(kSchedBar + (1 - cw));
     };
     /* Mask (PARTIAL only) and online softmax of S_i in place; returns the
      * rescale factors of O. */
@@ -752,7 +786,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             fence_proxy_async();
     };
     auto issue_pv = [&](int i) {
-        pv_product<D, KV>(oacc, pa, vs + ((gi + i) % C::STAGES) * C::KV_BYTES);
+        pv_product<D, KV, LT>(oacc, pa, vs + ((gi + i) % C::STAGES) * C::KV_BYTES);
         wgmma_commit();
     };
 
@@ -765,7 +799,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     if (num > 0) {
         float alpha[2];
         if (cw == 1)
-            turn_arrive<D>(kSchedBar); /* warpgroup 0 issues first */
+            turn_arrive<D, LT>(kSchedBar); /* warpgroup 0 issues first */
         /* tile codes are read before the products they follow, so the load
          * is in flight while the tensor cores run (not after their wait) */
         code = p.tiles[it.tile_begin];
@@ -822,11 +856,11 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         mbar_arrive(sm.qempty);
     if (C::OVERLAP && num > 0) {
         wait_v(num - 1, code);
-        turn_sync<D>(kSchedBar + cw);
+        turn_sync<D, LT>(kSchedBar + cw);
         wgmma_fence();
         issue_pv(num - 1);
         if (cw == 0) /* warpgroup 1 syncs once more; warpgroup 0 does not */
-            turn_arrive<D>(kSchedBar + 1);
+            turn_arrive<D, LT>(kSchedBar + 1);
         finish_pv(num - 1);
     }
     gi += num;
@@ -909,13 +943,13 @@ __device__ __forceinline__ uint32_t unit_at(const attn_cuda_prefill_params &p, u
     return u < p.num_items * p.num_kv_heads ? u : kNoUnit;
 }
 
-template <int D, typename KV>
-__global__ void __launch_bounds__(kThreads, 1)
+template <int D, typename KV, bool LT>
+__global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTAS)
     attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p,
                         const __grid_constant__ KvMaps maps)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = Cfg<D>;
+    using C = Cfg<D, LT>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                                 ~static_cast<uintptr_t>(1023));
@@ -931,15 +965,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm.qempty = sm.qfull + 1;
 
     const int tid = threadIdx.x;
+    if (p.probe && tid == 0) { /* the co-residency probe: where and when this CTA ran */
+        p.probe[3 * blockIdx.x] = attn::ptx::smid();
+        p.probe[3 * blockIdx.x + 1] = attn::ptx::globaltimer();
+    }
     if (tid == 0) {
         for (int s = 0; s < C::STAGES; s++) {
-            mbar_init(&sm.full_k[s], 128);
-            mbar_init(&sm.full_v[s], 128);
-            mbar_init(&sm.empty_k[s], kConsumerWarps);
-            mbar_init(&sm.empty_v[s], kConsumerWarps);
+            mbar_init(&sm.full_k[s], C::PRODUCER_THREADS);
+            mbar_init(&sm.full_v[s], C::PRODUCER_THREADS);
+            mbar_init(&sm.empty_k[s], C::CONSUMER_WARPS);
+            mbar_init(&sm.empty_v[s], C::CONSUMER_WARPS);
         }
-        mbar_init(sm.qfull, 128);
-        mbar_init(sm.qempty, kConsumerWarps);
+        mbar_init(sm.qfull, C::PRODUCER_THREADS);
+        mbar_init(sm.qempty, C::CONSUMER_WARPS);
         attn::mbar::fence_init(); /* the TMA unit (async proxy) sees them */
     }
     if (maps.on && tid == 0) {
@@ -953,18 +991,28 @@ __global__ void __launch_bounds__(kThreads, 1)
      * across units, so the next unit's loads overlap this unit's last
      * products and epilogue. */
     uint32_t gi = 0;
-    if (tid < 128) {
-        reg_dealloc<C::PRODUCER_REGS>();
+    /* wgmma runs on whole warpgroups (warps 4k .. 4k + 3): the light
+     * kernel's consumer warpgroup is warps 0-3, its producer warp 4.  The
+     * roles are tested and the consumers' warpgroup computed as the full
+     * kernel always did (tid < 128, tid / 128 - 1): written as
+     * (tid - C0) / 128 ptxas spilled 224 bytes in the full kernel */
+    constexpr int P0 = C::PRODUCER_LAST ? 128 * C::CONSUMER_WGS : 0; /* first producer thread */
+    constexpr int C0 = C::PRODUCER_LAST ? 0 : C::PRODUCER_THREADS;   /* first consumer thread */
+    if (C::PRODUCER_LAST ? tid >= P0 : tid < C::PRODUCER_THREADS) {
+        if constexpr (C::SETMAXNREG)
+            reg_dealloc<C::PRODUCER_REGS>();
         for (uint32_t k = 0;; k++) {
             const uint32_t u = unit_at(p, k);
             if (u == kNoUnit)
                 break;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            producer<D, KV>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid, k, gi);
+            producer<D, KV, LT>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid - P0, k,
+                                gi);
         }
         cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
     } else {
-        reg_alloc<C::CONSUMER_REGS>();
+        if constexpr (C::SETMAXNREG)
+            reg_alloc<C::CONSUMER_REGS>();
         /* the producer's tier (its KvLoad::tma): TMA-only tiles need no fence */
         const bool tma = kv_tma_tier(p, maps);
         /* the next unit is looked up once, for the Q prefetch, and carried
@@ -974,11 +1022,14 @@ __global__ void __launch_bounds__(kThreads, 1)
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
             const uint32_t un = unit_at(p, k + 1);
             if (C::QPREFETCH && un != kNoUnit) /* the unit this CTA takes next */
-                prefetch_q<D>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - 128);
-            consumer<D, KV>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid / 128 - 1, tid % 128,
-                            k, gi, tma);
+                prefetch_q<D, LT>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - C0);
+            consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads,
+                                C::PRODUCER_LAST ? tid / 128 : tid / 128 - 1, tid % 128, k, gi,
+                                tma);
             u = un;
         }
+        if (p.probe && tid == C0) /* the first consumer's last epilogue is done */
+            p.probe[3 * blockIdx.x + 2] = attn::ptx::globaltimer();
     }
 #else
     /* wgmma and setmaxnreg exist on sm_90a only: the portable compute_90
@@ -989,11 +1040,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 /* Fold the parts of one split m tile (blockIdx.x = merge, blockIdx.y = K/V
  * head): one warp per packed row, lane x owns lanes x, x + 32, ... of d. */
-template <int D>
+template <int D, bool LT>
 __global__ void __launch_bounds__(128)
     attn_prefill_combine(const __grid_constant__ attn_cuda_prefill_params p)
 {
-    constexpr int BM = Cfg<D>::BM, PER = D / 32;
+    constexpr int BM = Cfg<D, LT>::BM, PER = D / 32;
     const attn_prefill_merge mg = p.merges[blockIdx.x];
     const attn_prefill_req rq = p.reqs[mg.req];
     const uint32_t hkv = blockIdx.y, g = p.num_qo_heads / p.num_kv_heads;
