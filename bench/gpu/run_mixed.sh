@@ -21,8 +21,9 @@
 #   b  bench_mixed.py M1-M5 in one process: attnd's schedules and stream
 #      variants, the prefill kernel alone per cap, then every FlashInfer peer
 # FlashInfer: the wheels in FI_DIR (default ../.dev-fi, else .whl/) and its
-# AOT caches FI_DIR/*.tar.xz and fi_jit.tar.xz (if staged) unpacked into its
-# AOT folder.  Run from the staged folder (build-gpu/, bench/gpu/).
+# AOT caches FI_DIR/*.tar.xz, fi_jit.tar.xz (if staged) and FI_POD_AOT (a
+# file: the BatchPOD / POD modules that bench/gpu/fi_pod_aot.sh compiles on
+# the host) unpacked into its AOT folder.  Run from the staged folder (build-gpu/, bench/gpu/).
 set -u
 OUT=${OUT:-/tmp/attn-out}
 mkdir -p "$OUT"
@@ -53,9 +54,12 @@ fi
 AOT=/tmp/site/flashinfer/data/aot
 if [ -d /tmp/site/flashinfer ]; then
     mkdir -p "$AOT"
-    for t in "$FI_DIR"/*.tar.xz fi_jit.tar.xz; do
+    for t in "$FI_DIR"/*.tar.xz fi_jit.tar.xz ${FI_POD_AOT:-}; do
         [ -f "$t" ] && tar xJf "$t" -C "$AOT" && echo "AOT cache $t unpacked" >> "$L"
     done
+    if [ -n "${FI_POD_AOT:-}" ] && [ ! -f "$FI_POD_AOT" ]; then
+        echo "FI_POD_AOT=$FI_POD_AOT: no such file (BatchPOD / POD will JIT-compile)" >> "$L"
+    fi
 fi
 echo "setup done at ${SECONDS}s" >> "$L"
 wpids=""
