@@ -62,13 +62,13 @@ if [[ $ST == *c* ]]; then
     [ -x $G/tests/test_restore_gpu ] && run restore 60 $G/tests/test_restore_gpu
 fi
 if [[ $ST == *s* ]]; then
-    export ATTN_GPU_QUICK=1
+    export ATTN_GPU_QUICK=1 ATTN_GPU_SANITIZER=1 # placement tests mean nothing under a sanitizer
     run memcheck_decode 60 compute-sanitizer --tool memcheck --leak-check no $G/tests/test_decode_gpu
-    run memcheck_prefill_engine 90 compute-sanitizer --tool memcheck --leak-check no \
+    run memcheck_prefill_engine 150 compute-sanitizer --tool memcheck --leak-check no \
         $G/tests/test_prefill_engine_gpu
     run racecheck_prefill 90 compute-sanitizer --tool racecheck $G/tests/test_prefill_gpu
     run racecheck_decode 60 compute-sanitizer --tool racecheck $G/tests/test_decode_gpu
-    unset ATTN_GPU_QUICK
+    unset ATTN_GPU_QUICK ATTN_GPU_SANITIZER
 fi
 if [[ $ST == *h* ]]; then
     run host_before 40 $D/hb/before/bench_run_host 300
