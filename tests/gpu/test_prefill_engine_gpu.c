@@ -27,8 +27,8 @@
  * bytes, and the same bytes again under the snake walk.  ATTN_GPU_QUICK=1
  * caps T and C (a quick sweep) and keeps one M-like determinism batch,
  * ATTN_GPU_CASES=S runs only the cases whose name contains S (a sanitizer
- * run; ATTN_GPU_SANITIZER=1 skips only the placement test).  Graph mode (seed 0x03G): the engine's run of a graph-mode plan is
- * captured into a CUDA graph once at its capacity step, then for three
+ * run; ATTN_GPU_SANITIZER=1 skips only the placement test).  Graph mode (seed 0x03G): the engine's
+ * run of a graph-mode plan is captured into a CUDA graph once at its capacity step, then for three
  * steps of other lengths (fewer requests, a decode row turned append,
  * fewer keys) the plan is updated and the same graph replayed: O and LSE
  * match the CPU engine (fp64) on the pool as the step finds it and a fresh
@@ -210,6 +210,61 @@ static void pool_up(dev_pool *p, const attn_rb *rb)
         .geom = &p->g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = p->kd, .v = p->vd};
 }
 
+/* The CPU engine's O and LSE (fp64 accumulation) of step m over the host
+ * stores k / v, the step's q and new rows. */
+static void cpu_reference(const attn_manifest *m, const attn_pool_geometry *g, void *k, void *v,
+                          const void *q, const void *k_new, const void *v_new, void *o_ref,
+                          float *lse_ref)
+{
+    attn_cpu_call cc = {.m = m,
+                        .g = g,
+                        .k_store = k,
+                        .v_store = v,
+                        .q = q,
+                        .k_new = k_new,
+                        .v_new = v_new,
+                        .o = o_ref,
+                        .lse = lse_ref,
+                        .commit = false};
+    attn_cpu_options opt = {.acc = ATTN_CPU_ACC_F64};
+    attn_error_detail err;
+    const int rv = attn_cpu_attend(&cc, &opt, &err);
+    if (rv)
+        fprintf(stderr, "cpu: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
+    assert_int_equal(rv, 0);
+}
+
+/* How a run's O (dtype dt) and LSE lie against the reference: relative L2
+ * of O, the largest |LSE err| over finite pairs, NaNs in the run's O and
+ * LSE, and LSE pairs with an infinite side that differ. */
+typedef struct out_diff {
+    double rel, lse_err;
+    size_t nan, inf_mismatch;
+} out_diff;
+
+static out_diff compare_out(const void *o, const void *o_ref, attn_dtype dt, size_t o_elems,
+                            const float *lse, const float *lse_ref, size_t lse_elems)
+{
+    out_diff r = {0, 0, 0, 0};
+    double num = 0, den = 0;
+    for (size_t i = 0; i < o_elems; i++) {
+        const double x = attn_load_f32(o, dt, i), y = attn_load_f32(o_ref, dt, i);
+        r.nan += isnan(x) != 0;
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    for (size_t i = 0; i < lse_elems; i++) {
+        if (isnan(lse[i]))
+            r.nan++;
+        else if (isinf(lse[i]) || isinf(lse_ref[i]))
+            r.inf_mismatch += lse[i] != lse_ref[i];
+        else if (fabs(lse[i] - lse_ref[i]) > r.lse_err)
+            r.lse_err = fabs(lse[i] - lse_ref[i]);
+    }
+    r.rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    return r;
+}
+
 /* FNV checksums of the device pool's K and V stores. */
 static void pool_sums(dev_pool *p, const attn_rb *rb, uint64_t *ks, uint64_t *vs, void *kb,
                       void *vb)
@@ -344,38 +399,10 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
     if (ep->schedule == ATTN_SCHED_UNIFIED)
         assert_false(decode_kernel);
 
-    attn_cpu_call cc = {.m = &rb.m,
-                        .g = &rb.g,
-                        .k_store = rb.k,
-                        .v_store = rb.v,
-                        .q = rb.q,
-                        .k_new = rb.k_new,
-                        .v_new = rb.v_new,
-                        .o = o_ref,
-                        .lse = lse_ref,
-                        .commit = false};
-    attn_cpu_options opt = {.acc = ATTN_CPU_ACC_F64};
-    rv = attn_cpu_attend(&cc, &opt, &err);
-    if (rv)
-        fprintf(stderr, "cpu: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
-    assert_int_equal(rv, 0);
-    double num = 0, den = 0, lse_err = 0;
-    size_t nan = 0, inf_mismatch = 0;
-    for (size_t i = 0; i < rb.o_elems; i++) {
-        double x = attn_load_f32(o, rb.m.q_dtype, i), r = attn_load_f32(o_ref, rb.m.q_dtype, i);
-        nan += isnan(x) != 0;
-        num += (x - r) * (x - r);
-        den += r * r;
-    }
-    for (size_t i = 0; i < rb.lse_elems; i++) {
-        if (isnan(lse[i]))
-            nan++;
-        else if (isinf(lse[i]) || isinf(lse_ref[i]))
-            inf_mismatch += lse[i] != lse_ref[i];
-        else if (fabs(lse[i] - lse_ref[i]) > lse_err)
-            lse_err = fabs(lse[i] - lse_ref[i]);
-    }
-    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    cpu_reference(&rb.m, &rb.g, rb.k, rb.v, rb.q, rb.k_new, rb.v_new, o_ref, lse_ref);
+    const out_diff df = compare_out(o, o_ref, rb.m.q_dtype, rb.o_elems, lse, lse_ref, rb.lse_elems);
+    const double rel = df.rel, lse_err = df.lse_err;
+    const size_t nan = df.nan, inf_mismatch = df.inf_mismatch;
     const attn_prefill_ledger *lg = &ep->tiles.ledger;
     printf("  %-24s seed=%llu B=%u g=%u d=%u P=%u %s %s %s abi=%s splits=%u items=%u parts=%u "
            "sched=%s->%d streams=%s/%u tiles(s/f/p)=%llu/%llu/%llu %.1f us rel=%.2e lse=%.2e "
@@ -678,32 +705,12 @@ static void test_unified_determinism(void **state)
             void *o_ref = malloc(ob);
             float *lse_ref = malloc(lb);
             assert_true(o_ref && lse_ref);
-            attn_cpu_call cc = {.m = &rb.m,
-                                .g = &rb.g,
-                                .k_store = rb.k,
-                                .v_store = rb.v,
-                                .q = rb.q,
-                                .k_new = rb.k_new,
-                                .v_new = rb.v_new,
-                                .o = o_ref,
-                                .lse = lse_ref,
-                                .commit = false};
-            attn_cpu_options opt = {.acc = ATTN_CPU_ACC_F64};
-            attn_error_detail err;
-            assert_int_equal(attn_cpu_attend(&cc, &opt, &err), 0);
-            double num = 0, den = 0;
-            for (size_t k = 0; k < rb.o_elems; k++) {
-                double x = attn_load_f32(oq, rb.m.q_dtype, k),
-                       r = attn_load_f32(o_ref, rb.m.q_dtype, k);
-                num += (x - r) * (x - r);
-                den += r * r;
-            }
-            for (size_t k = 0; k < rb.lse_elems; k++)
-                if (isinf(lse_ref[k]) || isinf(lq[k]))
-                    assert_true(lse_ref[k] == lq[k]);
-                else if (fabs(lq[k] - lse_ref[k]) > lse_err)
-                    lse_err = fabs(lq[k] - lse_ref[k]);
-            rel = den > 0 ? sqrt(num / den) : sqrt(num);
+            cpu_reference(&rb.m, &rb.g, rb.k, rb.v, rb.q, rb.k_new, rb.v_new, o_ref, lse_ref);
+            const out_diff df =
+                compare_out(oq, o_ref, rb.m.q_dtype, rb.o_elems, lq, lse_ref, rb.lse_elems);
+            assert_int_equal(df.inf_mismatch, 0);
+            rel = df.rel;
+            lse_err = df.lse_err;
             free(o_ref);
             free(lse_ref);
             assert_true(rel <= 1e-2);
@@ -1080,18 +1087,7 @@ static void run_graph_case(const graph_case *gc, uint64_t seed)
         float *l_ref = malloc(l_elems * 4), *l_fresh = malloc(l_elems * 4),
               *l = malloc(l_elems * 4);
         assert_true(o_ref && o_fresh && o && l_ref && l_fresh && l);
-        attn_cpu_call cc = {.m = m,
-                            .g = &rb.g,
-                            .k_store = hk,
-                            .v_store = hv,
-                            .q = q,
-                            .k_new = kn,
-                            .v_new = vn,
-                            .o = o_ref,
-                            .lse = l_ref,
-                            .commit = false};
-        attn_cpu_options opt = {.acc = ATTN_CPU_ACC_F64};
-        assert_int_equal(attn_cpu_attend(&cc, &opt, &err), 0);
+        cpu_reference(m, &rb.g, hk, hv, q, kn, vn, o_ref, l_ref);
         /* a fresh non-graph plan of the same step, no commit */
         attn_manifest fm = *m;
         fm.policy.graph = false;
@@ -1118,23 +1114,9 @@ static void run_graph_case(const graph_case *gc, uint64_t seed)
         assert_int_equal(cudaStreamSynchronize(st), cudaSuccess);
         assert_int_equal(cudaMemcpy(o, d_o, o_elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
         assert_int_equal(cudaMemcpy(l, d_l, l_elems * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-        double num = 0, den = 0, lse_err = 0;
-        size_t nan = 0, infmis = 0;
-        for (size_t i = 0; i < o_elems; i++) {
-            const double x = attn_load_f32(o, ATTN_BF16, i), r = attn_load_f32(o_ref, ATTN_BF16, i);
-            nan += isnan(x) != 0;
-            num += (x - r) * (x - r);
-            den += r * r;
-        }
-        for (size_t i = 0; i < l_elems; i++) {
-            if (isnan(l[i]))
-                nan++;
-            else if (isinf(l[i]) || isinf(l_ref[i]))
-                infmis += l[i] != l_ref[i];
-            else if (fabs(l[i] - l_ref[i]) > lse_err)
-                lse_err = fabs(l[i] - l_ref[i]);
-        }
-        const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        const out_diff df = compare_out(o, o_ref, ATTN_BF16, o_elems, l, l_ref, l_elems);
+        const double rel = df.rel, lse_err = df.lse_err;
+        const size_t nan = df.nan, infmis = df.inf_mismatch;
         const bool same_o = memcmp(o, o_fresh, o_elems * 2) == 0,
                    same_l = memcmp(l, l_fresh, l_elems * 4) == 0;
         printf("  %-14s step %zu B=%u rows=%u items=%u (fresh %u) tiles=%u merges=%u/%u "
