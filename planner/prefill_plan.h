@@ -115,7 +115,7 @@ typedef struct attn_prefill_envelope_in {
     int64_t max_keys;
     uint32_t num_qo_heads, num_kv_heads, head_dim;
     uint32_t num_sms, fixed_splits;
-    uint32_t workers; /* CTAs of the persistent grid (the queues' max_ctas) */
+    uint32_t workers;             /* CTAs of the persistent grid (the queues' max_ctas) */
     attn_prefill_variant variant; /* the kernel configuration: its tile shape */
 } attn_prefill_envelope_in;
 
