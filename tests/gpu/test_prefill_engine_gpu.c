@@ -893,6 +893,22 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* One layer of graph-mode plan ep on io captured from stream st into a
+ * graph (kept in *graph for its node count) and instantiated in *exec. */
+static void capture_run(attn_engine_plan *ep, const attn_run_io *io, cudaStream_t st,
+                        cudaGraph_t *graph, cudaGraphExec_t *exec)
+{
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    const int rv = attn_cuda_prefill_graph_enqueue(g_eng, ep, io, st, &err);
+    if (rv)
+        fprintf(stderr, "enqueue: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
+    assert_int_equal(cudaStreamEndCapture(st, graph), cudaSuccess);
+    assert_int_equal(rv, 0);
+    assert_int_equal(cudaGraphInstantiate(exec, *graph, 0), cudaSuccess);
+}
+
 /* Median microseconds of one replay of `exec` (9 rounds of 20 on `st`). */
 static double replay_us(cudaGraphExec_t exec, cudaStream_t st)
 {
@@ -951,11 +967,7 @@ static void graph_times(cudaGraphExec_t exec, const attn_manifest *m, const void
                       .commit = true};
     cudaGraph_t g;
     cudaGraphExec_t x;
-    assert_int_equal(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed), cudaSuccess);
-    int rv = attn_cuda_prefill_graph_enqueue(g_eng, tp, &io, st, &err);
-    assert_int_equal(cudaStreamEndCapture(st, &g), cudaSuccess);
-    assert_int_equal(rv, 0);
-    assert_int_equal(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+    capture_run(tp, &io, st, &g, &x);
     *us_tight = replay_us(x, st);
     cudaGraphExecDestroy(x);
     cudaGraphDestroy(g);
@@ -1033,13 +1045,7 @@ static void run_graph_case(const graph_case *gc, uint64_t seed)
                        .commit = true};
     cudaGraph_t graph;
     cudaGraphExec_t exec;
-    assert_int_equal(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed), cudaSuccess);
-    rv = attn_cuda_prefill_graph_enqueue(g_eng, ep, &dio, st, &err);
-    if (rv)
-        fprintf(stderr, "enqueue: %s %s: %s\n", attn_err_name(rv), err.field, err.message);
-    assert_int_equal(cudaStreamEndCapture(st, &graph), cudaSuccess);
-    assert_int_equal(rv, 0);
-    assert_int_equal(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    capture_run(ep, &dio, st, &graph, &exec);
     size_t nodes = 0;
     assert_int_equal(cudaGraphGetNodes(graph, NULL, &nodes), cudaSuccess);
 
