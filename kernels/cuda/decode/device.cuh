@@ -1,0 +1,1080 @@
+/* The decode engine's device code shared by its kernels (decode.cu) and
+ * the fused mixed-batch kernel (mixed.cu): the work of a producer CTA,
+ * the fold of split slots (merge_fold), and the tensor-core compute warps
+ * with their pipelines (namespace tc).  decode.cu's header comment says
+ * how the producers work; docs/cuda.md lists them.
+ */
+#ifndef ATTN_CUDA_DECODE_DEVICE_CUH
+#define ATTN_CUDA_DECODE_DEVICE_CUH
+
+#include <cuda.h> /* CUtensorMap (the encoder comes through the runtime) */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include "kernels/common/dtype.h"
+#include "kernels/common/state.h"
+#include "kernels/cuda/barrier.cuh"
+#include "kernels/cuda/decode_launch.h"
+#include "kernels/cuda/paged.cuh"
+#include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/ptx.cuh"
+#include "kernels/cuda/state_io.cuh"
+
+namespace attn
+{
+
+/* The attn_dtype of a 16-bit CUDA element type (the kernel table's key). */
+template <typename T> struct dtype_of;
+template <> struct dtype_of<__nv_bfloat16> {
+    static constexpr attn_dtype value = ATTN_BF16;
+};
+template <> struct dtype_of<__half> {
+    static constexpr attn_dtype value = ATTN_FP16;
+};
+
+namespace decode
+{
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kMergeHeads = 4; /* query heads per reducer CTA */
+constexpr int kMergeBatch = 8; /* slots fetched per batch by merge_fold */
+constexpr int kMergeLanes = 4; /* lanes of one head per merge_fold thread */
+
+/* The state.h view of a decode launch's outputs (state_io.cuh). */
+__device__ __forceinline__ state_io::sink sink_of(const attn_cuda_decode_params &p)
+{
+    state_io::sink s;
+    s.o = p.o;
+    s.lse = p.lse;
+    s.o_dtype = p.q_dtype;
+    s.num_qo_heads = p.num_qo_heads;
+    s.part_vec = p.part_vec;
+    s.part_m = p.part_m;
+    s.part_l = p.part_l;
+    s.abi = p.abi;
+    return s;
+}
+
+/* What every producer CTA knows about its work before it reads K/V. */
+struct cta_work {
+    attn_work_item it;
+    attn_cuda_req rq;
+    int hkv;   /* K/V head */
+    int g;     /* group size H_q / H_kv */
+    bool live; /* false past the live item count (graph mode, seed 0x03G) */
+};
+
+/* heads_fast: the H_kv CTAs of one item are neighbours in launch order, so
+ * they stream the same pages (NHD rows are H_kv x d contiguous). */
+__device__ __forceinline__ void pdl_start(const attn_cuda_decode_params &p)
+{
+    /* programmatic dependent launch (attn_cuda_decode_params.pdl): with
+     * ATTN_CUDA_PDL_EARLY the next kernel may be placed as soon as every CTA
+     * of this grid runs (else after the main loops: pdl_main_loop_done);
+     * nothing of this launch's inputs or outputs is touched before the
+     * previous kernel of the stream is done */
+    if (p.pdl == ATTN_CUDA_PDL_EARLY)
+        ptx::griddep_launch_dependents();
+    if (p.pdl != ATTN_CUDA_PDL_OFF)
+        ptx::griddep_wait();
+}
+
+/* The work of (item, K/V head); not live past the live item count. */
+__device__ __forceinline__ cta_work work_at(const attn_cuda_decode_params &p, int item, int hkv)
+{
+    cta_work w;
+    w.hkv = hkv;
+    w.live = item < p.counts->num_items;
+    if (!w.live)
+        return w;
+    w.it = p.items[item];
+    w.rq = p.reqs[w.it.req];
+    w.g = p.num_qo_heads / p.num_kv_heads;
+    return w;
+}
+
+__device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p)
+{
+    pdl_start(p);
+    return p.heads_fast ? work_at(p, (int)blockIdx.y, (int)blockIdx.x)
+                        : work_at(p, (int)blockIdx.x, (int)blockIdx.y);
+}
+
+/* ATTN_CUDA_PDL_LATE: this CTA has read its last K/V tile; once every CTA
+ * of the grid has, the next kernel may be placed on the slots they free (an
+ * earlier trigger places it in the free slots of an under-filled grid). */
+__device__ __forceinline__ void pdl_main_loop_done(const attn_cuda_decode_params &p)
+{
+    if (p.pdl == ATTN_CUDA_PDL_LATE)
+        ptx::griddep_launch_dependents();
+}
+
+__device__ __forceinline__ paged::key_walk walk_of(const cta_work &w)
+{
+    return paged::key_walk::of(w.it.kv_begin, w.it.kv_end, w.rq.lo0, w.rq.hi0, w.rq.lo1, w.rq.hi1);
+}
+
+__device__ __forceinline__ paged::page_table table_of(const attn_cuda_decode_params &p,
+                                                      const cta_work &w)
+{
+    paged::page_table t;
+    t.pages = p.page_indices + w.rq.page_begin;
+    t.page_shift = p.page_shift;
+    t.page_stride = p.page_stride;
+    t.row_stride = p.row_stride;
+    return t;
+}
+
+/* The fold of one request's slots for query head hq, lanes [lane0, lane0+4):
+ * exactly the slots [slot_begin, slot_begin + num_slots) in slot order, with
+ * the state.h merge (seed 0x02C, 0x03I).  Slots are fetched kMergeBatch at a
+ * time (independent loads in flight), then folded one by one: the order
+ * stays fixed while the memory latency is paid once per batch instead of
+ * once per slot.  Loads go through L2 (__ldcg): in the fused path the slots
+ * were written by other CTAs of the same launch.  Used by the reducer kernel
+ * and by the last producer CTA of a (request, K/V head, head chunk). */
+template <int D>
+__device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
+                                           const attn_cuda_req &rq, int hq, int lane0)
+{
+    constexpr int LANES = kMergeLanes;
+    const bool mlu = p.abi == ATTN_ABI_MLU;
+    float acc[LANES];
+    attn_mlu_f32 st;
+    attn_lseo_f32 sl;
+    attn_mlu_empty_f32(&st, acc, LANES);
+    sl.lse = -INFINITY;
+    const int end = rq.slot_begin + rq.num_slots;
+    for (int s0 = rq.slot_begin; s0 < end; s0 += kMergeBatch) {
+        float bm[kMergeBatch], bl[kMergeBatch];
+        float4 bv[kMergeBatch];
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++) {
+            if (s0 + j < end) {
+                const size_t idx = (size_t)(s0 + j) * p.num_qo_heads + hq;
+                bm[j] = __ldcg(p.part_m + idx);
+                bl[j] = mlu ? __ldcg(p.part_l + idx) : 0.f;
+                bv[j] = __ldcg(reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++) {
+            if (s0 + j >= end)
+                break;
+            const float ou[LANES] = {bv[j].x, bv[j].y, bv[j].z, bv[j].w};
+            if (mlu) {
+                const attn_mlu_f32 o = state_io::from_ml(bm[j], bl[j]);
+                attn_mlu_merge_f32(&st, acc, &o, ou, LANES);
+            } else {
+                attn_lseo_f32 o;
+                o.lse = bm[j];
+                attn_lseo_merge_f32(&sl, acc, &o, ou, LANES);
+            }
+        }
+    }
+    float lse;
+    if (mlu)
+        attn_mlu_finalize_f32(&st, acc, LANES, acc, &lse);
+    else
+        lse = sl.lse; /* an all-empty row keeps LSE = -inf and O = 0 */
+    const size_t ooff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + lane0;
+#pragma unroll
+    for (int i = 0; i < LANES; i++)
+        attn_store_f32(p.o, p.q_dtype, ooff + i, acc[i]);
+    if (p.lse && lane0 == 0)
+        p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
+}
+
+/* ==== tensor-core producer =================================================
+ * The same contract, with the group's query heads as the M = 16 rows of
+ * mma.m16n8k16 (seed 0x03A: GQA packing makes decode a skinny matrix
+ * product).  Four warps each own 16 keys of a 64-key tile: S = Q K^T and
+ * O += P V run on the tensor cores with fp32 accumulation; the online
+ * softmax runs on the S fragments in fp32.  A q whose dtype is not the
+ * cache dtype is split into hi + lo halves of the cache dtype (two
+ * products, QLO), so scores keep ~16 extra bits instead of rounding q.
+ * Tiles live in shared memory with 16-byte chunks XOR-swizzled by row, so
+ * the ldmatrix reads are bank-conflict free.
+ *
+ * Every warp runs its own pipeline: warp w copies, waits for and reads only
+ * rows [16 w, 16 w + 16) of each 64-key tile (its K rows for S = Q K^T, its
+ * V rows for O += P V, its page-table offsets), so the main loop needs no
+ * CTA barrier, only __syncwarp; the four warps drift apart and one late
+ * copy stalls one warp instead of the whole CTA.  Inside a tile the
+ * dependent chain is kept short: Q's A fragments stay in registers
+ * (d <= 128), K fragments are fetched four ldmatrix at a time, and S
+ * accumulates in two independent mma chains (even / odd k-steps). */
+
+namespace tc
+{
+
+constexpr int kKeys = 64; /* keys per tile: 4 warps x 16 */
+constexpr int kThreads = 128;
+constexpr int kKGroup = 4; /* K (and V) fragments fetched per ldmatrix group */
+/* Lazy rescale bound (base-2 frame): a row max that grows by at most this
+ * keeps the old reference max, so p stays <= 2^8 (bf16/fp16 and the fp32
+ * sums hold it exactly as well as p <= 1). */
+constexpr float kLazyLog2 = 8.f;
+
+template <int D> struct cfg {
+    static constexpr int CH = D / 8; /* 16-byte chunks per row */
+    /* Default pipeline depth; attn_cuda_decode_params.stages picks another
+     * in [kMinStages, MAX_STAGES] (fewer stages: more resident CTAs). */
+    static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
+    static constexpr int MAX_STAGES = D == 256 ? 3 : 6;
+    static constexpr int TILE_VECS = kKeys * CH;
+    static constexpr int WARP_VECS = 16 * CH;      /* one warp's 16 rows of a tile */
+    static constexpr int NB = D / 8;               /* n-blocks of O */
+    static constexpr int KS = D / 16;              /* k-steps of S = Q K^T */
+    static constexpr bool QREG = D <= 128;         /* Q fragments in registers */
+    static constexpr int Q_BYTES = 2 * 16 * D * 2; /* hi and lo */
+    static constexpr int RED_BYTES = (4 * 16 * D + 2 * 64) * 4;
+    /* Shared memory of a `stages`-deep pipeline: K and V tiles, Q hi/lo,
+     * prefetched row offsets; the epilogue reuses it for the warp merge. */
+    static constexpr uint32_t smem(int stages)
+    {
+        return 2 * stages * TILE_VECS * 16 + Q_BYTES + stages * kKeys * 8 > RED_BYTES
+                   ? 2 * stages * TILE_VECS * 16 + Q_BYTES + stages * kKeys * 8
+                   : RED_BYTES;
+    }
+    /* The copy-warp producer (producer_tc_bulk): a bulk copy writes a row
+     * contiguously, so rows are padded by one 16-byte chunk instead of
+     * swizzled (the 8 rows an ldmatrix reads still start in 8 different
+     * bank groups).  Its depth: as many stages as keep the CTAs per SM of
+     * the cp.async producer (2 at d = 128, 1 at d = 256). */
+    static constexpr int ROW_VECS = CH + 1;
+    static constexpr int PAD_TILE_VECS = kKeys * ROW_VECS;
+    static constexpr int BULK_STAGES = D == 256 ? 2 : 3;
+    static constexpr int BULK_MAX_STAGES = D == 256 ? 3 : (D == 128 ? 5 : 6);
+    /* K and V stages, Q hi/lo, then the full and empty barriers of each
+     * stage; the epilogue's merge area (RED_BYTES) stays below the barriers. */
+    __host__ __device__ static constexpr uint32_t bulk_bar_offset(int stages)
+    {
+        return 2 * stages * PAD_TILE_VECS * 16 + Q_BYTES;
+    }
+    static constexpr uint32_t bulk_smem(int stages)
+    {
+        return bulk_bar_offset(stages) + 2 * stages * 8;
+    }
+    /* The tensor-map producer: 1024 bytes to align the stages to the
+     * swizzle's repeat, unpadded K and V stages, Q hi/lo, the barriers
+     * (the epilogue's merge area fits in two stages). */
+    static constexpr uint32_t tmap_smem(int stages)
+    {
+        return 1024 + 2 * stages * TILE_VECS * 16 + Q_BYTES + 2 * stages * 8;
+    }
+    static_assert(2 * 2 * TILE_VECS * 16 >= RED_BYTES, "the merge area of the tensor-map producer");
+    static_assert(2 * 2 * PAD_TILE_VECS * 16 + Q_BYTES >= RED_BYTES,
+                  "the epilogue's merge area must not reach the barriers");
+};
+
+constexpr int kMinStages = 2;
+
+/* cp.async.wait_group with a run-time count (the instruction takes an
+ * immediate): at most n of this thread's groups stay in flight. */
+__device__ __forceinline__ void cp_async_wait_upto(int n)
+{
+    switch (n) {
+    case 0:
+        ptx::cp_async_wait<0>();
+        break;
+    case 1:
+        ptx::cp_async_wait<1>();
+        break;
+    case 2:
+        ptx::cp_async_wait<2>();
+        break;
+    case 3:
+        ptx::cp_async_wait<3>();
+        break;
+    case 4:
+        ptx::cp_async_wait<4>();
+        break;
+    default:
+        ptx::cp_async_wait<5>();
+        break;
+    }
+}
+
+/* One warp's share of the K/V pipeline: its 16 rows of every tile.  With
+ * PRE (row prefetch) the page-table walk of a tile (one row offset per
+ * key, -1 past the item) runs STAGES tiles ahead into shared memory, so
+ * issuing a tile's copies waits on no global load (seed 0x04E: translate
+ * once per segment row, not per lane); lanes 0..15 own the warp's 16 rows.
+ * The offsets of tile t + STAGES are loaded into a register one iteration
+ * before they are stored, so a page-table load that misses L1 has two
+ * tiles of math to return in. */
+template <int D, typename KV, bool PRE> struct warp_pipe {
+    using C = cfg<D>;
+    uint4 *ks, *vs;
+    int64_t *rowoff; /* [stages][kKeys] (PRE) */
+    const KV *kbase, *vbase;
+    paged::key_walk walk;
+    paged::page_table pt;
+    int lane, wrow0;
+    int stages;        /* pipeline depth, kMinStages .. MAX_STAGES */
+    int64_t nxt, nxt2; /* offsets of tiles t + STAGES and t + STAGES + 1 (PRE) */
+
+    __device__ __forceinline__ int64_t row_off(int t, int r) const
+    {
+        const int64_t v = (int64_t)t * kKeys + r;
+        return v < walk.n ? pt.row_offset(walk.key(v)) : -1;
+    }
+
+    /* Copy this warp's rows of tile t into stage s. */
+    __device__ __forceinline__ void issue(int t, int s) const
+    {
+        /* partial unroll: enough loads in flight, fewer live registers */
+#pragma unroll 4
+        for (int j = 0; j < C::WARP_VECS / 32; j++) {
+            const int vi = lane + j * 32;
+            const int r = wrow0 + vi / C::CH, c = vi % C::CH;
+            int64_t off;
+            bool ok;
+            if (PRE) {
+                const int64_t ro = rowoff[s * kKeys + r];
+                ok = ro >= 0;
+                off = ok ? ro + c * 8 : 0;
+            } else {
+                const int64_t v = (int64_t)t * kKeys + r;
+                ok = v < walk.n;
+                off = ok ? pt.row_offset(walk.key(v)) + c * 8 : 0;
+            }
+            const int x = s * C::TILE_VECS + ptx::swizzle<C::CH>(r, c);
+            ptx::cp_async_cg_zfill(ks + x, kbase + off, ok);
+            ptx::cp_async_cg_zfill(vs + x, vbase + off, ok);
+        }
+    }
+
+    /* Before the main loop: the first STAGES tiles' offsets (PRE) and the
+     * copies of tiles 0 .. STAGES - 2. */
+    __device__ __forceinline__ void prologue(int ntiles)
+    {
+        nxt = nxt2 = -1;
+        if (PRE) {
+            if (lane < 16) {
+                for (int s = 0; s < stages; s++)
+                    rowoff[s * kKeys + wrow0 + lane] = row_off(s, wrow0 + lane);
+                nxt = row_off(stages, wrow0 + lane);
+            }
+            __syncwarp();
+        }
+#pragma unroll
+        for (int s = 0; s < stages - 1; s++) {
+            if (s < ntiles)
+                issue(s, s);
+            ptx::cp_async_commit();
+        }
+    }
+
+    /* Top of iteration t: issue tile t + STAGES - 1 into stage sn, then wait
+     * until tile t (this warp's rows) has landed. */
+    __device__ __forceinline__ void acquire(int t, int sn, int ntiles)
+    {
+        if (t + stages - 1 < ntiles)
+            issue(t + stages - 1, sn);
+        ptx::cp_async_commit();
+        if (PRE && lane < 16 && t + stages + 1 < ntiles)
+            nxt2 = row_off(t + stages + 1, wrow0 + lane); /* in flight for two tiles' math */
+        cp_async_wait_upto(stages - 1);
+        __syncwarp(); /* the warp's rows of tile t, copied by its own lanes, are visible */
+    }
+
+    /* Bottom of iteration t: stage st may be refilled (tile t + STAGES
+     * reuses the offset slot of tile t, issued long ago). */
+    __device__ __forceinline__ void release(int t, int st, int ntiles)
+    {
+        if (PRE && lane < 16 && t + stages < ntiles) {
+            rowoff[st * kKeys + wrow0 + lane] = nxt;
+            nxt = nxt2;
+        }
+        __syncwarp(); /* every lane's reads of stage st precede its refill */
+    }
+};
+
+/* Q rows [h0, h0 + 16) of the group into shared memory as the hi half (and,
+ * QLO, the lo half x - hi) in the cache dtype, swizzled. */
+template <int D, typename KV, bool QLO>
+__device__ __forceinline__ void stage_q(const attn_cuda_decode_params &p, const cta_work &w, int h0,
+                                        uint4 *qh, uint4 *ql)
+{
+    constexpr int CH = cfg<D>::CH;
+    for (int i = threadIdx.x; i < 16 * CH; i += kThreads) {
+        const int r = i / CH, c = i % CH;
+        const int hl = h0 + r;
+        float x[8], lo[8];
+        const size_t qoff = ((size_t)w.rq.qrow * p.num_qo_heads + w.hkv * w.g + hl) * D + c * 8;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            x[e] = hl < w.g ? attn_load_f32(p.q, p.q_dtype, qoff + e) : 0.f;
+            const float hi = ptx::round_to<KV>(x[e]);
+            lo[e] = x[e] - hi;
+            x[e] = hi;
+        }
+        uint4 vh;
+        vh.x = ptx::pack2<KV>(x[0], x[1]);
+        vh.y = ptx::pack2<KV>(x[2], x[3]);
+        vh.z = ptx::pack2<KV>(x[4], x[5]);
+        vh.w = ptx::pack2<KV>(x[6], x[7]);
+        qh[ptx::swizzle<CH>(r, c)] = vh;
+        if (QLO) {
+            uint4 vl;
+            vl.x = ptx::pack2<KV>(lo[0], lo[1]);
+            vl.y = ptx::pack2<KV>(lo[2], lo[3]);
+            vl.z = ptx::pack2<KV>(lo[4], lo[5]);
+            vl.w = ptx::pack2<KV>(lo[6], lo[7]);
+            ql[ptx::swizzle<CH>(r, c)] = vl;
+        }
+    }
+}
+
+/* Index of 16-byte chunk c of row r of a K/V stage: XOR-swizzled rows of
+ * CH chunks (the cp.async producers), rows padded to RS chunks (the
+ * row-copy producer, RS = CH + 1), or (RS = 0) the tensor map's 128-byte
+ * swizzle in 64-column blocks of kKeys rows (the tensor-map producer). */
+template <int CH, int RS> __device__ __forceinline__ int kv_chunk(int r, int c)
+{
+    if (RS == 0)
+        return (c >> 3) * (kKeys * 8) + r * 8 + ((c & 7) ^ (r & 7));
+    return RS == CH ? ptx::swizzle<CH>(r, c) : r * RS + c;
+}
+
+/* QK: S (16 heads x this warp's 16 keys, two n-blocks) = Q K^T over stage
+ * kt.  Even and odd k-steps go to two accumulator chains summed at the
+ * end; with QLO the lo half of q goes into the same chains right after its
+ * hi half.  qa: Q's A fragments when QREG, else read from qh per k-step. */
+template <int D, typename KV, bool QLO, int RS = cfg<D>::CH>
+__device__ __forceinline__ void qk_tile(float (&s)[2][4], const uint32_t (*qa)[4], const uint4 *qh,
+                                        const uint4 *ql, const uint4 *kt, int lane, int qrow,
+                                        int krow)
+{
+    using C = cfg<D>;
+    float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s[nb][i] = 0.f;
+#pragma unroll
+    for (int k0 = 0; k0 < C::KS; k0 += kKGroup) {
+        uint32_t b[kKGroup][4];
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++)
+            ptx::ldmatrix_x4(b[j],
+                             kt + kv_chunk<C::CH, RS>(krow, (k0 + j) * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++) {
+            const int kk = k0 + j;
+            float(*acc)[4] = (kk & 1) ? s2 : s;
+            uint32_t a[4];
+            if (C::QREG) {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    a[e] = qa[C::QREG ? kk : 0][e];
+            } else {
+                ptx::ldmatrix_x4(a, qh + ptx::swizzle<C::CH>(qrow, kk * 2 + (lane >> 4)));
+            }
+            ptx::mma_m16n8k16<KV>(acc[0], a, b[j][0], b[j][1]);
+            ptx::mma_m16n8k16<KV>(acc[1], a, b[j][2], b[j][3]);
+        }
+        if (QLO) {
+#pragma unroll
+            for (int j = 0; j < kKGroup; j++) {
+                const int kk = k0 + j;
+                float(*acc)[4] = (kk & 1) ? s2 : s;
+                uint32_t a[4];
+                ptx::ldmatrix_x4(a, ql + ptx::swizzle<C::CH>(qrow, kk * 2 + (lane >> 4)));
+                ptx::mma_m16n8k16<KV>(acc[0], a, b[j][0], b[j][1]);
+                ptx::mma_m16n8k16<KV>(acc[1], a, b[j][2], b[j][3]);
+            }
+        }
+    }
+#pragma unroll
+    for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s[nb][i] += s2[nb][i];
+}
+
+/* Online softmax update on the S fragments of rows (lane / 4) and
+ * (lane / 4 + 8): scale into the base-2 frame, mask keys at or past
+ * `valid` (seed 0x05C), take the row max over the quad with max.NaN (a NaN
+ * score makes the row's m NaN, never dropped), rescale l and O, and turn S
+ * into P packed as the A operand of P V.  An empty row stays empty and
+ * never evaluates exp(-inf - -inf) (seed 0x02C).  Lazy rescale (issue 13):
+ * when no row of the warp grew past its max + kLazyLog2, the stale maxima
+ * stay and the O rescale (NB x 4 multiplies per lane) is skipped; any NaN,
+ * empty row or larger growth takes the exact update below. */
+template <int NB, typename KV>
+__device__ __forceinline__ void softmax_update(float (&s)[2][4], float (&m)[2], float (&l)[2],
+                                               float (&o)[NB][4], uint32_t (&pa)[4], float sc,
+                                               int64_t key0, int64_t valid)
+{
+#pragma unroll
+    for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s[nb][i] = key0 + nb * 8 + (i & 1) < valid ? s[nb][i] * sc : -INFINITY;
+    float mxs[2];
+    bool grow = false;
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        float mx = ptx::max_nan(ptx::max_nan(s[0][2 * rr], s[0][2 * rr + 1]),
+                                ptx::max_nan(s[1][2 * rr], s[1][2 * rr + 1]));
+        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mxs[rr] = mx;
+        /* false only for finite m and mx <= m + kLazyLog2: NaN, -inf, a
+         * growth beyond the bound all take the exact update */
+        grow |= !(mx - m[rr] <= kLazyLog2);
+    }
+    if (!__any_sync(0xffffffffu, grow)) {
+        /* No row of this warp grew past the bound: keep the stale maxima,
+         * so p <= 2^kLazyLog2 and O needs no rescale (alpha would be 1 or
+         * the state is rewritten against the stale m, an exact identity). */
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+#pragma unroll
+            for (int nb = 0; nb < 2; nb++) {
+                s[nb][2 * rr] = exp2f(s[nb][2 * rr] - m[rr]);
+                s[nb][2 * rr + 1] = exp2f(s[nb][2 * rr + 1] - m[rr]);
+            }
+            l[rr] += s[0][2 * rr] + s[0][2 * rr + 1] + s[1][2 * rr] + s[1][2 * rr + 1];
+        }
+        pa[0] = ptx::pack2<KV>(s[0][0], s[0][1]);
+        pa[1] = ptx::pack2<KV>(s[0][2], s[0][3]);
+        pa[2] = ptx::pack2<KV>(s[1][0], s[1][1]);
+        pa[3] = ptx::pack2<KV>(s[1][2], s[1][3]);
+        return;
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        const float mn = ptx::max_nan(m[rr], mxs[rr]);
+        float alpha = 1.f;
+        if (attn_state_empty_f32(mn)) {
+#pragma unroll
+            for (int nb = 0; nb < 2; nb++)
+                s[nb][2 * rr] = s[nb][2 * rr + 1] = 0.f;
+        } else {
+            alpha = exp2f(m[rr] - mn);
+#pragma unroll
+            for (int nb = 0; nb < 2; nb++) {
+                s[nb][2 * rr] = exp2f(s[nb][2 * rr] - mn);
+                s[nb][2 * rr + 1] = exp2f(s[nb][2 * rr + 1] - mn);
+            }
+        }
+        l[rr] = l[rr] * alpha + s[0][2 * rr] + s[0][2 * rr + 1] + s[1][2 * rr] + s[1][2 * rr + 1];
+        m[rr] = mn;
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            o[nb][2 * rr] *= alpha;
+            o[nb][2 * rr + 1] *= alpha;
+        }
+    }
+    pa[0] = ptx::pack2<KV>(s[0][0], s[0][1]);
+    pa[1] = ptx::pack2<KV>(s[0][2], s[0][3]);
+    pa[2] = ptx::pack2<KV>(s[1][0], s[1][1]);
+    pa[3] = ptx::pack2<KV>(s[1][2], s[1][3]);
+}
+
+/* PV: O += P V over this warp's 16 V rows of stage vt. */
+template <int D, typename KV, int RS = cfg<D>::CH>
+__device__ __forceinline__ void pv_tile(float (&o)[cfg<D>::NB][4], const uint32_t (&pa)[4],
+                                        const uint4 *vt, int lane, int vrow)
+{
+    using C = cfg<D>;
+#pragma unroll
+    for (int d0 = 0; d0 < D / 16; d0 += kKGroup) {
+        uint32_t b[kKGroup][4];
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++)
+            ptx::ldmatrix_x4_trans(b[j],
+                                   vt + kv_chunk<C::CH, RS>(vrow, (d0 + j) * 2 + (lane >> 4)));
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++) {
+            ptx::mma_m16n8k16<KV>(o[2 * (d0 + j)], pa, b[j][0], b[j][1]);
+            ptx::mma_m16n8k16<KV>(o[2 * (d0 + j) + 1], pa, b[j][2], b[j][3]);
+        }
+    }
+}
+
+/* A barrier of the four compute warps: the whole CTA (the cp.async
+ * producer), or named barrier 1 over threads 0 .. kThreads - 1 (NAMED: the
+ * copy-warp producer, whose copy warps have exited by then). */
+template <bool NAMED> __device__ __forceinline__ void compute_sync()
+{
+    if (NAMED)
+        asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+    else
+        __syncthreads();
+}
+
+/* Epilogue: per-warp states -> shared memory, then a fixed-order merge of
+ * the four warps with the state.h algebra, and the write-out of this
+ * thread's EPT lanes of one head (state_io).  Every compute thread calls it
+ * after the pipeline has drained. */
+template <int D, bool NAMED = false>
+__device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const cta_work &w,
+                                         int h0, float (&o)[cfg<D>::NB][4], float (&m)[2],
+                                         float (&l)[2], float *red)
+{
+    constexpr int NB = cfg<D>::NB;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    float *red_o = red;                /* [4][16][D] */
+    float *red_m = red_o + 4 * 16 * D; /* [4][16] */
+    float *red_l = red_m + 64;
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+        l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+        const int row = (lane >> 2) + rr * 8;
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            float2 v = make_float2(o[nb][2 * rr], o[nb][2 * rr + 1]);
+            *reinterpret_cast<float2 *>(red_o + (warp * 16 + row) * D + nb * 8 + (lane & 3) * 2) =
+                v;
+        }
+        if ((lane & 3) == 0) {
+            const bool empty = attn_state_empty_f32(m[rr]);
+            red_m[warp * 16 + row] = empty ? -INFINITY : m[rr] * kLn2; /* natural frame */
+            red_l[warp * 16 + row] = empty ? 0.f : l[rr];
+        }
+    }
+    compute_sync<NAMED>();
+
+    constexpr int EPT = D / 8; /* lanes of one row per thread */
+    const int row = tid >> 3, seg = tid & 7;
+    const int hl = h0 + row;
+    if (hl >= w.g)
+        return;
+    float u[EPT];
+    attn_mlu_f32 st = state_io::from_ml(red_m[row], red_l[row]);
+#pragma unroll
+    for (int i = 0; i < EPT; i++)
+        u[i] = red_o[row * D + seg * EPT + i];
+    for (int wi = 1; wi < 4; wi++) {
+        const attn_mlu_f32 ot = state_io::from_ml(red_m[wi * 16 + row], red_l[wi * 16 + row]);
+        attn_mlu_merge_f32(&st, u, &ot, red_o + (wi * 16 + row) * D + seg * EPT, EPT);
+    }
+    state_io::write<D, EPT>(sink_of(p), w.rq.num_slots == 1, w.rq.qrow, w.it.slot, w.hkv * w.g + hl,
+                            seg * EPT, st, u, seg == 0);
+}
+
+/* The epilogue of the persistent producer (producer_tc_tmap_persist), whose
+ * copy warp already fills the stages with the next piece's tiles, so the
+ * merge cannot borrow them: the same fixed-order merge of the four warps
+ * (bit-identical to `epilogue`) through one warp's O at a time, red =
+ * [16][D] O + [4][16] m + [4][16] l floats (8.5 KB at d = 128 instead of
+ * 33 KB), at the price of six more barriers among the compute warps. */
+template <int D>
+__device__ __forceinline__ void epilogue_seq(const attn_cuda_decode_params &p, const cta_work &w,
+                                             int h0, float (&o)[cfg<D>::NB][4], float (&m)[2],
+                                             float (&l)[2], float *red)
+{
+    constexpr int NB = cfg<D>::NB;
+    constexpr int EPT = D / 8; /* lanes of one row per thread */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    float *red_o = red;            /* [16][D]: warp wi's O in round wi */
+    float *red_m = red_o + 16 * D; /* [4][16] */
+    float *red_l = red_m + 64;
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+        l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+        if ((lane & 3) == 0) {
+            const int row = (lane >> 2) + rr * 8;
+            const bool empty = attn_state_empty_f32(m[rr]);
+            red_m[warp * 16 + row] = empty ? -INFINITY : m[rr] * kLn2; /* natural frame */
+            red_l[warp * 16 + row] = empty ? 0.f : l[rr];
+        }
+    }
+    const int row = tid >> 3, seg = tid & 7;
+    float u[EPT];
+    attn_mlu_f32 st;
+    for (int wi = 0; wi < 4; wi++) {
+        if (warp == wi) {
+#pragma unroll
+            for (int rr = 0; rr < 2; rr++) {
+                const int r = (lane >> 2) + rr * 8;
+#pragma unroll
+                for (int nb = 0; nb < NB; nb++)
+                    *reinterpret_cast<float2 *>(red_o + r * D + nb * 8 + (lane & 3) * 2) =
+                        make_float2(o[nb][2 * rr], o[nb][2 * rr + 1]);
+            }
+        }
+        compute_sync<true>();
+        const float *src = red_o + row * D + seg * EPT;
+        if (wi == 0) {
+            st = state_io::from_ml(red_m[row], red_l[row]);
+#pragma unroll
+            for (int i = 0; i < EPT; i++)
+                u[i] = src[i];
+        } else {
+            const attn_mlu_f32 ot = state_io::from_ml(red_m[wi * 16 + row], red_l[wi * 16 + row]);
+            attn_mlu_merge_f32(&st, u, &ot, src, EPT);
+        }
+        if (wi < 3)
+            compute_sync<true>(); /* read before the next warp's O replaces it */
+    }
+    const int hl = h0 + row;
+    if (hl >= w.g)
+        return;
+    state_io::write<D, EPT>(sink_of(p), w.rq.num_slots == 1, w.rq.qrow, w.it.slot, w.hkv * w.g + hl,
+                            seg * EPT, st, u, seg == 0);
+}
+
+/* Fused reducer: the last of the request's num_slots CTAs for this (K/V
+ * head, head chunk `chunk` of `chunks`) folds the slots.  Which CTA is last
+ * varies; the fold does not: merge_fold reads the slots in slot order, so
+ * the result is bit-identical to the reducer kernel's. */
+template <int D, bool NAMED = false>
+__device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, const cta_work &w,
+                                           int h0, int chunk, int chunks)
+{
+    __shared__ int s_last;
+    const int tid = threadIdx.x;
+    __threadfence(); /* this CTA's slot is visible device-wide before it counts */
+    compute_sync<NAMED>();
+    if (tid == 0) {
+        int *cnt = p.merge_counters + ((size_t)w.it.req * p.num_kv_heads + w.hkv) * chunks + chunk;
+        const int prev = atomicAdd(cnt, 1);
+        s_last = prev == w.rq.num_slots - 1;
+        if (s_last)
+            *cnt = 0; /* every slot has arrived: ready for the next launch */
+    }
+    compute_sync<NAMED>();
+    if (!s_last)
+        return;
+    __threadfence();
+    const int heads = min(16, w.g - h0);
+    constexpr int UPH = D / kMergeLanes; /* fold units per head */
+    for (int u = tid; u < heads * UPH; u += kThreads)
+        merge_fold<D>(p, w.rq, w.hkv * w.g + h0 + u / UPH, (u % UPH) * kMergeLanes);
+}
+
+/* A position in a ring of mbarrier stages: the stage, its phase parity and
+ * the tiles that went through the ring so far (a stage is waited for reuse
+ * once every stage has been filled).  The persistent producer carries one
+ * across its pieces, so the ring never drains between them. */
+struct ring {
+    int s = 0;
+    uint32_t ph = 0;
+    int n = 0;
+    __device__ __forceinline__ void next(int stages)
+    {
+        n++;
+        if (++s == stages) {
+            s = 0;
+            ph ^= 1u;
+        }
+    }
+};
+
+/* The copy-warp pipeline of producer_tc_bulk (issue 13): NP warps after
+ * the four compute warps walk the page table and issue, for each key row of
+ * a 64-key tile, one cp.async.bulk of its K row and one of its V row into
+ * stage s (rows padded to ROW_VECS chunks), all completing on full[s]; they
+ * run up to `stages` tiles ahead of the compute warps, which wait on
+ * full[s], compute, and arrive on empty[s] (every compute thread, so no
+ * warp barrier is needed before the release).  The 128 copies of a tile
+ * are spread over the 32 NP copy lanes (NP = 1: 4 each; 4: one each): one
+ * warp issues its bulk copies one lane at a time, so more copy warps keep
+ * more of them in flight (measured, docs/cuda.md).  A row past the walk is
+ * not copied: its V row is zeroed (P is 0 there, and 0 x a stale NaN would
+ * be NaN); its K row may hold anything, the score is masked by select
+ * before max and sum. */
+template <int D, typename KV, int NP> struct bulk_pipe {
+    using C = cfg<D>;
+    static constexpr uint32_t kRowBytes = D * 2; /* one head's row of K (or V) */
+    static constexpr int kLanes = 32 * NP;       /* copy lanes; arrivals on full[s] */
+    static constexpr int kCopies = 2 * kKeys;    /* K and V rows of one tile */
+    static constexpr int kPerLane = kCopies / kLanes;
+    static constexpr int kConsumers = kThreads; /* arrivals on empty[s] */
+    static_assert(kCopies % kLanes == 0, "copies per lane");
+    uint4 *ks, *vs;         /* [stages][kKeys][ROW_VECS] */
+    uint64_t *full, *empty; /* [stages] each */
+    int stages;
+
+    /* One thread, before the CTA barrier that precedes every use. */
+    __device__ __forceinline__ void init() const
+    {
+        for (int s = 0; s < stages; s++) {
+            mbar::init(&full[s], kLanes);
+            mbar::init(&empty[s], kConsumers);
+        }
+        mbar::fence_init();
+    }
+
+    /* The copy lanes' loop over tiles 0 .. ntiles - 1: copy j of lane c is
+     * copy c + j kLanes of the tile, K rows first, then V rows.  The row
+     * offsets of tile t + 1 are loaded before the wait for stage reuse, so
+     * a page-table miss overlaps it. */
+    __device__ __forceinline__ void produce(const KV *kbase, const KV *vbase,
+                                            const paged::key_walk &walk,
+                                            const paged::page_table &pt, int ntiles, int c) const
+    {
+        int64_t nx[kPerLane];
+#pragma unroll
+        for (int j = 0; j < kPerLane; j++)
+            nx[j] = row_off(walk, pt, 0, (c + j * kLanes) % kKeys);
+        int s = 0;
+        uint32_t ph = 0;
+        for (int t = 0; t < ntiles; t++) {
+            int64_t off[kPerLane];
+            bool tail = false;
+#pragma unroll
+            for (int j = 0; j < kPerLane; j++) {
+                off[j] = nx[j];
+                tail |= off[j] < 0;
+            }
+            if (t + 1 < ntiles) {
+#pragma unroll
+                for (int j = 0; j < kPerLane; j++)
+                    nx[j] = row_off(walk, pt, t + 1, (c + j * kLanes) % kKeys);
+            }
+            if (t >= stages)
+                mbar::wait(&empty[s], ph ^ 1u); /* the consumers of tile t - stages are done */
+            uint4 *kd = ks + s * C::PAD_TILE_VECS, *vd = vs + s * C::PAD_TILE_VECS;
+            uint32_t bytes = 0;
+#pragma unroll
+            for (int j = 0; j < kPerLane; j++) {
+                const int x = c + j * kLanes;
+                if (off[j] < 0 && x >= kKeys) /* the walk ends inside this tile (its last) */
+                    zero_row(vd + (x - kKeys) * C::ROW_VECS);
+                bytes += off[j] >= 0 ? kRowBytes : 0u;
+            }
+            if (tail)
+                mbar::fence_proxy_async();
+            mbar::arrive_expect_tx(&full[s], bytes); /* release: the zeroed rows too */
+#pragma unroll
+            for (int j = 0; j < kPerLane; j++) {
+                const int x = c + j * kLanes, r = x % kKeys;
+                if (off[j] >= 0)
+                    mbar::bulk_copy_g2s((x < kKeys ? kd : vd) + r * C::ROW_VECS,
+                                        (x < kKeys ? kbase : vbase) + off[j], kRowBytes, &full[s]);
+            }
+            if (++s == stages) {
+                s = 0;
+                ph ^= 1u;
+            }
+        }
+    }
+
+    /* Element offset of row r of tile t, or -1 past the walk. */
+    __device__ __forceinline__ static int64_t row_off(const paged::key_walk &walk,
+                                                      const paged::page_table &pt, int t, int r)
+    {
+        const int64_t v = (int64_t)t * kKeys + r;
+        return v < walk.n ? pt.row_offset(walk.key(v)) : -1;
+    }
+
+    __device__ __forceinline__ static void zero_row(uint4 *row)
+    {
+#pragma unroll
+        for (int c = 0; c < C::CH; c++)
+            row[c] = make_uint4(0u, 0u, 0u, 0u);
+    }
+};
+
+/* CTAs per SM producer_tc_bulk is built for: 2, except d = 256 and q hi +
+ * lo (~240 registers) and four copy warps at d = 128 (256 threads x ~164
+ * registers; moving registers to the compute warps with setmaxnreg under a
+ * 128-register entry cap made ptxas spill, -Xptxas -v). */
+template <int D, bool QLO, int NP> struct bulk_regs {
+    static constexpr int MIN_CTAS = D == 256 || QLO || (D == 128 && NP == 4) ? 1 : 2;
+};
+
+/* The tensor-map copy warp of producer_tc_tmap (issue 13, round 2): one
+ * warp moves each 64-key tile as boxes of R = min(P, 64) rows x 64 columns
+ * (a box is one page's run of rows of one K/V head; d / 64 boxes side by
+ * side), so a tile of 64 keys is 2 x (64 / R) x (d / 64) copy instructions
+ * instead of 128 row copies.  The stage layout is the tensor map's 128-byte
+ * swizzle: [d / 64 column blocks][64 rows][8 chunks], chunk c of a row at
+ * c ^ (row & 7) (kv_chunk with RS = 0).  A box whose rows are not one run
+ * of keys inside one page (a mask run or a split boundary inside it) is
+ * copied row by row with the one-row maps.  Rows past the walk are not
+ * written or hold the page's tail; the compute warps zero their V rows
+ * there (tmap_zero_tail). */
+template <int D, typename KV> struct tmap_pipe {
+    using C = cfg<D>;
+    static constexpr int kCols = D / 64; /* 64-column blocks of a row */
+    uint4 *ks, *vs;                      /* [stages][kCols][kKeys][8] */
+    uint64_t *full, *empty;              /* [stages] each */
+    int stages;
+
+    __device__ __forceinline__ void init() const
+    {
+        for (int s = 0; s < stages; s++) {
+            mbar::init(&full[s], 32);
+            mbar::init(&empty[s], kThreads);
+        }
+        mbar::fence_init();
+    }
+
+    /* Box b of tile t: K or V, row block j, column block h. */
+    struct box {
+        int tens, j, h;
+    };
+    __device__ __forceinline__ static box box_of(int b, int nb)
+    {
+        box x;
+        x.tens = b / (nb * kCols);
+        x.j = (b / kCols) % nb;
+        x.h = b % kCols;
+        return x;
+    }
+
+    /* One box (or its rows one by one) into stage s; returns the bytes
+     * announced (issue = false: only counts them). */
+    __device__ __forceinline__ uint32_t copy_box(const CUtensorMap *maps, bool hnd, int hkv,
+                                                 const paged::key_walk &walk,
+                                                 const paged::page_table &pt, int t, int R, box x,
+                                                 uint4 *dst, uint64_t *bar, bool issue) const
+    {
+        const int64_t v0 = (int64_t)t * kKeys + (int64_t)x.j * R;
+        if (v0 >= walk.n)
+            return 0;
+        const int64_t vl = (v0 + R < walk.n ? v0 + R : walk.n) - 1;
+        const int64_t k0 = walk.key(v0);
+        const int64_t mask = (((int64_t)1) << pt.page_shift) - 1;
+        const CUtensorMap *whole = maps + x.tens, *row = maps + 2 + x.tens;
+        uint4 *d0 = dst + x.h * kKeys * 8 + x.j * R * 8;
+        if (walk.key(vl) - k0 == vl - v0 && k0 % R == 0) { /* one run inside one page */
+            if (issue) {
+                const int page = pt.pages[k0 >> pt.page_shift], slot = (int)(k0 & mask);
+                mbar::tensor_copy_4d(d0, whole, x.h * 64, hnd ? slot : hkv, hnd ? hkv : slot, page,
+                                     bar);
+            }
+            return (uint32_t)R * 128u;
+        }
+        for (int64_t v = v0; v <= vl && issue; v++) {
+            const int64_t k = walk.key(v);
+            const int page = pt.pages[k >> pt.page_shift], slot = (int)(k & mask);
+            mbar::tensor_copy_4d(d0 + (v - v0) * 8, row, x.h * 64, hnd ? slot : hkv,
+                                 hnd ? hkv : slot, page, bar);
+        }
+        return (uint32_t)(vl - v0 + 1) * 128u;
+    }
+
+    /* The copy warp's loop: lane l serves boxes l, l + 32, ... of each tile;
+     * `rg`: where this piece's tiles enter the ring. */
+    __device__ __forceinline__ void produce(const CUtensorMap *maps, bool hnd, int hkv,
+                                            const paged::key_walk &walk,
+                                            const paged::page_table &pt, int ntiles, int lane,
+                                            ring &rg) const
+    {
+        const int P = 1 << pt.page_shift, R = P < kKeys ? P : kKeys, nb = kKeys / R;
+        const int nbox = 2 * nb * kCols;
+        for (int t = 0; t < ntiles; t++) {
+            const int s = rg.s;
+            if (rg.n >= stages) /* the consumers of the tile stages tiles back are done */
+                mbar::wait(&empty[s], rg.ph ^ 1u);
+            uint32_t bytes = 0;
+            for (int b = lane; b < nbox; b += 32) {
+                const box x = box_of(b, nb);
+                bytes += copy_box(maps, hnd, hkv, walk, pt, t, R, x, nullptr, nullptr, false);
+            }
+            mbar::arrive_expect_tx(&full[s], bytes);
+            for (int b = lane; b < nbox; b += 32) {
+                const box x = box_of(b, nb);
+                uint4 *dst = (x.tens ? vs : ks) + s * C::TILE_VECS;
+                copy_box(maps, hnd, hkv, walk, pt, t, R, x, dst, &full[s], true);
+            }
+            rg.next(stages);
+        }
+    }
+};
+
+/* The compute warp's V rows of the last tile past the walk, zeroed after
+ * the tile landed (a box copies a page's tail there, a row past the walk is
+ * not copied at all), so 0 x NaN never reaches O; this warp alone reads
+ * them. */
+template <int D>
+__device__ __forceinline__ void tmap_zero_tail(uint4 *vt, int t, int64_t n, int warp, int lane)
+{
+    const int64_t first = (int64_t)t * kKeys + warp * 16;
+    if (first + 16 <= n)
+        return;
+    for (int i = lane; i < 16 * (D / 8); i += 32) {
+        const int r = warp * 16 + i % 16, c = i / 16;
+        if ((int64_t)t * kKeys + r >= n)
+            vt[kv_chunk<D / 8, 0>(r, c)] = make_uint4(0u, 0u, 0u, 0u);
+    }
+    __syncwarp();
+}
+
+} // namespace tc
+
+/* The compute warps' loop over one piece's tiles of a copy-warp pipeline:
+ * wait on full[s], QK, online softmax, PV, release empty[s].  RS: the stage
+ * layout (kv_chunk); `rg`: where the piece's tiles are in the ring. */
+template <int D, typename KV, bool QLO, int RS, typename Pipe>
+__device__ __forceinline__ void
+consume_tiles(const attn_cuda_decode_params &p, const Pipe &pipe, const uint32_t (*qa)[4],
+              const uint4 *qh, const uint4 *ql, const paged::key_walk &walk, int ntiles,
+              float (&o)[tc::cfg<D>::NB][4], float (&m)[2], float (&l)[2], tc::ring &rg)
+{
+    using C = tc::cfg<D>;
+    constexpr int TP = RS == 0 ? C::TILE_VECS : C::PAD_TILE_VECS;
+    const int ST = pipe.stages;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+#pragma unroll
+    for (int nb = 0; nb < C::NB; nb++)
+        o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
+    const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
+    const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    const float sc = p.sm_scale * kLog2e;
+    for (int t = 0; t < ntiles; t++) {
+        const int s = rg.s;
+        mbar::wait(&pipe.full[s], rg.ph);
+        const uint4 *kt = pipe.ks + s * TP;
+        uint4 *vt = pipe.vs + s * TP;
+        if (RS == 0 && t == ntiles - 1)
+            tc::tmap_zero_tail<D>(vt, t, walk.n, warp, lane);
+        float sf[2][4];
+        uint32_t pa[4];
+        tc::qk_tile<D, KV, QLO, RS>(sf, qa, qh, ql, kt, lane, qrow, krow);
+        tc::softmax_update<C::NB, KV>(sf, m, l, o, pa, sc,
+                                      (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2, walk.n);
+        tc::pv_tile<D, KV, RS>(o, pa, vt, lane, vrow);
+        mbar::arrive(&pipe.empty[s]); /* release: this thread's reads of stage s are done */
+        rg.next(ST);
+    }
+}
+
+/* Q's A fragments into registers (d <= 128; C::QREG), once Q is staged. */
+template <int D> __device__ __forceinline__ void load_qa(uint32_t (*qa)[4], const uint4 *qh)
+{
+    using C = tc::cfg<D>;
+    const int lane = threadIdx.x & 31;
+    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
+    if (C::QREG) {
+#pragma unroll
+        for (int kk = 0; kk < (C::QREG ? C::KS : 0); kk++)
+            ptx::ldmatrix_x4(qa[kk], qh + ptx::swizzle<C::CH>(qrow, kk * 2 + (lane >> 4)));
+    }
+}
+
+/* The launch arguments of producer_tc_tmap: the decode parameters and the
+ * tensor maps of the layer's stores (whole-box and one-row boxes of K and
+ * V), encoded by the launch; `hnd`: the maps' dimension order (d, slot,
+ * head, page) instead of (d, head, slot, page). */
+struct tmap_args {
+    attn_cuda_decode_params p;
+    CUtensorMap maps[4]; /* K box, V box, K row, V row */
+    int hnd;
+};
+
+/* The four tensor maps of a tensor-map launch (decode.cu). */
+int encode_maps(const attn_cuda_decode_params &p, tmap_args &a);
+
+} // namespace decode
+} // namespace attn
+
+#endif
