@@ -272,7 +272,6 @@ __global__ void __launch_bounds__(simt::kMaxThreads) producer_simt(attn_cuda_dec
     epilogue<D>(p, w, r, reinterpret_cast<float *>(smem), hq, head_ok);
 }
 
-
 /* The tensor-core producer (default).  PRE: page-table row prefetch
  * (attn_cuda_decode_params.row_prefetch); QLO: q's dtype is not the cache
  * dtype, so q enters as hi + lo halves.  Both are template parameters so
@@ -430,7 +429,6 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * NP, (tc::bulk_regs<D, QLO,
 {
     bulk_body<D, KV, QLO, NP>(p);
 }
-
 
 /* The tensor-core producer with one tensor-map copy warp (bulk =
  * ATTN_CUDA_BULK_TMAP; decode_path.h says when it runs): the compute warps
