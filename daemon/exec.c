@@ -733,8 +733,8 @@ static void signal_failed_run(run_ctx *c, char *note, size_t n)
         snprintf(note, n, "; signal not written (%.50s)", serr.message);
 }
 
-/* A run refused after its wait was entered and before its engine ran: it
- * still signals, as a failed run does. */
+/* A run refused (or its host wait cancelled) after its wait was entered
+ * and before its engine ran: it still signals, as a failed run does. */
 static int refuse_before_engine(run_ctx *c, int rc, attn_error_detail *err)
 {
     char note[ATTND_SIGNAL_NOTE];
@@ -764,9 +764,11 @@ static int run_execute(run_ctx *c, attn_error_detail *err)
     memset(&eerr, 0, sizeof eerr);
     memset(&c->report, 0, sizeof c->report);
     memset(&c->vr, 0, sizeof c->vr);
+    /* a host wait released by a cancellation (its connection closed, attnd
+     * stops) runs nothing, but still signals, as a failed run does */
     if (c->wait_host != NULL &&
         (rc = attnd_sem_wait_host(s->async, c->conn, c->wait_host, c->wait_value, err)) != 0)
-        return rc;
+        return refuse_before_engine(c, rc, err);
     c->a.defer = run_defers(c);
     memset(&c->dw, 0, sizeof c->dw);
     if (c->a.wait_dev != NULL) {

@@ -553,6 +553,69 @@ static void test_partition_plan_host(void **state)
     attn_rb_free(&rb);
 }
 
+/* partition forked onto a capped prefill grid (ATTN_MIXED_STREAMS
+ * prefill-first / decode-first with ATTN_MIXED_PREFILL_CTAS, the bench's
+ * pf_c66 / pf_c96): the decode sub-plan's split-KV is the one serial gets,
+ * planned for every SM of the device, not for the SMs the capped grid
+ * leaves.  The fluid model that picks the fork (planner/mixed_cost.h) has
+ * the decode kernels finish what they did not do beside the capped grid on
+ * the whole machine once it ends, which needs a decode grid sized for
+ * every SM (its waiting CTAs take the SMs the prefill grid frees); a split
+ * for sm_count - prefill_ctas would be one wave of longer CTAs on the free
+ * SMs alone.  The forked constants were fitted on such plans, and the run
+ * keeps the fitted producer too (run_locked: dp.sm_count 0). */
+static void test_forked_decode_split_whole_device(void **state)
+{
+    (void)state;
+    const int64_t T[4] = {0, 3000, 500, 4000}, C[4] = {200, 1, 9, 1};
+    const uint32_t dec_rows[2] = {1, 3};
+    attn_rb rb;
+    attn_engine_plan ser, left, fk;
+    attn_error_detail err;
+    attn_cuda_prefill_plan_info ip;
+    attn_cuda_prefill_tuning tu;
+    make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 128, 31);
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    memset(&tu, 0, sizeof tu);
+    tu.streams.order = ATTN_MIXED_ORDER_SERIAL;
+    memset(&ser, 0, sizeof ser);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &ser, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&ser, &ip), 0);
+    assert_string_equal(ip.streams, "serial");
+    /* the decode rows' split depends on the grid: on the 36 SMs a cap of
+     * 96 leaves, they would split less */
+    attn_cuda_device_facts small = k_h200;
+    small.sm_count = k_h200.sm_count - 96;
+    memset(&left, 0, sizeof left);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &small, &tu, &left, &err), 0);
+    for (int i = 0; i < 2; i++)
+        assert_true(left.split.num_splits[dec_rows[i]] < ser.split.num_splits[dec_rows[i]]);
+    attn_cuda_prefill_plan_host_free(&left);
+    static const struct {
+        attn_mixed_order order;
+        const char *name;
+        uint32_t ctas;
+    } k_forks[] = {{ATTN_MIXED_ORDER_PREFILL_FIRST, "prefill-first", 96},
+                   {ATTN_MIXED_ORDER_PREFILL_FIRST, "prefill-first", 66},
+                   {ATTN_MIXED_ORDER_DECODE_FIRST, "decode-first", 96}};
+    for (size_t k = 0; k < sizeof k_forks / sizeof k_forks[0]; k++) {
+        tu.streams.order = k_forks[k].order;
+        tu.streams.prefill_ctas = k_forks[k].ctas;
+        memset(&fk, 0, sizeof fk);
+        assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &fk, &err), 0);
+        assert_int_equal(attn_cuda_prefill_plan_info_get(&fk, &ip), 0);
+        assert_string_equal(ip.streams, k_forks[k].name);
+        assert_int_equal(ip.max_ctas, k_forks[k].ctas);
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(fk.split.num_splits[dec_rows[i]], ser.split.num_splits[dec_rows[i]]);
+        assert_int_equal(fk.split.num_items, ser.split.num_items);
+        assert_true(fk.ledger.total_bytes == ser.ledger.total_bytes);
+        attn_cuda_prefill_plan_host_free(&fk);
+    }
+    attn_cuda_prefill_plan_host_free(&ser);
+    attn_rb_free(&rb);
+}
+
 /* overlap (issue 12): refused by default (measured to lose, the reason
  * names the trial switch); as the instance's trial, the prefill/append
  * rows on the light kernel's 64 x 64 tiles, one CTA per SM, the decode rows
@@ -784,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_plan_host_refusals),
         cmocka_unit_test(test_selection_by_phase),
         cmocka_unit_test(test_partition_plan_host),
+        cmocka_unit_test(test_forked_decode_split_whole_device),
         cmocka_unit_test(test_overlap_plan_host),
         cmocka_unit_test(test_ops_table),
     };

@@ -1636,6 +1636,63 @@ static void test_failed_run_signals_behind_earlier_runs(void **state)
     }
 }
 
+/* A run released from its host wait by a cancellation — its connection
+ * closed (mode 0) or attnd stops (mode 1) — runs nothing but still writes
+ * its device signal, through the engine's stream behind the runs before
+ * it, as a failed run does: a client's stream waiting on that word is not
+ * left waiting for ever (docs/protocol.md "Semaphores"). */
+static void test_cancelled_host_wait_signals(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        double_fixture f;
+        uint64_t plan_id, sem_buf, seq[2], wait_buf;
+        attn_request req;
+        attn_reply rep;
+        attn_run_status st;
+        attnd_async_stats as;
+        char wait_name[64];
+        void *wait_map = NULL, *keep;
+        stream_fixture_open(&f, "dcan", &plan_id, &sem_buf);
+        wait_buf = register_shm(f.s, wait_name, "hwait", 64, &wait_map);
+        seq[0] = stream_send(&f, plan_id, sem_buf, 8, 1);
+        async_run_request(&req, &f.rb, plan_id, (attn_tensor_ref){f.buf, 0, f.buf_bytes});
+        req.run.wait = (attn_sem_ref){wait_buf, 0, 1}; /* a host word, never written */
+        req.run.sig = (attn_sem_ref){sem_buf, 16, 2};
+        assert_int_equal(call(f.s, &req, &rep, &keep), 0);
+        seq[1] = rep.run_seq;
+        free(keep);
+        st = wait_settled(f.s, seq[0]);
+        assert_int_equal(st.state, ATTN_RUN_DONE);
+        /* run 1 sits at its host wait (a host-semaphore run does not defer,
+         * so it starts once run 0 completed) */
+        do {
+            memset(&req, 0, sizeof req);
+            req.op = ATTN_OP_RUN_STATUS;
+            req.run_seq = seq[1];
+            assert_int_equal(call(f.s, &req, &rep, &keep), 0);
+            st = rep.status;
+            free(keep);
+        } while (st.state == ATTN_RUN_QUEUED);
+        assert_int_equal(st.state, ATTN_RUN_RUNNING);
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        if (mode == 0) {
+            attn_server_conn_closed(f.s, 0);
+            st = wait_settled(f.s, seq[1]);
+            assert_int_equal(st.state, ATTN_RUN_CANCELLED);
+            attnd_async_stats_get(f.s->async, &as);
+            assert_int_equal(as.waits_released_on_close, 1);
+            assert_string_equal(g_stream_log, "r0 s1 c0 S2@16 ");
+            double_fixture_close(&f);
+        } else {
+            double_fixture_close(&f); /* attnd stops: destroy releases the wait */
+            assert_string_equal(g_stream_log, "r0 s1 c0 S2@16 ");
+        }
+        munmap(wait_map, 64);
+        shm_unlink(wait_name);
+    }
+}
+
 /* An engine whose runs defer (return at enqueue, complete later), logging
  * the order of run and complete calls. */
 static char g_defer_log[128];
@@ -2334,6 +2391,7 @@ int main(void)
         cmocka_unit_test(test_deferred_fault_note_not_cut),
         cmocka_unit_test(test_refused_run_note_not_cut),
         cmocka_unit_test(test_failed_run_signals_behind_earlier_runs),
+        cmocka_unit_test(test_cancelled_host_wait_signals),
         cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_async_deferred_window),
         cmocka_unit_test(test_unrestored_pool_is_quarantined),
