@@ -111,6 +111,24 @@ static void finish_locked(attnd_async *a, attnd_async_job *j, int rc, double eng
     pthread_cond_broadcast(&a->settled);
 }
 
+/* A job cancelled while queued, at its turn: its `cancel` (outside the
+ * lock) writes its signal behind the jobs before it, then it is recorded
+ * as cancelled and released.  Caller holds the lock. */
+static void finish_cancelled_locked(attnd_async *a, attnd_async_job *j)
+{
+    attn_error_detail e;
+    attn_error_set(&e, ATTN_E_SHUTTING_DOWN, "run_seq",
+                   "run %llu was cancelled before it started (its connection closed or attnd "
+                   "stops); nothing ran",
+                   (unsigned long long)j->seq);
+    if (j->cancel != NULL) {
+        pthread_mutex_unlock(&a->lock);
+        j->cancel(j, &e);
+        pthread_mutex_lock(&a->lock);
+    }
+    finish_locked(a, j, e.code, 0, "", 0, true, &e);
+}
+
 /* The newest job in flight (caller holds the lock; if_n > 0). */
 static attnd_async_job *newest_inflight(const attnd_async *a)
 {
@@ -140,6 +158,10 @@ static void *worker_main(void *arg)
         a->head = j->next;
         if (a->head == NULL)
             a->tail = NULL;
+        if (j->cancelled) {
+            finish_cancelled_locked(a, j);
+            continue;
+        }
         a->running = j;
         a->running_cancelled = false;
         run_record *r = record_locked(a, j->seq);
@@ -276,39 +298,16 @@ static uint32_t release_waits_locked(attnd_async *a, uint32_t conn, bool all_con
     return n;
 }
 
-/* Cancel the queued jobs of `conn` (all when all_conns); caller holds the lock. */
+/* Cancel the queued jobs of `conn` (all when all_conns); caller holds the
+ * lock.  They stay queued, so that the worker gives each its `cancel` in
+ * turn: a cancelled run's signal lands behind the runs before it, as a
+ * failed run's does (docs/protocol.md "Semaphores"), never from here,
+ * ahead of a run still in the engine. */
 static void cancel_queued_locked(attnd_async *a, uint32_t conn, bool all_conns)
 {
-    attnd_async_job *keep = NULL, *keep_tail = NULL, *gone = NULL;
-    for (attnd_async_job *j = a->head, *next; j != NULL; j = next) {
-        next = j->next;
-        if (all_conns || j->conn == conn) {
-            run_record *r = record_locked(a, j->seq);
-            if (r != NULL)
-                r->st.state = ATTN_RUN_CANCELLED;
-            a->st.cancelled++;
-            a->st.pending--;
-            j->next = gone;
-            gone = j;
-        } else {
-            j->next = NULL;
-            if (keep_tail != NULL)
-                keep_tail->next = j;
-            else
-                keep = j;
-            keep_tail = j;
-        }
-    }
-    a->head = keep;
-    a->tail = keep_tail;
-    pthread_mutex_unlock(&a->lock);
-    while (gone != NULL) {
-        attnd_async_job *j = gone;
-        gone = j->next;
-        j->release(j);
-    }
-    pthread_mutex_lock(&a->lock);
-    pthread_cond_broadcast(&a->settled);
+    for (attnd_async_job *j = a->head; j != NULL; j = j->next)
+        if (all_conns || j->conn == conn)
+            j->cancelled = true;
 }
 
 void attnd_async_destroy(attnd_async *a)
@@ -346,6 +345,7 @@ void attnd_async_submit(attnd_async *a, attnd_async_job *j)
 {
     pthread_mutex_lock(&a->lock);
     j->next = NULL;
+    j->cancelled = false;
     j->t_enqueued_us = mono_us();
     run_record *r = &a->ring[j->seq % a->history];
     memset(r, 0, sizeof *r);
@@ -452,8 +452,10 @@ void attnd_async_wait_enter(attnd_async *a, attnd_wait *w)
 {
     pthread_mutex_lock(&a->lock);
     w->next = NULL;
-    if (a->stop) {
-        /* attnd stops: a wait that starts now is released at once */
+    /* attnd stops, or the connection of the running job closed after the
+     * worker marked it running (its waits were released then, before this
+     * one was listed): a wait that starts now is released at once */
+    if (a->stop || (a->running != NULL && a->running_cancelled && a->running->conn == w->conn)) {
         if (w->release != NULL)
             w->release(w);
         atomic_store(&w->released, 1);

@@ -15,7 +15,8 @@
  * cancelled (the run does not execute, the pool is unchanged), a device wait
  * is released by writing the awaited value from a control stream (its
  * already-enqueued kernels then complete).  Queued runs of a closed
- * connection are cancelled before they start.
+ * connection are cancelled before they start; each one's `cancel` still
+ * comes, in its turn in the queue (so its signal lands in run order).
  *
  * Thread-safe (one mutex, one condition variable per purpose).
  */
@@ -50,6 +51,11 @@ struct attnd_async_job {
     /* Optional: true when j may be run while `prev` (pending) is still in
      * flight (same device stream); else prev completes first. */
     bool (*follows)(const attnd_async_job *j, const attnd_async_job *prev);
+    /* Optional: called instead of run when j was cancelled while queued, at
+     * its turn (after the jobs before it, as run would be); `err` says why
+     * and may be extended (the run's signal, written as a failed run's). */
+    void (*cancel)(attnd_async_job *j, attn_error_detail *err);
+    bool cancelled; /* the queue's: cancelled while queued */
 };
 
 /* What run returns for work it only enqueued (complete finishes it). */

@@ -937,6 +937,17 @@ static bool async_follows_cb(const attnd_async_job *j, const attnd_async_job *pr
     return run_defers(c) && c->p->engine == pc->p->engine;
 }
 
+/* A run cancelled while queued (its connection closed, attnd stops), at
+ * its turn in the queue: it runs nothing, but still signals, as a failed
+ * run does. */
+static void async_cancel_cb(attnd_async_job *j, attn_error_detail *err)
+{
+    run_ctx *c = (run_ctx *)j;
+    char note[ATTND_SIGNAL_NOTE];
+    signal_failed_run(c, note, sizeof note);
+    end_with_note(err, note);
+}
+
 static void async_release_cb(attnd_async_job *j)
 {
     run_ctx *c = (run_ctx *)j;
@@ -1012,6 +1023,7 @@ static int run_core(attn_server *s, uint32_t conn, attnd_plan *p, uint64_t plan_
     c->job.release = async_release_cb;
     c->job.complete = async_complete_cb;
     c->job.follows = async_follows_cb;
+    c->job.cancel = async_cancel_cb;
     /* the reply is built before the queue may finish (and free) the run */
     rep->o_dtype = p->m.q_dtype;
     rep->has_lse = ra->return_lse;

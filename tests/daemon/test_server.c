@@ -1693,6 +1693,124 @@ static void test_cancelled_host_wait_signals(void **state)
     }
 }
 
+/* Queued runs cancelled before they start — their connection closed (mode
+ * 0: run 0 is still in flight, enqueued and not completed) or attnd stops
+ * (mode 1: run 0 sits at a host wait) — still write their signals, once,
+ * in run order: behind run 0's, through the engine's stream, as failed
+ * runs do (docs/protocol.md "Semaphores", "Connection close"). */
+static void test_cancelled_queued_runs_signal(void **state)
+{
+    static const char *const want[2] = {"r0 s1 S2@16 S3@24 ", "S1@8 S2@16 S3@24 "};
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        double_fixture f;
+        uint64_t plan_id, sem_buf, seq[3], wait_buf = 0;
+        attn_request req;
+        attn_reply rep;
+        attn_run_status st;
+        attnd_async_stats as;
+        char wait_name[64];
+        void *wait_map = NULL, *keep;
+        stream_fixture_open(&f, "qcan", &plan_id, &sem_buf);
+        if (mode == 0) {
+            atomic_store(&g_stream_go, 0);
+            atomic_store(&g_stream_complete_go, 0);
+            seq[0] = stream_send(&f, plan_id, sem_buf, 8, 1);
+            /* run 0 is in the engine: the runs sent next stay queued */
+            for (int i = 0; i < 5000 && atomic_load(&g_stream_next) == 0; i++)
+                nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+        } else {
+            wait_buf = register_shm(f.s, wait_name, "qwait", 64, &wait_map);
+            async_run_request(&req, &f.rb, plan_id, (attn_tensor_ref){f.buf, 0, f.buf_bytes});
+            req.run.wait = (attn_sem_ref){wait_buf, 0, 1}; /* a host word, never written */
+            req.run.sig = (attn_sem_ref){sem_buf, 8, 1};
+            assert_int_equal(call(f.s, &req, &rep, &keep), 0);
+            seq[0] = rep.run_seq;
+            free(keep);
+        }
+        seq[1] = stream_send(&f, plan_id, sem_buf, 16, 2);
+        seq[2] = stream_send(&f, plan_id, sem_buf, 24, 3);
+        if (mode == 1) {
+            double_fixture_close(&f); /* attnd stops */
+            assert_string_equal(g_stream_log, want[mode]);
+            munmap(wait_map, 64);
+            shm_unlink(wait_name);
+            continue;
+        }
+        attn_server_conn_closed(f.s, 0);
+        atomic_store(&g_stream_go, 1);
+        st = wait_settled(f.s, seq[2]);
+        assert_int_equal(st.state, ATTN_RUN_CANCELLED);
+        st = wait_settled(f.s, seq[1]);
+        assert_int_equal(st.state, ATTN_RUN_CANCELLED);
+        /* run 0 is still in flight, and the cancelled runs' signals went behind it */
+        assert_string_equal(g_stream_log, want[mode]);
+        atomic_store(&g_stream_complete_go, 1);
+        st = wait_settled(f.s, seq[0]);
+        assert_int_equal(st.state, ATTN_RUN_DONE);
+        attnd_async_stats_get(f.s->async, &as);
+        assert_int_equal(as.cancelled, 2);
+        assert_int_equal(as.pending, 0);
+        double_fixture_close(&f);
+        assert_string_equal(g_stream_log, "r0 s1 S2@16 S3@24 c0 "); /* written once */
+    }
+}
+
+/* A run whose connection closes after the queue marked it running and
+ * before it registers its host wait: the wait must not start (nothing is
+ * left to release it, and the queue's one worker would wait for ever).
+ * The run closes its connection itself, so the close lands in that window
+ * every time. */
+typedef struct {
+    attnd_async_job job; /* first: the queue's view of it */
+    attnd_async *a;
+    uint64_t word; /* the semaphore, never written by a client */
+    int rc;
+    atomic_int released;
+} close_then_wait_job;
+
+static int close_then_wait_run(attnd_async_job *j, double *engine_us, char method[32],
+                               attn_error_detail *err)
+{
+    close_then_wait_job *c = (close_then_wait_job *)j;
+    (void)engine_us;
+    (void)method;
+    attnd_async_conn_closed(c->a, j->conn);
+    c->rc = attnd_sem_wait_host(c->a, j->conn, &c->word, 1, err);
+    return c->rc;
+}
+
+static void close_then_wait_release(attnd_async_job *j)
+{
+    atomic_store(&((close_then_wait_job *)j)->released, 1);
+}
+
+static void test_close_before_host_wait_registers(void **state)
+{
+    close_then_wait_job c;
+    attnd_async_stats as;
+    (void)state;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(attnd_async_create(&c.a, 16), 0);
+    c.job.conn = 7;
+    c.job.seq = attnd_async_reserve_seq(c.a);
+    c.job.run = close_then_wait_run;
+    c.job.release = close_then_wait_release;
+    attnd_async_submit(c.a, &c.job);
+    wait_flag(&c.released);
+    if (!atomic_load(&c.released)) {
+        /* the wait started after the close: end it, then fail */
+        attnd_sem_signal_host(&c.word, 1);
+        wait_flag(&c.released);
+        attnd_async_destroy(c.a);
+        fail_msg("the host wait of a run whose connection closed was not released");
+    }
+    assert_int_equal(c.rc, ATTN_E_SHUTTING_DOWN);
+    attnd_async_stats_get(c.a, &as);
+    assert_int_equal(as.cancelled, 1);
+    attnd_async_destroy(c.a);
+}
+
 /* An engine whose runs defer (return at enqueue, complete later), logging
  * the order of run and complete calls. */
 static char g_defer_log[128];
@@ -2392,6 +2510,8 @@ int main(void)
         cmocka_unit_test(test_refused_run_note_not_cut),
         cmocka_unit_test(test_failed_run_signals_behind_earlier_runs),
         cmocka_unit_test(test_cancelled_host_wait_signals),
+        cmocka_unit_test(test_cancelled_queued_runs_signal),
+        cmocka_unit_test(test_close_before_host_wait_registers),
         cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_async_deferred_window),
         cmocka_unit_test(test_unrestored_pool_is_quarantined),
