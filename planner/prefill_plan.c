@@ -23,12 +23,12 @@ void attn_prefill_tile_shape(uint32_t head_dim, attn_prefill_variant v, uint32_t
         return;
     }
     *tile_m = ATTN_PREFILL_TILE_M;
-    *tile_n = ATTN_PREFILL_TILE_N(head_dim);
+    *tile_n = v == ATTN_PREFILL_FUSED ? ATTN_PREFILL_FUSED_TILE_N : ATTN_PREFILL_TILE_N(head_dim);
 }
 
 int attn_prefill_variant_serves(attn_prefill_variant v, uint32_t head_dim)
 {
-    if (v == ATTN_PREFILL_LIGHT)
+    if (v == ATTN_PREFILL_LIGHT || v == ATTN_PREFILL_FUSED)
         return head_dim == 64 || head_dim == 128;
     return v == ATTN_PREFILL_FULL && (head_dim == 64 || head_dim == 128 || head_dim == 256);
 }

@@ -57,15 +57,15 @@ int64_t attn_prefill_unit_cost(const int32_t *tiles, int32_t begin, int32_t end)
 
 /* The tile shape of variant v at head dim d: tile_m packed query rows by
  * tile_n keys (full: 128 x 128 for d <= 128, 128 x 64 for d = 256; light:
- * 64 x 64). */
+ * 64 x 64; fused: 128 x 64). */
 void attn_prefill_tile_shape(uint32_t head_dim, attn_prefill_variant v, uint32_t *tile_m,
                              uint32_t *tile_n);
 
-/* Whether variant v has a kernel at head dim d (full: 64, 128, 256; light:
- * 64, 128). */
+/* Whether variant v has a kernel at head dim d (full: 64, 128, 256; light
+ * and fused: 64, 128). */
 int attn_prefill_variant_serves(attn_prefill_variant v, uint32_t head_dim);
 
-/* The name of a variant ("full", "light"), "?" outside the enum. */
+/* The name of a variant ("full", "light", "fused"), "?" outside the enum. */
 const char *attn_prefill_variant_name(attn_prefill_variant v);
 
 /* Build a plan; 0 or ATTN_E_SHAPE / ATTN_E_RANGE / ATTN_E_NOMEM with the

@@ -36,11 +36,17 @@
 #define ATTN_PREFILL_LIGHT_TILE_M 64u
 #define ATTN_PREFILL_LIGHT_TILE_N 64u
 
+/* The fused variant's key tile (issue 12's overlap in one launch: the
+ * prefill roles of kernels/cuda/mixed.cu, beside the decode roles in one
+ * CTA; ATTN_PREFILL_TILE_M rows, d 64 and 128 only). */
+#define ATTN_PREFILL_FUSED_TILE_N 64u
+
 /* Which configuration of the prefill kernel a plan is built for:
  * X(enumerator, value, name). */
 #define ATTN_PREFILL_VARIANTS(X)                                                                   \
     X(ATTN_PREFILL_FULL, 0, "full")   /* fills an SM: 2 consumer warpgroups, 128-row tile */       \
-    X(ATTN_PREFILL_LIGHT, 1, "light") /* 1 consumer warpgroup, 64 x 64 tile, beside decode */
+    X(ATTN_PREFILL_LIGHT, 1, "light") /* 1 consumer warpgroup, 64 x 64 tile, beside decode */      \
+    X(ATTN_PREFILL_FUSED, 2, "fused") /* 128 x 64 tile, decode roles in the same CTA */
 
 #define ATTN__PREFILL_VARIANT_ENTRY(e, v, n) e = (v),
 typedef enum attn_prefill_variant {

@@ -1145,15 +1145,26 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
             return ATTN_E_CUDA;
         }
     }
-    if ((p->any_split || p->force_merge) && p->request_capacity > 0 && !fused) {
-        dim3 grid(p->request_capacity, (p->num_qo_heads + kMergeHeads - 1) / kMergeHeads);
-        dim3 block(p->head_dim / kMergeLanes, kMergeHeads);
-        attn_cuda_decode_params pp = *p;
-        pp.merge_counters = nullptr;
-        if (launch(mf, grid, block, 0, st, p->pdl, pp) != cudaSuccess)
-            return ATTN_E_CUDA;
-    }
+    if (!fused)
+        return attn_cuda_decode_merge_launch(p, stream);
     return 0;
+}
+
+extern "C" int attn_cuda_decode_merge_launch(const attn_cuda_decode_params *p, void *stream)
+{
+    const char *ms = nullptr;
+    kernel_fn mf = find_merge(p->head_dim, &ms);
+    if (!mf)
+        return ATTN_E_SHAPE;
+    if (!(p->any_split || p->force_merge) || p->request_capacity == 0)
+        return 0;
+    dim3 grid(p->request_capacity, (p->num_qo_heads + kMergeHeads - 1) / kMergeHeads);
+    dim3 block(p->head_dim / kMergeLanes, kMergeHeads);
+    attn_cuda_decode_params pp = *p;
+    pp.merge_counters = nullptr;
+    return launch(mf, grid, block, 0, static_cast<cudaStream_t>(stream), p->pdl, pp) == cudaSuccess
+               ? 0
+               : ATTN_E_CUDA;
 }
 
 extern "C" const char *attn_cuda_append_symbol(void)

@@ -174,6 +174,13 @@ uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype, ui
  * (a cudaStream_t).  Returns 0 or ATTN_E_CUDA / ATTN_E_DTYPE / ATTN_E_SHAPE. */
 int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *stream);
 
+/* The reducer alone: when a request of `p` is split (or force_merge), the
+ * kernel that folds its slots (attn_cuda_decode_launch runs it after the
+ * producer unless the producer folds them; the fused mixed kernel,
+ * kernels/cuda/mixed.cu, after itself).  Returns 0 or ATTN_E_SHAPE /
+ * ATTN_E_CUDA. */
+int attn_cuda_decode_merge_launch(const attn_cuda_decode_params *p, void *stream);
+
 /* Symbols of the kernels attn_cuda_decode_launch uses for `p`, for the
  * dispatch diagnostic ("declared"); returns how many were written. */
 int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const char **producer,

@@ -4,6 +4,7 @@
 
 #include "attn/error.h"
 #include "kernels/cuda/prefill/dispatch.h"
+#include "kernels/cuda/mixed_launch.h"
 #include "kernels/cuda/prefill_launch.h"
 
 extern "C" int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtype,
@@ -17,8 +18,9 @@ extern "C" int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtyp
 
 extern "C" uint32_t attn_cuda_prefill_tile_n(const attn_cuda_prefill_params *p)
 {
-    return p->variant == ATTN_PREFILL_LIGHT ? ATTN_PREFILL_LIGHT_TILE_N
-                                            : ATTN_PREFILL_TILE_N(p->head_dim);
+    return p->variant == ATTN_PREFILL_LIGHT   ? ATTN_PREFILL_LIGHT_TILE_N
+           : p->variant == ATTN_PREFILL_FUSED ? ATTN_PREFILL_FUSED_TILE_N
+                                              : ATTN_PREFILL_TILE_N(p->head_dim);
 }
 
 extern "C" int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p)
@@ -76,9 +78,19 @@ extern "C" int attn_cuda_prefill_symbols(const attn_cuda_prefill_params *p, cons
                                                  "attn_prefill::attn_prefill_combine<128, true>",
                                                  NULL}};
     if (!attn_cuda_prefill_supported(p->head_dim, p->kv_dtype, p->q_dtype) ||
-        (p->variant != ATTN_PREFILL_FULL && p->variant != ATTN_PREFILL_LIGHT))
+        (p->variant != ATTN_PREFILL_FULL && p->variant != ATTN_PREFILL_LIGHT &&
+         p->variant != ATTN_PREFILL_FUSED))
         return 0;
     const int di = p->head_dim == 64 ? 0 : p->head_dim == 128 ? 1 : 2;
+    if (p->variant == ATTN_PREFILL_FUSED) {
+        /* the fused mixed kernel (kernels/cuda/mixed.cu) attends; its split
+         * m tiles have the full kernel's 128 rows, so the full combine folds */
+        *attend = attn_cuda_mixed_symbol(p->head_dim, p->kv_dtype);
+        if (*attend == NULL)
+            return 0;
+        *combine = p->num_merges ? k_combine[0][di] : NULL;
+        return p->num_merges ? 2 : 1;
+    }
     const int vi = p->variant == ATTN_PREFILL_LIGHT;
     if (k_attend[vi][di][0] == NULL)
         return 0;

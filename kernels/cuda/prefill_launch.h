@@ -71,7 +71,9 @@ typedef struct attn_cuda_prefill_params {
      * default) lets the launcher choose TMA.  Tests and A/B runs only. */
     uint32_t gather_only;
     /* the kernel configuration the plan's tiles are cut for (its tile_m x
-     * tile_n): ATTN_PREFILL_FULL (zero) or ATTN_PREFILL_LIGHT (d <= 128) */
+     * tile_n): ATTN_PREFILL_FULL (zero), ATTN_PREFILL_LIGHT (d <= 128), or
+     * ATTN_PREFILL_FUSED (d <= 128; attn_cuda_mixed_launch runs it beside
+     * decode rows, attn_cuda_prefill_launch refuses it: ATTN_E_SHAPE) */
     attn_prefill_variant variant;
     /* tests and the co-residency probe only, else NULL: per CTA of the
      * attend kernel, {%smid, %globaltimer at its start, at its consumers'

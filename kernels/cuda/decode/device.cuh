@@ -397,12 +397,12 @@ template <int D, typename KV, bool PRE> struct warp_pipe {
 
 /* Q rows [h0, h0 + 16) of the group into shared memory as the hi half (and,
  * QLO, the lo half x - hi) in the cache dtype, swizzled. */
-template <int D, typename KV, bool QLO>
+template <int D, typename KV, bool QLO, int NT = kThreads>
 __device__ __forceinline__ void stage_q(const attn_cuda_decode_params &p, const cta_work &w, int h0,
                                         uint4 *qh, uint4 *ql)
 {
     constexpr int CH = cfg<D>::CH;
-    for (int i = threadIdx.x; i < 16 * CH; i += kThreads) {
+    for (int i = threadIdx.x; i < 16 * CH; i += NT) {
         const int r = i / CH, c = i % CH;
         const int hl = h0 + r;
         float x[8], lo[8];
@@ -601,31 +601,33 @@ __device__ __forceinline__ void pv_tile(float (&o)[cfg<D>::NB][4], const uint32_
     }
 }
 
-/* A barrier of the four compute warps: the whole CTA (the cp.async
- * producer), or named barrier 1 over threads 0 .. kThreads - 1 (NAMED: the
- * copy-warp producer, whose copy warps have exited by then). */
-template <bool NAMED> __device__ __forceinline__ void compute_sync()
+/* A barrier of the NT compute threads (the first NT of the CTA): the whole
+ * CTA (the cp.async producer), or named barrier ID over threads
+ * 0 .. NT - 1 (NAMED: the copy-warp producers, whose copy warps have exited
+ * by then; the fused mixed kernel, whose other roles never join it). */
+template <bool NAMED, int NT = kThreads, int ID = 1> __device__ __forceinline__ void compute_sync()
 {
     if (NAMED)
-        asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+        asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(NT) : "memory");
     else
         __syncthreads();
 }
 
 /* Epilogue: per-warp states -> shared memory, then a fixed-order merge of
- * the four warps with the state.h algebra, and the write-out of this
- * thread's EPT lanes of one head (state_io).  Every compute thread calls it
- * after the pipeline has drained. */
-template <int D, bool NAMED = false>
+ * the NW compute warps (threads 0 .. 32 NW - 1) with the state.h algebra,
+ * and the write-out of this thread's EPT lanes of one head (state_io).
+ * Every compute thread calls it after the pipeline has drained; BAR is the
+ * named barrier (NAMED) the compute warps meet at. */
+template <int D, bool NAMED = false, int NW = 4, int BAR = 1>
 __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const cta_work &w,
                                          int h0, float (&o)[cfg<D>::NB][4], float (&m)[2],
                                          float (&l)[2], float *red)
 {
     constexpr int NB = cfg<D>::NB;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    float *red_o = red;                /* [4][16][D] */
-    float *red_m = red_o + 4 * 16 * D; /* [4][16] */
-    float *red_l = red_m + 64;
+    float *red_o = red;                 /* [NW][16][D] */
+    float *red_m = red_o + NW * 16 * D; /* [NW][16] */
+    float *red_l = red_m + NW * 16;
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
         l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
@@ -643,10 +645,11 @@ __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const
             red_l[warp * 16 + row] = empty ? 0.f : l[rr];
         }
     }
-    compute_sync<NAMED>();
+    compute_sync<NAMED, 32 * NW, BAR>();
 
-    constexpr int EPT = D / 8; /* lanes of one row per thread */
-    const int row = tid >> 3, seg = tid & 7;
+    constexpr int SEGS = 2 * NW;  /* threads of one row */
+    constexpr int EPT = D / SEGS; /* lanes of one row per thread */
+    const int row = (int)((unsigned)tid / SEGS), seg = (int)((unsigned)tid % SEGS);
     const int hl = h0 + row;
     if (hl >= w.g)
         return;
@@ -655,7 +658,7 @@ __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const
 #pragma unroll
     for (int i = 0; i < EPT; i++)
         u[i] = red_o[row * D + seg * EPT + i];
-    for (int wi = 1; wi < 4; wi++) {
+    for (int wi = 1; wi < NW; wi++) {
         const attn_mlu_f32 ot = state_io::from_ml(red_m[wi * 16 + row], red_l[wi * 16 + row]);
         attn_mlu_merge_f32(&st, u, &ot, red_o + (wi * 16 + row) * D + seg * EPT, EPT);
     }
@@ -904,12 +907,13 @@ template <int D, typename KV> struct tmap_pipe {
     uint4 *ks, *vs;                      /* [stages][kCols][kKeys][8] */
     uint64_t *full, *empty;              /* [stages] each */
     int stages;
+    int consumers = kThreads; /* compute threads, each arriving on empty[s] */
 
     __device__ __forceinline__ void init() const
     {
         for (int s = 0; s < stages; s++) {
             mbar::init(&full[s], 32);
-            mbar::init(&empty[s], kThreads);
+            mbar::init(&empty[s], consumers);
         }
         mbar::fence_init();
     }

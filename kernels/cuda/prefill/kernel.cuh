@@ -58,8 +58,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr uint32_t kSchedBar = 1; /* named barriers 1, 2: the consumers' issue turns */
 
-/* The kernel's configuration per head dim D and variant LIGHT
- * (attn_prefill_variant, kernels/common/prefill_plan.h).  The full kernel
+/* The kernel's configuration per head dim D and variant V
+ * (attn_prefill_variant, kernels/common/prefill_plan.h: 0 full, 1 light,
+ * 2 fused -- the prefill roles of the fused mixed kernel, kernels/cuda/mixed.cu).  The full kernel
  * fills an SM: a producer warpgroup and 2 consumer warpgroups over a
  * 128-row m tile, up to 230,912 B of shared memory, 384 x 168 registers.
  * The light one (issue 12's overlap) is meant to leave room for a decode
@@ -70,12 +71,19 @@ constexpr uint32_t kSchedBar = 1; /* named barriers 1, 2: the consumers' issue t
  * of 128 (a producer warpgroup) and 5 decode warps of 168 need 2 x 4,096 +
  * 2 x 5,376 = 18,944 on one sub-partition, which the H200 refused (no
  * decode CTA ran beside a light one, r5 call 2); 5 + 5 warps of 168 need 3
- * x 5,376 = 16,128 at most (docs/cuda-prefill-engine.md). */
-template <int D, bool LIGHT = false> struct Cfg {
+ * x 5,376 = 16,128 at most (docs/cuda-prefill-engine.md).  The fused one
+ * runs beside the decode roles inside one CTA of 12 warps x 168 registers
+ * (so no setmaxnreg): one producer warp and two consumer warpgroups over
+ * a 128 x 64 tile, in the shared memory the decode stages leave. */
+template <int D, int V = 0> struct Cfg {
+    static constexpr bool LIGHT = V == 1;
+    static constexpr bool FUSED = V == 2;
     static constexpr int BM = LIGHT ? ATTN_PREFILL_LIGHT_TILE_M : ATTN_PREFILL_TILE_M;
-    static constexpr int BN = LIGHT ? ATTN_PREFILL_LIGHT_TILE_N : ATTN_PREFILL_TILE_N(D);
+    static constexpr int BN = LIGHT   ? ATTN_PREFILL_LIGHT_TILE_N
+                              : FUSED ? ATTN_PREFILL_FUSED_TILE_N
+                                      : ATTN_PREFILL_TILE_N(D);
     static constexpr int CONSUMER_WGS = BM / 64; /* one warpgroup per 64 rows */
-    static constexpr int PRODUCER_THREADS = LIGHT ? 32 : 128;
+    static constexpr int PRODUCER_THREADS = LIGHT || FUSED ? 32 : 128;
     /* the producer's threads after the consumers' (the light kernel: its
      * consumer warpgroup must start at warp 0 for wgmma) */
     static constexpr bool PRODUCER_LAST = LIGHT;
@@ -84,10 +92,15 @@ template <int D, bool LIGHT = false> struct Cfg {
     /* __launch_bounds__(BOUND_THREADS, MIN_CTAS) caps the registers at
      * POOL_REGS: the light kernel declares 192 threads x 2 CTAs (it
      * launches 160), so the cap is 168 as the full kernel's 384 x 1 */
-    static constexpr int BOUND_THREADS = LIGHT ? 192 : THREADS;
+    static constexpr int BOUND_THREADS = LIGHT ? 192 : FUSED ? 384 : THREADS;
     static constexpr int MIN_CTAS = LIGHT ? 2 : 1;
     static constexpr uint32_t POOL_REGS = (65536 / (BOUND_THREADS * MIN_CTAS)) & ~7u;
-    static constexpr int STAGES = LIGHT ? 3 : (D == 256 ? 2 : (D == 128 ? 3 : 4));
+    /* fused: what the decode roles' stages leave of the SM's 227 KB (at
+     * d 128, 2 beside 3 decode stages; 3 beside 2 measured slower on every
+     * mixed batch, H200 2026-12-01 r6) */
+    static constexpr int STAGES = LIGHT   ? 3
+                                  : FUSED ? (D == 128 ? 2 : 3)
+                                          : (D == 256 ? 2 : (D == 128 ? 3 : 4));
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
     static constexpr int PIECES = D / 8;         /* 16-byte pieces per row */
@@ -96,6 +109,7 @@ template <int D, bool LIGHT = false> struct Cfg {
     static constexpr int SMEM = 1024 + Q_BYTES + STAGES * 2 * KV_BYTES + 64 * 8;
     static_assert((4 * STAGES + 2) * 8 <= 64 * 8, "barriers fit their reserve");
     static_assert(!LIGHT || D <= 128, "the light variant serves d 64 and 128");
+    static_assert(!FUSED || D <= 128, "the fused variant serves d 64 and 128");
     /* Overlap S_i with P_{i-1} V_{i-1} inside a warpgroup: it holds two
      * stages at once, so it pays only with three or more (d = 256 has two) */
     static constexpr bool OVERLAP = STAGES >= 3;
@@ -107,7 +121,7 @@ template <int D, bool LIGHT = false> struct Cfg {
      * spills nothing at d 64, 128 and 256 (the producer's two tile loops
      * want more than 72; the consumers fit in 208 once Q's descriptors are
      * not hoisted; 2026-12-01) */
-    static constexpr bool SETMAXNREG = !LIGHT;
+    static constexpr bool SETMAXNREG = !LIGHT && !FUSED;
     static constexpr uint32_t PRODUCER_REGS = 88;
     static constexpr uint32_t CONSUMER_REGS = 208;
     static_assert(!SETMAXNREG || (POOL_REGS - PRODUCER_REGS) * 128 >=
@@ -207,14 +221,14 @@ template <> struct Mma<__half> {
 
 /* The consumers' issue turn on named barrier `id` (Cfg::PINGPONG): wait
  * for it ... */
-template <int D, bool LT> __device__ __forceinline__ void turn_sync(uint32_t id)
+template <int D, int LT> __device__ __forceinline__ void turn_sync(uint32_t id)
 {
     if constexpr (Cfg<D, LT>::PINGPONG)
         named_sync(id, 256);
 }
 
 /* ... and hand it to the other warpgroup. */
-template <int D, bool LT> __device__ __forceinline__ void turn_arrive(uint32_t id)
+template <int D, int LT> __device__ __forceinline__ void turn_arrive(uint32_t id)
 {
     if constexpr (Cfg<D, LT>::PINGPONG)
         named_arrive(id, 256);
@@ -375,7 +389,7 @@ template <int D> struct KvLoad {
  * last tile of a request only).  Every producer thread then arrives on
  * `full` once its own copies landed (PRODUCER_THREADS arrivals plus the
  * TMA bytes). */
-template <int D, typename KV, bool LT>
+template <int D, typename KV, int LT>
 __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
                                               const CUtensorMap *map, uint32_t dst, uint64_t *full,
                                               int64_t n, int32_t box_page, int nfull, int tid)
@@ -418,7 +432,7 @@ __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
  * into the stages at smem `kst` and `vst`; both full barriers complete
  * once every copy landed.  Page ids come from `pg` (this thread's rows,
  * read one tile ahead) for paged stores, else through kv_row_elem. */
-template <int D, typename KV, bool LT>
+template <int D, typename KV, int LT>
 __device__ __forceinline__ void
 load_tile_gather(const attn_cuda_prefill_params &p, const KvLoad<D> &L, const KV *kb, const KV *vb,
                  uint32_t kst, uint32_t vst, uint64_t *full_k, uint64_t *full_v, int64_t n,
@@ -467,7 +481,7 @@ load_tile_gather(const attn_cuda_prefill_params &p, const KvLoad<D> &L, const KV
  * contiguous rows of each token inside the request; `ct` is the consumer
  * thread (0 .. 128 x CONSUMER_WGS - 1) (the producer's 88 registers have none to spare: ptxas
  * spilled 4-40 bytes with it there). */
-template <int D, bool LT>
+template <int D, int LT>
 __device__ __forceinline__ void prefetch_q(const attn_cuda_prefill_params &p,
                                            const attn_prefill_item &nx, uint32_t nhkv, int ct)
 {
@@ -486,7 +500,7 @@ __device__ __forceinline__ void prefetch_q(const attn_cuda_prefill_params &p,
     }
 }
 
-template <int D, typename KV, bool LT>
+template <int D, typename KV, int LT>
 __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, const KvMaps &maps,
                                          const Smem<D, KV> &sm, const attn_prefill_item &it,
                                          const attn_prefill_req &rq, uint32_t hkv, int tid,
@@ -618,7 +632,7 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
         load_q(); /* a unit without key tiles still hands its consumers a Q */
 }
 
-template <int D, typename KV, bool LT>
+template <int D, typename KV, int LT>
 __device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D, LT>::OC][Cfg<D, LT>::ON / 2],
                                            const uint32_t (&pa)[Cfg<D, LT>::BN / 16][4],
                                            uint32_t vst)
@@ -635,7 +649,7 @@ __device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D, LT>::OC][Cfg<D, 
         }
 }
 
-template <int D, typename KV, bool LT>
+template <int D, typename KV, int LT>
 __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
                                          const attn_prefill_item &it, const attn_prefill_req &rq,
                                          uint32_t hkv, int cw, int ctid, uint32_t k, uint32_t &gi,
