@@ -40,9 +40,13 @@ VARIANTS = [
     ("unified_snake", "unified", None, None),  # the snake unit walk (ATTN_PREFILL_WALK=snake)
     ("partition", "partition", None, None),
     ("auto", "auto", None, None),
-    # the light prefill kernel (one CTA per SM) and the decode kernels on a
-    # second stream beside it; on a batch of one family, that family alone
+    # overlap's trials (refused by default): the light prefill kernel (one CTA
+    # per SM) and the decode kernels on a second stream beside it
+    # (ATTN_MIXED_OVERLAP=1), and the fused kernel, prefill and decode roles
+    # in one CTA per SM, one launch (ATTN_MIXED_OVERLAP=fused); on a batch of
+    # one family, that family alone
     ("overlap", "overlap", None, None),
+    ("ovl_fused", "overlap", None, None),
     ("part_pf", "partition", "prefill-first", None),
     ("part_pf_c112", "partition", "prefill-first", "112"),
     ("part_pf_c96", "partition", "prefill-first", "96"),
@@ -201,10 +205,13 @@ def run_variant(lib, cs, name):
     the engine instance is made (read at init), then restored."""
     _, sched, order, ctas = next(v for v in VARIANTS if v[0] == name)
     keep = {k: os.environ.pop(k, None)
-            for k in ("ATTN_MIXED_STREAMS", "ATTN_MIXED_PREFILL_CTAS", "ATTN_PREFILL_WALK")}
+            for k in ("ATTN_MIXED_STREAMS", "ATTN_MIXED_PREFILL_CTAS", "ATTN_PREFILL_WALK",
+                      "ATTN_MIXED_OVERLAP")}
     try:
         if name in ("unified_snake", "unified_queue"):
             os.environ["ATTN_PREFILL_WALK"] = name.split("_")[1]
+        if sched == "overlap":
+            os.environ["ATTN_MIXED_OVERLAP"] = "fused" if name == "ovl_fused" else "1"
         if order is not None:
             os.environ["ATTN_MIXED_STREAMS"] = order
         if ctas is not None:
@@ -272,7 +279,9 @@ def run_attnd(lib, cs, sched, engine=0):
             ran={v: k for k, v in SCHED.items()}.get(ran, str(ran)), why=why.value.decode(),
             prefill_tiles=int(info[0]), prefill_items=int(info[1]), items=int(info[3]),
             spread_ms=[min(ts), max(ts)])
-        if sched == "overlap" and cs["npre"] > 0 and cs["ndec"] > 0:
+        # the co-residency probe measures the light kernel's two-stream trial;
+        # the fused kernel shares each CTA by construction
+        if sched == "overlap" and cs["npre"] > 0 and cs["ndec"] > 0 and "light" in extra["why"]:
             extra["probe"] = probe(lib, h, cs, ptr, o, lse)
         return statistics.median(ts), o, lse, extra
     finally:

@@ -200,7 +200,7 @@ int attnmx_probe_run(attnmx *h, const void *q, const void *k_new, const void *v_
     memset(&t, 0, sizeof t);
     t.probe = h->probe;
     t.probe_decode_ctas = decode_ctas;
-    t.overlap_trial = 1; /* a probe run is an overlap trial */
+    t.overlap_trial = ATTN_OVERLAP_LIGHT; /* a probe run is the light overlap trial */
     attn_cuda_prefill_engine_set_tuning(h->eng, &t);
     double us = 0;
     int rv = attnmx_run(h, q, k_new, v_new, o, lse, &us);

@@ -36,7 +36,9 @@
 #include "kernels/common/addr.h"
 #include "kernels/common/dtype.h"
 #include "kernels/common/mask.h"
+#include "kernels/common/mixed_path.h"
 #include "kernels/cuda/decode_launch.h"
+#include "kernels/cuda/mixed_launch.h"
 #include "kernels/cuda/prefill_launch.h"
 #include "kernels/cuda/stamp.h"
 #include "planner/ledger.h"
@@ -138,18 +140,31 @@ static const char *graph_refusal(const attn_manifest *m, uint32_t phases)
     return NULL;
 }
 
-/* Why overlap is refused under tuning t (NULL: admitted as a trial).
- * Measured on the H200 2026-12-01 (bench/results/mixed-h200-2026-12-01-r5.md):
- * the light kernel with a producer warpgroup ran no decode CTA beside it;
- * the one-producer-warp kernel does share SMs with them (0-54 % of the
- * decode CTA-time, call 4) but costs 2.07x the full kernel alone, so
- * overlap took 1.14x partition on M2 (1.006 / 0.886 ms) and 1.27x on M5. */
-static const char *overlap_refusal(const attn_cuda_prefill_tuning *t)
+/* Which trial overlap runs under tuning t (ATTN_OVERLAP_*; OFF: refused).
+ * Both are kept for measurement and lose to partition on the H200
+ * (2026-12-01): the light kernel shared SMs with the decode kernels (0-54 %
+ * of the decode CTA-time) but cost 2.07x the full kernel alone, 1.14x
+ * partition on M2 and 1.27x on M5 (r5); the fused kernel's decode roles,
+ * one CTA per SM beside the prefill ring, stream at 0.58x the decode
+ * kernel's rate (M4 decode 0.891 / 0.518 ms), 1.19-1.55x partition on
+ * M1-M5 (r6). */
+static int overlap_trial(const attn_cuda_prefill_tuning *t)
 {
-    if (t != NULL && t->overlap_trial)
-        return NULL;
-    return "overlap refused: measured 1.14-1.27x partition (H200, r5: the light prefill kernel "
-           "costs 2.07x the full one); ask partition or unified (ATTN_MIXED_OVERLAP=1: a trial)";
+    return t != NULL ? t->overlap_trial : ATTN_OVERLAP_OFF;
+}
+
+static const char k_overlap_refused[] =
+    "overlap refused: both designs measured 1.14-1.55x partition (H200, r5, r6); ask partition "
+    "or unified (ATTN_MIXED_OVERLAP=1 or fused: a trial)";
+
+/* Why overlap's fused kernel (kernels/cuda/mixed.cu: prefill and decode
+ * roles in one CTA per SM) cannot run this geometry, or NULL (`g` NULL:
+ * not known yet). */
+static const char *fused_refusal(const attn_manifest *m, const attn_pool_geometry *g)
+{
+    return g != NULL ? attn_mixed_fused_refusal(g->head_dim_qk, g->head_dim_vo, m->q_dtype,
+                                                g->kv_dtype, g->page_size)
+                     : NULL;
 }
 
 void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g,
@@ -175,9 +190,22 @@ void attn_cuda_prefill_admit(const attn_manifest *m, const attn_pool_geometry *g
         dec_why != NULL)
         add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
                    "schedule partition puts the decode rows on the decode kernels: %s", dec_why);
-    if (m->policy.schedule == ATTN_SCHED_OVERLAP && overlap_refusal(t) != NULL)
-        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule", "%s", overlap_refusal(t));
-    else if (m->policy.schedule == ATTN_SCHED_OVERLAP) {
+    if (m->policy.schedule == ATTN_SCHED_OVERLAP && overlap_trial(t) == ATTN_OVERLAP_OFF)
+        add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule", "%s", k_overlap_refused);
+    else if (m->policy.schedule == ATTN_SCHED_OVERLAP && overlap_trial(t) == ATTN_OVERLAP_FUSED) {
+        /* the fused kernel: prefill and decode roles in one CTA per SM
+         * (kernels/cuda/mixed.cu) */
+        if (fused_refusal(m, g) != NULL)
+            add_reason(out, ATTN_ADMIT_SHAPE, "policy.schedule",
+                       "schedule overlap runs the fused mixed kernel: %s; ask partition or "
+                       "unified",
+                       fused_refusal(m, g));
+        if (has_decode(phases) && !one_phase(phases) && dec_why != NULL)
+            add_reason(out, ATTN_ADMIT_PHASE, "policy.schedule",
+                       "schedule overlap runs the decode rows on the fused kernel's decode "
+                       "roles: %s",
+                       dec_why);
+    } else if (m->policy.schedule == ATTN_SCHED_OVERLAP) {
         /* overlap = the light prefill kernel (one CTA per SM, room left for
          * a decode CTA beside it) and the decode kernels on a second
          * stream: the full kernel (384 x 168 registers, 230,912 B of shared
@@ -281,15 +309,19 @@ int attn_prefill_walk_parse(const char *s, attn_prefill_walk *out, attn_error_de
 int attn_mixed_overlap_parse(const char *s, int *trial, attn_error_detail *err)
 {
     if (s == NULL || s[0] == '\0' || strcmp(s, "0") == 0) {
-        *trial = 0;
+        *trial = ATTN_OVERLAP_OFF;
         return 0;
     }
-    if (strcmp(s, "1") == 0) {
-        *trial = 1;
+    if (strcmp(s, "1") == 0 || strcmp(s, "light") == 0) {
+        *trial = ATTN_OVERLAP_LIGHT;
+        return 0;
+    }
+    if (strcmp(s, "fused") == 0) {
+        *trial = ATTN_OVERLAP_FUSED;
         return 0;
     }
     return attn_error_set(err, ATTN_E_RANGE, "ATTN_MIXED_OVERLAP",
-                          "overlap trial '%.40s' is not 0 or 1", s);
+                          "overlap trial '%.40s' is not 0, 1 (light) or fused", s);
 }
 
 /* ---- the host half of a plan (no CUDA call) ------------------------------- */
@@ -368,8 +400,13 @@ typedef struct prefill_priv {
     attn_cuda_prefill_graph_info step;
     uint32_t grid_ctas;
     void *run_io, *run_ws;
-    /* the prefill kernel's configuration (light under overlap) */
+    /* the prefill kernel's configuration (overlap: fused, or light
+     * under the trial) */
     attn_prefill_variant variant;
+    /* overlap on the fused kernel (kernels/cuda/mixed.cu): the launch's
+     * CTAs, max(SMs, decode pieces), one prefill queue each */
+    bool fused;
+    uint32_t fused_ctas;
 } prefill_priv;
 
 static size_t align256(size_t x)
@@ -838,6 +875,41 @@ static void keep_streams(prefill_priv *pp, const attn_mixed_cost *mc, attn_engin
     }
 }
 
+/* overlap on the fused kernel: the decode rows' sub-plan first, split for
+ * one fused CTA per SM (the kernel's decode roles run one piece per CTA),
+ * then the prefill/append rows' tile plan, cut for the fused variant with
+ * its split bound over the launch's CTAs, max(SMs, decode pieces): CTA b
+ * runs decode piece b beside prefill queue b, so each CTA gets the same
+ * share of the prefill work (the queues are built over those CTAs). */
+static int fused_schedule(const attn_manifest *m, const attn_pool_geometry *g, prefill_priv *pp,
+                          const attn_cuda_device_facts *dev, const int64_t *T, const int64_t *C,
+                          const uint8_t *mark, attn_prefill_plan *tp, attn_engine_plan *out,
+                          attn_error_detail *err)
+{
+    attn_cuda_device_facts one = *dev;
+    one.ctas_per_sm = 1; /* 384 threads x 168 registers: one fused CTA per SM */
+    int rv = plan_decode_rows(m, g, &one, mark, pp, err);
+    if (rv != 0)
+        return rv;
+    const uint64_t pieces =
+        attn_mixed_fused_pieces(pp->dec.split.num_items, m->num_qo_heads, g->num_kv_heads);
+    if (pieces > INT32_MAX)
+        return attn_error_set(err, ATTN_E_CAPACITY, "requests",
+                              "%llu decode pieces exceed the fused launch's grid",
+                              (unsigned long long)pieces);
+    pp->fused_ctas = pieces > dev->sm_count ? (uint32_t)pieces : dev->sm_count;
+    pp->order = ATTN_MIXED_ORDER_SERIAL;
+    pp->prefill_ctas = 0;
+    out->schedule = ATTN_SCHED_OVERLAP;
+    snprintf(out->schedule_why, sizeof out->schedule_why,
+             "as asked: every row in one launch of the fused kernel, %u CTAs (one per SM at a "
+             "time), CTA b running decode piece b of %llu beside prefill queue b",
+             pp->fused_ctas, (unsigned long long)pieces);
+    attn_cuda_device_facts wide = *dev;
+    wide.sm_count = pp->fused_ctas; /* the split bound: one share per fused CTA */
+    return tile_plan(m, g, pp, &wide, T, C, mark, tp, err);
+}
+
 /* The schedule a batch with decode rows runs: as asked, or auto's pick
  * from the cost model over both candidate tile plans.  Leaves in *tp the
  * tile plan the run uses (empty when partition leaves it no rows). */
@@ -859,7 +931,9 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
         if (dec_why != NULL)
             return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
                                   "schedule overlap: %s", dec_why);
-        /* the light grid first (one CTA per SM), the decode kernels on the
+        if (pp->fused)
+            return fused_schedule(m, g, pp, dev, T, C, mark, tp, out, err);
+        /* the trial: the light grid first (one CTA per SM), the decode kernels on the
          * second stream fill the room beside it (launch order measured,
          * docs/cuda-prefill-engine.md) */
         pp->order = ATTN_MIXED_ORDER_PREFILL_FIRST;
@@ -947,6 +1021,8 @@ static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn
              m->policy.schedule != ATTN_SCHED_AUTO ? "as asked: " : "auto: ",
              v == ATTN_PREFILL_LIGHT
                  ? "no decode rows to overlap: one launch of the light prefill kernel"
+             : m->policy.schedule == ATTN_SCHED_OVERLAP
+                 ? "no decode rows to overlap: one launch of the prefill kernel"
              : mixed ? "prefill and append rows in one launch of the prefill kernel"
                      : "one launch of the prefill kernel (attend, then combine when split)");
 }
@@ -1106,10 +1182,16 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         return attn_error_set(err, ATTN_E_SHAPE, "head_dim_qk",
                               "no prefill kernel for head_dim %u/%u, H_q %u, H_kv %u", d,
                               g->head_dim_vo, Hq, Hkv);
-    if (m->policy.schedule == ATTN_SCHED_OVERLAP && overlap_refusal(t) != NULL)
+    const bool overlap = m->policy.schedule == ATTN_SCHED_OVERLAP;
+    const int trial = overlap_trial(t);
+    if (overlap && trial == ATTN_OVERLAP_OFF)
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule", "%s",
-                              overlap_refusal(t));
-    if (m->policy.schedule == ATTN_SCHED_OVERLAP &&
+                              k_overlap_refused);
+    if (overlap && trial == ATTN_OVERLAP_FUSED && fused_refusal(m, g) != NULL)
+        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
+                              "schedule overlap runs the fused mixed kernel: %s",
+                              fused_refusal(m, g));
+    if (overlap && trial == ATTN_OVERLAP_LIGHT &&
         !attn_prefill_variant_serves(ATTN_PREFILL_LIGHT, d))
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.schedule",
                               "schedule overlap runs the light prefill kernel, which serves "
@@ -1123,9 +1205,20 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     if (t != NULL)
         pp->tuning = *t;
     pp->device = dev->device;
-    /* overlap asked: the light kernel's tiles from the start (auto may
-     * switch to them in choose_schedule) */
-    pp->variant = m->policy.schedule == ATTN_SCHED_OVERLAP ? ATTN_PREFILL_LIGHT : ATTN_PREFILL_FULL;
+    const uint32_t phases = manifest_phases(m);
+    /* decode rows the schedule may send to the decode kernels: a mixed
+     * batch, or a pure-decode one they can take */
+    const bool two_kernels =
+        has_decode(phases) && (!one_phase(phases) || decode_rows_refusal(m, g, dev) == NULL);
+    /* overlap asked: its trial's tiles, the light kernel's or the fused
+     * kernel's (the fused trial with no decode rows: the full kernel alone) */
+    pp->variant = ATTN_PREFILL_FULL;
+    if (overlap && trial == ATTN_OVERLAP_LIGHT)
+        pp->variant = ATTN_PREFILL_LIGHT;
+    else if (overlap && trial == ATTN_OVERLAP_FUSED && two_kernels && !m->policy.graph) {
+        pp->variant = ATTN_PREFILL_FUSED;
+        pp->fused = true;
+    }
     attn_prefill_tile_shape(d, pp->variant, &pp->tile_m, &pp->tile_n);
 
     /* the mask program at the kernel's key-tile width (its block summaries
@@ -1147,11 +1240,6 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         mark[b] = attn_phase_classify(T[b], C[b], &ph) == 0 && ph == ATTN_PHASE_DECODE;
     }
     const bool fixed = m->policy.splits > 0;
-    const uint32_t phases = manifest_phases(m);
-    /* decode rows the schedule may send to the decode kernels: a mixed
-     * batch, or a pure-decode one they can take */
-    const bool two_kernels =
-        has_decode(phases) && (!one_phase(phases) || decode_rows_refusal(m, g, dev) == NULL);
     pp->graph = m->policy.graph;
     if (pp->graph && (rv = graph_admit(m, phases, pp, err)) != 0)
         goto fail;
@@ -1173,7 +1261,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
             goto fail;
     }
     if ((out->schedule == ATTN_SCHED_PARTITION || out->schedule == ATTN_SCHED_OVERLAP) &&
-        two_kernels && (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
+        two_kernels && !pp->partitioned && (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
         goto fail;
     pp->num_tiles = tp.num_tiles;
     pp->num_parts = tp.num_parts;
@@ -1188,7 +1276,7 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     /* the persistent grid: one CTA per SM, fewer when partition forks (the
      * decode kernels take the rest); its per-CTA queues when the walk is
      * queue (seed 0x09E), their rho / eta in the why (seed 0x09G) */
-    uint32_t grid_ctas = dev->sm_count;
+    uint32_t grid_ctas = pp->fused ? pp->fused_ctas : dev->sm_count;
     if (pp->partitioned && pp->order != ATTN_MIXED_ORDER_SERIAL && pp->prefill_ctas != 0 &&
         pp->prefill_ctas < dev->sm_count)
         grid_ctas = pp->prefill_ctas;
@@ -1773,6 +1861,21 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
                            uint32_t appends, attn_exec_report *rep)
 {
     const char *attend = NULL, *combine = NULL, *producer = NULL, *reducer = NULL;
+    if (p->variant == ATTN_PREFILL_FUSED && dp != NULL) {
+        /* one fused launch stands for the prefill attend and the decode
+         * producer; the combine and the reducer as they run after it */
+        attn_cuda_mixed_symbols(p, dp, &attend, &combine, &reducer);
+        const char *syms[4] = {attn_cuda_append_symbol(), attend, combine, reducer};
+        const uint32_t launches[4] = {appends, 1, 1, 1};
+        for (int i = 0; i < 4; i++)
+            if (syms[i] && launches[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
+                snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
+                         syms[i]);
+                rep->kernels[rep->num_kernels++].launches = launches[i];
+            }
+        rep->kernels_observed = false;
+        return;
+    }
     attn_cuda_prefill_symbols(p, &attend, &combine);
     if (dp != NULL) {
         attn_cuda_decode_symbols(dp, &producer, &reducer);
@@ -1924,7 +2027,14 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         dp.probe = (unsigned long long *)(probe + 2 + 3 * (size_t)pi->dev.sm_count);
         dp.probe_ctas = pi->tuning.probe_decode_ctas;
     }
-    for (int k = 0; k < 2; k++) {
+    /* overlap on the fused kernel: one launch for every row (then the
+     * prefill combine and the decode reducer when split) */
+    if (pp->fused && (rv = attn_cuda_mixed_launch(&p, &dp, st)) != 0) {
+        rv = attn_error_set(err, rv, "", "fused mixed launch failed: %s",
+                            cudaGetErrorString(cudaGetLastError()));
+        goto fail;
+    }
+    for (int k = 0; k < 2 && !pp->fused; k++) {
         const bool decode_now = (k == 0) == decode_first;
         if (!decode_now && has_prefill && (rv = attn_cuda_prefill_launch(&p, st)) != 0) {
             rv = attn_error_set(err, rv, "", "prefill launch failed: %s",
@@ -1976,7 +2086,8 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
         rep->engine_us = ms * 1000.0;
         snprintf(rep->timing_method, sizeof rep->timing_method, "cuda_events");
         snprintf(rep->timing_scope, sizeof rep->timing_scope, "%s",
-                 forked && pp->variant == ATTN_PREFILL_LIGHT
+                 pp->fused ? "cuda events: append, fused kernel, combine/reducer if split"
+                 : forked && pp->variant == ATTN_PREFILL_LIGHT
                      ? "cuda events: append, fork, light prefill || decode, join"
                  : forked          ? "cuda events: append, fork, prefill || decode, join"
                  : pp->partitioned ? "cuda events: append, prefill, then decode kernels"

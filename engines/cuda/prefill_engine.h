@@ -64,9 +64,19 @@ const char *attn_prefill_walk_name(attn_prefill_walk w);
  * is untouched then. */
 int attn_prefill_walk_parse(const char *s, attn_prefill_walk *out, attn_error_detail *err);
 
-/* Parse the instance setting ATTN_MIXED_OVERLAP ("1": overlap runs as a
- * trial; NULL, "" or "0": refused).  ATTN_E_RANGE naming ATTN_MIXED_OVERLAP
- * on anything else; *trial is untouched then. */
+/* attn_cuda_prefill_tuning.overlap_trial: policy.schedule overlap is
+ * refused (OFF, the default: both designs measured slower than partition
+ * on the H200, docs/cuda-prefill-engine.md "Overlap"), or runs as a trial
+ * for measurement: the light prefill kernel with the decode kernels on a
+ * second stream (LIGHT), or the fused kernel, prefill and decode roles in
+ * one CTA per SM (FUSED, kernels/cuda/mixed_launch.h). */
+#define ATTN_OVERLAP_OFF 0
+#define ATTN_OVERLAP_LIGHT 1
+#define ATTN_OVERLAP_FUSED 2
+
+/* Parse the instance setting ATTN_MIXED_OVERLAP: "1" or "light" (LIGHT),
+ * "fused" (FUSED), NULL, "" or "0" (OFF).  ATTN_E_RANGE naming
+ * ATTN_MIXED_OVERLAP on anything else; *trial is untouched then. */
 int attn_mixed_overlap_parse(const char *s, int *trial, attn_error_detail *err);
 
 /* Knobs of one instance. */
@@ -87,8 +97,8 @@ typedef struct attn_cuda_prefill_tuning {
      * [2 + 3 x SMs] on (the first probe_decode_ctas CTAs) */
     uint64_t *probe;
     uint32_t probe_decode_ctas;
-    /* 1: admit policy.schedule overlap, for measurement (engine init sets
-     * it from ATTN_MIXED_OVERLAP=1); 0: overlap is refused with the
+    /* ATTN_OVERLAP_*: which trial of policy.schedule overlap runs (engine
+     * init reads ATTN_MIXED_OVERLAP); OFF: overlap is refused with the
      * measured reason (attn_cuda_prefill_admit) */
     int overlap_trial;
     attn_prefill_walk walk; /* the unit walk; engine init reads ATTN_PREFILL_WALK when set */
@@ -101,9 +111,10 @@ typedef struct attn_cuda_prefill_tuning {
  * kernel over the prefill/append rows, then the decode kernels of
  * engines/cuda/decode_plan.h over the decode rows, one stream), or auto
  * (the cheaper by planner/mixed_cost.h; the plan's schedule_why gives both
- * estimates); overlap (the light prefill kernel, one CTA per SM, and the
- * decode kernels on the instance's second stream; head dims 64 and 128)
- * only as a trial (attn_cuda_prefill_tuning.overlap_trial), refused
+ * estimates); overlap only as a trial of the instance
+ * (attn_cuda_prefill_tuning.overlap_trial: the light prefill kernel, one
+ * CTA per SM, and the decode kernels on the instance's second stream; or
+ * the fused kernel, both in one launch; head dims 64 and 128), refused
  * otherwise.  The config's device is the CUDA
  * ordinal; its tuning, when not NULL, an attn_cuda_prefill_tuning. */
 const attn_engine_ops *attn_cuda_prefill_engine_ops(void);
@@ -118,9 +129,10 @@ void attn_cuda_prefill_engine_set_tuning(attn_engine *e, const attn_cuda_prefill
  * ratio, page size, the state ABI and the kernel's index limits; on
  * policy.schedule: partition of a mixed batch whose decode rows the decode
  * kernels cannot take (a per-cell mask, a page size they do not walk);
- * overlap unless `t` asks for its trial (overlap_trial: measured to lose,
- * r5), and then at head dims the light kernel does not serve (256) or with
- * decode rows the decode kernels cannot take; under policy.graph (admitted:
+ * overlap unless `t` asks for a trial (overlap_trial: both measured to
+ * lose, r5 and r6), and then at geometries its kernel does not serve (head
+ * dim 256; the fused kernel also page sizes below 8 or not a power of two)
+ * or with decode rows the decode kernels cannot take; under policy.graph (admitted:
  * the capacity envelope of attn_cuda_prefill_graph_update) a per-cell mask
  * (its arrays have no envelope) and partition or overlap of a batch with
  * decode rows (the decode sub-plan has none).  `dev` NULL: the device is

@@ -616,16 +616,22 @@ static void test_forked_decode_split_whole_device(void **state)
     attn_rb_free(&rb);
 }
 
-/* overlap (issue 12): refused by default (measured to lose, the reason
- * names the trial switch); as the instance's trial, the prefill/append
- * rows on the light kernel's 64 x 64 tiles, one CTA per SM, the decode rows
- * on the decode kernels forked prefill-first; at d 256 (no light kernel)
- * it is refused by admission and plan naming policy.schedule; a batch
- * without decode rows runs the light kernel alone, labelled so. */
+/* overlap (issue 12): refused by default with the measured reason (both
+ * designs lose to partition), by admission and plan, the reason naming the
+ * trial switch.  The fused trial (ATTN_MIXED_OVERLAP=fused): every row in
+ * one launch, the prefill/append rows in its 128 x 64 tiles, the decode
+ * rows' sub-plan split for one fused CTA per SM, the grid max(SMs, decode
+ * pieces) with one prefill queue per CTA, serial on one stream; refused at
+ * d 256 and on page sizes it does not walk, naming policy.schedule; a batch
+ * without decode rows runs the full kernel alone, labelled so.  The light
+ * trial (ATTN_MIXED_OVERLAP=1): the prefill/append rows on the light
+ * kernel's 64 x 64 tiles, one CTA per SM, the decode rows on the decode
+ * kernels forked prefill-first. */
 static void test_overlap_plan_host(void **state)
 {
     (void)state;
-    static const attn_cuda_prefill_tuning k_trial = {.overlap_trial = 1};
+    static const attn_cuda_prefill_tuning k_trial = {.overlap_trial = ATTN_OVERLAP_LIGHT};
+    static const attn_cuda_prefill_tuning k_fused = {.overlap_trial = ATTN_OVERLAP_FUSED};
     const int64_t T[4] = {0, 3000, 500, 4000}, C[4] = {200, 1, 9, 1};
     attn_rb rb;
     make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 128, 41);
@@ -633,18 +639,59 @@ static void test_overlap_plan_host(void **state)
     attn_engine_plan ov, pt;
     attn_error_detail err;
     attn_admission a;
+    attn_cuda_prefill_plan_info io, ip;
+    char walk[96];
     /* by default refused with the measured reason, by admission and plan */
     attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
     assert_false(a.admitted);
     assert_true(has_reason(&a, ATTN_ADMIT_PHASE, "policy.schedule"));
-    assert_non_null(strstr(a.reasons[0].text, "ATTN_MIXED_OVERLAP=1"));
+    assert_non_null(strstr(a.reasons[0].text, "ATTN_MIXED_OVERLAP=1 or fused"));
     memset(&ov, 0, sizeof ov);
     memset(&err, 0, sizeof err);
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &ov, &err),
                      ATTN_E_BACKEND_REJECTED);
     assert_string_equal(err.field, "policy.schedule");
     assert_null(ov.priv);
-    /* the instance's trial runs it */
+    /* the fused trial */
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &k_fused, &a);
+    assert_true(a.admitted);
+    memset(&ov, 0, sizeof ov);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &k_fused, &ov, &err), 0);
+    assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
+    assert_non_null(strstr(ov.schedule_why, "fused kernel"));
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
+    assert_int_equal(io.tile_m, ATTN_PREFILL_TILE_M);
+    assert_int_equal(io.tile_n, ATTN_PREFILL_FUSED_TILE_N);
+    assert_string_equal(io.streams, "serial");
+    /* two decode rows of at most 4000 keys on one CTA per SM: the grid is
+     * the SMs', a queue per CTA up to one per prefill unit */
+    assert_int_equal(io.max_ctas, k_h200.sm_count);
+    assert_true(io.num_workers > 0 && io.num_workers <= k_h200.sm_count);
+    snprintf(walk, sizeof walk, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
+             io.num_workers, io.rho, io.eta);
+    if (strstr(ov.schedule_why, walk) == NULL)
+        fail_msg("the walk is cut from the why: %s", ov.schedule_why);
+#ifdef ATTN_WITH_CUDA
+    assert_non_null(io.attend);
+    assert_string_equal(io.attend, "attn_mixed::mixed_fused<128, __nv_bfloat16>");
+#endif
+    /* its decode rows are split as on one decode CTA per SM: no more pieces
+     * than partition's (split for 2 CTAs per SM), the same requests */
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    memset(&pt, 0, sizeof pt);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+    assert_int_equal(io.total_q, ip.total_q);
+    /* (k_h200 has one decode CTA per SM too: the same split) */
+    assert_true(ov.split.num_splits[1] <= pt.split.num_splits[1]);
+    assert_true(ov.split.num_splits[3] <= pt.split.num_splits[3]);
+    assert_true(ov.split.num_splits[1] >= 1 && ov.split.num_splits[3] >= 1);
+    assert_true(io.num_tiles > ip.num_tiles); /* 64-key tiles: more of them */
+    attn_cuda_prefill_plan_host_free(&pt);
+    attn_cuda_prefill_plan_host_free(&ov);
+
+    /* the instance's trial runs the light kernel on two streams */
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
     attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &k_trial, &a);
     assert_true(a.admitted);
     memset(&ov, 0, sizeof ov);
@@ -652,7 +699,6 @@ static void test_overlap_plan_host(void **state)
     assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
     assert_non_null(strstr(ov.schedule_why, "light prefill kernel"));
     assert_non_null(strstr(ov.schedule_why, "second stream"));
-    attn_cuda_prefill_plan_info io, ip;
     assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
     assert_int_equal(io.tile_m, ATTN_PREFILL_LIGHT_TILE_M);
     assert_int_equal(io.tile_n, ATTN_PREFILL_LIGHT_TILE_N);
@@ -660,7 +706,6 @@ static void test_overlap_plan_host(void **state)
     assert_string_equal(io.streams, "prefill-first");
     assert_int_equal(io.max_ctas, k_h200.sm_count); /* persistent: one light CTA per SM */
     /* the why still ends with the walk's figures (seed 0x09G), whole */
-    char walk[96];
     snprintf(walk, sizeof walk, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
              io.num_workers, io.rho, io.eta);
     assert_true(io.num_workers > 0);
@@ -685,32 +730,54 @@ static void test_overlap_plan_host(void **state)
     attn_cuda_prefill_plan_host_free(&ov);
     attn_rb_free(&rb);
 
-    /* no decode rows: the light kernel alone, and the why says so */
+    /* no decode rows: the full kernel alone under the fused trial, the
+     * light one under the light trial, and the why says so */
     const int64_t Tp[2] = {0, 100}, Cp[2] = {300, 20};
     make_batch(&rb, 2, Tp, Cp, ATTN_MASK_CAUSAL, 64, 42);
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
-    memset(&ov, 0, sizeof ov);
-    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &k_trial, &ov, &err), 0);
-    assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
-    assert_non_null(strstr(ov.schedule_why, "no decode rows to overlap"));
-    assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
-    assert_int_equal(io.tile_m, 64);
-    attn_cuda_prefill_plan_host_free(&ov);
+    for (int trial = 0; trial < 2; trial++) {
+        memset(&ov, 0, sizeof ov);
+        assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200,
+                                                     trial ? &k_trial : &k_fused, &ov, &err),
+                         0);
+        assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
+        assert_non_null(strstr(ov.schedule_why, "no decode rows to overlap"));
+        assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
+        assert_int_equal(io.tile_m, trial ? 64 : 128);
+        attn_cuda_prefill_plan_host_free(&ov);
+    }
     attn_rb_free(&rb);
 
-    /* d 256: refused by admission and by the plan, naming the field */
+    /* d 256: refused by admission and by the plan, naming the field, under
+     * either trial */
     make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 256, 43);
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
-    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &k_trial, &a);
+    for (int trial = 0; trial < 2; trial++) {
+        const attn_cuda_prefill_tuning *t = trial ? &k_trial : &k_fused;
+        attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, t, &a);
+        assert_false(a.admitted);
+        assert_true(has_reason(&a, ATTN_ADMIT_SHAPE, "policy.schedule"));
+        memset(&ov, 0, sizeof ov);
+        memset(&err, 0, sizeof err);
+        assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, t, &ov, &err),
+                         ATTN_E_BACKEND_REJECTED);
+        assert_string_equal(err.field, "policy.schedule");
+        assert_non_null(strstr(err.message, "64 and 128"));
+        assert_null(ov.priv);
+    }
+    attn_rb_free(&rb);
+
+    /* page size 4: the fused kernel's decode roles copy page runs of 8 rows
+     * or more; refused naming the field, the light trial still runs it */
+    make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 128, 44);
+    rb.g.page_size = 4;
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &k_fused, &a);
     assert_false(a.admitted);
     assert_true(has_reason(&a, ATTN_ADMIT_SHAPE, "policy.schedule"));
-    memset(&ov, 0, sizeof ov);
-    memset(&err, 0, sizeof err);
-    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &k_trial, &ov, &err),
-                     ATTN_E_BACKEND_REJECTED);
-    assert_string_equal(err.field, "policy.schedule");
-    assert_non_null(strstr(err.message, "64 and 128"));
-    assert_null(ov.priv);
+    assert_non_null(strstr(a.reasons[0].text, "page_size"));
+    attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, &k_trial, &a);
+    assert_true(a.admitted);
     attn_rb_free(&rb);
 }
 
@@ -793,9 +860,10 @@ static void test_unit_walk_plan_host(void **state)
     assert_string_equal(attn_prefill_walk_name((attn_prefill_walk)9), "?");
 }
 
-/* ATTN_MIXED_OVERLAP: 1 turns overlap's trial on, 0 or nothing leaves it
- * refused, any other word is refused naming the variable (it used to be
- * ignored: "true" left overlap refused without a word). */
+/* ATTN_MIXED_OVERLAP: 1 or light turns overlap's light-kernel trial on,
+ * fused the fused kernel's, 0 or nothing leaves overlap refused, any other
+ * word is refused naming the variable (it used to be ignored: "true" left
+ * overlap refused without a word). */
 static void test_overlap_trial_parse(void **state)
 {
     (void)state;
@@ -803,7 +871,11 @@ static void test_overlap_trial_parse(void **state)
     memset(&err, 0, sizeof err);
     int trial = 7;
     assert_int_equal(attn_mixed_overlap_parse("1", &trial, &err), 0);
-    assert_int_equal(trial, 1);
+    assert_int_equal(trial, ATTN_OVERLAP_LIGHT);
+    assert_int_equal(attn_mixed_overlap_parse("light", &trial, &err), 0);
+    assert_int_equal(trial, ATTN_OVERLAP_LIGHT);
+    assert_int_equal(attn_mixed_overlap_parse("fused", &trial, &err), 0);
+    assert_int_equal(trial, ATTN_OVERLAP_FUSED);
     assert_int_equal(attn_mixed_overlap_parse("0", &trial, &err), 0);
     assert_int_equal(trial, 0);
     trial = 1;

@@ -63,22 +63,27 @@ static const char *g_only;       /* ATTN_GPU_CASES: run only cases whose name co
 static attn_mixed_order g_order; /* the stream order the instance is tuned to */
 static double g_worst_rel, g_worst_lse;
 static attn_engine *g_eng; /* the cuda_prefill instance on cuda:0 */
-/* overlap runs as the instance's trial here (refused by default) */
-static const attn_cuda_prefill_tuning k_trial = {.overlap_trial = 1};
+/* overlap's trial the instance is tuned to (ATTN_OVERLAP_*: refused, the
+ * light kernel's two streams, or the fused kernel) */
+static int g_trial;
+static attn_cuda_prefill_tuning g_tuning; /* the instance's, for admission */
 
-static void tune_streams(int fail_after_staging, attn_mixed_order order, uint32_t prefill_ctas)
+static void tune_streams(int fail_after_staging, attn_mixed_order order, uint32_t prefill_ctas,
+                         int trial)
 {
     attn_cuda_prefill_tuning t = {
-        .poison = 1, .fail_after_staging = fail_after_staging, .overlap_trial = 1};
+        .poison = 1, .fail_after_staging = fail_after_staging, .overlap_trial = trial};
     t.streams.order = order;
     t.streams.prefill_ctas = prefill_ctas;
     attn_cuda_prefill_engine_set_tuning(g_eng, &t);
     g_order = order;
+    g_trial = trial;
+    g_tuning = t;
 }
 
 static void tune(int fail_after_staging)
 {
-    tune_streams(fail_after_staging, ATTN_MIXED_ORDER_AUTO, 0);
+    tune_streams(fail_after_staging, ATTN_MIXED_ORDER_AUTO, 0, 0);
 }
 
 typedef struct pe_case {
@@ -295,10 +300,11 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
     attn_error_detail err;
     memset(&err, 0, sizeof err);
     attn_admission adm;
-    attn_cuda_prefill_admit(&rb.m, &dp.g, NULL, &k_trial, &adm);
+    attn_cuda_prefill_admit(&rb.m, &dp.g, NULL, &g_tuning, &adm);
     if (!adm.admitted && (sched == ATTN_SCHED_PARTITION || sched == ATTN_SCHED_OVERLAP)) {
-        /* a mask the decode kernels cannot apply (or, overlap, d 256: no
-         * light kernel): refused, with the field */
+        /* a mask the decode kernels cannot apply (or, overlap, a geometry
+         * the fused kernel or the light one does not serve): refused, with
+         * the field */
         assert_string_equal(adm.reasons[0].field, "policy.schedule");
         printf("  %-24s seed=%llu sched=%s refused: %s\n", pc->name, (unsigned long long)seed,
                attn_schedule_policy_name(sched), adm.reasons[0].text);
@@ -357,8 +363,13 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
     assert_true(rep.num_kernels >= 2);
     /* the prefill kernel ran when its plan has work (partition of a
      * pure-decode batch leaves it none) */
+    /* overlap's fused trial with decode rows runs the fused kernel; with
+     * none, the full kernel alone */
+    const bool fused = ep->schedule == ATTN_SCHED_OVERLAP && g_trial == ATTN_OVERLAP_FUSED &&
+                       info.tile_m == 128 && info.tile_n == 64 && pc->d <= 128;
     if (info.num_items)
-        assert_non_null(strstr(rep.kernels[1].symbol, "attn_prefill_attend"));
+        assert_non_null(strstr(rep.kernels[1].symbol,
+                               fused ? "attn_mixed::mixed_fused" : "attn_prefill_attend"));
     if (sched != ATTN_SCHED_AUTO && ep->schedule != sched)
         fail_msg("asked %d, ran %d", (int)sched, (int)ep->schedule);
     /* partition of a batch with decode rows: the decode producer ran too
@@ -373,11 +384,18 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
         nd += rb.m.requests[b].cache_len > 0 && rb.m.requests[b].new_len == 1;
     if ((ep->schedule == ATTN_SCHED_PARTITION || ep->schedule == ATTN_SCHED_OVERLAP) && nd > 0)
         assert_true(decode_kernel);
-    /* overlap: the light kernel's 64 x 64 tiles, one CTA per SM, forked
-     * prefill-first when both families have work */
-    if (ep->schedule == ATTN_SCHED_OVERLAP && info.num_items) {
+    /* overlap: the fused kernel's 128 x 64 tiles in one launch when there
+     * are decode rows (the full kernel alone without); the trial's light
+     * kernel's 64 x 64 tiles, one CTA per SM, forked prefill-first when both
+     * families have work */
+    if (ep->schedule == ATTN_SCHED_OVERLAP && g_trial == ATTN_OVERLAP_LIGHT && info.num_items) {
         assert_int_equal(info.tile_m, 64);
         assert_non_null(strstr(rep.kernels[1].symbol, ", true>"));
+    }
+    if (ep->schedule == ATTN_SCHED_OVERLAP && g_trial == ATTN_OVERLAP_FUSED && nd > 0) {
+        assert_true(fused || info.num_items == 0);
+        assert_non_null(strstr(rep.kernels[1].symbol, "attn_mixed::mixed_fused"));
+        assert_non_null(strstr(rep.timing_scope, "fused kernel"));
     }
     /* a forced fork ran forked when both kernel families had work; under
      * ATTN_MIXED_STREAMS=auto the cost model may fork too (plan info names
@@ -387,7 +405,8 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
         (ep->schedule == ATTN_SCHED_PARTITION || ep->schedule == ATTN_SCHED_OVERLAP) && nd > 0 &&
         info.num_items > 0;
     if (both && ep->schedule == ATTN_SCHED_OVERLAP)
-        assert_string_equal(info.streams, "prefill-first");
+        assert_string_equal(info.streams,
+                            g_trial == ATTN_OVERLAP_LIGHT ? "prefill-first" : "serial");
     else if (both && (g_order == ATTN_MIXED_ORDER_DECODE_FIRST ||
                       g_order == ATTN_MIXED_ORDER_PREFILL_FIRST))
         assert_string_equal(info.streams, attn_mixed_order_name(g_order));
@@ -463,14 +482,16 @@ static void test_random_sweep(void **state)
         attn_schedule_policy sched;
         attn_mixed_order order;
         uint32_t ctas;
+        int trial; /* overlap's trial (ATTN_OVERLAP_*) */
     } k_variants[] = {
-        {ATTN_SCHED_UNIFIED, ATTN_MIXED_ORDER_AUTO, 0},
-        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_AUTO, 0},
-        {ATTN_SCHED_AUTO, ATTN_MIXED_ORDER_AUTO, 0},
-        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_PREFILL_FIRST, 66},
-        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_PREFILL_FIRST, 96}, /* auto's cap on M1 */
-        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_DECODE_FIRST, 0},
-        {ATTN_SCHED_OVERLAP, ATTN_MIXED_ORDER_AUTO, 0},
+        {ATTN_SCHED_UNIFIED, ATTN_MIXED_ORDER_AUTO, 0, 0},
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_AUTO, 0, 0},
+        {ATTN_SCHED_AUTO, ATTN_MIXED_ORDER_AUTO, 0, 0},
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_PREFILL_FIRST, 66, 0},
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_PREFILL_FIRST, 96, 0}, /* auto's cap on M1 */
+        {ATTN_SCHED_PARTITION, ATTN_MIXED_ORDER_DECODE_FIRST, 0, 0},
+        {ATTN_SCHED_OVERLAP, ATTN_MIXED_ORDER_AUTO, 0, ATTN_OVERLAP_LIGHT},
+        {ATTN_SCHED_OVERLAP, ATTN_MIXED_ORDER_AUTO, 0, ATTN_OVERLAP_FUSED},
     };
     const int nv = (int)(sizeof k_variants / sizeof k_variants[0]);
     for (int r = 0; r < rounds; r++)
@@ -481,7 +502,11 @@ static void test_random_sweep(void **state)
             if (g_only != NULL && strstr(k_cases[i].name, g_only) == NULL)
                 continue;
             for (int s = 0; s < (mixes ? nv : 2); s++) {
-                tune_streams(0, k_variants[s].order, k_variants[s].ctas);
+                /* a case of one family: auto, and overlap's light trial */
+                tune_streams(0, k_variants[s].order, k_variants[s].ctas,
+                             mixes    ? k_variants[s].trial
+                             : s == 1 ? ATTN_OVERLAP_LIGHT
+                                      : 0);
                 const attn_schedule_policy sc = mixes    ? k_variants[s].sched
                                                 : s == 0 ? ATTN_SCHED_AUTO
                                                          : ATTN_SCHED_OVERLAP;
@@ -778,10 +803,14 @@ static void test_overlap_coresides(void **state)
     pool_up(&dp, &rb);
     attn_error_detail err;
     memset(&err, 0, sizeof err);
+    /* the light kernel's two-stream trial is what this probes (the fused
+     * kernel shares each CTA by construction): planned under the trial */
+    tune_streams(0, ATTN_MIXED_ORDER_AUTO, 0, ATTN_OVERLAP_LIGHT);
     attn_engine_plan *ep = NULL;
     assert_int_equal(attn_engine_plan_new(g_eng, &rb.m, &dp.g, &ep, &err), 0);
     attn_cuda_prefill_plan_info info;
     assert_int_equal(attn_cuda_prefill_plan_info_get(ep, &info), 0);
+    assert_int_equal(info.tile_m, 64);
     const uint32_t sms = info.max_ctas, n = 2 + 3 * (sms + DEC_CTAS);
     uint64_t *probe = NULL, *h = calloc(n, sizeof *h);
     assert_non_null(h);
@@ -800,8 +829,10 @@ static void test_overlap_coresides(void **state)
     attn_exec_report rep;
     double best_share = 0;
     for (int k = 0; k < 3; k++) { /* the first run also warms the launch path */
-        attn_cuda_prefill_tuning t = {
-            .poison = 1, .probe = probe, .probe_decode_ctas = DEC_CTAS, .overlap_trial = 1};
+        attn_cuda_prefill_tuning t = {.poison = 1,
+                                      .probe = probe,
+                                      .probe_decode_ctas = DEC_CTAS,
+                                      .overlap_trial = ATTN_OVERLAP_LIGHT};
         attn_cuda_prefill_engine_set_tuning(g_eng, &t);
         assert_int_equal(cudaMemset(probe, 0, n * sizeof *probe), cudaSuccess);
         assert_int_equal(attn_engine_run(g_eng, ep, &a, &rep, &err), 0);
@@ -1203,7 +1234,7 @@ int main(void)
         printf("no GPU: %s\n", why);
         return 0;
     }
-    attn_cuda_prefill_tuning t = {.poison = 1, .overlap_trial = 1};
+    attn_cuda_prefill_tuning t = {.poison = 1, .overlap_trial = ATTN_OVERLAP_LIGHT};
     attn_engine_config cfg = {.device = 0, .num_threads = 0, .tuning = &t};
     attn_error_detail err;
     if (attn_engine_create(attn_cuda_prefill_engine_ops(), &cfg, &g_eng, &err) != 0) {
