@@ -728,6 +728,159 @@ static void test_nonfinite_history(void **state)
                                       (poison_kind)k, g_seed + 7919u * n++);
 }
 
+/* The fold of split slots (issue 13, branch dfold): the reducer kernel's
+ * two shapes (wide: 4 lanes per thread, 8 slots per round trip; deep: 1
+ * lane per thread, 32 slots per round trip, for a few requests split many
+ * ways) and the fused fold fold the same slots in the same order with the
+ * same state.h merge per lane, so their outputs agree byte for byte, and
+ * with the CPU engine.  Each case names the reducer the launch must pick. */
+typedef struct fold_case {
+    uint32_t B, hq, hkv, d, splits;
+    int64_t T;
+    const char *reducer;
+} fold_case;
+
+static void run_fold(const fold_case *fc, attn_state_abi abi, uint64_t seed)
+{
+    int64_t T[8], C[8];
+    assert_true(fc->B <= 8);
+    for (uint32_t b = 0; b < fc->B; b++) {
+        T[b] = fc->T - 1 - 37 * (int64_t)b;
+        C[b] = 1;
+    }
+    attn_rb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = fc->B;
+    sp.max_cache_len = fc->T;
+    sp.phase_mask = 1u << ATTN_PHASE_DECODE;
+    sp.num_qo_heads = fc->hq;
+    sp.num_kv_heads = fc->hkv;
+    sp.head_dim_qk = sp.head_dim_vo = fc->d;
+    sp.page_size = 16;
+    sp.spare_pages = 3;
+    sp.kv_dtype = ATTN_BF16;
+    sp.q_dtype = ATTN_BF16;
+    sp.layout = ATTN_NHD;
+    sp.format = ATTN_KV_CSR;
+    sp.mask_kind = ATTN_MASK_CAUSAL;
+    sp.poison = true;
+    attn_rb rb;
+    assert_int_equal(attn_rb_make_lengths(&rb, &sp, T, C, seed), 0);
+    rb.m.policy.state_abi = abi;
+    rb.m.policy.split_policy = ATTN_SPLIT_FIXED;
+    rb.m.policy.splits = fc->splits;
+
+    attn_pool_geometry g = rb.g;
+    snprintf(g.device, sizeof g.device, "cuda:0");
+    void *dk = NULL, *dv = NULL;
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(attn_cuda_pool_alloc(0, rb.k_bytes, &dk, &err), 0);
+    assert_int_equal(attn_cuda_pool_alloc(0, rb.v_bytes, &dv, &err), 0);
+    int32_t *all = malloc(sizeof *all * g.num_pages);
+    assert_non_null(all);
+    for (uint32_t p = 0; p < g.num_pages; p++)
+        all[p] = (int32_t)p;
+    assert_int_equal(attn_cuda_pool_pages(&g, 0, dk, 0, all, g.num_pages, rb.k, 1, &err), 0);
+    assert_int_equal(attn_cuda_pool_pages(&g, 0, dv, 1, all, g.num_pages, rb.v, 1, &err), 0);
+    /* two plans (a plan keeps its tuning): the fused fold, the reducer kernel */
+    attn_engine_plan *ep[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        tune_all(0, 1, 1, r == 0, ATTN_DECODE_BULK_AUTO, ATTN_CUDA_PDL_LATE);
+        assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep[r], &err), 0);
+    }
+    assert_int_equal(ep[0]->split.num_slots, fc->B * fc->splits);
+
+    size_t qs = attn_dtype_size(rb.m.q_dtype);
+    void *o[3];
+    float *lse[3];
+    for (int r = 0; r < 3; r++) {
+        o[r] = malloc(rb.o_elems * qs);
+        lse[r] = malloc(sizeof(float) * rb.lse_elems);
+        assert_true(o[r] && lse[r]);
+    }
+    void *kd[1] = {dk}, *vd[1] = {dv};
+    attn_pool_view pv = {.geom = &g, .platform = ATTN_PLATFORM_CUDA, .device = 0, .k = kd, .v = vd};
+    const char *reducer[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        attn_run_io a = {
+            .pool = &pv, .q = rb.q, .k_new = rb.k_new, .v_new = rb.v_new, .o = o[r], .lse = lse[r]};
+        attn_exec_report rep;
+        assert_int_equal(attn_engine_run(g_cuda, ep[r], &a, &rep, &err), 0);
+        for (uint32_t k = 0; k < rep.num_kernels; k++)
+            if (strstr(rep.kernels[k].symbol, "::merge<"))
+                reducer[r] = rep.kernels[k].symbol;
+    }
+    /* the fused fold launches no reducer; the reducer kernel has the case's shape */
+    assert_null(reducer[0]);
+    assert_non_null(reducer[1]);
+    assert_non_null(strstr(reducer[1], fc->reducer));
+
+    attn_cpu_call cc = {.m = &rb.m,
+                        .g = &rb.g,
+                        .k_store = rb.k,
+                        .v_store = rb.v,
+                        .q = rb.q,
+                        .k_new = rb.k_new,
+                        .v_new = rb.v_new,
+                        .o = o[2],
+                        .lse = lse[2]};
+    attn_cpu_options opt = {.acc = ATTN_CPU_ACC_F64};
+    assert_int_equal(attn_cpu_attend(&cc, &opt, &err), 0);
+    double num = 0, den = 0, lse_err = 0;
+    size_t nan = 0;
+    for (size_t i = 0; i < rb.o_elems; i++) {
+        double x = attn_load_f32(o[1], rb.m.q_dtype, i), r = attn_load_f32(o[2], rb.m.q_dtype, i);
+        nan += isnan(x) != 0;
+        num += (x - r) * (x - r);
+        den += r * r;
+    }
+    for (size_t i = 0; i < rb.lse_elems; i++) {
+        nan += isnan(lse[1][i]) != 0;
+        if (fabs(lse[1][i] - lse[2][i]) > lse_err)
+            lse_err = fabs(lse[1][i] - lse[2][i]);
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    const bool same = memcmp(o[0], o[1], rb.o_elems * qs) == 0 &&
+                      memcmp(lse[0], lse[1], sizeof(float) * rb.lse_elems) == 0;
+    printf("  fold B=%u g=%u d=%u slots=%u abi=%s %s: fused == reducer %s, rel=%.2e lse=%.2e "
+           "nan=%zu\n",
+           fc->B, fc->hq / fc->hkv, fc->d, ep[0]->split.num_slots,
+           abi == ATTN_ABI_MLU ? "mlu" : "lse_o", strrchr(reducer[1], ':') + 1, same ? "yes" : "NO",
+           rel, lse_err, nan);
+    assert_true(same);
+    assert_int_equal(nan, 0);
+    assert_true(rel <= 1e-2);
+    assert_true(lse_err <= 1e-3);
+
+    for (int r = 0; r < 3; r++) {
+        free(o[r]);
+        free(lse[r]);
+    }
+    free(all);
+    attn_engine_plan_release(ep[0]);
+    attn_engine_plan_release(ep[1]);
+    attn_cuda_pool_free(0, dk);
+    attn_cuda_pool_free(0, dv);
+    attn_rb_free(&rb);
+    tune(0, 1, 1);
+}
+
+static void test_fold_shapes(void **state)
+{
+    (void)state;
+    static const fold_case cases[] = {
+        {1, 32, 8, 128, 33, 8000, "merge<128, 1, 32>"}, /* B1_T32768's 33 slots */
+        {1, 8, 2, 64, 40, 6000, "merge<64, 1, 32>"},    /* two deep batches, 2 heads per CTA */
+        {2, 8, 4, 256, 12, 5000, "merge<256, 1, 32>"},  /* one head over two CTAs */
+        {6, 32, 8, 128, 3, 3000, "merge<128, 4, 8>"},   /* few slots: the wide shape */
+    };
+    uint64_t n = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int abi = 0; abi < 2; abi++)
+            run_fold(&cases[i], (attn_state_abi)abi, g_seed + 104729u * n++);
+}
+
 /* Admission says every reason at once (seed 0x07B). */
 static void test_admission_reasons(void **state)
 {
@@ -780,9 +933,8 @@ int main(void)
         return 1;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_admission_reasons),
-        cmocka_unit_test(test_seed_0x02G_known_answer),
-        cmocka_unit_test(test_nonfinite_history),
+        cmocka_unit_test(test_admission_reasons), cmocka_unit_test(test_seed_0x02G_known_answer),
+        cmocka_unit_test(test_nonfinite_history), cmocka_unit_test(test_fold_shapes),
         cmocka_unit_test(test_random_sweep),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
