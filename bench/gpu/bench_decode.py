@@ -64,7 +64,6 @@ NAMED_RUNS = {
     "fi_bulk4": dict(bulk=4),
 }
 OLD_LIB = None  # --old: the benchmark library of the kernel before issue 13
-OLD_RUNS = ["fi"]  # --old-attnd: named runs on the --old library ("fi" -> attnd_old, x -> attnd_old_x)
 
 
 def log(*a):
@@ -277,8 +276,7 @@ def bench_shape(lib, shape, fi, gen, res):
     if ATTND_RUNS:  # --attnd: these named runs only
         runs = [(n, 2, dict(NAMED_RUNS[n])) for n in ATTND_RUNS]
     if OLD_LIB is not None:
-        for n in OLD_RUNS:
-            runs.append(("old" if n == "fi" else "old_" + n, 2, dict(NAMED_RUNS[n], lib=OLD_LIB)))
+        runs.append(("old", 2, dict(lib=OLD_LIB)))
     for pname, pid, kw in runs:
         try:
             kw = dict(kw)
@@ -462,13 +460,10 @@ def main():
     ap.add_argument("--shapes", default="", help="comma-separated shape names (default: all)")
     ap.add_argument("--no-flashinfer", action="store_true", help="skip FlashInfer (its JIT)")
     ap.add_argument("--attnd", default="", help="comma-separated attnd runs (NAMED_RUNS)")
-    ap.add_argument("--old-attnd", default="fi",
-                    help="comma-separated NAMED_RUNS timed on the --old library too")
     args = ap.parse_args()
-    global QUICK, OLD_LIB, ATTND_RUNS, OLD_RUNS
+    global QUICK, OLD_LIB, ATTND_RUNS
     QUICK = args.quick
     ATTND_RUNS = [x for x in args.attnd.split(",") if x]
-    OLD_RUNS = [x for x in args.old_attnd.split(",") if x]
     torch.manual_seed(int(time.time()))
     gen = torch.Generator().manual_seed(int(time.time()))
     lib = load_lib(args.lib)
@@ -520,8 +515,7 @@ def main():
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
                      "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_fi_nobulk",
                      "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap", "attnd_fi_persist",
-                     "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_old",
-                     "attnd_old_fi_reducer"):
+                     "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_old"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
                   and "us" in r["peers"].get(f"attnd_{default}", {})]
@@ -549,7 +543,7 @@ def main():
     cols = ["attnd_fi", "attnd_fi_persist", "attnd_fi_pdl_early", "attnd_fi_nopdl",
             "attnd_fi_reducer_nopdl", "attnd_fa", "attnd_global", "attnd_fi_reducer", "attnd_fi_simt",
             "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
-            "attnd_old", "attnd_old_fi_reducer",
+            "attnd_old",
             "flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]
     log("us: " + " ".join(c.replace("attnd_", "").replace("sdpa_cudnn_contiguous", "cudnn")
                           .replace("gather_then_sdpa_cudnn", "gather") for c in cols))

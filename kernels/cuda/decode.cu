@@ -603,15 +603,10 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, false, 1>
         persist_piece<D, KV>(p, pipe, qh, red, c, X, Y, chunks, c + (int)gridDim.x >= total, rg);
 }
 
-/* Reducer: CTAs of 128 threads over (request, H_q x d / (128 LANES)); thread
- * u folds lanes [(u mod d / LANES) LANES, + LANES) of head u / (d / LANES),
- * BATCH slots per round trip (merge_fold).  Two shapes, merge_lanes picks:
- * wide (4 lanes, 8 slots; at d = 128 a CTA is 4 heads, as before) and deep
- * (1 lane, 32 slots: 4x the CTAs, for a few requests split many ways).  Both
- * fold every lane in slot order with the state.h merge, so they agree bit for
- * bit with each other and with the fused fold.  Launched only when the
- * producer does not fold (CUDA-core producer, or the fused reducer off). */
-template <int D, int LANES, int BATCH> __global__ void merge(attn_cuda_decode_params p)
+/* Reducer: one CTA per (request, 4 query heads); each thread folds 4 lanes
+ * of one head (merge_fold).  Launched only when the producer does not fold
+ * (CUDA-core producer, or the fused reducer off). */
+template <int D> __global__ void merge(attn_cuda_decode_params p)
 {
     /* programmatic launch: EARLY lets the next kernel be placed from the
      * start; LATE at exit (an early trigger would place the next producer in
@@ -627,12 +622,10 @@ template <int D, int LANES, int BATCH> __global__ void merge(attn_cuda_decode_pa
     const attn_cuda_req rq = p.reqs[b];
     if (rq.num_slots <= 1)
         return; /* the producer wrote it directly */
-    constexpr int UPH = D / LANES;
-    const int u = (int)blockIdx.y * kMergeThreads + (int)threadIdx.x;
-    const int hq = u / UPH;
+    const int hq = blockIdx.y * kMergeHeads + threadIdx.y;
     if (hq >= (int)p.num_qo_heads)
         return;
-    merge_fold<D, LANES, BATCH>(p, rq, hq, (u % UPH) * LANES);
+    merge_fold<D>(p, rq, hq, threadIdx.x * kMergeLanes);
 }
 
 /* Append (seed 0x08H): swap one new row per (row, kv head) into its page
@@ -929,47 +922,19 @@ const producer_entry *find_producer(const attn_cuda_decode_params *p)
                          attn_decode_path_bulk(&in));
 }
 
-/* The reducer kernels: head dim x shape (merge<D, LANES, BATCH>). */
-struct merge_entry {
-    uint32_t d;
-    int lanes; /* lanes per thread: kMergeLanes (wide) or 1 (deep) */
-    kernel_fn fn;
-    const char *symbol;
-};
-#define ATTN__MERGE(D, L, B)                                                                       \
-    {                                                                                              \
-        D, L, merge<D, L, B>, "attn::decode::merge<" #D ", " #L ", " #B ">"                        \
+kernel_fn find_merge(uint32_t d, const char **sym)
+{
+    switch (d) {
+    case 64:
+        *sym = "attn::decode::merge<64>";
+        return merge<64>;
+    case 128:
+        *sym = "attn::decode::merge<128>";
+        return merge<128>;
+    case 256:
+        *sym = "attn::decode::merge<256>";
+        return merge<256>;
     }
-#define ATTN__MERGES(D) ATTN__MERGE(D, 4, 8), ATTN__MERGE(D, 1, 32)
-static_assert(kMergeLanes == 4 && kMergeBatch == 8 && kMergeDeepBatch == 32,
-              "kMerges spells the shapes out (the symbols)");
-const merge_entry kMerges[] = {ATTN__MERGES(64), ATTN__MERGES(128), ATTN__MERGES(256)};
-#undef ATTN__MERGES
-#undef ATTN__MERGE
-
-/* The reducer's lanes per thread for launch p: 1 (deep) where requests
- * average more slots than a wide batch fetches and the deep grid keeps at
- * most 2 CTAs per SM (a few requests split many ways: an H200 plan of B = 1
- * has 33 slots, 5 round trips wide, 2 deep); kMergeLanes (wide) elsewhere
- * and where the SM count is unknown: many requests keep 4x fewer threads,
- * each paying the scalar part of the fold once for 4 lanes. */
-int merge_lanes(const attn_cuda_decode_params *p)
-{
-    if (p->sm_count == 0 || p->request_capacity == 0)
-        return kMergeLanes;
-    const uint64_t slots = (p->item_capacity + p->request_capacity - 1) / p->request_capacity;
-    const uint64_t ctas =
-        (uint64_t)p->request_capacity *
-        (((uint64_t)p->num_qo_heads * p->head_dim + kMergeThreads - 1) / kMergeThreads);
-    return slots > (uint64_t)kMergeBatch && ctas <= 2ull * p->sm_count ? 1 : kMergeLanes;
-}
-
-const merge_entry *find_merge(const attn_cuda_decode_params *p)
-{
-    const int lanes = merge_lanes(p);
-    for (const merge_entry &e : kMerges)
-        if (e.d == p->head_dim && e.lanes == lanes)
-            return &e;
     return nullptr;
 }
 
@@ -1118,9 +1083,10 @@ extern "C" int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const 
         pe = find_persist(p, e, (uint64_t)p->item_capacity * p->num_kv_heads * sh.head_chunks,
                           &ctas);
     }
-    const merge_entry *me = find_merge(p);
+    const char *ms = nullptr;
+    find_merge(p->head_dim, &ms);
     *producer = pe ? pe->symbol : e ? e->symbol : nullptr;
-    *reducer = (p->any_split || p->force_merge) && !fused_merge(p) && me ? me->symbol : nullptr;
+    *reducer = (p->any_split || p->force_merge) && !fused_merge(p) ? ms : nullptr;
     return (e ? 1 : 0) + (*reducer ? 1 : 0);
 }
 
@@ -1128,8 +1094,9 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
 {
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     const producer_entry *e = find_producer(p);
-    const merge_entry *me = find_merge(p);
-    if (!e || !me)
+    const char *ms = nullptr;
+    kernel_fn mf = find_merge(p->head_dim, &ms);
+    if (!e || !mf)
         return ATTN_E_SHAPE;
     if (p->num_kv_heads == 0 || p->num_qo_heads % p->num_kv_heads)
         return ATTN_E_SHAPE;
@@ -1185,18 +1152,17 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
 
 extern "C" int attn_cuda_decode_merge_launch(const attn_cuda_decode_params *p, void *stream)
 {
-    const merge_entry *me = find_merge(p);
-    if (!me)
+    const char *ms = nullptr;
+    kernel_fn mf = find_merge(p->head_dim, &ms);
+    if (!mf)
         return ATTN_E_SHAPE;
     if (!(p->any_split || p->force_merge) || p->request_capacity == 0)
         return 0;
-    /* one thread per me->lanes lanes of a head */
-    const uint32_t threads = p->num_qo_heads * (p->head_dim / (uint32_t)me->lanes);
-    dim3 grid(p->request_capacity, (threads + kMergeThreads - 1) / kMergeThreads);
+    dim3 grid(p->request_capacity, (p->num_qo_heads + kMergeHeads - 1) / kMergeHeads);
+    dim3 block(p->head_dim / kMergeLanes, kMergeHeads);
     attn_cuda_decode_params pp = *p;
     pp.merge_counters = nullptr;
-    return launch(me->fn, grid, dim3(kMergeThreads), 0, static_cast<cudaStream_t>(stream), p->pdl,
-                  pp) == cudaSuccess
+    return launch(mf, grid, block, 0, static_cast<cudaStream_t>(stream), p->pdl, pp) == cudaSuccess
                ? 0
                : ATTN_E_CUDA;
 }

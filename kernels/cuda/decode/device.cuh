@@ -39,15 +39,9 @@ namespace decode
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-/* merge_fold's shapes: LANES lanes of one head per thread, BATCH slots per
- * round trip (BATCH x (LANES + 2) registers of loads in flight).  The fused
- * fold and the wide reducer take 4 lanes (128 threads cover 4 heads at d =
- * 128); the deep reducer 1 lane, so 4x the threads share a launch of few
- * requests and one round trip fetches 4x the slots. */
-constexpr int kMergeLanes = 4;      /* the fused fold and the wide reducer */
-constexpr int kMergeBatch = 8;      /* the wide reducer (many requests, few slots each) */
-constexpr int kMergeDeepBatch = 32; /* the deep reducer (1 lane per thread) */
-constexpr int kMergeThreads = 128;  /* threads per reducer CTA */
+constexpr int kMergeHeads = 4; /* query heads per reducer CTA */
+constexpr int kMergeBatch = 8; /* slots fetched per batch by merge_fold */
+constexpr int kMergeLanes = 4; /* lanes of one head per merge_fold thread */
 
 /* The state.h view of a decode launch's outputs (state_io.cuh). */
 __device__ __forceinline__ state_io::sink sink_of(const attn_cuda_decode_params &p)
@@ -134,42 +128,19 @@ __device__ __forceinline__ paged::page_table table_of(const attn_cuda_decode_par
     return t;
 }
 
-/* LANES consecutive floats of a slot vector, read through L2 (__ldcg) in
- * one 4-, 8- or 16-byte load. */
-template <int LANES> __device__ __forceinline__ void ldcg_lanes(const float *src, float (&v)[LANES])
-{
-    static_assert(LANES == 1 || LANES == 2 || LANES == 4, "one vector load");
-    if constexpr (LANES == 4) {
-        const float4 x = __ldcg(reinterpret_cast<const float4 *>(src));
-        v[0] = x.x;
-        v[1] = x.y;
-        v[2] = x.z;
-        v[3] = x.w;
-    } else if constexpr (LANES == 2) {
-        const float2 x = __ldcg(reinterpret_cast<const float2 *>(src));
-        v[0] = x.x;
-        v[1] = x.y;
-    } else {
-        v[0] = __ldcg(src);
-    }
-}
-
-/* The fold of one request's slots for query head hq, lanes [lane0, lane0 +
- * LANES): exactly the slots [slot_begin, slot_begin + num_slots) in slot
- * order, with the state.h merge of each lane (seed 0x02C, 0x03I), so the
- * result is the same bits whatever LANES and BATCH are.  Slots are fetched
- * BATCH at a time (independent loads in flight), then folded one by one:
- * the order stays fixed while the memory latency is paid once per batch
- * instead of once per slot.  The fold itself is a dependent chain per slot
- * (with the LSE ABI an exp, a log and an exp: ~200 cycles), which no
- * mapping shortens; fewer lanes per thread only buy larger batches.  Loads
- * go through L2 (__ldcg): in the fused path the slots were written by other
- * CTAs of the same launch.  Used by the reducer kernel and by the last
- * producer CTA of a (request, K/V head, head chunk). */
-template <int D, int LANES = kMergeLanes, int BATCH = kMergeBatch>
+/* The fold of one request's slots for query head hq, lanes [lane0, lane0+4):
+ * exactly the slots [slot_begin, slot_begin + num_slots) in slot order, with
+ * the state.h merge (seed 0x02C, 0x03I).  Slots are fetched kMergeBatch at a
+ * time (independent loads in flight), then folded one by one: the order
+ * stays fixed while the memory latency is paid once per batch instead of
+ * once per slot.  Loads go through L2 (__ldcg): in the fused path the slots
+ * were written by other CTAs of the same launch.  Used by the reducer kernel
+ * and by the last producer CTA of a (request, K/V head, head chunk). */
+template <int D>
 __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
                                            const attn_cuda_req &rq, int hq, int lane0)
 {
+    constexpr int LANES = kMergeLanes;
     const bool mlu = p.abi == ATTN_ABI_MLU;
     float acc[LANES];
     attn_mlu_f32 st;
@@ -177,28 +148,30 @@ __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
     attn_mlu_empty_f32(&st, acc, LANES);
     sl.lse = -INFINITY;
     const int end = rq.slot_begin + rq.num_slots;
-    for (int s0 = rq.slot_begin; s0 < end; s0 += BATCH) {
-        float bm[BATCH], bl[BATCH], bv[BATCH][LANES];
+    for (int s0 = rq.slot_begin; s0 < end; s0 += kMergeBatch) {
+        float bm[kMergeBatch], bl[kMergeBatch];
+        float4 bv[kMergeBatch];
 #pragma unroll
-        for (int j = 0; j < BATCH; j++) {
+        for (int j = 0; j < kMergeBatch; j++) {
             if (s0 + j < end) {
                 const size_t idx = (size_t)(s0 + j) * p.num_qo_heads + hq;
                 bm[j] = __ldcg(p.part_m + idx);
                 bl[j] = mlu ? __ldcg(p.part_l + idx) : 0.f;
-                ldcg_lanes<LANES>(p.part_vec + idx * D + lane0, bv[j]);
+                bv[j] = __ldcg(reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0));
             }
         }
 #pragma unroll
-        for (int j = 0; j < BATCH; j++) {
+        for (int j = 0; j < kMergeBatch; j++) {
             if (s0 + j >= end)
                 break;
+            const float ou[LANES] = {bv[j].x, bv[j].y, bv[j].z, bv[j].w};
             if (mlu) {
                 const attn_mlu_f32 o = state_io::from_ml(bm[j], bl[j]);
-                attn_mlu_merge_f32(&st, acc, &o, bv[j], LANES);
+                attn_mlu_merge_f32(&st, acc, &o, ou, LANES);
             } else {
                 attn_lseo_f32 o;
                 o.lse = bm[j];
-                attn_lseo_merge_f32(&sl, acc, &o, bv[j], LANES);
+                attn_lseo_merge_f32(&sl, acc, &o, ou, LANES);
             }
         }
     }
@@ -958,25 +931,12 @@ template <int D, typename KV> struct tmap_pipe {
         return x;
     }
 
-    /* The page of box x of tile t's first key (0 past the walk): the copy
-     * warp reads it a tile ahead (produce), so a box whose rows are one run
-     * inside one page is issued without a page-table load in between. */
-    __device__ __forceinline__ static int page_of(const paged::key_walk &walk,
-                                                  const paged::page_table &pt, int t, int R, box x)
-    {
-        const int64_t v0 = (int64_t)t * kKeys + (int64_t)x.j * R;
-        return v0 < walk.n ? pt.pages[walk.key(v0) >> pt.page_shift] : 0;
-    }
-
     /* One box (or its rows one by one) into stage s; returns the bytes
-     * announced (issue = false: only counts them).  R = min(P, 64) rows per
-     * box, a power of two.  `page`: page_of the box (a run inside one page
-     * is one copy; other boxes read their rows' pages here). */
+     * announced (issue = false: only counts them). */
     __device__ __forceinline__ uint32_t copy_box(const CUtensorMap *maps, bool hnd, int hkv,
                                                  const paged::key_walk &walk,
                                                  const paged::page_table &pt, int t, int R, box x,
-                                                 int page, uint4 *dst, uint64_t *bar,
-                                                 bool issue) const
+                                                 uint4 *dst, uint64_t *bar, bool issue) const
     {
         const int64_t v0 = (int64_t)t * kKeys + (int64_t)x.j * R;
         if (v0 >= walk.n)
@@ -986,9 +946,9 @@ template <int D, typename KV> struct tmap_pipe {
         const int64_t mask = (((int64_t)1) << pt.page_shift) - 1;
         const CUtensorMap *whole = maps + x.tens, *row = maps + 2 + x.tens;
         uint4 *d0 = dst + x.h * kKeys * 8 + x.j * R * 8;
-        if (walk.key(vl) - k0 == vl - v0 && (k0 & (R - 1)) == 0) { /* one run inside one page */
+        if (walk.key(vl) - k0 == vl - v0 && k0 % R == 0) { /* one run inside one page */
             if (issue) {
-                const int slot = (int)(k0 & mask);
+                const int page = pt.pages[k0 >> pt.page_shift], slot = (int)(k0 & mask);
                 mbar::tensor_copy_4d(d0, whole, x.h * 64, hnd ? slot : hkv, hnd ? hkv : slot, page,
                                      bar);
             }
@@ -996,25 +956,15 @@ template <int D, typename KV> struct tmap_pipe {
         }
         for (int64_t v = v0; v <= vl && issue; v++) {
             const int64_t k = walk.key(v);
-            const int pg = pt.pages[k >> pt.page_shift], slot = (int)(k & mask);
+            const int page = pt.pages[k >> pt.page_shift], slot = (int)(k & mask);
             mbar::tensor_copy_4d(d0 + (v - v0) * 8, row, x.h * 64, hnd ? slot : hkv,
-                                 hnd ? hkv : slot, pg, bar);
+                                 hnd ? hkv : slot, page, bar);
         }
         return (uint32_t)(vl - v0 + 1) * 128u;
     }
 
-    /* Boxes of one tile a lane serves with its pages read ahead: pages
-     * are at least 8 rows (decode_path.h), so 2 x 8 x kCols boxes at most. */
-    static constexpr int kLaneBoxes = (2 * (kKeys / 8) * kCols + 31) / 32;
-
     /* The copy warp's loop: lane l serves boxes l, l + 32, ... of each tile;
-     * `rg`: where this piece's tiles enter the ring.  The page ids of tile
-     * t + 1 are loaded into registers right after tile t's copies are
-     * issued, so they return while the warp waits for the next free stage
-     * (the prefill producer's fetch): issuing a box waits on no page-table
-     * load.  A lane's boxes are the same every tile (bx).  Boxes past
-     * kLaneBoxes (pages below 8 rows, which decode_path.h keeps off this
-     * producer) read their pages on the spot. */
+     * `rg`: where this piece's tiles enter the ring. */
     __device__ __forceinline__ void produce(const CUtensorMap *maps, bool hnd, int hkv,
                                             const paged::key_walk &walk,
                                             const paged::page_table &pt, int ntiles, int lane,
@@ -1022,45 +972,20 @@ template <int D, typename KV> struct tmap_pipe {
     {
         const int P = 1 << pt.page_shift, R = P < kKeys ? P : kKeys, nb = kKeys / R;
         const int nbox = 2 * nb * kCols;
-        box bx[kLaneBoxes];
-        int pg[kLaneBoxes];
-#pragma unroll
-        for (int i = 0; i < kLaneBoxes; i++) {
-            bx[i] = box_of(lane + 32 * i < nbox ? lane + 32 * i : 0, nb);
-            pg[i] = lane + 32 * i < nbox ? page_of(walk, pt, 0, R, bx[i]) : 0;
-        }
         for (int t = 0; t < ntiles; t++) {
             const int s = rg.s;
             if (rg.n >= stages) /* the consumers of the tile stages tiles back are done */
                 mbar::wait(&empty[s], rg.ph ^ 1u);
             uint32_t bytes = 0;
-#pragma unroll
-            for (int i = 0; i < kLaneBoxes; i++)
-                if (lane + 32 * i < nbox)
-                    bytes +=
-                        copy_box(maps, hnd, hkv, walk, pt, t, R, bx[i], 0, nullptr, nullptr, false);
-            for (int b = lane + 32 * kLaneBoxes; b < nbox; b += 32)
-                bytes += copy_box(maps, hnd, hkv, walk, pt, t, R, box_of(b, nb), 0, nullptr,
-                                  nullptr, false);
-            mbar::arrive_expect_tx(&full[s], bytes);
-#pragma unroll
-            for (int i = 0; i < kLaneBoxes; i++) {
-                if (lane + 32 * i < nbox) {
-                    uint4 *dst = (bx[i].tens ? vs : ks) + s * C::TILE_VECS;
-                    copy_box(maps, hnd, hkv, walk, pt, t, R, bx[i], pg[i], dst, &full[s], true);
-                }
+            for (int b = lane; b < nbox; b += 32) {
+                const box x = box_of(b, nb);
+                bytes += copy_box(maps, hnd, hkv, walk, pt, t, R, x, nullptr, nullptr, false);
             }
-            for (int b = lane + 32 * kLaneBoxes; b < nbox; b += 32) {
+            mbar::arrive_expect_tx(&full[s], bytes);
+            for (int b = lane; b < nbox; b += 32) {
                 const box x = box_of(b, nb);
                 uint4 *dst = (x.tens ? vs : ks) + s * C::TILE_VECS;
-                copy_box(maps, hnd, hkv, walk, pt, t, R, x, page_of(walk, pt, t, R, x), dst,
-                         &full[s], true);
-            }
-            if (t + 1 < ntiles) {
-#pragma unroll
-                for (int i = 0; i < kLaneBoxes; i++)
-                    if (lane + 32 * i < nbox)
-                        pg[i] = page_of(walk, pt, t + 1, R, bx[i]);
+                copy_box(maps, hnd, hkv, walk, pt, t, R, x, dst, &full[s], true);
             }
             rg.next(stages);
         }
