@@ -146,7 +146,7 @@ static const char *graph_refusal(const attn_manifest *m, uint32_t phases)
  * of the decode CTA-time) but cost 2.07x the full kernel alone, 1.14x
  * partition on M2 and 1.27x on M5 (r5); the fused kernel's decode roles,
  * one CTA per SM beside the prefill ring, stream at 0.58x the decode
- * kernel's rate (M4 decode 0.891 / 0.518 ms), 1.19-1.55x partition on
+ * kernel's rate (M4 decode 0.891 / 0.518 ms), 1.18-1.55x partition on
  * M1-M5 (r6). */
 static int overlap_trial(const attn_cuda_prefill_tuning *t)
 {
@@ -845,7 +845,8 @@ static attn_mixed_cost_in cost_in(const attn_manifest *m, const attn_pool_geomet
         .tile_n = part->tile_n ? part->tile_n : pp->tile_n,
         .streams = pp->tuning.streams,
         /* not offered to auto: overlap is measured to lose on the H200 and
-         * is refused unless the instance runs its trial (overlap_refusal) */
+         * is refused unless the instance runs a trial (overlap_trial,
+         * k_overlap_refused) */
         .overlap_ok = 0,
     };
     if (ci.unified_tiles < ci.prefill_tiles)
@@ -1020,9 +1021,11 @@ static void single_kernel_schedule(const attn_manifest *m, uint32_t phases, attn
     snprintf(out->schedule_why, sizeof out->schedule_why, "%s%s",
              m->policy.schedule != ATTN_SCHED_AUTO ? "as asked: " : "auto: ",
              v == ATTN_PREFILL_LIGHT
-                 ? "no decode rows to overlap: one launch of the light prefill kernel"
+                 ? "nothing to overlap (no decode rows the decode kernels take): one launch of "
+                   "the light prefill kernel"
              : m->policy.schedule == ATTN_SCHED_OVERLAP
-                 ? "no decode rows to overlap: one launch of the prefill kernel"
+                 ? "nothing to overlap (no decode rows the decode kernels take): one launch of "
+                   "the prefill kernel"
              : mixed ? "prefill and append rows in one launch of the prefill kernel"
                      : "one launch of the prefill kernel (attend, then combine when split)");
 }
@@ -1865,25 +1868,17 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
         /* one fused launch stands for the prefill attend and the decode
          * producer; the combine and the reducer as they run after it */
         attn_cuda_mixed_symbols(p, dp, &attend, &combine, &reducer);
-        const char *syms[4] = {attn_cuda_append_symbol(), attend, combine, reducer};
-        const uint32_t launches[4] = {appends, 1, 1, 1};
-        for (int i = 0; i < 4; i++)
-            if (syms[i] && launches[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
-                snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",
-                         syms[i]);
-                rep->kernels[rep->num_kernels++].launches = launches[i];
-            }
-        rep->kernels_observed = false;
-        return;
+    } else {
+        attn_cuda_prefill_symbols(p, &attend, &combine);
+        if (dp != NULL) {
+            attn_cuda_decode_symbols(dp, &producer, &reducer);
+            if (!dp->any_split && !dp->force_merge)
+                reducer = NULL;
+        }
     }
-    attn_cuda_prefill_symbols(p, &attend, &combine);
-    if (dp != NULL) {
-        attn_cuda_decode_symbols(dp, &producer, &reducer);
-        if (!dp->any_split && !dp->force_merge)
-            reducer = NULL;
-    }
+    const bool fused = p->variant == ATTN_PREFILL_FUSED;
     const char *syms[5] = {attn_cuda_append_symbol(), attend, combine, producer, reducer};
-    const uint32_t launches[5] = {appends, p->num_items ? 1u : 0u, 1, 1, 1};
+    const uint32_t launches[5] = {appends, fused || p->num_items ? 1u : 0u, 1, 1, 1};
     for (int i = 0; i < 5; i++)
         if (syms[i] && launches[i] && rep->num_kernels < ATTN_KERNELS_MAX) {
             snprintf(rep->kernels[rep->num_kernels].symbol, sizeof rep->kernels[0].symbol, "%s",

@@ -30,6 +30,10 @@
 extern "C" {
 #endif
 
+/* Query heads one tensor-core producer CTA serves (the M = 16 rows of
+ * mma.m16n8k16): a group of g heads takes ceil(g / 16) head chunks. */
+#define ATTN_DECODE_CHUNK_HEADS 16u
+
 /* attn_decode_path_in.bulk: one copy warp with tensor-map copies of whole
  * pages; and "the measured best for this launch" (attn_decode_path_bulk). */
 #define ATTN_DECODE_BULK_TMAP 8

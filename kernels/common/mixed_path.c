@@ -1,6 +1,8 @@
 /* Where the fused mixed-batch kernel serves (mixed_path.h). */
 #include "kernels/common/mixed_path.h"
 
+#include "kernels/common/decode_path.h"
+
 const char *attn_mixed_fused_refusal(uint32_t head_dim_qk, uint32_t head_dim_vo, attn_dtype q_dtype,
                                      attn_dtype kv_dtype, uint32_t page_size)
 {
@@ -21,5 +23,5 @@ uint64_t attn_mixed_fused_pieces(uint64_t items, uint32_t num_qo_heads, uint32_t
     if (num_kv_heads == 0 || num_qo_heads % num_kv_heads)
         return 0;
     const uint32_t g = num_qo_heads / num_kv_heads;
-    return items * num_kv_heads * ((g + 15) / 16);
+    return items * num_kv_heads * ((g + ATTN_DECODE_CHUNK_HEADS - 1) / ATTN_DECODE_CHUNK_HEADS);
 }

@@ -28,15 +28,17 @@ namespace attn_mixed
 namespace dec = attn::decode;
 namespace tc = attn::decode::tc;
 
+/* The roles' warps.  [[maybe_unused]]: the portable compute_90 pass
+ * compiles no kernel body (wgmma is sm_90a only), so there they are not
+ * read. */
 constexpr int kThreads = (int)ATTN_CUDA_MIXED_THREADS;
 [[maybe_unused]] constexpr int kDecodeWarps = 2;  /* decode compute: warps 0, 1 */
 [[maybe_unused]] constexpr int kCopyWarp = 2;     /* decode copies */
 [[maybe_unused]] constexpr int kProducerWarp = 3; /* prefill producer; consumers: warps 4-11 */
-[[maybe_unused]] constexpr int kDecodeBar = 3;    /* named barrier of the decode compute warps
-                                    (the prefill consumers' turn barriers are
-                                    1 and 2, d 256 only) */
-[[maybe_unused]] constexpr int kSubs =
-    4 / kDecodeWarps; /* 16-key blocks of a tile per decode warp */
+/* the decode compute warps' named barrier, past the prefill consumers'
+ * turn barriers (kSchedBar, kSchedBar + 1: d 256 only) */
+[[maybe_unused]] constexpr int kDecodeBar = 3;
+static_assert(kDecodeBar > (int)attn_prefill::kSchedBar + 1, "named barrier ids are distinct");
 
 /* Shared memory of one CTA at head dim D: the prefill variant's own layout
  * (Q, K and V stages, barriers) from a 1024-aligned base, then the decode
@@ -46,8 +48,9 @@ constexpr int kThreads = (int)ATTN_CUDA_MIXED_THREADS;
 template <int D> struct Layout {
     using PC = attn_prefill::Cfg<D, ATTN_PREFILL_FUSED>;
     using DC = tc::cfg<D>;
-    /* as many decode stages as the prefill ring leaves room for (d 128: 3
-     * of 32 KB beside 2 of 32 KB) */
+    /* d 128: as many decode stages as the prefill ring leaves room for (3
+     * of 32 KB beside 2 of 32 KB; 2 beside 3 measured slower, r6); d 64: 4
+     * of 16 KB, about 95 KB left unused (not measured deeper) */
     static constexpr int DSTAGES = D == 128 ? 3 : 4;
     static constexpr uint32_t PREFILL = ((uint32_t)PC::SMEM - 1024u + 1023u) / 1024u * 1024u;
     static constexpr uint32_t DEC_STAGES = 2u * DSTAGES * DC::TILE_VECS * 16u;
@@ -67,10 +70,10 @@ struct fused_args {
     uint32_t dec_x, dec_y, dec_pieces;
 };
 
-/* The decode compute warps: the tiles of one piece (each warp its 16-key
- * blocks wr = warp, warp + 2 of every 64-key tile, one online-softmax
- * state across both), then the fixed-order merge of the two warps' states
- * and the write-out (tc::epilogue: O/LSE, or the piece's slot). */
+/* The decode compute warps: the tiles of one piece (consume_tiles with two
+ * warps: each takes the 16-key blocks warp, warp + 2 of every 64-key tile),
+ * then the fixed-order merge of the two warps' states and the write-out
+ * (tc::epilogue: O/LSE, or the piece's slot). */
 template <int D, typename KV>
 __device__ __forceinline__ void
 decode_compute(const attn_cuda_decode_params &p, const dec::cta_work &w,
@@ -78,44 +81,13 @@ decode_compute(const attn_cuda_decode_params &p, const dec::cta_work &w,
                int ntiles, int h0, uint4 *red)
 {
     using C = tc::cfg<D>;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     float o[C::NB][4];
-#pragma unroll
-    for (int nb = 0; nb < C::NB; nb++)
-        o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    float m[2], l[2];
     uint32_t qa[C::QREG ? C::KS : 1][4];
     dec::load_qa<D>(qa, qh);
-    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
-    const float sc = p.sm_scale * dec::kLog2e;
     tc::ring rg;
-    for (int t = 0; t < ntiles; t++) {
-        const int s = rg.s;
-        attn::mbar::wait(&pipe.full[s], rg.ph);
-        const uint4 *kt = pipe.ks + s * C::TILE_VECS;
-        uint4 *vt = pipe.vs + s * C::TILE_VECS;
-        if (t == ntiles - 1) {
-#pragma unroll
-            for (int j = 0; j < kSubs; j++)
-                tc::tmap_zero_tail<D>(vt, t, walk.n, warp + kDecodeWarps * j, lane);
-        }
-        /* rolled: unrolled, the two blocks' fragments are live at once and
-         * ptxas spilled 24 bytes at the 168-register cap (d 128) */
-#pragma unroll 1
-        for (int j = 0; j < kSubs; j++) {
-            const int wr = warp + kDecodeWarps * j;
-            const int krow = wr * 16 + (lane & 7) + ((lane >> 4) << 3);
-            const int vrow = wr * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-            float sf[2][4];
-            uint32_t pa[4];
-            tc::qk_tile<D, KV, false, 0>(sf, qa, qh, nullptr, kt, lane, qrow, krow);
-            tc::softmax_update<C::NB, KV>(
-                sf, m, l, o, pa, sc, (int64_t)t * tc::kKeys + wr * 16 + (lane & 3) * 2, walk.n);
-            tc::pv_tile<D, KV, 0>(o, pa, vt, lane, vrow);
-        }
-        attn::mbar::arrive(&pipe.empty[s]); /* this thread's reads of stage s are done */
-        rg.next(pipe.stages);
-    }
+    dec::consume_tiles<D, KV, false, 0, tc::tmap_pipe<D, KV>, kDecodeWarps>(
+        p, pipe, qa, qh, nullptr, walk, ntiles, o, m, l, rg);
     /* every tile landed and was read (the copy warp issues exactly ntiles),
      * so the merge may reuse the stages */
     tc::compute_sync<true, 32 * kDecodeWarps, kDecodeBar>();
@@ -136,16 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1) mixed_fused(const __grid_constant
     extern __shared__ uint8_t smem_raw[];
     uint8_t *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                                 ~static_cast<uintptr_t>(1023));
-    attn_prefill::Smem<D, KV> sm;
-    sm.q = base;
-    sm.k = sm.q + PC::Q_BYTES;
-    sm.v = sm.k + PC::STAGES * PC::KV_BYTES;
-    sm.full_k = reinterpret_cast<uint64_t *>(sm.v + PC::STAGES * PC::KV_BYTES);
-    sm.full_v = sm.full_k + PC::STAGES;
-    sm.empty_k = sm.full_v + PC::STAGES;
-    sm.empty_v = sm.empty_k + PC::STAGES;
-    sm.qfull = sm.empty_v + PC::STAGES;
-    sm.qempty = sm.qfull + 1;
+    const attn_prefill::Smem<D, KV> sm = attn_prefill::smem_at<D, KV, V>(base);
     uint4 *dbase = reinterpret_cast<uint4 *>(base + L::PREFILL);
     tc::tmap_pipe<D, KV> pipe;
     pipe.ks = dbase;
@@ -165,17 +128,10 @@ __global__ void __launch_bounds__(kThreads, 1) mixed_fused(const __grid_constant
     if (blockIdx.x < a.dec_pieces) {
         const uint32_t b = blockIdx.x, x = b % a.dec_x, y = (b / a.dec_x) % a.dec_y;
         w = dp.heads_fast ? dec::work_at(dp, (int)y, (int)x) : dec::work_at(dp, (int)x, (int)y);
-        h0 = (int)(b / (a.dec_x * a.dec_y)) * 16;
+        h0 = (int)(b / (a.dec_x * a.dec_y) * ATTN_DECODE_CHUNK_HEADS);
     }
     if (tid == 0) {
-        for (int s = 0; s < PC::STAGES; s++) {
-            attn_sm90::mbar_init(&sm.full_k[s], PC::PRODUCER_THREADS);
-            attn_sm90::mbar_init(&sm.full_v[s], PC::PRODUCER_THREADS);
-            attn_sm90::mbar_init(&sm.empty_k[s], PC::CONSUMER_WARPS);
-            attn_sm90::mbar_init(&sm.empty_v[s], PC::CONSUMER_WARPS);
-        }
-        attn_sm90::mbar_init(sm.qfull, PC::PRODUCER_THREADS);
-        attn_sm90::mbar_init(sm.qempty, PC::CONSUMER_WARPS);
+        attn_prefill::init_barriers<D, KV, V>(sm);
         pipe.init(); /* ends with the fence that shows both rings to the TMA unit */
         if (a.pmaps.on) {
             attn_sm90::prefetch_tensormap(&a.pmaps.k);
@@ -211,34 +167,10 @@ __global__ void __launch_bounds__(kThreads, 1) mixed_fused(const __grid_constant
     } else if (!prefill) {
         /* a CTA past the prefill queues: its decode piece only */
     } else if (warp == kProducerWarp) {
-        /* the prefill producer's walk of this CTA's units, as
-         * attn_prefill_attend's (its stage ring and Q phases run on across
-         * units) */
-        uint32_t gi = 0;
-        for (uint32_t k = 0;; k++) {
-            const uint32_t u = attn_prefill::unit_at(p, k);
-            if (u == attn_prefill::kNoUnit)
-                break;
-            const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            attn_prefill::producer<D, KV, V>(p, a.pmaps, sm, it, p.reqs[it.req], u % p.num_kv_heads,
-                                             lane, k, gi);
-        }
-        attn_sm90::cp_async_wait<0>(); /* no copy in flight behind an exiting thread */
+        attn_prefill::produce_units<D, KV, V>(p, a.pmaps, sm, lane);
     } else {
-        const bool tma = attn_prefill::kv_tma_tier(p, a.pmaps);
-        constexpr int C0 = 128; /* the first consumer thread */
-        uint32_t gi = 0;
-        uint32_t u = attn_prefill::unit_at(p, 0);
-        for (uint32_t k = 0; u != attn_prefill::kNoUnit; k++) {
-            const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            const uint32_t un = attn_prefill::unit_at(p, k + 1);
-            if (PC::QPREFETCH && un != attn_prefill::kNoUnit)
-                attn_prefill::prefetch_q<D, V>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads,
-                                               tid - C0);
-            attn_prefill::consumer<D, KV, V>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads,
-                                             tid / 128 - 1, tid % 128, k, gi, tma);
-            u = un;
-        }
+        constexpr int C0 = 128; /* the first consumer thread: warpgroups 1 and 2 */
+        attn_prefill::consume_units<D, KV, V>(p, a.pmaps, sm, tid / 128 - 1, tid % 128, tid - C0);
     }
 #else
     /* wgmma exists on sm_90a only: the portable compute_90 PTX carries no
@@ -282,8 +214,6 @@ int launch_typed(const attn_cuda_prefill_params *pf, const attn_cuda_decode_para
                     : pf->max_ctas && pf->max_ctas < units ? pf->max_ctas
                                                            : units;
     grid = grid > pieces ? grid : pieces;
-    if (pieces > 0 && (a.dec_x == 0 || a.dec_y == 0))
-        return ATTN_E_SHAPE;
     if (grid > 0) {
         if (cudaFuncSetAttribute(mixed_fused<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)L::SMEM) != cudaSuccess)
@@ -327,10 +257,15 @@ extern "C" int attn_cuda_mixed_launch(const attn_cuda_prefill_params *pf,
         pf->num_qo_heads != dp->num_qo_heads || pf->num_kv_heads != dp->num_kv_heads ||
         pf->num_kv_heads == 0 || pf->num_qo_heads % pf->num_kv_heads)
         return ATTN_E_SHAPE;
+    /* the dtypes refused as dtypes, the page size and head dim as shapes */
+    const bool dtypes_ok = (pf->kv_dtype == ATTN_BF16 || pf->kv_dtype == ATTN_FP16) &&
+                           pf->q_dtype == pf->kv_dtype && dp->q_dtype == pf->q_dtype &&
+                           dp->kv_dtype == pf->kv_dtype;
+    if (!dtypes_ok)
+        return ATTN_E_DTYPE;
     if (attn_mixed_fused_refusal(pf->head_dim, pf->head_dim, pf->q_dtype, pf->kv_dtype,
-                                 1u << dp->page_shift) != nullptr ||
-        dp->q_dtype != pf->q_dtype || dp->kv_dtype != pf->kv_dtype)
-        return pf->head_dim == 64 || pf->head_dim == 128 ? ATTN_E_DTYPE : ATTN_E_SHAPE;
+                                 1u << dp->page_shift) != nullptr)
+        return ATTN_E_SHAPE;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     return pf->kv_dtype == ATTN_BF16 ? attn_mixed::launch_d<__nv_bfloat16>(pf, dp, st)
                                      : attn_mixed::launch_d<__half>(pf, dp, st);

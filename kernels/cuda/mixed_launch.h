@@ -20,8 +20,8 @@
  * tiles.  CTA b runs decode piece b (the decode grid's CTA b: one work
  * item, K/V head and head chunk; none past the pieces) and prefill queue b
  * of the plan's per-CTA queues (attn_prefill_plan_queues over the launch's
- * CTAs), so the planner balances each CTA's prefill work against the
- * decode piece it runs beside.  The prefill plan is cut for
+ * CTAs), so every CTA gets an equal share of the prefill work beside its
+ * piece (the queues know nothing of the decode pieces).  The prefill plan is cut for
  * ATTN_PREFILL_FUSED (kernels/common/prefill_plan.h); its split m tiles are
  * folded by the prefill combine kernel after, the decode rows' split slots
  * by the decode reducer after (attn_cuda_decode_merge_launch).
@@ -48,15 +48,17 @@ extern "C" {
 /* Shared memory of one fused CTA at head dim d (0: no instance). */
 uint32_t attn_cuda_mixed_smem(uint32_t head_dim);
 
-/* Launch the fused kernel over pf->num_workers CTAs (pf's per-CTA queues;
- * without queues, max(pieces, pf->max_ctas) CTAs walking the snake), then
- * the prefill combine kernel when pf has merges and the decode reducer when
- * a decode request is split, on `stream` (a cudaStream_t).  pf->variant
- * must be ATTN_PREFILL_FUSED and the geometry one attn_mixed_fused_refusal
- * (kernels/common/mixed_path.h) admits.  dp's producer choices (bulk, stages,
- * persist, fused_merge, pdl) do not apply: its rows run on the fused
- * kernel's decode roles.  Returns 0, ATTN_E_SHAPE (no instance, fewer CTAs
- * than decode pieces), ATTN_E_DTYPE or ATTN_E_CUDA. */
+/* Launch the fused kernel over max(prefill grid, decode pieces) CTAs (the
+ * prefill grid: pf->num_workers with pf's per-CTA queues, else the snake's
+ * min(pf->max_ctas, units); the CTAs past the queues run only their piece),
+ * then the prefill combine kernel when pf has merges and the decode reducer
+ * (with dp->pdl) when a decode request is split, on `stream` (a
+ * cudaStream_t).  pf->variant must be ATTN_PREFILL_FUSED and the geometry
+ * one attn_mixed_fused_refusal (kernels/common/mixed_path.h) admits.  dp's
+ * producer choices (bulk, stages, persist, fused_merge) do not apply: its
+ * rows run on the fused kernel's decode roles.  Returns 0, ATTN_E_SHAPE (no
+ * instance for the geometry, pf and dp of different shapes), ATTN_E_DTYPE
+ * (q or K/V dtype) or ATTN_E_CUDA. */
 int attn_cuda_mixed_launch(const attn_cuda_prefill_params *pf, const attn_cuda_decode_params *dp,
                            void *stream);
 

@@ -675,20 +675,60 @@ static void test_overlap_plan_host(void **state)
     assert_non_null(io.attend);
     assert_string_equal(io.attend, "attn_mixed::mixed_fused<128, __nv_bfloat16>");
 #endif
-    /* its decode rows are split as on one decode CTA per SM: no more pieces
-     * than partition's (split for 2 CTAs per SM), the same requests */
+    attn_cuda_prefill_plan_host_free(&ov);
+    attn_rb_free(&rb);
+    /* on a device whose decode producer keeps 2 CTAs per SM, partition
+     * splits long decode rows for those 264 CTAs, the fused plan for one
+     * fused CTA per SM: fewer parts, the same rows */
+    const int64_t Tl[4] = {0, 12000, 500, 12000};
+    make_batch(&rb, 4, Tl, C, ATTN_MASK_CAUSAL, 128, 46);
+    rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+    attn_cuda_device_facts two = k_h200;
+    two.ctas_per_sm = 2;
+    memset(&ov, 0, sizeof ov);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &two, &k_fused, &ov, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;
     memset(&pt, 0, sizeof pt);
-    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &pt, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &two, NULL, &pt, &err), 0);
     assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
     assert_int_equal(io.total_q, ip.total_q);
-    /* (k_h200 has one decode CTA per SM too: the same split) */
-    assert_true(ov.split.num_splits[1] <= pt.split.num_splits[1]);
-    assert_true(ov.split.num_splits[3] <= pt.split.num_splits[3]);
     assert_true(ov.split.num_splits[1] >= 1 && ov.split.num_splits[3] >= 1);
+    assert_true(ov.split.num_splits[1] + ov.split.num_splits[3] <
+                pt.split.num_splits[1] + pt.split.num_splits[3]);
     assert_true(io.num_tiles > ip.num_tiles); /* 64-key tiles: more of them */
     attn_cuda_prefill_plan_host_free(&pt);
     attn_cuda_prefill_plan_host_free(&ov);
+    attn_rb_free(&rb);
+
+    /* more decode pieces than SMs (300 decode rows x 2 K/V heads): the
+     * fused grid is one CTA per piece, the why says so */
+    {
+        int64_t Tm[301], Cm[301];
+        Tm[0] = 0;
+        Cm[0] = 500;
+        for (int b = 1; b < 301; b++) {
+            Tm[b] = 300 + b;
+            Cm[b] = 1;
+        }
+        make_batch(&rb, 301, Tm, Cm, ATTN_MASK_CAUSAL, 128, 45);
+        rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
+        memset(&ov, 0, sizeof ov);
+        assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &k_fused, &ov, &err),
+                         0);
+        assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
+        /* the split view counts the decode rows' items after the prefill
+         * plan's; a piece is a decode item x K/V head (g 4: one chunk) */
+        const uint32_t pieces = ((uint32_t)ov.split.num_items - io.num_items) * 2;
+        assert_true(pieces >= 600);
+        assert_int_equal(io.max_ctas, pieces);
+        char grid[48];
+        snprintf(grid, sizeof grid, "%u CTAs", pieces);
+        assert_non_null(strstr(ov.schedule_why, grid));
+        attn_cuda_prefill_plan_host_free(&ov);
+        attn_rb_free(&rb);
+        make_batch(&rb, 4, T, C, ATTN_MASK_CAUSAL, 128, 41);
+    }
 
     /* the instance's trial runs the light kernel on two streams */
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
@@ -741,7 +781,7 @@ static void test_overlap_plan_host(void **state)
                                                      trial ? &k_trial : &k_fused, &ov, &err),
                          0);
         assert_int_equal(ov.schedule, ATTN_SCHED_OVERLAP);
-        assert_non_null(strstr(ov.schedule_why, "no decode rows to overlap"));
+        assert_non_null(strstr(ov.schedule_why, "nothing to overlap"));
         assert_int_equal(attn_cuda_prefill_plan_info_get(&ov, &io), 0);
         assert_int_equal(io.tile_m, trial ? 64 : 128);
         attn_cuda_prefill_plan_host_free(&ov);

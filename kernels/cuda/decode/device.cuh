@@ -1014,8 +1014,11 @@ __device__ __forceinline__ void tmap_zero_tail(uint4 *vt, int t, int64_t n, int 
 
 /* The compute warps' loop over one piece's tiles of a copy-warp pipeline:
  * wait on full[s], QK, online softmax, PV, release empty[s].  RS: the stage
- * layout (kv_chunk); `rg`: where the piece's tiles are in the ring. */
-template <int D, typename KV, bool QLO, int RS, typename Pipe>
+ * layout (kv_chunk); `rg`: where the piece's tiles are in the ring.  NW
+ * compute warps (threads 0 .. 32 NW - 1): warp w takes the 16-key blocks
+ * w, w + NW, ... of each 64-key tile, one online-softmax state across them
+ * (NW 4: the copy-warp producers; 2: the fused mixed kernel). */
+template <int D, typename KV, bool QLO, int RS, typename Pipe, int NW = 4>
 __device__ __forceinline__ void
 consume_tiles(const attn_cuda_decode_params &p, const Pipe &pipe, const uint32_t (*qa)[4],
               const uint4 *qh, const uint4 *ql, const paged::key_walk &walk, int ntiles,
@@ -1023,6 +1026,8 @@ consume_tiles(const attn_cuda_decode_params &p, const Pipe &pipe, const uint32_t
 {
     using C = tc::cfg<D>;
     constexpr int TP = RS == 0 ? C::TILE_VECS : C::PAD_TILE_VECS;
+    constexpr int SUBS = 4 / NW; /* 16-key blocks of a tile per warp */
+    static_assert(SUBS * NW == 4, "the warps split a tile's four 16-key blocks");
     const int ST = pipe.stages;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 #pragma unroll
@@ -1031,22 +1036,31 @@ consume_tiles(const attn_cuda_decode_params &p, const Pipe &pipe, const uint32_t
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
     const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
-    const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
-    const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
     const float sc = p.sm_scale * kLog2e;
     for (int t = 0; t < ntiles; t++) {
         const int s = rg.s;
         mbar::wait(&pipe.full[s], rg.ph);
         const uint4 *kt = pipe.ks + s * TP;
         uint4 *vt = pipe.vs + s * TP;
-        if (RS == 0 && t == ntiles - 1)
-            tc::tmap_zero_tail<D>(vt, t, walk.n, warp, lane);
-        float sf[2][4];
-        uint32_t pa[4];
-        tc::qk_tile<D, KV, QLO, RS>(sf, qa, qh, ql, kt, lane, qrow, krow);
-        tc::softmax_update<C::NB, KV>(sf, m, l, o, pa, sc,
-                                      (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2, walk.n);
-        tc::pv_tile<D, KV, RS>(o, pa, vt, lane, vrow);
+        if (RS == 0 && t == ntiles - 1) {
+#pragma unroll
+            for (int j = 0; j < SUBS; j++)
+                tc::tmap_zero_tail<D>(vt, t, walk.n, warp + NW * j, lane);
+        }
+        /* rolled for two blocks: unrolled, their fragments are live at once
+         * and ptxas spilled 24 bytes at the fused kernel's 168-register cap */
+#pragma unroll 1
+        for (int j = 0; j < SUBS; j++) {
+            const int wr = warp + NW * j;
+            const int krow = wr * 16 + (lane & 7) + ((lane >> 4) << 3);
+            const int vrow = wr * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            float sf[2][4];
+            uint32_t pa[4];
+            tc::qk_tile<D, KV, QLO, RS>(sf, qa, qh, ql, kt, lane, qrow, krow);
+            tc::softmax_update<C::NB, KV>(
+                sf, m, l, o, pa, sc, (int64_t)t * tc::kKeys + wr * 16 + (lane & 3) * 2, walk.n);
+            tc::pv_tile<D, KV, RS>(o, pa, vt, lane, vrow);
+        }
         mbar::arrive(&pipe.empty[s]); /* release: this thread's reads of stage s are done */
         rg.next(ST);
     }

@@ -76,8 +76,8 @@ constexpr uint32_t kSchedBar = 1; /* named barriers 1, 2: the consumers' issue t
  * (so no setmaxnreg): one producer warp and two consumer warpgroups over
  * a 128 x 64 tile, in the shared memory the decode stages leave. */
 template <int D, int V = 0> struct Cfg {
-    static constexpr bool LIGHT = V == 1;
-    static constexpr bool FUSED = V == 2;
+    static constexpr bool LIGHT = V == ATTN_PREFILL_LIGHT;
+    static constexpr bool FUSED = V == ATTN_PREFILL_FUSED;
     static constexpr int BM = LIGHT ? ATTN_PREFILL_LIGHT_TILE_M : ATTN_PREFILL_TILE_M;
     static constexpr int BN = LIGHT   ? ATTN_PREFILL_LIGHT_TILE_N
                               : FUSED ? ATTN_PREFILL_FUSED_TILE_N
@@ -957,16 +957,12 @@ __device__ __forceinline__ uint32_t unit_at(const attn_cuda_prefill_params &p, u
     return u < p.num_items * p.num_kv_heads ? u : kNoUnit;
 }
 
-template <int D, typename KV, bool LT>
-__global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTAS)
-    attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p,
-                        const __grid_constant__ KvMaps maps)
+/* The shared memory of configuration LT from a 1024-aligned `base`: Q,
+ * the K and V stages, then the ring's and Q's barriers (Cfg::SMEM - 1024
+ * bytes; the attend kernel and the fused mixed kernel's prefill roles). */
+template <int D, typename KV, int LT> __device__ __forceinline__ Smem<D, KV> smem_at(uint8_t *base)
 {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = Cfg<D, LT>;
-    extern __shared__ uint8_t smem_raw[];
-    uint8_t *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                                ~static_cast<uintptr_t>(1023));
     Smem<D, KV> sm;
     sm.q = base;
     sm.k = sm.q + C::Q_BYTES;
@@ -977,6 +973,81 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
     sm.empty_v = sm.empty_k + C::STAGES;
     sm.qfull = sm.empty_v + C::STAGES;
     sm.qempty = sm.qfull + 1;
+    return sm;
+}
+
+/* One thread: the barriers of the ring and of Q (a fill completes on the
+ * producer's threads, a release on one arrival per consumer warp); the
+ * caller fences them for the async proxy. */
+template <int D, typename KV, int LT>
+__device__ __forceinline__ void init_barriers(const Smem<D, KV> &sm)
+{
+    using C = Cfg<D, LT>;
+    for (int s = 0; s < C::STAGES; s++) {
+        mbar_init(&sm.full_k[s], C::PRODUCER_THREADS);
+        mbar_init(&sm.full_v[s], C::PRODUCER_THREADS);
+        mbar_init(&sm.empty_k[s], C::CONSUMER_WARPS);
+        mbar_init(&sm.empty_v[s], C::CONSUMER_WARPS);
+    }
+    mbar_init(sm.qfull, C::PRODUCER_THREADS);
+    mbar_init(sm.qempty, C::CONSUMER_WARPS);
+}
+
+/* The producer's walk of this CTA's units (unit_at); `ptid` its thread
+ * (0 .. PRODUCER_THREADS - 1).  Its stage ring (gi) and Q barrier phases
+ * (k) run on across units, so the next unit's loads overlap this unit's
+ * last products. */
+template <int D, typename KV, int LT>
+__device__ __forceinline__ void produce_units(const attn_cuda_prefill_params &p, const KvMaps &maps,
+                                              const Smem<D, KV> &sm, int ptid)
+{
+    uint32_t gi = 0;
+    for (uint32_t k = 0;; k++) {
+        const uint32_t u = unit_at(p, k);
+        if (u == kNoUnit)
+            break;
+        const attn_prefill_item it = p.items[u / p.num_kv_heads];
+        producer<D, KV, LT>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, ptid, k, gi);
+    }
+    cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
+}
+
+/* The consumers' walk of the same units: consumer warpgroup `cw`, its
+ * thread `ctid` (0 .. 127), thread `ct` of all the consumers (0 .. 128 x
+ * CONSUMER_WGS - 1, for the Q prefetch); each computed by the caller as
+ * the attend kernel always did (other forms cost spills, see there).  The
+ * next unit is looked up once, for the prefetch, and carried into the next
+ * round. */
+template <int D, typename KV, int LT>
+__device__ __forceinline__ void consume_units(const attn_cuda_prefill_params &p, const KvMaps &maps,
+                                              const Smem<D, KV> &sm, int cw, int ctid, int ct)
+{
+    using C = Cfg<D, LT>;
+    /* the producer's tier (its KvLoad::tma): TMA-only tiles need no fence */
+    const bool tma = kv_tma_tier(p, maps);
+    uint32_t gi = 0;
+    uint32_t u = unit_at(p, 0);
+    for (uint32_t k = 0; u != kNoUnit; k++) {
+        const attn_prefill_item it = p.items[u / p.num_kv_heads];
+        const uint32_t un = unit_at(p, k + 1);
+        if (C::QPREFETCH && un != kNoUnit) /* the unit this CTA takes next */
+            prefetch_q<D, LT>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, ct);
+        consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, cw, ctid, k, gi, tma);
+        u = un;
+    }
+}
+
+template <int D, typename KV, bool LT>
+__global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTAS)
+    attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p,
+                        const __grid_constant__ KvMaps maps)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using C = Cfg<D, LT>;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                                ~static_cast<uintptr_t>(1023));
+    const Smem<D, KV> sm = smem_at<D, KV, LT>(base);
 
     const int tid = threadIdx.x;
     if (p.probe && tid == 0) { /* the co-residency probe: where and when this CTA ran */
@@ -984,14 +1055,7 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
         p.probe[3 * blockIdx.x + 1] = attn::ptx::globaltimer();
     }
     if (tid == 0) {
-        for (int s = 0; s < C::STAGES; s++) {
-            mbar_init(&sm.full_k[s], C::PRODUCER_THREADS);
-            mbar_init(&sm.full_v[s], C::PRODUCER_THREADS);
-            mbar_init(&sm.empty_k[s], C::CONSUMER_WARPS);
-            mbar_init(&sm.empty_v[s], C::CONSUMER_WARPS);
-        }
-        mbar_init(sm.qfull, C::PRODUCER_THREADS);
-        mbar_init(sm.qempty, C::CONSUMER_WARPS);
+        init_barriers<D, KV, LT>(sm);
         attn::mbar::fence_init(); /* the TMA unit (async proxy) sees them */
     }
     if (maps.on && tid == 0) {
@@ -1000,12 +1064,9 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
     }
     __syncthreads();
     /* Work units u = item * H_kv + head (unit_at): each CTA runs its
-     * queue of the plan, or the snake.  Producer and consumers walk the
-     * same units, and their stage ring (gi) and Q barrier phases (k) run on
-     * across units, so the next unit's loads overlap this unit's last
-     * products and epilogue. */
-    uint32_t gi = 0;
-    /* wgmma runs on whole warpgroups (warps 4k .. 4k + 3): the light
+     * queue of the plan, or the snake; producer and consumers walk the
+     * same units (produce_units, consume_units).
+     * wgmma runs on whole warpgroups (warps 4k .. 4k + 3): the light
      * kernel's consumer warpgroup is warps 0-3, its producer warp 4.  The
      * roles are tested and the consumers' warpgroup computed as the full
      * kernel always did (tid < 128, tid / 128 - 1): written as
@@ -1015,33 +1076,12 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
     if (C::PRODUCER_LAST ? tid >= P0 : tid < C::PRODUCER_THREADS) {
         if constexpr (C::SETMAXNREG)
             reg_dealloc<C::PRODUCER_REGS>();
-        for (uint32_t k = 0;; k++) {
-            const uint32_t u = unit_at(p, k);
-            if (u == kNoUnit)
-                break;
-            const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            producer<D, KV, LT>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, tid - P0, k,
-                                gi);
-        }
-        cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
+        produce_units<D, KV, LT>(p, maps, sm, tid - P0);
     } else {
         if constexpr (C::SETMAXNREG)
             reg_alloc<C::CONSUMER_REGS>();
-        /* the producer's tier (its KvLoad::tma): TMA-only tiles need no fence */
-        const bool tma = kv_tma_tier(p, maps);
-        /* the next unit is looked up once, for the Q prefetch, and carried
-         * into the next round */
-        uint32_t u = unit_at(p, 0);
-        for (uint32_t k = 0; u != kNoUnit; k++) {
-            const attn_prefill_item it = p.items[u / p.num_kv_heads];
-            const uint32_t un = unit_at(p, k + 1);
-            if (C::QPREFETCH && un != kNoUnit) /* the unit this CTA takes next */
-                prefetch_q<D, LT>(p, p.items[un / p.num_kv_heads], un % p.num_kv_heads, tid - C0);
-            consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads,
-                                C::PRODUCER_LAST ? tid / 128 : tid / 128 - 1, tid % 128, k, gi,
-                                tma);
-            u = un;
-        }
+        consume_units<D, KV, LT>(p, maps, sm, C::PRODUCER_LAST ? tid / 128 : tid / 128 - 1,
+                                 tid % 128, tid - C0);
         if (p.probe && tid == C0) /* the first consumer's last epilogue is done */
             p.probe[3 * blockIdx.x + 2] = attn::ptx::globaltimer();
     }
