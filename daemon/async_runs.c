@@ -49,6 +49,7 @@ struct attnd_async {
     uint32_t history;
     failure *failures;
     attnd_wait *waits;
+    attnd_sync_run *syncs; /* synchronous runs in progress */
     attnd_async_stats st;
 };
 
@@ -435,6 +436,9 @@ void attnd_async_conn_closed(attnd_async *a, uint32_t conn)
         if (a->inflight[k].j->conn == conn)
             a->inflight[k].cancelled = true;
     }
+    for (attnd_sync_run *r = a->syncs; r != NULL; r = r->next)
+        if (r->conn == conn)
+            r->closed = true;
     a->st.waits_released_on_close += release_waits_locked(a, conn, false);
     for (failure **pp = &a->failures; *pp != NULL;) {
         failure *f = *pp;
@@ -448,14 +452,47 @@ void attnd_async_conn_closed(attnd_async *a, uint32_t conn)
     pthread_mutex_unlock(&a->lock);
 }
 
+void attnd_async_sync_begin(attnd_async *a, attnd_sync_run *r, uint32_t conn)
+{
+    pthread_mutex_lock(&a->lock);
+    r->conn = conn;
+    r->closed = false;
+    r->next = a->syncs;
+    a->syncs = r;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void attnd_async_sync_end(attnd_async *a, attnd_sync_run *r)
+{
+    pthread_mutex_lock(&a->lock);
+    for (attnd_sync_run **pp = &a->syncs; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* Whether `conn` closed while a run of it was in progress: the worker's
+ * running job or a synchronous run (caller holds the lock). */
+static bool run_conn_closed_locked(const attnd_async *a, uint32_t conn)
+{
+    if (a->running != NULL && a->running_cancelled && a->running->conn == conn)
+        return true;
+    for (const attnd_sync_run *r = a->syncs; r != NULL; r = r->next)
+        if (r->conn == conn && r->closed)
+            return true;
+    return false;
+}
+
 void attnd_async_wait_enter(attnd_async *a, attnd_wait *w)
 {
     pthread_mutex_lock(&a->lock);
     w->next = NULL;
-    /* attnd stops, or the connection of the running job closed after the
-     * worker marked it running (its waits were released then, before this
-     * one was listed): a wait that starts now is released at once */
-    if (a->stop || (a->running != NULL && a->running_cancelled && a->running->conn == w->conn)) {
+    /* attnd stops, or the connection of a run in progress (the worker's or
+     * a handler's synchronous one) closed before this wait was listed (its
+     * waits were released then): a wait that starts now is released at once */
+    if (a->stop || run_conn_closed_locked(a, w->conn)) {
         if (w->release != NULL)
             w->release(w);
         atomic_store(&w->released, 1);

@@ -80,6 +80,16 @@ typedef struct attnd_wait {
     void *arg;                             /* the release's own data */
 } attnd_wait;
 
+/* A synchronous run in progress on a handler thread (the queue's worker
+ * runs the async ones), listed from before it resolves its buffers until it
+ * ends, so that the close of its connection also reaches a wait the run
+ * enters after the close (attnd_async_wait_enter releases it at once). */
+typedef struct attnd_sync_run {
+    struct attnd_sync_run *next;
+    uint32_t conn;
+    bool closed; /* its connection closed (set under the queue's lock) */
+} attnd_sync_run;
+
 /* Counters for `stats`. */
 typedef struct attnd_async_stats {
     uint64_t enqueued, done, failed, cancelled;
@@ -112,8 +122,12 @@ bool attnd_async_take_failure(attnd_async *a, uint32_t conn, uint64_t *seq, attn
  * that touches pools applies after the connection's earlier async runs). */
 void attnd_async_drain_conn(attnd_async *a, uint32_t conn);
 
+/* List / unlist synchronous run `r` of connection `conn` (see attnd_sync_run). */
+void attnd_async_sync_begin(attnd_async *a, attnd_sync_run *r, uint32_t conn);
+void attnd_async_sync_end(attnd_async *a, attnd_sync_run *r);
+
 /* Connection `conn` closed: cancel its queued runs, release its waits,
- * forget its failures. */
+ * mark its synchronous runs, forget its failures. */
 void attnd_async_conn_closed(attnd_async *a, uint32_t conn);
 
 /* Register / unregister a wait in progress (see the head of this file). */

@@ -975,6 +975,12 @@ static int run_core(attn_server *s, uint32_t conn, attnd_plan *p, uint64_t plan_
     if (!ra->async) {
         /* a connection's requests apply in order: its async runs first */
         attnd_async_drain_conn(s->async, conn);
+        /* listed before its buffers are resolved: a close from here on
+         * releases its waits, even one entered after the close; a run that
+         * starts after the close finds no buffer (attn_server_conn_closed
+         * drops them before it marks the runs) */
+        attnd_sync_run sr;
+        attnd_async_sync_begin(s->async, &sr, conn);
         run_ctx c;
         memset(&c, 0, sizeof c);
         c.s = s;
@@ -1001,6 +1007,7 @@ static int run_core(attn_server *s, uint32_t conn, attnd_plan *p, uint64_t plan_
             rc = run_diag(&c, 0, scratch, &rep->diag);
         }
         run_ctx_release(&c);
+        attnd_async_sync_end(s->async, &sr);
         return rc;
     }
     run_ctx *c = calloc(1, sizeof *c);

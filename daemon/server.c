@@ -897,10 +897,14 @@ int attn_server_handle_cb(void *arg, uint32_t conn, const void *req, size_t len,
 
 void attn_server_conn_closed(attn_server *s, uint32_t conn)
 {
-    /* its waits released and queued runs cancelled first; a run in flight
-     * keeps its buffers (holds) until it completes, then they unmap */
-    attnd_async_conn_closed(s->async, conn);
+    /* its buffers dropped first: a synchronous run that starts after the
+     * close then finds none (nor a word to wait on), and one listed before
+     * is marked by attnd_async_conn_closed, so its wait, entered at any
+     * time, is released.  Runs hold their buffers until they complete
+     * (the waits released and queued runs cancelled here use them), then
+     * they unmap */
     attnd_buffers_drop_conn(s->buffers, conn);
+    attnd_async_conn_closed(s->async, conn);
     attnd_pool_table_conn_closed(s->pools, conn);
 }
 

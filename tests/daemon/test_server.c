@@ -1811,6 +1811,124 @@ static void test_close_before_host_wait_registers(void **state)
     attnd_async_destroy(c.a);
 }
 
+/* The same window for a synchronous run, which waits on its handler's
+ * thread, not the queue's worker: its connection closes after the run was
+ * listed (run_core lists it before it resolves its buffers) and before its
+ * host wait registers.  The wait must be released at once: nothing else
+ * would release it, and the handler (and attnd's shutdown, which waits for
+ * its handlers) would wait for ever.  The handler closes its connection
+ * itself, so the close lands in that window every time. */
+typedef struct {
+    attnd_async *a;
+    uint64_t word; /* the semaphore, never written by a client */
+    int rc;
+    atomic_int done;
+} sync_close_then_wait;
+
+static void *sync_close_then_wait_main(void *arg)
+{
+    sync_close_then_wait *c = arg;
+    attnd_sync_run sr;
+    attn_error_detail err;
+    attnd_async_sync_begin(c->a, &sr, 7);
+    attnd_async_conn_closed(c->a, 7);
+    c->rc = attnd_sem_wait_host(c->a, 7, &c->word, 1, &err);
+    attnd_async_sync_end(c->a, &sr);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+static void test_close_before_sync_host_wait_registers(void **state)
+{
+    sync_close_then_wait c;
+    pthread_t t;
+    (void)state;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(attnd_async_create(&c.a, 16), 0);
+    assert_int_equal(pthread_create(&t, NULL, sync_close_then_wait_main, &c), 0);
+    wait_flag(&c.done);
+    if (!atomic_load(&c.done)) {
+        /* the wait started after the close: end it, then fail */
+        attnd_sem_signal_host(&c.word, 1);
+        pthread_join(t, NULL);
+        attnd_async_destroy(c.a);
+        fail_msg("the host wait of a synchronous run whose connection closed was not released");
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(c.rc, ATTN_E_SHUTTING_DOWN);
+    attnd_async_destroy(c.a);
+}
+
+/* A synchronous run (its handler's thread waits) at its host wait when its
+ * connection closes: released, it runs nothing and still writes its device
+ * signal, as a failed run does.  The close may land before the run lists
+ * itself (scheduling): the run then finds no buffer and nothing is written.
+ * Either way the handler returns. */
+typedef struct {
+    attn_server *s;
+    attn_buf frame;
+    void *out;
+    size_t len;
+    atomic_int done;
+} sync_handler;
+
+static void *sync_handler_main(void *arg)
+{
+    sync_handler *h = arg;
+    attn_server_handle(h->s, h->frame.data, h->frame.len, &h->out, &h->len);
+    atomic_store(&h->done, 1);
+    return NULL;
+}
+
+static void test_sync_host_wait_close_signals(void **state)
+{
+    double_fixture f;
+    uint64_t plan_id, sem_buf, wait_buf;
+    attn_request req;
+    attn_reply rep;
+    attn_error_detail e;
+    sync_handler h;
+    pthread_t t;
+    char wait_name[64];
+    void *wait_map = NULL;
+    (void)state;
+    stream_fixture_open(&f, "dsync", &plan_id, &sem_buf);
+    wait_buf = register_shm(f.s, wait_name, "swait", 64, &wait_map);
+    async_run_request(&req, &f.rb, plan_id, (attn_tensor_ref){f.buf, 0, f.buf_bytes});
+    req.run.async = false;
+    req.run.wait = (attn_sem_ref){wait_buf, 0, 1}; /* a host word, never written */
+    req.run.sig = (attn_sem_ref){sem_buf, 16, 2};
+    req.v = ATTN_PROTOCOL_VERSION;
+    req.id = 42;
+    memset(&h, 0, sizeof h);
+    h.s = f.s;
+    assert_int_equal(attn_request_encode(&req, &h.frame, &e), 0);
+    assert_int_equal(pthread_create(&t, NULL, sync_handler_main, &h), 0);
+    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    attn_server_conn_closed(f.s, 0);
+    wait_flag(&h.done);
+    if (!atomic_load(&h.done)) {
+        *(volatile uint64_t *)wait_map = 1; /* end the wait, then fail */
+        pthread_join(t, NULL);
+        fail_msg("a synchronous run's host wait outlived its connection");
+    }
+    pthread_join(t, NULL);
+    attn_buf_free(&h.frame);
+    memset(&rep, 0, sizeof rep);
+    assert_int_equal(attn_reply_decode(h.out, h.len, NULL, &rep, &e), 0);
+    if (rep.error.code == ATTN_E_SHUTTING_DOWN) {
+        assert_string_equal(rep.error.field, "wait");
+        assert_string_equal(g_stream_log, "S2@16 ");
+    } else {
+        assert_int_equal(rep.error.code, ATTN_E_UNKNOWN_BUFFER);
+        assert_string_equal(g_stream_log, "");
+    }
+    free(h.out);
+    double_fixture_close(&f);
+    munmap(wait_map, 64);
+    shm_unlink(wait_name);
+}
+
 /* An engine whose runs defer (return at enqueue, complete later), logging
  * the order of run and complete calls. */
 static char g_defer_log[128];
@@ -2512,6 +2630,8 @@ int main(void)
         cmocka_unit_test(test_cancelled_host_wait_signals),
         cmocka_unit_test(test_cancelled_queued_runs_signal),
         cmocka_unit_test(test_close_before_host_wait_registers),
+        cmocka_unit_test(test_close_before_sync_host_wait_registers),
+        cmocka_unit_test(test_sync_host_wait_close_signals),
         cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_async_deferred_window),
         cmocka_unit_test(test_unrestored_pool_is_quarantined),
