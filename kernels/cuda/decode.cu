@@ -443,9 +443,7 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
     const attn_cuda_decode_params &p = a.p;
     const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
     extern __shared__ uint4 smem[];
-    /* the 128-byte swizzle repeats every 1024 bytes: stages start on one */
-    uint4 *base = reinterpret_cast<uint4 *>((reinterpret_cast<uintptr_t>(smem) + 1023) &
-                                            ~static_cast<uintptr_t>(1023));
+    uint4 *base = ptx::align_1024(smem);
     const int tid = threadIdx.x, warp = tid >> 5;
     if (tid == tc::kThreads) { /* the copy warp: its four descriptors, before the first copy */
 #pragma unroll
@@ -558,8 +556,7 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, false, 1>
     const attn_cuda_decode_params &p = a.p;
     const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
     extern __shared__ uint4 smem[];
-    uint4 *base = reinterpret_cast<uint4 *>((reinterpret_cast<uintptr_t>(smem) + 1023) &
-                                            ~static_cast<uintptr_t>(1023));
+    uint4 *base = ptx::align_1024(smem);
     const int tid = threadIdx.x, warp = tid >> 5;
     if (tid == tc::kThreads) {
 #pragma unroll

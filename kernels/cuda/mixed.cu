@@ -106,8 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1) mixed_fused(const __grid_constant
     const attn_cuda_prefill_params &p = a.pf;
     const attn_cuda_decode_params &dp = a.dec.p;
     extern __shared__ uint8_t smem_raw[];
-    uint8_t *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                                ~static_cast<uintptr_t>(1023));
+    uint8_t *base = attn::ptx::align_1024(smem_raw);
     const attn_prefill::Smem<D, KV> sm = attn_prefill::smem_at<D, KV, V>(base);
     uint4 *dbase = reinterpret_cast<uint4 *>(base + L::PREFILL);
     tc::tmap_pipe<D, KV> pipe;

@@ -45,6 +45,15 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+/* p rounded up to a multiple of 1024 bytes: where a kernel's swizzled
+ * stages start (TMA's 128-byte swizzle repeats every 1024 bytes; the
+ * dynamic shared memory is sized 1024 bytes over for it). */
+template <typename T> __device__ __forceinline__ T *align_1024(T *p)
+{
+    return reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(p) + 1023) &
+                                 ~static_cast<uintptr_t>(1023));
+}
+
 /* ---- cp.async ------------------------------------------------------------ */
 
 /* 16 bytes global -> shared, cached in L2 only (.cg: streamed K/V is read

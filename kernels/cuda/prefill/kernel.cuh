@@ -1045,8 +1045,7 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = Cfg<D, LT>;
     extern __shared__ uint8_t smem_raw[];
-    uint8_t *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                                ~static_cast<uintptr_t>(1023));
+    uint8_t *base = attn::ptx::align_1024(smem_raw);
     const Smem<D, KV> sm = smem_at<D, KV, LT>(base);
 
     const int tid = threadIdx.x;
