@@ -277,6 +277,7 @@ def bench_shape(lib, shape, fi, gen, res):
         runs = [(n, 2, dict(NAMED_RUNS[n])) for n in ATTND_RUNS]
     if OLD_LIB is not None:
         runs.append(("old", 2, dict(lib=OLD_LIB)))
+        runs.append(("old_reducer", 2, dict(lib=OLD_LIB, fused=False)))
     for pname, pid, kw in runs:
         try:
             kw = dict(kw)
@@ -515,7 +516,8 @@ def main():
         for peer in ("flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn",
                      "attnd_fi_simt", "attnd_fi_reducer", "attnd_fi_nowave", "attnd_fi_nobulk",
                      "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap", "attnd_fi_persist",
-                     "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_old"):
+                     "attnd_fi_pdl_early", "attnd_fi_nopdl", "attnd_fi_reducer_nopdl", "attnd_old",
+                     "attnd_old_reducer"):
             xs = [(r["peers"][peer]["us"] / r["peers"][f"attnd_{default}"]["us"], r["B"])
                   for r in res["shapes"] if "us" in r["peers"].get(peer, {})
                   and "us" in r["peers"].get(f"attnd_{default}", {})]
@@ -543,7 +545,7 @@ def main():
     cols = ["attnd_fi", "attnd_fi_persist", "attnd_fi_pdl_early", "attnd_fi_nopdl",
             "attnd_fi_reducer_nopdl", "attnd_fa", "attnd_global", "attnd_fi_reducer", "attnd_fi_simt",
             "attnd_fi_nowave", "attnd_fi_nobulk", "attnd_fi_bulk1", "attnd_fi_bulk4", "attnd_fi_tmap",
-            "attnd_old",
+            "attnd_old", "attnd_old_reducer",
             "flashinfer", "flashinfer_tc", "sdpa_cudnn_contiguous", "gather_then_sdpa_cudnn"]
     log("us: " + " ".join(c.replace("attnd_", "").replace("sdpa_cudnn_contiguous", "cudnn")
                           .replace("gather_then_sdpa_cudnn", "gather") for c in cols))

@@ -188,6 +188,59 @@
         for (int i = 0; i < d; i++)                                                                \
             oa[i] = wa * oa[i] + wb * ob[i];                                                       \
         a->lse = lse;                                                                              \
+    }                                                                                              \
+                                                                                                   \
+    /* n-way merge in one frame (seed 0x02B: the merge is associative and                         \
+     * commutative, so n states may be folded against one pivot instead of by                     \
+     * n - 1 binary merges).  A fold keeps (pivot, l, u): the states' l and u                      \
+     * weighted by EXP(m_i - pivot), where m_i is the m of an MLU state or the                     \
+     * LSE of an (LSE, O) state (whose l is 1 and u is O); it starts empty                         \
+     * (-inf, 0, 0).  A batch of states raises the pivot once to their max                         \
+     * (attn_pivot_max) and is then added state by state: the weights are                          \
+     * independent of one another, so a kernel pays one exponential per state                      \
+     * and one rescale per batch instead of a dependent chain of exponentials                      \
+     * and a logarithm per state.  The result, attn_pivot_state with u,                            \
+     * finalizes like any MLU state. */                                                            \
+                                                                                                   \
+    /* The pivot after one more state: the max; -inf (empty) never wins.  A                        \
+     * NaN or +inf m needs no test here: its own weight (attn_pivot_add) is                        \
+     * NaN, so it reaches the output as NaN as through the binary merges. */                       \
+    ATTN_HD T attn_pivot_max_##S(T pivot, T m_or_lse)                                              \
+    {                                                                                              \
+        return m_or_lse > pivot ? m_or_lse : pivot;                                                \
+    }                                                                                              \
+                                                                                                   \
+    /* Move the sums to the pivot `to` (>= the current pivot).  Sums taken                         \
+     * while every state was empty are 0: no exp(-inf - -inf) (seed 0x02C). */                     \
+    ATTN_HD void attn_pivot_raise_##S(T *pivot, T *l, T *u, int d, T to)                           \
+    {                                                                                              \
+        T r = attn_state_empty_##S(*pivot) ? (T)0 : EXP(*pivot - to);                              \
+        *l *= r;                                                                                   \
+        for (int i = 0; i < d; i++)                                                                \
+            u[i] *= r;                                                                             \
+        *pivot = to;                                                                               \
+    }                                                                                              \
+                                                                                                   \
+    /* Add one state (m_i, l_i, u_i), m_i <= pivot; an empty state is                              \
+     * skipped before any exponential and its vector is never read. */                             \
+    ATTN_HD void attn_pivot_add_##S(T pivot, T *l, T *u, int d, T m_i, T l_i, const T *u_i)        \
+    {                                                                                              \
+        if (attn_state_empty_##S(m_i))                                                             \
+            return;                                                                                \
+        T w = EXP(m_i - pivot);                                                                    \
+        *l = w * l_i + *l;                                                                         \
+        for (int i = 0; i < d; i++)                                                                \
+            u[i] = w * u_i[i] + u[i];                                                              \
+    }                                                                                              \
+                                                                                                   \
+    /* The folded sums as an MLU state (its vector is the fold's u). */                            \
+    ATTN_HD attn_mlu_##S attn_pivot_state_##S(T pivot, T l)                                        \
+    {                                                                                              \
+        attn_mlu_##S st;                                                                           \
+        st.valid = !attn_state_empty_##S(pivot);                                                   \
+        st.m = pivot;                                                                              \
+        st.l = st.valid ? l : (T)0;                                                                \
+        return st;                                                                                 \
     }
 
 ATTN__STATE_DEFINE(double, f64, exp, log)

@@ -610,15 +610,15 @@ template <int D> __global__ void merge(attn_cuda_decode_params p)
      * the slots an under-filled producer grid left free: B 2 x T 2048 +9 %) */
     if (p.pdl == ATTN_CUDA_PDL_EARLY)
         ptx::griddep_launch_dependents();
+    /* the plan's metadata before the wait (cta_work_of says why) */
+    const int b = blockIdx.x;
+    const bool live = b < p.counts->num_requests;
+    const attn_cuda_req rq = live ? p.reqs[b] : attn_cuda_req{};
     if (p.pdl != ATTN_CUDA_PDL_OFF)
         ptx::griddep_wait(); /* the producers' slots (and any earlier kernel's writes) are visible
                               */
-    const int b = blockIdx.x;
-    if (b >= p.counts->num_requests)
-        return;
-    const attn_cuda_req rq = p.reqs[b];
-    if (rq.num_slots <= 1)
-        return; /* the producer wrote it directly */
+    if (!live || rq.num_slots <= 1)
+        return; /* no request, or the producer wrote it directly */
     const int hq = blockIdx.y * kMergeHeads + threadIdx.y;
     if (hq >= (int)p.num_qo_heads)
         return;

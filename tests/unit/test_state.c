@@ -321,6 +321,169 @@ static void test_state_empty_rule(void **state)
     assert_float_equal(uc[0], 4.0f, 0);
 }
 
+/* The pivot fold of state.h as the decode kernels' merge_fold runs it:
+ * batches of `batch` states, the pivot raised once per batch, then every
+ * state of the batch added.  States are (m, l, u) with u of width W. */
+#define W 3
+static void pivot_fold_f64(int n, const double *m, const double *l, const double (*u)[W],
+                           int batch, double *o, double *lse)
+{
+    double pivot = -INFINITY, sl = 0, su[W] = {0};
+    for (int s0 = 0; s0 < n; s0 += batch) {
+        double next = pivot;
+        for (int j = s0; j < n && j < s0 + batch; j++)
+            next = attn_pivot_max_f64(next, m[j]);
+        attn_pivot_raise_f64(&pivot, &sl, su, W, next);
+        for (int j = s0; j < n && j < s0 + batch; j++)
+            attn_pivot_add_f64(pivot, &sl, su, W, m[j], l[j], u[j]);
+    }
+    attn_mlu_f64 st = attn_pivot_state_f64(pivot, sl);
+    attn_mlu_finalize_f64(&st, su, W, o, lse);
+}
+
+static void pivot_fold_f32(int n, const float *m, const float *l, const float (*u)[W], int batch,
+                           float *o, float *lse)
+{
+    float pivot = -INFINITY, sl = 0, su[W] = {0};
+    for (int s0 = 0; s0 < n; s0 += batch) {
+        float next = pivot;
+        for (int j = s0; j < n && j < s0 + batch; j++)
+            next = attn_pivot_max_f32(next, m[j]);
+        attn_pivot_raise_f32(&pivot, &sl, su, W, next);
+        for (int j = s0; j < n && j < s0 + batch; j++)
+            attn_pivot_add_f32(pivot, &sl, su, W, m[j], l[j], u[j]);
+    }
+    attn_mlu_f32 st = attn_pivot_state_f32(pivot, sl);
+    attn_mlu_finalize_f32(&st, su, W, o, lse);
+}
+
+static double uniform(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*x >> 11) / 9007199254740992.0;
+}
+
+/* seed 0x02B: folding n states against one pivot equals n - 1 binary merges
+ * (both ABIs: an (LSE, O) state is (LSE, 1, O)), whatever the batch size,
+ * with empty states anywhere and frames 60 apart. */
+static void test_pivot_fold_matches_binary(void **state)
+{
+    (void)state;
+    uint64_t x = 12345;
+    const int batches[] = {1, 3, 8, 16, 64};
+    for (int trial = 0; trial < 200; trial++) {
+        const int n = 1 + (int)(uniform(&x) * 40);
+        double m[40], l[40], u[40][W], lseo_o[40][W];
+        attn_mlu_f64 acc;
+        double ua[W];
+        attn_mlu_empty_f64(&acc, ua, W);
+        attn_lseo_f64 la = {-INFINITY};
+        double oa[W] = {0};
+        for (int j = 0; j < n; j++) {
+            const bool empty = uniform(&x) < 0.25;
+            m[j] = empty ? -INFINITY : (uniform(&x) - 0.5) * 60;
+            l[j] = empty ? 0 : 0.5 + uniform(&x) * 20;
+            for (int i = 0; i < W; i++)
+                u[j][i] = empty ? 0 : (uniform(&x) - 0.5) * 8 * l[j];
+            attn_mlu_f64 sj = {!empty, m[j], l[j]};
+            attn_mlu_merge_f64(&acc, ua, &sj, u[j], W);
+            /* the same state in the (LSE, O) ABI */
+            attn_lseo_f64 lj;
+            attn_mlu_to_lseo_f64(&sj, u[j], W, &lj, lseo_o[j]);
+            attn_lseo_merge_f64(&la, oa, &lj, lseo_o[j], W);
+        }
+        double want_o[W], want_lse;
+        attn_mlu_finalize_f64(&acc, ua, W, want_o, &want_lse);
+        for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+            double o[W], lse;
+            pivot_fold_f64(n, m, l, (const double(*)[W])u, batches[b], o, &lse);
+            if (isinf(want_lse)) {
+                assert_true(isinf(lse) && lse < 0);
+            } else {
+                assert_float_equal(lse, want_lse, 1e-12 * (1 + fabs(want_lse)));
+            }
+            for (int i = 0; i < W; i++)
+                assert_float_equal(o[i], want_o[i], 1e-12 * (1 + fabs(want_o[i])));
+            /* (LSE, O) states folded with l = 1 */
+            double lm[40], ones[40];
+            for (int j = 0; j < n; j++) {
+                attn_mlu_f64 sj = {!attn_state_empty_f64(m[j]), m[j], l[j]};
+                attn_lseo_f64 lj;
+                double oj[W];
+                attn_mlu_to_lseo_f64(&sj, u[j], W, &lj, oj);
+                lm[j] = lj.lse;
+                ones[j] = 1;
+            }
+            pivot_fold_f64(n, lm, ones, (const double(*)[W])lseo_o, batches[b], o, &lse);
+            if (isinf(la.lse)) {
+                assert_true(isinf(lse) && lse < 0);
+            } else {
+                assert_float_equal(lse, la.lse, 1e-12 * (1 + fabs(la.lse)));
+            }
+            for (int i = 0; i < W; i++)
+                assert_float_equal(o[i], oa[i], 1e-12 * (1 + fabs(oa[i])));
+        }
+    }
+}
+
+/* The fold's edges: one state comes back bit for bit (an unsplit row keeps
+ * its bits), all-empty gives O = 0 and LSE = -inf without a NaN (seed
+ * 0x02C), and a non-finite input reaches the output as NaN: a NaN or +inf
+ * m anywhere, or a NaN vector of a valid state whose weight underflows to
+ * 0 (0 x NaN is NaN, as through the binary merges). */
+static void test_pivot_fold_edges(void **state)
+{
+    (void)state;
+    const float one_u[1][W] = {{0.25f, -3.5f, 7.0f}};
+    const float m1[1] = {2.75f}, l1[1] = {1.0f};
+    float o[W], lse;
+    pivot_fold_f32(1, m1, l1, one_u, 16, o, &lse);
+    assert_memory_equal(o, one_u[0], sizeof o);
+    assert_true(lse == 2.75f);
+
+    const float me[3] = {-INFINITY, -INFINITY, -INFINITY}, le[3] = {0, 0, 0};
+    const float ue[3][W] = {{NAN, NAN, NAN}, {0}, {0}}; /* an empty vector is never read */
+    for (int b = 1; b <= 3; b++) {
+        pivot_fold_f32(3, me, le, ue, b, o, &lse);
+        assert_true(isinf(lse) && lse < 0);
+        for (int i = 0; i < W; i++)
+            assert_true(o[i] == 0.0f);
+    }
+
+    /* an empty state beside valid ones: its (NaN) vector is never read */
+    const float mv[3] = {1.0f, -INFINITY, 2.0f}, lv[3] = {1, 0, 2};
+    const float uv[3][W] = {{1, 2, 3}, {NAN, NAN, NAN}, {4, 5, 6}};
+    const float mw[2] = {1.0f, 2.0f}, lw[2] = {1, 2}, uw[2][W] = {{1, 2, 3}, {4, 5, 6}};
+    for (int b = 1; b <= 3; b++) {
+        float ow[W], lsew;
+        pivot_fold_f32(3, mv, lv, uv, b, o, &lse);
+        pivot_fold_f32(2, mw, lw, uw, b, ow, &lsew);
+        assert_memory_equal(o, ow, sizeof o);
+        assert_true(lse == lsew && !isnan(lse));
+    }
+
+    const float u4[4][W] = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {1, 1, 1}};
+    const float l4[4] = {1, 2, 3, 4};
+    for (int pos = 0; pos < 4; pos++) {
+        for (int kind = 0; kind < 2; kind++) {
+            float m4[4] = {1.0f, -INFINITY, 3.0f, 0.5f};
+            m4[pos] = kind ? INFINITY : NAN;
+            for (int b = 1; b <= 4; b++) {
+                pivot_fold_f32(4, m4, l4, u4, b, o, &lse);
+                assert_true(isnan(lse));
+                for (int i = 0; i < W; i++)
+                    assert_true(isnan(o[i]));
+            }
+        }
+    }
+    const float mu[2] = {200.0f, -200.0f}, lu[2] = {1, 1};
+    const float uu[2][W] = {{1, 1, 1}, {NAN, 0, 0}};
+    pivot_fold_f32(2, mu, lu, uu, 2, o, &lse);
+    assert_true(isnan(o[0]));
+    assert_true(o[1] == 1.0f && lse == 200.0f);
+}
+#undef W
+
 static void test_error_names(void **state)
 {
     (void)state;
@@ -340,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_empty_identity),       cmocka_unit_test(test_extreme_scores),
         cmocka_unit_test(test_reduction_order_fp16), cmocka_unit_test(test_nonfinite_is_not_masked),
         cmocka_unit_test(test_error_names),          cmocka_unit_test(test_state_empty_rule),
+        cmocka_unit_test(test_pivot_fold_matches_binary), cmocka_unit_test(test_pivot_fold_edges),
     };
     return cmocka_run_group_tests_name("state", tests, NULL, NULL);
 }

@@ -40,7 +40,7 @@ namespace decode
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kMergeHeads = 4; /* query heads per reducer CTA */
-constexpr int kMergeBatch = 8; /* slots fetched per batch by merge_fold */
+constexpr int kMergeBatch = 16; /* slots fetched per batch by merge_fold */
 constexpr int kMergeLanes = 4; /* lanes of one head per merge_fold thread */
 
 /* The state.h view of a decode launch's outputs (state_io.cuh). */
@@ -73,9 +73,10 @@ __device__ __forceinline__ void pdl_start(const attn_cuda_decode_params &p)
 {
     /* programmatic dependent launch (attn_cuda_decode_params.pdl): with
      * ATTN_CUDA_PDL_EARLY the next kernel may be placed as soon as every CTA
-     * of this grid runs (else after the main loops: pdl_main_loop_done);
-     * nothing of this launch's inputs or outputs is touched before the
-     * previous kernel of the stream is done */
+     * of this grid runs (else after the main loops: pdl_main_loop_done).
+     * Before the wait a CTA reads only the plan's metadata (cta_work_of);
+     * Q, K/V, the slots, the counters and the outputs wait for the previous
+     * kernel of the stream */
     if (p.pdl == ATTN_CUDA_PDL_EARLY)
         ptx::griddep_launch_dependents();
     if (p.pdl != ATTN_CUDA_PDL_OFF)
@@ -96,11 +97,18 @@ __device__ __forceinline__ cta_work work_at(const attn_cuda_decode_params &p, in
     return w;
 }
 
+/* The CTA's work, read before the programmatic-launch wait: counts, items
+ * and requests are the plan's metadata, uploaded by a synchronous copy
+ * before any launch that reads them and written by no kernel, so their
+ * three dependent loads need not wait for the previous kernel of the stream
+ * (with the late trigger this CTA may be placed while that kernel's last
+ * CTAs fold).  A CTA past the live items leaves without touching anything. */
 __device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p)
 {
+    const cta_work w = p.heads_fast ? work_at(p, (int)blockIdx.y, (int)blockIdx.x)
+                                    : work_at(p, (int)blockIdx.x, (int)blockIdx.y);
     pdl_start(p);
-    return p.heads_fast ? work_at(p, (int)blockIdx.y, (int)blockIdx.x)
-                        : work_at(p, (int)blockIdx.x, (int)blockIdx.y);
+    return w;
 }
 
 /* ATTN_CUDA_PDL_LATE: this CTA has read its last K/V tile; once every CTA
@@ -129,57 +137,57 @@ __device__ __forceinline__ paged::page_table table_of(const attn_cuda_decode_par
 }
 
 /* The fold of one request's slots for query head hq, lanes [lane0, lane0+4):
- * exactly the slots [slot_begin, slot_begin + num_slots) in slot order, with
- * the state.h merge (seed 0x02C, 0x03I).  Slots are fetched kMergeBatch at a
- * time (independent loads in flight), then folded one by one: the order
- * stays fixed while the memory latency is paid once per batch instead of
- * once per slot.  Loads go through L2 (__ldcg): in the fused path the slots
- * were written by other CTAs of the same launch.  Used by the reducer kernel
- * and by the last producer CTA of a (request, K/V head, head chunk). */
+ * exactly the slots [slot_begin, slot_begin + num_slots), in slot order,
+ * against one pivot (state.h's n-way merge, seed 0x02B/C, 0x03I).  Slots are
+ * fetched kMergeBatch at a time (independent loads in flight); a batch
+ * raises the pivot once (one rescale) and adds each slot with its own
+ * weight, so the dependent chain per slot is a few FMAs, not the binary
+ * merge's exponentials and logarithm (about 200 cycles a slot, round 5 of
+ * issue 13: the fold of 33 slots is the tail of a B = 1 launch).  The
+ * order of the sums
+ * is fixed, so the result is the same bits whichever CTA folds.  Loads go
+ * through L2 (__ldcg): in the fused path the slots were written by other
+ * CTAs of the same launch.  Used by the reducer kernel and by the last
+ * producer CTA of a (request, K/V head, head chunk). */
 template <int D>
 __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
                                            const attn_cuda_req &rq, int hq, int lane0)
 {
     constexpr int LANES = kMergeLanes;
     const bool mlu = p.abi == ATTN_ABI_MLU;
-    float acc[LANES];
-    attn_mlu_f32 st;
-    attn_lseo_f32 sl;
-    attn_mlu_empty_f32(&st, acc, LANES);
-    sl.lse = -INFINITY;
+    float acc[LANES] = {0.f, 0.f, 0.f, 0.f};
+    float l = 0.f, pivot = -INFINITY;
     const int end = rq.slot_begin + rq.num_slots;
     for (int s0 = rq.slot_begin; s0 < end; s0 += kMergeBatch) {
         float bm[kMergeBatch], bl[kMergeBatch];
         float4 bv[kMergeBatch];
 #pragma unroll
         for (int j = 0; j < kMergeBatch; j++) {
+            bm[j] = -INFINITY; /* past the last slot: an empty state */
+            bl[j] = 1.f;       /* an (LSE, O) state is the MLU state (LSE, 1, O) */
+            bv[j] = make_float4(0.f, 0.f, 0.f, 0.f);
             if (s0 + j < end) {
                 const size_t idx = (size_t)(s0 + j) * p.num_qo_heads + hq;
                 bm[j] = __ldcg(p.part_m + idx);
-                bl[j] = mlu ? __ldcg(p.part_l + idx) : 0.f;
+                if (mlu)
+                    bl[j] = __ldcg(p.part_l + idx);
                 bv[j] = __ldcg(reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0));
             }
         }
+        float next = pivot;
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++)
+            next = attn_pivot_max_f32(next, bm[j]);
+        attn_pivot_raise_f32(&pivot, &l, acc, LANES, next);
 #pragma unroll
         for (int j = 0; j < kMergeBatch; j++) {
-            if (s0 + j >= end)
-                break;
-            const float ou[LANES] = {bv[j].x, bv[j].y, bv[j].z, bv[j].w};
-            if (mlu) {
-                const attn_mlu_f32 o = state_io::from_ml(bm[j], bl[j]);
-                attn_mlu_merge_f32(&st, acc, &o, ou, LANES);
-            } else {
-                attn_lseo_f32 o;
-                o.lse = bm[j];
-                attn_lseo_merge_f32(&sl, acc, &o, ou, LANES);
-            }
+            const float uj[LANES] = {bv[j].x, bv[j].y, bv[j].z, bv[j].w};
+            attn_pivot_add_f32(pivot, &l, acc, LANES, bm[j], bl[j], uj);
         }
     }
-    float lse;
-    if (mlu)
-        attn_mlu_finalize_f32(&st, acc, LANES, acc, &lse);
-    else
-        lse = sl.lse; /* an all-empty row keeps LSE = -inf and O = 0 */
+    const attn_mlu_f32 st = attn_pivot_state_f32(pivot, l);
+    float lse; /* an all-empty row: O = 0, LSE = -inf */
+    attn_mlu_finalize_f32(&st, acc, LANES, acc, &lse);
     const size_t ooff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + lane0;
 #pragma unroll
     for (int i = 0; i < LANES; i++)
