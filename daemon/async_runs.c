@@ -50,6 +50,8 @@ struct attnd_async {
     failure *failures;
     attnd_wait *waits;
     attnd_sync_run *syncs; /* synchronous runs in progress */
+    attnd_conn_open_fn conn_open;
+    void *conn_open_arg;
     attnd_async_stats st;
 };
 
@@ -452,11 +454,21 @@ void attnd_async_conn_closed(attnd_async *a, uint32_t conn)
     pthread_mutex_unlock(&a->lock);
 }
 
+void attnd_async_set_conn_open(attnd_async *a, attnd_conn_open_fn fn, void *arg)
+{
+    pthread_mutex_lock(&a->lock);
+    a->conn_open = fn;
+    a->conn_open_arg = arg;
+    pthread_mutex_unlock(&a->lock);
+}
+
 void attnd_async_sync_begin(attnd_async *a, attnd_sync_run *r, uint32_t conn)
 {
     pthread_mutex_lock(&a->lock);
     r->conn = conn;
-    r->closed = false;
+    /* a request handled after its connection closed (its close came first)
+     * lists a run that no close will mark: mark it now */
+    r->closed = a->conn_open != NULL && !a->conn_open(a->conn_open_arg, conn);
     r->next = a->syncs;
     a->syncs = r;
     pthread_mutex_unlock(&a->lock);

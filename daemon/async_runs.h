@@ -122,6 +122,16 @@ bool attnd_async_take_failure(attnd_async *a, uint32_t conn, uint64_t *seq, attn
  * that touches pools applies after the connection's earlier async runs). */
 void attnd_async_drain_conn(attnd_async *a, uint32_t conn);
 
+/* Whether connection `conn` is still open (the loop's connection table). */
+typedef bool (*attnd_conn_open_fn)(void *arg, uint32_t conn);
+
+/* Ask `fn` when a synchronous run lists itself (NULL, the default: every
+ * connection is open).  A connection leaves the table before its close
+ * reaches attnd_async_conn_closed, and the answer is taken under the
+ * queue's lock, so a run listed after the close is marked closed at once,
+ * and one listed before it is marked by the close. */
+void attnd_async_set_conn_open(attnd_async *a, attnd_conn_open_fn fn, void *arg);
+
 /* List / unlist synchronous run `r` of connection `conn` (see attnd_sync_run). */
 void attnd_async_sync_begin(attnd_async *a, attnd_sync_run *r, uint32_t conn);
 void attnd_async_sync_end(attnd_async *a, attnd_sync_run *r);

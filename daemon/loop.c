@@ -920,6 +920,12 @@ void attnd_loop_stop(attnd_loop *l)
     uv_async_send(&l->async);
 }
 
+bool attnd_loop_conn_open_cb(void *arg, uint32_t conn)
+{
+    attnd_loop *l = arg;
+    return conn == 0 || attnd_conn_is_open(l->conns, conn);
+}
+
 int attnd_loop_destroy(attnd_loop *l)
 {
     int rc = 0;

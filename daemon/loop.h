@@ -37,6 +37,7 @@
 #ifndef ATTN_DAEMON_LOOP_H
 #define ATTN_DAEMON_LOOP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -135,6 +136,11 @@ int attnd_loop_run(attnd_loop *l);
 
 /* Ask the loop to shut down as on SIGTERM; safe from any thread. */
 void attnd_loop_stop(attnd_loop *l);
+
+/* Whether connection `conn` is open (arg = the loop; conn 0, a request not
+ * from a connection, is).  A connection leaves the table before the loop's
+ * conn_closed callback runs for it. */
+bool attnd_loop_conn_open_cb(void *arg, uint32_t conn);
 
 /* Free the loop after attnd_loop_run returned (or instead of running it);
  * returns 0, or the uv_loop_close error when a handle was left open. */

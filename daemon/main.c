@@ -205,6 +205,8 @@ int main(int argc, char **argv)
         attnd_log_destroy(log);
         return 1;
     }
+    /* before any request is handled: a run of a closed connection is marked */
+    attn_server_set_conn_open(srv, attnd_loop_conn_open_cb, loop);
     /* the endpoints come up before the listener, so /health/ready can say
      * "not listening yet" rather than nothing */
     if (metrics_url[0] != '\0' && attnd_http_start(&http, metrics_url, o.metrics,

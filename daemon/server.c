@@ -898,8 +898,10 @@ int attn_server_handle_cb(void *arg, uint32_t conn, const void *req, size_t len,
 void attn_server_conn_closed(attn_server *s, uint32_t conn)
 {
     /* its buffers dropped first: a synchronous run that starts after the
-     * close then finds none (nor a word to wait on), and one listed before
-     * is marked by attnd_async_conn_closed, so its wait, entered at any
+     * close then finds none (nor a word to wait on), one listed before is
+     * marked by attnd_async_conn_closed, and one listed after (a buffer
+     * registered by a request handled after the close) is marked when it
+     * lists itself (attn_server_set_conn_open), so its wait, entered at any
      * time, is released.  Runs hold their buffers until they complete
      * (the waits released and queued runs cancelled here use them), then
      * they unmap */
@@ -911,6 +913,11 @@ void attn_server_conn_closed(attn_server *s, uint32_t conn)
 void attn_server_conn_closed_cb(void *arg, uint32_t conn)
 {
     attn_server_conn_closed(arg, conn);
+}
+
+void attn_server_set_conn_open(attn_server *s, bool (*open)(void *arg, uint32_t conn), void *arg)
+{
+    attnd_async_set_conn_open(s->async, open, arg);
 }
 
 int attn_server_is_cheap_cb(void *arg, const void *req, size_t len)

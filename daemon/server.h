@@ -6,6 +6,7 @@
 #ifndef ATTN_DAEMON_SERVER_H
 #define ATTN_DAEMON_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,6 +89,12 @@ int attn_server_handle_cb(void *arg, uint32_t conn, const void *req, size_t len,
 
 /* attn_server_conn_closed for daemon/loop.h. */
 void attn_server_conn_closed_cb(void *arg, uint32_t conn);
+
+/* How the server asks whether a connection is still open (daemon/loop.h's
+ * attnd_loop_conn_open_cb; NULL: every connection is): a synchronous run of
+ * a request handled after its connection closed is then treated as one the
+ * close reached (its host waits are released at once). */
+void attn_server_set_conn_open(attn_server *s, bool (*open)(void *arg, uint32_t conn), void *arg);
 
 /* attn_server_is_cheap for daemon/loop.h. */
 int attn_server_is_cheap_cb(void *arg, const void *req, size_t len);

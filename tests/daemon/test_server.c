@@ -1859,6 +1859,62 @@ static void test_close_before_sync_host_wait_registers(void **state)
     attnd_async_destroy(c.a);
 }
 
+/* The request of a synchronous run handled after its connection closed:
+ * the close (and its attnd_async_conn_closed) came before the run listed
+ * itself, so nothing would mark it; a buffer that another request of the
+ * closed connection registered in the meantime gives it a word to wait on.
+ * Asked at listing time, the loop's connection table says the connection
+ * is gone, and the wait is released at once (before: it polled until
+ * attnd stopped, holding the handler's thread). */
+static bool conn_7_closed(void *arg, uint32_t conn)
+{
+    (void)arg;
+    return conn != 7;
+}
+
+static void *sync_after_close_main(void *arg)
+{
+    sync_close_then_wait *c = arg;
+    attnd_sync_run sr;
+    attn_error_detail err;
+    attnd_async_conn_closed(c->a, 7);
+    attnd_async_sync_begin(c->a, &sr, 7);
+    c->rc = attnd_sem_wait_host(c->a, 7, &c->word, 1, &err);
+    attnd_async_sync_end(c->a, &sr);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+static void test_sync_run_listed_after_close(void **state)
+{
+    sync_close_then_wait c;
+    pthread_t t;
+    (void)state;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(attnd_async_create(&c.a, 16), 0);
+    attnd_async_set_conn_open(c.a, conn_7_closed, NULL);
+    assert_int_equal(pthread_create(&t, NULL, sync_after_close_main, &c), 0);
+    wait_flag(&c.done);
+    if (!atomic_load(&c.done)) {
+        attnd_sem_signal_host(&c.word, 1);
+        pthread_join(t, NULL);
+        attnd_async_destroy(c.a);
+        fail_msg("the host wait of a synchronous run listed after its connection closed was not "
+                 "released");
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(c.rc, ATTN_E_SHUTTING_DOWN);
+    /* an open connection's run still waits for its word */
+    attnd_sync_run sr;
+    attn_error_detail err;
+    uint64_t word = 1;
+    attnd_async_sync_begin(c.a, &sr, 8);
+    assert_false(sr.closed);
+    assert_int_equal(attnd_sem_wait_host(c.a, 8, &word, 1, &err), 0);
+    attnd_async_sync_end(c.a, &sr);
+    attnd_async_destroy(c.a);
+}
+
 /* A synchronous run (its handler's thread waits) at its host wait when its
  * connection closes: released, it runs nothing and still writes its device
  * signal, as a failed run does.  The close may land before the run lists
@@ -2631,6 +2687,7 @@ int main(void)
         cmocka_unit_test(test_cancelled_queued_runs_signal),
         cmocka_unit_test(test_close_before_host_wait_registers),
         cmocka_unit_test(test_close_before_sync_host_wait_registers),
+        cmocka_unit_test(test_sync_run_listed_after_close),
         cmocka_unit_test(test_sync_host_wait_close_signals),
         cmocka_unit_test(test_async_deferred_pipeline),
         cmocka_unit_test(test_async_deferred_window),
