@@ -62,6 +62,9 @@ NAMED_RUNS = {
     "fi_persist": dict(persist=-1),
     "fi_bulk1": dict(bulk=1),
     "fi_bulk4": dict(bulk=4),
+    # 2026-12-01 late: pipeline depth per shape (d 64: 3 stages fit 4 CTAs of 127 registers per SM)
+    "fi_st2": dict(stages=2),
+    "fi_st3": dict(stages=3),
 }
 OLD_LIB = None  # --old: the benchmark library of the kernel before issue 13
 

@@ -410,15 +410,17 @@ __device__ __forceinline__ void bulk_body(const attn_cuda_decode_params &p)
     const int ntiles = (int)((walk.n + tc::kKeys - 1) / tc::kKeys);
     if (tid == 0)
         pipe.init();
-    if (warp < 4)
-        tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
-    __syncthreads(); /* barriers initialised, Q staged; the last CTA-wide barrier */
+    __syncthreads(); /* barriers initialised; the last CTA-wide barrier */
 
     if (warp >= 4) { /* copy warps: their copies complete on full[s], nothing waits for them */
         const KV *kbase = static_cast<const KV *>(p.k) + (int64_t)w.hkv * p.head_stride;
         const KV *vbase = static_cast<const KV *>(p.v) + (int64_t)w.hkv * p.head_stride;
         pipe.produce(kbase, vbase, walk, table_of(p, w), ntiles, tid - tc::kThreads);
     } else {
+        /* Q is staged while the first tiles are in flight: its loads'
+         * latency no longer delays the copy warps' first copy */
+        tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
+        tc::compute_sync<true>();
         bulk_compute<D, KV, QLO, C::ROW_VECS>(p, w, pipe, qh, ql, walk, ntiles, h0, smem);
     }
 }
@@ -476,14 +478,14 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
     const int ntiles = (int)((walk.n + tc::kKeys - 1) / tc::kKeys);
     if (tid == 0)
         pipe.init();
-    if (warp < 4)
-        tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
-    __syncthreads(); /* barriers initialised, Q staged; the last CTA-wide barrier */
+    __syncthreads(); /* barriers initialised; the last CTA-wide barrier */
 
     if (warp >= 4) {
         tc::ring rg;
         pipe.produce(a.maps, a.hnd != 0, w.hkv, walk, table_of(p, w), ntiles, tid & 31, rg);
     } else {
+        tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql); /* beside the first copies (bulk_body) */
+        tc::compute_sync<true>();
         bulk_compute<D, KV, QLO, 0>(p, w, pipe, qh, ql, walk, ntiles, h0, base);
     }
     if (probed)
