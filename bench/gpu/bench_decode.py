@@ -65,6 +65,9 @@ NAMED_RUNS = {
     # 2026-12-01 late: pipeline depth per shape (d 64: 3 stages fit 4 CTAs of 127 registers per SM)
     "fi_st2": dict(stages=2),
     "fi_st3": dict(stages=3),
+    # the split policy filling 2 or 3 grid capacities (more, shorter splits) now that the fold is cheap
+    "fi_w2": dict(waves=2),
+    "fi_w3": dict(waves=3),
 }
 OLD_LIB = None  # --old: the benchmark library of the kernel before issue 13
 

@@ -1106,36 +1106,42 @@ __global__ void __launch_bounds__(128)
         const int pr = mg.row0 + r, tok = pr / (int)g;
         if (tok >= rq.C)
             break;
-        float acc[PER], part[PER], o[PER];
-        float lse_out;
-        if (p.abi == ATTN_ABI_MLU) {
-            attn_mlu_f32 st, in;
-            attn_mlu_empty_f32(&st, acc, PER);
-            for (int k = 0; k < mg.num_parts; k++) {
-                const size_t srow = ((size_t)(mg.part_begin + k) * p.num_kv_heads + hkv) * BM + r;
-                in.l = p.part_l[srow];
-                in.m = p.part_m[srow];
-                in.valid = !attn_state_empty_f32(in.m); /* the one emptiness rule */
-                for (int i = 0; i < PER; i++)
-                    part[i] = p.part_vec[srow * D + lane + 32 * i];
-                attn_mlu_merge_f32(&st, acc, &in, part, PER);
+        /* state.h's pivot fold in batches of kBatch parts, in ascending
+         * key order: one rescale per batch and independent weights, as the
+         * decode reducer folds its slots (kernels/cuda/decode/device.cuh) */
+        constexpr int kBatch = 8;
+        const bool mlu = p.abi == ATTN_ABI_MLU;
+        float acc[PER], o[PER];
+        float pivot = -INFINITY, l = 0.f, lse_out;
+        for (int i = 0; i < PER; i++)
+            acc[i] = 0.f;
+        for (int k0 = 0; k0 < mg.num_parts; k0 += kBatch) {
+            float bm[kBatch], bl[kBatch], part[kBatch][PER];
+#pragma unroll
+            for (int j = 0; j < kBatch; j++) {
+                bm[j] = -INFINITY; /* past the last part: an empty state */
+                bl[j] = 1.f;       /* an (LSE, O) part is the MLU state (LSE, 1, O) */
+                if (k0 + j < mg.num_parts) {
+                    const size_t srow =
+                        ((size_t)(mg.part_begin + k0 + j) * p.num_kv_heads + hkv) * BM + r;
+                    bm[j] = p.part_m[srow];
+                    if (mlu)
+                        bl[j] = p.part_l[srow];
+                    for (int i = 0; i < PER; i++)
+                        part[j][i] = p.part_vec[srow * D + lane + 32 * i];
+                }
             }
-            attn_mlu_finalize_f32(&st, acc, PER, o, &lse_out);
-        } else {
-            attn_lseo_f32 st = {-INFINITY}, in;
-            for (int i = 0; i < PER; i++)
-                acc[i] = 0.f;
-            for (int k = 0; k < mg.num_parts; k++) {
-                const size_t srow = ((size_t)(mg.part_begin + k) * p.num_kv_heads + hkv) * BM + r;
-                in.lse = p.part_m[srow];
-                for (int i = 0; i < PER; i++)
-                    part[i] = p.part_vec[srow * D + lane + 32 * i];
-                attn_lseo_merge_f32(&st, acc, &in, part, PER);
-            }
-            for (int i = 0; i < PER; i++)
-                o[i] = acc[i];
-            lse_out = st.lse;
+            float next = pivot;
+#pragma unroll
+            for (int j = 0; j < kBatch; j++)
+                next = attn_pivot_max_f32(next, bm[j]);
+            attn_pivot_raise_f32(&pivot, &l, acc, PER, next);
+#pragma unroll
+            for (int j = 0; j < kBatch; j++)
+                attn_pivot_add_f32(pivot, &l, acc, PER, bm[j], bl[j], part[j]);
         }
+        const attn_mlu_f32 st = attn_pivot_state_f32(pivot, l);
+        attn_mlu_finalize_f32(&st, acc, PER, o, &lse_out);
         const uint32_t hq = hkv * g + (uint32_t)(pr % (int)g);
         const size_t row = (size_t)(rq.qrow + tok) * p.num_qo_heads + hq;
         for (int i = 0; i < PER; i++)
