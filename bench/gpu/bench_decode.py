@@ -106,6 +106,9 @@ def load_lib(path):
         lib.attnb_set_tmap_l2.argtypes = [ctypes.c_void_p, ctypes.c_int]
     if hasattr(lib, "attnb_set_persist"):  # absent before issue 13 round 4
         lib.attnb_set_persist.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    if hasattr(lib, "attnb_set_probe"):  # absent before 2026-12-01 late
+        lib.attnb_set_probe.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32]
+        lib.attnb_set_probe_phases.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     if hasattr(lib, "attnb_set_pdl"):  # absent before issue 13 round 3
         lib.attnb_set_pdl.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.attnb_set_min_chunk.argtypes = [ctypes.c_int64]

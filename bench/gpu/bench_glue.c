@@ -80,6 +80,21 @@ void attnb_set_pdl(attnb *h, int on)
     h->p.pdl = on;
 }
 
+/* The tensor-map producer's per-CTA probe for one handle (bench/gpu/decode_probe.py):
+ * CTA i < n writes (%smid, start, end) in %globaltimer ns to probe[3 i ..]; NULL: off. */
+void attnb_set_probe(attnb *h, unsigned long long *probe, uint32_t n)
+{
+    h->p.probe = probe;
+    h->p.probe_ctas = probe != NULL ? n : 0;
+}
+
+/* With the probe: CTA i < n also writes {last tile read, fold started (0: no
+ * fold)} in %globaltimer ns to phases[2 i ..] (the copy-warp producers); NULL: off. */
+void attnb_set_probe_phases(attnb *h, unsigned long long *phases)
+{
+    h->p.probe_phases = phases;
+}
+
 /* Persistent CTAs (attn_cuda_decode_params.persist) for one handle: n > 0
  * CTAs, n < 0 the plan's grid capacity (SMs x resident CTAs per SM, what
  * the engine passes with attn_cuda_tuning.persist), 0 off. */

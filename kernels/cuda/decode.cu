@@ -366,6 +366,7 @@ bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pi
     load_qa<D>(qa, qh);
     tc::ring rg;
     consume_tiles<D, KV, QLO, RS>(p, pipe, qa, qh, ql, walk, ntiles, o, m, l, rg);
+    probe_phase(p, 0);
     /* every copy landed (full[s] of the last tiles) and was read, so the
      * epilogue may reuse the stages; the copy warps have no state to merge
      * (and have exited, which counts as their trigger) */

@@ -121,6 +121,11 @@ typedef struct attn_cuda_decode_params {
      * writes {%smid, %globaltimer at its start, at its end} at 3 i */
     unsigned long long *probe;
     uint32_t probe_ctas;
+    /* with probe (benchmarks only, else NULL): CTA i < probe_ctas of the
+     * copy-warp producers writes {%globaltimer when its compute warps read
+     * their last tile, when it starts folding the slots (0: not the last
+     * CTA of its request)} at 2 i (bench/gpu/decode_probe.py) */
+    unsigned long long *probe_phases;
 } attn_cuda_decode_params;
 
 /* attn_cuda_decode_params.pdl (docs/cuda.md, issue 13 round 3); any other

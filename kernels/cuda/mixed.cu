@@ -199,6 +199,7 @@ int launch_typed(const attn_cuda_prefill_params *pf, const attn_cuda_decode_para
     a.dec.p.merge_counters = nullptr; /* the decode reducer folds split slots */
     a.dec.p.pdl = ATTN_CUDA_PDL_OFF;
     a.dec.p.probe = nullptr;
+    a.dec.p.probe_phases = nullptr;
     const uint32_t pieces = decode_pieces(dp);
     if (pieces > 0 && attn::decode::encode_maps(a.dec.p, a.dec) != 0)
         return ATTN_E_CUDA;

@@ -37,6 +37,20 @@ __device__ __forceinline__ unsigned long long globaltimer()
     return t;
 }
 
+/* *p += v at GPU scope, a release of everything the CTA ordered before it
+ * (a CTA barrier first) and an acquire of what the CTAs that added before
+ * released; returns the old value.  One acq_rel atomic instead of a
+ * sequentially consistent fence (MEMBAR.SC.GPU) on each side. */
+__device__ __forceinline__ int atom_add_acq_rel_gpu(int *p, int v)
+{
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;"
+                 : "=r"(old)
+                 : "l"(p), "r"(v)
+                 : "memory");
+    return old;
+}
+
 /* ---- addresses ---------------------------------------------------------- */
 
 /* The shared-state-space address of a generic pointer into shared memory. */

@@ -111,6 +111,18 @@ __device__ __forceinline__ cta_work cta_work_of(const attn_cuda_decode_params &p
     return w;
 }
 
+/* The benchmarks' phase probe (attn_cuda_decode_params.probe_phases):
+ * thread 0 of CTA i < probe_ctas stamps phase k (0: last tile read, 1:
+ * fold started). */
+__device__ __forceinline__ void probe_phase(const attn_cuda_decode_params &p, int k)
+{
+    if (p.probe_phases == nullptr || threadIdx.x != 0)
+        return;
+    const uint32_t i = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (uint32_t)blockIdx.z);
+    if (i < p.probe_ctas)
+        p.probe_phases[2 * i + k] = ptx::globaltimer();
+}
+
 /* ATTN_CUDA_PDL_LATE: this CTA has read its last K/V tile; once every CTA
  * of the grid has, the next kernel may be placed on the slots they free (an
  * earlier trigger places it in the free slots of an under-filled grid). */
@@ -747,11 +759,14 @@ __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, con
 {
     __shared__ int s_last;
     const int tid = threadIdx.x;
-    __threadfence(); /* this CTA's slot is visible device-wide before it counts */
+    /* the CTA's slot writes are ordered before thread 0's count, which
+     * releases them (and, in the last CTA, acquires every other CTA's slot
+     * for the loads after the second barrier): no fence per thread, where
+     * __threadfence was a MEMBAR.SC.GPU in every thread on each side */
     compute_sync<NAMED>();
     if (tid == 0) {
         int *cnt = p.merge_counters + ((size_t)w.it.req * p.num_kv_heads + w.hkv) * chunks + chunk;
-        const int prev = atomicAdd(cnt, 1);
+        const int prev = ptx::atom_add_acq_rel_gpu(cnt, 1);
         s_last = prev == w.rq.num_slots - 1;
         if (s_last)
             *cnt = 0; /* every slot has arrived: ready for the next launch */
@@ -759,7 +774,7 @@ __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, con
     compute_sync<NAMED>();
     if (!s_last)
         return;
-    __threadfence();
+    probe_phase(p, 1);
     const int heads = min(16, w.g - h0);
     constexpr int UPH = D / kMergeLanes; /* fold units per head */
     for (int u = tid; u < heads * UPH; u += kThreads)
