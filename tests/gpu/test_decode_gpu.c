@@ -240,6 +240,28 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     void *o_first = malloc(rb.o_elems * qs);
     assert_non_null(o_first);
     memcpy(o_first, o, rb.o_elems * qs);
+    if (fused && !simt) {
+        /* the fold of the producer's last CTA and the reducer kernel run
+         * merge_fold's batches in the same order: bit-identical, for every
+         * producer, head dim, ABI and split drawn (the worked trace below
+         * checks it for one d = 64 case) */
+        tune_persist(simt, heads_fast, prefetch, 0, bulk, pdl, persist);
+        attn_engine_plan *ep_r = NULL;
+        assert_int_equal(attn_engine_plan_new(g_cuda, &rb.m, &g, &ep_r, &err), 0);
+        void *o_r = malloc(rb.o_elems * qs);
+        float *lse_r = malloc(sizeof *lse_r * rb.lse_elems);
+        assert_true(o_r && lse_r);
+        attn_run_io ar = a;
+        ar.o = o_r;
+        ar.lse = lse_r;
+        assert_int_equal(attn_engine_run(g_cuda, ep_r, &ar, NULL, &err), 0);
+        assert_memory_equal(o_r, o_first, rb.o_elems * qs);
+        assert_memory_equal(lse_r, lse, sizeof *lse * rb.lse_elems);
+        free(o_r);
+        free(lse_r);
+        attn_engine_plan_release(ep_r);
+        tune_persist(simt, heads_fast, prefetch, fused, bulk, pdl, persist);
+    }
     a.commit = commit;
     rv = attn_engine_run(g_cuda, ep, &a, &rep, &err);
     assert_int_equal(rv, 0);
