@@ -155,11 +155,10 @@ __device__ __forceinline__ paged::page_table table_of(const attn_cuda_decode_par
  * raises the pivot once (one rescale) and adds each slot with its own
  * weight, so the dependent chain per slot is a few FMAs, not the binary
  * merge's exponentials and logarithm (about 200 cycles a slot, round 5 of
- * issue 13: the fold of 33 slots is the tail of a B = 1 launch).  The
- * order of the sums
- * is fixed, so the result is the same bits whichever CTA folds.  Loads go
- * through L2 (__ldcg): in the fused path the slots were written by other
- * CTAs of the same launch.  Used by the reducer kernel and by the last
+ * issue 13: the fold of 33 slots is the tail of a B = 1 launch).  The order
+ * of the sums is fixed, so the result is the same bits whichever CTA folds.
+ * Loads go through L2 (__ldcg): in the fused path the slots were written by
+ * other CTAs of the same launch.  Used by the reducer kernel and by the last
  * producer CTA of a (request, K/V head, head chunk). */
 template <int D>
 __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
