@@ -190,8 +190,8 @@
         a->lse = lse;                                                                              \
     }                                                                                              \
                                                                                                    \
-    /* n-way merge in one frame (seed 0x02B: the merge is associative and                         \
-     * commutative, so n states may be folded against one pivot instead of by                     \
+    /* n-way merge in one frame (seed 0x02B: the merge is associative and                          \
+     * commutative, so n states may be folded against one pivot instead of by                      \
      * n - 1 binary merges).  A fold keeps (pivot, l, u): the states' l and u                      \
      * weighted by EXP(m_i - pivot), where m_i is the m of an MLU state or the                     \
      * LSE of an (LSE, O) state (whose l is 1 and u is O); it starts empty                         \

@@ -325,8 +325,8 @@ static void test_state_empty_rule(void **state)
  * batches of `batch` states, the pivot raised once per batch, then every
  * state of the batch added.  States are (m, l, u) with u of width W. */
 #define W 3
-static void pivot_fold_f64(int n, const double *m, const double *l, const double (*u)[W],
-                           int batch, double *o, double *lse)
+static void pivot_fold_f64(int n, const double *m, const double *l, const double (*u)[W], int batch,
+                           double *o, double *lse)
 {
     double pivot = -INFINITY, sl = 0, su[W] = {0};
     for (int s0 = 0; s0 < n; s0 += batch) {
@@ -499,11 +499,16 @@ static void test_error_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_worked_empty_middle),  cmocka_unit_test(test_lse_merge_not_average),
-        cmocka_unit_test(test_empty_identity),       cmocka_unit_test(test_extreme_scores),
-        cmocka_unit_test(test_reduction_order_fp16), cmocka_unit_test(test_nonfinite_is_not_masked),
-        cmocka_unit_test(test_error_names),          cmocka_unit_test(test_state_empty_rule),
-        cmocka_unit_test(test_pivot_fold_matches_binary), cmocka_unit_test(test_pivot_fold_edges),
+        cmocka_unit_test(test_worked_empty_middle),
+        cmocka_unit_test(test_lse_merge_not_average),
+        cmocka_unit_test(test_empty_identity),
+        cmocka_unit_test(test_extreme_scores),
+        cmocka_unit_test(test_reduction_order_fp16),
+        cmocka_unit_test(test_nonfinite_is_not_masked),
+        cmocka_unit_test(test_error_names),
+        cmocka_unit_test(test_state_empty_rule),
+        cmocka_unit_test(test_pivot_fold_matches_binary),
+        cmocka_unit_test(test_pivot_fold_edges),
     };
     return cmocka_run_group_tests_name("state", tests, NULL, NULL);
 }

@@ -39,9 +39,9 @@ namespace decode
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-constexpr int kMergeHeads = 4; /* query heads per reducer CTA */
+constexpr int kMergeHeads = 4;  /* query heads per reducer CTA */
 constexpr int kMergeBatch = 16; /* slots fetched per batch by merge_fold */
-constexpr int kMergeLanes = 4; /* lanes of one head per merge_fold thread */
+constexpr int kMergeLanes = 4;  /* lanes of one head per merge_fold thread */
 
 /* The state.h view of a decode launch's outputs (state_io.cuh). */
 __device__ __forceinline__ state_io::sink sink_of(const attn_cuda_decode_params &p)
