@@ -213,6 +213,7 @@ int main(int argc, char **argv)
                                                    attn_server_metrics_text_cb, srv, &err) != 0) {
         attnd_log_write(log, ATTND_LOG_ERROR, "cannot serve metrics: %s: %s", err.field,
                         err.message);
+        attn_server_set_conn_open(srv, NULL, NULL);
         attnd_loop_destroy(loop);
         attn_server_destroy(srv);
         attnd_log_destroy(log);
@@ -222,6 +223,7 @@ int main(int argc, char **argv)
         attnd_log_write(log, ATTND_LOG_INFO, "metrics and health on %s", metrics_url);
     rc = attnd_loop_run(loop);
     attnd_http_stop(http);
+    attn_server_set_conn_open(srv, NULL, NULL); /* the loop's table goes with it */
     if (attnd_loop_destroy(loop) != 0 && rc == 0)
         rc = ATTN_E_INTERNAL; /* a handle left open: not a clean shutdown */
     attnd_log_write(

@@ -202,12 +202,13 @@
      * and a logarithm per state.  The result, attn_pivot_state with u,                            \
      * finalizes like any MLU state. */                                                            \
                                                                                                    \
-    /* The pivot after one more state: the max; -inf (empty) never wins.  A                        \
-     * NaN or +inf m needs no test here: its own weight (attn_pivot_add) is                        \
-     * NaN, so it reaches the output as NaN as through the binary merges. */                       \
+    /* The pivot after one more state: the max, where -inf (empty) never                           \
+     * wins and a NaN always does, so a row whose only non-empty state is NaN                      \
+     * finalizes as NaN, not as the all-masked row (a NaN or +inf m beside                         \
+     * valid states is NaN through its weight anyway). */                                          \
     ATTN_HD T attn_pivot_max_##S(T pivot, T m_or_lse)                                              \
     {                                                                                              \
-        return m_or_lse > pivot ? m_or_lse : pivot;                                                \
+        return m_or_lse > pivot || m_or_lse != m_or_lse ? m_or_lse : pivot;                        \
     }                                                                                              \
                                                                                                    \
     /* Move the sums to the pivot `to` (>= the current pivot).  Sums taken                         \

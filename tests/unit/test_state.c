@@ -476,6 +476,23 @@ static void test_pivot_fold_edges(void **state)
             }
         }
     }
+    /* a non-finite state beside empty ones only (the other splits of its
+     * row masked): still NaN, not the all-masked row (found in review: the
+     * pivot stayed -inf and the row finalized as empty) */
+    const float lz[3] = {1, 1, 1}, uz[3][W] = {{1, 2, 3}, {1, 2, 3}, {1, 2, 3}};
+    const float bad[2] = {NAN, INFINITY};
+    for (int kind = 0; kind < 2; kind++)
+        for (int pos = 0; pos < 3; pos++) {
+            float mz[3] = {-INFINITY, -INFINITY, -INFINITY};
+            mz[pos] = bad[kind];
+            for (int b = 1; b <= 3; b++) {
+                pivot_fold_f32(3, mz, lz, uz, b, o, &lse);
+                assert_true(isnan(lse));
+                for (int i = 0; i < W; i++)
+                    assert_true(isnan(o[i]));
+            }
+        }
+
     const float mu[2] = {200.0f, -200.0f}, lu[2] = {1, 1};
     const float uu[2][W] = {{1, 1, 1}, {NAN, 0, 0}};
     pivot_fold_f32(2, mu, lu, uu, 2, o, &lse);
