@@ -1820,7 +1820,8 @@ static void test_close_before_host_wait_registers(void **state)
  * itself, so the close lands in that window every time. */
 typedef struct {
     attnd_async *a;
-    uint64_t word; /* the semaphore, never written by a client */
+    uint64_t word;    /* the semaphore, never written by a client */
+    bool close_first; /* the close before the run lists itself, else after */
     int rc;
     atomic_int done;
 } sync_close_then_wait;
@@ -1830,32 +1831,42 @@ static void *sync_close_then_wait_main(void *arg)
     sync_close_then_wait *c = arg;
     attnd_sync_run sr;
     attn_error_detail err;
+    if (c->close_first)
+        attnd_async_conn_closed(c->a, 7);
     attnd_async_sync_begin(c->a, &sr, 7);
-    attnd_async_conn_closed(c->a, 7);
+    if (!c->close_first)
+        attnd_async_conn_closed(c->a, 7);
     c->rc = attnd_sem_wait_host(c->a, 7, &c->word, 1, &err);
     attnd_async_sync_end(c->a, &sr);
     atomic_store(&c->done, 1);
     return NULL;
 }
 
+/* Run c's synchronous run on its own thread: its host wait must be released
+ * (E_SHUTTING_DOWN); else end the wait, then fail with `what`. */
+static void run_sync_close_then_wait(sync_close_then_wait *c, const char *what)
+{
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, sync_close_then_wait_main, c), 0);
+    wait_flag(&c->done);
+    if (!atomic_load(&c->done)) {
+        attnd_sem_signal_host(&c->word, 1);
+        pthread_join(t, NULL);
+        attnd_async_destroy(c->a);
+        fail_msg("%s", what);
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(c->rc, ATTN_E_SHUTTING_DOWN);
+}
+
 static void test_close_before_sync_host_wait_registers(void **state)
 {
     sync_close_then_wait c;
-    pthread_t t;
     (void)state;
     memset(&c, 0, sizeof c);
     assert_int_equal(attnd_async_create(&c.a, 16), 0);
-    assert_int_equal(pthread_create(&t, NULL, sync_close_then_wait_main, &c), 0);
-    wait_flag(&c.done);
-    if (!atomic_load(&c.done)) {
-        /* the wait started after the close: end it, then fail */
-        attnd_sem_signal_host(&c.word, 1);
-        pthread_join(t, NULL);
-        attnd_async_destroy(c.a);
-        fail_msg("the host wait of a synchronous run whose connection closed was not released");
-    }
-    pthread_join(t, NULL);
-    assert_int_equal(c.rc, ATTN_E_SHUTTING_DOWN);
+    run_sync_close_then_wait(
+        &c, "the host wait of a synchronous run whose connection closed was not released");
     attnd_async_destroy(c.a);
 }
 
@@ -1872,38 +1883,16 @@ static bool conn_7_closed(void *arg, uint32_t conn)
     return conn != 7;
 }
 
-static void *sync_after_close_main(void *arg)
-{
-    sync_close_then_wait *c = arg;
-    attnd_sync_run sr;
-    attn_error_detail err;
-    attnd_async_conn_closed(c->a, 7);
-    attnd_async_sync_begin(c->a, &sr, 7);
-    c->rc = attnd_sem_wait_host(c->a, 7, &c->word, 1, &err);
-    attnd_async_sync_end(c->a, &sr);
-    atomic_store(&c->done, 1);
-    return NULL;
-}
-
 static void test_sync_run_listed_after_close(void **state)
 {
     sync_close_then_wait c;
-    pthread_t t;
     (void)state;
     memset(&c, 0, sizeof c);
+    c.close_first = true;
     assert_int_equal(attnd_async_create(&c.a, 16), 0);
     attnd_async_set_conn_open(c.a, conn_7_closed, NULL);
-    assert_int_equal(pthread_create(&t, NULL, sync_after_close_main, &c), 0);
-    wait_flag(&c.done);
-    if (!atomic_load(&c.done)) {
-        attnd_sem_signal_host(&c.word, 1);
-        pthread_join(t, NULL);
-        attnd_async_destroy(c.a);
-        fail_msg("the host wait of a synchronous run listed after its connection closed was not "
-                 "released");
-    }
-    pthread_join(t, NULL);
-    assert_int_equal(c.rc, ATTN_E_SHUTTING_DOWN);
+    run_sync_close_then_wait(&c, "the host wait of a synchronous run listed after its connection "
+                                 "closed was not released");
     /* an open connection's run still waits for its word */
     attnd_sync_run sr;
     attn_error_detail err;
