@@ -235,6 +235,18 @@
             sum_u[i] = w * u_i[i] + sum_u[i];                                                      \
     }                                                                                              \
                                                                                                    \
+    /* One batch of n states, state j = (m[j], l[j], u + j d): the pivot is                        \
+     * raised once to their max, then every state is added in order. */                            \
+    ATTN_HD void attn_pivot_batch_##S(T *pivot, T *sum_l, T *sum_u, int d, int n, const T *m,      \
+                                      const T *l, const T *u)                                      \
+    {                                                                                              \
+        T next = *pivot;                                                                           \
+        ATTN_UNROLL for (int j = 0; j < n; j++) next = attn_pivot_max_##S(next, m[j]);             \
+        attn_pivot_raise_##S(pivot, sum_l, sum_u, d, next);                                        \
+        ATTN_UNROLL for (int j = 0; j < n; j++)                                                    \
+            attn_pivot_add_##S(*pivot, sum_l, sum_u, d, m[j], l[j], u + j * d);                    \
+    }                                                                                              \
+                                                                                                   \
     /* The folded sums as an MLU state (its vector is the fold's u). */                            \
     ATTN_HD attn_mlu_##S attn_pivot_state_##S(T pivot, T l)                                        \
     {                                                                                              \

@@ -321,41 +321,23 @@ static void test_state_empty_rule(void **state)
     assert_float_equal(uc[0], 4.0f, 0);
 }
 
-/* The pivot fold of state.h as the decode kernels' merge_fold runs it:
- * batches of `batch` states, the pivot raised once per batch, then every
- * state of the batch added.  States are (m, l, u) with u of width W. */
+/* The pivot fold of state.h as the kernels run it (merge_fold, the prefill
+ * combine): attn_pivot_batch over `batch` states at a time, then the state
+ * finalized.  States are (m, l, u) with u of width W. */
 #define W 3
-static void pivot_fold_f64(int n, const double *m, const double *l, const double (*u)[W], int batch,
-                           double *o, double *lse)
-{
-    double pivot = -INFINITY, sl = 0, su[W] = {0};
-    for (int s0 = 0; s0 < n; s0 += batch) {
-        double next = pivot;
-        for (int j = s0; j < n && j < s0 + batch; j++)
-            next = attn_pivot_max_f64(next, m[j]);
-        attn_pivot_raise_f64(&pivot, &sl, su, W, next);
-        for (int j = s0; j < n && j < s0 + batch; j++)
-            attn_pivot_add_f64(pivot, &sl, su, W, m[j], l[j], u[j]);
+#define PIVOT_FOLD(T, S)                                                                           \
+    static void pivot_fold_##S(int n, const T *m, const T *l, const T(*u)[W], int batch, T *o,     \
+                               T *lse)                                                             \
+    {                                                                                              \
+        T pivot = -INFINITY, sl = 0, su[W] = {0};                                                  \
+        for (int s0 = 0; s0 < n; s0 += batch)                                                      \
+            attn_pivot_batch_##S(&pivot, &sl, su, W, n - s0 < batch ? n - s0 : batch, m + s0,      \
+                                 l + s0, u[s0]);                                                   \
+        attn_mlu_##S st = attn_pivot_state_##S(pivot, sl);                                         \
+        attn_mlu_finalize_##S(&st, su, W, o, lse);                                                 \
     }
-    attn_mlu_f64 st = attn_pivot_state_f64(pivot, sl);
-    attn_mlu_finalize_f64(&st, su, W, o, lse);
-}
-
-static void pivot_fold_f32(int n, const float *m, const float *l, const float (*u)[W], int batch,
-                           float *o, float *lse)
-{
-    float pivot = -INFINITY, sl = 0, su[W] = {0};
-    for (int s0 = 0; s0 < n; s0 += batch) {
-        float next = pivot;
-        for (int j = s0; j < n && j < s0 + batch; j++)
-            next = attn_pivot_max_f32(next, m[j]);
-        attn_pivot_raise_f32(&pivot, &sl, su, W, next);
-        for (int j = s0; j < n && j < s0 + batch; j++)
-            attn_pivot_add_f32(pivot, &sl, su, W, m[j], l[j], u[j]);
-    }
-    attn_mlu_f32 st = attn_pivot_state_f32(pivot, sl);
-    attn_mlu_finalize_f32(&st, su, W, o, lse);
-}
+PIVOT_FOLD(double, f64)
+PIVOT_FOLD(float, f32)
 
 static double uniform(uint64_t *x)
 {

@@ -170,31 +170,25 @@ __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
     float l = 0.f, pivot = -INFINITY;
     const int end = rq.slot_begin + rq.num_slots;
     for (int s0 = rq.slot_begin; s0 < end; s0 += kMergeBatch) {
-        float bm[kMergeBatch], bl[kMergeBatch];
-        float4 bv[kMergeBatch];
+        float bm[kMergeBatch], bl[kMergeBatch], bu[kMergeBatch][LANES];
 #pragma unroll
         for (int j = 0; j < kMergeBatch; j++) {
             bm[j] = -INFINITY; /* past the last slot: an empty state */
             bl[j] = 1.f;       /* an (LSE, O) state is the MLU state (LSE, 1, O) */
-            bv[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
             if (s0 + j < end) {
                 const size_t idx = (size_t)(s0 + j) * p.num_qo_heads + hq;
                 bm[j] = __ldcg(p.part_m + idx);
                 if (mlu)
                     bl[j] = __ldcg(p.part_l + idx);
-                bv[j] = __ldcg(reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0));
+                v = __ldcg(reinterpret_cast<const float4 *>(p.part_vec + idx * D + lane0));
             }
+            bu[j][0] = v.x;
+            bu[j][1] = v.y;
+            bu[j][2] = v.z;
+            bu[j][3] = v.w;
         }
-        float next = pivot;
-#pragma unroll
-        for (int j = 0; j < kMergeBatch; j++)
-            next = attn_pivot_max_f32(next, bm[j]);
-        attn_pivot_raise_f32(&pivot, &l, acc, LANES, next);
-#pragma unroll
-        for (int j = 0; j < kMergeBatch; j++) {
-            const float uj[LANES] = {bv[j].x, bv[j].y, bv[j].z, bv[j].w};
-            attn_pivot_add_f32(pivot, &l, acc, LANES, bm[j], bl[j], uj);
-        }
+        attn_pivot_batch_f32(&pivot, &l, acc, LANES, kMergeBatch, bm, bl, &bu[0][0]);
     }
     const attn_mlu_f32 st = attn_pivot_state_f32(pivot, l);
     float lse; /* an all-empty row: O = 0, LSE = -inf */

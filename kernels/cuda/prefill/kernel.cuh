@@ -1131,14 +1131,7 @@ __global__ void __launch_bounds__(128)
                         part[j][i] = p.part_vec[srow * D + lane + 32 * i];
                 }
             }
-            float next = pivot;
-#pragma unroll
-            for (int j = 0; j < kBatch; j++)
-                next = attn_pivot_max_f32(next, bm[j]);
-            attn_pivot_raise_f32(&pivot, &l, acc, PER, next);
-#pragma unroll
-            for (int j = 0; j < kBatch; j++)
-                attn_pivot_add_f32(pivot, &l, acc, PER, bm[j], bl[j], part[j]);
+            attn_pivot_batch_f32(&pivot, &l, acc, PER, kBatch, bm, bl, &part[0][0]);
         }
         const attn_mlu_f32 st = attn_pivot_state_f32(pivot, l);
         attn_mlu_finalize_f32(&st, acc, PER, o, &lse_out);
