@@ -44,6 +44,18 @@ SHAPES = [
     dict(name="B2_T2048", B=2, T=2048),
     dict(name="B32_T1024", B=32, T=1024),
 ]
+# HND pages ([H_kv][P][d] per page: one head's rows of a page contiguous), run only when
+# named in --shapes: is a peer's lead at a shape the NHD interleave of heads inside a row?
+HND_SHAPES = [dict(s, name=s["name"] + "_hnd", layout="HND") for s in SHAPES
+              if s["name"] in ("d64_B64_T2048", "B64_T4096", "B1_T32768", "B2_T2048",
+                               "B16_T8192", "g8_B64_T4096")]
+# Pages in physical order (request after request, page after page) instead of a random
+# permutation, run only when named in --shapes: how much of a contiguous-K/V peer's lead is
+# the DRAM locality of the page order rather than the kernel?
+SEQ_SHAPES = [dict(s, name=s["name"] + "_seq", order="seq") for s in SHAPES
+              if s["name"] in ("d64_B64_T2048", "P1_B16_T8192", "B1_T32768", "g8_B64_T4096",
+                               "B64_T4096", "B2_T2048")]
+EXTRA_SHAPES = HND_SHAPES + SEQ_SHAPES
 POLICIES = {"fa": 1, "fi": 2, "global": 3}
 QUICK = False  # --quick: fewer attnd configurations (set by main)
 ATTND_RUNS = []  # --attnd: named attnd runs (NAMED_RUNS) instead of the default list
@@ -65,6 +77,14 @@ NAMED_RUNS = {
     # 2026-12-01 late: pipeline depth per shape (d 64: 3 stages fit 4 CTAs of 127 registers per SM)
     "fi_st2": dict(stages=2),
     "fi_st3": dict(stages=3),
+    "fi_st4": dict(stages=4),
+    "fi_st5": dict(stages=5),
+    "fi_st6": dict(stages=6),
+    # 2026-12-02: the tensor-map and copy-warp producers at d 64 / P 64 by pipeline depth
+    "fi_tmap_st2": dict(bulk=8, stages=2),
+    "fi_tmap_st4": dict(bulk=8, stages=4),
+    "fi_tmap_st6": dict(bulk=8, stages=6),
+    "fi_bulk4_st4": dict(bulk=4, stages=4),
     # the split policy filling 2 or 3 grid capacities (more, shorter splits) now that the fold is cheap
     "fi_w2": dict(waves=2),
     "fi_w3": dict(waves=3),
@@ -79,6 +99,11 @@ def log(*a):
 def page_size(shape):
     """Page size of a shape (16 unless it says otherwise)."""
     return shape.get("P", P)
+
+
+def nhd(bt, x):
+    """The pool x of a batch as [pages, P, H_kv, d] (a view when the layout is HND)."""
+    return x.transpose(1, 2) if bt.get("layout") == "HND" else x
 
 
 def load_lib(path):
@@ -124,7 +149,7 @@ class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
                  simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
                  stages=None, wave_model=None, bulk=None, pool=0, tmap_l2=None, pdl=None,
-                 min_chunk=None, persist=None):
+                 min_chunk=None, persist=None, layout=0):
         self.lib = lib
         if min_chunk is not None:
             lib.attnb_set_min_chunk(int(min_chunk))
@@ -138,7 +163,7 @@ class Attnd:
         self.lens, self.indptr, self.indices = lens.int(), indptr.int(), indices.int()
         lib.attnb_set_waves(waves)
         self.h = lib.attnb_create(len(lens), i32ptr(self.lens), i32ptr(self.indptr),
-                                  i32ptr(self.indices), hq, hkv, d, page, 0, 2, 2, policy, abi,
+                                  i32ptr(self.indices), hq, hkv, d, page, layout, 2, 2, policy, abi,
                                   graph_splits, pool)
         if stages is not None:
             lib.attnb_set_stages(0)
@@ -241,14 +266,19 @@ def make_batch(shape, gen):
     pool = need + need // 16 + 8  # unused pages exist
     indptr = torch.zeros(B + 1, dtype=torch.int64)
     indptr[1:] = torch.cumsum(npages, 0)
-    indices = torch.randperm(pool, generator=gen)[:need]  # random physical order
+    if shape.get("order") == "seq":
+        indices = torch.arange(need, dtype=torch.int64)  # physical order = logical order
+    else:
+        indices = torch.randperm(pool, generator=gen)[:need]  # random physical order
     last = lens - (npages - 1) * P_
     dev = "cuda"
-    k = torch.randn(pool, P_, hkv, d, dtype=torch.bfloat16, device=dev)
-    v = torch.randn(pool, P_, hkv, d, dtype=torch.bfloat16, device=dev)
+    layout = shape.get("layout", "NHD")
+    dims = (pool, hkv, P_, d) if layout == "HND" else (pool, P_, hkv, d)
+    k = torch.randn(*dims, dtype=torch.bfloat16, device=dev)
+    v = torch.randn(*dims, dtype=torch.bfloat16, device=dev)
     q = torch.randn(B, hq, d, dtype=torch.bfloat16, device=dev)
     return dict(B=B, hq=hq, hkv=hkv, d=d, lens=lens, indptr=indptr, indices=indices, last=last,
-                k=k, v=v, q=q, pool=pool, P=P_)
+                k=k, v=v, q=q, pool=pool, P=P_, layout=layout)
 
 
 def ref_decode(bt):
@@ -258,8 +288,8 @@ def ref_decode(bt):
     for b in range(min(bt["B"], 4)):
         pg = bt["indices"][bt["indptr"][b]:bt["indptr"][b + 1]].cuda()
         L = int(bt["lens"][b])
-        K = bt["k"][pg].reshape(-1, bt["hkv"], bt["d"])[:L].float()
-        V = bt["v"][pg].reshape(-1, bt["hkv"], bt["d"])[:L].float()
+        K = nhd(bt, bt["k"])[pg].reshape(-1, bt["hkv"], bt["d"])[:L].float()
+        V = nhd(bt, bt["v"])[pg].reshape(-1, bt["hkv"], bt["d"])[:L].float()
         qb = bt["q"][b].float().view(bt["hkv"], g, bt["d"])
         s = torch.einsum("hgd,lhd->hgl", qb, K) / math.sqrt(bt["d"])
         p = torch.softmax(s, -1)
@@ -271,7 +301,8 @@ def bench_shape(lib, shape, fi, gen, res):
     bt = make_batch(shape, gen)
     B, hq, hkv, d = bt["B"], bt["hq"], bt["hkv"], bt["d"]
     kv_bytes = int(bt["lens"].sum()) * hkv * d * 2 * 2
-    row = dict(shape=shape["name"], B=B, hq=hq, hkv=hkv, d=d, page_size=bt["P"],
+    row = dict(shape=shape["name"], B=B, hq=hq, hkv=hkv, d=d, page_size=bt["P"], layout=bt["layout"],
+               page_order=shape.get("order", "random"),
                sum_len=int(bt["lens"].sum()), kv_bytes=kv_bytes, peers={})
     ref = ref_decode(bt)
     q, k, v = bt["q"], bt["k"], bt["v"]
@@ -291,7 +322,7 @@ def bench_shape(lib, shape, fi, gen, res):
         try:
             kw = dict(kw)
             a = Attnd(kw.pop("lib", lib), bt["lens"], bt["indptr"], bt["indices"], hq, hkv, d, pid, page=bt["P"],
-                      pool=bt["pool"], **kw)
+                      pool=bt["pool"], layout=int(bt["layout"] == "HND"), **kw)
             o = torch.full((B, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
             lse = torch.full((B, hq), float("nan"), dtype=torch.float32, device="cuda")
             a.run(q, k, v, o, lse)
@@ -313,7 +344,7 @@ def bench_shape(lib, shape, fi, gen, res):
             break
         try:
             ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-            w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tc)
+            w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, bt["layout"], use_tensor_cores=tc)
             w.plan(bt["indptr"].int().cuda(), bt["indices"].int().cuda(), bt["last"].int().cuda(),
                    hq, hkv, d, bt["P"], q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
             o_fi = w.run(q, (k, v))
@@ -331,8 +362,8 @@ def bench_shape(lib, shape, fi, gen, res):
         T = shape["T"]
         from torch.nn.attention import SDPBackend, sdpa_kernel
         pg = bt["indices"].cuda()
-        Kc = k[pg].reshape(B, T, hkv, d).transpose(1, 2).contiguous()
-        Vc = v[pg].reshape(B, T, hkv, d).transpose(1, 2).contiguous()
+        Kc = nhd(bt, k)[pg].reshape(B, T, hkv, d).transpose(1, 2).contiguous()
+        Vc = nhd(bt, v)[pg].reshape(B, T, hkv, d).transpose(1, 2).contiguous()
         q4 = q.view(B, hq, 1, d)
 
         def sdpa(Kx, Vx):
@@ -341,8 +372,8 @@ def bench_shape(lib, shape, fi, gen, res):
 
         for label, fn in (("sdpa_cudnn_contiguous", lambda: sdpa(Kc, Vc)),
                           ("gather_then_sdpa_cudnn", lambda: sdpa(
-                              k[pg].view(B, T, hkv, d).transpose(1, 2),
-                              v[pg].view(B, T, hkv, d).transpose(1, 2))))[:1 if QUICK else 2]:
+                              nhd(bt, k)[pg].reshape(B, T, hkv, d).transpose(1, 2),
+                              nhd(bt, v)[pg].reshape(B, T, hkv, d).transpose(1, 2))))[:1 if QUICK else 2]:
             try:
                 o_s = fn()
                 torch.cuda.synchronize()
@@ -494,7 +525,9 @@ def main():
         res["errors"].append("import flashinfer: " + repr(ex)[:500])
         traceback.print_exc()
     log("device", res["device"], "flashinfer", res.get("flashinfer_version"))
-    for sh in SHAPES:
+    for sh in SHAPES + EXTRA_SHAPES:
+        if sh in EXTRA_SHAPES and sh["name"] not in args.shapes.split(","):
+            continue  # HND and page-order variants: only when named
         if args.only and args.only not in sh["name"]:
             continue
         if args.shapes and sh["name"] not in args.shapes.split(","):

@@ -28,7 +28,7 @@ PROFILE_SHAPES = ["B1_T32768", "B64_T4096", "B128_T8192", "B256_T2048", "B2_T204
 
 
 def shapes_named(names):
-    by = {s["name"]: s for s in bd.SHAPES}
+    by = {s["name"]: s for s in bd.SHAPES + bd.EXTRA_SHAPES}
     return [by[n] for n in names]
 
 
@@ -46,7 +46,8 @@ def ncu_attnd(lib, shapes, gen, kw):
     for sh in shapes:
         bt = bd.make_batch(sh, gen)
         a = bd.Attnd(lib, bt["lens"], bt["indptr"], bt["indices"], bt["hq"], bt["hkv"], bt["d"], 2,
-                     page=bt["P"], fused=fused, pool=bt["pool"], **kw)
+                     page=bt["P"], fused=fused, pool=bt["pool"], layout=int(bt["layout"] == "HND"),
+                     **kw)
         o = torch.empty(bt["B"], bt["hq"], bt["d"], dtype=torch.bfloat16, device="cuda")
         lse = torch.empty(bt["B"], bt["hq"], dtype=torch.float32, device="cuda")
         run = lambda: a.run(bt["q"], bt["k"], bt["v"], o, lse)  # noqa: E731
