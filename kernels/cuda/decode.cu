@@ -55,6 +55,15 @@ namespace attn
 namespace decode
 {
 
+/* The dynamic shared memory of every kernel in this file, on a 128-byte
+ * line.  The fused fold's static flag (16 bytes) precedes it; unaligned, the
+ * area started 16 bytes into a line, each 32-byte sector a 16-byte cp.async
+ * brought in landed across two shared-memory sectors and was requested from
+ * L2 twice (ncu: 32 L2 sectors per copy where 16 are ideal; aligned, page
+ * size 1 ran 9 % faster and d = 64 5 %, docs/cuda.md issue 13 round 7).
+ * tests/lint/test_decode_smem_align.py checks it from ptxas -v. */
+extern __shared__ __align__(128) uint4 smem[];
+
 /* ==== CUDA-core producer ===================================================
  * Each thread (tx, ty, tz) owns 8 lanes of head ty and the rows of row group
  * tz; a tile of kTileBytes of K (and of V) per stage, kStages deep, copied
@@ -200,7 +209,6 @@ __global__ void __launch_bounds__(simt::kMaxThreads) producer_simt(attn_cuda_dec
     using namespace simt;
     constexpr int BDX = D / kVec;
     constexpr int TR = kTileBytes / (D * 2); /* rows per tile */
-    extern __shared__ uint4 smem[];
     uint4 *ks = smem;
     uint4 *vs = smem + kStages * kTileVecs;
 
@@ -282,7 +290,6 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     using C = tc::cfg<D>;
     constexpr int CH = C::CH, TV = C::TILE_VECS;
     const int ST = p.stages ? (int)p.stages : C::STAGES; /* range checked by the launch */
-    extern __shared__ uint4 smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
     const cta_work w = cta_work_of(p);
@@ -390,7 +397,6 @@ __device__ __forceinline__ void bulk_body(const attn_cuda_decode_params &p)
     using C = tc::cfg<D>;
     constexpr int CH = C::CH, TP = C::PAD_TILE_VECS;
     const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
-    extern __shared__ uint4 smem[];
     const int tid = threadIdx.x, warp = tid >> 5;
 
     const cta_work w = cta_work_of(p);
@@ -445,7 +451,6 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
     constexpr int CH = C::CH, TV = C::TILE_VECS;
     const attn_cuda_decode_params &p = a.p;
     const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
-    extern __shared__ uint4 smem[];
     uint4 *base = ptx::align_1024(smem);
     const int tid = threadIdx.x, warp = tid >> 5;
     if (tid == tc::kThreads) { /* the copy warp: its four descriptors, before the first copy */
@@ -558,7 +563,6 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, false, 1>
     constexpr int TV = C::TILE_VECS;
     const attn_cuda_decode_params &p = a.p;
     const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
-    extern __shared__ uint4 smem[];
     uint4 *base = ptx::align_1024(smem);
     const int tid = threadIdx.x, warp = tid >> 5;
     if (tid == tc::kThreads) {
