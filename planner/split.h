@@ -54,6 +54,11 @@ typedef struct attn_split_params {
     int64_t min_chunk;   /* FA, FI: no split shorter than this many keys but a tail; 0 = none */
     int64_t max_chunk;   /* FI, FIXED chunk: no chunk longer than this; 0 = none */
     uint32_t max_splits; /* cap on splits per request; 0 = ATTN_SPLIT_MAX_DEFAULT */
+    /* FI: no request split into more than this many chunks (its chunk is
+     * then at least ceil(pages / fi_max_splits) pages); 0 = no cap.  An
+     * engine whose merge cost grows with a request's slot count sets it
+     * (ATTN_SPLIT_FI_MAX_SPLITS_CUDA). */
+    uint32_t fi_max_splits;
     /* Graph mode (seed 0x03G): every request owns exactly graph_splits slots;
      * slots past its active splits get identity items.  0 = off. */
     uint32_t graph_splits;
@@ -80,6 +85,14 @@ typedef struct attn_split_params {
 /* The CUDA decode engine's min_chunk: a split shorter than this spends more
  * on its state than on keys. */
 #define ATTN_SPLIT_MIN_CHUNK_CUDA 256
+/* The CUDA decode engine's fi_max_splits: the fold of a split request (the
+ * producer's last CTA, or the reducer kernel) reads its slots 16 at a time,
+ * one L2 round trip (~1.3 us on the H200) per batch, so every slot past a
+ * multiple of 16 costs a round trip and long folds the whole launch's tail.
+ * H200, 2026-12-02 (docs/cuda.md round 8): B1_T32768 43.4 us at 33 splits,
+ * 42.0 at 32; d 64 (H_kv 4) B1_T32768 27.1 us at 128 splits, 22.3 at 64,
+ * 22.0 at 32. */
+#define ATTN_SPLIT_FI_MAX_SPLITS_CUDA 32u
 
 /* Fill the manifest's part of `p`: policy, fixed split count, units (H_kv
  * when num_kv_heads > 0, else H_q) and, under policy.graph with a fixed

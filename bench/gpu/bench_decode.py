@@ -55,7 +55,15 @@ HND_SHAPES = [dict(s, name=s["name"] + "_hnd", layout="HND") for s in SHAPES
 SEQ_SHAPES = [dict(s, name=s["name"] + "_seq", order="seq") for s in SHAPES
               if s["name"] in ("d64_B64_T2048", "P1_B16_T8192", "B1_T32768", "g8_B64_T4096",
                                "B64_T4096", "B2_T2048")]
-EXTRA_SHAPES = HND_SHAPES + SEQ_SHAPES
+# d = 64 beyond the list's one shape (H_q 16, H_kv 4), run only when named in --shapes: its
+# pipeline depth is chosen on d64_B64_T2048 (docs/cuda.md round 8), checked here at long and
+# short contexts and at a large batch
+D64_SHAPES = [dict(name="d64_B1_T32768", B=1, T=32768, hq=16, hkv=4, d=64),
+              dict(name="d64_B4_T16384", B=4, T=16384, hq=16, hkv=4, d=64),
+              dict(name="d64_B16_T8192", B=16, T=8192, hq=16, hkv=4, d=64),
+              dict(name="d64_B256_T2048", B=256, T=2048, hq=16, hkv=4, d=64),
+              dict(name="d64_B2_T2048", B=2, T=2048, hq=16, hkv=4, d=64)]
+EXTRA_SHAPES = HND_SHAPES + SEQ_SHAPES + D64_SHAPES
 POLICIES = {"fa": 1, "fi": 2, "global": 3}
 QUICK = False  # --quick: fewer attnd configurations (set by main)
 ATTND_RUNS = []  # --attnd: named attnd runs (NAMED_RUNS) instead of the default list
@@ -85,6 +93,19 @@ NAMED_RUNS = {
     "fi_tmap_st4": dict(bulk=8, stages=4),
     "fi_tmap_st6": dict(bulk=8, stages=6),
     "fi_bulk4_st4": dict(bulk=4, stages=4),
+    # 2026-12-02 (after the shared-memory alignment fix): each producer and depth again, d 256's
+    # copy-warp and tensor-map depths, the shortest split at the short contexts
+    "fi_tmap_st3": dict(bulk=8, stages=3),
+    "fi_bulk4_st2": dict(bulk=4, stages=2),
+    "fi_bulk4_st3": dict(bulk=4, stages=3),
+    "fi_bulk2": dict(bulk=2),
+    "fi_mc128": dict(min_chunk=128),
+    "fi_mc512": dict(min_chunk=512),
+    "fi_mc1024": dict(min_chunk=1024),
+    "fi_st4_mc512": dict(stages=4, min_chunk=512),
+    # the engine's cap of 32 splits per request off (main before 2026-12-02 round 8)
+    "fi_nocap": dict(fi_max_splits=0),
+    "fi_nocap_st4": dict(fi_max_splits=0, stages=4),
     # the split policy filling 2 or 3 grid capacities (more, shorter splits) now that the fold is cheap
     "fi_w2": dict(waves=2),
     "fi_w3": dict(waves=3),
@@ -137,6 +158,8 @@ def load_lib(path):
     if hasattr(lib, "attnb_set_pdl"):  # absent before issue 13 round 3
         lib.attnb_set_pdl.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.attnb_set_min_chunk.argtypes = [ctypes.c_int64]
+    if hasattr(lib, "attnb_set_fi_max_splits"):  # absent before 2026-12-02 round 8
+        lib.attnb_set_fi_max_splits.argtypes = [ctypes.c_int64]
     return lib
 
 
@@ -149,10 +172,12 @@ class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
                  simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
                  stages=None, wave_model=None, bulk=None, pool=0, tmap_l2=None, pdl=None,
-                 min_chunk=None, persist=None, layout=0):
+                 min_chunk=None, persist=None, layout=0, fi_max_splits=None):
         self.lib = lib
         if min_chunk is not None:
             lib.attnb_set_min_chunk(int(min_chunk))
+        if fi_max_splits is not None:
+            lib.attnb_set_fi_max_splits(int(fi_max_splits))
         if bulk is not None:
             lib.attnb_set_bulk(int(bulk))
         if stages is not None:
@@ -173,6 +198,8 @@ class Attnd:
             lib.attnb_set_bulk(-1)  # back to the engine's default
         if min_chunk is not None:
             lib.attnb_set_min_chunk(-1)
+        if fi_max_splits is not None:
+            lib.attnb_set_fi_max_splits(-1)  # back to the engine's cap
         if not self.h:
             raise RuntimeError("attnb_create failed")
         lib.attnb_set_waves(1)

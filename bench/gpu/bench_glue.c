@@ -28,10 +28,12 @@ typedef struct attnb {
     uint32_t num_items, num_slots, occupancy, grid_capacity;
     int64_t wave_item, wave_merge; /* FI wave model costs (wave_item < 0: off) */
     int64_t min_chunk;             /* shortest split in keys */
+    uint32_t fi_max_splits;        /* FI: most splits per request (0: no cap) */
 } attnb;
 
 static uint32_t g_waves = 1;
-static int64_t g_min_chunk = ATTN_SPLIT_MIN_CHUNK_CUDA; /* the engine's */
+static int64_t g_min_chunk = ATTN_SPLIT_MIN_CHUNK_CUDA;          /* the engine's */
+static uint32_t g_fi_max_splits = ATTN_SPLIT_FI_MAX_SPLITS_CUDA; /* the engine's */
 static int g_fused = 1;
 static uint32_t g_stages = 0;
 static int g_bulk = ATTN_CUDA_BULK_DEFAULT; /* copy warps, the engine's default */
@@ -109,6 +111,13 @@ void attnb_set_min_chunk(int64_t keys)
     g_min_chunk = keys < 0 ? ATTN_SPLIT_MIN_CHUNK_CUDA : keys;
 }
 
+/* Most FI splits per request for the next attnb_create (< 0: the
+ * engine's, 0: no cap). */
+void attnb_set_fi_max_splits(int64_t n)
+{
+    g_fi_max_splits = n < 0 ? ATTN_SPLIT_FI_MAX_SPLITS_CUDA : (uint32_t)n;
+}
+
 /* Grid capacity multiplier for the next attnb_create (1 = one wave). */
 void attnb_set_waves(uint32_t w)
 {
@@ -142,6 +151,7 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
         h->p.num_kv_heads * attn_cuda_decode_head_chunks(h->p.head_dim, h->p.kv_dtype, group);
     sp.kv_block = 1u << h->p.page_shift;
     sp.min_chunk = h->min_chunk;
+    sp.fi_max_splits = h->fi_max_splits;
     sp.graph_splits = h->graph_splits;
     sp.wave_model = h->wave_item >= 0;
     sp.wave_item_keys = h->wave_item;
@@ -236,6 +246,7 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     h->wave_item = g_wave_item;
     h->wave_merge = g_wave_merge;
     h->min_chunk = g_min_chunk;
+    h->fi_max_splits = g_fi_max_splits;
     attn_cuda_decode_params *p = &h->p;
     p->num_qo_heads = hq;
     p->num_kv_heads = hkv;

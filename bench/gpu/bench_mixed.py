@@ -48,10 +48,12 @@ VARIANTS = [
     ("overlap", "overlap", None, None),
     ("ovl_fused", "overlap", None, None),
     ("part_pf", "partition", "prefill-first", None),
+    ("part_pf_c120", "partition", "prefill-first", "120"),
     ("part_pf_c112", "partition", "prefill-first", "112"),
     ("part_pf_c96", "partition", "prefill-first", "96"),
     ("part_pf_c80", "partition", "prefill-first", "80"),
     ("part_pf_c66", "partition", "prefill-first", "66"),
+    ("part_pf_c52", "partition", "prefill-first", "52"),
     ("part_df", "partition", "decode-first", None),
     ("part_df_c96", "partition", "decode-first", "96"),
     # the queue walk named explicitly (ATTN_PREFILL_WALK=queue), timed after the snake so an
@@ -216,7 +218,7 @@ def run_variant(lib, cs, name):
             os.environ["ATTN_MIXED_STREAMS"] = order
         if ctas is not None:
             os.environ["ATTN_MIXED_PREFILL_CTAS"] = ctas
-        return run_attnd(lib, cs, sched)
+        return run_attnd(lib, cs, sched, fork_probe=name in FORKED)
     finally:
         for k, v in keep.items():
             os.environ.pop(k, None)
@@ -249,7 +251,7 @@ def rel_l2(a, b):
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
-def run_attnd(lib, cs, sched, engine=0):
+def run_attnd(lib, cs, sched, engine=0, fork_probe=False):
     B = cs["B"]
     T = (ctypes.c_int64 * B)(*cs["T"])
     C = (ctypes.c_int64 * B)(*cs["C"])
@@ -282,6 +284,10 @@ def run_attnd(lib, cs, sched, engine=0):
         # the co-residency probe measures the light kernel's two-stream trial;
         # the fused kernel shares each CTA by construction
         if sched == "overlap" and cs["npre"] > 0 and cs["ndec"] > 0 and "light" in extra["why"]:
+            extra["probe"] = probe(lib, h, cs, ptr, o, lse)
+        # a forked partition: where the decode CTAs ran while the capped
+        # prefill grid held its SMs (docs/cuda-prefill-engine.md, "Forks")
+        if fork_probe and cs["npre"] > 0 and cs["ndec"] > 0:
             extra["probe"] = probe(lib, h, cs, ptr, o, lse)
         return statistics.median(ts), o, lse, extra
     finally:
@@ -322,8 +328,14 @@ def probe_stats(buf, sms, dec):
         ov = sum(max(0, min(b, lb) - max(a, la)) for _, la, lb in by_sm.get(s_, []))
         beside_ns += min(ov, b - a)
         beside_ctas += ov > 0
+    # the prefill grid's last CTA start (late: its SM was held by decode
+    # CTAs), and the SMs the decode CTAs used before the prefill grid ended
+    p_end = max(c[2] for c in light)
     return dict(light_ctas=len(light), light_sms=len(by_sm),
-                light_us=[us(min(c[1] for c in light)), us(max(c[2] for c in light))],
+                light_us=[us(min(c[1] for c in light)), us(p_end)],
+                light_last_start_us=us(max(c[1] for c in light)),
+                decode_sms_during_light=len({c[0] for c in decs if c[1] < p_end}),
+                decode_first_start_us=us(min(c[1] for c in decs)),
                 decode_ctas=len(decs), decode_sms=len({c[0] for c in decs}),
                 decode_us=[us(min(c[1] for c in decs)), us(max(c[2] for c in decs))],
                 decode_ctas_beside_light=beside_ctas,

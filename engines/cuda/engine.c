@@ -226,6 +226,7 @@ static int split_plan(const attn_manifest *m, const attn_pool_geometry *g,
     sp.units_per_split = g->num_kv_heads * (dev->head_chunks ? dev->head_chunks : 1);
     sp.kv_block = g->page_size; /* FI searches in whole pages */
     sp.min_chunk = ATTN_SPLIT_MIN_CHUNK_CUDA;
+    sp.fi_max_splits = ATTN_SPLIT_FI_MAX_SPLITS_CUDA;
     sp.wave_model = t->wave_model != 0;
     sp.wave_item_keys = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
     sp.wave_merge_keys = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;

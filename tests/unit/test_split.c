@@ -465,6 +465,59 @@ static void test_wave_makespan(void **state)
     assert_int_equal(attn_split_wave_makespan(1, big, 1, 1, 8, 0), -1);
 }
 
+/* FI with the engine's cap on a request's chunks (fi_max_splits): the
+ * H200 decode shape B1_T32768 (grid 264, H_kv 8 units, pages of 16) is
+ * searched into 33 chunks of 63 pages; capped at 32, 32 chunks of 64 pages
+ * (1024 keys); a shorter request beside it keeps the same chunk width; a
+ * min_chunk above the cap's bound wins; 0 leaves the search alone. */
+static void test_fi_max_splits(void **state)
+{
+    (void)state;
+    const int64_t kv[2] = {32768, 4096};
+    attn_split_params p = {.policy = ATTN_SPLIT_FI,
+                           .grid_capacity = 264,
+                           .units_per_split = 8,
+                           .kv_block = 16,
+                           .min_chunk = 256};
+    attn_split_plan plan;
+    attn_error_detail err = {0};
+    assert_int_equal(attn_split_plan_build_lengths(1, kv, NULL, &p, &plan, &err), 0);
+    assert_int_equal(plan.num_splits[0], 33);
+    attn_split_plan_free(&plan);
+    p.fi_max_splits = 32;
+    assert_int_equal(attn_split_plan_build_lengths(1, kv, NULL, &p, &plan, &err), 0);
+    assert_int_equal(plan.num_splits[0], 32);
+    int64_t len[32];
+    slot_lengths(&plan, 0, len);
+    assert_int_equal(len[0], 1024);
+    assert_int_equal(len[31], 1024);
+    assert_int_equal(attn_split_plan_check(&plan, kv, &err), 0);
+    attn_split_plan_free(&plan);
+    /* two requests: the search alone gives 31 + 4 <= 33 chunks at 66 pages;
+     * the cap's bound (64 pages) is below it, so the search's width stays */
+    assert_int_equal(attn_split_plan_build_lengths(2, kv, NULL, &p, &plan, &err), 0);
+    assert_true(plan.num_splits[0] <= 32);
+    assert_true((plan.num_splits[0] + plan.num_splits[1]) * 8 <= 264);
+    attn_split_plan_free(&plan);
+    /* min_chunk 4096 keys (256 pages) is above the cap's 64 pages: 8 chunks */
+    p.min_chunk = 4096;
+    assert_int_equal(attn_split_plan_build_lengths(1, kv, NULL, &p, &plan, &err), 0);
+    assert_int_equal(plan.num_splits[0], 8);
+    attn_split_plan_free(&plan);
+    /* d 64, H_kv 4 on a grid of 528: 128 chunks of 256 keys uncapped, 32 capped */
+    p.min_chunk = 256;
+    p.grid_capacity = 528;
+    p.units_per_split = 4;
+    p.fi_max_splits = 0;
+    assert_int_equal(attn_split_plan_build_lengths(1, kv, NULL, &p, &plan, &err), 0);
+    assert_int_equal(plan.num_splits[0], 128);
+    attn_split_plan_free(&plan);
+    p.fi_max_splits = 32;
+    assert_int_equal(attn_split_plan_build_lengths(1, kv, NULL, &p, &plan, &err), 0);
+    assert_int_equal(plan.num_splits[0], 32);
+    attn_split_plan_free(&plan);
+}
+
 /* The FI wave model on the H200 benchmark shape B 128, T 8192, page 16,
  * H_kv 8: 1024 producers are 2.59 waves of 396 slots, three chunks per
  * request make 3072 = 7.76 waves (shorter); on 264 slots (3.88 waves)
@@ -644,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_manifest_entry),
         cmocka_unit_test(test_wave_makespan),
         cmocka_unit_test(test_fi_wave_model),
+        cmocka_unit_test(test_fi_max_splits),
         cmocka_unit_test(test_random_ragged_properties),
         cmocka_unit_test(test_check_rejects),
         cmocka_unit_test(test_plan_json),

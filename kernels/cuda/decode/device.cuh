@@ -235,8 +235,12 @@ constexpr float kLazyLog2 = 8.f;
 template <int D> struct cfg {
     static constexpr int CH = D / 8; /* 16-byte chunks per row */
     /* Default pipeline depth; attn_cuda_decode_params.stages picks another
-     * in [kMinStages, MAX_STAGES] (fewer stages: more resident CTAs). */
-    static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
+     * in [kMinStages, MAX_STAGES] (fewer stages: more resident CTAs).  d 64:
+     * 2 stages (4 CTAs per SM by registers, 3 by shared memory at 4 stages);
+     * once the stages sat on a 128-byte line, d64_B64_T2048 ran 39.5 us at 2
+     * against 40.3 at 3 and 43.0 at 4 (H200, 2026-12-02; before the
+     * alignment fix 4 stages had been the fastest, docs/cuda.md round 8). */
+    static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 2);
     static constexpr int MAX_STAGES = D == 256 ? 3 : 6;
     static constexpr int TILE_VECS = kKeys * CH;
     static constexpr int WARP_VECS = 16 * CH;      /* one warp's 16 rows of a tile */
