@@ -21,6 +21,7 @@
 #include "planner/engine.h"
 #include "planner/registry.h"
 #include "planner/diag_encode.h"
+#include "planner/split.h"
 #include "tests/lib/random_batch.h"
 
 static const attn_cuda_device_facts k_h200 = {
@@ -679,9 +680,11 @@ static void test_overlap_plan_host(void **state)
     attn_rb_free(&rb);
     /* on a device whose decode producer keeps 2 CTAs per SM, partition
      * splits long decode rows for those 264 CTAs, the fused plan for one
-     * fused CTA per SM: fewer parts, the same rows */
-    const int64_t Tl[4] = {0, 12000, 500, 12000};
-    make_batch(&rb, 4, Tl, C, ATTN_MASK_CAUSAL, 128, 46);
+     * fused CTA per SM: fewer parts, the same rows.  Four long rows, so
+     * that neither plan reaches the engine's 32 splits per request
+     * (ATTN_SPLIT_FI_MAX_SPLITS_CUDA; with two rows both plans hit it) */
+    const int64_t Tl[6] = {0, 12000, 500, 12000, 12000, 12000}, Cl[6] = {200, 1, 9, 1, 1, 1};
+    make_batch(&rb, 6, Tl, Cl, ATTN_MASK_CAUSAL, 128, 46);
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
     attn_cuda_device_facts two = k_h200;
     two.ctas_per_sm = 2;
@@ -693,9 +696,16 @@ static void test_overlap_plan_host(void **state)
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &two, NULL, &pt, &err), 0);
     assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
     assert_int_equal(io.total_q, ip.total_q);
-    assert_true(ov.split.num_splits[1] >= 1 && ov.split.num_splits[3] >= 1);
-    assert_true(ov.split.num_splits[1] + ov.split.num_splits[3] <
-                pt.split.num_splits[1] + pt.split.num_splits[3]);
+    uint32_t ov_parts = 0, pt_parts = 0;
+    static const int k_decode_rows[4] = {1, 3, 4, 5};
+    for (int i = 0; i < 4; i++) {
+        const int b = k_decode_rows[i];
+        assert_true(ov.split.num_splits[b] >= 1);
+        assert_true(pt.split.num_splits[b] <= ATTN_SPLIT_FI_MAX_SPLITS_CUDA);
+        ov_parts += ov.split.num_splits[b];
+        pt_parts += pt.split.num_splits[b];
+    }
+    assert_true(ov_parts < pt_parts);
     assert_true(io.num_tiles > ip.num_tiles); /* 64-key tiles: more of them */
     attn_cuda_prefill_plan_host_free(&pt);
     attn_cuda_prefill_plan_host_free(&ov);
