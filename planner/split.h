@@ -88,7 +88,7 @@ typedef struct attn_split_params {
 /* The CUDA decode engine's fi_max_splits: the fold of a split request (the
  * producer's last CTA, or the reducer kernel) reads its slots 16 at a time,
  * one L2 round trip (~1.3 us on the H200) per batch, so every slot past a
- * multiple of 16 costs a round trip and long folds the whole launch's tail.
+ * multiple of 16 costs a round trip, and a long fold is the launch's tail.
  * H200, 2026-12-02 (docs/cuda.md round 8): B1_T32768 43.4 us at 33 splits,
  * 42.0 at 32; d 64 (H_kv 4) B1_T32768 27.1 us at 128 splits, 22.3 at 64,
  * 22.0 at 32. */
