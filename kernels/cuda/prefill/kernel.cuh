@@ -742,14 +742,15 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float m_new = fmaxf(m_run[ri], mx * scale2);
             const float m_use = m_new == -INFINITY ? 0.f : m_new;
-            alpha[ri] = ex2(m_run[ri] - m_use);
+            alpha[ri] = attn::ptx::exp2_approx(m_run[ri] - m_use);
             m_run[ri] = m_new;
             float sum = 0.f;
 #pragma unroll
             for (int j = 0; j < BN / 8; j++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    const float pv = ex2(fmaf(sacc[j * 4 + ri * 2 + e], scale2, -m_use));
+                    const float pv =
+                        attn::ptx::exp2_approx(fmaf(sacc[j * 4 + ri * 2 + e], scale2, -m_use));
                     sacc[j * 4 + ri * 2 + e] = pv;
                     sum += pv;
                 }

@@ -16,13 +16,14 @@
 
 #include <stdint.h>
 
+#include "kernels/cuda/ptx.cuh"
+
 namespace attn_sm90
 {
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
+/* the shared-state-space address: ptx.cuh's, one home for the decode and
+ * prefill kernels (this file keeps what only the prefill kernel uses) */
+using attn::ptx::smem_addr;
 
 /* Byte offset of 16-byte piece `piece` (0 .. W/8-1) of row `row` in a
  * swizzled tile of `rows` rows (the layout above). */
@@ -178,13 +179,6 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint
 __device__ __forceinline__ void prefetch_l2(const void *p)
 {
     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-}
-
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
 }
 
 } // namespace attn_sm90
