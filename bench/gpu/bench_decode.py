@@ -106,6 +106,9 @@ NAMED_RUNS = {
     # the engine's cap of 32 splits per request off (main before 2026-12-02 round 8)
     "fi_nocap": dict(fi_max_splits=0),
     "fi_nocap_st4": dict(fi_max_splits=0, stages=4),
+    # d 64 at small batches: the copy-warp producers with the cap and without it
+    "fi_tmap_nocap": dict(bulk=8, fi_max_splits=0),
+    "fi_bulk4_nocap": dict(bulk=4, fi_max_splits=0),
     # the split policy filling 2 or 3 grid capacities (more, shorter splits) now that the fold is cheap
     "fi_w2": dict(waves=2),
     "fi_w3": dict(waves=3),
