@@ -384,8 +384,9 @@ static int plan_fi(const attn_split_params *p, uint32_t nb, const int64_t *kv_le
     int64_t min_pages = p->min_chunk > 0 ? ceil_div_i64(p->min_chunk, page) : 1;
     /* the engine's cap on a request's chunks: no chunk shorter than the
      * longest request over the cap (the search starts there) */
-    if (p->fi_max_splits > 0 && ceil_div_i64(max_pages, p->fi_max_splits) > min_pages)
-        min_pages = ceil_div_i64(max_pages, p->fi_max_splits);
+    const int64_t capped = p->fi_max_splits > 0 ? ceil_div_i64(max_pages, p->fi_max_splits) : 0;
+    if (capped > min_pages)
+        min_pages = capped;
     if ((uint64_t)nb * units < p->grid_capacity)
         per_chunk =
             attn_split_fi_search(nb, pages, (uint32_t)units, p->grid_capacity, min_pages, NULL);

@@ -281,13 +281,12 @@ def run_attnd(lib, cs, sched, engine=0, fork_probe=False):
             ran={v: k for k, v in SCHED.items()}.get(ran, str(ran)), why=why.value.decode(),
             prefill_tiles=int(info[0]), prefill_items=int(info[1]), items=int(info[3]),
             spread_ms=[min(ts), max(ts)])
-        # the co-residency probe measures the light kernel's two-stream trial;
-        # the fused kernel shares each CTA by construction
-        if sched == "overlap" and cs["npre"] > 0 and cs["ndec"] > 0 and "light" in extra["why"]:
-            extra["probe"] = probe(lib, h, cs, ptr, o, lse)
-        # a forked partition: where the decode CTAs ran while the capped
-        # prefill grid held its SMs (docs/cuda-prefill-engine.md, "Forks")
-        if fork_probe and cs["npre"] > 0 and cs["ndec"] > 0:
+        # the probe, on two streams only: the light kernel's overlap trial (the
+        # fused kernel shares each CTA by construction) and a forked partition
+        # (where the decode CTAs ran while the capped prefill grid held its SMs,
+        # docs/cuda-prefill-engine.md, "Forks")
+        two_streams = fork_probe or (sched == "overlap" and "light" in extra["why"])
+        if two_streams and cs["npre"] > 0 and cs["ndec"] > 0:
             extra["probe"] = probe(lib, h, cs, ptr, o, lse)
         return statistics.median(ts), o, lse, extra
     finally:
