@@ -7,25 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Calibrated on a lent H200 (132 SMs, driver 580.159.04) from
- * bench/gpu/bench_mixed.py on 2026-12-01 at 16:55 UTC (round 4, main
- * 0122248: the prefill kernel without consumer ping-pong and with the Q
- * prefetch, the tensor-map decode producer with programmatic dependent
- * launch; bench/results/mixed-h200-2026-12-01-r4.json, call1) by
- * bench/gpu/calibrate_mixed.py: the prefill kernel ran 2.21-2.41 us per
- * executed 128 x 128 x d128 tile per SM under unified (median 2.35 over M1,
- * M2, M3, M5, M4; 2.54 at 16:08 UTC with the kernel before, 2.57 at 14:17,
- * 3.25 with the cp.async-only kernel at 11:29); the decode kernels read the
- * decode rows' K/V at 4.3 TB/s (M4 decode-only: 2148 MB in 0.510 ms, append
- * included).  The forked variant's fluid model, least squares over the 12
- * capped prefill-first runs (caps 66, 96, 112 on M1, M2, M3, M5):
- * decode_sat_sms 162, interference -0.44, fork_us 86.  Measured, forking
- * gained at most 2.9 % that day (M3 at cap 66: 1.413 ms against serial
- * 1.454; M1 at 96: 1.488 against 1.518) and the best cap moves between runs
- * and processes (M1: 96 here and at 14:17 UTC, 112 at 16:08), so the model
- * keeps partition serial on M1-M5: within 2.0, 0, 2.9 and 1.6 % of the
- * measured best (tests/unit/test_mixed_cost.c).  The candidate caps are the
- * ones measured in round 3.
+/* Calibrated on a lent H200 (132 SMs) from bench/gpu/bench_mixed.py on
+ * 2026-12-02 at 05:56 UTC (session 2026-12-02c call 5: main 9c2b272's
+ * kernels but the tensor-map decode producer with two copy warps,
+ * bench/results/mixed-h200-2026-12-02-r13-ncw2.json) by
+ * bench/gpu/calibrate_mixed.py: the prefill kernel ran 2.23-2.41 us per
+ * executed 128 x 128 x d128 tile per SM under unified (median 2.35, as on
+ * 2026-12-01 round 4); the decode kernels read M4 decode-only's 2148 MB at
+ * 4.34 TB/s.  The forked variant's fluid model, least absolute relative
+ * error over the 16 capped prefill-first runs (caps 66, 80, 96, 112 on M1,
+ * M2, M3, M5): decode_sat_sms 126, interference -0.34, fork_us 56.  With
+ * one copy warp the decode kernels read ~38 GB/s per SM whatever the SMs
+ * left to them (MPS, docs/cuda.md round 9), the fit said decode_sat_sms
+ * 162 and forking gained at most 2.9 %, so auto stayed serial; with two
+ * (~60 GB/s per SM) forks measured 0.86-0.92x serial on M1, M3 and M5 and
+ * the model picks them: M1 cap 96 (1.336 ms, the best), M3 cap 66 (1.334,
+ * best 1.329), M5 cap 66 (0.744, the best).  M2 at cap 66, its pick
+ * (estimated 0.743 ms), ran 0.714-1.146 ms over ten runs, median 1.133: the
+ * block scheduler's placement of two streams is not stable (see
+ * docs/cuda-prefill-engine.md, Forks); in call 4 the same variant ran
+ * 0.770.  tests/unit/test_mixed_cost.c holds the rows.
  * overlap (round 5, 2026-12-01 18:21 and 18:26 UTC, branch ovl, bench/
  * results/mixed-h200-2026-12-01-r5.json): the light prefill kernel alone
  * on prefill-only S 4096 took 0.639 / 0.646 ms against the full kernel's
@@ -41,11 +42,11 @@
 static const attn_mixed_cost_consts k_h200 = {
     .tile_us = 2.35,
     .launch_us = 4.0,
-    .decode_gbps = 4316.5,
+    .decode_gbps = 4342.7,
     .decode_fixed_us = 8.0,
-    .fork_us = 86.0,
-    .interference = -0.44,
-    .decode_sat_sms = 162,
+    .fork_us = 56.0,
+    .interference = -0.34,
+    .decode_sat_sms = 126,
     .light_factor = 2.07,
     .overlap_hide = 0.30,
     .num_caps = 4,

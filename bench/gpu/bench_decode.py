@@ -112,6 +112,10 @@ NAMED_RUNS = {
     # the split policy filling 2 or 3 grid capacities (more, shorter splits) now that the fold is cheap
     "fi_w2": dict(waves=2),
     "fi_w3": dict(waves=3),
+    # 2026-12-02c: the per-SM rate on a quarter of the SMs (MPS): the cp.async producer by depth
+    "fi_nobulk_st2": dict(bulk=0, stages=2),
+    "fi_nobulk_st4": dict(bulk=0, stages=4),
+    "fi_nobulk_st6": dict(bulk=0, stages=6),
 }
 OLD_LIB = None  # --old: the benchmark library of the kernel before issue 13
 

@@ -37,7 +37,7 @@ typedef struct attn_cuda_tuning {
     int heads_fast;                  /* 1: grid (H_kv, items) instead of (items, H_kv) */
     int row_prefetch;                /* 1: walk the page table a pipeline ahead */
     int bulk;                        /* 1, 2, 4: the copy-warp tensor-core producer with that
-                                        many copy warps, 8: one tensor-map copy warp, where it
+                                        many copy warps, 8: two tensor-map copy warps, where it
                                         serves; 0: the cp.async one; -1: the measured best
                                         (kernels/common/decode_path.h; issue 13) */
     int fused_merge;                 /* 1: the tensor-core producer's last CTA of each split folds

@@ -7,8 +7,8 @@
  * cp.async, and the tensor-core producer with a copy warp (issue 13): one
  * warp issues one cp.async.bulk per K and V row into a padded shared tile,
  * completing on an mbarrier, several stages ahead of the four compute warps
- * (1 or 4 copy warps at every head dim, 2 at head_dim 128), or one copy warp
- * that moves whole pages with tensor-map copies (bulk 8: boxes of
+ * (1 or 4 copy warps at every head dim, 2 at head_dim 128), or two copy warps
+ * that move whole pages with tensor-map copies (bulk 8: boxes of
  * min(P, 64) rows, so page sizes of 8 rows and more, on a store whose page
  * count is known).
  * The copy warp serves every case whose rows are whole 16-byte vectors at
@@ -34,7 +34,7 @@ extern "C" {
  * mma.m16n8k16): a group of g heads takes ceil(g / 16) head chunks. */
 #define ATTN_DECODE_CHUNK_HEADS 16u
 
-/* attn_decode_path_in.bulk: one copy warp with tensor-map copies of whole
+/* attn_decode_path_in.bulk: two copy warps with tensor-map copies of whole
  * pages; and "the measured best for this launch" (attn_decode_path_bulk). */
 #define ATTN_DECODE_BULK_TMAP 8
 #define ATTN_DECODE_BULK_AUTO (-1)
@@ -56,7 +56,7 @@ typedef enum attn_decode_producer {
 typedef struct attn_decode_path_in {
     int simt; /* the CUDA-core producer was asked for */
     /* copy warps of the copy-warp producer (1, 2 or 4), ATTN_DECODE_BULK_TMAP
-     * = one copy warp with tensor-map copies of whole pages, 0: not allowed,
+     * = two copy warps with tensor-map copies of whole pages, 0: not allowed,
      * ATTN_DECODE_BULK_AUTO: the measured best (attn_decode_path_bulk) */
     int bulk;
     uint32_t head_dim;                            /* 64, 128 or 256 have kernels */

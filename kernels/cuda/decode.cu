@@ -439,12 +439,20 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * NP, (tc::bulk_regs<D, QLO,
     bulk_body<D, KV, QLO, NP>(p);
 }
 
-/* The tensor-core producer with one tensor-map copy warp (bulk =
+/* The tensor-core producer with tensor-map copy warps (bulk =
  * ATTN_CUDA_BULK_TMAP; decode_path.h says when it runs): the compute warps
- * of producer_tc_bulk over the tensor map's swizzled stages, which warp 4
- * fills a page-run box at a time (tc::tmap_pipe). */
+ * of producer_tc_bulk over the tensor map's swizzled stages, which warps 4
+ * and 5 fill a page-run box at a time, alternate tiles each
+ * (tc::tmap_pipe).  Two copy warps, not one: one warp's box issues and
+ * page-table loads capped a CTA at one 64-key tile per ~1.7 us whatever
+ * the pipeline depth, ~38 GB/s per SM at 2 CTAs per SM, which only the
+ * whole machine turns into HBM's rate; two read ~60 GB/s per SM on 32 SMs
+ * (MPS), so a part of the SMs saturates HBM and partial waves cost less
+ * (docs/cuda.md, issue 13 round 9).  Four spill at d 128 (128 registers). */
+constexpr int kTmapCopyWarps = 2;
 template <int D, typename KV, bool QLO>
-__global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::MIN_CTAS))
+__global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
+                                  (tc::bulk_regs<D, QLO, 1>::MIN_CTAS))
     producer_tc_tmap(const __grid_constant__ tmap_args a)
 {
     using C = tc::cfg<D>;
@@ -488,7 +496,8 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, QLO, 1>::
 
     if (warp >= 4) {
         tc::ring rg;
-        pipe.produce(a.maps, a.hnd != 0, w.hkv, walk, table_of(p, w), ntiles, tid & 31, rg);
+        pipe.produce(a.maps, a.hnd != 0, w.hkv, walk, table_of(p, w), ntiles, tid & 31, rg,
+                     warp - 4, kTmapCopyWarps);
     } else {
         tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql); /* beside the first copies (bulk_body) */
         tc::compute_sync<true>();
@@ -682,7 +691,7 @@ struct producer_entry {
     /* Copy warps after the four compute warps. */
     int copy_warps() const
     {
-        return tmap_fn ? 1 : np;
+        return tmap_fn ? kTmapCopyWarps : np;
     }
 };
 
@@ -1141,6 +1150,7 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
                 if (raise_persist_smem_once(pe, smem) != 0)
                     return ATTN_E_CUDA;
                 grid = dim3(ctas, 1, 1);
+                block = dim3(tc::kThreads + 32, 1, 1); /* its one copy warp */
                 fn = pe->fn;
             }
             if (launch(fn, grid, block, smem, st, p->pdl, a) != cudaSuccess)

@@ -81,7 +81,7 @@ typedef struct attn_cuda_decode_params {
     uint32_t stages;
     /* Tensor-core producer: 1, 2 or 4 = the copy-warp producer with that
      * many copy warps (they issue a bulk copy per K/V row into mbarrier
-     * stages), ATTN_CUDA_BULK_TMAP = one copy warp with tensor-map copies of
+     * stages), ATTN_CUDA_BULK_TMAP = two copy warps with tensor-map copies of
      * whole pages, ATTN_DECODE_BULK_AUTO = the measured best of those for the
      * launch, where kernels/common/decode_path.h says it serves the launch,
      * else (and with 0) the cp.async one; `stages` then means its
@@ -138,7 +138,7 @@ typedef struct attn_cuda_decode_params {
  * under-filled grids (bench/results/decode-h200-2026-12-01-r3.md). */
 #define ATTN_CUDA_PDL_DEFAULT ATTN_CUDA_PDL_LATE
 
-/* attn_cuda_decode_params.bulk: one copy warp moving whole pages with
+/* attn_cuda_decode_params.bulk: two copy warps moving whole pages with
  * tensor-map copies (boxes of min(P, 64) rows x 64 columns, 128-byte
  * swizzle) instead of one bulk copy per row. */
 #define ATTN_CUDA_BULK_TMAP ATTN_DECODE_BULK_TMAP

@@ -910,8 +910,9 @@ template <int D, bool QLO, int NP> struct bulk_regs {
     static constexpr int MIN_CTAS = D == 256 || QLO || (D == 128 && NP == 4) ? 1 : 2;
 };
 
-/* The tensor-map copy warp of producer_tc_tmap (issue 13, round 2): one
- * warp moves each 64-key tile as boxes of R = min(P, 64) rows x 64 columns
+/* The tensor-map copy warps of producer_tc_tmap (issue 13, rounds 2 and
+ * 9; one in the persistent and the fused mixed kernels): a warp moves each
+ * of its 64-key tiles as boxes of R = min(P, 64) rows x 64 columns
  * (a box is one page's run of rows of one K/V head; d / 64 boxes side by
  * side), so a tile of 64 keys is 2 x (64 / R) x (d / 64) copy instructions
  * instead of 128 row copies.  The stage layout is the tensor map's 128-byte
@@ -983,19 +984,28 @@ template <int D, typename KV> struct tmap_pipe {
         return (uint32_t)(vl - v0 + 1) * 128u;
     }
 
-    /* The copy warp's loop: lane l serves boxes l, l + 32, ... of each tile;
-     * `rg`: where this piece's tiles enter the ring. */
+    /* Copy warp cw of ncw's loop: tiles cw, cw + ncw, ... of the piece;
+     * lane l serves boxes l, l + 32, ... of each.  `rg`: where this piece's
+     * tiles enter the ring; on return, where they leave it.  Several copy
+     * warps each wait for their own tiles' stages, so one warp's page-table
+     * load and box issues overlap another's.  A stage's phases stay in
+     * order: tile t + stages cannot be issued before tile t is consumed,
+     * which needs tile t issued, so no warp waits on a parity two phases
+     * stale. */
     __device__ __forceinline__ void produce(const CUtensorMap *maps, bool hnd, int hkv,
                                             const paged::key_walk &walk,
                                             const paged::page_table &pt, int ntiles, int lane,
-                                            ring &rg) const
+                                            ring &rg, int cw = 0, int ncw = 1) const
     {
         const int P = 1 << pt.page_shift, R = P < kKeys ? P : kKeys, nb = kKeys / R;
         const int nbox = 2 * nb * kCols;
-        for (int t = 0; t < ntiles; t++) {
-            const int s = rg.s;
-            if (rg.n >= stages) /* the consumers of the tile stages tiles back are done */
-                mbar::wait(&empty[s], rg.ph ^ 1u);
+        ring at = rg;
+        for (int i = 0; i < cw; i++)
+            at.next(stages);
+        for (int t = cw; t < ntiles; t += ncw) {
+            const int s = at.s;
+            if (at.n >= stages) /* the consumers of the tile stages tiles back are done */
+                mbar::wait(&empty[s], at.ph ^ 1u);
             uint32_t bytes = 0;
             for (int b = lane; b < nbox; b += 32) {
                 const box x = box_of(b, nb);
@@ -1007,8 +1017,11 @@ template <int D, typename KV> struct tmap_pipe {
                 uint4 *dst = (x.tens ? vs : ks) + s * C::TILE_VECS;
                 copy_box(maps, hnd, hkv, walk, pt, t, R, x, dst, &full[s], true);
             }
-            rg.next(stages);
+            for (int i = 0; i < ncw; i++)
+                at.next(stages);
         }
+        for (int t = 0; t < ntiles; t++)
+            rg.next(stages);
     }
 };
 
