@@ -15,10 +15,11 @@ both kernel families.  Absolute, not squared: a fork's median can land on
 the block scheduler's slow placement (2026-12-02c: M2 at cap 66 ran
 0.714-1.146 ms, median 1.133, where the model and the next process said
 ~0.75), and one such run outweighed the other nineteen in a squared fit,
-which then kept every batch serial although forks won 8-16 %.  Prints the fit, each batch's estimates against the
-measured times and the variant the model would pick with its measured time
-against the measured best, then the lines to paste into k_h200 and the
-rows for tests/unit/test_mixed_cost.c.
+which then kept every batch serial although forks won 8-16 %.
+Prints the fit, each batch's estimates against the measured times and the
+variant the model would pick with its measured time against the measured
+best, then the lines to paste into k_h200 and the rows for
+tests/unit/test_mixed_cost.c.
 Usage: python3 bench/gpu/calibrate_mixed.py mixed_bench.json [--sms 132]
 """
 import argparse
