@@ -26,7 +26,12 @@
  * (estimated 0.743 ms), ran 0.714-1.146 ms over ten runs, median 1.133: the
  * block scheduler's placement of two streams is not stable (see
  * docs/cuda-prefill-engine.md, Forks); in call 4 the same variant ran
- * 0.770.  tests/unit/test_mixed_cost.c holds the rows.
+ * 0.770.  tests/unit/test_mixed_cost.c holds the rows.  Since call 8 the
+ * prefill-first fork runs on one stream (the decode producer a
+ * programmatic dependent of the capped attend grid) and that slow mode is
+ * gone: M2 cap 66 0.727-0.736 ms, M1 cap 96 1.329-1.332, M5 cap 66
+ * 0.748-0.754 in two processes (mixed-h200-2026-12-02-r16-one-stream/),
+ * what these constants estimate (0.743, 1.440, 0.743).
  * overlap (round 5, 2026-12-01 18:21 and 18:26 UTC, branch ovl, bench/
  * results/mixed-h200-2026-12-01-r5.json): the light prefill kernel alone
  * on prefill-only S 4096 took 0.639 / 0.646 ms against the full kernel's

@@ -44,7 +44,8 @@ typedef struct attn_cuda_tuning {
                                         the slots instead of a reducer launch (docs/cuda.md) */
     int pdl;                         /* programmatic dependent launch of the producer and the
                                         reducer: ATTN_CUDA_PDL_OFF / _EARLY / _LATE (the default;
-                                        attn_cuda_decode_params.pdl, docs/cuda.md) */
+                                        attn_cuda_decode_params.pdl, docs/cuda.md; _NO_WAIT, the
+                                        mixed fork's, runs as the default here) */
     int persist;                     /* persistent tensor-map producer (d = 128, q in the cache
                                         dtype; attn_cuda_decode_params.persist): 0 off, -1 SMs x
                                         resident CTAs per SM, N > 0 at most N CTAs (tests) */

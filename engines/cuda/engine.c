@@ -402,7 +402,9 @@ int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g
     pr->force_merge = m->policy.graph;
     pr->simt = t->simt;
     pr->fused_merge = t->fused_merge;
-    pr->pdl = t->pdl;
+    /* ATTN_CUDA_PDL_NO_WAIT is the mixed one-stream fork's alone: this
+     * engine's producer reads the rows its append kernel just wrote */
+    pr->pdl = t->pdl == ATTN_CUDA_PDL_NO_WAIT ? ATTN_CUDA_PDL_DEFAULT : t->pdl;
     pr->persist = t->persist < 0 ? dev->sm_count * (dev->ctas_per_sm ? dev->ctas_per_sm : 1)
                                  : (uint32_t)t->persist;
     pr->row_prefetch = t->row_prefetch;

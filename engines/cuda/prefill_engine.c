@@ -1888,6 +1888,40 @@ static void report_kernels(const attn_cuda_prefill_params *p, const attn_cuda_de
     rep->kernels_observed = false;
 }
 
+/* Partition forked prefill-first on one stream: the attend kernel, whose
+ * CTAs trigger their dependents at their start, then the decode kernels
+ * with the producer its programmatic dependent that does not wait for it
+ * (ATTN_CUDA_PDL_NO_WAIT: they read none of its writes; the producer's
+ * grid still completes after it), then the combine kernel when the plan
+ * splits.  With the probe, two stamps bracket the three launches (a stamp
+ * between them would be the producer's predecessor instead). */
+static int one_stream_fork(const attn_cuda_prefill_params *p, const attn_cuda_decode_params *dp,
+                           uint64_t *probe, cudaStream_t st, attn_error_detail *err)
+{
+    if (probe != NULL && attn_cuda_stamp_launch(probe, st) != 0)
+        return attn_error_set(err, ATTN_E_CUDA, "tuning.probe", "stamp launch failed");
+    attn_cuda_prefill_params a = *p;
+    a.trigger_dependents = 1;
+    a.parts = ATTN_PREFILL_PARTS_ATTEND;
+    int rv = attn_cuda_prefill_launch(&a, st);
+    if (rv != 0)
+        return attn_error_set(err, rv, "", "prefill launch failed: %s",
+                              cudaGetErrorString(cudaGetLastError()));
+    attn_cuda_decode_params d = *dp;
+    d.pdl = ATTN_CUDA_PDL_NO_WAIT;
+    if ((rv = attn_cuda_decode_launch(&d, st)) != 0)
+        return attn_error_set(err, rv, "", "decode launch failed: %s",
+                              cudaGetErrorString(cudaGetLastError()));
+    a.trigger_dependents = 0;
+    a.parts = ATTN_PREFILL_PARTS_COMBINE;
+    if (p->num_merges && (rv = attn_cuda_prefill_launch(&a, st)) != 0)
+        return attn_error_set(err, rv, "", "prefill combine launch failed: %s",
+                              cudaGetErrorString(cudaGetLastError()));
+    if (probe != NULL && attn_cuda_stamp_launch(probe + 1, st) != 0)
+        return attn_error_set(err, ATTN_E_CUDA, "tuning.probe", "stamp launch failed");
+    return 0;
+}
+
 #define CK(call, what)                                                                             \
     do {                                                                                           \
         cudaError_t ck_ = (call);                                                                  \
@@ -2008,10 +2042,21 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
     }
     const bool has_prefill = p.num_items || p.num_merges;
     const bool forked = pp->partitioned && has_prefill && pp->order != ATTN_MIXED_ORDER_SERIAL;
-    /* forked: the decode kernels on the side stream after the append, joined
-     * before the ev1 record, so the timing and the copy back cover both */
-    cudaStream_t dst = forked ? pi->side : st;
-    if (forked) {
+    /* prefill-first on the full kernel forks on one stream: the decode
+     * producer is launched as the programmatic dependent of the attend
+     * kernel, whose capped grid lets it be placed once every attend CTA has
+     * started (trigger_dependents), so the decode CTAs take the SMs the
+     * grid left and those its CTAs free, never the attend kernel's (two
+     * streams raced for them: docs/cuda-prefill-engine.md, Forks); the
+     * combine kernel, when split, follows both */
+    const bool one_stream = forked && pp->order == ATTN_MIXED_ORDER_PREFILL_FIRST &&
+                            pp->variant == ATTN_PREFILL_FULL && p.num_items;
+    /* forked on two streams: the decode kernels on the side stream after the
+     * append, joined before the ev1 record, so the timing and the copy back
+     * cover both */
+    const bool two_streams = forked && !one_stream;
+    cudaStream_t dst = two_streams ? pi->side : st;
+    if (two_streams) {
         CK(cudaEventRecord(pi->ev_fork, st), "cudaEventRecord (fork)");
         CK(cudaStreamWaitEvent(pi->side, pi->ev_fork, 0), "cudaStreamWaitEvent (fork)");
     }
@@ -2029,7 +2074,9 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
                             cudaGetErrorString(cudaGetLastError()));
         goto fail;
     }
-    for (int k = 0; k < 2 && !pp->fused; k++) {
+    if (one_stream && (rv = one_stream_fork(&p, &dp, probe, st, err)) != 0)
+        goto fail;
+    for (int k = 0; k < 2 && !pp->fused && !one_stream; k++) {
         const bool decode_now = (k == 0) == decode_first;
         if (!decode_now && has_prefill && (rv = attn_cuda_prefill_launch(&p, st)) != 0) {
             rv = attn_error_set(err, rv, "", "prefill launch failed: %s",
@@ -2050,7 +2097,7 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
             goto fail;
         }
     }
-    if (forked) {
+    if (two_streams) {
         CK(cudaEventRecord(pi->ev_join, pi->side), "cudaEventRecord (join)");
         CK(cudaStreamWaitEvent(st, pi->ev_join, 0), "cudaStreamWaitEvent (join)");
     }
@@ -2084,6 +2131,7 @@ static int run_locked(prefill_instance *pi, prefill_priv *pp, const attn_ledger 
                  pp->fused ? "cuda events: append, fused kernel, combine/reducer if split"
                  : forked && pp->variant == ATTN_PREFILL_LIGHT
                      ? "cuda events: append, fork, light prefill || decode, join"
+                 : one_stream      ? "cuda events: append, one-stream fork: prefill || decode"
                  : forked          ? "cuda events: append, fork, prefill || decode, join"
                  : pp->partitioned ? "cuda events: append, prefill, then decode kernels"
                                    : "cuda events: append, prefill attend and combine");

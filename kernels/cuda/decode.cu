@@ -206,6 +206,7 @@ __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const
 template <int D, typename KV>
 __global__ void __launch_bounds__(simt::kMaxThreads) producer_simt(attn_cuda_decode_params p)
 {
+    const pdl_join join{p};
     using namespace simt;
     constexpr int BDX = D / kVec;
     constexpr int TR = kTileBytes / (D * 2); /* rows per tile */
@@ -287,6 +288,7 @@ __global__ void __launch_bounds__(simt::kMaxThreads) producer_simt(attn_cuda_dec
 template <int D, typename KV, bool PRE, bool QLO>
 __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_params p)
 {
+    const pdl_join join{p};
     using C = tc::cfg<D>;
     constexpr int CH = C::CH, TV = C::TILE_VECS;
     const int ST = p.stages ? (int)p.stages : C::STAGES; /* range checked by the launch */
@@ -436,6 +438,7 @@ template <int D, typename KV, bool QLO, int NP>
 __global__ void __launch_bounds__(tc::kThreads + 32 * NP, (tc::bulk_regs<D, QLO, NP>::MIN_CTAS))
     producer_tc_bulk(attn_cuda_decode_params p)
 {
+    const pdl_join join{p};
     bulk_body<D, KV, QLO, NP>(p);
 }
 
@@ -455,6 +458,7 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
                                   (tc::bulk_regs<D, QLO, 1>::MIN_CTAS))
     producer_tc_tmap(const __grid_constant__ tmap_args a)
 {
+    const pdl_join join{a.p};
     using C = tc::cfg<D>;
     constexpr int CH = C::CH, TV = C::TILE_VECS;
     const attn_cuda_decode_params &p = a.p;
@@ -567,6 +571,7 @@ template <int D, typename KV>
 __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, false, 1>::MIN_CTAS))
     producer_tc_tmap_persist(const __grid_constant__ tmap_args a)
 {
+    const pdl_join join{a.p};
     using C = tc::cfg<D>;
     static_assert(C::QREG, "Q stays in registers across a piece");
     constexpr int TV = C::TILE_VECS;
@@ -1113,7 +1118,7 @@ extern "C" int attn_cuda_decode_launch(const attn_cuda_decode_params *p, void *s
         return ATTN_E_SHAPE;
     if (p->num_kv_heads == 0 || p->num_qo_heads % p->num_kv_heads)
         return ATTN_E_SHAPE;
-    if (p->pdl < ATTN_CUDA_PDL_OFF || p->pdl > ATTN_CUDA_PDL_LATE)
+    if (p->pdl < ATTN_CUDA_PDL_OFF || p->pdl > ATTN_CUDA_PDL_NO_WAIT)
         return ATTN_E_SHAPE; /* attn_cuda_decode_params.pdl is not an ATTN_CUDA_PDL_* */
     const int stages = e->tc ? stages_of(e, p->stages) : 0;
     if (e->tc && stages == 0)

@@ -133,6 +133,13 @@ typedef struct attn_cuda_decode_params {
 #define ATTN_CUDA_PDL_OFF 0
 #define ATTN_CUDA_PDL_EARLY 1
 #define ATTN_CUDA_PDL_LATE 2
+/* The producer launched as the programmatic dependent of a kernel whose
+ * writes it does not read (partition's one-stream fork: the prefill attend
+ * kernel, which triggers at its start): its CTAs start without waiting and
+ * trigger as LATE; thread 0 of CTA 0 waits for that kernel before it exits,
+ * so the producer grid completes after it and the stream's later work
+ * (reducer, combine, copy back) follows both.  The reducer waits as LATE. */
+#define ATTN_CUDA_PDL_NO_WAIT 3
 /* The engine's default: the late trigger, measured on the H200 never slower
  * and 2-7 % faster at the latency-bound shapes; the early one lost 9-18 % on
  * under-filled grids (bench/results/decode-h200-2026-12-01-r3.md). */

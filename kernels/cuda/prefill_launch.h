@@ -75,6 +75,14 @@ typedef struct attn_cuda_prefill_params {
      * ATTN_PREFILL_FUSED (d <= 128; attn_cuda_mixed_launch runs it beside
      * decode rows, attn_cuda_prefill_launch refuses it: ATTN_E_SHAPE) */
     attn_prefill_variant variant;
+    /* 1: every CTA of the attend kernel lets the next kernel of the stream,
+     * launched as its programmatic dependent, be placed as soon as it has
+     * started (griddepcontrol.launch_dependents): partition's one-stream
+     * fork places the decode kernels beside a capped grid that way. */
+    uint32_t trigger_dependents;
+    /* which kernels attn_cuda_prefill_launch launches: ATTN_PREFILL_PARTS_*
+     * (0 = both, the attend kernel then the combine kernel when split) */
+    uint32_t parts;
     /* tests and the co-residency probe only, else NULL: per CTA of the
      * attend kernel, {%smid, %globaltimer at its start, at its consumers'
      * end} (3 x gridDim.x values) */
@@ -97,8 +105,13 @@ int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtype, attn_dty
  * falls back to the gather only if the driver cannot encode the maps. */
 int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p);
 
+/* attn_cuda_prefill_params.parts */
+#define ATTN_PREFILL_PARTS_ALL 0u
+#define ATTN_PREFILL_PARTS_ATTEND 1u
+#define ATTN_PREFILL_PARTS_COMBINE 2u
+
 /* Launch the attention kernel and, when the plan has merges, the combine
- * kernel on `stream` (a cudaStream_t).  Returns 0, ATTN_E_SHAPE or
+ * kernel on `stream` (a cudaStream_t), or the one p->parts names.  Returns 0, ATTN_E_SHAPE or
  * ATTN_E_DTYPE for a configuration without a kernel, or ATTN_E_CUDA. */
 int attn_cuda_prefill_launch(const attn_cuda_prefill_params *p, void *stream);
 

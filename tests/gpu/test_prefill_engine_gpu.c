@@ -886,6 +886,126 @@ static void test_overlap_coresides(void **state)
     attn_rb_free(&rb);
 }
 
+/* partition forked prefill-first runs on one stream, the decode producer
+ * the programmatic dependent of the capped attend grid, whose CTAs trigger
+ * at their start: no decode CTA starts before the last attend CTA has
+ * started (two streams raced for the SMs: a decode grid dispatched first
+ * took them all, docs/cuda-prefill-engine.md, Forks), and the decode CTAs
+ * start while the attend grid still runs, on SMs it left.  One prefill
+ * C = 2048 (T = 0) and 32 decodes at T = 4096 (H_q 32, H_kv 8, d 128,
+ * page 16, bf16), the grid capped at 66 CTAs, with the engine's probe. */
+static void test_one_stream_fork_placement(void **state)
+{
+    (void)state;
+    if (getenv("ATTN_GPU_SANITIZER") != NULL ||
+        (g_only != NULL && strstr("one-stream-fork", g_only) == NULL)) {
+        skip();
+        return;
+    }
+    enum { NDEC = 32, DEC_CTAS = 4096, CAP = 66 };
+    int64_t T[1 + NDEC], C[1 + NDEC];
+    T[0] = 0;
+    C[0] = 2048;
+    for (int b = 1; b <= NDEC; b++) {
+        T[b] = 4096;
+        C[b] = 1;
+    }
+    attn_rb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = 1 + NDEC;
+    sp.max_cache_len = T[1];
+    sp.num_qo_heads = 32;
+    sp.num_kv_heads = 8;
+    sp.head_dim_qk = sp.head_dim_vo = 128;
+    sp.page_size = 16;
+    sp.spare_pages = 3;
+    sp.kv_dtype = sp.q_dtype = ATTN_BF16;
+    sp.layout = ATTN_NHD;
+    sp.format = ATTN_KV_CSR;
+    sp.mask_kind = ATTN_MASK_CAUSAL;
+    attn_rb rb;
+    assert_int_equal(attn_rb_make_lengths(&rb, &sp, T, C, g_seed + 6u), 0);
+    rb.m.policy.schedule = ATTN_SCHED_PARTITION;
+    dev_pool dp;
+    pool_up(&dp, &rb);
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    tune_streams(0, ATTN_MIXED_ORDER_PREFILL_FIRST, CAP, 0);
+    attn_engine_plan *ep = NULL;
+    assert_int_equal(attn_engine_plan_new(g_eng, &rb.m, &dp.g, &ep, &err), 0);
+    attn_cuda_prefill_plan_info info;
+    assert_int_equal(attn_cuda_prefill_plan_info_get(ep, &info), 0);
+    assert_string_equal(info.streams, "prefill-first");
+    assert_int_equal(info.max_ctas, CAP);
+    /* the probe: the attend CTAs' triples, then the decode CTAs' after the
+     * device's SM count of them (the engine's layout) */
+    int dev_sms = 0;
+    assert_int_equal(cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, 0),
+                     cudaSuccess);
+    const uint32_t sms = CAP, n = 2 + 3 * ((uint32_t)dev_sms + DEC_CTAS);
+    uint64_t *probe = NULL, *h = calloc(n, sizeof *h);
+    assert_non_null(h);
+    assert_int_equal(cudaMalloc((void **)&probe, n * sizeof *probe), cudaSuccess);
+    void *o = malloc(rb.o_elems * attn_dtype_size(rb.m.q_dtype));
+    assert_non_null(o);
+    attn_run_io a = {.pool = &dp.pv,
+                     .layer = 0,
+                     .q = rb.q,
+                     .k_new = rb.k_new,
+                     .v_new = rb.v_new,
+                     .o = o,
+                     .lse = NULL,
+                     .commit = false};
+    attn_exec_report rep;
+    for (int k = 0; k < 3; k++) { /* the first run also warms the launch path */
+        attn_cuda_prefill_tuning t = {.poison = 1, .probe = probe, .probe_decode_ctas = DEC_CTAS};
+        t.streams.order = ATTN_MIXED_ORDER_PREFILL_FIRST;
+        t.streams.prefill_ctas = CAP;
+        attn_cuda_prefill_engine_set_tuning(g_eng, &t);
+        assert_int_equal(cudaMemset(probe, 0, n * sizeof *probe), cudaSuccess);
+        assert_int_equal(attn_engine_run(g_eng, ep, &a, &rep, &err), 0);
+        assert_non_null(strstr(rep.timing_scope, "one-stream fork"));
+        assert_int_equal(cudaMemcpy(h, probe, n * sizeof *h, cudaMemcpyDeviceToHost), cudaSuccess);
+        uint64_t last_start = 0, first_end = UINT64_MAX, grid_end = 0;
+        uint32_t ctas = 0;
+        for (uint32_t i = 0; i < sms; i++) {
+            const uint64_t *c = h + 2 + 3 * i;
+            if (c[1] == 0)
+                continue;
+            ctas++;
+            last_start = c[1] > last_start ? c[1] : last_start;
+            first_end = c[2] < first_end ? c[2] : first_end;
+            grid_end = c[2] > grid_end ? c[2] : grid_end;
+        }
+        uint64_t dec_first = UINT64_MAX;
+        uint32_t dctas = 0, early = 0;
+        for (uint32_t i = 0; i < DEC_CTAS; i++) {
+            const uint64_t *c = h + 2 + 3 * ((uint32_t)dev_sms + i);
+            if (c[1] == 0)
+                continue;
+            dctas++;
+            early += c[1] < last_start;
+            dec_first = c[1] < dec_first ? c[1] : dec_first;
+        }
+        printf("  one-stream fork run %d: %u attend CTAs, %u decode CTAs; first decode CTA %.1f us "
+               "after the last attend CTA started, %.1f us before the attend grid ended; engine "
+               "%.1f us\n",
+               k, ctas, dctas, dctas ? ((double)dec_first - (double)last_start) / 1e3 : -1.0,
+               dctas ? ((double)grid_end - (double)dec_first) / 1e3 : -1.0, rep.engine_us);
+        assert_int_equal(ctas, sms);
+        assert_true(dctas > 0);
+        assert_int_equal(early, 0);        /* none before every attend CTA was placed */
+        assert_true(dec_first < grid_end); /* and beside the attend grid, not after it */
+    }
+    tune(0);
+    cudaFree(probe);
+    free(h);
+    free(o);
+    attn_engine_plan_release(ep);
+    pool_down(&dp);
+    attn_rb_free(&rb);
+}
+
 /* ---- issue 12 item 3: graph mode (seed 0x03G) ------------------------------ */
 
 /* One graph-mode configuration: the capacity step (H_q 16, H_kv 4, d 128,
@@ -1246,6 +1366,7 @@ int main(void)
         cmocka_unit_test(test_unified_determinism),
         cmocka_unit_test(test_failed_and_refused_runs_leave_the_pool),
         cmocka_unit_test(test_overlap_coresides),
+        cmocka_unit_test(test_one_stream_fork_placement),
         cmocka_unit_test(test_graph_replay),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,9 +79,22 @@ __device__ __forceinline__ void pdl_start(const attn_cuda_decode_params &p)
      * kernel of the stream */
     if (p.pdl == ATTN_CUDA_PDL_EARLY)
         ptx::griddep_launch_dependents();
-    if (p.pdl != ATTN_CUDA_PDL_OFF)
+    if (p.pdl != ATTN_CUDA_PDL_OFF && p.pdl != ATTN_CUDA_PDL_NO_WAIT)
         ptx::griddep_wait();
 }
+
+/* ATTN_CUDA_PDL_NO_WAIT's join: declared first in every producer, so at any
+ * return of thread 0 of CTA 0 it waits for the kernel this grid was launched
+ * beside (one thread of one CTA: the others' slots are not held). */
+struct pdl_join {
+    const attn_cuda_decode_params &p;
+    __device__ __forceinline__ ~pdl_join()
+    {
+        if (p.pdl == ATTN_CUDA_PDL_NO_WAIT && (blockIdx.x | blockIdx.y | blockIdx.z) == 0 &&
+            (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
+            ptx::griddep_wait();
+    }
+};
 
 /* The work of (item, K/V head); not live past the live item count. */
 __device__ __forceinline__ cta_work work_at(const attn_cuda_decode_params &p, int item, int hkv)
@@ -128,7 +141,7 @@ __device__ __forceinline__ void probe_phase(const attn_cuda_decode_params &p, in
  * earlier trigger places it in the free slots of an under-filled grid). */
 __device__ __forceinline__ void pdl_main_loop_done(const attn_cuda_decode_params &p)
 {
-    if (p.pdl == ATTN_CUDA_PDL_LATE)
+    if (p.pdl == ATTN_CUDA_PDL_LATE || p.pdl == ATTN_CUDA_PDL_NO_WAIT)
         ptx::griddep_launch_dependents();
 }
 

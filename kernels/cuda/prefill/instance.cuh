@@ -78,7 +78,9 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
                                   cudaSharedmemCarveoutMaxShared) != cudaSuccess)
         return ATTN_E_CUDA;
     const uint32_t units = p->num_items * p->num_kv_heads;
-    if (units) {
+    const bool attend = p->parts != ATTN_PREFILL_PARTS_COMBINE;
+    const bool combine = p->parts != ATTN_PREFILL_PARTS_ATTEND;
+    if (units && attend) {
         /* the queues fix the grid (one CTA per queue); else the snake's */
         dim3 grid(p->worker_indptr                     ? p->num_workers
                   : p->max_ctas && p->max_ctas < units ? p->max_ctas
@@ -88,7 +90,7 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;
     }
-    if (p->num_merges) {
+    if (p->num_merges && combine) {
         dim3 grid(p->num_merges, p->num_kv_heads);
         attn_prefill_combine<D, L><<<grid, 128, 0, stream>>>(*p);
         if (cudaGetLastError() != cudaSuccess)

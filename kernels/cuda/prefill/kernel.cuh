@@ -44,6 +44,7 @@
 #include "kernels/common/mask.h"
 #include "kernels/common/state.h"
 #include "kernels/cuda/barrier.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/prefill/sm90.cuh"
 #include "kernels/cuda/prefill/wgmma_ops.cuh"
 #include "kernels/cuda/ptx.cuh"
@@ -1050,6 +1051,8 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
     const Smem<D, KV> sm = smem_at<D, KV, LT>(base);
 
     const int tid = threadIdx.x;
+    if (p.trigger_dependents) /* partition's one-stream fork: the decode kernels may be placed */
+        attn::ptx::griddep_launch_dependents();
     if (p.probe && tid == 0) { /* the co-residency probe: where and when this CTA ran */
         p.probe[3 * blockIdx.x] = attn::ptx::smid();
         p.probe[3 * blockIdx.x + 1] = attn::ptx::globaltimer();
