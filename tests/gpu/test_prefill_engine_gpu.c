@@ -757,6 +757,35 @@ static void test_unified_determinism(void **state)
     tune(0);
 }
 
+/* The placement tests' batch: one causal prefill of c rows (T = 0) and 32
+ * one-token decodes at T = t (H_q 32, H_kv 8, d 128, page 16, bf16, NHD,
+ * CSR pages). */
+static void prefill_beside_decodes(attn_rb *rb, int64_t c, int64_t t, uint32_t seed)
+{
+    enum { NDEC = 32 };
+    int64_t T[1 + NDEC], C[1 + NDEC];
+    T[0] = 0;
+    C[0] = c;
+    for (int b = 1; b <= NDEC; b++) {
+        T[b] = t;
+        C[b] = 1;
+    }
+    attn_rb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.num_requests = 1 + NDEC;
+    sp.max_cache_len = t;
+    sp.num_qo_heads = 32;
+    sp.num_kv_heads = 8;
+    sp.head_dim_qk = sp.head_dim_vo = 128;
+    sp.page_size = 16;
+    sp.spare_pages = 3;
+    sp.kv_dtype = sp.q_dtype = ATTN_BF16;
+    sp.layout = ATTN_NHD;
+    sp.format = ATTN_KV_CSR;
+    sp.mask_kind = ATTN_MASK_CAUSAL;
+    assert_int_equal(attn_rb_make_lengths(rb, &sp, T, C, seed), 0);
+}
+
 /* overlap's contract: the decode kernels run beside the light prefill
  * CTAs, on the same SMs, at the same time.  One prefill C = 2048 (T = 0)
  * and 32 decodes at T = 4096 (H_q 32, H_kv 8, d 128, page 16, bf16), run
@@ -775,29 +804,9 @@ static void test_overlap_coresides(void **state)
         skip();
         return;
     }
-    enum { NDEC = 32, DEC_CTAS = 4096 };
-    int64_t T[1 + NDEC], C[1 + NDEC];
-    T[0] = 0;
-    C[0] = g_quick ? 1024 : 2048;
-    for (int b = 1; b <= NDEC; b++) {
-        T[b] = g_quick ? 2048 : 4096;
-        C[b] = 1;
-    }
-    attn_rb_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.num_requests = 1 + NDEC;
-    sp.max_cache_len = T[1];
-    sp.num_qo_heads = 32;
-    sp.num_kv_heads = 8;
-    sp.head_dim_qk = sp.head_dim_vo = 128;
-    sp.page_size = 16;
-    sp.spare_pages = 3;
-    sp.kv_dtype = sp.q_dtype = ATTN_BF16;
-    sp.layout = ATTN_NHD;
-    sp.format = ATTN_KV_CSR;
-    sp.mask_kind = ATTN_MASK_CAUSAL;
+    enum { DEC_CTAS = 4096 };
     attn_rb rb;
-    assert_int_equal(attn_rb_make_lengths(&rb, &sp, T, C, g_seed + 5u), 0);
+    prefill_beside_decodes(&rb, g_quick ? 1024 : 2048, g_quick ? 2048 : 4096, g_seed + 5u);
     rb.m.policy.schedule = ATTN_SCHED_OVERLAP;
     dev_pool dp;
     pool_up(&dp, &rb);
@@ -902,29 +911,9 @@ static void test_one_stream_fork_placement(void **state)
         skip();
         return;
     }
-    enum { NDEC = 32, DEC_CTAS = 4096, CAP = 66 };
-    int64_t T[1 + NDEC], C[1 + NDEC];
-    T[0] = 0;
-    C[0] = 2048;
-    for (int b = 1; b <= NDEC; b++) {
-        T[b] = 4096;
-        C[b] = 1;
-    }
-    attn_rb_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.num_requests = 1 + NDEC;
-    sp.max_cache_len = T[1];
-    sp.num_qo_heads = 32;
-    sp.num_kv_heads = 8;
-    sp.head_dim_qk = sp.head_dim_vo = 128;
-    sp.page_size = 16;
-    sp.spare_pages = 3;
-    sp.kv_dtype = sp.q_dtype = ATTN_BF16;
-    sp.layout = ATTN_NHD;
-    sp.format = ATTN_KV_CSR;
-    sp.mask_kind = ATTN_MASK_CAUSAL;
+    enum { DEC_CTAS = 4096, CAP = 66 };
     attn_rb rb;
-    assert_int_equal(attn_rb_make_lengths(&rb, &sp, T, C, g_seed + 6u), 0);
+    prefill_beside_decodes(&rb, 2048, 4096, g_seed + 6u);
     rb.m.policy.schedule = ATTN_SCHED_PARTITION;
     dev_pool dp;
     pool_up(&dp, &rb);
