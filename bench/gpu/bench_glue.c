@@ -263,7 +263,13 @@ attnb *attnb_create(uint32_t B, const int32_t *lens, const int32_t *page_indptr,
     p->fused_merge = g_fused;
     p->pdl = ATTN_CUDA_PDL_DEFAULT; /* the engine's (attnb_set_pdl changes it) */
     p->stages = g_stages;
-    p->bulk = g_bulk;
+    {
+        int sms = 0, dev = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        p->bulk = attn_cuda_decode_plan_bulk(d, p->kv_dtype, p->q_dtype, hq, hkv, page_size, B,
+                                             (uint32_t)sms, g_bulk); /* as the engine's plan */
+    }
     p->num_pages = num_pages > 0 && num_pages <= UINT32_MAX ? (uint32_t)num_pages : 0;
     if (attnb_update(h, lens, page_indptr, page_indices) != 0) {
         free(h);

@@ -834,6 +834,10 @@ static int engine_plan(attn_engine *self, const attn_manifest *m, const attn_poo
     if ((e = cudaSetDevice(dev.device)) != cudaSuccess)
         return attn_cuda_error(err, e, "device", "cudaSetDevice");
     uint32_t group = g->num_kv_heads ? m->num_qo_heads / g->num_kv_heads : 1;
+    /* the producer the plan is sized for is the one it launches */
+    tuning.bulk = attn_cuda_decode_plan_bulk(g->head_dim_qk, g->kv_dtype, m->q_dtype,
+                                             m->num_qo_heads, g->num_kv_heads, g->page_size,
+                                             m->num_requests, dev.sm_count, tuning.bulk);
     int occ = attn_cuda_decode_occupancy_path(g->head_dim_qk, g->kv_dtype, group, 0, tuning.bulk);
     dev.ctas_per_sm = occ > 0 ? (uint32_t)occ : 0;
     dev.head_chunks = attn_cuda_decode_head_chunks(g->head_dim_qk, g->kv_dtype, group);

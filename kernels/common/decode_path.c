@@ -12,12 +12,20 @@ static int aligned16(int64_t elems, size_t es)
     return ((uint64_t)elems * es) % 16u == 0;
 }
 
+/* The shape whose tensor-map launch takes the keys as the mma's M rows. */
+static int keys_as_rows_shape(const attn_decode_path_in *in)
+{
+    return in->group >= 1 && in->group <= 8 && (in->head_dim == 64 || in->head_dim == 128) &&
+           in->q_dtype == in->kv_dtype;
+}
+
 int attn_decode_path_bulk(const attn_decode_path_in *in)
 {
     if (in->bulk != ATTN_DECODE_BULK_AUTO)
         return in->bulk;
     if (in->head_dim == 128 && in->page_size >= 8 &&
-        (in->keys_per_item == 0 || in->keys_per_item >= ATTN_DECODE_TMAP_MIN_KEYS))
+        (keys_as_rows_shape(in) || in->keys_per_item == 0 ||
+         in->keys_per_item >= ATTN_DECODE_TMAP_MIN_KEYS))
         return ATTN_DECODE_BULK_TMAP;
     if (in->head_dim == 128 && in->page_size >= 8 && in->pieces > 0 && in->sm_count > 0 &&
         in->pieces <= in->sm_count)
@@ -60,6 +68,21 @@ attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const 
     if (why)
         *why = no;
     return ATTN_DECODE_TC;
+}
+
+int attn_decode_path_keys_as_rows(const attn_decode_path_in *in)
+{
+    return keys_as_rows_shape(in) && attn_decode_path_pick(in, NULL) == ATTN_DECODE_TC_BULK &&
+           attn_decode_path_bulk(in) == ATTN_DECODE_BULK_TMAP;
+}
+
+int attn_decode_path_plan_bulk(const attn_decode_path_in *in, uint64_t units)
+{
+    if (in->bulk == ATTN_DECODE_BULK_AUTO && in->head_dim == 64 && in->page_size >= 8 &&
+        keys_as_rows_shape(in) && units > 0 && in->sm_count > 0 &&
+        units <= (uint64_t)ATTN_DECODE_TMAP_D64_CTAS * in->sm_count)
+        return ATTN_DECODE_BULK_TMAP;
+    return in->bulk;
 }
 
 uint32_t attn_decode_path_persist(const attn_decode_path_in *in, uint32_t persist, uint64_t pieces)

@@ -68,6 +68,7 @@ typedef struct attn_decode_path_in {
     uint32_t keys_per_item;                       /* mean keys of a work item (0: unknown) */
     uint64_t pieces;         /* producer CTAs: items x H_kv x head chunks (0: unknown) */
     uint32_t sm_count;       /* SMs of the device (0: unknown) */
+    uint32_t group;          /* query heads per K/V head (0: unknown) */
     uint64_t k_addr, v_addr; /* the layer's stores (0: not bound yet) */
 } attn_decode_path_in;
 
@@ -76,7 +77,9 @@ typedef struct attn_decode_path_in {
  * decode-h200-2026-12-01-r2.md): tensor-map copies at head_dim 128 with
  * pages of 8 rows or more and work items of ATTN_DECODE_TMAP_MIN_KEYS keys
  * or more on average (-5..-13 %; at 256 keys per item, B 2 x T 2048, it was
- * 5 % slower: the copy warp's first tiles are not hidden), four row-copy
+ * 5 % slower: the copy warp's first tiles are not hidden), or of any length
+ * where its compute warps take the keys as rows (attn_decode_path_keys_as_rows;
+ * B 2 x T 2048: 10.8 us against 11.4, 2026-12-02), four row-copy
  * warps at head_dim 256 (-11 %), the cp.async producer (0) elsewhere
  * (head_dim 64: the copy warps were 5-13 % slower), except at head_dim 128
  * with pages of 8 rows or more when the launch has no more CTAs than SMs
@@ -96,6 +99,25 @@ uint32_t attn_decode_keys_per_item(const attn_work_item *items, uint32_t n);
  * why the copy-warp producer does not, or NULL when it does or was not
  * allowed. */
 attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const char **why);
+
+/* 1 when the tensor-map producer's compute warps take their keys as the M
+ * rows of the mma (S^T = K Q^T, O^T += V^T P^T: docs/cuda.md, issue 13
+ * round 10): groups of 1..8 heads, whose 16-row products were at least half
+ * empty, at head_dim 64 and 128 (Q in registers) with q in the cache dtype;
+ * else 0 (the products with the heads as rows). */
+int attn_decode_path_keys_as_rows(const attn_decode_path_in *in);
+
+/* The bulk value a plan is sized and launched with, before its split:
+ * in->bulk, except that ATTN_DECODE_BULK_AUTO at head_dim 64 becomes the
+ * tensor-map producer (keys as rows) when the batch's `units` (requests x
+ * H_kv x head chunks, unsplit) fit in one wave of its
+ * ATTN_DECODE_TMAP_D64_CTAS CTAs per SM: there it was faster than the
+ * cp.async producer (B 1..64: -4..-13 %, B 16 equal), at B 256 x T 2048
+ * (1024 units) 6 % slower, its 2 CTAs per SM against 4 (H200, 2026-12-02,
+ * docs/cuda.md round 10).  Needs in->sm_count and the fields of
+ * attn_decode_path_keys_as_rows. */
+int attn_decode_path_plan_bulk(const attn_decode_path_in *in, uint64_t units);
+#define ATTN_DECODE_TMAP_D64_CTAS 2u
 
 /* CTAs of the persistent tensor-map producer (issue 13 round 4) for a
  * launch of `pieces` CTAs (items x H_kv x head chunks) that asks for at

@@ -363,25 +363,36 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
 /* The compute warps of producer_tc_bulk and producer_tc_tmap: the tiles
  * (consume_tiles), then the epilogue and the fused fold among themselves
  * (named barrier).  `base`: the stages' start, reused by the epilogue. */
-template <int D, typename KV, bool QLO, int RS, typename Pipe>
+template <int D, typename KV, bool QLO, int RS, typename Pipe, bool KR = false>
 __device__ __forceinline__ void
 bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pipe, const uint4 *qh,
              const uint4 *ql, const paged::key_walk &walk, int ntiles, int h0, uint4 *base)
 {
     using C = tc::cfg<D>;
-    float o[C::NB][4];
-    float m[2], l[2];
     uint32_t qa[C::QREG ? C::KS : 1][4];
     load_qa<D>(qa, qh);
     tc::ring rg;
-    consume_tiles<D, KV, QLO, RS>(p, pipe, qa, qh, ql, walk, ntiles, o, m, l, rg);
-    probe_phase(p, 0);
-    /* every copy landed (full[s] of the last tiles) and was read, so the
-     * epilogue may reuse the stages; the copy warps have no state to merge
-     * (and have exited, which counts as their trigger) */
-    tc::compute_sync<true>();
-    pdl_main_loop_done(p);
-    tc::epilogue<D, true>(p, w, h0, o, m, l, reinterpret_cast<float *>(base));
+    if constexpr (KR) { /* keys as the M rows: g <= 8 (decode_path.h) */
+        static_assert(!QLO, "keys as rows: q in the cache dtype");
+        float o[D / 16][4];
+        float m[2], l[2];
+        consume_tiles_kr<D, KV, RS>(p, pipe, qa, walk, ntiles, o, m, l, rg);
+        probe_phase(p, 0);
+        tc::compute_sync<true>(); /* as below */
+        pdl_main_loop_done(p);
+        tc::epilogue_kr<D, true>(p, w, h0, o, m, l, reinterpret_cast<float *>(base));
+    } else {
+        float o[C::NB][4];
+        float m[2], l[2];
+        consume_tiles<D, KV, QLO, RS>(p, pipe, qa, qh, ql, walk, ntiles, o, m, l, rg);
+        probe_phase(p, 0);
+        /* every copy landed (full[s] of the last tiles) and was read, so the
+         * epilogue may reuse the stages; the copy warps have no state to
+         * merge (and have exited, which counts as their trigger) */
+        tc::compute_sync<true>();
+        pdl_main_loop_done(p);
+        tc::epilogue<D, true>(p, w, h0, o, m, l, reinterpret_cast<float *>(base));
+    }
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
     tc::fused_fold<D, true>(p, w, h0, (int)blockIdx.z, (int)gridDim.z);
@@ -451,9 +462,11 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * NP, (tc::bulk_regs<D, QLO,
  * the pipeline depth, ~38 GB/s per SM at 2 CTAs per SM, which only the
  * whole machine turns into HBM's rate; two read ~60 GB/s per SM on 32 SMs
  * (MPS), so a part of the SMs saturates HBM and partial waves cost less
- * (docs/cuda.md, issue 13 round 9).  Four spill at d 128 (128 registers). */
+ * (docs/cuda.md, issue 13 round 9).  Four spill at d 128 (128 registers).
+ * KR: the compute warps take this warp's keys as the M rows of the mma
+ * (consume_tiles_kr), for groups of at most 8 heads at d <= 128. */
 constexpr int kTmapCopyWarps = 2;
-template <int D, typename KV, bool QLO>
+template <int D, typename KV, bool QLO, bool KR = false>
 __global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
                                   (tc::bulk_regs<D, QLO, 1>::MIN_CTAS))
     producer_tc_tmap(const __grid_constant__ tmap_args a)
@@ -505,7 +518,8 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
     } else {
         tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql); /* beside the first copies (bulk_body) */
         tc::compute_sync<true>();
-        bulk_compute<D, KV, QLO, 0>(p, w, pipe, qh, ql, walk, ntiles, h0, base);
+        bulk_compute<D, KV, QLO, 0, tc::tmap_pipe<D, KV>, KR>(p, w, pipe, qh, ql, walk, ntiles, h0,
+                                                              base);
     }
     if (probed)
         p.probe[3 * probe_at + 2] = ptx::globaltimer();
@@ -681,6 +695,7 @@ struct producer_entry {
     uint32_t d;
     attn_dtype kv;
     bool tc, pre, qlo; /* tensor cores; row prefetch and q hi+lo (tc only) */
+    bool kr;           /* keys as the mma's M rows: groups of at most 8 heads only */
     int np;            /* bulk value of the copy-warp producers (tc only); 0: cp.async */
     kernel_fn fn;
     const char *symbol;              /* the demangled name, without return type and parameters */
@@ -704,28 +719,29 @@ struct producer_entry {
  * tracer demangles it to, and the tensor-core producer's shared memory. */
 // clang-format off
 #define ATTN__TC(D, T, PRE, QLO)                                                                   \
-    {D, dtype_of<T>::value, true, PRE, QLO, 0, producer_tc<D, T, PRE, QLO>,                        \
+    {D, dtype_of<T>::value, true, PRE, QLO, false, 0, producer_tc<D, T, PRE, QLO>,                 \
      "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ">", tc::cfg<D>::smem,           \
      tc::cfg<D>::STAGES, tc::cfg<D>::MAX_STAGES, nullptr}
-#define ATTN__TMAP(D, T, QLO)                                                                      \
+#define ATTN__TMAP(D, T, QLO, KR)                                                                  \
     {D,                                                                                            \
      dtype_of<T>::value,                                                                           \
      true,                                                                                         \
      false,                                                                                        \
      QLO,                                                                                          \
+     KR,                                                                                           \
      ATTN_CUDA_BULK_TMAP,                                                                          \
      nullptr,                                                                                      \
-     "attn::decode::producer_tc_tmap<" #D ", " #T ", " #QLO ">",                                  \
+     "attn::decode::producer_tc_tmap<" #D ", " #T ", " #QLO ", " #KR ">",                         \
      tc::cfg<D>::tmap_smem,                                                                        \
      tc::cfg<D>::BULK_STAGES,                                                                      \
      tc::cfg<D>::BULK_MAX_STAGES,                                                                  \
-     producer_tc_tmap<D, T, QLO>}
+     producer_tc_tmap<D, T, QLO, KR>}
 #define ATTN__BULK(D, T, QLO, NP)                                                                  \
-    {D, dtype_of<T>::value, true, false, QLO, NP, producer_tc_bulk<D, T, QLO, NP>,                 \
+    {D, dtype_of<T>::value, true, false, QLO, false, NP, producer_tc_bulk<D, T, QLO, NP>,          \
      "attn::decode::producer_tc_bulk<" #D ", " #T ", " #QLO ", " #NP ">", tc::cfg<D>::bulk_smem,  \
      tc::cfg<D>::BULK_STAGES, tc::cfg<D>::BULK_MAX_STAGES, nullptr}
 #define ATTN__SIMT(D, T)                                                                           \
-    {D, dtype_of<T>::value, false, false, false, 0, producer_simt<D, T>,                           \
+    {D, dtype_of<T>::value, false, false, false, false, 0, producer_simt<D, T>,                    \
      "attn::decode::producer_simt<" #D ", " #T ">", nullptr, 0, 0, nullptr}
 #define ATTN__PRODUCERS(D, T)                                                                      \
     ATTN__SIMT(D, T), ATTN__TC(D, T, false, false), ATTN__TC(D, T, false, true),                   \
@@ -740,10 +756,12 @@ const producer_entry kProducers[] = {
     ATTN__PRODUCERS(128, __nv_bfloat16),
     ATTN__PRODUCERS(256, __nv_bfloat16),
     ATTN__BULK(64, __nv_bfloat16, false, 4),
-    ATTN__TMAP(64, __nv_bfloat16, false),
-    ATTN__TMAP(128, __nv_bfloat16, false),
-    ATTN__TMAP(256, __nv_bfloat16, false),
-    ATTN__TMAP(256, __nv_bfloat16, true),
+    ATTN__TMAP(64, __nv_bfloat16, false, false),
+    ATTN__TMAP(128, __nv_bfloat16, false, false),
+    ATTN__TMAP(256, __nv_bfloat16, false, false),
+    ATTN__TMAP(256, __nv_bfloat16, true, false),
+    ATTN__TMAP(64, __nv_bfloat16, false, true), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
+    ATTN__TMAP(128, __nv_bfloat16, false, true),
     ATTN__BULK(128, __nv_bfloat16, false, 4),
     ATTN__BULK(256, __nv_bfloat16, false, 4),
     ATTN__BULK(256, __nv_bfloat16, true, 1), /* q hi + lo: only at d = 256 (decode_path.h) */
@@ -753,10 +771,12 @@ const producer_entry kProducers[] = {
     ATTN__PRODUCERS(128, __half),
     ATTN__PRODUCERS(256, __half),
     ATTN__BULK(64, __half, false, 4),
-    ATTN__TMAP(64, __half, false),
-    ATTN__TMAP(128, __half, false),
-    ATTN__TMAP(256, __half, false),
-    ATTN__TMAP(256, __half, true),
+    ATTN__TMAP(64, __half, false, false),
+    ATTN__TMAP(128, __half, false, false),
+    ATTN__TMAP(256, __half, false, false),
+    ATTN__TMAP(256, __half, true, false),
+    ATTN__TMAP(64, __half, false, true), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
+    ATTN__TMAP(128, __half, false, true),
     ATTN__BULK(128, __half, false, 4),
     ATTN__BULK(256, __half, false, 4),
     ATTN__BULK(256, __half, true, 1),
@@ -897,14 +917,19 @@ int encode_maps(const attn_cuda_decode_params &p, tmap_args &a)
  * cp.async tensor-core one, the row-prefetch variant; q hi+lo for both
  * tensor-core ones. */
 const producer_entry *find_producer(uint32_t d, attn_dtype kv, attn_decode_producer path, bool pre,
-                                    bool qlo, int np)
+                                    bool qlo, int np, bool kr = false)
 {
     const bool simt = path == ATTN_DECODE_SIMT, bulk = path == ATTN_DECODE_TC_BULK;
+    const producer_entry *any = nullptr; /* the match without keys as rows */
     for (const producer_entry &e : kProducers)
         if (e.d == d && e.kv == kv && e.tc == !simt &&
-            (simt || (e.np == (bulk ? np : 0) && (bulk || e.pre == pre) && e.qlo == qlo)))
-            return &e;
-    return nullptr;
+            (simt || (e.np == (bulk ? np : 0) && (bulk || e.pre == pre) && e.qlo == qlo))) {
+            if (e.kr == kr)
+                return &e;
+            if (!e.kr && any == nullptr)
+                any = &e;
+        }
+    return any;
 }
 
 /* What decode_path.h decides on for a launch. */
@@ -927,6 +952,7 @@ attn_decode_path_in path_in(const attn_cuda_decode_params *p)
         in.pieces = (uint64_t)p->item_capacity * p->num_kv_heads *
                     ((p->num_qo_heads / p->num_kv_heads + 15) / 16);
     in.sm_count = p->sm_count;
+    in.group = p->num_kv_heads != 0 ? p->num_qo_heads / p->num_kv_heads : 0;
     in.k_addr = (uint64_t)(uintptr_t)p->k;
     in.v_addr = (uint64_t)(uintptr_t)p->v;
     return in;
@@ -937,7 +963,7 @@ const producer_entry *find_producer(const attn_cuda_decode_params *p)
     const attn_decode_path_in in = path_in(p);
     return find_producer(p->head_dim, p->kv_dtype, attn_decode_path_pick(&in, nullptr),
                          p->row_prefetch != 0, p->q_dtype != p->kv_dtype,
-                         attn_decode_path_bulk(&in));
+                         attn_decode_path_bulk(&in), attn_decode_path_keys_as_rows(&in));
 }
 
 kernel_fn find_merge(uint32_t d, const char **sym)
@@ -1087,6 +1113,27 @@ extern "C" uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype k
     attn_cuda_launch_shape sh;
     producer_shape(e, group, e->tc_stages, &sh);
     return sh.head_chunks;
+}
+
+extern "C" int attn_cuda_decode_plan_bulk(uint32_t head_dim, attn_dtype kv_dtype,
+                                          attn_dtype q_dtype, uint32_t num_qo_heads,
+                                          uint32_t num_kv_heads, uint32_t page_size,
+                                          uint64_t requests, uint32_t sm_count, int bulk)
+{
+    if (num_kv_heads == 0)
+        return bulk;
+    const uint32_t group = num_qo_heads / num_kv_heads;
+    attn_decode_path_in in;
+    memset(&in, 0, sizeof in);
+    in.bulk = bulk;
+    in.head_dim = head_dim;
+    in.kv_dtype = kv_dtype;
+    in.q_dtype = q_dtype;
+    in.page_size = page_size;
+    in.group = group;
+    in.sm_count = sm_count;
+    return attn_decode_path_plan_bulk(
+        &in, requests * num_kv_heads * attn_cuda_decode_head_chunks(head_dim, kv_dtype, group));
 }
 
 extern "C" int attn_cuda_decode_symbols(const attn_cuda_decode_params *p, const char **producer,

@@ -179,6 +179,13 @@ int attn_cuda_decode_occupancy_stages(uint32_t head_dim, attn_dtype kv_dtype, ui
 int attn_cuda_decode_occupancy_path(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group,
                                     uint32_t stages, int bulk);
 
+/* The bulk value to size a plan with and launch (attn_decode_path_plan_bulk)
+ * for `requests` requests of this shape on `sm_count` SMs: `bulk`, or for
+ * ATTN_CUDA_BULK_DEFAULT at head_dim 64 a small batch's tensor-map producer. */
+int attn_cuda_decode_plan_bulk(uint32_t head_dim, attn_dtype kv_dtype, attn_dtype q_dtype,
+                               uint32_t num_qo_heads, uint32_t num_kv_heads, uint32_t page_size,
+                               uint64_t requests, uint32_t sm_count, int bulk);
+
 /* CTAs that share one (item, kv head): query-head chunks of the producer. */
 uint32_t attn_cuda_decode_head_chunks(uint32_t head_dim, attn_dtype kv_dtype, uint32_t group);
 

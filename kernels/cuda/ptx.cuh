@@ -154,6 +154,17 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t *r, const void *smem)
                  : "r"(smem_addr(smem)));
 }
 
+/* The transpose of an 8x8 matrix of 16-bit pairs held as a warp fragment
+ * (lane l: row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, low half
+ * first): lane l then holds row l / 4 of the transpose.  It turns an mma
+ * accumulator packed to 16 bits into the B operand of the next mma. */
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x)
+{
+    uint32_t y;
+    asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
 /* ---- mma.sync m16n8k16, fp32 accumulation ------------------------------- */
 
 /* c[4] += A (16x16, row, 4 regs) * B (16x8, col, 2 regs) for 16-bit T. */

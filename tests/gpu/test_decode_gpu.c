@@ -280,6 +280,9 @@ static void run_case(const gpu_case *gc, uint64_t seed)
                            : persist != 0 && gc->d == 128 ? "producer_tc_tmap_persist<"
                                                           : "producer_tc_tmap<";
         assert_non_null(strstr(producer, want));
+        if (strcmp(want, "producer_tc_tmap<") == 0) /* keys as rows: g <= 8, d <= 128 */
+            assert_non_null(
+                strstr(producer, gc->hq / gc->hkv <= 8 && gc->d <= 128 ? ", true>" : ", false>"));
     } else if (gc->bulk) {
         char tail[8];
         snprintf(tail, sizeof tail, ", %d>", bulk);
@@ -437,6 +440,15 @@ static const gpu_case k_cases[] = {
     {"bulk-p16-graph-fixed", 7, 1, 70, 0, 16, 4, 128, 16, ATTN_FP16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, ATTN_SPLIT_FIXED, 8, true, 0.f, 1},
     {"bulk-long-65536-group5", 2, 1, 900, 65536, 10, 2, 128, 16, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
+    /* the tensor-map producer's keys-as-rows products at their edge (g 8,
+     * the ramp through the lazy and exact rescales) and the heads-as-rows
+     * ones past it (g 16) */
+    {"bulk-p16-nhd-d128-g8-ramp", 6, 100, 5000, 0, 16, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, 1},
+    {"bulk-p8-hnd-d64-g2", 7, 1, 3000, 0, 8, 4, 64, 8, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_WINDOW, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
+    {"bulk-p16-nhd-d128-g16", 5, 1, 4000, 0, 64, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
 };
 

@@ -272,6 +272,109 @@ static void test_persist(void **state)
     assert_int_equal(attn_decode_path_persist(&in, 264, 1024), 0);
 }
 
+/* Keys as the mma's M rows: the tensor-map producer, groups of 1..8 heads,
+ * head_dim 64 and 128, q in the cache dtype; nothing else. */
+static void test_keys_as_rows(void **state)
+{
+    (void)state;
+    attn_decode_path_in in = nhd_launch(128);
+    in.bulk = ATTN_DECODE_BULK_TMAP;
+    static const uint32_t yes[] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++) {
+        in.group = yes[i];
+        assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
+    }
+    static const uint32_t no[] = {0, 9, 16, 32};
+    for (int i = 0; i < 4; i++) {
+        in.group = no[i];
+        assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    }
+    in = nhd_launch(64);
+    in.bulk = ATTN_DECODE_BULK_TMAP;
+    in.group = 4;
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
+    in = nhd_launch(256); /* Q's fragments do not stay in registers */
+    in.bulk = ATTN_DECODE_BULK_TMAP;
+    in.group = 4;
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    in = nhd_launch(128);
+    in.group = 4;
+    in.bulk = 4; /* the row-copy producer keeps the heads as rows */
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    in.bulk = ATTN_DECODE_BULK_AUTO; /* auto picks tensor maps at d 128, page 16 */
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
+    in.keys_per_item = ATTN_DECODE_TMAP_MIN_KEYS - 1; /* short items too (auto_with_keys_as_rows) */
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
+    in = nhd_launch(128);
+    in.bulk = ATTN_DECODE_BULK_TMAP;
+    in.group = 4;
+    in.q_dtype = ATTN_FP32; /* q hi + lo */
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    in.q_dtype = ATTN_BF16;
+    in.page_size = 4; /* tensor maps need pages of 8 rows */
+    in.page_stride = 4 * 8 * 128;
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    in = nhd_launch(128);
+    in.bulk = ATTN_DECODE_BULK_TMAP;
+    in.group = 4;
+    in.simt = 1;
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+}
+
+/* Auto with keys as rows: tensor maps at head_dim 128 whatever the item
+ * length; at head_dim 64 the plan takes them for a batch that fits one
+ * wave of their 2 CTAs per SM, the cp.async producer otherwise. */
+static void test_auto_with_keys_as_rows(void **state)
+{
+    (void)state;
+    attn_decode_path_in in = nhd_launch(128);
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    in.keys_per_item = 64;
+    in.pieces = 100;
+    in.sm_count = 132;
+    assert_int_equal(attn_decode_path_bulk(&in), 4); /* heads as rows: short items, one wave */
+    in.group = 4;
+    assert_int_equal(attn_decode_path_bulk(&in), ATTN_DECODE_BULK_TMAP);
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
+    in.group = 16; /* heads as rows again */
+    assert_int_equal(attn_decode_path_bulk(&in), 4);
+
+    in = nhd_launch(64);
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    in.group = 4;
+    in.sm_count = 132;
+    assert_int_equal(attn_decode_path_bulk(&in), 0); /* launch time: cp.async */
+    assert_int_equal(attn_decode_path_plan_bulk(&in, 1), ATTN_DECODE_BULK_TMAP);
+    assert_int_equal(attn_decode_path_plan_bulk(&in, 264), ATTN_DECODE_BULK_TMAP);
+    assert_int_equal(attn_decode_path_plan_bulk(&in, 265), ATTN_DECODE_BULK_AUTO);
+    assert_int_equal(attn_decode_path_plan_bulk(&in, 0), ATTN_DECODE_BULK_AUTO);
+    in.bulk = ATTN_DECODE_BULK_TMAP;
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
+    in.bulk = 4; /* asked for: kept */
+    assert_int_equal(attn_decode_path_plan_bulk(&in, 16), 4);
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    in.group = 16;
+    assert_int_equal(attn_decode_path_plan_bulk(&in, 16), ATTN_DECODE_BULK_AUTO);
+    in.group = 4;
+    in.page_size = 4; /* no tensor maps under 8 rows */
+    in.page_stride = 4 * 8 * 64;
+    assert_int_equal(attn_decode_path_plan_bulk(&in, 16), ATTN_DECODE_BULK_AUTO);
+    in = nhd_launch(64);
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    in.group = 4;
+    in.q_dtype = ATTN_FP32;
+    in.sm_count = 132;
+    assert_int_equal(attn_decode_path_plan_bulk(&in, 16), ATTN_DECODE_BULK_AUTO);
+    in.q_dtype = ATTN_BF16;
+    in.sm_count = 0; /* unknown */
+    assert_int_equal(attn_decode_path_plan_bulk(&in, 16), ATTN_DECODE_BULK_AUTO);
+    in = nhd_launch(128); /* head_dim 128: the launch decides */
+    in.bulk = ATTN_DECODE_BULK_AUTO;
+    in.group = 4;
+    in.sm_count = 132;
+    assert_int_equal(attn_decode_path_plan_bulk(&in, 16), ATTN_DECODE_BULK_AUTO);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -293,6 +396,8 @@ int main(void)
         cmocka_unit_test(test_q_hi_lo_only_at_d256),
         cmocka_unit_test(test_fallbacks_name_the_reason),
         cmocka_unit_test(test_persist),
+        cmocka_unit_test(test_keys_as_rows),
+        cmocka_unit_test(test_auto_with_keys_as_rows),
         cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

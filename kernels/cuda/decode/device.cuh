@@ -631,6 +631,133 @@ __device__ __forceinline__ void pv_tile(float (&o)[cfg<D>::NB][4], const uint32_
     }
 }
 
+/* ---- keys as the M rows (groups of at most 8 query heads) ----------------
+ * With g <= 8 query heads per K/V head, the 16 rows of an mma that hold the
+ * heads above are at least half empty, and every product, exponential and
+ * rescale of a tile is paid for 16 rows.  These three run the same tile
+ * transposed: S^T = K Q^T with this warp's 16 keys as the M rows and 8
+ * heads as the N columns (8 mma per tile at d = 128 instead of 16), the
+ * softmax on 2 keys x 2 heads per lane (4 exponentials instead of 8), and
+ * O^T += V^T P^T with 16 columns of d as the M rows (8 mma instead of 16),
+ * so O^T holds D / 16 x 4 floats a lane instead of D / 8 x 4.  The K and V
+ * fragments come from the same ldmatrix as qk_tile / pv_tile (operands in
+ * another order); Q's fragments are the first 8 rows of load_qa's; P^T
+ * becomes the B operand of the second product by movmatrix.  Lane l holds
+ * keys (l / 4) and (l / 4 + 8) of S^T and heads 2 (l % 4) and 2 (l % 4) + 1;
+ * of O^T, d = 16 b + l / 4 (+ 8) of block b for the same two heads. */
+
+/* QK^T: s = S^T of this warp's 16 keys (rows) x heads 0..7 (columns); even
+ * and odd k-steps in two chains summed at the end, as qk_tile.  qa: Q's A
+ * fragments of load_qa (rows 0..7 are the B operand here). */
+template <int D, typename KV, int RS = cfg<D>::CH>
+__device__ __forceinline__ void qk_tile_kr(float (&s)[4], const uint32_t (*qa)[4], const uint4 *kt,
+                                           int lane, int krow)
+{
+    using C = cfg<D>;
+    static_assert(C::QREG, "keys as rows keeps Q in registers (d <= 128)");
+    float s2[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        s[i] = 0.f;
+#pragma unroll
+    for (int k0 = 0; k0 < C::KS; k0 += kKGroup) {
+        uint32_t b[kKGroup][4];
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++)
+            ptx::ldmatrix_x4(b[j],
+                             kt + kv_chunk<C::CH, RS>(krow, (k0 + j) * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++) {
+            const int kk = k0 + j;
+            /* b[j]: keys 0-7 d lo, keys 0-7 d hi, keys 8-15 d lo, keys 8-15 d hi */
+            const uint32_t a[4] = {b[j][0], b[j][2], b[j][1], b[j][3]};
+            ptx::mma_m16n8k16<KV>((kk & 1) ? s2 : s, a, qa[kk][0], qa[kk][2]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        s[i] += s2[i];
+}
+
+/* softmax_update on S^T: column c (head 2 (lane % 4) + c) holds s[c] (key
+ * key0) and s[c + 2] (key key0 + 8); its max runs over the 8 lanes of the
+ * column (xor 4, 8, 16).  The same rules: max.NaN, mask before max and
+ * sum, no exp(-inf - -inf), the lazy rescale while no column of the warp
+ * grew past its max + kLazyLog2.  pb: P^T as the B operand of pv_tile_kr. */
+template <int MB, typename KV>
+__device__ __forceinline__ void softmax_update_kr(float (&s)[4], float (&m)[2], float (&l)[2],
+                                                  float (&o)[MB][4], uint32_t (&pb)[2], float sc,
+                                                  int64_t key0, int64_t valid)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        s[i] = key0 + (i >> 1) * 8 < valid ? s[i] * sc : -INFINITY;
+    float mxs[2];
+    bool grow = false;
+#pragma unroll
+    for (int c = 0; c < 2; c++) {
+        float mx = ptx::max_nan(s[c], s[c + 2]);
+        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+        mxs[c] = mx;
+        grow |= !(mx - m[c] <= kLazyLog2); /* as softmax_update */
+    }
+    if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const float mn = ptx::max_nan(m[c], mxs[c]);
+            float alpha = 1.f;
+            if (attn_state_empty_f32(mn)) {
+                s[c] = s[c + 2] = 0.f;
+            } else {
+                alpha = exp2f(m[c] - mn);
+                s[c] = exp2f(s[c] - mn);
+                s[c + 2] = exp2f(s[c + 2] - mn);
+            }
+            l[c] = l[c] * alpha + s[c] + s[c + 2];
+            m[c] = mn;
+#pragma unroll
+            for (int b = 0; b < MB; b++) {
+                o[b][c] *= alpha;
+                o[b][c + 2] *= alpha;
+            }
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            s[c] = exp2f(s[c] - m[c]);
+            s[c + 2] = exp2f(s[c + 2] - m[c]);
+            l[c] += s[c] + s[c + 2];
+        }
+    }
+    pb[0] = ptx::movmatrix_trans(ptx::pack2<KV>(s[0], s[1])); /* keys 0-7 */
+    pb[1] = ptx::movmatrix_trans(ptx::pack2<KV>(s[2], s[3])); /* keys 8-15 */
+}
+
+/* PV^T: O^T (D / 16 blocks of 16 d rows x 8 heads) += V^T P^T over this
+ * warp's 16 V rows of stage vt. */
+template <int D, typename KV, int RS = cfg<D>::CH>
+__device__ __forceinline__ void pv_tile_kr(float (&o)[D / 16][4], const uint32_t (&pb)[2],
+                                           const uint4 *vt, int lane, int vrow)
+{
+    using C = cfg<D>;
+#pragma unroll
+    for (int d0 = 0; d0 < D / 16; d0 += kKGroup) {
+        uint32_t b[kKGroup][4];
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++)
+            ptx::ldmatrix_x4_trans(b[j],
+                                   vt + kv_chunk<C::CH, RS>(vrow, (d0 + j) * 2 + (lane >> 4)));
+#pragma unroll
+        for (int j = 0; j < kKGroup; j++) {
+            /* b[j] (transposed): keys 0-7 d lo, keys 8-15 d lo, keys 0-7 d hi, keys 8-15 d hi */
+            const uint32_t a[4] = {b[j][0], b[j][2], b[j][1], b[j][3]};
+            ptx::mma_m16n8k16<KV>(o[d0 + j], a, pb[0], pb[1]);
+        }
+    }
+}
+
 /* A barrier of the NT compute threads (the first NT of the CTA): the whole
  * CTA (the cp.async producer), or named barrier ID over threads
  * 0 .. NT - 1 (NAMED: the copy-warp producers, whose copy warps have exited
@@ -643,18 +770,50 @@ template <bool NAMED, int NT = kThreads, int ID = 1> __device__ __forceinline__ 
         __syncthreads();
 }
 
-/* Epilogue: per-warp states -> shared memory, then a fixed-order merge of
- * the NW compute warps (threads 0 .. 32 NW - 1) with the state.h algebra,
- * and the write-out of this thread's EPT lanes of one head (state_io).
- * Every compute thread calls it after the pipeline has drained; BAR is the
- * named barrier (NAMED) the compute warps meet at. */
+/* The second half of the epilogues: once every compute warp's state is in
+ * red ([NW][16][D] O, [NW][16] m in the natural frame, [NW][16] l), the
+ * fixed-order merge of the NW warps with the state.h algebra and the
+ * write-out of this thread's EPT lanes of one head (state_io). */
+template <int D, bool NAMED, int NW, int BAR>
+__device__ __forceinline__ void epilogue_merge(const attn_cuda_decode_params &p, const cta_work &w,
+                                               int h0, const float *red)
+{
+    const int tid = threadIdx.x;
+    const float *red_o = red;
+    const float *red_m = red_o + NW * 16 * D;
+    const float *red_l = red_m + NW * 16;
+    compute_sync<NAMED, 32 * NW, BAR>();
+
+    constexpr int SEGS = 2 * NW;  /* threads of one row */
+    constexpr int EPT = D / SEGS; /* lanes of one row per thread */
+    const int row = (int)((unsigned)tid / SEGS), seg = (int)((unsigned)tid % SEGS);
+    const int hl = h0 + row;
+    if (hl >= w.g)
+        return;
+    float u[EPT];
+    attn_mlu_f32 st = state_io::from_ml(red_m[row], red_l[row]);
+#pragma unroll
+    for (int i = 0; i < EPT; i++)
+        u[i] = red_o[row * D + seg * EPT + i];
+    for (int wi = 1; wi < NW; wi++) {
+        const attn_mlu_f32 ot = state_io::from_ml(red_m[wi * 16 + row], red_l[wi * 16 + row]);
+        attn_mlu_merge_f32(&st, u, &ot, red_o + (wi * 16 + row) * D + seg * EPT, EPT);
+    }
+    state_io::write<D, EPT>(sink_of(p), w.rq.num_slots == 1, w.rq.qrow, w.it.slot, w.hkv * w.g + hl,
+                            seg * EPT, st, u, seg == 0);
+}
+
+/* Epilogue: per-warp states -> shared memory, then the fixed-order merge
+ * of the NW compute warps (threads 0 .. 32 NW - 1, epilogue_merge).  Every
+ * compute thread calls it after the pipeline has drained; BAR is the named
+ * barrier (NAMED) the compute warps meet at. */
 template <int D, bool NAMED = false, int NW = 4, int BAR = 1>
 __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const cta_work &w,
                                          int h0, float (&o)[cfg<D>::NB][4], float (&m)[2],
                                          float (&l)[2], float *red)
 {
     constexpr int NB = cfg<D>::NB;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float *red_o = red;                 /* [NW][16][D] */
     float *red_m = red_o + NW * 16 * D; /* [NW][16] */
     float *red_l = red_m + NW * 16;
@@ -675,25 +834,39 @@ __device__ __forceinline__ void epilogue(const attn_cuda_decode_params &p, const
             red_l[warp * 16 + row] = empty ? 0.f : l[rr];
         }
     }
-    compute_sync<NAMED, 32 * NW, BAR>();
+    epilogue_merge<D, NAMED, NW, BAR>(p, w, h0, red);
+}
 
-    constexpr int SEGS = 2 * NW;  /* threads of one row */
-    constexpr int EPT = D / SEGS; /* lanes of one row per thread */
-    const int row = (int)((unsigned)tid / SEGS), seg = (int)((unsigned)tid % SEGS);
-    const int hl = h0 + row;
-    if (hl >= w.g)
-        return;
-    float u[EPT];
-    attn_mlu_f32 st = state_io::from_ml(red_m[row], red_l[row]);
+/* epilogue for the keys-as-rows state (o: O^T blocks, m / l per head
+ * column): rows 8..15 of each warp's area are not written, and not read
+ * (g <= 8 heads). */
+template <int D, bool NAMED = false, int NW = 4, int BAR = 1>
+__device__ __forceinline__ void epilogue_kr(const attn_cuda_decode_params &p, const cta_work &w,
+                                            int h0, float (&o)[D / 16][4], float (&m)[2],
+                                            float (&l)[2], float *red)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float *red_o = red;                 /* [NW][16][D] */
+    float *red_m = red_o + NW * 16 * D; /* [NW][16] */
+    float *red_l = red_m + NW * 16;
+    const int row0 = warp * 16 + (lane & 3) * 2; /* head 2 (lane % 4), then + 1 */
 #pragma unroll
-    for (int i = 0; i < EPT; i++)
-        u[i] = red_o[row * D + seg * EPT + i];
-    for (int wi = 1; wi < NW; wi++) {
-        const attn_mlu_f32 ot = state_io::from_ml(red_m[wi * 16 + row], red_l[wi * 16 + row]);
-        attn_mlu_merge_f32(&st, u, &ot, red_o + (wi * 16 + row) * D + seg * EPT, EPT);
+    for (int c = 0; c < 2; c++) {
+        l[c] += __shfl_xor_sync(0xffffffffu, l[c], 4);
+        l[c] += __shfl_xor_sync(0xffffffffu, l[c], 8);
+        l[c] += __shfl_xor_sync(0xffffffffu, l[c], 16);
+#pragma unroll
+        for (int b = 0; b < D / 16; b++) {
+            red_o[(row0 + c) * D + b * 16 + (lane >> 2)] = o[b][c];
+            red_o[(row0 + c) * D + b * 16 + (lane >> 2) + 8] = o[b][c + 2];
+        }
+        if (lane < 4) {
+            const bool empty = attn_state_empty_f32(m[c]);
+            red_m[row0 + c] = empty ? -INFINITY : m[c] * kLn2; /* natural frame */
+            red_l[row0 + c] = empty ? 0.f : l[c];
+        }
     }
-    state_io::write<D, EPT>(sink_of(p), w.rq.num_slots == 1, w.rq.qrow, w.it.slot, w.hkv * w.g + hl,
-                            seg * EPT, st, u, seg == 0);
+    epilogue_merge<D, NAMED, NW, BAR>(p, w, h0, red);
 }
 
 /* The epilogue of the persistent producer (producer_tc_tmap_persist), whose
@@ -1107,6 +1280,45 @@ consume_tiles(const attn_cuda_decode_params &p, const Pipe &pipe, const uint32_t
                 sf, m, l, o, pa, sc, (int64_t)t * tc::kKeys + wr * 16 + (lane & 3) * 2, walk.n);
             tc::pv_tile<D, KV, RS>(o, pa, vt, lane, vrow);
         }
+        mbar::arrive(&pipe.empty[s]); /* release: this thread's reads of stage s are done */
+        rg.next(ST);
+    }
+}
+
+/* consume_tiles with keys as the M rows (tc::qk_tile_kr, groups of at most
+ * 8 heads): the four compute warps' loop over the piece's tiles, the state
+ * as O^T blocks and m / l per head column. */
+template <int D, typename KV, int RS, typename Pipe>
+__device__ __forceinline__ void
+consume_tiles_kr(const attn_cuda_decode_params &p, const Pipe &pipe, const uint32_t (*qa)[4],
+                 const paged::key_walk &walk, int ntiles, float (&o)[D / 16][4], float (&m)[2],
+                 float (&l)[2], tc::ring &rg)
+{
+    using C = tc::cfg<D>;
+    constexpr int TP = RS == 0 ? C::TILE_VECS : C::PAD_TILE_VECS;
+    const int ST = pipe.stages;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+#pragma unroll
+    for (int b = 0; b < D / 16; b++)
+        o[b][0] = o[b][1] = o[b][2] = o[b][3] = 0.f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+    const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
+    const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    const float sc = p.sm_scale * kLog2e;
+    for (int t = 0; t < ntiles; t++) {
+        const int s = rg.s;
+        mbar::wait(&pipe.full[s], rg.ph);
+        const uint4 *kt = pipe.ks + s * TP;
+        uint4 *vt = pipe.vs + s * TP;
+        if (RS == 0 && t == ntiles - 1)
+            tc::tmap_zero_tail<D>(vt, t, walk.n, warp, lane);
+        float sf[4];
+        uint32_t pb[2];
+        tc::qk_tile_kr<D, KV, RS>(sf, qa, kt, lane, krow);
+        tc::softmax_update_kr<D / 16, KV>(sf, m, l, o, pb, sc,
+                                          (int64_t)t * tc::kKeys + warp * 16 + (lane >> 2), walk.n);
+        tc::pv_tile_kr<D, KV, RS>(o, pb, vt, lane, vrow);
         mbar::arrive(&pipe.empty[s]); /* release: this thread's reads of stage s are done */
         rg.next(ST);
     }
