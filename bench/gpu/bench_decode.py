@@ -63,7 +63,11 @@ D64_SHAPES = [dict(name="d64_B1_T32768", B=1, T=32768, hq=16, hkv=4, d=64),
               dict(name="d64_B16_T8192", B=16, T=8192, hq=16, hkv=4, d=64),
               dict(name="d64_B256_T2048", B=256, T=2048, hq=16, hkv=4, d=64),
               dict(name="d64_B2_T2048", B=2, T=2048, hq=16, hkv=4, d=64)]
-EXTRA_SHAPES = HND_SHAPES + SEQ_SHAPES + D64_SHAPES
+# 2026-12-02d: d = 256 beyond the one list shape (keys as rows on the four row-copy warps)
+D256_SHAPES = [dict(name="d256_B1_T32768", B=1, T=32768, d=256),
+               dict(name="d256_B8_T8192", B=8, T=8192, d=256),
+               dict(name="d256_B128_T2048", B=128, T=2048, d=256)]
+EXTRA_SHAPES = HND_SHAPES + SEQ_SHAPES + D64_SHAPES + D256_SHAPES
 POLICIES = {"fa": 1, "fi": 2, "global": 3}
 QUICK = False  # --quick: fewer attnd configurations (set by main)
 ATTND_RUNS = []  # --attnd: named attnd runs (NAMED_RUNS) instead of the default list

@@ -12,11 +12,11 @@ static int aligned16(int64_t elems, size_t es)
     return ((uint64_t)elems * es) % 16u == 0;
 }
 
-/* The shape whose tensor-map launch takes the keys as the mma's M rows. */
+/* A shape whose compute warps may take the keys as the mma's M rows. */
 static int keys_as_rows_shape(const attn_decode_path_in *in)
 {
-    return in->group >= 1 && in->group <= 8 && (in->head_dim == 64 || in->head_dim == 128) &&
-           in->q_dtype == in->kv_dtype;
+    return in->group >= 1 && in->group <= 8 && in->q_dtype == in->kv_dtype &&
+           (in->head_dim == 64 || in->head_dim == 128 || in->head_dim == 256);
 }
 
 int attn_decode_path_bulk(const attn_decode_path_in *in)
@@ -72,8 +72,10 @@ attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const 
 
 int attn_decode_path_keys_as_rows(const attn_decode_path_in *in)
 {
-    return keys_as_rows_shape(in) && attn_decode_path_pick(in, NULL) == ATTN_DECODE_TC_BULK &&
-           attn_decode_path_bulk(in) == ATTN_DECODE_BULK_TMAP;
+    if (!keys_as_rows_shape(in) || attn_decode_path_pick(in, NULL) != ATTN_DECODE_TC_BULK)
+        return 0;
+    const int bulk = attn_decode_path_bulk(in);
+    return in->head_dim == 256 ? bulk == 4 : bulk == ATTN_DECODE_BULK_TMAP;
 }
 
 int attn_decode_path_plan_bulk(const attn_decode_path_in *in, uint64_t units)

@@ -100,11 +100,12 @@ uint32_t attn_decode_keys_per_item(const attn_work_item *items, uint32_t n);
  * allowed. */
 attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const char **why);
 
-/* 1 when the tensor-map producer's compute warps take their keys as the M
- * rows of the mma (S^T = K Q^T, O^T += V^T P^T: docs/cuda.md, issue 13
- * round 10): groups of 1..8 heads, whose 16-row products were at least half
- * empty, at head_dim 64 and 128 (Q in registers) with q in the cache dtype;
- * else 0 (the products with the heads as rows). */
+/* 1 when the compute warps take their keys as the M rows of the mma
+ * (S^T = K Q^T, O^T += V^T P^T: docs/cuda.md, issue 13 round 10): groups
+ * of 1..8 heads, whose 16-row products were at least half empty, with q in
+ * the cache dtype, on the tensor-map producer at head_dim 64 and 128 and
+ * the four row-copy warps at 256 (the defaults there); else 0 (the
+ * products with the heads as rows). */
 int attn_decode_path_keys_as_rows(const attn_decode_path_in *in);
 
 /* The bulk value a plan is sized and launched with, before its split:

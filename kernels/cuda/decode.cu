@@ -369,19 +369,21 @@ bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pi
              const uint4 *ql, const paged::key_walk &walk, int ntiles, int h0, uint4 *base)
 {
     using C = tc::cfg<D>;
-    uint32_t qa[C::QREG ? C::KS : 1][4];
-    load_qa<D>(qa, qh);
     tc::ring rg;
     if constexpr (KR) { /* keys as the M rows: g <= 8 (decode_path.h) */
         static_assert(!QLO, "keys as rows: q in the cache dtype");
+        uint32_t qb[C::KS][2];
+        load_qb<D>(qb, qh);
         float o[D / 16][4];
         float m[2], l[2];
-        consume_tiles_kr<D, KV, RS>(p, pipe, qa, walk, ntiles, o, m, l, rg);
+        consume_tiles_kr<D, KV, RS>(p, pipe, qb, walk, ntiles, o, m, l, rg);
         probe_phase(p, 0);
         tc::compute_sync<true>(); /* as below */
         pdl_main_loop_done(p);
         tc::epilogue_kr<D, true>(p, w, h0, o, m, l, reinterpret_cast<float *>(base));
     } else {
+        uint32_t qa[C::QREG ? C::KS : 1][4];
+        load_qa<D>(qa, qh);
         float o[C::NB][4];
         float m[2], l[2];
         consume_tiles<D, KV, QLO, RS>(p, pipe, qa, qh, ql, walk, ntiles, o, m, l, rg);
@@ -404,7 +406,7 @@ bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pi
  * warps 4 .. 3 + NP only copy (tc::bulk_pipe) and exit when their last
  * copy is issued, so the compute warps issue no copy or address
  * instruction and the copies move whole rows. */
-template <int D, typename KV, bool QLO, int NP>
+template <int D, typename KV, bool QLO, int NP, bool KR>
 __device__ __forceinline__ void bulk_body(const attn_cuda_decode_params &p)
 {
     using C = tc::cfg<D>;
@@ -441,16 +443,19 @@ __device__ __forceinline__ void bulk_body(const attn_cuda_decode_params &p)
          * latency no longer delays the copy warps' first copy */
         tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
         tc::compute_sync<true>();
-        bulk_compute<D, KV, QLO, C::ROW_VECS>(p, w, pipe, qh, ql, walk, ntiles, h0, smem);
+        bulk_compute<D, KV, QLO, C::ROW_VECS, tc::bulk_pipe<D, KV, NP>, KR>(p, w, pipe, qh, ql,
+                                                                            walk, ntiles, h0, smem);
     }
 }
 
-template <int D, typename KV, bool QLO, int NP>
+/* KR: the compute warps take their keys as the mma's M rows
+ * (consume_tiles_kr), for groups of at most 8 heads (d 256's default). */
+template <int D, typename KV, bool QLO, int NP, bool KR = false>
 __global__ void __launch_bounds__(tc::kThreads + 32 * NP, (tc::bulk_regs<D, QLO, NP>::MIN_CTAS))
     producer_tc_bulk(attn_cuda_decode_params p)
 {
     const pdl_join join{p};
-    bulk_body<D, KV, QLO, NP>(p);
+    bulk_body<D, KV, QLO, NP, KR>(p);
 }
 
 /* The tensor-core producer with tensor-map copy warps (bulk =
@@ -466,6 +471,7 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * NP, (tc::bulk_regs<D, QLO,
  * KR: the compute warps take this warp's keys as the M rows of the mma
  * (consume_tiles_kr), for groups of at most 8 heads at d <= 128. */
 constexpr int kTmapCopyWarps = 2;
+static_assert(kTmapCopyWarps <= tc::kMinStages, "tmap_pipe::produce: copy warps <= stages");
 template <int D, typename KV, bool QLO, bool KR = false>
 __global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
                                   (tc::bulk_regs<D, QLO, 1>::MIN_CTAS))
@@ -736,16 +742,16 @@ struct producer_entry {
      tc::cfg<D>::BULK_STAGES,                                                                      \
      tc::cfg<D>::BULK_MAX_STAGES,                                                                  \
      producer_tc_tmap<D, T, QLO, KR>}
-#define ATTN__BULK(D, T, QLO, NP)                                                                  \
-    {D, dtype_of<T>::value, true, false, QLO, false, NP, producer_tc_bulk<D, T, QLO, NP>,          \
-     "attn::decode::producer_tc_bulk<" #D ", " #T ", " #QLO ", " #NP ">", tc::cfg<D>::bulk_smem,  \
-     tc::cfg<D>::BULK_STAGES, tc::cfg<D>::BULK_MAX_STAGES, nullptr}
+#define ATTN__BULK(D, T, QLO, NP, KR)                                                              \
+    {D, dtype_of<T>::value, true, false, QLO, KR, NP, producer_tc_bulk<D, T, QLO, NP, KR>,         \
+     "attn::decode::producer_tc_bulk<" #D ", " #T ", " #QLO ", " #NP ", " #KR ">",                \
+     tc::cfg<D>::bulk_smem, tc::cfg<D>::BULK_STAGES, tc::cfg<D>::BULK_MAX_STAGES, nullptr}
 #define ATTN__SIMT(D, T)                                                                           \
     {D, dtype_of<T>::value, false, false, false, false, 0, producer_simt<D, T>,                    \
      "attn::decode::producer_simt<" #D ", " #T ">", nullptr, 0, 0, nullptr}
 #define ATTN__PRODUCERS(D, T)                                                                      \
     ATTN__SIMT(D, T), ATTN__TC(D, T, false, false), ATTN__TC(D, T, false, true),                   \
-    ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true), ATTN__BULK(D, T, false, 1)
+    ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true), ATTN__BULK(D, T, false, 1, false)
 
 /* The only instantiations: head dims 64/128/256 x {bf16, fp16} x {CUDA
  * core, tensor core x row prefetch x q hi+lo, copy warp (q hi+lo at d = 256
@@ -755,33 +761,35 @@ const producer_entry kProducers[] = {
     ATTN__PRODUCERS(64, __nv_bfloat16),
     ATTN__PRODUCERS(128, __nv_bfloat16),
     ATTN__PRODUCERS(256, __nv_bfloat16),
-    ATTN__BULK(64, __nv_bfloat16, false, 4),
+    ATTN__BULK(64, __nv_bfloat16, false, 4, false),
     ATTN__TMAP(64, __nv_bfloat16, false, false),
     ATTN__TMAP(128, __nv_bfloat16, false, false),
     ATTN__TMAP(256, __nv_bfloat16, false, false),
     ATTN__TMAP(256, __nv_bfloat16, true, false),
     ATTN__TMAP(64, __nv_bfloat16, false, true), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
     ATTN__TMAP(128, __nv_bfloat16, false, true),
-    ATTN__BULK(128, __nv_bfloat16, false, 4),
-    ATTN__BULK(256, __nv_bfloat16, false, 4),
-    ATTN__BULK(256, __nv_bfloat16, true, 1), /* q hi + lo: only at d = 256 (decode_path.h) */
-    ATTN__BULK(256, __nv_bfloat16, true, 4),
-    ATTN__BULK(128, __nv_bfloat16, false, 2), /* two copy warps: d = 128 only */
+    ATTN__BULK(128, __nv_bfloat16, false, 4, false),
+    ATTN__BULK(256, __nv_bfloat16, false, 4, false),
+    ATTN__BULK(256, __nv_bfloat16, false, 4, true), /* keys as rows: g <= 8, q in the cache dtype */
+    ATTN__BULK(256, __nv_bfloat16, true, 1, false), /* q hi + lo: only at d = 256 (decode_path.h) */
+    ATTN__BULK(256, __nv_bfloat16, true, 4, false),
+    ATTN__BULK(128, __nv_bfloat16, false, 2, false), /* two copy warps: d = 128 only */
     ATTN__PRODUCERS(64, __half),
     ATTN__PRODUCERS(128, __half),
     ATTN__PRODUCERS(256, __half),
-    ATTN__BULK(64, __half, false, 4),
+    ATTN__BULK(64, __half, false, 4, false),
     ATTN__TMAP(64, __half, false, false),
     ATTN__TMAP(128, __half, false, false),
     ATTN__TMAP(256, __half, false, false),
     ATTN__TMAP(256, __half, true, false),
     ATTN__TMAP(64, __half, false, true), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
     ATTN__TMAP(128, __half, false, true),
-    ATTN__BULK(128, __half, false, 4),
-    ATTN__BULK(256, __half, false, 4),
-    ATTN__BULK(256, __half, true, 1),
-    ATTN__BULK(256, __half, true, 4),
-    ATTN__BULK(128, __half, false, 2),
+    ATTN__BULK(128, __half, false, 4, false),
+    ATTN__BULK(256, __half, false, 4, false),
+    ATTN__BULK(256, __half, false, 4, true), /* keys as rows: g <= 8, q in the cache dtype */
+    ATTN__BULK(256, __half, true, 1, false),
+    ATTN__BULK(256, __half, true, 4, false),
+    ATTN__BULK(128, __half, false, 2, false),
 };
 #undef ATTN__PRODUCERS
 #undef ATTN__SIMT

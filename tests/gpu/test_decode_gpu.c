@@ -92,7 +92,8 @@ typedef struct gpu_case {
     float ramp;
     /* 1: the copy-warp producer (q in the cache dtype, so it serves every
      * head dim; the diagnostic must name it); 0: tensor-core runs take it
-     * one in two, q dtype random */
+     * one in two, q dtype random; > 1: this bulk value (copy warps, or
+     * ATTN_CUDA_BULK_TMAP), no persistent CTAs */
     int bulk;
 } gpu_case;
 
@@ -162,14 +163,14 @@ static void run_case(const gpu_case *gc, uint64_t seed)
      * producer, the engine's default (auto) or one of those */
     const int nps[6] = {0, ATTN_DECODE_BULK_AUTO, 1,
                         4, ATTN_CUDA_BULK_TMAP,   gc->d == 128 ? 2 : ATTN_CUDA_BULK_TMAP};
-    const int bulk = nps[attn_rb_range(&s, gc->bulk ? 2 : 0, 5)];
+    const int bulk = gc->bulk > 1 ? gc->bulk : nps[attn_rb_range(&s, gc->bulk ? 2 : 0, 5)];
     /* programmatic dependent launch of producer and reducer: off, early or late trigger */
     const int pdl = (int)attn_rb_range(&s, ATTN_CUDA_PDL_OFF, ATTN_CUDA_PDL_LATE);
     /* persistent CTAs (the tensor-map producer at d = 128): off, the grid
      * capacity, or 1..12 CTAs, so each walks many pieces and the ring runs
      * on across them */
     const int pz = (int)attn_rb_range(&s, 0, 3);
-    const int persist = pz == 0 ? 0 : pz == 1 ? -1 : (int)attn_rb_range(&s, 1, 12);
+    const int persist = pz == 0 || gc->bulk > 1 ? 0 : pz == 1 ? -1 : (int)attn_rb_range(&s, 1, 12);
     tune_persist(simt, heads_fast, prefetch, fused, bulk, pdl, persist);
 
     if (gc->ramp > 0.f) { /* the host copy the CPU engine reads too, before the upload */
@@ -284,10 +285,11 @@ static void run_case(const gpu_case *gc, uint64_t seed)
             assert_non_null(
                 strstr(producer, gc->hq / gc->hkv <= 8 && gc->d <= 128 ? ", true>" : ", false>"));
     } else if (gc->bulk) {
-        char tail[8];
-        snprintf(tail, sizeof tail, ", %d>", bulk);
+        char tail[24];
+        snprintf(tail, sizeof tail, ", %d, %s>", bulk, /* as many copy warps as asked */
+                 bulk == 4 && gc->d == 256 && gc->hq / gc->hkv <= 8 ? "true" : "false");
         assert_non_null(strstr(producer, "producer_tc_bulk<"));
-        assert_non_null(strstr(producer, tail)); /* as many copy warps as asked */
+        assert_non_null(strstr(producer, tail)); /* keys as rows: d 256, four warps, g <= 8 */
     } else if (simt)
         assert_non_null(strstr(producer, "producer_simt<"));
     else if (!bulk)
@@ -441,15 +443,19 @@ static const gpu_case k_cases[] = {
      ATTN_MASK_CAUSAL, ATTN_SPLIT_FIXED, 8, true, 0.f, 1},
     {"bulk-long-65536-group5", 2, 1, 900, 65536, 10, 2, 128, 16, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
-    /* the tensor-map producer's keys-as-rows products at their edge (g 8,
-     * the ramp through the lazy and exact rescales) and the heads-as-rows
-     * ones past it (g 16) */
-    {"bulk-p16-nhd-d128-g8-ramp", 6, 100, 5000, 0, 16, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, 1},
-    {"bulk-p8-hnd-d64-g2", 7, 1, 3000, 0, 8, 4, 64, 8, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_WINDOW, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
-    {"bulk-p16-nhd-d128-g16", 5, 1, 4000, 0, 64, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, 1},
+    /* keys as the mma's M rows (tensor maps at d 64/128, four row-copy
+     * warps at d 256) at their edge (g 8, the ramp through the lazy and
+     * exact rescales), and the heads as rows past it (g 16) */
+    {"kr-p16-nhd-d128-g8-ramp", 6, 100, 5000, 0, 16, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, ATTN_CUDA_BULK_TMAP},
+    {"kr-p8-hnd-d64-g2", 7, 1, 3000, 0, 8, 4, 64, 8, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_WINDOW, ATTN_SPLIT_AUTO, 0, false, 0.f, ATTN_CUDA_BULK_TMAP},
+    {"kr-p16-hnd-d256-g4-sink", 5, 1, 4000, 0, 16, 4, 256, 16, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_SINK, ATTN_SPLIT_AUTO, 0, false, 0.f, 4},
+    {"kr-p32-nhd-d256-g8-ramp", 4, 100, 3000, 0, 16, 2, 256, 32, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, 4},
+    {"rows-p16-nhd-d128-g16", 5, 1, 4000, 0, 64, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, ATTN_CUDA_BULK_TMAP},
 };
 
 static void test_random_sweep(void **state)

@@ -272,8 +272,9 @@ static void test_persist(void **state)
     assert_int_equal(attn_decode_path_persist(&in, 264, 1024), 0);
 }
 
-/* Keys as the mma's M rows: the tensor-map producer, groups of 1..8 heads,
- * head_dim 64 and 128, q in the cache dtype; nothing else. */
+/* Keys as the mma's M rows: groups of 1..8 heads with q in the cache dtype,
+ * on the tensor-map producer at head_dim 64 and 128 and the four row-copy
+ * warps at 256; nothing else. */
 static void test_keys_as_rows(void **state)
 {
     (void)state;
@@ -293,9 +294,17 @@ static void test_keys_as_rows(void **state)
     in.bulk = ATTN_DECODE_BULK_TMAP;
     in.group = 4;
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
-    in = nhd_launch(256); /* Q's fragments do not stay in registers */
+    in = nhd_launch(256); /* d 256: the four row-copy warps, not the tensor maps */
     in.bulk = ATTN_DECODE_BULK_TMAP;
     in.group = 4;
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    in.bulk = 4;
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
+    in.bulk = 1;
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    in.bulk = ATTN_DECODE_BULK_AUTO; /* auto: four row-copy warps at d 256 */
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
+    in.group = 16;
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
     in = nhd_launch(128);
     in.group = 4;

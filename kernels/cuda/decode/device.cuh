@@ -639,22 +639,21 @@ __device__ __forceinline__ void pv_tile(float (&o)[cfg<D>::NB][4], const uint32_
  * heads as the N columns (8 mma per tile at d = 128 instead of 16), the
  * softmax on 2 keys x 2 heads per lane (4 exponentials instead of 8), and
  * O^T += V^T P^T with 16 columns of d as the M rows (8 mma instead of 16),
- * so O^T holds D / 16 x 4 floats a lane instead of D / 8 x 4.  The K and V
- * fragments come from the same ldmatrix as qk_tile / pv_tile (operands in
- * another order); Q's fragments are the first 8 rows of load_qa's; P^T
- * becomes the B operand of the second product by movmatrix.  Lane l holds
+ * so O^T holds D / 16 x 4 floats a lane instead of D / 8 x 4, and Q's B
+ * fragments D / 8 registers instead of D / 4.  The K and V fragments come
+ * from the same ldmatrix as qk_tile / pv_tile (operands in another order);
+ * P^T becomes the B operand of the second product by movmatrix.  Lane l holds
  * keys (l / 4) and (l / 4 + 8) of S^T and heads 2 (l % 4) and 2 (l % 4) + 1;
  * of O^T, d = 16 b + l / 4 (+ 8) of block b for the same two heads. */
 
 /* QK^T: s = S^T of this warp's 16 keys (rows) x heads 0..7 (columns); even
- * and odd k-steps in two chains summed at the end, as qk_tile.  qa: Q's A
- * fragments of load_qa (rows 0..7 are the B operand here). */
+ * and odd k-steps in two chains summed at the end, as qk_tile.  qb: Q's B
+ * fragments (load_qb), 2 registers per k-step, so at every head dim. */
 template <int D, typename KV, int RS = cfg<D>::CH>
-__device__ __forceinline__ void qk_tile_kr(float (&s)[4], const uint32_t (*qa)[4], const uint4 *kt,
+__device__ __forceinline__ void qk_tile_kr(float (&s)[4], const uint32_t (*qb)[2], const uint4 *kt,
                                            int lane, int krow)
 {
     using C = cfg<D>;
-    static_assert(C::QREG, "keys as rows keeps Q in registers (d <= 128)");
     float s2[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -671,7 +670,7 @@ __device__ __forceinline__ void qk_tile_kr(float (&s)[4], const uint32_t (*qa)[4
             const int kk = k0 + j;
             /* b[j]: keys 0-7 d lo, keys 0-7 d hi, keys 8-15 d lo, keys 8-15 d hi */
             const uint32_t a[4] = {b[j][0], b[j][2], b[j][1], b[j][3]};
-            ptx::mma_m16n8k16<KV>((kk & 1) ? s2 : s, a, qa[kk][0], qa[kk][2]);
+            ptx::mma_m16n8k16<KV>((kk & 1) ? s2 : s, a, qb[kk][0], qb[kk][1]);
         }
     }
 #pragma unroll
@@ -1177,7 +1176,10 @@ template <int D, typename KV> struct tmap_pipe {
      * load and box issues overlap another's.  A stage's phases stay in
      * order: tile t + stages cannot be issued before tile t is consumed,
      * which needs tile t issued, so no warp waits on a parity two phases
-     * stale. */
+     * stale.  That needs ncw <= stages: before tile t' its warp issued tile
+     * t' - ncw, after tile t' - ncw - stages was consumed, which must be no
+     * earlier than tile t' - 2 stages (four warps on three stages failed
+     * their launches, H200 2026-12-02). */
     __device__ __forceinline__ void produce(const CUtensorMap *maps, bool hnd, int hkv,
                                             const paged::key_walk &walk,
                                             const paged::page_table &pt, int ntiles, int lane,
@@ -1290,7 +1292,7 @@ consume_tiles(const attn_cuda_decode_params &p, const Pipe &pipe, const uint32_t
  * as O^T blocks and m / l per head column. */
 template <int D, typename KV, int RS, typename Pipe>
 __device__ __forceinline__ void
-consume_tiles_kr(const attn_cuda_decode_params &p, const Pipe &pipe, const uint32_t (*qa)[4],
+consume_tiles_kr(const attn_cuda_decode_params &p, const Pipe &pipe, const uint32_t (*qb)[2],
                  const paged::key_walk &walk, int ntiles, float (&o)[D / 16][4], float (&m)[2],
                  float (&l)[2], tc::ring &rg)
 {
@@ -1315,7 +1317,7 @@ consume_tiles_kr(const attn_cuda_decode_params &p, const Pipe &pipe, const uint3
             tc::tmap_zero_tail<D>(vt, t, walk.n, warp, lane);
         float sf[4];
         uint32_t pb[2];
-        tc::qk_tile_kr<D, KV, RS>(sf, qa, kt, lane, krow);
+        tc::qk_tile_kr<D, KV, RS>(sf, qb, kt, lane, krow);
         tc::softmax_update_kr<D / 16, KV>(sf, m, l, o, pb, sc,
                                           (int64_t)t * tc::kKeys + warp * 16 + (lane >> 2), walk.n);
         tc::pv_tile_kr<D, KV, RS>(o, pb, vt, lane, vrow);
@@ -1334,6 +1336,23 @@ template <int D> __device__ __forceinline__ void load_qa(uint32_t (*qa)[4], cons
 #pragma unroll
         for (int kk = 0; kk < (C::QREG ? C::KS : 0); kk++)
             ptx::ldmatrix_x4(qa[kk], qh + ptx::swizzle<C::CH>(qrow, kk * 2 + (lane >> 4)));
+    }
+}
+
+/* Q's B fragments for the keys-as-rows products (heads 0..7 as the N
+ * columns of S^T = K Q^T): per k-step the d lo and d hi halves of rows
+ * 0..7, once Q is staged. */
+template <int D> __device__ __forceinline__ void load_qb(uint32_t (*qb)[2], const uint4 *qh)
+{
+    using C = tc::cfg<D>;
+    const int lane = threadIdx.x & 31;
+    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
+#pragma unroll
+    for (int kk = 0; kk < C::KS; kk++) {
+        uint32_t a[4]; /* rows 0-7 d lo, rows 8-15 d lo, rows 0-7 d hi, rows 8-15 d hi */
+        ptx::ldmatrix_x4(a, qh + ptx::swizzle<C::CH>(qrow, kk * 2 + (lane >> 4)));
+        qb[kk][0] = a[0];
+        qb[kk][1] = a[2];
     }
 }
 
