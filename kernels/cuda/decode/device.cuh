@@ -472,6 +472,33 @@ template <int CH, int RS> __device__ __forceinline__ int kv_chunk(int r, int c)
     return RS == CH ? ptx::swizzle<CH>(r, c) : r * RS + c;
 }
 
+/* The K and V fragments of four k-steps (K: d columns 16 (k0 + j)..) or
+ * four 16-column blocks of d (V: d0 + j) of this warp's 16 rows of a stage,
+ * shared by the heads-as-rows and keys-as-rows products.  K: b[j] = keys
+ * 0-7 d lo, keys 0-7 d hi, keys 8-15 d lo, keys 8-15 d hi (krow: lanes
+ * 16-31 address keys 8-15); V, transposed: keys 0-7 d lo, keys 8-15 d lo,
+ * keys 0-7 d hi, keys 8-15 d hi (vrow: lanes 8-15 and 24-31 address keys
+ * 8-15). */
+template <int D, int RS>
+__device__ __forceinline__ void ld_k_group(uint32_t (&b)[kKGroup][4], const uint4 *kt, int k0,
+                                           int lane, int krow)
+{
+#pragma unroll
+    for (int j = 0; j < kKGroup; j++)
+        ptx::ldmatrix_x4(b[j],
+                         kt + kv_chunk<cfg<D>::CH, RS>(krow, (k0 + j) * 2 + ((lane >> 3) & 1)));
+}
+
+template <int D, int RS>
+__device__ __forceinline__ void ld_v_group(uint32_t (&b)[kKGroup][4], const uint4 *vt, int d0,
+                                           int lane, int vrow)
+{
+#pragma unroll
+    for (int j = 0; j < kKGroup; j++)
+        ptx::ldmatrix_x4_trans(b[j],
+                               vt + kv_chunk<cfg<D>::CH, RS>(vrow, (d0 + j) * 2 + (lane >> 4)));
+}
+
 /* QK: S (16 heads x this warp's 16 keys, two n-blocks) = Q K^T over stage
  * kt.  Even and odd k-steps go to two accumulator chains summed at the
  * end; with QLO the lo half of q goes into the same chains right after its
@@ -491,10 +518,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const uint32_t (*qa)[4
 #pragma unroll
     for (int k0 = 0; k0 < C::KS; k0 += kKGroup) {
         uint32_t b[kKGroup][4];
-#pragma unroll
-        for (int j = 0; j < kKGroup; j++)
-            ptx::ldmatrix_x4(b[j],
-                             kt + kv_chunk<C::CH, RS>(krow, (k0 + j) * 2 + ((lane >> 3) & 1)));
+        ld_k_group<D, RS>(b, kt, k0, lane, krow);
 #pragma unroll
         for (int j = 0; j < kKGroup; j++) {
             const int kk = k0 + j;
@@ -615,14 +639,10 @@ template <int D, typename KV, int RS = cfg<D>::CH>
 __device__ __forceinline__ void pv_tile(float (&o)[cfg<D>::NB][4], const uint32_t (&pa)[4],
                                         const uint4 *vt, int lane, int vrow)
 {
-    using C = cfg<D>;
 #pragma unroll
     for (int d0 = 0; d0 < D / 16; d0 += kKGroup) {
         uint32_t b[kKGroup][4];
-#pragma unroll
-        for (int j = 0; j < kKGroup; j++)
-            ptx::ldmatrix_x4_trans(b[j],
-                                   vt + kv_chunk<C::CH, RS>(vrow, (d0 + j) * 2 + (lane >> 4)));
+        ld_v_group<D, RS>(b, vt, d0, lane, vrow);
 #pragma unroll
         for (int j = 0; j < kKGroup; j++) {
             ptx::mma_m16n8k16<KV>(o[2 * (d0 + j)], pa, b[j][0], b[j][1]);
@@ -661,10 +681,7 @@ __device__ __forceinline__ void qk_tile_kr(float (&s)[4], const uint32_t (*qb)[2
 #pragma unroll
     for (int k0 = 0; k0 < C::KS; k0 += kKGroup) {
         uint32_t b[kKGroup][4];
-#pragma unroll
-        for (int j = 0; j < kKGroup; j++)
-            ptx::ldmatrix_x4(b[j],
-                             kt + kv_chunk<C::CH, RS>(krow, (k0 + j) * 2 + ((lane >> 3) & 1)));
+        ld_k_group<D, RS>(b, kt, k0, lane, krow);
 #pragma unroll
         for (int j = 0; j < kKGroup; j++) {
             const int kk = k0 + j;
@@ -740,14 +757,10 @@ template <int D, typename KV, int RS = cfg<D>::CH>
 __device__ __forceinline__ void pv_tile_kr(float (&o)[D / 16][4], const uint32_t (&pb)[2],
                                            const uint4 *vt, int lane, int vrow)
 {
-    using C = cfg<D>;
 #pragma unroll
     for (int d0 = 0; d0 < D / 16; d0 += kKGroup) {
         uint32_t b[kKGroup][4];
-#pragma unroll
-        for (int j = 0; j < kKGroup; j++)
-            ptx::ldmatrix_x4_trans(b[j],
-                                   vt + kv_chunk<C::CH, RS>(vrow, (d0 + j) * 2 + (lane >> 4)));
+        ld_v_group<D, RS>(b, vt, d0, lane, vrow);
 #pragma unroll
         for (int j = 0; j < kKGroup; j++) {
             /* b[j] (transposed): keys 0-7 d lo, keys 8-15 d lo, keys 0-7 d hi, keys 8-15 d hi */
