@@ -72,7 +72,12 @@ attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const 
 
 int attn_decode_path_keys_as_rows(const attn_decode_path_in *in)
 {
-    if (!keys_as_rows_shape(in) || attn_decode_path_pick(in, NULL) != ATTN_DECODE_TC_BULK)
+    if (!keys_as_rows_shape(in))
+        return 0;
+    const attn_decode_producer p = attn_decode_path_pick(in, NULL);
+    if (p == ATTN_DECODE_TC) /* the cp.async producer */
+        return in->head_dim <= 128;
+    if (p != ATTN_DECODE_TC_BULK)
         return 0;
     const int bulk = attn_decode_path_bulk(in);
     return in->head_dim == 256 ? bulk == 4 : bulk == ATTN_DECODE_BULK_TMAP;

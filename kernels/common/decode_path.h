@@ -103,9 +103,9 @@ attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const 
 /* 1 when the compute warps take their keys as the M rows of the mma
  * (S^T = K Q^T, O^T += V^T P^T: docs/cuda.md, issue 13 round 10): groups
  * of 1..8 heads, whose 16-row products were at least half empty, with q in
- * the cache dtype, on the tensor-map producer at head_dim 64 and 128 and
- * the four row-copy warps at 256 (the defaults there); else 0 (the
- * products with the heads as rows). */
+ * the cache dtype, on the cp.async and tensor-map producers at head_dim 64
+ * and 128 and the four row-copy warps at 256 (the defaults there); else 0
+ * (the products with the heads as rows). */
 int attn_decode_path_keys_as_rows(const attn_decode_path_in *in);
 
 /* The bulk value a plan is sized and launched with, before its split:

@@ -283,9 +283,10 @@ __global__ void __launch_bounds__(simt::kMaxThreads) producer_simt(attn_cuda_dec
 
 /* The tensor-core producer (default).  PRE: page-table row prefetch
  * (attn_cuda_decode_params.row_prefetch); QLO: q's dtype is not the cache
- * dtype, so q enters as hi + lo halves.  Both are template parameters so
- * the main loop carries no run-time flag. */
-template <int D, typename KV, bool PRE, bool QLO>
+ * dtype, so q enters as hi + lo halves; KR: the keys as the mma's M rows
+ * (groups of at most 8 heads, d <= 128, not with QLO).  All are template
+ * parameters so the main loop carries no run-time flag. */
+template <int D, typename KV, bool PRE, bool QLO, bool KR = false>
 __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_params p)
 {
     const pdl_join join{p};
@@ -318,43 +319,65 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
     __syncthreads(); /* Q is read by every warp; the only barrier before the epilogue */
 
-    const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
     const int krow = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
     const int vrow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-    uint32_t qa[C::QREG ? C::KS : 1][4];
-    if (C::QREG) {
-#pragma unroll
-        for (int kk = 0; kk < (C::QREG ? C::KS : 0); kk++)
-            ptx::ldmatrix_x4(qa[kk], qh + ptx::swizzle<CH>(qrow, kk * 2 + (lane >> 4)));
-    }
-
-    float o[C::NB][4];
-#pragma unroll
-    for (int nb = 0; nb < C::NB; nb++)
-        o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const float sc = p.sm_scale * kLog2e;
-
-    int st = 0, sn = ST - 1; /* stages of tile t and of tile t + ST - 1 */
-    for (int t = 0; t < ntiles; t++) {
-        pipe.acquire(t, sn, ntiles);
-        const uint4 *kt = pipe.ks + st * TV;
-        const uint4 *vt = pipe.vs + st * TV;
-        float s[2][4];
-        uint32_t pa[4];
-        tc::qk_tile<D, KV, QLO>(s, qa, qh, ql, kt, lane, qrow, krow);
-        tc::softmax_update<C::NB, KV>(
-            s, m, l, o, pa, sc, (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2, pipe.walk.n);
-        tc::pv_tile<D, KV>(o, pa, vt, lane, vrow);
-        pipe.release(t, st, ntiles);
-        st = st + 1 == ST ? 0 : st + 1;
-        sn = sn + 1 == ST ? 0 : sn + 1;
+    /* tile t's stages between the warp's copies of t and its refill */
+    auto walk_tiles = [&](auto &&tile) {
+        int st = 0, sn = ST - 1; /* stages of tile t and of tile t + ST - 1 */
+        for (int t = 0; t < ntiles; t++) {
+            pipe.acquire(t, sn, ntiles);
+            tile(t, pipe.ks + st * TV, pipe.vs + st * TV);
+            pipe.release(t, st, ntiles);
+            st = st + 1 == ST ? 0 : st + 1;
+            sn = sn + 1 == ST ? 0 : sn + 1;
+        }
+        ptx::cp_async_wait<0>();
+        __syncthreads();
+        pdl_main_loop_done(p);
+    };
+    if constexpr (KR) { /* keys as the M rows: g <= 8 (decode_path.h) */
+        static_assert(!QLO, "keys as rows: q in the cache dtype");
+        uint32_t qb[C::KS][2];
+        load_qb<D>(qb, qh);
+        float o[D / 16][4];
+#pragma unroll
+        for (int b = 0; b < D / 16; b++)
+            o[b][0] = o[b][1] = o[b][2] = o[b][3] = 0.f;
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+        walk_tiles([&](int t, const uint4 *kt, const uint4 *vt) {
+            float s[4];
+            uint32_t pb[2];
+            tc::qk_tile_kr<D, KV>(s, qb, kt, lane, krow);
+            tc::softmax_update_kr<D / 16, KV>(
+                s, m, l, o, pb, sc, (int64_t)t * tc::kKeys + warp * 16 + (lane >> 2), pipe.walk.n);
+            tc::pv_tile_kr<D, KV>(o, pb, vt, lane, vrow);
+        });
+        tc::epilogue_kr<D>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
+    } else {
+        const int qrow = (lane & 7) + ((lane >> 3) & 1) * 8; /* ldmatrix row of A */
+        uint32_t qa[C::QREG ? C::KS : 1][4];
+        if (C::QREG) {
+#pragma unroll
+            for (int kk = 0; kk < (C::QREG ? C::KS : 0); kk++)
+                ptx::ldmatrix_x4(qa[kk], qh + ptx::swizzle<CH>(qrow, kk * 2 + (lane >> 4)));
+        }
+        float o[C::NB][4];
+#pragma unroll
+        for (int nb = 0; nb < C::NB; nb++)
+            o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+        walk_tiles([&](int t, const uint4 *kt, const uint4 *vt) {
+            float s[2][4];
+            uint32_t pa[4];
+            tc::qk_tile<D, KV, QLO>(s, qa, qh, ql, kt, lane, qrow, krow);
+            tc::softmax_update<C::NB, KV>(s, m, l, o, pa, sc,
+                                          (int64_t)t * tc::kKeys + warp * 16 + (lane & 3) * 2,
+                                          pipe.walk.n);
+            tc::pv_tile<D, KV>(o, pa, vt, lane, vrow);
+        });
+        tc::epilogue<D>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
     }
-    ptx::cp_async_wait<0>();
-    __syncthreads();
-    pdl_main_loop_done(p);
-
-    tc::epilogue<D>(p, w, h0, o, m, l, reinterpret_cast<float *>(smem));
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
     tc::fused_fold<D>(p, w, h0, (int)blockIdx.z, (int)gridDim.z);
@@ -724,9 +747,9 @@ struct producer_entry {
 /* One table row per kernel: the dispatch key, the kernel, the symbol a
  * tracer demangles it to, and the tensor-core producer's shared memory. */
 // clang-format off
-#define ATTN__TC(D, T, PRE, QLO)                                                                   \
-    {D, dtype_of<T>::value, true, PRE, QLO, false, 0, producer_tc<D, T, PRE, QLO>,                 \
-     "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ">", tc::cfg<D>::smem,           \
+#define ATTN__TC(D, T, PRE, QLO, KR)                                                               \
+    {D, dtype_of<T>::value, true, PRE, QLO, KR, 0, producer_tc<D, T, PRE, QLO, KR>,                \
+     "attn::decode::producer_tc<" #D ", " #T ", " #PRE ", " #QLO ", " #KR ">", tc::cfg<D>::smem,  \
      tc::cfg<D>::STAGES, tc::cfg<D>::MAX_STAGES, nullptr}
 #define ATTN__TMAP(D, T, QLO, KR)                                                                  \
     {D,                                                                                            \
@@ -750,8 +773,10 @@ struct producer_entry {
     {D, dtype_of<T>::value, false, false, false, false, 0, producer_simt<D, T>,                    \
      "attn::decode::producer_simt<" #D ", " #T ">", nullptr, 0, 0, nullptr}
 #define ATTN__PRODUCERS(D, T)                                                                      \
-    ATTN__SIMT(D, T), ATTN__TC(D, T, false, false), ATTN__TC(D, T, false, true),                   \
-    ATTN__TC(D, T, true, false), ATTN__TC(D, T, true, true), ATTN__BULK(D, T, false, 1, false)
+    ATTN__SIMT(D, T), ATTN__TC(D, T, false, false, false), ATTN__TC(D, T, false, true, false),     \
+    ATTN__TC(D, T, true, false, false), ATTN__TC(D, T, true, true, false),                         \
+    ATTN__BULK(D, T, false, 1, false)
+#define ATTN__TC_KR(D, T) ATTN__TC(D, T, false, false, true), ATTN__TC(D, T, true, false, true)
 
 /* The only instantiations: head dims 64/128/256 x {bf16, fp16} x {CUDA
  * core, tensor core x row prefetch x q hi+lo, copy warp (q hi+lo at d = 256
@@ -766,6 +791,8 @@ const producer_entry kProducers[] = {
     ATTN__TMAP(128, __nv_bfloat16, false, false),
     ATTN__TMAP(256, __nv_bfloat16, false, false),
     ATTN__TMAP(256, __nv_bfloat16, true, false),
+    ATTN__TC_KR(64, __nv_bfloat16), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
+    ATTN__TC_KR(128, __nv_bfloat16),
     ATTN__TMAP(64, __nv_bfloat16, false, true), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
     ATTN__TMAP(128, __nv_bfloat16, false, true),
     ATTN__BULK(128, __nv_bfloat16, false, 4, false),
@@ -782,6 +809,8 @@ const producer_entry kProducers[] = {
     ATTN__TMAP(128, __half, false, false),
     ATTN__TMAP(256, __half, false, false),
     ATTN__TMAP(256, __half, true, false),
+    ATTN__TC_KR(64, __half), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
+    ATTN__TC_KR(128, __half),
     ATTN__TMAP(64, __half, false, true), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
     ATTN__TMAP(128, __half, false, true),
     ATTN__BULK(128, __half, false, 4, false),
@@ -792,6 +821,7 @@ const producer_entry kProducers[] = {
     ATTN__BULK(128, __half, false, 2, false),
 };
 #undef ATTN__PRODUCERS
+#undef ATTN__TC_KR
 #undef ATTN__SIMT
 #undef ATTN__TC
 #undef ATTN__BULK

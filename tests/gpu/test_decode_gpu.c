@@ -281,7 +281,7 @@ static void run_case(const gpu_case *gc, uint64_t seed)
                            : persist != 0 && gc->d == 128 ? "producer_tc_tmap_persist<"
                                                           : "producer_tc_tmap<";
         assert_non_null(strstr(producer, want));
-        if (strcmp(want, "producer_tc_tmap<") == 0) /* keys as rows: g <= 8, d <= 128 */
+        if (strcmp(want, "producer_tc_tmap_persist<") != 0) /* keys as rows: g <= 8, d <= 128 */
             assert_non_null(
                 strstr(producer, gc->hq / gc->hkv <= 8 && gc->d <= 128 ? ", true>" : ", false>"));
     } else if (gc->bulk) {
@@ -456,6 +456,11 @@ static const gpu_case k_cases[] = {
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, 4},
     {"rows-p16-nhd-d128-g16", 5, 1, 4000, 0, 64, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, ATTN_CUDA_BULK_TMAP},
+    /* pages under 8 rows: the cp.async producer, its keys as rows */
+    {"kr-p1-nhd-d128-g4-cpasync", 6, 1, 3000, 0, 32, 8, 128, 1, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, ATTN_CUDA_BULK_TMAP},
+    {"kr-p4-hnd-d64-g8-ramp-cpasync", 5, 100, 3000, 0, 16, 2, 64, 4, ATTN_FP16, ATTN_HND,
+     ATTN_KV_CSR, ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, ATTN_CUDA_BULK_TMAP},
 };
 
 static void test_random_sweep(void **state)

@@ -273,8 +273,8 @@ static void test_persist(void **state)
 }
 
 /* Keys as the mma's M rows: groups of 1..8 heads with q in the cache dtype,
- * on the tensor-map producer at head_dim 64 and 128 and the four row-copy
- * warps at 256; nothing else. */
+ * on the cp.async and tensor-map producers at head_dim 64 and 128 and the
+ * four row-copy warps at 256; nothing else. */
 static void test_keys_as_rows(void **state)
 {
     (void)state;
@@ -320,8 +320,17 @@ static void test_keys_as_rows(void **state)
     in.q_dtype = ATTN_FP32; /* q hi + lo */
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
     in.q_dtype = ATTN_BF16;
-    in.page_size = 4; /* tensor maps need pages of 8 rows */
+    in.page_size = 4; /* tensor maps need pages of 8 rows: the cp.async producer's keys as rows */
     in.page_stride = 4 * 8 * 128;
+    assert_int_equal(attn_decode_path_pick(&in, NULL), ATTN_DECODE_TC);
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
+    in.bulk = 0; /* asked for */
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
+    in.group = 9;
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    in = nhd_launch(256);
+    in.group = 4;
+    in.bulk = 0; /* d 256's cp.async producer keeps the heads as rows */
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
     in = nhd_launch(128);
     in.bulk = ATTN_DECODE_BULK_TMAP;
