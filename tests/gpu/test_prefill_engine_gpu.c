@@ -786,6 +786,69 @@ static void prefill_beside_decodes(attn_rb *rb, int64_t c, int64_t t, uint32_t s
     assert_int_equal(attn_rb_make_lengths(rb, &sp, T, C, seed), 0);
 }
 
+/* The placement tests (overlap-coresides, one-stream-fork) run only
+ * unsanitized (a sanitizer serialises and slows the kernels, so where the
+ * block scheduler places them says nothing there) and under a case filter
+ * that names them. */
+static bool placement_skipped(const char *name)
+{
+    return getenv("ATTN_GPU_SANITIZER") != NULL || (g_only != NULL && strstr(name, g_only) == NULL);
+}
+
+/* A placement test's runs on pool dp: the engine's probe on the device
+ * (n words) and its host copy h, the output rows, the run's io. */
+typedef struct probe_runs {
+    uint64_t *probe, *h;
+    uint32_t n;
+    void *o;
+    attn_run_io a;
+} probe_runs;
+
+static void probe_runs_up(probe_runs *pr, uint32_t n, const attn_rb *rb, dev_pool *dp)
+{
+    pr->n = n;
+    pr->h = calloc(n, sizeof *pr->h);
+    assert_non_null(pr->h);
+    assert_int_equal(cudaMalloc((void **)&pr->probe, n * sizeof *pr->probe), cudaSuccess);
+    pr->o = malloc(rb->o_elems * attn_dtype_size(rb->m.q_dtype));
+    assert_non_null(pr->o);
+    pr->a = (attn_run_io){.pool = &dp->pv,
+                          .layer = 0,
+                          .q = rb->q,
+                          .k_new = rb->k_new,
+                          .v_new = rb->v_new,
+                          .o = pr->o,
+                          .lse = NULL,
+                          .commit = false};
+}
+
+/* One run of plan ep under tuning t (its probe set here), the probe
+ * zeroed before and copied to pr->h after. */
+static void probe_runs_one(probe_runs *pr, attn_cuda_prefill_tuning *t, attn_engine_plan *ep,
+                           attn_exec_report *rep)
+{
+    attn_error_detail err;
+    memset(&err, 0, sizeof err);
+    t->probe = pr->probe;
+    attn_cuda_prefill_engine_set_tuning(g_eng, t);
+    assert_int_equal(cudaMemset(pr->probe, 0, pr->n * sizeof *pr->probe), cudaSuccess);
+    assert_int_equal(attn_engine_run(g_eng, ep, &pr->a, rep, &err), 0);
+    assert_int_equal(cudaMemcpy(pr->h, pr->probe, pr->n * sizeof *pr->h, cudaMemcpyDeviceToHost),
+                     cudaSuccess);
+}
+
+/* The default tuning back, the buffers, the plan, the pool and the batch freed. */
+static void probe_runs_down(probe_runs *pr, attn_engine_plan *ep, dev_pool *dp, attn_rb *rb)
+{
+    tune(0);
+    cudaFree(pr->probe);
+    free(pr->h);
+    free(pr->o);
+    attn_engine_plan_release(ep);
+    pool_down(dp);
+    attn_rb_free(rb);
+}
+
 /* overlap's contract: the decode kernels run beside the light prefill
  * CTAs, on the same SMs, at the same time.  One prefill C = 2048 (T = 0)
  * and 32 decodes at T = 4096 (H_q 32, H_kv 8, d 128, page 16, bf16), run
@@ -796,11 +859,7 @@ static void prefill_beside_decodes(attn_rb *rb, int64_t c, int64_t t, uint32_t s
 static void test_overlap_coresides(void **state)
 {
     (void)state;
-    /* a sanitizer run (ATTN_GPU_SANITIZER=1, or a case filter ATTN_GPU_CASES)
-     * serialises and slows the kernels, so where the block scheduler places
-     * them says nothing there */
-    if (getenv("ATTN_GPU_SANITIZER") != NULL ||
-        (g_only != NULL && strstr("overlap-coresides", g_only) == NULL)) {
+    if (placement_skipped("overlap-coresides")) {
         skip();
         return;
     }
@@ -820,32 +879,16 @@ static void test_overlap_coresides(void **state)
     attn_cuda_prefill_plan_info info;
     assert_int_equal(attn_cuda_prefill_plan_info_get(ep, &info), 0);
     assert_int_equal(info.tile_m, 64);
-    const uint32_t sms = info.max_ctas, n = 2 + 3 * (sms + DEC_CTAS);
-    uint64_t *probe = NULL, *h = calloc(n, sizeof *h);
-    assert_non_null(h);
-    assert_int_equal(cudaMalloc((void **)&probe, n * sizeof *probe), cudaSuccess);
-    const size_t qs = attn_dtype_size(rb.m.q_dtype);
-    void *o = malloc(rb.o_elems * qs);
-    assert_non_null(o);
-    attn_run_io a = {.pool = &dp.pv,
-                     .layer = 0,
-                     .q = rb.q,
-                     .k_new = rb.k_new,
-                     .v_new = rb.v_new,
-                     .o = o,
-                     .lse = NULL,
-                     .commit = false};
+    const uint32_t sms = info.max_ctas;
+    probe_runs pr;
+    probe_runs_up(&pr, 2 + 3 * (sms + DEC_CTAS), &rb, &dp);
+    const uint64_t *h = pr.h;
     attn_exec_report rep;
     double best_share = 0;
     for (int k = 0; k < 3; k++) { /* the first run also warms the launch path */
-        attn_cuda_prefill_tuning t = {.poison = 1,
-                                      .probe = probe,
-                                      .probe_decode_ctas = DEC_CTAS,
-                                      .overlap_trial = ATTN_OVERLAP_LIGHT};
-        attn_cuda_prefill_engine_set_tuning(g_eng, &t);
-        assert_int_equal(cudaMemset(probe, 0, n * sizeof *probe), cudaSuccess);
-        assert_int_equal(attn_engine_run(g_eng, ep, &a, &rep, &err), 0);
-        assert_int_equal(cudaMemcpy(h, probe, n * sizeof *h, cudaMemcpyDeviceToHost), cudaSuccess);
+        attn_cuda_prefill_tuning t = {
+            .poison = 1, .probe_decode_ctas = DEC_CTAS, .overlap_trial = ATTN_OVERLAP_LIGHT};
+        probe_runs_one(&pr, &t, ep, &rep);
         /* the light CTAs: one per SM, its residency by SM id */
         uint64_t lstart[1024] = {0}, lend[1024] = {0};
         uint32_t ctas = 0, on_sms = 0;
@@ -886,13 +929,7 @@ static void test_overlap_coresides(void **state)
      * kernel, 0 % always with the producer-warpgroup one; the test asks that
      * the two kernels can share an SM at all, the benchmark reports how much */
     assert_true(best_share >= 0.2);
-    tune(0);
-    cudaFree(probe);
-    free(h);
-    free(o);
-    attn_engine_plan_release(ep);
-    pool_down(&dp);
-    attn_rb_free(&rb);
+    probe_runs_down(&pr, ep, &dp, &rb);
 }
 
 /* partition forked prefill-first runs on one stream, the decode producer
@@ -906,8 +943,7 @@ static void test_overlap_coresides(void **state)
 static void test_one_stream_fork_placement(void **state)
 {
     (void)state;
-    if (getenv("ATTN_GPU_SANITIZER") != NULL ||
-        (g_only != NULL && strstr("one-stream-fork", g_only) == NULL)) {
+    if (placement_skipped("one-stream-fork")) {
         skip();
         return;
     }
@@ -931,30 +967,17 @@ static void test_one_stream_fork_placement(void **state)
     int dev_sms = 0;
     assert_int_equal(cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, 0),
                      cudaSuccess);
-    const uint32_t sms = CAP, n = 2 + 3 * ((uint32_t)dev_sms + DEC_CTAS);
-    uint64_t *probe = NULL, *h = calloc(n, sizeof *h);
-    assert_non_null(h);
-    assert_int_equal(cudaMalloc((void **)&probe, n * sizeof *probe), cudaSuccess);
-    void *o = malloc(rb.o_elems * attn_dtype_size(rb.m.q_dtype));
-    assert_non_null(o);
-    attn_run_io a = {.pool = &dp.pv,
-                     .layer = 0,
-                     .q = rb.q,
-                     .k_new = rb.k_new,
-                     .v_new = rb.v_new,
-                     .o = o,
-                     .lse = NULL,
-                     .commit = false};
+    const uint32_t sms = CAP;
+    probe_runs pr;
+    probe_runs_up(&pr, 2 + 3 * ((uint32_t)dev_sms + DEC_CTAS), &rb, &dp);
+    const uint64_t *h = pr.h;
     attn_exec_report rep;
     for (int k = 0; k < 3; k++) { /* the first run also warms the launch path */
-        attn_cuda_prefill_tuning t = {.poison = 1, .probe = probe, .probe_decode_ctas = DEC_CTAS};
+        attn_cuda_prefill_tuning t = {.poison = 1, .probe_decode_ctas = DEC_CTAS};
         t.streams.order = ATTN_MIXED_ORDER_PREFILL_FIRST;
         t.streams.prefill_ctas = CAP;
-        attn_cuda_prefill_engine_set_tuning(g_eng, &t);
-        assert_int_equal(cudaMemset(probe, 0, n * sizeof *probe), cudaSuccess);
-        assert_int_equal(attn_engine_run(g_eng, ep, &a, &rep, &err), 0);
+        probe_runs_one(&pr, &t, ep, &rep);
         assert_non_null(strstr(rep.timing_scope, "one-stream fork"));
-        assert_int_equal(cudaMemcpy(h, probe, n * sizeof *h, cudaMemcpyDeviceToHost), cudaSuccess);
         uint64_t last_start = 0, first_end = UINT64_MAX, grid_end = 0;
         uint32_t ctas = 0;
         for (uint32_t i = 0; i < sms; i++) {
@@ -986,13 +1009,7 @@ static void test_one_stream_fork_placement(void **state)
         assert_int_equal(early, 0);        /* none before every attend CTA was placed */
         assert_true(dec_first < grid_end); /* and beside the attend grid, not after it */
     }
-    tune(0);
-    cudaFree(probe);
-    free(h);
-    free(o);
-    attn_engine_plan_release(ep);
-    pool_down(&dp);
-    attn_rb_free(&rb);
+    probe_runs_down(&pr, ep, &dp, &rb);
 }
 
 /* ---- issue 12 item 3: graph mode (seed 0x03G) ------------------------------ */
