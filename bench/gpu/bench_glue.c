@@ -13,6 +13,8 @@
 #include <cuda_runtime_api.h>
 
 #include "attn/error.h"
+#include "attn/names.h"
+#include "kernels/common/decode_path.h"
 #include "kernels/cuda/decode_launch.h"
 #include "planner/split.h"
 
@@ -37,6 +39,7 @@ static uint32_t g_fi_max_splits = ATTN_SPLIT_FI_MAX_SPLITS_CUDA; /* the engine's
 static int g_fused = 1;
 static uint32_t g_stages = 0;
 static int g_bulk = ATTN_CUDA_BULK_DEFAULT; /* copy warps, the engine's default */
+static int g_l2_evict_first = -1;           /* -1: as the engine's plan (the L2 rule) */
 /* FI wave model, the engine's default (off with item keys < 0) */
 static int64_t g_wave_item = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA;
 static int64_t g_wave_merge = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA;
@@ -68,6 +71,14 @@ void attnb_set_tmap_l2(attnb *h, int promotion)
 void attnb_set_bulk(int copy_warps)
 {
     g_bulk = copy_warps < 0 ? ATTN_CUDA_BULK_DEFAULT : copy_warps;
+}
+
+/* The tensor-map producer's L2 policy for the plans made next: -1 as the
+ * engine's (evict_first where the launch's K/V exceed the L2), 0 the
+ * default policy, 1 evict_first. */
+void attnb_set_l2_evict_first(int v)
+{
+    g_l2_evict_first = v;
 }
 
 /* Tensor-core pipeline depth for the next attnb_create (0 = the default). */
@@ -169,6 +180,17 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
         return rv;
     h->num_items = plan.num_items;
     h->num_slots = plan.num_slots;
+    {
+        int l2 = 0;
+        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+        h->p.l2_evict_first =
+            g_l2_evict_first >= 0
+                ? g_l2_evict_first != 0
+                : attn_decode_path_l2_evict_first(
+                      attn_decode_kv_bytes(plan.items, plan.num_items, h->p.num_kv_heads,
+                                           h->p.head_dim, (uint32_t)attn_dtype_size(h->p.kv_dtype)),
+                      l2 > 0 ? (uint64_t)l2 : 0);
+    }
     h->p.sm_count = (uint32_t)sms; /* the engine's: the auto producer choice of short grids */
     h->occupancy = (uint32_t)occ;
     h->grid_capacity = sp.grid_capacity;

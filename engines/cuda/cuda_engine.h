@@ -49,6 +49,9 @@ typedef struct attn_cuda_tuning {
     int persist;                     /* persistent tensor-map producer (d = 128, q in the cache
                                         dtype; attn_cuda_decode_params.persist): 0 off, -1 SMs x
                                         resident CTAs per SM, N > 0 at most N CTAs (tests) */
+    int l2_evict_first;              /* tensor-map producer's K/V copies: -1 evict_first where
+                                        the launch's K/V exceed the L2 (the default;
+                                        attn_decode_path_l2_evict_first), 0 never, 1 always */
     int wave_model;                  /* 1: FI plans that already fill the grid may split so the
                                         last wave is not mostly idle (planner/split.h) */
     int poison;                      /* tests: fill O, LSE and the workspace with NaN bytes before
@@ -85,6 +88,7 @@ typedef struct attn_cuda_device_facts {
     uint32_t sm_count;
     uint32_t ctas_per_sm; /* producer occupancy (cudaOccupancyMaxActiveBlocksPerMultiprocessor) */
     uint32_t head_chunks; /* CTAs that share one (item, K/V head) */
+    uint64_t l2_bytes;    /* L2 size (cudaDeviceProp.l2CacheSize; 0: unknown) */
 } attn_cuda_device_facts;
 
 /* The host half of the engine's plan, no CUDA call: split plan (policy

@@ -53,6 +53,7 @@ void attn_cuda_tuning_defaults(attn_cuda_tuning *t)
     t->bulk = ATTN_CUDA_BULK_DEFAULT; /* copy warps (issue 13, docs/cuda.md) */
     t->wave_model = 1; /* ragged 64 x [256, 16384]: -11..-23 % (issue 13, docs/cuda.md) */
     t->pdl = ATTN_CUDA_PDL_DEFAULT; /* programmatic launch, late trigger (issue 13 round 3) */
+    t->l2_evict_first = -1;         /* where the K/V exceed the L2 (issue 13 round 11) */
 }
 
 static void add_reason(attn_admission *out, attn_admit_factor f, const char *field, const char *fmt,
@@ -411,6 +412,13 @@ int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g
     pr->bulk = t->bulk;
     pr->num_pages = g->num_pages;
     pr->keys_per_item = attn_decode_keys_per_item(plan->items, plan->num_items);
+    pr->l2_evict_first =
+        t->l2_evict_first >= 0
+            ? t->l2_evict_first != 0
+            : attn_decode_path_l2_evict_first(
+                  attn_decode_kv_bytes(plan->items, plan->num_items, g->num_kv_heads, d,
+                                       (uint32_t)attn_dtype_size(g->kv_dtype)),
+                  dev->l2_bytes);
     pr->sm_count = dev->sm_count;
     pr->heads_fast = t->heads_fast && plan->num_items <= 65535u;
 
@@ -760,6 +768,7 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
     ci->dev.cc_major = pr.major;
     ci->dev.cc_minor = pr.minor;
     ci->dev.sm_count = (uint32_t)pr.multiProcessorCount;
+    ci->dev.l2_bytes = pr.l2CacheSize > 0 ? (uint64_t)pr.l2CacheSize : 0;
     if (cfg->tuning != NULL)
         ci->tuning = *(const attn_cuda_tuning *)cfg->tuning;
     else

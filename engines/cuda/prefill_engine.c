@@ -1680,6 +1680,7 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
     pi->dev.cc_major = pr.major;
     pi->dev.cc_minor = pr.minor;
     pi->dev.sm_count = (uint32_t)pr.multiProcessorCount;
+    pi->dev.l2_bytes = pr.l2CacheSize > 0 ? (uint64_t)pr.l2CacheSize : 0;
     if (cfg->tuning != NULL)
         pi->tuning = *(const attn_cuda_prefill_tuning *)cfg->tuning;
     /* partition's stream variant, one setting per instance so one process

@@ -110,6 +110,20 @@ uint32_t attn_decode_keys_per_item(const attn_work_item *items, uint32_t n)
     return n ? (uint32_t)(keys / n) : 0;
 }
 
+uint64_t attn_decode_kv_bytes(const attn_work_item *items, uint32_t n, uint32_t num_kv_heads,
+                              uint32_t head_dim, uint32_t elem_bytes)
+{
+    uint64_t keys = 0;
+    for (uint32_t i = 0; i < n; i++)
+        keys += (uint64_t)(items[i].kv_end - items[i].kv_begin);
+    return keys * num_kv_heads * head_dim * elem_bytes * 2u;
+}
+
+int attn_decode_path_l2_evict_first(uint64_t kv_bytes, uint64_t l2_bytes)
+{
+    return l2_bytes != 0 && kv_bytes > l2_bytes;
+}
+
 const char *attn_decode_producer_name(attn_decode_producer p)
 {
     static const char *const names[] = {

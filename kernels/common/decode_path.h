@@ -128,6 +128,23 @@ int attn_decode_path_plan_bulk(const attn_decode_path_in *in, uint64_t units);
  * than 128, or q not in the cache dtype (its Q fragments stay in
  * registers).  Never more CTAs than pieces. */
 uint32_t attn_decode_path_persist(const attn_decode_path_in *in, uint32_t persist, uint64_t pieces);
+/* The K/V bytes a launch of n work items reads: their keys x num_kv_heads
+ * x head_dim x elem_bytes, K and V. */
+uint64_t attn_decode_kv_bytes(const attn_work_item *items, uint32_t n, uint32_t num_kv_heads,
+                              uint32_t head_dim, uint32_t elem_bytes);
+
+/* attn_cuda_decode_params.l2_evict_first for a launch reading kv_bytes on
+ * a device with l2_bytes of L2 (0: unknown -> 0): 1 when the launch's K/V
+ * do not fit the L2, so none of them can still be there for a later launch
+ * and each line is best evicted first; else 0 (the default policy, which
+ * lets a launch that reads the same pages again, as a benchmark's or a
+ * graph's repeated call does, find them in the L2).  Measured on the H200
+ * (2026-12-02, docs/cuda.md round 11): evict-first copies -0.3..-5.6 % at
+ * the decode shapes of 64 MB and more, -1.4..-2.3 % on the mixed batches'
+ * decode rows beside the prefill kernel, +9 % at B 2 x T 2048 (17 MB,
+ * which the benchmark's repeated calls otherwise read from the L2). */
+int attn_decode_path_l2_evict_first(uint64_t kv_bytes, uint64_t l2_bytes);
+
 /* The name of a producer ("simt", "tc", "tc_bulk"; "?" out of range). */
 const char *attn_decode_producer_name(attn_decode_producer p);
 

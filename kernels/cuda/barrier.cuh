@@ -115,6 +115,18 @@ __device__ __forceinline__ void tensor_copy_4d(void *smem, const void *tmap, int
                  : "memory");
 }
 
+/* tensor_copy_4d with an L2 eviction policy (ptx::l2_policy_*). */
+__device__ __forceinline__ void tensor_copy_4d_hint(void *smem, const void *tmap, int c0, int c1,
+                                                    int c2, int c3, uint64_t *bar, uint64_t policy)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        ".L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(ptx::smem_addr(smem)),
+        "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+        "r"(ptx::smem_addr(bar)), "l"(policy)
+        : "memory");
+}
+
 /* Order this thread's generic-proxy shared-memory writes before later
  * async-proxy (bulk copy) accesses of the same bytes. */
 __device__ __forceinline__ void fence_proxy_async()

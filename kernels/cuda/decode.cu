@@ -380,16 +380,19 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     }
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
-    tc::fused_fold<D>(p, w, h0, (int)blockIdx.z, (int)gridDim.z);
+    tc::fused_fold<D, false, true>(p, w, h0, (int)blockIdx.z, (int)gridDim.z, smem,
+                                   (uint32_t)(2 * ST * TV + 32 * CH) *
+                                       16u); /* stages, Q hi and lo */
 }
 
 /* The compute warps of producer_tc_bulk and producer_tc_tmap: the tiles
  * (consume_tiles), then the epilogue and the fused fold among themselves
  * (named barrier).  `base`: the stages' start, reused by the epilogue. */
 template <int D, typename KV, bool QLO, int RS, typename Pipe, bool KR = false>
-__device__ __forceinline__ void
-bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pipe, const uint4 *qh,
-             const uint4 *ql, const paged::key_walk &walk, int ntiles, int h0, uint4 *base)
+__device__ __forceinline__ void bulk_compute(const attn_cuda_decode_params &p, const cta_work &w,
+                                             const Pipe &pipe, const uint4 *qh, const uint4 *ql,
+                                             const paged::key_walk &walk, int ntiles, int h0,
+                                             uint4 *base, uint32_t stage_bytes)
 {
     using C = tc::cfg<D>;
     tc::ring rg;
@@ -420,7 +423,7 @@ bulk_compute(const attn_cuda_decode_params &p, const cta_work &w, const Pipe &pi
     }
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
-    tc::fused_fold<D, true>(p, w, h0, (int)blockIdx.z, (int)gridDim.z);
+    tc::fused_fold<D, true, true>(p, w, h0, (int)blockIdx.z, (int)gridDim.z, base, stage_bytes);
 }
 
 /* The tensor-core producer with copy warps (issue 13; decode_path.h says
@@ -466,8 +469,9 @@ __device__ __forceinline__ void bulk_body(const attn_cuda_decode_params &p)
          * latency no longer delays the copy warps' first copy */
         tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
         tc::compute_sync<true>();
-        bulk_compute<D, KV, QLO, C::ROW_VECS, tc::bulk_pipe<D, KV, NP>, KR>(p, w, pipe, qh, ql,
-                                                                            walk, ntiles, h0, smem);
+        bulk_compute<D, KV, QLO, C::ROW_VECS, tc::bulk_pipe<D, KV, NP>, KR>(
+            p, w, pipe, qh, ql, walk, ntiles, h0, smem,
+            (uint32_t)(2 * ST * TP + 32 * CH) * 16u); /* stages, Q hi and lo */
     }
 }
 
@@ -534,6 +538,7 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
     pipe.full = reinterpret_cast<uint64_t *>(ql + 16 * CH);
     pipe.empty = pipe.full + ST;
     pipe.stages = ST;
+    pipe.l2_policy = ptx::l2_policy_of(p.l2_evict_first != 0);
     const paged::key_walk walk = walk_of(w);
     const int ntiles = (int)((walk.n + tc::kKeys - 1) / tc::kKeys);
     if (tid == 0)
@@ -547,8 +552,9 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
     } else {
         tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql); /* beside the first copies (bulk_body) */
         tc::compute_sync<true>();
-        bulk_compute<D, KV, QLO, 0, tc::tmap_pipe<D, KV>, KR>(p, w, pipe, qh, ql, walk, ntiles, h0,
-                                                              base);
+        bulk_compute<D, KV, QLO, 0, tc::tmap_pipe<D, KV>, KR>(
+            p, w, pipe, qh, ql, walk, ntiles, h0, base,
+            (uint32_t)(2 * ST * TV + 32 * CH) * 16u); /* stages, Q hi and lo */
     }
     if (probed)
         p.probe[3 * probe_at + 2] = ptx::globaltimer();
@@ -638,6 +644,7 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, false, 1>
                                              persist_cfg<D>::bar_offset(ST));
     pipe.empty = pipe.full + ST;
     pipe.stages = ST;
+    pipe.l2_policy = ptx::l2_policy_of(p.l2_evict_first != 0);
     if (tid == 0)
         pipe.init();
     __syncthreads(); /* barriers initialised; the only CTA-wide barrier */

@@ -32,7 +32,8 @@
 static uint64_t g_seed;
 static int g_quick; /* ATTN_GPU_QUICK=1: small sweep for compute-sanitizer */
 static double g_worst_rel, g_worst_lse;
-static attn_engine *g_cuda; /* the engine instance on cuda:0 every test runs on */
+static attn_engine *g_cuda;       /* the engine instance on cuda:0 every test runs on */
+static int g_l2_evict_first = -1; /* the next plans' tensor-map copy policy (drawn per case) */
 
 /* The instance's tuning for the next plans (a plan keeps the tuning it was
  * made with); poison on, so an element no kernel wrote shows as NaN. */
@@ -50,6 +51,7 @@ static void tune_persist(int simt, int heads_fast, int row_prefetch, int fused_m
     t.row_prefetch = row_prefetch;
     t.fused_merge = fused_merge;
     t.pdl = pdl;
+    t.l2_evict_first = g_l2_evict_first;
     t.poison = 1;
     attn_cuda_engine_set_tuning(g_cuda, &t);
 }
@@ -171,6 +173,8 @@ static void run_case(const gpu_case *gc, uint64_t seed)
      * on across them */
     const int pz = (int)attn_rb_range(&s, 0, 3);
     const int persist = pz == 0 || gc->bulk > 1 ? 0 : pz == 1 ? -1 : (int)attn_rb_range(&s, 1, 12);
+    /* the tensor-map copies' L2 policy: the engine's rule, the default, evict_first */
+    g_l2_evict_first = (int)attn_rb_range(&s, 0, 2) - 1;
     tune_persist(simt, heads_fast, prefetch, fused, bulk, pdl, persist);
 
     if (gc->ramp > 0.f) { /* the host copy the CPU engine reads too, before the upload */
@@ -333,13 +337,14 @@ static void run_case(const gpu_case *gc, uint64_t seed)
     }
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     printf("  %-28s seed=%llu B=%u g=%u d=%u P=%u %s %s q=%s abi=%s policy=%s slots=%u items=%u "
-           "occ=%u persist=%d %s%s%s%s rel=%.2e lse=%.2e nan=%zu %s %s\n",
+           "occ=%u persist=%d l2=%d %s%s%s%s rel=%.2e lse=%.2e nan=%zu %s %s\n",
            gc->name, (unsigned long long)seed, gc->B, gc->hq / gc->hkv, gc->d, gc->page,
            attn_dtype_name(gc->kv), gc->layout == ATTN_HND ? "HND" : "NHD",
            attn_dtype_name(rb.m.q_dtype), rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o",
            attn_split_policy_name(plan.policy), plan.num_slots, plan.num_items, info.ctas_per_sm,
-           persist, simt ? "simt" : "tc", heads_fast ? "/hf" : "/if", prefetch ? "/pre" : "",
-           fold_label(fused && !simt, pdl), rel, lse_err, nan, commit ? "commit" : "no-commit",
+           persist, g_l2_evict_first, simt ? "simt" : "tc", heads_fast ? "/hf" : "/if",
+           prefetch ? "/pre" : "", fold_label(fused && !simt, pdl), rel, lse_err, nan,
+           commit ? "commit" : "no-commit",
            strchr(producer, ':') ? strrchr(producer, ':') + 1 : producer);
     if (rel > g_worst_rel)
         g_worst_rel = rel;

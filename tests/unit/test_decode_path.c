@@ -393,6 +393,30 @@ static void test_auto_with_keys_as_rows(void **state)
     assert_int_equal(attn_decode_path_plan_bulk(&in, 16), ATTN_DECODE_BULK_AUTO);
 }
 
+/* The K/V bytes of a launch's items and the L2 rule of the tensor-map
+ * copies (issue 13 round 11): evict_first only where the K/V exceed the L2. */
+static void test_l2_evict_first(void **state)
+{
+    (void)state;
+    /* B 2 x T 2048 split in two, H_kv 8, d 128, bf16: 2 x 2048 keys x 8 x 128 x 2 B x (K, V) */
+    const attn_work_item items[4] = {
+        {.req = 0, .slot = 0, .kv_begin = 0, .kv_end = 1024},
+        {.req = 0, .slot = 1, .kv_begin = 1024, .kv_end = 2048},
+        {.req = 1, .slot = 2, .kv_begin = 0, .kv_end = 1000},
+        {.req = 1, .slot = 3, .kv_begin = 1000, .kv_end = 2048},
+    };
+    const uint64_t b2 = attn_decode_kv_bytes(items, 4, 8, 128, 2);
+    assert_int_equal(b2, (uint64_t)4096 * 8 * 128 * 2 * 2);
+    assert_int_equal(attn_decode_kv_bytes(items, 0, 8, 128, 2), 0);
+    assert_int_equal(attn_decode_kv_bytes(items, 1, 1, 64, 4), (uint64_t)1024 * 64 * 4 * 2);
+    const uint64_t l2 = 60ull << 20;                                  /* the H200's */
+    assert_int_equal(attn_decode_path_l2_evict_first(b2, l2), 0);     /* 16.8 MB stay */
+    assert_int_equal(attn_decode_path_l2_evict_first(b2 * 8, l2), 1); /* 134 MB stream */
+    assert_int_equal(attn_decode_path_l2_evict_first(l2, l2), 0);     /* exactly fits */
+    assert_int_equal(attn_decode_path_l2_evict_first(l2 + 1, l2), 1);
+    assert_int_equal(attn_decode_path_l2_evict_first(b2 * 8, 0), 0); /* unknown L2 */
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -416,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_persist),
         cmocka_unit_test(test_keys_as_rows),
         cmocka_unit_test(test_auto_with_keys_as_rows),
+        cmocka_unit_test(test_l2_evict_first),
         cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -944,13 +944,118 @@ __device__ __forceinline__ void epilogue_seq(const attn_cuda_decode_params &p, c
                             seg * EPT, st, u, seg == 0);
 }
 
+/* The fused fold through shared memory (issue 13 round 11): merge_fold's
+ * arithmetic in its order (batches of kMergeBatch slots, one pivot raise
+ * per batch, slots added in slot order), so the result is the same bits as
+ * the reducer kernel's, but not its code.  merge_fold holds a batch's 16
+ * slots in 96 registers and unrolls it into ~1000 instructions; inlined in
+ * a producer it set the register count of the whole kernel (ptxas: the
+ * d 64 tensor-map producer 126 -> 80, the cp.async one at d 128 127 -> 121
+ * with this fold).  Here the slots are staged by cp.async from loops that
+ * are not unrolled (one memory round trip per pass, where merge_fold takes
+ * one per batch) and folded from shared memory by loops unrolled four
+ * times.  Measured (H200, 2026-12-02, docs/cuda.md round 11): the fold of
+ * 33 slots at B 1 x T 32768 3.8 -> 3.5 us, the launch 41.6 -> 41.2 us,
+ * B 2 x T 2048 10.7 -> 10.4.  A round serves kThreads fold units (4 lanes
+ * of one head each); a pass as many slots as the free stages hold (whole
+ * batches when the slots need more than one pass): per slot each thread's
+ * 16-byte vector and the (m, l) of the round's heads, which the threads
+ * stage together and meet at a barrier for.  The loops' trip counts are
+ * the CTA's, so every compute thread meets every barrier. */
+template <int D> struct fold_cells {
+    static constexpr int UPH = D / kMergeLanes; /* fold units per head */
+    static constexpr int HR = kThreads / UPH;   /* heads per round */
+    static constexpr uint32_t SLOT_BYTES = kThreads * 16 + HR * 8;
+    /* the smallest area a producer passes: two stages and Q */
+    static_assert(2 * kMinStages * cfg<D>::TILE_VECS * 16 + cfg<D>::Q_BYTES >=
+                      kMergeBatch * SLOT_BYTES,
+                  "a pass of the staged fold holds a whole batch");
+};
+
+template <int D, bool NAMED>
+__device__ __forceinline__ void fold_staged(const attn_cuda_decode_params &p, const cta_work &w,
+                                            int h0, int heads, void *stage, uint32_t stage_bytes)
+{
+    using F = fold_cells<D>;
+    const int tid = threadIdx.x, n = w.rq.num_slots;
+    const int fit = (int)(stage_bytes / F::SLOT_BYTES); /* >= kMergeBatch: fold_cells asserts it */
+    const int P = n <= fit ? n : fit / kMergeBatch * kMergeBatch;
+    float4 *sv = static_cast<float4 *>(stage);
+    float2 *sml = reinterpret_cast<float2 *>(sv + (size_t)P * kThreads);
+    const bool mlu = p.abi == ATTN_ABI_MLU;
+    const int hq0 = w.hkv * w.g + h0;
+    for (int r0 = 0; r0 < heads * F::UPH; r0 += kThreads) {
+        const int u = r0 + tid, hr0 = r0 / F::UPH, hrn = min(F::HR, heads - hr0);
+        const bool has = u < heads * F::UPH;
+        const int hq = hq0 + u / F::UPH, hl = u / F::UPH - hr0, lane0 = (u % F::UPH) * kMergeLanes;
+        float acc[kMergeLanes] = {0.f, 0.f, 0.f, 0.f};
+        float l = 0.f, pivot = -INFINITY;
+        for (int s0 = 0; s0 < n; s0 += P) {
+            const int np = min(P, n - s0);
+            if (r0 > 0 || s0 > 0)
+                compute_sync<NAMED>(); /* the last pass's cells are read */
+            const size_t slot0 = (size_t)(w.rq.slot_begin + s0);
+            if (has) {
+#pragma unroll 1
+                for (int j = 0; j < np; j++)
+                    ptx::cp_async_cg_zfill(
+                        sv + j * kThreads + tid,
+                        p.part_vec + ((slot0 + j) * p.num_qo_heads + hq) * D + lane0, true);
+            }
+#pragma unroll 1
+            for (int i = tid; i < np * hrn; i += kThreads) {
+                const int j = i / hrn, h = i % hrn;
+                const size_t idx = (slot0 + j) * p.num_qo_heads + hq0 + hr0 + h;
+                ptx::cp_async_ca4(&sml[j * F::HR + h].x, p.part_m + idx);
+                if (mlu)
+                    ptx::cp_async_ca4(&sml[j * F::HR + h].y, p.part_l + idx);
+            }
+            ptx::cp_async_commit();
+            ptx::cp_async_wait<0>();
+            compute_sync<NAMED>(); /* every thread's (m, l) cells landed */
+            if (!has)
+                continue;
+#pragma unroll 1
+            for (int b = 0; b < np; b += kMergeBatch) {
+                const int nb = min(kMergeBatch, np - b);
+                float next = pivot;
+#pragma unroll 4
+                for (int j = b; j < b + nb; j++)
+                    next = attn_pivot_max_f32(next, sml[j * F::HR + hl].x);
+                attn_pivot_raise_f32(&pivot, &l, acc, kMergeLanes, next);
+#pragma unroll 4
+                for (int j = b; j < b + nb; j++) {
+                    const float2 ml = sml[j * F::HR + hl];
+                    const float4 v = sv[j * kThreads + tid];
+                    const float uv[kMergeLanes] = {v.x, v.y, v.z, v.w};
+                    attn_pivot_add_f32(pivot, &l, acc, kMergeLanes, ml.x, mlu ? ml.y : 1.f, uv);
+                }
+            }
+        }
+        if (!has)
+            continue;
+        const attn_mlu_f32 st = attn_pivot_state_f32(pivot, l);
+        float lse; /* an all-empty row: O = 0, LSE = -inf */
+        attn_mlu_finalize_f32(&st, acc, kMergeLanes, acc, &lse);
+        const size_t ooff = ((size_t)w.rq.qrow * p.num_qo_heads + hq) * D + lane0;
+#pragma unroll
+        for (int i = 0; i < kMergeLanes; i++)
+            attn_store_f32(p.o, p.q_dtype, ooff + i, acc[i]);
+        if (p.lse && lane0 == 0)
+            p.lse[(size_t)w.rq.qrow * p.num_qo_heads + hq] = lse;
+    }
+}
+
 /* Fused reducer: the last of the request's num_slots CTAs for this (K/V
  * head, head chunk `chunk` of `chunks`) folds the slots.  Which CTA is last
  * varies; the fold does not: merge_fold reads the slots in slot order, so
- * the result is bit-identical to the reducer kernel's. */
-template <int D, bool NAMED = false>
+ * the result is bit-identical to the reducer kernel's.  STAGED (every
+ * producer but the persistent one, whose stages hold the next piece's
+ * tiles): through the free stages, fold_staged. */
+template <int D, bool NAMED = false, bool STAGED = false>
 __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, const cta_work &w,
-                                           int h0, int chunk, int chunks)
+                                           int h0, int chunk, int chunks, void *stage = nullptr,
+                                           uint32_t stage_bytes = 0)
 {
     __shared__ int s_last;
     const int tid = threadIdx.x;
@@ -971,9 +1076,13 @@ __device__ __forceinline__ void fused_fold(const attn_cuda_decode_params &p, con
         return;
     probe_phase(p, 1);
     const int heads = min(16, w.g - h0);
-    constexpr int UPH = D / kMergeLanes; /* fold units per head */
-    for (int u = tid; u < heads * UPH; u += kThreads)
-        merge_fold<D>(p, w.rq, w.hkv * w.g + h0 + u / UPH, (u % UPH) * kMergeLanes);
+    if constexpr (STAGED) {
+        fold_staged<D, NAMED>(p, w, h0, heads, stage, stage_bytes);
+    } else {
+        constexpr int UPH = D / kMergeLanes; /* fold units per head */
+        for (int u = tid; u < heads * UPH; u += kThreads)
+            merge_fold<D>(p, w.rq, w.hkv * w.g + h0 + u / UPH, (u % UPH) * kMergeLanes);
+    }
 }
 
 /* A position in a ring of mbarrier stages: the stage, its phase parity and
@@ -1127,6 +1236,8 @@ template <int D, typename KV> struct tmap_pipe {
     uint64_t *full, *empty;              /* [stages] each */
     int stages;
     int consumers = kThreads; /* compute threads, each arriving on empty[s] */
+    /* every copy's L2 policy (ptx::l2_policy_of: attn_cuda_decode_params.l2_evict_first) */
+    uint64_t l2_policy = 0;
 
     __device__ __forceinline__ void init() const
     {
@@ -1168,16 +1279,16 @@ template <int D, typename KV> struct tmap_pipe {
         if (walk.key(vl) - k0 == vl - v0 && k0 % R == 0) { /* one run inside one page */
             if (issue) {
                 const int page = pt.pages[k0 >> pt.page_shift], slot = (int)(k0 & mask);
-                mbar::tensor_copy_4d(d0, whole, x.h * 64, hnd ? slot : hkv, hnd ? hkv : slot, page,
-                                     bar);
+                mbar::tensor_copy_4d_hint(d0, whole, x.h * 64, hnd ? slot : hkv, hnd ? hkv : slot,
+                                          page, bar, l2_policy);
             }
             return (uint32_t)R * 128u;
         }
         for (int64_t v = v0; v <= vl && issue; v++) {
             const int64_t k = walk.key(v);
             const int page = pt.pages[k >> pt.page_shift], slot = (int)(k & mask);
-            mbar::tensor_copy_4d(d0 + (v - v0) * 8, row, x.h * 64, hnd ? slot : hkv,
-                                 hnd ? hkv : slot, page, bar);
+            mbar::tensor_copy_4d_hint(d0 + (v - v0) * 8, row, x.h * 64, hnd ? slot : hkv,
+                                      hnd ? hkv : slot, page, bar, l2_policy);
         }
         return (uint32_t)(vl - v0 + 1) * 128u;
     }
