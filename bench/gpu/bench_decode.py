@@ -103,6 +103,10 @@ NAMED_RUNS = {
     "fi_bulk4_st2": dict(bulk=4, stages=2),
     "fi_bulk4_st3": dict(bulk=4, stages=3),
     "fi_bulk2": dict(bulk=2),
+    # 2026-12-02e: the tensor-map copies' L2 policy forced (default: evict_first where the K/V
+    # exceed the L2)
+    "fi_l2off": dict(l2=0),
+    "fi_l2on": dict(l2=1),
     "fi_mc128": dict(min_chunk=128),
     "fi_mc512": dict(min_chunk=512),
     "fi_mc1024": dict(min_chunk=1024),
@@ -161,6 +165,8 @@ def load_lib(path):
         lib.attnb_set_bulk.argtypes = [ctypes.c_int]
     if hasattr(lib, "attnb_set_tmap_l2"):
         lib.attnb_set_tmap_l2.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    if hasattr(lib, "attnb_set_l2_evict_first"):  # absent before 2026-12-02e
+        lib.attnb_set_l2_evict_first.argtypes = [ctypes.c_int]
     if hasattr(lib, "attnb_set_persist"):  # absent before issue 13 round 4
         lib.attnb_set_persist.argtypes = [ctypes.c_void_p, ctypes.c_int]
     if hasattr(lib, "attnb_set_probe"):  # absent before 2026-12-01 late
@@ -183,8 +189,10 @@ class Attnd:
     def __init__(self, lib, lens, indptr, indices, hq, hkv, d, policy, graph_splits=0, abi=0,
                  simt=False, heads_fast=True, waves=1, prefetch=True, fused=True, page=P,
                  stages=None, wave_model=None, bulk=None, pool=0, tmap_l2=None, pdl=None,
-                 min_chunk=None, persist=None, layout=0, fi_max_splits=None):
+                 min_chunk=None, persist=None, layout=0, fi_max_splits=None, l2=None):
         self.lib = lib
+        if l2 is not None:
+            lib.attnb_set_l2_evict_first(int(l2))
         if min_chunk is not None:
             lib.attnb_set_min_chunk(int(min_chunk))
         if fi_max_splits is not None:
@@ -211,6 +219,8 @@ class Attnd:
             lib.attnb_set_min_chunk(-1)
         if fi_max_splits is not None:
             lib.attnb_set_fi_max_splits(-1)  # back to the engine's cap
+        if l2 is not None:
+            lib.attnb_set_l2_evict_first(-1)  # back to the engine's rule
         if not self.h:
             raise RuntimeError("attnb_create failed")
         lib.attnb_set_waves(1)

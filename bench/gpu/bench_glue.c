@@ -74,8 +74,8 @@ void attnb_set_bulk(int copy_warps)
 }
 
 /* The tensor-map producer's L2 policy for the plans made next: -1 as the
- * engine's (evict_first where the launch's K/V exceed the L2), 0 the
- * default policy, 1 evict_first. */
+ * engine's (evict_first where the launch's K/V exceed the L2), 0 no
+ * hint, 1 evict_first. */
 void attnb_set_l2_evict_first(int v)
 {
     g_l2_evict_first = v;

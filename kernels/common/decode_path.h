@@ -136,9 +136,9 @@ uint64_t attn_decode_kv_bytes(const attn_work_item *items, uint32_t n, uint32_t 
 /* attn_cuda_decode_params.l2_evict_first for a launch reading kv_bytes on
  * a device with l2_bytes of L2 (0: unknown -> 0): 1 when the launch's K/V
  * do not fit the L2, so none of them can still be there for a later launch
- * and each line is best evicted first; else 0 (the default policy, which
- * lets a launch that reads the same pages again, as a benchmark's or a
- * graph's repeated call does, find them in the L2).  Measured on the H200
+ * and each line is best evicted first; else 0 (no hint: a launch that
+ * reads the same pages again, as a benchmark's or a graph's repeated call
+ * does, finds them in the L2).  Measured on the H200
  * (2026-12-02, docs/cuda.md round 11): evict-first copies -0.3..-5.6 % at
  * the decode shapes of 64 MB and more, -1.4..-2.3 % on the mixed batches'
  * decode rows beside the prefill kernel, +9 % at B 2 x T 2048 (17 MB,

@@ -380,9 +380,9 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     }
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
-    tc::fused_fold<D, false, true>(p, w, h0, (int)blockIdx.z, (int)gridDim.z, smem,
-                                   (uint32_t)(2 * ST * TV + 32 * CH) *
-                                       16u); /* stages, Q hi and lo */
+    tc::fused_fold<D, false, tc::kFoldStaged<D>>(p, w, h0, (int)blockIdx.z, (int)gridDim.z, smem,
+                                                 (uint32_t)(2 * ST * TV + 32 * CH) *
+                                                     16u); /* stages, Q hi and lo */
 }
 
 /* The compute warps of producer_tc_bulk and producer_tc_tmap: the tiles
@@ -423,7 +423,8 @@ __device__ __forceinline__ void bulk_compute(const attn_cuda_decode_params &p, c
     }
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
-    tc::fused_fold<D, true, true>(p, w, h0, (int)blockIdx.z, (int)gridDim.z, base, stage_bytes);
+    tc::fused_fold<D, true, tc::kFoldStaged<D>>(p, w, h0, (int)blockIdx.z, (int)gridDim.z, base,
+                                                stage_bytes);
 }
 
 /* The tensor-core producer with copy warps (issue 13; decode_path.h says
@@ -538,7 +539,8 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
     pipe.full = reinterpret_cast<uint64_t *>(ql + 16 * CH);
     pipe.empty = pipe.full + ST;
     pipe.stages = ST;
-    pipe.l2_policy = ptx::l2_policy_of(p.l2_evict_first != 0);
+    pipe.evict_first = p.l2_evict_first != 0;
+    pipe.l2_policy = ptx::l2_policy_evict_first();
     const paged::key_walk walk = walk_of(w);
     const int ntiles = (int)((walk.n + tc::kKeys - 1) / tc::kKeys);
     if (tid == 0)
@@ -644,7 +646,8 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, false, 1>
                                              persist_cfg<D>::bar_offset(ST));
     pipe.empty = pipe.full + ST;
     pipe.stages = ST;
-    pipe.l2_policy = ptx::l2_policy_of(p.l2_evict_first != 0);
+    pipe.evict_first = p.l2_evict_first != 0;
+    pipe.l2_policy = ptx::l2_policy_evict_first();
     if (tid == 0)
         pipe.init();
     __syncthreads(); /* barriers initialised; the only CTA-wide barrier */

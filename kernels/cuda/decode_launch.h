@@ -99,9 +99,9 @@ typedef struct attn_cuda_decode_params {
      * sectors and 7 % at B 128 x T 8192 (docs/cuda.md). */
     int tmap_l2;
     /* Tensor-map producer: 1 = its K/V copies carry the L2 evict_first
-     * policy (a line read once leaves the L2 first), 0 = the default
-     * policy; the engine's plan sets it where the launch's K/V exceed the
-     * L2 (attn_decode_path_l2_evict_first). */
+     * policy (a line read once leaves the L2 first), 0 = no cache hint;
+     * the engine's plan sets it where the launch's K/V exceed the L2
+     * (attn_decode_path_l2_evict_first). */
     int l2_evict_first;
     /* ATTN_CUDA_PDL_*: launch the producer and the reducer with
      * programmatic stream serialization (programmatic dependent launch,

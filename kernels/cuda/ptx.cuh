@@ -96,8 +96,9 @@ __device__ __forceinline__ void cp_async_ca4(void *smem, const void *gmem)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem));
 }
 
-/* An L2 eviction policy for cp_async_cg_zfill_hint: data read once by the
- * whole grid (evict_first) or reused by later CTAs (evict_last). */
+/* An L2 eviction policy for cp_async_cg_zfill_hint and the tensor-map
+ * copies (mbar::tensor_copy_4d_hint): data read once by the whole grid
+ * (evict_first) or reused by later CTAs (evict_last). */
 __device__ __forceinline__ uint64_t l2_policy_evict_first()
 {
     uint64_t pol;
@@ -109,19 +110,6 @@ __device__ __forceinline__ uint64_t l2_policy_evict_last()
 {
     uint64_t pol;
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
-    return pol;
-}
-
-/* The policy of a stream of reads: evict_first (read once, by a launch
- * whose bytes exceed the L2) or evict_normal (the default's).  Not
- * volatile: the same operand gives the same policy, so it may be hoisted. */
-__device__ __forceinline__ uint64_t l2_policy_of(bool evict_first)
-{
-    uint64_t pol;
-    if (evict_first)
-        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-    else
-        asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
     return pol;
 }
 

@@ -173,7 +173,7 @@ static void run_case(const gpu_case *gc, uint64_t seed)
      * on across them */
     const int pz = (int)attn_rb_range(&s, 0, 3);
     const int persist = pz == 0 || gc->bulk > 1 ? 0 : pz == 1 ? -1 : (int)attn_rb_range(&s, 1, 12);
-    /* the tensor-map copies' L2 policy: the engine's rule, the default, evict_first */
+    /* the tensor-map copies' L2 policy: the engine's rule, no hint, evict_first */
     g_l2_evict_first = (int)attn_rb_range(&s, 0, 2) - 1;
     tune_persist(simt, heads_fast, prefetch, fused, bulk, pdl, persist);
 

@@ -949,10 +949,10 @@ __device__ __forceinline__ void epilogue_seq(const attn_cuda_decode_params &p, c
  * per batch, slots added in slot order), so the result is the same bits as
  * the reducer kernel's, but not its code.  merge_fold holds a batch's 16
  * slots in 96 registers and unrolls it into ~1000 instructions; inlined in
- * a producer it set the register count of the whole kernel (ptxas: the
- * d 64 tensor-map producer 126 -> 80, the cp.async one at d 128 127 -> 121
- * with this fold).  Here the slots are staged by cp.async from loops that
- * are not unrolled (one memory round trip per pass, where merge_fold takes
+ * a producer it can set the register count of the whole kernel (ptxas with
+ * this fold instead: the cp.async producer at d 128 127 -> 121, the d 64
+ * tensor-map one 126 -> 80, which kFoldStaged leaves as it was).  Here the slots are staged by
+ * cp.async from loops that are not unrolled (one memory round trip per pass, where merge_fold takes
  * one per batch) and folded from shared memory by loops unrolled four
  * times.  Measured (H200, 2026-12-02, docs/cuda.md round 11): the fold of
  * 33 slots at B 1 x T 32768 3.8 -> 3.5 us, the launch 41.6 -> 41.2 us,
@@ -971,6 +971,13 @@ template <int D> struct fold_cells {
                       kMergeBatch * SLOT_BYTES,
                   "a pass of the staged fold holds a whole batch");
 };
+
+/* Which head dims fold through shared memory: 128 and 256.  At 64 the
+ * staged fold took the producers' registers down (tensor maps 126 -> 80,
+ * cp.async 127 -> 64), so more CTAs fit an SM than the plan was measured
+ * with, and d64_B256_T2048 ran 139.9 against 130.2 us (H200, 2026-12-02);
+ * merge_fold keeps them as they were. */
+template <int D> constexpr bool kFoldStaged = D >= 128;
 
 template <int D, bool NAMED>
 __device__ __forceinline__ void fold_staged(const attn_cuda_decode_params &p, const cta_work &w,
@@ -1236,7 +1243,11 @@ template <int D, typename KV> struct tmap_pipe {
     uint64_t *full, *empty;              /* [stages] each */
     int stages;
     int consumers = kThreads; /* compute threads, each arriving on empty[s] */
-    /* every copy's L2 policy (ptx::l2_policy_of: attn_cuda_decode_params.l2_evict_first) */
+    /* attn_cuda_decode_params.l2_evict_first: the copies carry l2_policy
+     * (evict_first); else no hint at all, which is not the evict_normal
+     * policy: copies hinted evict_normal ran B 64 x T 4096 in 278 us against
+     * 248 without a hint (H200, 2026-12-02) */
+    bool evict_first = false;
     uint64_t l2_policy = 0;
 
     __device__ __forceinline__ void init() const
@@ -1279,16 +1290,24 @@ template <int D, typename KV> struct tmap_pipe {
         if (walk.key(vl) - k0 == vl - v0 && k0 % R == 0) { /* one run inside one page */
             if (issue) {
                 const int page = pt.pages[k0 >> pt.page_shift], slot = (int)(k0 & mask);
-                mbar::tensor_copy_4d_hint(d0, whole, x.h * 64, hnd ? slot : hkv, hnd ? hkv : slot,
-                                          page, bar, l2_policy);
+                if (evict_first)
+                    mbar::tensor_copy_4d_hint(d0, whole, x.h * 64, hnd ? slot : hkv,
+                                              hnd ? hkv : slot, page, bar, l2_policy);
+                else
+                    mbar::tensor_copy_4d(d0, whole, x.h * 64, hnd ? slot : hkv, hnd ? hkv : slot,
+                                         page, bar);
             }
             return (uint32_t)R * 128u;
         }
         for (int64_t v = v0; v <= vl && issue; v++) {
             const int64_t k = walk.key(v);
             const int page = pt.pages[k >> pt.page_shift], slot = (int)(k & mask);
-            mbar::tensor_copy_4d_hint(d0 + (v - v0) * 8, row, x.h * 64, hnd ? slot : hkv,
-                                      hnd ? hkv : slot, page, bar, l2_policy);
+            if (evict_first)
+                mbar::tensor_copy_4d_hint(d0 + (v - v0) * 8, row, x.h * 64, hnd ? slot : hkv,
+                                          hnd ? hkv : slot, page, bar, l2_policy);
+            else
+                mbar::tensor_copy_4d(d0 + (v - v0) * 8, row, x.h * 64, hnd ? slot : hkv,
+                                     hnd ? hkv : slot, page, bar);
         }
         return (uint32_t)(vl - v0 + 1) * 128u;
     }
