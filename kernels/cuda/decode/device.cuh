@@ -951,17 +951,18 @@ __device__ __forceinline__ void epilogue_seq(const attn_cuda_decode_params &p, c
  * slots in 96 registers and unrolls it into ~1000 instructions; inlined in
  * a producer it can set the register count of the whole kernel (ptxas with
  * this fold instead: the cp.async producer at d 128 127 -> 121, the d 64
- * tensor-map one 126 -> 80, which kFoldStaged leaves as it was).  Here the slots are staged by
- * cp.async from loops that are not unrolled (one memory round trip per pass, where merge_fold takes
- * one per batch) and folded from shared memory by loops unrolled four
- * times.  Measured (H200, 2026-12-02, docs/cuda.md round 11): the fold of
- * 33 slots at B 1 x T 32768 3.8 -> 3.5 us, the launch 41.6 -> 41.2 us,
- * B 2 x T 2048 10.7 -> 10.4.  A round serves kThreads fold units (4 lanes
- * of one head each); a pass as many slots as the free stages hold (whole
- * batches when the slots need more than one pass): per slot each thread's
- * 16-byte vector and the (m, l) of the round's heads, which the threads
- * stage together and meet at a barrier for.  The loops' trip counts are
- * the CTA's, so every compute thread meets every barrier. */
+ * tensor-map one 126 -> 80, which kFoldStaged leaves as it was).  Here the
+ * slots are staged by cp.async from loops that are not unrolled (one memory
+ * round trip per pass, where merge_fold takes one per batch) and folded
+ * from shared memory by loops unrolled four times.  Measured (H200,
+ * 2026-12-02, docs/cuda.md round 11): the fold of 33 slots at B 1 x T 32768
+ * 3.8 -> 3.5 us, the launch 41.6 -> 41.2 us, B 2 x T 2048 10.7 -> 10.4.  A
+ * round serves kThreads fold units (4 lanes of one head each); a pass as
+ * many slots as the free stages hold (whole batches when the slots need
+ * more than one pass): per slot each thread's 16-byte vector and the
+ * (m, l) of the round's heads, which the threads stage together and meet
+ * at a barrier for.  The loops' trip counts are the CTA's, so every compute
+ * thread meets every barrier. */
 template <int D> struct fold_cells {
     static constexpr int UPH = D / kMergeLanes; /* fold units per head */
     static constexpr int HR = kThreads / UPH;   /* heads per round */
