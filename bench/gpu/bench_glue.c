@@ -180,7 +180,15 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
         return rv;
     h->num_items = plan.num_items;
     h->num_slots = plan.num_slots;
-    {
+    h->p.sm_count = (uint32_t)sms; /* the engine's: the auto producer choice of short grids */
+    h->occupancy = (uint32_t)occ;
+    h->grid_capacity = sp.grid_capacity;
+    if (h->item_cap && (plan.num_items > h->item_cap || plan.num_slots > h->slot_cap ||
+                        page_indptr[h->B] > (int32_t)h->page_cap)) {
+        attn_split_plan_free(&plan);
+        return ATTN_E_CAPACITY;
+    }
+    { /* after the capacity check: a refused update keeps the last plan's policy */
         int l2 = 0;
         cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
         h->p.l2_evict_first =
@@ -190,14 +198,6 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
                       attn_decode_kv_bytes(plan.items, plan.num_items, h->p.num_kv_heads,
                                            h->p.head_dim, (uint32_t)attn_dtype_size(h->p.kv_dtype)),
                       l2 > 0 ? (uint64_t)l2 : 0);
-    }
-    h->p.sm_count = (uint32_t)sms; /* the engine's: the auto producer choice of short grids */
-    h->occupancy = (uint32_t)occ;
-    h->grid_capacity = sp.grid_capacity;
-    if (h->item_cap && (plan.num_items > h->item_cap || plan.num_slots > h->slot_cap ||
-                        page_indptr[h->B] > (int32_t)h->page_cap)) {
-        attn_split_plan_free(&plan);
-        return ATTN_E_CAPACITY;
     }
     if (!h->item_cap) { /* first plan sets the envelope */
         h->item_cap = plan.num_items;

@@ -466,6 +466,12 @@ static const gpu_case k_cases[] = {
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, ATTN_CUDA_BULK_TMAP},
     {"kr-p4-hnd-d64-g8-ramp-cpasync", 5, 100, 3000, 0, 16, 2, 64, 4, ATTN_FP16, ATTN_HND,
      ATTN_KV_CSR, ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, ATTN_CUDA_BULK_TMAP},
+    /* more slots than one pass of the staged fold holds (d 128: 35 / 51 at 2 / 3 stages, d 256:
+     * 71), so it folds in passes of whole batches; the fused cases' bits against the reducer's */
+    {"fold-passes-d128-g4", 2, 5000, 7000, 0, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_FIXED, 100, false, 0.f, 0},
+    {"fold-passes-d256-g2", 2, 5000, 7000, 0, 4, 2, 256, 32, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_SINK, ATTN_SPLIT_FIXED, 100, false, 0.f, 0},
 };
 
 static void test_random_sweep(void **state)

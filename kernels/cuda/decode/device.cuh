@@ -962,7 +962,9 @@ __device__ __forceinline__ void epilogue_seq(const attn_cuda_decode_params &p, c
  * more than one pass): per slot each thread's 16-byte vector and the
  * (m, l) of the round's heads, which the threads stage together and meet
  * at a barrier for.  The loops' trip counts are the CTA's, so every compute
- * thread meets every barrier. */
+ * thread meets every barrier.  (The engine fuses the fold only where one
+ * round serves every unit, heads x D / 4 <= kThreads: fused_merge in
+ * decode.cu; the round loop keeps the function whole for any caller.) */
 template <int D> struct fold_cells {
     static constexpr int UPH = D / kMergeLanes; /* fold units per head */
     static constexpr int HR = kThreads / UPH;   /* heads per round */

@@ -102,8 +102,8 @@ __device__ __forceinline__ void named_arrive(uint32_t id, uint32_t threads)
  * __grid_constant__ CUtensorMap; the CTA is its own cluster of one.  The
  * boxes are K/V tiles that every m tile of their head reads again, so they
  * carry the L2 evict_last policy: a stream beside the kernel (the decode
- * rows of a mixed batch, whose copies are evict_first) then evicts its own
- * lines before these.  H200, 2026-12-02 (docs/cuda-prefill.md): prefill
+ * rows of a mixed batch, whose copies are evict_first when their K/V exceed
+ * the L2) then evicts its own lines before these.  H200, 2026-12-02 (docs/cuda-prefill.md): prefill
  * alone -0.3..-1.6 %, the mixed batches -0.4..-1.0 % more than evict_first
  * on the decode copies alone. */
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *map, uint64_t *bar,
