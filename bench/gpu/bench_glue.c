@@ -191,13 +191,11 @@ int attnb_update(attnb *h, const int32_t *lens, const int32_t *page_indptr,
     { /* after the capacity check: a refused update keeps the last plan's policy */
         int l2 = 0;
         cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
-        h->p.l2_evict_first =
-            g_l2_evict_first >= 0
-                ? g_l2_evict_first != 0
-                : attn_decode_path_l2_evict_first(
-                      attn_decode_kv_bytes(plan.items, plan.num_items, h->p.num_kv_heads,
-                                           h->p.head_dim, (uint32_t)attn_dtype_size(h->p.kv_dtype)),
-                      l2 > 0 ? (uint64_t)l2 : 0);
+        h->p.l2_evict_first = attn_decode_path_l2_evict_first(
+            g_l2_evict_first,
+            attn_decode_kv_bytes(plan.items, plan.num_items, h->p.num_kv_heads, h->p.head_dim,
+                                 (uint32_t)attn_dtype_size(h->p.kv_dtype)),
+            l2 > 0 ? (uint64_t)l2 : 0);
     }
     if (!h->item_cap) { /* first plan sets the envelope */
         h->item_cap = plan.num_items;

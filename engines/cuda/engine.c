@@ -412,13 +412,11 @@ int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g
     pr->bulk = t->bulk;
     pr->num_pages = g->num_pages;
     pr->keys_per_item = attn_decode_keys_per_item(plan->items, plan->num_items);
-    pr->l2_evict_first =
-        t->l2_evict_first >= 0
-            ? t->l2_evict_first != 0
-            : attn_decode_path_l2_evict_first(
-                  attn_decode_kv_bytes(plan->items, plan->num_items, g->num_kv_heads, d,
-                                       (uint32_t)attn_dtype_size(g->kv_dtype)),
-                  dev->l2_bytes);
+    pr->l2_evict_first = attn_decode_path_l2_evict_first(
+        t->l2_evict_first,
+        attn_decode_kv_bytes(plan->items, plan->num_items, g->num_kv_heads, d,
+                             (uint32_t)attn_dtype_size(g->kv_dtype)),
+        dev->l2_bytes);
     pr->sm_count = dev->sm_count;
     pr->heads_fast = t->heads_fast && plan->num_items <= 65535u;
 

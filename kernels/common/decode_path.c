@@ -119,8 +119,10 @@ uint64_t attn_decode_kv_bytes(const attn_work_item *items, uint32_t n, uint32_t 
     return keys * num_kv_heads * head_dim * elem_bytes * 2u;
 }
 
-int attn_decode_path_l2_evict_first(uint64_t kv_bytes, uint64_t l2_bytes)
+int attn_decode_path_l2_evict_first(int force, uint64_t kv_bytes, uint64_t l2_bytes)
 {
+    if (force >= 0)
+        return force != 0;
     return l2_bytes != 0 && kv_bytes > l2_bytes;
 }
 

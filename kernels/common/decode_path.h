@@ -134,7 +134,8 @@ uint64_t attn_decode_kv_bytes(const attn_work_item *items, uint32_t n, uint32_t 
                               uint32_t head_dim, uint32_t elem_bytes);
 
 /* attn_cuda_decode_params.l2_evict_first for a launch reading kv_bytes on
- * a device with l2_bytes of L2 (0: unknown -> 0): 1 when the launch's K/V
+ * a device with l2_bytes of L2: `force` when it is 0 or 1 (the tuning's
+ * l2_evict_first), else (-1) the rule: 0 for an unknown L2, 1 when the launch's K/V
  * do not fit the L2, so none of them can still be there for a later launch
  * and each line is best evicted first; else 0 (no hint: a launch that
  * reads the same pages again, as a benchmark's or a graph's repeated call
@@ -143,7 +144,7 @@ uint64_t attn_decode_kv_bytes(const attn_work_item *items, uint32_t n, uint32_t 
  * the decode shapes of 64 MB and more, -1.4..-2.3 % on the mixed batches'
  * decode rows beside the prefill kernel, +9 % at B 2 x T 2048 (17 MB,
  * which the benchmark's repeated calls otherwise read from the L2). */
-int attn_decode_path_l2_evict_first(uint64_t kv_bytes, uint64_t l2_bytes);
+int attn_decode_path_l2_evict_first(int force, uint64_t kv_bytes, uint64_t l2_bytes);
 
 /* The name of a producer ("simt", "tc", "tc_bulk"; "?" out of range). */
 const char *attn_decode_producer_name(attn_decode_producer p);

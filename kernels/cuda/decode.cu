@@ -788,48 +788,36 @@ struct producer_entry {
     ATTN__BULK(D, T, false, 1, false)
 #define ATTN__TC_KR(D, T) ATTN__TC(D, T, false, false, true), ATTN__TC(D, T, true, false, true)
 
+/* Every producer of one K/V dtype T.  Keys as rows (KR): g <= 8, q in the
+ * cache dtype, d <= 128 on the cp.async and tensor-map producers, d = 256 on
+ * four row-copy warps; q hi + lo copy warps only at d = 256
+ * (decode_path.h); two copy warps only at d = 128. */
+#define ATTN__ALL(T)                                                                               \
+    ATTN__PRODUCERS(64, T),                                                                        \
+    ATTN__PRODUCERS(128, T),                                                                       \
+    ATTN__PRODUCERS(256, T),                                                                       \
+    ATTN__BULK(64, T, false, 4, false),                                                            \
+    ATTN__TMAP(64, T, false, false),                                                               \
+    ATTN__TMAP(128, T, false, false),                                                              \
+    ATTN__TMAP(256, T, false, false),                                                              \
+    ATTN__TMAP(256, T, true, false),                                                               \
+    ATTN__TC_KR(64, T),                                                                            \
+    ATTN__TC_KR(128, T),                                                                           \
+    ATTN__TMAP(64, T, false, true),                                                                \
+    ATTN__TMAP(128, T, false, true),                                                               \
+    ATTN__BULK(128, T, false, 4, false),                                                           \
+    ATTN__BULK(256, T, false, 4, false),                                                           \
+    ATTN__BULK(256, T, false, 4, true),                                                            \
+    ATTN__BULK(256, T, true, 1, false),                                                            \
+    ATTN__BULK(256, T, true, 4, false),                                                            \
+    ATTN__BULK(128, T, false, 2, false)
+
 /* The only instantiations: head dims 64/128/256 x {bf16, fp16} x {CUDA
  * core, tensor core x row prefetch x q hi+lo, copy warp (q hi+lo at d = 256
  * only)}; page size, layout, group size, q dtype and ABI are run-time
  * parameters (q's dtype only decides whether the hi + lo split runs). */
-const producer_entry kProducers[] = {
-    ATTN__PRODUCERS(64, __nv_bfloat16),
-    ATTN__PRODUCERS(128, __nv_bfloat16),
-    ATTN__PRODUCERS(256, __nv_bfloat16),
-    ATTN__BULK(64, __nv_bfloat16, false, 4, false),
-    ATTN__TMAP(64, __nv_bfloat16, false, false),
-    ATTN__TMAP(128, __nv_bfloat16, false, false),
-    ATTN__TMAP(256, __nv_bfloat16, false, false),
-    ATTN__TMAP(256, __nv_bfloat16, true, false),
-    ATTN__TC_KR(64, __nv_bfloat16), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
-    ATTN__TC_KR(128, __nv_bfloat16),
-    ATTN__TMAP(64, __nv_bfloat16, false, true), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
-    ATTN__TMAP(128, __nv_bfloat16, false, true),
-    ATTN__BULK(128, __nv_bfloat16, false, 4, false),
-    ATTN__BULK(256, __nv_bfloat16, false, 4, false),
-    ATTN__BULK(256, __nv_bfloat16, false, 4, true), /* keys as rows: g <= 8, q in the cache dtype */
-    ATTN__BULK(256, __nv_bfloat16, true, 1, false), /* q hi + lo: only at d = 256 (decode_path.h) */
-    ATTN__BULK(256, __nv_bfloat16, true, 4, false),
-    ATTN__BULK(128, __nv_bfloat16, false, 2, false), /* two copy warps: d = 128 only */
-    ATTN__PRODUCERS(64, __half),
-    ATTN__PRODUCERS(128, __half),
-    ATTN__PRODUCERS(256, __half),
-    ATTN__BULK(64, __half, false, 4, false),
-    ATTN__TMAP(64, __half, false, false),
-    ATTN__TMAP(128, __half, false, false),
-    ATTN__TMAP(256, __half, false, false),
-    ATTN__TMAP(256, __half, true, false),
-    ATTN__TC_KR(64, __half), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
-    ATTN__TC_KR(128, __half),
-    ATTN__TMAP(64, __half, false, true), /* keys as rows: g <= 8, d <= 128, q in the cache dtype */
-    ATTN__TMAP(128, __half, false, true),
-    ATTN__BULK(128, __half, false, 4, false),
-    ATTN__BULK(256, __half, false, 4, false),
-    ATTN__BULK(256, __half, false, 4, true), /* keys as rows: g <= 8, q in the cache dtype */
-    ATTN__BULK(256, __half, true, 1, false),
-    ATTN__BULK(256, __half, true, 4, false),
-    ATTN__BULK(128, __half, false, 2, false),
-};
+const producer_entry kProducers[] = {ATTN__ALL(__nv_bfloat16), ATTN__ALL(__half)};
+#undef ATTN__ALL
 #undef ATTN__PRODUCERS
 #undef ATTN__TC_KR
 #undef ATTN__SIMT

@@ -409,12 +409,15 @@ static void test_l2_evict_first(void **state)
     assert_int_equal(b2, (uint64_t)4096 * 8 * 128 * 2 * 2);
     assert_int_equal(attn_decode_kv_bytes(items, 0, 8, 128, 2), 0);
     assert_int_equal(attn_decode_kv_bytes(items, 1, 1, 64, 4), (uint64_t)1024 * 64 * 4 * 2);
-    const uint64_t l2 = 60ull << 20;                                  /* the H200's */
-    assert_int_equal(attn_decode_path_l2_evict_first(b2, l2), 0);     /* 16.8 MB stay */
-    assert_int_equal(attn_decode_path_l2_evict_first(b2 * 8, l2), 1); /* 134 MB stream */
-    assert_int_equal(attn_decode_path_l2_evict_first(l2, l2), 0);     /* exactly fits */
-    assert_int_equal(attn_decode_path_l2_evict_first(l2 + 1, l2), 1);
-    assert_int_equal(attn_decode_path_l2_evict_first(b2 * 8, 0), 0); /* unknown L2 */
+    const uint64_t l2 = 60ull << 20;                                      /* the H200's */
+    assert_int_equal(attn_decode_path_l2_evict_first(-1, b2, l2), 0);     /* 16.8 MB stay */
+    assert_int_equal(attn_decode_path_l2_evict_first(-1, b2 * 8, l2), 1); /* 134 MB stream */
+    assert_int_equal(attn_decode_path_l2_evict_first(-1, l2, l2), 0);     /* exactly fits */
+    assert_int_equal(attn_decode_path_l2_evict_first(-1, l2 + 1, l2), 1);
+    assert_int_equal(attn_decode_path_l2_evict_first(-1, b2 * 8, 0), 0); /* unknown L2 */
+    /* the tuning forces either way, whatever the bytes */
+    assert_int_equal(attn_decode_path_l2_evict_first(1, b2, l2), 1);
+    assert_int_equal(attn_decode_path_l2_evict_first(0, b2 * 8, l2), 0);
 }
 
 static void test_names(void **state)

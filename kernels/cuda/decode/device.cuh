@@ -161,6 +161,24 @@ __device__ __forceinline__ paged::page_table table_of(const attn_cuda_decode_par
     return t;
 }
 
+/* The end of a fold (merge_fold, tc::fold_staged): the folded sums as a
+ * state, finalized into this thread's 4 lanes of O (and the head's LSE). */
+template <int D>
+__device__ __forceinline__ void fold_finish(const attn_cuda_decode_params &p,
+                                            const attn_cuda_req &rq, int hq, int lane0, float pivot,
+                                            float l, float (&acc)[kMergeLanes])
+{
+    const attn_mlu_f32 st = attn_pivot_state_f32(pivot, l);
+    float lse; /* an all-empty row: O = 0, LSE = -inf */
+    attn_mlu_finalize_f32(&st, acc, kMergeLanes, acc, &lse);
+    const size_t ooff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + lane0;
+#pragma unroll
+    for (int i = 0; i < kMergeLanes; i++)
+        attn_store_f32(p.o, p.q_dtype, ooff + i, acc[i]);
+    if (p.lse && lane0 == 0)
+        p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
+}
+
 /* The fold of one request's slots for query head hq, lanes [lane0, lane0+4):
  * exactly the slots [slot_begin, slot_begin + num_slots), in slot order,
  * against one pivot (state.h's n-way merge, seed 0x02B/C, 0x03I).  Slots are
@@ -203,15 +221,7 @@ __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
         }
         attn_pivot_batch_f32(&pivot, &l, acc, LANES, kMergeBatch, bm, bl, &bu[0][0]);
     }
-    const attn_mlu_f32 st = attn_pivot_state_f32(pivot, l);
-    float lse; /* an all-empty row: O = 0, LSE = -inf */
-    attn_mlu_finalize_f32(&st, acc, LANES, acc, &lse);
-    const size_t ooff = ((size_t)rq.qrow * p.num_qo_heads + hq) * D + lane0;
-#pragma unroll
-    for (int i = 0; i < LANES; i++)
-        attn_store_f32(p.o, p.q_dtype, ooff + i, acc[i]);
-    if (p.lse && lane0 == 0)
-        p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
+    fold_finish<D>(p, rq, hq, lane0, pivot, l, acc);
 }
 
 /* ==== tensor-core producer =================================================
@@ -1044,15 +1054,7 @@ __device__ __forceinline__ void fold_staged(const attn_cuda_decode_params &p, co
         }
         if (!has)
             continue;
-        const attn_mlu_f32 st = attn_pivot_state_f32(pivot, l);
-        float lse; /* an all-empty row: O = 0, LSE = -inf */
-        attn_mlu_finalize_f32(&st, acc, kMergeLanes, acc, &lse);
-        const size_t ooff = ((size_t)w.rq.qrow * p.num_qo_heads + hq) * D + lane0;
-#pragma unroll
-        for (int i = 0; i < kMergeLanes; i++)
-            attn_store_f32(p.o, p.q_dtype, ooff + i, acc[i]);
-        if (p.lse && lane0 == 0)
-            p.lse[(size_t)w.rq.qrow * p.num_qo_heads + hq] = lse;
+        fold_finish<D>(p, w.rq, hq, lane0, pivot, l, acc);
     }
 }
 
