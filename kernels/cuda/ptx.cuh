@@ -97,19 +97,21 @@ __device__ __forceinline__ void cp_async_ca4(void *smem, const void *gmem)
 }
 
 /* An L2 eviction policy for cp_async_cg_zfill_hint and the tensor-map
- * copies (mbar::tensor_copy_4d_hint): data read once by the whole grid
- * (evict_first) or reused by later CTAs (evict_last). */
+ * copies (mbar::tensor_copy_4d_hint, the prefill kernel's tma_load_4d):
+ * data read once by the whole grid (evict_first) or reused by later CTAs
+ * (evict_last).  Not volatile: the same policy each time, so the compiler
+ * may hoist it out of a copy loop. */
 __device__ __forceinline__ uint64_t l2_policy_evict_first()
 {
     uint64_t pol;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
     return pol;
 }
 
 __device__ __forceinline__ uint64_t l2_policy_evict_last()
 {
     uint64_t pol;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
     return pol;
 }
 

@@ -103,14 +103,13 @@ __device__ __forceinline__ void named_arrive(uint32_t id, uint32_t threads)
  * boxes are K/V tiles that every m tile of their head reads again, so they
  * carry the L2 evict_last policy: a stream beside the kernel (the decode
  * rows of a mixed batch, whose copies are evict_first when their K/V exceed
- * the L2) then evicts its own lines before these.  H200, 2026-12-02 (docs/cuda-prefill.md): prefill
- * alone -0.3..-1.6 %, the mixed batches -0.4..-1.0 % more than evict_first
- * on the decode copies alone. */
+ * the L2) then evicts its own lines before these.  H200, 2026-12-02
+ * (docs/cuda-prefill.md): prefill alone -0.3..-1.6 %, the mixed batches
+ * -0.4..-1.0 % more than evict_first on the decode copies alone. */
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *map, uint64_t *bar,
                                             int32_t c0, int32_t c1, int32_t c2, int32_t c3)
 {
-    uint64_t pol; /* not volatile: one policy, hoisted out of the producer's loop */
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
+    const uint64_t pol = attn::ptx::l2_policy_evict_last();
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                  ".L2::cache_hint [%0], [%1, {%3, %4, %5, %6}], [%2], %7;\n" ::"r"(dst),
                  "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "l"(pol)
