@@ -51,6 +51,10 @@ void attn_cuda_tuning_defaults(attn_cuda_tuning *t)
     t->heads_fast = 1;
     t->row_prefetch = 1;
     t->bulk = ATTN_CUDA_BULK_DEFAULT; /* copy warps (issue 13, docs/cuda.md) */
+    /* the last CTA of a split folds it, as the benchmark's attnd column has
+     * measured since issue 13 round 1 (the reducer kernel where one round of
+     * 128 threads does not cover the heads: fused_merge in decode.cu) */
+    t->fused_merge = 1;
     t->wave_model = 1; /* ragged 64 x [256, 16384]: -11..-23 % (issue 13, docs/cuda.md) */
     t->pdl = ATTN_CUDA_PDL_DEFAULT; /* programmatic launch, late trigger (issue 13 round 3) */
     t->l2_evict_first = -1;         /* where the K/V exceed the L2 (issue 13 round 11) */
@@ -424,10 +428,16 @@ int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g
     /* the metadata image: on the host until the upload, then its device copy */
     out->priv_bytes = sizeof *pp + pp->meta_bytes;
     out->schedule = ATTN_SCHED_PARTITION;
-    snprintf(out->schedule_why, sizeof out->schedule_why, "%s",
-             m->policy.schedule == ATTN_SCHED_PARTITION
-                 ? "as asked: decode producers, then the reducer"
-                 : "auto: decode producers, then the reducer (the only schedule of cuda_decode)");
+    /* who folds split requests (as attn_cuda_decode_launch decides): the
+     * producers' last CTAs, or the reducer kernel */
+    const char *fold = !(any_split || pr->force_merge) ? "no request split"
+                       : attn_decode_path_fused(pr->fused_merge, pr->simt, Hq / Hkv, d)
+                           ? "each split request folded by its last producer CTA"
+                           : "then the reducer";
+    snprintf(out->schedule_why, sizeof out->schedule_why, "%s: decode producers, %s%s",
+             m->policy.schedule == ATTN_SCHED_PARTITION ? "as asked" : "auto", fold,
+             m->policy.schedule == ATTN_SCHED_PARTITION ? ""
+                                                        : " (the only schedule of cuda_decode)");
     return 0;
 fail:
     attn_mask_prog_free(&mp);

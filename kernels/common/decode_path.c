@@ -126,6 +126,12 @@ int attn_decode_path_l2_evict_first(int force, uint64_t kv_bytes, uint64_t l2_by
     return l2_bytes != 0 && kv_bytes > l2_bytes;
 }
 
+int attn_decode_path_fused(int asked, int simt, uint32_t group, uint32_t head_dim)
+{
+    const uint32_t heads = group < ATTN_DECODE_CHUNK_HEADS ? group : ATTN_DECODE_CHUNK_HEADS;
+    return asked && !simt && group > 0 && heads * (head_dim / 4u) <= 128u;
+}
+
 const char *attn_decode_producer_name(attn_decode_producer p)
 {
     static const char *const names[] = {

@@ -146,6 +146,16 @@ uint64_t attn_decode_kv_bytes(const attn_work_item *items, uint32_t n, uint32_t 
  * which the benchmark's repeated calls otherwise read from the L2). */
 int attn_decode_path_l2_evict_first(int force, uint64_t kv_bytes, uint64_t l2_bytes);
 
+/* 1 when a launch's split requests are folded by its producer (the last
+ * CTA of each request, K/V head and head chunk; attn_cuda_decode_params
+ * .fused_merge) instead of the reducer kernel: `asked`, the tensor-core
+ * producer (not `simt`), and one round of 128 threads covers the chunk's
+ * heads, min(group, 16) x head_dim / 4 <= 128 (group <= 4 at head_dim
+ * 128): more rounds serialize L2 round trips in the last CTA, and group 16
+ * measured 97.9 us fused against 91.6 with the reducer kernel (H200,
+ * 2026-11-29, docs/cuda.md). */
+int attn_decode_path_fused(int asked, int simt, uint32_t group, uint32_t head_dim);
+
 /* The name of a producer ("simt", "tc", "tc_bulk"; "?" out of range). */
 const char *attn_decode_producer_name(attn_decode_producer p);
 

@@ -1063,17 +1063,15 @@ void producer_shape(const producer_entry *e, uint32_t group, int stages, attn_cu
 }
 
 /* The tensor-core producer folds split requests itself (last CTA per
- * request / K/V head / head chunk) when the caller asks (fused_merge) and
- * gave merge counters.  Only where one round of 128 threads folds every
- * lane of the chunk's heads (g <= 4 at d = 128): more rounds serialize L2
- * round trips in the last CTA, and the reducer kernel is faster (group 16:
- * measured). */
+ * request / K/V head / head chunk) where decode_path.h says so and the
+ * caller gave merge counters. */
 bool fused_merge(const attn_cuda_decode_params *p)
 {
-    if (!p->fused_merge || p->merge_counters == nullptr || p->simt || p->num_kv_heads == 0)
+    static_assert(tc::kThreads == 128 && kMergeLanes == 4, "attn_decode_path_fused's round");
+    if (p->merge_counters == nullptr || p->num_kv_heads == 0)
         return false;
-    const uint32_t g = p->num_qo_heads / p->num_kv_heads, heads = g < 16 ? g : 16;
-    return heads * (p->head_dim / kMergeLanes) <= (uint32_t)tc::kThreads;
+    return attn_decode_path_fused(p->fused_merge, p->simt, p->num_qo_heads / p->num_kv_heads,
+                                  p->head_dim) != 0;
 }
 
 } // namespace decode

@@ -109,10 +109,29 @@ static void test_plan_host_env_ledger_schedule(void **state)
         p.split.slot_capacity > p.split.num_slots ? p.split.slot_capacity : p.split.num_slots;
     assert_int_equal(p.ledger.fields[0].elems, (uint64_t)slots * rb.m.num_qo_heads * 128);
     assert_int_equal(p.schedule, ATTN_SCHED_PARTITION);
-    assert_non_null(strstr(p.schedule_why, "reducer"));
+    /* who folds split requests: g 4 x d 128 fits one fold round, so the
+     * producers' last CTAs by default, the reducer kernel when tuned off */
+    assert_true(t.fused_merge);
+    const bool split = p.split.num_items > rb.m.num_requests;
+    assert_non_null(
+        strstr(p.schedule_why, split ? "folded by its last producer CTA" : "no request split"));
     assert_true(attn_cuda_plan_meta_bytes(&p) > 0);
     attn_cuda_plan_host_free(&p);
     assert_null(p.priv);
+    rb.m.policy.split_policy = ATTN_SPLIT_FIXED; /* every request split in two */
+    rb.m.policy.splits = 2;
+    for (int fused = 0; fused < 2; fused++) {
+        t.fused_merge = fused;
+        memset(&p, 0, sizeof p);
+        assert_int_equal(attn_cuda_plan_host(&rb.m, &rb.g, &dev, &t, &p, &err), 0);
+        assert_true(p.split.num_items > rb.m.num_requests);
+        assert_non_null(
+            strstr(p.schedule_why, fused ? "folded by its last producer CTA" : "then the reducer"));
+        attn_cuda_plan_host_free(&p);
+    }
+    attn_cuda_tuning_defaults(&t);
+    rb.m.policy.split_policy = ATTN_SPLIT_AUTO;
+    rb.m.policy.splits = 0;
 
     /* what the manifest validator cannot know is refused at plan time with
      * its field: a page outside this pool, a request that is not decode */

@@ -420,6 +420,25 @@ static void test_l2_evict_first(void **state)
     assert_int_equal(attn_decode_path_l2_evict_first(0, b2 * 8, l2), 0);
 }
 
+/* Who folds split requests (attn_cuda_decode_launch and the engine's
+ * schedule ask the same rule): the producer where one round of 128 threads
+ * covers the head chunk, else the reducer kernel. */
+static void test_fused(void **state)
+{
+    (void)state;
+    assert_int_equal(attn_decode_path_fused(1, 0, 4, 128), 1); /* 4 x 32 units */
+    assert_int_equal(attn_decode_path_fused(1, 0, 8, 64), 1);  /* 8 x 16 */
+    assert_int_equal(attn_decode_path_fused(1, 0, 2, 256), 1); /* 2 x 64 */
+    assert_int_equal(attn_decode_path_fused(1, 0, 1, 128), 1);
+    assert_int_equal(attn_decode_path_fused(1, 0, 8, 128), 0); /* two rounds */
+    assert_int_equal(attn_decode_path_fused(1, 0, 4, 256), 0);
+    assert_int_equal(attn_decode_path_fused(1, 0, 16, 64), 0);
+    assert_int_equal(attn_decode_path_fused(1, 0, 32, 64), 0); /* chunks of 16 heads */
+    assert_int_equal(attn_decode_path_fused(0, 0, 4, 128), 0); /* not asked */
+    assert_int_equal(attn_decode_path_fused(1, 1, 4, 128), 0); /* the CUDA-core producer */
+    assert_int_equal(attn_decode_path_fused(1, 0, 0, 128), 0); /* no group */
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -444,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_keys_as_rows),
         cmocka_unit_test(test_auto_with_keys_as_rows),
         cmocka_unit_test(test_l2_evict_first),
+        cmocka_unit_test(test_fused),
         cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
