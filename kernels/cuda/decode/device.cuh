@@ -179,6 +179,29 @@ __device__ __forceinline__ void fold_finish(const attn_cuda_decode_params &p,
         p.lse[(size_t)rq.qrow * p.num_qo_heads + hq] = lse;
 }
 
+/* attn_pivot_add_f32 without its branch: the same FMAs for a state that is
+ * not empty, and an empty one leaves the sums as they were (its vector is
+ * read but not used), so the folds' unrolled slots need no branch each and
+ * one slot's loads and exponential no longer wait behind the last one's
+ * test.  merge_fold and fold_staged both add with it, so the fused fold and
+ * the reducer kernel still agree bit for bit (and with state.h's sums).
+ * Measured (H200, 2026-12-02, docs/cuda.md round 12): d64_B1_T32768 18.65
+ * -> 17.95 us, d64_B2_T2048 8.49 -> 8.23, the reducer kernel's launches
+ * 2-6 % faster, no shape slower beyond 0.6 %. */
+__device__ __forceinline__ void pivot_add_sel(float pivot, float *l, float (&acc)[kMergeLanes],
+                                              float m_i, float l_i, const float *u)
+{
+    const bool e = attn_state_empty_f32(m_i);
+    const float w = expf(m_i - pivot);
+    const float nl = w * l_i + *l;
+    *l = e ? *l : nl;
+#pragma unroll
+    for (int i = 0; i < kMergeLanes; i++) {
+        const float nu = w * u[i] + acc[i];
+        acc[i] = e ? acc[i] : nu;
+    }
+}
+
 /* The fold of one request's slots for query head hq, lanes [lane0, lane0+4):
  * exactly the slots [slot_begin, slot_begin + num_slots), in slot order,
  * against one pivot (state.h's n-way merge, seed 0x02B/C, 0x03I).  Slots are
@@ -219,7 +242,14 @@ __device__ __forceinline__ void merge_fold(const attn_cuda_decode_params &p,
             bu[j][2] = v.z;
             bu[j][3] = v.w;
         }
-        attn_pivot_batch_f32(&pivot, &l, acc, LANES, kMergeBatch, bm, bl, &bu[0][0]);
+        float next = pivot;
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++)
+            next = attn_pivot_max_f32(next, bm[j]);
+        attn_pivot_raise_f32(&pivot, &l, acc, LANES, next);
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; j++)
+            pivot_add_sel(pivot, &l, acc, bm[j], bl[j], bu[j]);
     }
     fold_finish<D>(p, rq, hq, lane0, pivot, l, acc);
 }
@@ -1048,7 +1078,7 @@ __device__ __forceinline__ void fold_staged(const attn_cuda_decode_params &p, co
                     const float2 ml = sml[j * F::HR + hl];
                     const float4 v = sv[j * kThreads + tid];
                     const float uv[kMergeLanes] = {v.x, v.y, v.z, v.w};
-                    attn_pivot_add_f32(pivot, &l, acc, kMergeLanes, ml.x, mlu ? ml.y : 1.f, uv);
+                    pivot_add_sel(pivot, &l, acc, ml.x, mlu ? ml.y : 1.f, uv);
                 }
             }
         }
