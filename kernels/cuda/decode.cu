@@ -381,8 +381,7 @@ __global__ void __launch_bounds__(tc::kThreads) producer_tc(attn_cuda_decode_par
     if (w.rq.num_slots == 1 || !p.merge_counters)
         return; /* direct path, or the reducer kernel folds the slots */
     tc::fused_fold<D, false, tc::kFoldStaged<D>>(p, w, h0, (int)blockIdx.z, (int)gridDim.z, smem,
-                                                 (uint32_t)(2 * ST * TV + 32 * CH) *
-                                                     16u); /* stages, Q hi and lo */
+                                                 C::reuse_bytes(ST, TV));
 }
 
 /* The compute warps of producer_tc_bulk and producer_tc_tmap: the tiles
@@ -471,8 +470,7 @@ __device__ __forceinline__ void bulk_body(const attn_cuda_decode_params &p)
         tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql);
         tc::compute_sync<true>();
         bulk_compute<D, KV, QLO, C::ROW_VECS, tc::bulk_pipe<D, KV, NP>, KR>(
-            p, w, pipe, qh, ql, walk, ntiles, h0, smem,
-            (uint32_t)(2 * ST * TP + 32 * CH) * 16u); /* stages, Q hi and lo */
+            p, w, pipe, qh, ql, walk, ntiles, h0, smem, C::reuse_bytes(ST, TP));
     }
 }
 
@@ -539,8 +537,7 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
     pipe.full = reinterpret_cast<uint64_t *>(ql + 16 * CH);
     pipe.empty = pipe.full + ST;
     pipe.stages = ST;
-    pipe.evict_first = p.l2_evict_first != 0;
-    pipe.l2_policy = ptx::l2_policy_evict_first();
+    pipe.set_l2(p);
     const paged::key_walk walk = walk_of(w);
     const int ntiles = (int)((walk.n + tc::kKeys - 1) / tc::kKeys);
     if (tid == 0)
@@ -554,9 +551,8 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
     } else {
         tc::stage_q<D, KV, QLO>(p, w, h0, qh, ql); /* beside the first copies (bulk_body) */
         tc::compute_sync<true>();
-        bulk_compute<D, KV, QLO, 0, tc::tmap_pipe<D, KV>, KR>(
-            p, w, pipe, qh, ql, walk, ntiles, h0, base,
-            (uint32_t)(2 * ST * TV + 32 * CH) * 16u); /* stages, Q hi and lo */
+        bulk_compute<D, KV, QLO, 0, tc::tmap_pipe<D, KV>, KR>(p, w, pipe, qh, ql, walk, ntiles, h0,
+                                                              base, C::reuse_bytes(ST, TV));
     }
     if (probed)
         p.probe[3 * probe_at + 2] = ptx::globaltimer();
@@ -646,8 +642,7 @@ __global__ void __launch_bounds__(tc::kThreads + 32, (tc::bulk_regs<D, false, 1>
                                              persist_cfg<D>::bar_offset(ST));
     pipe.empty = pipe.full + ST;
     pipe.stages = ST;
-    pipe.evict_first = p.l2_evict_first != 0;
-    pipe.l2_policy = ptx::l2_policy_evict_first();
+    pipe.set_l2(p);
     if (tid == 0)
         pipe.init();
     __syncthreads(); /* barriers initialised; the only CTA-wide barrier */

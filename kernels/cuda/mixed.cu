@@ -117,8 +117,7 @@ __global__ void __launch_bounds__(kThreads, 1) mixed_fused(const __grid_constant
     pipe.empty = pipe.full + L::DSTAGES;
     pipe.stages = L::DSTAGES;
     pipe.consumers = 32 * kDecodeWarps;
-    pipe.evict_first = dp.l2_evict_first != 0;
-    pipe.l2_policy = attn::ptx::l2_policy_evict_first();
+    pipe.set_l2(dp);
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     /* this CTA's decode piece: the decode grid's CTA blockIdx.x, in its

@@ -329,6 +329,13 @@ template <int D> struct cfg {
     {
         return bulk_bar_offset(stages) + 2 * stages * 8;
     }
+    /* What a producer's epilogue and staged fold may reuse once its main
+     * loop is done: the K and V stages (tile_vecs 16-byte vectors a tile:
+     * TILE_VECS, or PAD_TILE_VECS for the row copies) and Q hi / lo. */
+    __host__ __device__ static constexpr uint32_t reuse_bytes(int stages, int tile_vecs)
+    {
+        return (uint32_t)(2 * stages * tile_vecs + 32 * CH) * 16u;
+    }
     /* The tensor-map producer: 1024 bytes to align the stages to the
      * swizzle's repeat, unpadded K and V stages, Q hi/lo, the barriers
      * (the epilogue's merge area fits in two stages). */
@@ -1010,8 +1017,7 @@ template <int D> struct fold_cells {
     static constexpr int HR = kThreads / UPH;   /* heads per round */
     static constexpr uint32_t SLOT_BYTES = kThreads * 16 + HR * 8;
     /* the smallest area a producer passes: two stages and Q */
-    static_assert(2 * kMinStages * cfg<D>::TILE_VECS * 16 + cfg<D>::Q_BYTES >=
-                      kMergeBatch * SLOT_BYTES,
+    static_assert(cfg<D>::reuse_bytes(kMinStages, cfg<D>::TILE_VECS) >= kMergeBatch * SLOT_BYTES,
                   "a pass of the staged fold holds a whole batch");
 };
 
@@ -1285,6 +1291,25 @@ template <int D, typename KV> struct tmap_pipe {
     bool evict_first = false;
     uint64_t l2_policy = 0;
 
+    /* The L2 policy of a launch's copies (l2_evict_first above). */
+    __device__ __forceinline__ void set_l2(const attn_cuda_decode_params &p)
+    {
+        evict_first = p.l2_evict_first != 0;
+        l2_policy = ptx::l2_policy_evict_first();
+    }
+
+    /* One box of map at (column block h, the page's slot, K/V head, page)
+     * into dst, completing on bar, with the launch's L2 policy. */
+    __device__ __forceinline__ void copy(uint4 *dst, const CUtensorMap *map, int h, bool hnd,
+                                         int slot, int hkv, int page, uint64_t *bar) const
+    {
+        if (evict_first)
+            mbar::tensor_copy_4d_hint(dst, map, h * 64, hnd ? slot : hkv, hnd ? hkv : slot, page,
+                                      bar, l2_policy);
+        else
+            mbar::tensor_copy_4d(dst, map, h * 64, hnd ? slot : hkv, hnd ? hkv : slot, page, bar);
+    }
+
     __device__ __forceinline__ void init() const
     {
         for (int s = 0; s < stages; s++) {
@@ -1325,24 +1350,14 @@ template <int D, typename KV> struct tmap_pipe {
         if (walk.key(vl) - k0 == vl - v0 && k0 % R == 0) { /* one run inside one page */
             if (issue) {
                 const int page = pt.pages[k0 >> pt.page_shift], slot = (int)(k0 & mask);
-                if (evict_first)
-                    mbar::tensor_copy_4d_hint(d0, whole, x.h * 64, hnd ? slot : hkv,
-                                              hnd ? hkv : slot, page, bar, l2_policy);
-                else
-                    mbar::tensor_copy_4d(d0, whole, x.h * 64, hnd ? slot : hkv, hnd ? hkv : slot,
-                                         page, bar);
+                copy(d0, whole, x.h, hnd, slot, hkv, page, bar);
             }
             return (uint32_t)R * 128u;
         }
         for (int64_t v = v0; v <= vl && issue; v++) {
             const int64_t k = walk.key(v);
             const int page = pt.pages[k >> pt.page_shift], slot = (int)(k & mask);
-            if (evict_first)
-                mbar::tensor_copy_4d_hint(d0 + (v - v0) * 8, row, x.h * 64, hnd ? slot : hkv,
-                                          hnd ? hkv : slot, page, bar, l2_policy);
-            else
-                mbar::tensor_copy_4d(d0 + (v - v0) * 8, row, x.h * 64, hnd ? slot : hkv,
-                                     hnd ? hkv : slot, page, bar);
+            copy(d0 + (v - v0) * 8, row, x.h, hnd, slot, hkv, page, bar);
         }
         return (uint32_t)(vl - v0 + 1) * 128u;
     }
