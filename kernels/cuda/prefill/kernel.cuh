@@ -788,10 +788,14 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             mbar_arrive(&sm.empty_k[(gi + i) % C::STAGES]);
     };
     /* Every S product of the unit is done (the caller waited for the
-     * last): the producer may load the next unit's Q.  Released as soon as
-     * the last S is, not after its softmax and the P V before it, so the
-     * next Q lands while this unit's last products and epilogue run
-     * (H200, 2026-12-02: causal S 4096 0.329 -> 0.316 ms, append -5 %). */
+     * last): the producer may load the next unit's Q.  With the overlap
+     * (d <= 128) released as soon as the last S is, not after its softmax
+     * and the P V before it, so the next Q lands while this unit's last
+     * products and epilogue run (H200, 2026-12-02, with the prefetch
+     * beside S_0: causal S 4096 0.330 -> 0.316-0.319 ms, S 8192 -3 %,
+     * d 64 S 8192 -3 %, FlashMask -5 %); d 256 (turns, no overlap) hands it
+     * back after the loop as before: measured there within the run's
+     * drift, 2.25 -> 2.29 ms, so not taken. */
     auto release_q = [&]() {
         __syncwarp();
         if (lane == 0)
@@ -843,7 +847,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         wgmma_wait<0>();
         reg_fence(sacc);
         release_k(0);
-        if (num == 1)
+        if (C::OVERLAP && num == 1)
             release_q();
         softmax(code, alpha);
         rescale_convert(alpha);
@@ -875,7 +879,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
                 wgmma_wait<0>();
             reg_fence(sacc);
             release_k(i);
-            if (i == num - 1)
+            if (C::OVERLAP && i == num - 1)
                 release_q();
             softmax(code, alpha);
             if constexpr (C::OVERLAP)
@@ -889,7 +893,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             }
         }
     }
-    if (num == 0) /* a unit without key tiles hands its Q back at once */
+    if (!C::OVERLAP || num == 0) /* d 256, or a unit without key tiles */
         release_q();
     if (C::OVERLAP && num > 0) {
         wait_v(num - 1, code);
