@@ -45,9 +45,13 @@ typedef struct attn_prefill_plan_in {
  * split bound and the least-loaded queues: 4 per FULL tile, 5 per PARTIAL
  * tile, 2 per unit.  Documented estimates, not a fit: a PARTIAL tile adds
  * the per-cell mask (a compare and select per score, BN/2 per thread) to
- * the tile's MMAs and softmax; the unit's own Q load and epilogue are
- * about half a tile's time (the decode rows of a unified plan are such
- * one-m-tile units). */
+ * the tile's MMAs and softmax; the unit's own Q load and epilogue were
+ * taken as half a tile's time (the decode rows of a unified plan are such
+ * one-m-tile units).  Measured on the H200 (2026-12-02g, docs/cuda-
+ * prefill.md round 4) a unit costs ~2.5 tiles beyond its tiles; the queues
+ * of symmetric batches come out the same for any unit cost (every queue
+ * gets the same mix), so 2 stays until a schedule hands small units to
+ * late CTAs (the fork tail that measured it). */
 #define ATTN_PREFILL_COST_FULL 4
 #define ATTN_PREFILL_COST_PARTIAL 5
 #define ATTN_PREFILL_COST_UNIT 2
