@@ -434,10 +434,9 @@ int attn_cuda_plan_host_rows(const attn_manifest *m, const attn_pool_geometry *g
                        : attn_decode_path_fused(pr->fused_merge, pr->simt, Hq / Hkv, d)
                            ? "each split request folded by its last producer CTA"
                            : "then the reducer";
+    const bool asked = m->policy.schedule == ATTN_SCHED_PARTITION;
     snprintf(out->schedule_why, sizeof out->schedule_why, "%s: decode producers, %s%s",
-             m->policy.schedule == ATTN_SCHED_PARTITION ? "as asked" : "auto", fold,
-             m->policy.schedule == ATTN_SCHED_PARTITION ? ""
-                                                        : " (the only schedule of cuda_decode)");
+             asked ? "as asked" : "auto", fold, asked ? "" : " (the only schedule of cuda_decode)");
     return 0;
 fail:
     attn_mask_prog_free(&mp);
