@@ -239,9 +239,10 @@ template <int D, int LT> __device__ __forceinline__ void turn_arrive(uint32_t id
 }
 
 /* Mask one PARTIAL tile of S (this thread's 2 rows x BN/4 keys).  Closed
- * forms compare keys with the row's exact visible ranges; FlashMask and
- * dense masks evaluate the per-cell predicate in a rolled loop into a bit
- * set (keeping the register array statically indexed). */
+ * forms compare keys with the row's exact visible ranges; FlashMask reads
+ * each key column's endpoints once for both rows, dense masks evaluate the
+ * per-cell predicate in a rolled loop; both into a bit set (keeping the
+ * register array statically indexed). */
 template <int BN>
 __device__ __forceinline__ void mask_partial(const attn_cuda_prefill_params &p,
                                              const attn_prefill_item &it,
@@ -270,11 +271,45 @@ __device__ __forceinline__ void mask_partial(const attn_cuda_prefill_params &p,
         return;
     }
     uint64_t vis = 0;
+    if (p.mask.kind == ATTN_MASK_FLASHMASK) {
+        /* attn_mask_visible's FlashMask case with its loads taken apart:
+         * the request's bounds once, each of this lane's BN / 4 key
+         * columns' four endpoints once for both rows, two column groups'
+         * loads in flight together.  Per cell, the rolled call chained
+         * the request's and the column's loads 64 times per PARTIAL tile
+         * (~20 us a tile at d 128: FlashMask docs S 8192 ran 0.59 ms with
+         * 128-key tiles and 0.43 with 64-key ones, H200 2026-12-02,
+         * docs/cuda-prefill.md round 5) */
+        const attn_mask_req_info r = p.mask.req[it.req];
+        const int64_t keys = r.T + r.C;
+        const bool row_ok[2] = {tok[0] < r.C, tok[1] < r.C};
+#pragma unroll 2
+        for (int kc = 0; kc < BN / 8; kc++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int64_t j = key0 + kc * 8 + e;
+                if (j >= keys) /* key0 >= 0: tiles start at key 0 */
+                    continue;
+                const int64_t col = r.col + j;
+                const int32_t uts = p.mask.fm_uts[col], ute = p.mask.fm_ute[col];
+                const int32_t lts = p.mask.fm_lts[col], lte = p.mask.fm_lte[col];
+#pragma unroll
+                for (int ri = 0; ri < 2; ri++) {
+                    const int64_t i = tok[ri];
+                    const bool hidden = (i >= uts && i < ute) || (i >= lts && i < lte);
+                    const bool causal_ok = !p.mask.fm_causal || j <= r.T + i;
+                    if (row_ok[ri] && causal_ok && !hidden)
+                        vis |= 1ull << (kc * 4 + ri * 2 + e);
+                }
+            }
+        }
+    } else {
 #pragma unroll 1
-    for (int c = 0; c < BN / 2; c++) {
-        const int64_t key = key0 + (c / 4) * 8 + (c & 1);
-        if (attn_mask_visible(&p.mask, (uint32_t)it.req, tok[(c >> 1) & 1], key))
-            vis |= 1ull << c;
+        for (int c = 0; c < BN / 2; c++) {
+            const int64_t key = key0 + (c / 4) * 8 + (c & 1);
+            if (attn_mask_visible(&p.mask, (uint32_t)it.req, tok[(c >> 1) & 1], key))
+                vis |= 1ull << c;
+        }
     }
 #pragma unroll
     for (int c = 0; c < BN / 2; c++)
