@@ -366,6 +366,7 @@ def bench_shape(lib, shape, fi, gen, res):
     if OLD_LIB is not None:
         runs.append(("old", 2, dict(lib=OLD_LIB)))
         runs.append(("old_reducer", 2, dict(lib=OLD_LIB, fused=False)))
+    first = None  # the first run's O and LSE: which runs give the same bytes
     for pname, pid, kw in runs:
         try:
             kw = dict(kw)
@@ -377,9 +378,13 @@ def bench_shape(lib, shape, fi, gen, res):
             torch.cuda.synchronize()
             err = rel_l2(o[:ref.shape[0]], ref)
             nan = bool(torch.isnan(o).any().item() or torch.isnan(lse).any().item())
+            if first is None:
+                first = (o.clone(), lse.clone())
+            same = bool(torch.equal(o, first[0]) and torch.equal(lse, first[1]))
             us, how = time_fn(lambda: a.run(q, k, v, o, lse))
             row["peers"][f"attnd_{pname}"] = dict(us=us, tbps=kv_bytes / us / 1e6, rel_l2=err,
-                                                  nan=nan, timing=how, **a.info)
+                                                  nan=nan, bitwise_equal_first=same, timing=how,
+                                                  **a.info)
             a.close()
         except Exception as ex:
             row["peers"][f"attnd_{pname}"] = dict(error=repr(ex)[:300])

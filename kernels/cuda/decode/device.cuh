@@ -623,14 +623,15 @@ __device__ __forceinline__ void softmax_update(float (&s)[2][4], float (&m)[2], 
     bool grow = false;
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
-        float mx = ptx::max_nan(ptx::max_nan(s[0][2 * rr], s[0][2 * rr + 1]),
-                                ptx::max_nan(s[1][2 * rr], s[1][2 * rr + 1]));
-        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        mxs[rr] = mx;
+        mxs[rr] = ptx::max_nan(ptx::max_nan(s[0][2 * rr], s[0][2 * rr + 1]),
+                               ptx::max_nan(s[1][2 * rr], s[1][2 * rr + 1]));
         /* false only for finite m and mx <= m + kLazyLog2: NaN, -inf, a
-         * growth beyond the bound all take the exact update */
-        grow |= !(mx - m[rr] <= kLazyLog2);
+         * growth beyond the bound all take the exact update.  Tested on
+         * this thread's own scores: the row's m is the same in its four
+         * lanes and the test is monotone in mx (NaN aside, which any lane
+         * reports), so "some lane grew" is "the row's max grew" and the
+         * row maxima's shuffles run only in the exact update below. */
+        grow |= !(mxs[rr] - m[rr] <= kLazyLog2);
     }
     if (!__any_sync(0xffffffffu, grow)) {
         /* No row of this warp grew past the bound: keep the stale maxima,
@@ -653,7 +654,10 @@ __device__ __forceinline__ void softmax_update(float (&s)[2][4], float (&m)[2], 
     }
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
-        const float mn = ptx::max_nan(m[rr], mxs[rr]);
+        float mx = mxs[rr];
+        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mn = ptx::max_nan(m[rr], mx);
         float alpha = 1.f;
         if (attn_state_empty_f32(mn)) {
 #pragma unroll
@@ -759,17 +763,17 @@ __device__ __forceinline__ void softmax_update_kr(float (&s)[4], float (&m)[2], 
     bool grow = false;
 #pragma unroll
     for (int c = 0; c < 2; c++) {
-        float mx = ptx::max_nan(s[c], s[c + 2]);
-        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-        mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-        mxs[c] = mx;
-        grow |= !(mx - m[c] <= kLazyLog2); /* as softmax_update */
+        mxs[c] = ptx::max_nan(s[c], s[c + 2]);
+        grow |= !(mxs[c] - m[c] <= kLazyLog2); /* as softmax_update: this thread's keys */
     }
     if (__any_sync(0xffffffffu, grow)) {
 #pragma unroll
         for (int c = 0; c < 2; c++) {
-            const float mn = ptx::max_nan(m[c], mxs[c]);
+            float mx = mxs[c]; /* the column's max over the warp's 16 keys */
+            mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+            mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+            mx = ptx::max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+            const float mn = ptx::max_nan(m[c], mx);
             float alpha = 1.f;
             if (attn_state_empty_f32(mn)) {
                 s[c] = s[c + 2] = 0.f;
