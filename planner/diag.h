@@ -86,7 +86,7 @@ typedef struct attn_diag {
     const attn_split_plan *plan;             /* NULL when not planned */
     attn_schedule_policy schedule;           /* what the engine runs */
     attn_schedule_policy schedule_requested; /* what policy.schedule asked */
-    char schedule_why[256];                  /* the engine's reason for its schedule */
+    char schedule_why[512];                  /* the engine's reason for its schedule */
     const attn_tile_report *tiles;           /* borrowed; NULL when the engine does not tile */
     attn_state_abi state_abi;
     /* workspace ledger, bytes by field */

@@ -85,7 +85,7 @@ typedef struct attn_engine_plan {
     attn_ledger ledger;    /* the workspace the engine really carves, by field */
     attn_engine_env env;
     attn_schedule_policy schedule; /* what run executes; never AUTO */
-    char schedule_why[256];        /* why that schedule, in one sentence */
+    char schedule_why[512];        /* why that schedule, in one sentence */
     attn_tile_report tiles;        /* tile classes, when the engine tiles */
     void *priv;                    /* the engine's own per-plan data */
     uint64_t priv_bytes; /* host and device bytes priv holds (the daemon's plan-cache bound) */

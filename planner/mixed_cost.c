@@ -7,31 +7,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Calibrated on a lent H200 (132 SMs) from bench/gpu/bench_mixed.py on
- * 2026-12-02 at 05:56 UTC (session 2026-12-02c call 5: main 9c2b272's
- * kernels but the tensor-map decode producer with two copy warps,
- * bench/results/mixed-h200-2026-12-02-r13-ncw2.json) by
- * bench/gpu/calibrate_mixed.py: the prefill kernel ran 2.23-2.41 us per
- * executed 128 x 128 x d128 tile per SM under unified (median 2.35, as on
- * 2026-12-01 round 4); the decode kernels read M4 decode-only's 2148 MB at
- * 4.34 TB/s.  The forked variant's fluid model, least absolute relative
- * error over the 16 capped prefill-first runs (caps 66, 80, 96, 112 on M1,
- * M2, M3, M5): decode_sat_sms 126, interference -0.34, fork_us 56.  With
- * one copy warp the decode kernels read ~38 GB/s per SM whatever the SMs
- * left to them (MPS, docs/cuda.md round 9), the fit said decode_sat_sms
- * 162 and forking gained at most 2.9 %, so auto stayed serial; with two
- * (~60 GB/s per SM) forks measured 0.86-0.92x serial on M1, M3 and M5 and
- * the model picks them: M1 cap 96 (1.336 ms, the best), M3 cap 66 (1.334,
- * best 1.329), M5 cap 66 (0.744, the best).  M2 at cap 66, its pick
- * (estimated 0.743 ms), ran 0.714-1.146 ms over ten runs, median 1.133: the
- * block scheduler's placement of two streams is not stable (see
- * docs/cuda-prefill-engine.md, Forks); in call 4 the same variant ran
- * 0.770.  tests/unit/test_mixed_cost.c holds the rows.  Since call 8 the
- * prefill-first fork runs on one stream (the decode producer a
- * programmatic dependent of the capped attend grid) and that slow mode is
- * gone: M2 cap 66 0.727-0.736 ms, M1 cap 96 1.329-1.332, M5 cap 66
- * 0.748-0.754 in two processes (mixed-h200-2026-12-02-r16-one-stream/),
- * what these constants estimate (0.743, 1.440, 0.743).
+/* Calibrated on a lent H200 (132 SMs) on 2026-12-02 (session i, calls 1
+ * and 2, 17:07 and 17:11 UTC: main 494d75c's kernels; bench/results/
+ * mixed-h200-2026-12-02-r23-caps/) by bench/gpu/calibrate_mixed.py over
+ * three processes of bench_mixed.py:
+ * - tile_us and unit_us from the prefill kernel alone on M1, M2, M3 and
+ *   M5's prefill rows at 14 caps each (56 runs): 2.12 us per 128 x 128 x
+ *   d128 tile and 4.8 us per unit (work item x K/V head) beyond its tiles
+ *   (round 4 of docs/cuda-prefill.md measured ~2.3 and ~6).  Without the
+ *   unit term one tile_us cannot serve both M1 (57 tiles a unit: 1.262 ms
+ *   alone at cap 100, 2.18 us a tile) and M2 (16.5: 0.646 ms at cap 66,
+ *   2.52 us a tile), and the model picked cap 96 for M1 where cap 100 ran
+ *   1.320 against 1.353 ms;
+ * - decode_gbps from M4 decode-only (2148 MB at 4.39 TB/s);
+ * - decode_sat_sms, interference and fork_us over the prefill-first forks
+ *   at 21 caps (48..112) that ran within 1.15x of their batch's best: the
+ *   decode kernels beside the capped grid read ~51 GB/s per free SM
+ *   (4394 / 86; the fork's probe: 48-53), and the time they overlap it
+ *   costs 18 % more (the prefill grid ran 1-8 % slower than alone).
+ * Over the ten candidate caps, every batch of the three processes ran its
+ * pick within 1.0 % of its best measured cap (M1 100, M2 and M5 66, M3
+ * 62-66; rows in tests/unit/test_mixed_cost.c).
  * overlap (round 5, 2026-12-01 18:21 and 18:26 UTC, branch ovl, bench/
  * results/mixed-h200-2026-12-01-r5.json): the light prefill kernel alone
  * on prefill-only S 4096 took 0.639 / 0.646 ms against the full kernel's
@@ -42,20 +38,22 @@
  * kernel, which does share SMs with the decode CTAs: 0-54 % of their time
  * in the probe): the light kernel 0.729 ms against the full one's 0.352 on
  * S 4096 (light_factor 2.07), overlap 1.006 ms on M2 and 1.126 on M5 against
- * partition 0.886 / 0.889: hidden 42 % and 19 % of the decode time, the
- * mean 0.30 (overlap_hide) estimates both within 7 %. */
+ * partition 0.886 / 0.889: with this model's P and fork_us the decode time
+ * hidden beside the light grid is 4-27 %, and the mean 0.16 (overlap_hide)
+ * estimates both within 6 %. */
 static const attn_mixed_cost_consts k_h200 = {
-    .tile_us = 2.35,
+    .tile_us = 2.12,
+    .unit_us = 4.8,
     .launch_us = 4.0,
-    .decode_gbps = 4342.7,
+    .decode_gbps = 4393.9,
     .decode_fixed_us = 8.0,
-    .fork_us = 56.0,
-    .interference = -0.34,
-    .decode_sat_sms = 126,
+    .fork_us = 0.0,
+    .interference = 0.18,
+    .decode_sat_sms = 86,
     .light_factor = 2.07,
-    .overlap_hide = 0.30,
-    .num_caps = 4,
-    .caps = {66, 80, 96, 112},
+    .overlap_hide = 0.16,
+    .num_caps = 10,
+    .caps = {62, 66, 70, 74, 80, 88, 96, 100, 104, 112},
 };
 
 #define ATTN__MIXED_ORDER_NAME(e, v, n) [v] = n,
@@ -106,18 +104,18 @@ const attn_mixed_cost_consts *attn_mixed_cost_h200(void)
 
 /* One persistent launch of the prefill kernel: the SMs share the tiles,
  * but no launch ends before its longest work item. */
-static double prefill_launch_us(uint64_t tiles, uint64_t longest, const attn_mixed_cost_in *in,
-                                const attn_mixed_cost_consts *k)
+static double prefill_launch_us(uint64_t tiles, uint64_t units, uint64_t longest,
+                                const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k)
 {
     if (tiles == 0)
         return 0;
     const double per_tile =
         k->tile_us * (double)in->tile_n * (double)in->head_dim / (128.0 * 128.0);
     const double sms = in->num_sms ? (double)in->num_sms : 1.0;
-    double waves = (double)tiles / sms;
-    if ((double)longest > waves)
-        waves = (double)longest;
-    return k->launch_us + waves * per_tile;
+    double span = ((double)tiles * per_tile + (double)units * k->unit_us) / sms;
+    if ((double)longest * per_tile > span)
+        span = (double)longest * per_tile;
+    return k->launch_us + span;
 }
 
 /* The decode kernels over the decode rows: bandwidth-bound. */
@@ -139,7 +137,8 @@ static double forked_us(const attn_mixed_cost_in *in, const attn_mixed_cost_cons
         c = n;
     attn_mixed_cost_in capped = *in;
     capped.num_sms = c;
-    const double pc = prefill_launch_us(in->prefill_tiles, in->prefill_longest, &capped, k);
+    const double pc =
+        prefill_launch_us(in->prefill_tiles, in->prefill_units, in->prefill_longest, &capped, k);
     double rate = 1.0; /* of the decode kernels' full rate, on the n - c free SMs */
     if (c == n)
         rate = 0.0;
@@ -156,7 +155,8 @@ static void partition_variants(const attn_mixed_cost_in *in, const attn_mixed_co
                                attn_mixed_cost *out)
 {
     const double dec = decode_us(in, k);
-    out->serial_us = prefill_launch_us(in->prefill_tiles, in->prefill_longest, in, k) + dec;
+    out->serial_us =
+        prefill_launch_us(in->prefill_tiles, in->prefill_units, in->prefill_longest, in, k) + dec;
     out->concurrent_us = -1;
     const bool both = dec > 0 && in->prefill_tiles > 0;
     const attn_mixed_order asked = in->streams.order;
@@ -219,7 +219,8 @@ void attn_mixed_cost_describe_partition(const attn_mixed_cost *c, char *buf, siz
  * kernel alone. */
 static double overlap_estimate(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k)
 {
-    const double p = prefill_launch_us(in->prefill_tiles, in->prefill_longest, in, k);
+    const double p =
+        prefill_launch_us(in->prefill_tiles, in->prefill_units, in->prefill_longest, in, k);
     const double light = p > 0 ? k->launch_us + k->light_factor * (p - k->launch_us) : 0;
     const double dec = decode_us(in, k);
     if (light == 0 || dec == 0)
@@ -231,7 +232,8 @@ void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cos
                               int partition_ok, attn_mixed_cost *out)
 {
     memset(out, 0, sizeof *out);
-    out->unified_us = prefill_launch_us(in->unified_tiles, in->unified_longest, in, k);
+    out->unified_us =
+        prefill_launch_us(in->unified_tiles, in->unified_units, in->unified_longest, in, k);
     out->partition_us = out->serial_us = out->concurrent_us = out->overlap_us = -1;
     out->order = ATTN_MIXED_ORDER_SERIAL;
     if (partition_ok)

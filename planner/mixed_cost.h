@@ -71,8 +71,10 @@ int attn_mixed_streams_parse(const char *order, const char *ctas, uint32_t num_s
 typedef struct attn_mixed_cost_in {
     uint64_t unified_tiles;   /* FULL + PARTIAL tiles x H_kv when the prefill kernel serves all */
     uint64_t unified_longest; /* tiles of the longest work item of that plan */
+    uint64_t unified_units;   /* its units: work items x H_kv (each one Q load and epilogue) */
     uint64_t prefill_tiles;   /* the same without the decode rows (partition's prefill launch) */
     uint64_t prefill_longest;
+    uint64_t prefill_units;
     uint64_t decode_kv_bytes; /* K and V bytes the decode rows read (visible keys) */
     uint32_t decode_requests; /* 0: nothing for the decode kernels */
     uint32_t num_sms;
@@ -82,11 +84,16 @@ typedef struct attn_mixed_cost_in {
 } attn_mixed_cost_in;
 
 /* The most candidate caps of the prefill grid a constants set holds. */
-#define ATTN_MIXED_MAX_CAPS 6
+#define ATTN_MIXED_MAX_CAPS 12
 
 /* Device constants (measured; see attn_mixed_cost_h200 for the date).
+ * One launch of the prefill kernel on c SMs takes
+ *   P(c) = launch_us + max((tiles x tile_us + units x unit_us) / c,
+ *                          longest x tile_us),
+ * a unit (work item x K/V head) costing unit_us beyond its tiles (its Q
+ * load, first and last tile in step, epilogue).
  * The forked estimate at cap c on N SMs is a fluid model: the capped
- * prefill grid takes P(c) (its waves on c SMs); beside it the decode
+ * prefill grid takes P(c); beside it the decode
  * kernels run on the N - c free SMs at r = min(1, (N - c) / decode_sat_sms)
  * of their full rate, so they finish ov = min(D, r x P(c)) of their
  * full-machine time D there and the rest, D - ov, on the whole machine
@@ -94,6 +101,7 @@ typedef struct attn_mixed_cost_in {
  *   forked(c) = P(c) + (D - ov) + interference x ov + fork_us. */
 typedef struct attn_mixed_cost_consts {
     double tile_us;          /* one 128 x 128 x d128 tile on one SM, in the prefill kernel */
+    double unit_us;          /* what a unit costs the prefill kernel beyond its tiles */
     double launch_us;        /* fixed cost of one kernel launch on the stream */
     double decode_gbps;      /* decode kernels' K/V read rate on the whole machine, GB/s */
     double decode_fixed_us;  /* producer + reducer fixed cost */
@@ -125,7 +133,7 @@ typedef struct attn_mixed_cost {
     attn_schedule_policy pick;               /* UNIFIED, PARTITION or OVERLAP */
     attn_mixed_order order; /* how partition runs: SERIAL, DECODE_FIRST or PREFILL_FIRST */
     uint32_t prefill_ctas;  /* the prefill grid's cap when forked (0: none) */
-    char why[256];
+    char why[448];
 } attn_mixed_cost;
 
 /* Estimate both strategies and partition's variants (serial and, with

@@ -489,6 +489,9 @@ def main():
                     help="leave out the halves and the prefill kernel alone")
     ap.add_argument("--reps", type=int, default=15, help="timed runs after 3 warm-ups")
     ap.add_argument("--only", default="", help="batches to run (M1,M2,...; default: all)")
+    ap.add_argument("--caps", default="",
+                    help="more prefill-first caps to time (part_pf_cN variants and the prefill "
+                         "kernel alone at N CTAs), e.g. 60,72,104")
     ap.add_argument("--json", default="mixed_bench.json", help="file name of the results in --out")
     ap.add_argument("--table", default="", help="only print the tables of this mixed_bench.json")
     ap.add_argument("--wait-file", default="",
@@ -499,6 +502,13 @@ def main():
         print_tables(json.load(open(a.table)))
         return 0
     REPS[0] = a.reps
+    for c in (int(x) for x in a.caps.split(",") if x):
+        if not any(v[0] == "part_pf_c%d" % c for v in VARIANTS):
+            VARIANTS.append(("part_pf_c%d" % c, "partition", "prefill-first", str(c)))
+            FORKED.append("part_pf_c%d" % c)
+        if c not in KERNEL_CAPS:
+            KERNEL_CAPS.append(c)
+    KERNEL_CAPS.sort()
     t0 = time.time()
     lib = load_lib(a.lib)
     fi = None

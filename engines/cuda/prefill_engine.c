@@ -836,8 +836,10 @@ static attn_mixed_cost_in cost_in(const attn_manifest *m, const attn_pool_geomet
     attn_mixed_cost_in ci = {
         .unified_tiles = all ? all->ledger.full_tiles + all->ledger.partial_tiles : 0,
         .unified_longest = all ? longest_item(all) : 0,
+        .unified_units = all ? (uint64_t)all->num_items * g->num_kv_heads : 0,
         .prefill_tiles = part->ledger.full_tiles + part->ledger.partial_tiles,
         .prefill_longest = longest_item(part),
+        .prefill_units = (uint64_t)part->num_items * g->num_kv_heads,
         .decode_kv_bytes = marked_kv_bytes(m, g, &pp->host_mask, mark),
         .decode_requests = nd,
         .num_sms = dev->sm_count,
@@ -869,7 +871,7 @@ static void keep_streams(prefill_priv *pp, const attn_mixed_cost *mc, attn_engin
         snprintf(tail, room, " (ATTN_MIXED_STREAMS=%s)",
                  attn_mixed_order_name(pp->tuning.streams.order));
     else {
-        char parts[160];
+        char parts[256];
         attn_mixed_cost_describe_partition(mc, parts, sizeof parts);
         snprintf(tail, room, "; %s (ATTN_MIXED_STREAMS=%s)", parts,
                  attn_mixed_order_name(pp->tuning.streams.order));

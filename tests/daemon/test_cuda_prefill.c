@@ -564,7 +564,12 @@ static void test_partition_plan_host(void **state)
  * every SM (its waiting CTAs take the SMs the prefill grid frees); a split
  * for sm_count - prefill_ctas would be one wave of longer CTAs on the free
  * SMs alone.  The forked constants were fitted on such plans, and the run
- * keeps the fitted producer too (run_locked: dp.sm_count 0). */
+ * keeps the fitted producer too (run_locked: dp.sm_count 0).  A split for
+ * the free SMs was measured (2026-12-02, bench/results/
+ * mixed-h200-2026-12-02-r23-caps/): it removed wave cliffs at caps no
+ * batch picks (M2 cap 70 0.78 -> 0.74 ms) and cost where the decode rows
+ * outlast the prefill grid (M3 cap 108 1.35 -> 1.41), the best caps
+ * unchanged. */
 static void test_forked_decode_split_whole_device(void **state)
 {
     (void)state;

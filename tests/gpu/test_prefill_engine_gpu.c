@@ -710,7 +710,7 @@ static void test_unified_determinism(void **state)
         float *lq = malloc(lb), *ls = malloc(lb);
         assert_true(oq && os && lq && ls);
         attn_cuda_prefill_plan_info iq, is;
-        char why[256], why_s[256];
+        char why[sizeof((attn_engine_plan *)0)->schedule_why], why_s[sizeof why];
         det_run(&rb, &dp, ATTN_PREFILL_WALK_QUEUE, oq, lq, &iq, why, sizeof why);
         det_run(&rb, &dp, ATTN_PREFILL_WALK_SNAKE, os, ls, &is, why_s, sizeof why_s);
         assert_true(iq.num_workers > 0);
