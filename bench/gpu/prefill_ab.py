@@ -32,12 +32,33 @@ import torch  # noqa: E402
 import bench_prefill as bp  # noqa: E402
 
 SHAPES = [dict(name="causal_S4096", B=1, T=0, C=4096),
-          dict(name="causal_S16384", B=1, T=0, C=16384)] + bp.SHAPES
+          dict(name="causal_S16384", B=1, T=0, C=16384)] + bp.SHAPES + [
+    # the two FlashMask patterns as attnd dense masks (bit matrices, true means allowed):
+    # the same visible cells, the dense PARTIAL-tile path (libraries with attnpf_create_dense)
+    dict(name="dense_docs8_S8192", B=1, T=0, C=8192, fm="docs", dense=True),
+    dict(name="dense_question_S8192", B=1, T=0, C=8192, fm="question", dense=True)]
+
+
+def dense_bits(shape):
+    """The shape's FlashMask pattern as one request's C x (T + C) bit matrix,
+    row-major, LSB first, a set bit = visible (true_means_allowed)."""
+    m = bp.flashmask_dense(shape).to(torch.uint8).view(-1)
+    pad = (-m.numel()) % 8
+    if pad:
+        m = torch.cat([m, torch.zeros(pad, dtype=torch.uint8)])
+    w = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8)
+    return (m.view(-1, 8) * w).sum(1, dtype=torch.int64).to(torch.uint8).contiguous()
 
 
 def load(path):
     lib = bp.load_lib(path)
     has = hasattr(lib, "attnpf_set_gather_only")
+    if hasattr(lib, "attnpf_create_dense"):
+        vp, u32 = ctypes.c_void_p, ctypes.c_uint32
+        lib.attnpf_create_dense.restype = vp
+        lib.attnpf_create_dense.argtypes = [u32, vp, vp, vp, vp, vp, vp, u32, u32, u32, u32, u32,
+                                            vp, ctypes.c_uint64, ctypes.c_int, u32,
+                                            ctypes.POINTER(ctypes.c_int)]
     if has:
         lib.attnpf_set_gather_only.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
     return lib, has
@@ -54,6 +75,17 @@ def create(lib, shape, cs):
         kind, fm_causal = bp.MASK_FLASHMASK, 1
         vecs = list(bp.flashmask_vectors(shape))
     ptr = lambda t: ctypes.c_void_p(t.data_ptr()) if t is not None else None
+    if shape.get("dense"):
+        if not hasattr(lib, "attnpf_create_dense"):
+            raise RuntimeError("library has no attnpf_create_dense")
+        bits = dense_bits(shape)
+        h = lib.attnpf_create_dense(B, ptr(T), ptr(C), ptr(cs["qo"]), ptr(cs["indptr"]),
+                                    ptr(cs["indices"]), ptr(cs["last"]), cs["num_pages"], bp.P,
+                                    cs["hq"], cs["hkv"], cs["d"], ptr(bits), bits.numel(), 0, 0,
+                                    ctypes.byref(rv))
+        if not h:
+            raise RuntimeError(f"attnpf_create_dense failed: {rv.value}")
+        return h, ptr
     h = lib.attnpf_create(B, ptr(T), ptr(C), ptr(cs["qo"]), ptr(cs["indptr"]), ptr(cs["indices"]),
                           ptr(cs["last"]), cs["num_pages"], bp.P, cs["hq"], cs["hkv"], cs["d"],
                           kind, ptr(vecs[0]), ptr(vecs[1]), ptr(vecs[2]), ptr(vecs[3]), fm_causal,

@@ -45,16 +45,13 @@ void attnpf_free(attnpf *h)
     free(h);
 }
 
-/* Plan B requests (T[b], C[b]) over a CSR paged NHD pool; mask_kind is an
- * attn_mask_kind; for FlashMask the four vectors (sum T+C entries each)
- * and fm_causal; fixed_splits 0 = automatic.  Returns NULL on failure with
- * the error code in *rv. */
-attnpf *attnpf_create(uint32_t B, const int64_t *T, const int64_t *C, const int32_t *qo_indptr,
-                      const int32_t *page_indptr, const int32_t *page_indices,
-                      const int32_t *last_page_len, uint32_t num_pages, uint32_t page_size,
-                      uint32_t hq, uint32_t hkv, uint32_t d, int mask_kind, const int32_t *lts,
-                      const int32_t *lte, const int32_t *uts, const int32_t *ute, int fm_causal,
-                      uint32_t fixed_splits, int *rv)
+/* Plan B requests (T[b], C[b]) under mask m (its pointers the caller's)
+ * over a CSR paged NHD pool; see attnpf_create. */
+static attnpf *create_with_mask(uint32_t B, const int64_t *T, const int64_t *C,
+                                const int32_t *qo_indptr, const int32_t *page_indptr,
+                                const int32_t *page_indices, const int32_t *last_page_len,
+                                uint32_t num_pages, uint32_t page_size, uint32_t hq, uint32_t hkv,
+                                uint32_t d, const attn_mask *mask, uint32_t fixed_splits, int *rv)
 {
     attnpf *h = calloc(1, sizeof *h);
     attn_request_desc *req = calloc(B, sizeof *req);
@@ -64,23 +61,11 @@ attnpf *attnpf_create(uint32_t B, const int64_t *T, const int64_t *C, const int3
         *rv = ATTN_E_NOMEM;
         return NULL;
     }
-    uint64_t cols = 0;
     for (uint32_t b = 0; b < B; b++) {
         req[b].cache_len = T[b];
         req[b].new_len = C[b];
-        cols += (uint64_t)(T[b] + C[b]);
     }
-    attn_mask m;
-    memset(&m, 0, sizeof m);
-    m.kind = (attn_mask_kind)mask_kind;
-    if (m.kind == ATTN_MASK_FLASHMASK) {
-        m.fm_lts = (int32_t *)lts;
-        m.fm_lte = (int32_t *)lte;
-        m.fm_uts = (int32_t *)uts;
-        m.fm_ute = (int32_t *)ute;
-        m.fm_len = cols;
-        m.fm_causal = fm_causal != 0;
-    }
+    const attn_mask m = *mask;
     uint32_t tm, tn;
     attn_prefill_tile_shape(d, ATTN_PREFILL_FULL, &tm, &tn);
     attn_mask_prog prog;
@@ -159,6 +144,57 @@ attnpf *attnpf_create(uint32_t B, const int64_t *T, const int64_t *C, const int3
         }
     *rv = 0;
     return h;
+}
+
+/* Plan B requests (T[b], C[b]) over a CSR paged NHD pool; mask_kind is an
+ * attn_mask_kind; for FlashMask the four vectors (sum T+C entries each)
+ * and fm_causal; fixed_splits 0 = automatic.  Returns NULL on failure with
+ * the error code in *rv. */
+attnpf *attnpf_create(uint32_t B, const int64_t *T, const int64_t *C, const int32_t *qo_indptr,
+                      const int32_t *page_indptr, const int32_t *page_indices,
+                      const int32_t *last_page_len, uint32_t num_pages, uint32_t page_size,
+                      uint32_t hq, uint32_t hkv, uint32_t d, int mask_kind, const int32_t *lts,
+                      const int32_t *lte, const int32_t *uts, const int32_t *ute, int fm_causal,
+                      uint32_t fixed_splits, int *rv)
+{
+    attn_mask m;
+    memset(&m, 0, sizeof m);
+    m.kind = (attn_mask_kind)mask_kind;
+    if (m.kind == ATTN_MASK_FLASHMASK) {
+        uint64_t cols = 0;
+        for (uint32_t b = 0; b < B; b++)
+            cols += (uint64_t)(T[b] + C[b]);
+        m.fm_lts = (int32_t *)lts;
+        m.fm_lte = (int32_t *)lte;
+        m.fm_uts = (int32_t *)uts;
+        m.fm_ute = (int32_t *)ute;
+        m.fm_len = cols;
+        m.fm_causal = fm_causal != 0;
+    }
+    return create_with_mask(B, T, C, qo_indptr, page_indptr, page_indices, last_page_len, num_pages,
+                            page_size, hq, hkv, d, &m, fixed_splits, rv);
+}
+
+/* attnpf_create under a dense mask: per request a C x (T + C) row-major
+ * bit matrix, LSB first, each request's starting on a byte boundary
+ * (PROTOCOL.md "mask"), `bytes` in all; a set bit hides its cell when
+ * true_means_masked, else shows it. */
+attnpf *attnpf_create_dense(uint32_t B, const int64_t *T, const int64_t *C,
+                            const int32_t *qo_indptr, const int32_t *page_indptr,
+                            const int32_t *page_indices, const int32_t *last_page_len,
+                            uint32_t num_pages, uint32_t page_size, uint32_t hq, uint32_t hkv,
+                            uint32_t d, const uint8_t *bits, uint64_t bytes, int true_means_masked,
+                            uint32_t fixed_splits, int *rv)
+{
+    attn_mask m;
+    memset(&m, 0, sizeof m);
+    m.kind = ATTN_MASK_DENSE;
+    m.dense_bits = (uint8_t *)bits;
+    m.dense_bytes = bytes;
+    m.polarity =
+        true_means_masked ? ATTN_POLARITY_TRUE_MEANS_MASKED : ATTN_POLARITY_TRUE_MEANS_ALLOWED;
+    return create_with_mask(B, T, C, qo_indptr, page_indptr, page_indices, last_page_len, num_pages,
+                            page_size, hq, hkv, d, &m, fixed_splits, rv);
 }
 
 /* Persistent grid size for the next runs (0 = one CTA per unit). */

@@ -304,11 +304,33 @@ __device__ __forceinline__ void mask_partial(const attn_cuda_prefill_params &p,
             }
         }
     } else {
-#pragma unroll 1
-        for (int c = 0; c < BN / 2; c++) {
-            const int64_t key = key0 + (c / 4) * 8 + (c & 1);
-            if (attn_mask_visible(&p.mask, (uint32_t)it.req, tok[(c >> 1) & 1], key))
-                vis |= 1ull << c;
+        /* attn_mask_visible's dense case, its loads taken apart the same
+         * way: the request's bounds once, then one independent byte load
+         * per cell (a cell's two rows are C keys apart, so no byte serves
+         * both), two column groups in flight together.  The rolled
+         * per-cell call chained the request's loads before each bit. */
+        const attn_mask_req_info r = p.mask.req[it.req];
+        const int64_t keys = r.T + r.C;
+        const uint8_t *bits = p.mask.dense_bits + r.dense_byte;
+        const bool row_ok[2] = {tok[0] < r.C, tok[1] < r.C};
+        const int64_t row_bit[2] = {(int64_t)tok[0] * keys, (int64_t)tok[1] * keys};
+#pragma unroll 2
+        for (int kc = 0; kc < BN / 8; kc++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int64_t j = key0 + kc * 8 + e;
+                if (j >= keys)
+                    continue;
+#pragma unroll
+                for (int ri = 0; ri < 2; ri++) {
+                    if (!row_ok[ri])
+                        continue;
+                    const int64_t bit = row_bit[ri] + j;
+                    const bool set = ((bits[bit >> 3] >> (bit & 7)) & 1u) != 0;
+                    if (set != p.mask.true_means_masked)
+                        vis |= 1ull << (kc * 4 + ri * 2 + e);
+                }
+            }
         }
     }
 #pragma unroll
