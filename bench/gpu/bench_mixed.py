@@ -54,13 +54,14 @@ VARIANTS = [
     ("part_pf_c80", "partition", "prefill-first", "80"),
     ("part_pf_c66", "partition", "prefill-first", "66"),
     ("part_pf_c52", "partition", "prefill-first", "52"),
+    ("part_serial", "partition", "serial", None),  # never forked (the cost model's other branch)
     ("part_df", "partition", "decode-first", None),
     ("part_df_c96", "partition", "decode-first", "96"),
     # the queue walk named explicitly (ATTN_PREFILL_WALK=queue), timed after the snake so an
     # A/B of the two walks brackets the snake with the default's two figures
     ("unified_queue", "unified", None, None),
 ]
-FORKED = [v[0] for v in VARIANTS if v[2] is not None]
+FORKED = [v[0] for v in VARIANTS if v[2] not in (None, "serial")]
 # the prefill kernel alone over a batch's prefill/append rows (prefill_glue.c),
 # its persistent grid capped at each of these CTA counts (0: one per SM): the
 # cost model's P(c), and M4's specialised prefill launch
@@ -148,6 +149,11 @@ def shapes(gen):
         # prefill-only S 4096 (M2's and M5's prefill row): the light kernel
         # (overlap) against the full one (partition) alone
         ("M6_prefill4k", [(0, 4096)], []),
+        # small steps (2026-12-02i): where a fork's fixed costs weigh most
+        ("S1", [(0, 256), (1024, 256)], [1024] * 16),
+        ("S2", [(2048, 128)], [2048] * 64),
+        ("S3", [(0, 512)] * 4, [4096] * 32),
+        ("S4", [(0, 1024)], [512] * 8),
     ]
 
 

@@ -228,7 +228,8 @@ int launch_typed(const attn_cuda_prefill_params *pf, const attn_cuda_decode_para
                           attn_prefill::Cfg<D, ATTN_PREFILL_FULL>::BM,
                       "the combine kernel folds 128-row m tiles");
         attn_prefill::attn_prefill_combine<D, false>
-            <<<dim3(pf->num_merges, pf->num_kv_heads), 128, 0, st>>>(*pf);
+            <<<dim3(pf->num_merges, pf->num_kv_heads, attn_prefill::kCombineSlices), 128, 0, st>>>(
+                *pf);
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;
     }

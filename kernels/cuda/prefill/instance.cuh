@@ -91,7 +91,7 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
             return ATTN_E_CUDA;
     }
     if (p->num_merges && combine) {
-        dim3 grid(p->num_merges, p->num_kv_heads);
+        dim3 grid(p->num_merges, p->num_kv_heads, kCombineSlices);
         attn_prefill_combine<D, L><<<grid, 128, 0, stream>>>(*p);
         if (cudaGetLastError() != cudaSuccess)
             return ATTN_E_CUDA;

@@ -1173,18 +1173,29 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
 #endif
 }
 
+/* The combine kernel's CTAs per (merge, K/V head): each folds BM /
+ * kCombineSlices of the m tile's rows, 4 warps one row at a time.  One CTA
+ * per (merge, head), each warp walking 32 rows one dependent fold after
+ * another, took 46.7 us for a small mixed step's prefill parts (H200,
+ * 2026-12-02, ncu: S1 of bench_mixed.py, where the attend kernel took
+ * 34.6; bench/results/mixed-h200-2026-12-02-r25-small/). */
+constexpr int kCombineSlices = 8;
+
 /* Fold the parts of one split m tile (blockIdx.x = merge, blockIdx.y = K/V
- * head): one warp per packed row, lane x owns lanes x, x + 32, ... of d. */
+ * head, blockIdx.z = slice of its rows): one warp per packed row, lane x
+ * owns lanes x, x + 32, ... of d. */
 template <int D, bool LT>
 __global__ void __launch_bounds__(128)
     attn_prefill_combine(const __grid_constant__ attn_cuda_prefill_params p)
 {
-    constexpr int BM = Cfg<D, LT>::BM, PER = D / 32;
+    constexpr int BM = Cfg<D, LT>::BM, PER = D / 32, ROWS = BM / kCombineSlices;
+    static_assert(BM % kCombineSlices == 0, "a slice holds whole rows");
     const attn_prefill_merge mg = p.merges[blockIdx.x];
     const attn_prefill_req rq = p.reqs[mg.req];
     const uint32_t hkv = blockIdx.y, g = p.num_qo_heads / p.num_kv_heads;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int r = warp; r < BM; r += 4) {
+    const int r0 = (int)blockIdx.z * ROWS;
+    for (int r = r0 + warp; r < r0 + ROWS; r += 4) {
         const int pr = mg.row0 + r, tok = pr / (int)g;
         if (tok >= rq.C)
             break;
