@@ -240,8 +240,8 @@ template <int D, int LT> __device__ __forceinline__ void turn_arrive(uint32_t id
 
 /* Mask one PARTIAL tile of S (this thread's 2 rows x BN/4 keys).  Closed
  * forms compare keys with the row's exact visible ranges; FlashMask reads
- * each key column's endpoints once for both rows, dense masks evaluate the
- * per-cell predicate in a rolled loop; both into a bit set (keeping the
+ * each key column's endpoints once for both rows, dense masks each cell's
+ * byte after the request's bounds; both into a bit set (keeping the
  * register array statically indexed). */
 template <int BN>
 __device__ __forceinline__ void mask_partial(const attn_cuda_prefill_params &p,
