@@ -1323,16 +1323,22 @@ template <int D, typename KV> struct tmap_pipe {
         mbar::fence_init();
     }
 
-    /* Box b of tile t: K or V, row block j, column block h. */
+    /* Box b of tile t: K or V, row block j, column block h.  nb = 64 / R
+     * row blocks (R, P and kCols are powers of two): shifts and masks, as
+     * the copy lanes decompose their boxes on every tile, and run-time
+     * divisions there were long dependent chains (~20 instructions each,
+     * plus 64-bit remainders) ahead of each tile's first copy. */
     struct box {
         int tens, j, h;
     };
-    __device__ __forceinline__ static box box_of(int b, int nb)
+    static constexpr int kColShift = kCols == 1 ? 0 : (kCols == 2 ? 1 : 2);
+    static_assert((1 << kColShift) == kCols, "d / 64 column blocks: 1, 2 or 4");
+    __device__ __forceinline__ static box box_of(int b, int nb_shift)
     {
         box x;
-        x.tens = b / (nb * kCols);
-        x.j = (b / kCols) % nb;
-        x.h = b % kCols;
+        x.tens = b >> (nb_shift + kColShift);
+        x.j = (b >> kColShift) & ((1 << nb_shift) - 1);
+        x.h = b & (kCols - 1);
         return x;
     }
 
@@ -1351,7 +1357,7 @@ template <int D, typename KV> struct tmap_pipe {
         const int64_t mask = (((int64_t)1) << pt.page_shift) - 1;
         const CUtensorMap *whole = maps + x.tens, *row = maps + 2 + x.tens;
         uint4 *d0 = dst + x.h * kKeys * 8 + x.j * R * 8;
-        if (walk.key(vl) - k0 == vl - v0 && k0 % R == 0) { /* one run inside one page */
+        if (walk.key(vl) - k0 == vl - v0 && (k0 & (R - 1)) == 0) { /* one run inside one page */
             if (issue) {
                 const int page = pt.pages[k0 >> pt.page_shift], slot = (int)(k0 & mask);
                 copy(d0, whole, x.h, hnd, slot, hkv, page, bar);
@@ -1382,8 +1388,11 @@ template <int D, typename KV> struct tmap_pipe {
                                             const paged::page_table &pt, int ntiles, int lane,
                                             ring &rg, int cw = 0, int ncw = 1) const
     {
-        const int P = 1 << pt.page_shift, R = P < kKeys ? P : kKeys, nb = kKeys / R;
-        const int nbox = 2 * nb * kCols;
+        constexpr int kKeyShift = 6;
+        static_assert((1 << kKeyShift) == kKeys, "kKeyShift: log2 of the tile's keys");
+        const int r_shift = pt.page_shift < kKeyShift ? (int)pt.page_shift : kKeyShift;
+        const int R = 1 << r_shift, nb_shift = kKeyShift - r_shift; /* nb = 64 / R */
+        const int nbox = 2 << (nb_shift + kColShift);
         ring at = rg;
         for (int i = 0; i < cw; i++)
             at.next(stages);
@@ -1393,12 +1402,12 @@ template <int D, typename KV> struct tmap_pipe {
                 mbar::wait(&empty[s], at.ph ^ 1u);
             uint32_t bytes = 0;
             for (int b = lane; b < nbox; b += 32) {
-                const box x = box_of(b, nb);
+                const box x = box_of(b, nb_shift);
                 bytes += copy_box(maps, hnd, hkv, walk, pt, t, R, x, nullptr, nullptr, false);
             }
             mbar::arrive_expect_tx(&full[s], bytes);
             for (int b = lane; b < nbox; b += 32) {
-                const box x = box_of(b, nb);
+                const box x = box_of(b, nb_shift);
                 uint4 *dst = (x.tens ? vs : ks) + s * C::TILE_VECS;
                 copy_box(maps, hnd, hkv, walk, pt, t, R, x, dst, &full[s], true);
             }
