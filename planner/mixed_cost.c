@@ -7,27 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Calibrated on a lent H200 (132 SMs) on 2026-12-02 (session i, calls 1
- * and 2, 17:07 and 17:11 UTC: main 494d75c's kernels; bench/results/
- * mixed-h200-2026-12-02-r23-caps/) by bench/gpu/calibrate_mixed.py over
- * three processes of bench_mixed.py:
- * - tile_us and unit_us from the prefill kernel alone on M1, M2, M3 and
- *   M5's prefill rows at 14 caps each (56 runs): 2.12 us per 128 x 128 x
- *   d128 tile and 4.8 us per unit (work item x K/V head) beyond its tiles
- *   (round 4 of docs/cuda-prefill.md measured ~2.3 and ~6).  Without the
- *   unit term one tile_us cannot serve both M1 (57 tiles a unit: 1.262 ms
- *   alone at cap 100, 2.18 us a tile) and M2 (16.5: 0.646 ms at cap 66,
- *   2.52 us a tile), and the model picked cap 96 for M1 where cap 100 ran
- *   1.320 against 1.353 ms;
- * - decode_gbps from M4 decode-only (2148 MB at 4.39 TB/s);
- * - decode_sat_sms, interference and fork_us over the prefill-first forks
- *   at 21 caps (48..112) that ran within 1.15x of their batch's best: the
- *   decode kernels beside the capped grid read ~51 GB/s per free SM
- *   (4394 / 86; the fork's probe: 48-53), and the time they overlap it
- *   costs 18 % more (the prefill grid ran 1-8 % slower than alone).
- * Over the ten candidate caps, every batch of the three processes ran its
- * pick within 1.0 % of its best measured cap (M1 100, M2 and M5 66, M3
- * 62-66; rows in tests/unit/test_mixed_cost.c).
+/* Calibrated on a lent H200 (132 SMs) by bench/gpu/calibrate_mixed.py:
+ * - tile_us and unit_us (2026-12-02, session i, calls 1 and 2, main
+ *   494d75c's kernels; bench/results/mixed-h200-2026-12-02-r23-caps/) from
+ *   the prefill kernel alone on M1, M2, M3 and M5's prefill rows at 14 caps
+ *   each (56 runs): 2.12 us per 128 x 128 x d128 tile and 4.8 us per unit
+ *   (work item x K/V head) beyond its tiles (round 4 of
+ *   docs/cuda-prefill.md measured ~2.3 and ~6).  Without the unit term one
+ *   tile_us could not serve both M1 (57 tiles a unit: 1.262 ms alone at cap
+ *   100, 2.18 us a tile) and M2 (16.5: 0.646 ms at cap 66, 2.52 us a tile);
+ * - decode_gbps, decode_sat_sms, interference and fork_us (2026-12-02,
+ *   session j, call 4, the decode copy warps without run-time divisions;
+ *   bench/results/mixed-h200-2026-12-02-r26-box/, three processes, tile_us
+ *   and unit_us kept: the prefill kernel did not change): decode_gbps from
+ *   M4 decode-only (2148 MB at 4.48 TB/s); the rest over the prefill-first
+ *   forks at 16 caps (58..120) that ran within 1.15x of their batch's best:
+ *   the decode kernels beside the capped grid read ~70 GB/s per free SM
+ *   (4483 / 64; 51 before the copy warps lost their divisions), and the
+ *   time they overlap it costs 22 % more.
+ * Over the twelve candidate caps every batch of the three processes ran its
+ * pick within 2.1 % of its best measured cap (M1 108 against 104: 1.5 %;
+ * M2 74 against 80: 1.1-2.1 %, M2 and M5 have the same prefill rows and
+ * decode bytes, M5's best is 74; M3 66 against 62-80: 0-1.6 %; rows in
+ * tests/unit/test_mixed_cost.c).
  * overlap (round 5, 2026-12-01 18:21 and 18:26 UTC, branch ovl, bench/
  * results/mixed-h200-2026-12-01-r5.json): the light prefill kernel alone
  * on prefill-only S 4096 took 0.639 / 0.646 ms against the full kernel's
@@ -40,20 +42,22 @@
  * S 4096 (light_factor 2.07), overlap 1.006 ms on M2 and 1.126 on M5 against
  * partition 0.886 / 0.889: with this model's P and fork_us the decode time
  * hidden beside the light grid is 4-27 %, and the mean 0.16 (overlap_hide)
- * estimates both within 6 %. */
+ * estimates both within 6 %.  light_factor and overlap_hide were not
+ * refitted after session j's decode change (overlap has no kernel change
+ * since round 5 and is never the pick on the benchmark batches). */
 static const attn_mixed_cost_consts k_h200 = {
     .tile_us = 2.12,
     .unit_us = 4.8,
     .launch_us = 4.0,
-    .decode_gbps = 4393.9,
+    .decode_gbps = 4483.1,
     .decode_fixed_us = 8.0,
     .fork_us = 0.0,
-    .interference = 0.18,
-    .decode_sat_sms = 86,
+    .interference = 0.22,
+    .decode_sat_sms = 64,
     .light_factor = 2.07,
     .overlap_hide = 0.16,
-    .num_caps = 10,
-    .caps = {62, 66, 70, 74, 80, 88, 96, 100, 104, 112},
+    .num_caps = 12,
+    .caps = {62, 66, 70, 74, 78, 80, 88, 96, 100, 104, 108, 112},
 };
 
 #define ATTN__MIXED_ORDER_NAME(e, v, n) [v] = n,

@@ -27,6 +27,7 @@ cap the model would pick among --caps (default: k_h200's) with its
 measured time against the measured best, then the lines to paste into
 k_h200 and the rows for tests/unit/test_mixed_cost.c.
 Usage: python3 bench/gpu/calibrate_mixed.py A.json [B.json ...] [--sms 132] [--caps 62,66,...]
+       [--tile-us 2.12 --unit-us 4.8]
 """
 import argparse
 import json
@@ -68,6 +69,10 @@ def main():
     ap.add_argument("json", nargs="+")
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--caps", default=",".join(map(str, H200_CAPS)))
+    ap.add_argument("--tile-us", type=float, default=None,
+                    help="keep this tile_us (and --unit-us) instead of fitting the prefill kernel "
+                         "alone: for runs that changed only the decode side (--no-extras)")
+    ap.add_argument("--unit-us", type=float, default=0.0)
     a = ap.parse_args()
     n = a.sms
     caps = [int(x) for x in a.caps.split(",") if x]
@@ -85,7 +90,11 @@ def main():
             if c.startswith("c") and isinstance(v, dict) and "ms" in v and pt.get("prefill_tiles"):
                 alone.append((pt["prefill_tiles"], pt["prefill_items"] * r["hkv"], int(c[1:]),
                               v["ms"] * 1e3))
-    if alone:
+    if a.tile_us is not None:
+        k["tile_us"], k["unit_us"] = a.tile_us, a.unit_us
+        print("tile_us %.2f unit_us %.1f: given (--tile-us / --unit-us)" % (k["tile_us"],
+                                                                            k["unit_us"]))
+    elif alone:
         best = None
         for tu in frange(1.5, 3.0, 0.01):
             for uu in frange(0.0, 15.0, 0.1):
