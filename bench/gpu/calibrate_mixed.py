@@ -35,7 +35,7 @@ import statistics
 import sys
 
 LAUNCH_US, DECODE_FIXED_US = 4.0, 8.0
-H200_CAPS = (62, 66, 70, 74, 80, 88, 96, 100, 104, 112)  # planner/mixed_cost.c k_h200.caps
+H200_CAPS = (62, 66, 70, 74, 78, 80, 88, 96, 100, 104, 108, 112)  # planner/mixed_cost.c k_h200.caps
 NEAR_BEST = 1.15
 
 
