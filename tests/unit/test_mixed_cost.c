@@ -272,7 +272,7 @@ static void test_r23_calibration_reproduces_the_run(void **state)
  * fork_us were fitted on them, tile_us and unit_us kept from k_r23's fit):
  * calibrate_mixed.py --tile-us 2.12 --unit-us 4.8 prints these rows, at
  * k_h200's twelve caps. */
-static const uint32_t k_r26_caps[MAX_MEASURED_CAPS] = {62, 66,  70,  74,  78,  80,
+static const uint32_t k_r26_caps[MAX_MEASURED_CAPS] = {62, 66, 70,  74,  78,  80,
                                                        88, 96, 100, 104, 108, 112};
 // clang-format off
 static const measured_batch k_r26[] = {
