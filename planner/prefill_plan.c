@@ -1,6 +1,8 @@
 /* Host planning of the tensor-core prefill/append kernel (prefill_plan.h). */
 #include "planner/prefill_plan.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +108,67 @@ static void tokens_key_hull(const attn_mask_prog *mp, uint32_t b, int64_t q0, in
     }
     *lo = l == INT64_MAX ? 0 : l;
     *hi = h;
+}
+
+/* Part k of s of m tile t's tile list: [*b0, *b1), contiguous, the parts
+ * of one m tile tiling its list in order. */
+static void part_range(const mtile *t, uint32_t s, uint32_t k, int32_t *b0, int32_t *b1)
+{
+    const uint64_t n = (uint64_t)(t->end - t->begin);
+    *b0 = t->begin + (int32_t)(n * k / s);
+    *b1 = t->begin + (int32_t)(n * (k + 1) / s);
+}
+
+/* The makespan, in quarter tiles, of the units of m tiles mt[0 .. nm) cut
+ * into nsplit[i] parts each (NULL: uncut), H_kv units a part, under the
+ * least-loaded rule of the queues (attn_prefill_plan_queues) on at most
+ * `sms` CTAs; -1 when it cannot be counted (too many units, no memory). */
+static int64_t split_makespan(const int32_t *tiles, const mtile *mt, uint32_t nm,
+                              const uint32_t *nsplit, uint32_t num_kv_heads, uint32_t sms)
+{
+    uint64_t units = 0;
+    for (uint32_t i = 0; i < nm; i++)
+        units += (uint64_t)(nsplit ? nsplit[i] : 1) * num_kv_heads;
+    if (units == 0 || units > UINT32_MAX)
+        return -1;
+    int64_t *cost = malloc(sizeof *cost * units);
+    if (!cost)
+        return -1;
+    uint64_t u = 0;
+    for (uint32_t i = 0; i < nm; i++) {
+        const uint32_t s = nsplit ? nsplit[i] : 1;
+        for (uint32_t k = 0; k < s; k++) {
+            int32_t b0, b1;
+            part_range(&mt[i], s, k, &b0, &b1);
+            const int64_t c = attn_prefill_unit_cost(tiles, b0, b1);
+            for (uint32_t h = 0; h < num_kv_heads; h++)
+                cost[u++] = c;
+        }
+    }
+    attn_schedule sch;
+    const uint32_t workers = sms < units ? sms : (uint32_t)units;
+    const int rv = attn_schedule_from_costs(cost, (uint32_t)units, ATTN_SCHEDULE_LEAST_LOADED,
+                                            workers, &sch, NULL);
+    free(cost);
+    if (rv != 0)
+        return -1;
+    const int64_t span = sch.max_load;
+    attn_schedule_free(&sch);
+    return span;
+}
+
+/* Whether the load bound's cuts pay for their combine: the launch's
+ * makespan with the cuts plus ATTN_PREFILL_COST_COMBINE below the makespan
+ * without them (both as the queues would run them on `sms` CTAs).  When
+ * either cannot be counted the cuts stay, as before this check. */
+static bool splits_pay(const int32_t *tiles, const mtile *mt, uint32_t nm, const uint32_t *nsplit,
+                       uint32_t num_kv_heads, uint32_t sms)
+{
+    const int64_t with = split_makespan(tiles, mt, nm, nsplit, num_kv_heads, sms);
+    const int64_t without = split_makespan(tiles, mt, nm, NULL, num_kv_heads, sms);
+    if (with < 0 || without < 0)
+        return true;
+    return with + ATTN_PREFILL_COST_COMBINE < without;
 }
 
 static int cmp_items_longest_first(const void *a, const void *b)
@@ -223,7 +286,8 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
      * grid is total / num_sms; an m tile whose unit costs more is cut into
      * ceil(cost / mean) contiguous parts of at least 4 tiles each, so that
      * no unit exceeds the mean by more than a part's rounding and the grid
-     * fills when the plan has fewer units than SMs */
+     * fills when the plan has fewer units than SMs; automatic cuts are
+     * dropped again where they do not pay for their combine (splits_pay) */
     int64_t *mcost = calloc(nm ? nm : 1, sizeof *mcost);
     if (!mcost) {
         rv = ATTN_E_NOMEM;
@@ -242,6 +306,7 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
         goto fail;
     }
     uint64_t num_items = 0;
+    bool cut = false;
     for (uint32_t i = 0; i < nm; i++) {
         uint32_t n = (uint32_t)(mt[i].end - mt[i].begin), s = 1;
         if (in->fixed_splits)
@@ -251,9 +316,16 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
             s = (int64_t)(n / 4) < want ? n / 4 : (uint32_t)want;
         }
         nsplit[i] = s > 1 ? s : 1;
+        cut |= nsplit[i] > 1;
         num_items += nsplit[i];
     }
     free(mcost);
+    if (cut && !in->fixed_splits &&
+        !splits_pay(tv.v, mt, nm, nsplit, in->num_kv_heads, in->num_sms)) {
+        for (uint32_t i = 0; i < nm; i++)
+            nsplit[i] = 1;
+        num_items = nm;
+    }
     out->items = calloc(num_items ? num_items : 1, sizeof *out->items);
     out->merges = calloc(nm ? nm : 1, sizeof *out->merges);
     if (!out->items || !out->merges) {
@@ -263,7 +335,7 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
     }
     uint32_t ni = 0, parts = 0;
     for (uint32_t i = 0; i < nm; i++) {
-        uint32_t n = (uint32_t)(mt[i].end - mt[i].begin), s = nsplit[i];
+        const uint32_t s = nsplit[i];
         if (s <= 1) {
             out->items[ni++] =
                 (attn_prefill_item){mt[i].req, mt[i].row0, mt[i].begin, mt[i].end, -1};
@@ -272,8 +344,8 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
         out->merges[out->num_merges++] =
             (attn_prefill_merge){mt[i].req, mt[i].row0, (int32_t)parts, (int32_t)s};
         for (uint32_t k = 0; k < s; k++) {
-            int32_t b0 = mt[i].begin + (int32_t)((uint64_t)n * k / s);
-            int32_t b1 = mt[i].begin + (int32_t)((uint64_t)n * (k + 1) / s);
+            int32_t b0, b1;
+            part_range(&mt[i], s, k, &b0, &b1);
             out->items[ni++] =
                 (attn_prefill_item){mt[i].req, mt[i].row0, b0, b1, (int32_t)(parts + k)};
         }

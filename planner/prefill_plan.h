@@ -56,6 +56,19 @@ typedef struct attn_prefill_plan_in {
 #define ATTN_PREFILL_COST_PARTIAL 5
 #define ATTN_PREFILL_COST_UNIT 2
 
+/* What cutting a launch's m tiles into parts costs beyond the parts
+ * themselves, in the same quarter tiles: the combine kernel's launch after
+ * the attend kernel and its fold of the parts' states.  The load bound's
+ * cuts are kept only when they shorten the launch's least-loaded makespan
+ * by more than this.  Measured on the H200 (2026-12-03, the prefill rows of
+ * bench_mixed.py's small steps alone, 132 CTAs): S1's 2 prefills of 256
+ * (T 0 and 1024; 128 units, 8 m tiles cut in two) ran 49.9 us cut and 39.6
+ * uncut, S2's append of 128 at T 2048 (32 units of 17 tiles, cut in four)
+ * 37.1 cut and 54.4 uncut; the combine came to ~10-16 us there (with
+ * ~2.12 us a tile, 19-30 quarter tiles), and 24 takes the faster form of
+ * both. */
+#define ATTN_PREFILL_COST_COMBINE 24
+
 /* Cost of tile codes tiles[begin, end) of one unit (the constants above). */
 int64_t attn_prefill_unit_cost(const int32_t *tiles, int32_t begin, int32_t end);
 

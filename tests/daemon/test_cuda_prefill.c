@@ -160,7 +160,7 @@ static void count_causal(int64_t T, int64_t C, uint32_t g, uint32_t tm, uint32_t
 static void test_plan_host_tiles_ledger_diag(void **state)
 {
     (void)state;
-    const int64_t T[2] = {0, 1000}, C[2] = {300, 40};
+    const int64_t T[2] = {0, 4000}, C[2] = {300, 40};
     attn_rb rb;
     make_batch(&rb, 2, T, C, ATTN_MASK_CAUSAL, 128, 9);
     rb.m.policy.state_abi = ATTN_ABI_MLU;
@@ -188,8 +188,10 @@ static void test_plan_host_tiles_ledger_diag(void **state)
     assert_int_equal(attn_cuda_prefill_plan_info_get(&p, &info), 0);
     assert_int_equal(info.total_q, 340);
     assert_true(info.meta_bytes > 0);
-    /* 13 CTAs per K/V head (10 + 3 m tiles) x 2 heads fill fewer than the
-     * 132 SMs: the planner splits and the ledger holds the partial states */
+    /* 12 units per K/V head (10 + 2 m tiles) x 2 heads fill fewer than the
+     * 132 SMs, and the append's two m tiles list 32 key tiles each: the
+     * planner cuts them (the cut pays for its combine) and the ledger holds
+     * the partial states */
     assert_true(info.num_parts > 0);
     assert_int_equal(p.ledger.num_fields, 3);
     const attn_ledger_field *u = attn_ledger_find(&p.ledger, "partial_u");
@@ -479,12 +481,20 @@ static void test_partition_plan_host(void **state)
         assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &pt, &err), 0);
         assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
         if (pt.schedule == ATTN_SCHED_PARTITION) {
+            /* no cap asked: the model's pick among its candidate caps */
+            char grid[32];
             assert_string_equal(ip.streams, "prefill-first");
             assert_non_null(strstr(pt.schedule_why, "forked"));
+            snprintf(grid, sizeof grid, "prefill grid %u CTAs", ip.max_ctas);
+            assert_non_null(strstr(pt.schedule_why, grid));
+            bool candidate = false;
+            for (uint32_t i = 0; i < hk->num_caps; i++)
+                candidate |= ip.max_ctas == hk->caps[i];
+            assert_true(candidate);
         } else {
             assert_string_equal(ip.streams, "serial");
+            assert_int_equal(ip.max_ctas, k_h200.sm_count);
         }
-        assert_int_equal(ip.max_ctas, k_h200.sm_count); /* no cap asked */
         attn_cuda_prefill_plan_host_free(&pt);
         rb.m.policy.schedule = ATTN_SCHED_PARTITION;
     }

@@ -547,10 +547,11 @@ static void test_queues_random(void **state)
         for (uint32_t i = 0; i < p.num_items; i++)
             total += unit_cost(&p, 1, i) * 4;
         const int64_t mean = (total + sms - 1) / sms;
-        for (uint32_t i = 0; i < p.num_items; i++) {
+        for (uint32_t i = 0; i < p.num_items && p.num_merges > 0; i++) {
             const int32_t n = p.items[i].tile_end - p.items[i].tile_begin;
-            /* above the bound only where the 4-tile floor stops the cut:
-             * its parts are 4..7 tiles */
+            /* where the cuts were kept, above the bound only where the
+             * 4-tile floor stops the cut: its parts are 4..7 tiles (a plan
+             * whose cuts do not pay for the combine has none) */
             if (unit_cost(&p, 1, i) >
                 mean + (mean / 4) + 2 * ATTN_PREFILL_COST_PARTIAL + ATTN_PREFILL_COST_UNIT)
                 assert_true(n < 8);
@@ -671,6 +672,44 @@ static void test_queues_vs_snake_on_the_bench_batches(void **state)
     }
 }
 
+/* The load bound's cuts stay only where they pay for the combine
+ * (ATTN_PREFILL_COST_COMBINE): bench_mixed.py's small steps S1 and S2 on
+ * 132 SMs (H_q 32, H_kv 8, d 128, causal).  S1's 128 units, fewer than the
+ * SMs, were cut to fill the machine: 192 units on 132 CTAs, the makespan
+ * barely shorter and a combine launch more (H200: 49.9 us cut against 39.6
+ * uncut).  S2's 32 units of 17 tiles are cut in four (37.1 against 54.4). */
+static void test_splits_pay_for_the_combine(void **state)
+{
+    (void)state;
+    static fixture f;
+    attn_prefill_plan p;
+    int64_t T1[2] = {0, 1024}, C1[2] = {256, 256};
+    fixture_make(&f, 2, T1, C1, ATTN_MASK_CAUSAL, 32, 8, 128, ATTN_PREFILL_FULL);
+    f.in.num_sms = 132;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
+    assert_int_equal(p.num_merges, 0);
+    assert_int_equal(p.num_parts, 0);
+    assert_int_equal(p.num_items, 16);
+    check_against_cells(&f, &p);
+    attn_prefill_plan_free(&p);
+    /* forced splits are not second-guessed */
+    f.in.fixed_splits = 2;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
+    assert_true(p.num_merges > 0);
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&f.prog);
+
+    int64_t T2[1] = {2048}, C2[1] = {128};
+    fixture_make(&f, 1, T2, C2, ATTN_MASK_CAUSAL, 32, 8, 128, ATTN_PREFILL_FULL);
+    f.in.num_sms = 132;
+    assert_int_equal(attn_prefill_plan_build(&f.in, &p, NULL), 0);
+    assert_int_equal(p.num_merges, 4);
+    assert_int_equal(p.num_items, 16);
+    check_merge_order(&p);
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&f.prog);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -679,6 +718,7 @@ int main(void)
         cmocka_unit_test(test_light_refusals),
         cmocka_unit_test(test_every_kind_matches_cells),
         cmocka_unit_test(test_splits),
+        cmocka_unit_test(test_splits_pay_for_the_combine),
         cmocka_unit_test(test_skipped_requests),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_queues_load_bound),
