@@ -25,11 +25,24 @@
  *   the decode kernels beside the capped grid read ~70 GB/s per free SM
  *   (4483 / 64; 51 before the copy warps lost their divisions), and the
  *   time they overlap it costs 22 % more.
- * Over the twelve candidate caps every batch of the three processes ran its
- * pick within 2.1 % of its best measured cap (M1 108 against 104: 1.5 %;
- * M2 74 against 80: 1.1-2.1 %, M2 and M5 have the same prefill rows and
- * decode bytes, M5's best is 74; M3 66 against 62-80: 0-1.6 %; rows in
- * tests/unit/test_mixed_cost.c).
+ * - prefill_fixed_us and combine_us (2026-12-03, the prefill kernel alone
+ *   on the prefill rows of the small steps S1-S4 at five caps, call 1 of
+ *   that day, bench/results/mixed-h200-2026-12-03-r29-small/, pooled with
+ *   the 56 runs of session i's calls 1 and 2 behind tile_us and unit_us):
+ *   with tile_us and unit_us kept, 15 us of the kernel's own per launch
+ *   (its first Q loads and ring fill, last epilogue, the grid's drain) and
+ *   10 us for the combine kernel after a launch that cuts m tiles; the sum
+ *   of absolute relative errors over the 76 runs 8.68 -> 2.63 (the small
+ *   steps' launches had been estimated 15-30 us low, 30-60 %, the long ones
+ *   within a few %).  Then interference refitted with them on session j's
+ *   rows (0.22 -> 0.20; decode_sat_sms and fork_us the same).
+ * Over the twelve candidate caps every batch of session j's three
+ * processes runs its pick within 3.1 % of its best measured cap (M1 108
+ * against 104: 1.5 %; M2 78 against 80: 0.2-0.6 %; M5, the same inputs,
+ * 78 against 74: 2.1-3.1 %; M3 66 against 62-80: 0.1-1.6 %), and the
+ * small steps their fastest strategy or within 10 % (S1's fork at cap 88
+ * 60.9 us against cap 96's 55.7 and unified's 65.2; the constants before
+ * these forked it at cap 78, 77.0 us); rows in tests/unit/test_mixed_cost.c.
  * overlap (round 5, 2026-12-01 18:21 and 18:26 UTC, branch ovl, bench/
  * results/mixed-h200-2026-12-01-r5.json): the light prefill kernel alone
  * on prefill-only S 4096 took 0.639 / 0.646 ms against the full kernel's
@@ -49,10 +62,12 @@ static const attn_mixed_cost_consts k_h200 = {
     .tile_us = 2.12,
     .unit_us = 4.8,
     .launch_us = 4.0,
+    .prefill_fixed_us = 15.0,
+    .combine_us = 10.0,
     .decode_gbps = 4483.1,
     .decode_fixed_us = 8.0,
     .fork_us = 0.0,
-    .interference = 0.22,
+    .interference = 0.20,
     .decode_sat_sms = 64,
     .light_factor = 2.07,
     .overlap_hide = 0.16,
@@ -106,8 +121,8 @@ const attn_mixed_cost_consts *attn_mixed_cost_h200(void)
     return &k_h200;
 }
 
-/* One persistent launch of the prefill kernel: the SMs share the tiles,
- * but no launch ends before its longest work item. */
+/* One persistent launch of the prefill kernel's attend grid: the SMs
+ * share the tiles, but no launch ends before its longest work item. */
 static double prefill_launch_us(uint64_t tiles, uint64_t units, uint64_t longest,
                                 const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k)
 {
@@ -119,7 +134,13 @@ static double prefill_launch_us(uint64_t tiles, uint64_t units, uint64_t longest
     double span = ((double)tiles * per_tile + (double)units * k->unit_us) / sms;
     if ((double)longest * per_tile > span)
         span = (double)longest * per_tile;
-    return k->launch_us + span;
+    return k->launch_us + k->prefill_fixed_us + span;
+}
+
+/* The combine kernel after a launch that cut m tiles. */
+static double combine_us(uint64_t tiles, uint32_t merges, const attn_mixed_cost_consts *k)
+{
+    return tiles > 0 && merges > 0 ? k->combine_us : 0;
 }
 
 /* The decode kernels over the decode rows: bandwidth-bound. */
@@ -149,7 +170,8 @@ static double forked_us(const attn_mixed_cost_in *in, const attn_mixed_cost_cons
     else if (k->decode_sat_sms != 0 && n - c < k->decode_sat_sms)
         rate = (double)(n - c) / (double)k->decode_sat_sms;
     const double beside = dec < rate * pc ? dec : rate * pc;
-    return pc + (dec - beside) + k->interference * beside + k->fork_us;
+    return pc + (dec - beside) + k->interference * beside + k->fork_us +
+           combine_us(in->prefill_tiles, in->prefill_merges, k);
 }
 
 /* Partition's variants; the order it runs by the setting, or the cheapest
@@ -160,7 +182,8 @@ static void partition_variants(const attn_mixed_cost_in *in, const attn_mixed_co
 {
     const double dec = decode_us(in, k);
     out->serial_us =
-        prefill_launch_us(in->prefill_tiles, in->prefill_units, in->prefill_longest, in, k) + dec;
+        prefill_launch_us(in->prefill_tiles, in->prefill_units, in->prefill_longest, in, k) +
+        combine_us(in->prefill_tiles, in->prefill_merges, k) + dec;
     out->concurrent_us = -1;
     const bool both = dec > 0 && in->prefill_tiles > 0;
     const attn_mixed_order asked = in->streams.order;
@@ -225,7 +248,8 @@ static double overlap_estimate(const attn_mixed_cost_in *in, const attn_mixed_co
 {
     const double p =
         prefill_launch_us(in->prefill_tiles, in->prefill_units, in->prefill_longest, in, k);
-    const double light = p > 0 ? k->launch_us + k->light_factor * (p - k->launch_us) : 0;
+    const double fixed = k->launch_us + k->prefill_fixed_us; /* the factor scales the span */
+    const double light = p > 0 ? fixed + k->light_factor * (p - fixed) : 0;
     const double dec = decode_us(in, k);
     if (light == 0 || dec == 0)
         return light + dec;
@@ -237,7 +261,8 @@ void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cos
 {
     memset(out, 0, sizeof *out);
     out->unified_us =
-        prefill_launch_us(in->unified_tiles, in->unified_units, in->unified_longest, in, k);
+        prefill_launch_us(in->unified_tiles, in->unified_units, in->unified_longest, in, k) +
+        combine_us(in->unified_tiles, in->unified_merges, k);
     out->partition_us = out->serial_us = out->concurrent_us = out->overlap_us = -1;
     out->order = ATTN_MIXED_ORDER_SERIAL;
     if (partition_ok)

@@ -72,9 +72,11 @@ typedef struct attn_mixed_cost_in {
     uint64_t unified_tiles;   /* FULL + PARTIAL tiles x H_kv when the prefill kernel serves all */
     uint64_t unified_longest; /* tiles of the longest work item of that plan */
     uint64_t unified_units;   /* its units: work items x H_kv (each one Q load and epilogue) */
+    uint32_t unified_merges;  /* its m tiles cut into parts (a combine launch follows) */
     uint64_t prefill_tiles;   /* the same without the decode rows (partition's prefill launch) */
     uint64_t prefill_longest;
     uint64_t prefill_units;
+    uint32_t prefill_merges;
     uint64_t decode_kv_bytes; /* K and V bytes the decode rows read (visible keys) */
     uint32_t decode_requests; /* 0: nothing for the decode kernels */
     uint32_t num_sms;
@@ -88,21 +90,27 @@ typedef struct attn_mixed_cost_in {
 
 /* Device constants (measured; see attn_mixed_cost_h200 for the date).
  * One launch of the prefill kernel on c SMs takes
- *   P(c) = launch_us + max((tiles x tile_us + units x unit_us) / c,
- *                          longest x tile_us),
+ *   P(c) = launch_us + prefill_fixed_us
+ *          + max((tiles x tile_us + units x unit_us) / c, longest x tile_us),
  * a unit (work item x K/V head) costing unit_us beyond its tiles (its Q
- * load, first and last tile in step, epilogue).
+ * load, first and last tile in step, epilogue), and a launch whose plan
+ * cuts m tiles into parts (merges > 0) combine_us more for the combine
+ * kernel after it.
  * The forked estimate at cap c on N SMs is a fluid model: the capped
  * prefill grid takes P(c); beside it the decode
  * kernels run on the N - c free SMs at r = min(1, (N - c) / decode_sat_sms)
  * of their full rate, so they finish ov = min(D, r x P(c)) of their
  * full-machine time D there and the rest, D - ov, on the whole machine
- * after the prefill grid ends:
- *   forked(c) = P(c) + (D - ov) + interference x ov + fork_us. */
+ * after the prefill grid ends; the combine runs after them (it follows
+ * the decode kernels on the stream):
+ *   forked(c) = P(c) + (D - ov) + interference x ov + fork_us + combine. */
 typedef struct attn_mixed_cost_consts {
     double tile_us;          /* one 128 x 128 x d128 tile on one SM, in the prefill kernel */
     double unit_us;          /* what a unit costs the prefill kernel beyond its tiles */
     double launch_us;        /* fixed cost of one kernel launch on the stream */
+    double prefill_fixed_us; /* the prefill kernel's own fixed time per launch: its first Q
+                                loads and ring fill, its last epilogue, its grid's drain */
+    double combine_us;       /* the combine kernel of a launch whose plan cuts m tiles */
     double decode_gbps;      /* decode kernels' K/V read rate on the whole machine, GB/s */
     double decode_fixed_us;  /* producer + reducer fixed cost */
     double fork_us;          /* event fork + join of the second stream */

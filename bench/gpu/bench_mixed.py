@@ -97,6 +97,7 @@ def load_lib(path):
     lib.attnpf_run.argtypes = [vp, vp, vp, vp, vp, vp, vp]
     lib.attnpf_free.argtypes = [vp]
     lib.attnpf_set_max_ctas.argtypes = [vp, u32]
+    lib.attnpf_info.argtypes = [vp, vp]
     lib.attnmx_probe_run.restype = ctypes.c_int
     lib.attnmx_probe_run.argtypes = [vp, vp, vp, vp, vp, vp, vp, u32, u32]
     return lib
@@ -123,7 +124,9 @@ def prefill_kernel(lib, cs):
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         fn = lambda: lib.attnpf_run(h, ptr(q), ptr(cs["K"]), ptr(cs["V"]), ptr(o), ptr(lse),
                                     stream)
-        out = {}
+        info = (ctypes.c_uint64 * 8)()
+        lib.attnpf_info(h, info)
+        out = dict(items=int(info[0]), merges=int(info[1]))
         for cap in KERNEL_CAPS:
             lib.attnpf_set_max_ctas(h, cap)
             if fn() != 0:
@@ -280,12 +283,13 @@ def run_attnd(lib, cs, sched, engine=0, fork_probe=False):
                 raise RuntimeError(lib.attnmx_run_error(h).decode())
             if i >= 3:
                 ts.append(us.value / 1e3)
-        info = (ctypes.c_uint64 * 4)()
+        info = (ctypes.c_uint64 * 5)()
         lib.attnmx_info(h, info)
         ran = lib.attnmx_schedule(h, why, 512)
         extra = dict(
             ran={v: k for k, v in SCHED.items()}.get(ran, str(ran)), why=why.value.decode(),
             prefill_tiles=int(info[0]), prefill_items=int(info[1]), items=int(info[3]),
+            prefill_merges=int(info[4]),
             spread_ms=[min(ts), max(ts)])
         # the probe, on two streams only: the light kernel's overlap trial (the
         # fused kernel shares each CTA by construction) and a forked partition

@@ -2,8 +2,10 @@
 """The constants of planner/mixed_cost.c (k_h200) from device runs of
 bench_mixed.py (their mixed_bench.json files, pooled), with the model of
 mixed_cost.h re-implemented here:
-  P(c)  = launch_us + max((tiles x tile_us + units x unit_us) / c,
-                          longest x tile_us)        (prefill kernel on c SMs)
+  P(c)  = launch_us + prefill_fixed_us
+          + max((tiles x tile_us + units x unit_us) / c,
+                longest x tile_us)                  (prefill kernel on c SMs)
+          (+ combine_us after it when its plan cuts m tiles: prefill_merges > 0)
   D     = launch_us + decode_fixed_us + decode bytes / decode_gbps
   serial = P(N) + D
   forked(c) = P(c) + (D - ov) + interference x ov + fork_us,
@@ -27,7 +29,9 @@ cap the model would pick among --caps (default: k_h200's) with its
 measured time against the measured best, then the lines to paste into
 k_h200 and the rows for tests/unit/test_mixed_cost.c.
 Usage: python3 bench/gpu/calibrate_mixed.py A.json [B.json ...] [--sms 132] [--caps 62,66,...]
-       [--tile-us 2.12 --unit-us 4.8]
+       [--tile-us 2.12 --unit-us 4.8] [--prefill-fixed-us F --combine-us C]
+(prefill_fixed_us and combine_us are given, not fitted: k_h200's comment
+says where they were measured.)
 """
 import argparse
 import json
@@ -35,6 +39,7 @@ import statistics
 import sys
 
 LAUNCH_US, DECODE_FIXED_US = 4.0, 8.0
+FIXED = dict(prefill_us=0.0, combine_us=0.0)  # --prefill-fixed-us, --combine-us
 H200_CAPS = (62, 66, 70, 74, 78, 80, 88, 96, 100, 104, 108, 112)  # planner/mixed_cost.c k_h200.caps
 NEAR_BEST = 1.15
 
@@ -43,18 +48,22 @@ def p_us(tiles, units, c, k, longest=0):
     if not tiles:
         return 0.0
     span = max((tiles * k["tile_us"] + units * k["unit_us"]) / c, longest * k["tile_us"])
-    return LAUNCH_US + span
+    return LAUNCH_US + FIXED["prefill_us"] + span
+
+
+def comb_us(tiles, merges):
+    return FIXED["combine_us"] if tiles and merges else 0.0
 
 
 def d_us(nbytes, k):
     return LAUNCH_US + DECODE_FIXED_US + nbytes / (k["decode_gbps"] * 1e3) if nbytes else 0.0
 
 
-def forked_us(tiles, units, nbytes, c, k, n):
+def forked_us(tiles, units, nbytes, c, k, n, merges=0):
     pc, d = p_us(tiles, units, c, k), d_us(nbytes, k)
     r = min(1.0, (n - c) / k["sat"]) if k["sat"] else 1.0
     ov = min(d, r * pc)
-    return pc + (d - ov) + k["itf"] * ov + k["fork_us"]
+    return pc + (d - ov) + k["itf"] * ov + k["fork_us"] + comb_us(tiles, merges)
 
 
 def frange(lo, hi, step):
@@ -73,7 +82,10 @@ def main():
                     help="keep this tile_us (and --unit-us) instead of fitting the prefill kernel "
                          "alone: for runs that changed only the decode side (--no-extras)")
     ap.add_argument("--unit-us", type=float, default=0.0)
+    ap.add_argument("--prefill-fixed-us", type=float, default=0.0)
+    ap.add_argument("--combine-us", type=float, default=0.0)
     a = ap.parse_args()
+    FIXED.update(prefill_us=a.prefill_fixed_us, combine_us=a.combine_us)
     n = a.sms
     caps = [int(x) for x in a.caps.split(",") if x]
     rows = []
@@ -130,6 +142,7 @@ def main():
                  if nm.startswith("part_pf_c") and "ms" in e}
         un = at.get("unified", {})
         mixed.append(dict(batch=r["batch"], src=r["src"], tiles=pt["prefill_tiles"],
+                          merges=pt.get("prefill_merges", 0),
                           units=pt["prefill_items"] * r["hkv"], nbytes=r["decode_kv_bytes"],
                           decodes=r["decodes"], partition=pt["ms"], forks=forks,
                           unified=un.get("ms"), utiles=un.get("prefill_tiles"),
@@ -141,7 +154,8 @@ def main():
         for itf in frange(-0.6, 0.6, 0.02):
             for fork in range(0, 152, 2):
                 kk = dict(k, sat=sat, itf=itf, fork_us=float(fork))
-                e = sum(abs(forked_us(m["tiles"], m["units"], m["nbytes"], c, kk, n) / 1e3 / t - 1)
+                e = sum(abs(forked_us(m["tiles"], m["units"], m["nbytes"], c, kk, n, m["merges"]) /
+                            1e3 / t - 1)
                         for m, c, t in fit)
                 if best is None or e < best[0]:
                     best = (e, kk)
@@ -154,8 +168,9 @@ def main():
               k["sat"], k["itf"], k["fork_us"], best[0], len(fit), NEAR_BEST))
     worst = 1.0
     for m in mixed:
-        s_est = p_us(m["tiles"], m["units"], n, k) + d_us(m["nbytes"], k)
-        est = {c: forked_us(m["tiles"], m["units"], m["nbytes"], c, k, n)
+        s_est = (p_us(m["tiles"], m["units"], n, k) + comb_us(m["tiles"], m["merges"]) +
+                 d_us(m["nbytes"], k))
+        est = {c: forked_us(m["tiles"], m["units"], m["nbytes"], c, k, n, m["merges"])
                for c in caps if c in m["forks"]}
         if not est:
             continue

@@ -167,15 +167,17 @@ const char *attnmx_run_error(const attnmx *h)
 
 /* What the plan holds, for the cost model's calibration: out[0] executed
  * prefill-kernel tiles x H_kv, out[1] its work items, out[2] the schedule,
- * out[3] producer items of the whole plan (decode sub-plan included). */
+ * out[3] producer items of the whole plan (decode sub-plan included),
+ * out[4] the prefill launch's merges (m tiles cut into parts). */
 void attnmx_info(const attnmx *h, uint64_t *out)
 {
     const attn_prefill_ledger *lg = &h->plan->tiles.ledger;
     attn_cuda_prefill_plan_info pi;
-    memset(out, 0, sizeof(uint64_t) * 4);
+    memset(out, 0, sizeof(uint64_t) * 5);
     if (attn_cuda_prefill_plan_info_get(h->plan, &pi) == 0) {
         out[0] = lg->full_tiles + lg->partial_tiles;
         out[1] = pi.num_items;
+        out[4] = pi.num_merges;
     }
     out[2] = (uint64_t)h->plan->schedule;
     out[3] = h->plan->split.num_items;

@@ -291,10 +291,12 @@ static const measured_batch k_r26[] = {
 };
 // clang-format on
 
-/* k_h200 reproduces k_r26 within 2.5 %: M2 and M5 have the same prefill
+/* k_h200 reproduces k_r26 within 3.5 %: M2 and M5 have the same prefill
  * rows and decode bytes (the model's inputs but the decode requests), M5
- * ran best at cap 74 and M2 at 78-80, and the model picks 74 for both
- * (M2 1.1-2.1 % over its best); M1 picks 108 (1.5 % over 104). */
+ * ran best at cap 74 and M2 at 78-80, and the model picks 78 for both (M5
+ * 2.1-3.1 % over its best, M2 0.2-0.6 %); M1 picks 108 (1.5 % over 104).
+ * (Before the prefill kernel's fixed time and the combine term of
+ * 2026-12-03 it picked 74 for both: M2 1.1-2.1 % over its best.) */
 static void test_h200_calibration_reproduces_the_run(void **state)
 {
     (void)state;
@@ -303,7 +305,7 @@ static void test_h200_calibration_reproduces_the_run(void **state)
     for (int j = 0; j < MAX_MEASURED_CAPS; j++)
         assert_int_equal(k->caps[j], k_r26_caps[j]);
     reproduces_the_runs(k_r26, sizeof k_r26 / sizeof k_r26[0], k_r26_caps, MAX_MEASURED_CAPS, k,
-                        1.025);
+                        1.035);
     /* k_r23's constants (51 GB/s per free SM beside the grid) fork M5 at
      * cap 66 now: 1.12x its best */
     attn_mixed_cost_consts old = k_r23_consts;
@@ -320,6 +322,148 @@ static void test_h200_calibration_reproduces_the_run(void **state)
     printf("  M5 with k_r23's constants picks cap %u: %.4f ms (%.3f)\n", c.prefill_ctas, ran,
            ran / best);
     assert_true(ran > best * 1.05);
+}
+
+/* The small steps of bench_mixed.py (S1: 2 prefills of 256 at T 0 and 1024
+ * + 16 decodes at 1024; S2: an append of 128 at T 2048 + 64 decodes at
+ * 2048; S3: 4 prefills of 512 + 32 decodes at 4096; S4: a prefill of 1024
+ * + 8 decodes at 512), measured on the H200 on 2026-12-03
+ * (bench/results/mixed-h200-2026-12-03-r29-small/: S1 in call 2, after the
+ * prefill planner stopped cutting S1's prefill rows; S2-S4 in call 1, whose
+ * plans that change left as they were), us: unified, partition serial, and
+ * forked at each cap (0: not measured).  The counts are the plans' (tiles
+ * and units x H_kv; longest: the longest work item's tiles; merges: m tiles
+ * the prefill launch cuts). */
+typedef struct small_step {
+    const char *batch;
+    uint64_t unified_tiles, unified_units, unified_longest;
+    uint64_t prefill_tiles, prefill_units, prefill_longest;
+    uint32_t prefill_merges;
+    uint64_t decode_mb_x10;
+    uint32_t decodes;
+    double unified_us, serial_us, fork_us[MAX_MEASURED_CAPS];
+} small_step;
+// clang-format off
+static const small_step k_small[] = {
+    {"S1", 1856, 256, 10, 704, 128, 10, 0, 672, 16, 65.2, 69.2,
+     {77.1, 75.5, 70.4, 73.5, 77.0, 64.6, 60.9, 55.7, 58.6, 60.8, 57.1, 57.0}},
+    {"S2", 9248, 544, 17, 544, 128, 5, 4, 5371, 64, 223.6, 177.0,
+     {0, 170.0, 0, 0, 0, 167.3, 0, 167.7, 0, 0, 0, 171.9}},
+    {"S3", 9728, 768, 33, 1280, 512, 4, 0, 5370, 32, 241.0, 212.9,
+     {0, 177.2, 0, 0, 0, 196.7, 0, 197.5, 0, 0, 0, 205.3}},
+    {"S4", 1472, 320, 8, 1152, 256, 8, 0, 168, 8, 60.5, 68.6,
+     {0, 92.6, 0, 0, 0, 88.2, 0, 75.2, 0, 0, 0, 69.9}},
+};
+// clang-format on
+
+/* The measured time of the variant an estimate picked (< 0: that variant
+ * was not measured) and the step's best measured time. */
+static double small_step_ran(const small_step *r, const attn_mixed_cost *c, double *best)
+{
+    *best = r->unified_us < r->serial_us ? r->unified_us : r->serial_us;
+    double ran = -1;
+    for (int j = 0; j < MAX_MEASURED_CAPS; j++) {
+        if (r->fork_us[j] > 0 && r->fork_us[j] < *best)
+            *best = r->fork_us[j];
+        if (c->pick == ATTN_SCHED_PARTITION && c->order != ATTN_MIXED_ORDER_SERIAL &&
+            c->prefill_ctas == k_r26_caps[j])
+            ran = r->fork_us[j] > 0 ? r->fork_us[j] : -1;
+    }
+    if (c->pick == ATTN_SCHED_UNIFIED)
+        ran = r->unified_us;
+    else if (c->order == ATTN_MIXED_ORDER_SERIAL)
+        ran = r->serial_us;
+    return ran;
+}
+
+static attn_mixed_cost small_step_estimate(const small_step *r, const attn_mixed_cost_consts *k)
+{
+    attn_mixed_cost_in in = {.unified_tiles = r->unified_tiles,
+                             .unified_units = r->unified_units,
+                             .unified_longest = r->unified_longest,
+                             .prefill_tiles = r->prefill_tiles,
+                             .prefill_units = r->prefill_units,
+                             .prefill_longest = r->prefill_longest,
+                             .prefill_merges = r->prefill_merges,
+                             .decode_kv_bytes = r->decode_mb_x10 * 100000,
+                             .decode_requests = r->decodes,
+                             .num_sms = 132,
+                             .head_dim = 128,
+                             .tile_n = 128};
+    attn_mixed_cost c;
+    attn_mixed_cost_estimate(&in, k, 1, &c);
+    return c;
+}
+
+/* k_h200 on the small steps: S4 stays unified, S2 and S3 fork at a cap
+ * within 2 % of their best, and S1 forks faster than unified, within 10 %
+ * of its best cap (cap 88: 60.9 us against cap 96's 55.7).  Without the
+ * prefill kernel's fixed time and the combine (the constants before
+ * 2026-12-03) S1 forked at cap 78: 77.0 us, 1.38x its best and slower than
+ * unified; the fluid model that prices the decode rows beside a capped grid
+ * cannot tell these small caps apart, which is what is left of the 10 %. */
+static void test_small_steps(void **state)
+{
+    (void)state;
+    const attn_mixed_cost_consts *k = attn_mixed_cost_h200();
+    for (size_t i = 0; i < sizeof k_small / sizeof k_small[0]; i++) {
+        const small_step *r = &k_small[i];
+        const attn_mixed_cost c = small_step_estimate(r, k);
+        double best;
+        const double ran = small_step_ran(r, &c, &best);
+        printf("  %s picks %s %s cap %u: %.1f us, best %.1f (%.3f); unified est %.0f / %.1f\n",
+               r->batch, c.pick == ATTN_SCHED_UNIFIED ? "unified" : "partition",
+               attn_mixed_order_name(c.order), c.prefill_ctas, ran, best, ran / best, c.unified_us,
+               r->unified_us);
+        assert_true(ran > 0);
+        if (r->batch[1] == '4')
+            assert_int_equal(c.pick, ATTN_SCHED_UNIFIED);
+        else if (r->batch[1] == '1')
+            assert_true(ran <= 1.10 * best && ran < r->unified_us);
+        else
+            assert_true(ran <= 1.02 * best);
+    }
+    attn_mixed_cost_consts old = *k;
+    old.prefill_fixed_us = 0;
+    old.combine_us = 0;
+    old.interference = 0.22;
+    const attn_mixed_cost c = small_step_estimate(&k_small[0], &old);
+    double best;
+    const double ran = small_step_ran(&k_small[0], &c, &best);
+    printf("  S1 with the constants before: cap %u, %.1f us (%.3f)\n", c.prefill_ctas, ran,
+           ran / best);
+    assert_true(ran > 1.3 * best);
+}
+
+/* A launch whose plan cuts m tiles pays the combine after it: unified,
+ * partition serial and forked each gain combine_us when their prefill
+ * launch has merges, nothing without; prefill_fixed_us adds to every
+ * prefill launch. */
+static void test_combine_and_fixed_terms(void **state)
+{
+    (void)state;
+    attn_mixed_cost_consts k = k_unit;
+    k.num_caps = 1;
+    k.caps[0] = 66;
+    k.decode_sat_sms = 66;
+    attn_mixed_cost_in in = base_in();
+    attn_mixed_cost a, b, f;
+    attn_mixed_cost_estimate(&in, &k, 1, &a);
+    in.unified_merges = 3;
+    in.prefill_merges = 2;
+    k.combine_us = 7;
+    attn_mixed_cost_estimate(&in, &k, 1, &b);
+    assert_true(b.unified_us == a.unified_us + 7);
+    assert_true(b.serial_us == a.serial_us + 7);
+    assert_true(b.fork_est_us[0] == a.fork_est_us[0] + 7);
+    in.unified_merges = in.prefill_merges = 0;
+    k.combine_us = 0;
+    k.prefill_fixed_us = 11;
+    attn_mixed_cost_estimate(&in, &k, 1, &f);
+    assert_true(f.unified_us == a.unified_us + 11);
+    assert_true(f.serial_us == a.serial_us + 11);
+    /* the decode kernels beside the longer grid overlap more of their time */
+    assert_true(f.fork_est_us[0] > a.fork_est_us[0] && f.fork_est_us[0] <= a.fork_est_us[0] + 11);
 }
 
 /* overlap's candidate, fitted on round 5 (branch ovl, 2026-12-01, call 4
@@ -601,6 +745,8 @@ int main(void)
         cmocka_unit_test(test_overlap_candidate_reproduces_r5),
         cmocka_unit_test(test_r23_calibration_reproduces_the_run),
         cmocka_unit_test(test_h200_calibration_reproduces_the_run),
+        cmocka_unit_test(test_small_steps),
+        cmocka_unit_test(test_combine_and_fixed_terms),
         cmocka_unit_test(test_the_cap_is_learned),
         cmocka_unit_test(test_streams_setting_parse),
         cmocka_unit_test(test_concurrent_estimate),
