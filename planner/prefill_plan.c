@@ -122,9 +122,11 @@ static void part_range(const mtile *t, uint32_t s, uint32_t k, int32_t *b0, int3
 /* The makespan, in quarter tiles, of the units of m tiles mt[0 .. nm) cut
  * into nsplit[i] parts each (NULL: uncut), H_kv units a part, under the
  * least-loaded rule of the queues (attn_prefill_plan_queues) on at most
- * `sms` CTAs; -1 when it cannot be counted (too many units, no memory). */
-static int64_t split_makespan(const int32_t *tiles, const mtile *mt, uint32_t nm,
-                              const uint32_t *nsplit, uint32_t num_kv_heads, uint32_t sms)
+ * `sms` CTAs; mcost[i]: m tile i's uncut cost, already counted by the
+ * caller.  -1 when it cannot be counted (too many units, no memory). */
+static int64_t split_makespan(const int32_t *tiles, const mtile *mt, const int64_t *mcost,
+                              uint32_t nm, const uint32_t *nsplit, uint32_t num_kv_heads,
+                              uint32_t sms)
 {
     uint64_t units = 0;
     for (uint32_t i = 0; i < nm; i++)
@@ -140,7 +142,7 @@ static int64_t split_makespan(const int32_t *tiles, const mtile *mt, uint32_t nm
         for (uint32_t k = 0; k < s; k++) {
             int32_t b0, b1;
             part_range(&mt[i], s, k, &b0, &b1);
-            const int64_t c = attn_prefill_unit_cost(tiles, b0, b1);
+            const int64_t c = s == 1 ? mcost[i] : attn_prefill_unit_cost(tiles, b0, b1);
             for (uint32_t h = 0; h < num_kv_heads; h++)
                 cost[u++] = c;
         }
@@ -161,11 +163,11 @@ static int64_t split_makespan(const int32_t *tiles, const mtile *mt, uint32_t nm
  * makespan with the cuts plus ATTN_PREFILL_COST_COMBINE below the makespan
  * without them (both as the queues would run them on `sms` CTAs).  When
  * either cannot be counted the cuts stay, as before this check. */
-static bool splits_pay(const int32_t *tiles, const mtile *mt, uint32_t nm, const uint32_t *nsplit,
-                       uint32_t num_kv_heads, uint32_t sms)
+static bool splits_pay(const int32_t *tiles, const mtile *mt, const int64_t *mcost, uint32_t nm,
+                       const uint32_t *nsplit, uint32_t num_kv_heads, uint32_t sms)
 {
-    const int64_t with = split_makespan(tiles, mt, nm, nsplit, num_kv_heads, sms);
-    const int64_t without = split_makespan(tiles, mt, nm, NULL, num_kv_heads, sms);
+    const int64_t with = split_makespan(tiles, mt, mcost, nm, nsplit, num_kv_heads, sms);
+    const int64_t without = split_makespan(tiles, mt, mcost, nm, NULL, num_kv_heads, sms);
     if (with < 0 || without < 0)
         return true;
     return with + ATTN_PREFILL_COST_COMBINE < without;
@@ -319,13 +321,13 @@ int attn_prefill_plan_build(const attn_prefill_plan_in *in, attn_prefill_plan *o
         cut |= nsplit[i] > 1;
         num_items += nsplit[i];
     }
-    free(mcost);
     if (cut && !in->fixed_splits &&
-        !splits_pay(tv.v, mt, nm, nsplit, in->num_kv_heads, in->num_sms)) {
+        !splits_pay(tv.v, mt, mcost, nm, nsplit, in->num_kv_heads, in->num_sms)) {
         for (uint32_t i = 0; i < nm; i++)
             nsplit[i] = 1;
         num_items = nm;
     }
+    free(mcost);
     out->items = calloc(num_items ? num_items : 1, sizeof *out->items);
     out->merges = calloc(nm ? nm : 1, sizeof *out->merges);
     if (!out->items || !out->merges) {

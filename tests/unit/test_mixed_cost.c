@@ -378,18 +378,11 @@ static double small_step_ran(const small_step *r, const attn_mixed_cost *c, doub
 
 static attn_mixed_cost small_step_estimate(const small_step *r, const attn_mixed_cost_consts *k)
 {
-    attn_mixed_cost_in in = {.unified_tiles = r->unified_tiles,
-                             .unified_units = r->unified_units,
-                             .unified_longest = r->unified_longest,
-                             .prefill_tiles = r->prefill_tiles,
-                             .prefill_units = r->prefill_units,
-                             .prefill_longest = r->prefill_longest,
-                             .prefill_merges = r->prefill_merges,
-                             .decode_kv_bytes = r->decode_mb_x10 * 100000,
-                             .decode_requests = r->decodes,
-                             .num_sms = 132,
-                             .head_dim = 128,
-                             .tile_n = 128};
+    attn_mixed_cost_in in = run_in(r->unified_tiles, r->unified_units, r->prefill_tiles,
+                                   r->prefill_units, r->decode_mb_x10, r->decodes);
+    in.unified_longest = r->unified_longest;
+    in.prefill_longest = r->prefill_longest;
+    in.prefill_merges = r->prefill_merges;
     attn_mixed_cost c;
     attn_mixed_cost_estimate(&in, k, 1, &c);
     return c;
