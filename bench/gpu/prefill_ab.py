@@ -6,11 +6,14 @@ libattn_cuda_bench.so, possibly from another commit) and a load tier:
 "tma" lets the launcher take the TMA tier where the store admits it,
 "gather" sets attn_cuda_prefill_params.gather_only (every K/V row by the
 cp.async gather; a library without attnpf_set_gather_only has only the
-gather).  The shapes are bench_prefill.py's (bf16, H_q 32, H_kv 8, page 16,
-NHD, CSR, shuffled pages) plus causal_S4096 (the prefill half of M2/M5).
-Times: median of 15 CUDA-event-timed launches after 3 warm-ups, the
-persistent grid; TFLOP/s = 4 * visible cells * H_q * d / time.  Every
-variant's O is compared with the first variant's (rel L2) and checked for NaN.
+gather), "tma-vchunk" / "tma-vpage" force V's TMA boxes per 64-column chunk
+/ per whole page (attn_cuda_prefill_params.v_page_boxes).  The shapes are
+bench_prefill.py's (bf16, H_q 32, H_kv 8, page 16 or --page, NHD, CSR,
+shuffled pages) plus causal_S4096 (the prefill half of M2/M5).
+Times: median of 15 CUDA-event-timed launches per variant after 3 warm-ups,
+the variants' launches interleaved (time_interleaved), the persistent grid;
+TFLOP/s = 4 * visible cells * H_q * d / time.  Every variant's O is
+compared with the first variant's (rel L2) and checked for NaN.
 
 Usage (device):
   python3 bench/gpu/prefill_ab.py --var base=lib_base.so:gather --var new=lib.so:tma \
@@ -24,6 +27,7 @@ import argparse
 import ctypes
 import json
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -61,6 +65,8 @@ def load(path):
                                             ctypes.POINTER(ctypes.c_int)]
     if has:
         lib.attnpf_set_gather_only.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    if hasattr(lib, "attnpf_set_v_page_boxes"):
+        lib.attnpf_set_v_page_boxes.argtypes = [ctypes.c_void_p, ctypes.c_int32]
     return lib, has
 
 
@@ -110,17 +116,47 @@ def fi_wrapper(fi, shape, cs, backend):
     return w
 
 
+# prefill_ab's tiers beside "tma" and "gather": V's TMA boxes forced one way
+# (attnpf_set_v_page_boxes; "tma" leaves the launcher's rule)
+VPAGE = {"tma-vchunk": -1, "tma-vpage": 1}
+
+
+def time_interleaved(timed, reps, warm=3):
+    """Median ms of each (name, fn), the calls interleaved: every round runs
+    each fn once, in forward then reverse order, so a drift of the clocks
+    over the run (the H200 slowed 5-10 % over ten seconds of back-to-back
+    prefill launches, 2026-12-03) falls on every variant alike."""
+    for _ in range(warm):
+        for _, fn in timed:
+            fn()
+    torch.cuda.synchronize()
+    ts = {name: [] for name, _ in timed}
+    for r in range(reps):
+        for name, fn in (timed if r % 2 == 0 else timed[::-1]):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            fn()
+            e1.record()
+            e1.synchronize()
+            ts[name].append(e0.elapsed_time(e1))
+    return {name: statistics.median(v) for name, v in ts.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--var", action="append", required=True, help="name=lib.so:tma|gather")
+    ap.add_argument("--var", action="append", required=True,
+                    help="name=lib.so:tma|gather|tma-vchunk|tma-vpage")
     ap.add_argument("--only", default="causal_S8192,causal_S4096")
     ap.add_argument("--out", default="")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--page", type=int, default=bp.P,
+                    help="page size of the K/V pool (bench_prefill.py's P, 16, by default)")
     ap.add_argument("--fi", default="",
                     help="FlashInfer backends to run too, e.g. fa2,fa3 (same data; fa3 JIT-compiles "
                          "unless its module is cached)")
     a = ap.parse_args()
+    bp.P = a.page
     libs, variants = {}, []
     for v in a.var:
         name, rest = v.split("=", 1)
@@ -139,59 +175,68 @@ def main():
         flops = 4.0 * bp.visible_cells(shape) * cs["hq"] * cs["d"]
         row = dict(shape=shape["name"], variants={})
         ref = None
-        for name, path, tier in variants:
-            lib, has = libs[path]
-            h, ptr = create(lib, shape, cs)
-            try:
-                if has:
-                    lib.attnpf_set_gather_only(h, 1 if tier == "gather" else 0)
-                elif tier != "gather":
-                    row["variants"][name] = dict(error="library has only the gather")
-                    continue
-                o = torch.full_like(cs["q"], float("nan"))
-                lse = torch.full((cs["B"] * cs["C"], cs["hq"]), float("nan"),
-                                 dtype=torch.float32, device="cuda")
-                stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-                fn = lambda: lib.attnpf_run(h, ptr(cs["q"]), ptr(cs["k"]), ptr(cs["v"]), ptr(o),
-                                            ptr(lse), stream)
-                if fn() != 0:
-                    raise RuntimeError("attnpf_run failed")
-                torch.cuda.synchronize()
-                e = dict(nan=bool(torch.isnan(o).any().item() or torch.isnan(lse).any().item()))
-                if not a.profile:
-                    ms = bp.time_fn(fn, reps=a.reps)
-                    e.update(ms=ms, tflops=flops / ms / 1e9)
-                if ref is None:
-                    ref = o.clone()
-                else:
-                    e["rel_l2_vs_first"] = bp.rel_l2(o, ref)
-                row["variants"][name] = e
-            except Exception as ex:
-                row["variants"][name] = dict(error=repr(ex)[:300])
-            finally:
+        timed, handles = [], []  # (name, fn) run once and checked; timed together below
+        try:
+            for name, path, tier in variants:
+                lib, has = libs[path]
+                h, ptr = create(lib, shape, cs)
+                handles.append((lib, h))
+                try:
+                    if has:
+                        lib.attnpf_set_gather_only(h, 1 if tier == "gather" else 0)
+                    elif tier != "gather":
+                        row["variants"][name] = dict(error="library has only the gather")
+                        continue
+                    if tier in VPAGE:
+                        if not hasattr(lib, "attnpf_set_v_page_boxes"):
+                            row["variants"][name] = dict(error="library has no V page boxes knob")
+                            continue
+                        lib.attnpf_set_v_page_boxes(h, VPAGE[tier])
+                    o = torch.full_like(cs["q"], float("nan"))
+                    lse = torch.full((cs["B"] * cs["C"], cs["hq"]), float("nan"),
+                                     dtype=torch.float32, device="cuda")
+                    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+                    fn = (lambda lib=lib, h=h, o=o, lse=lse, stream=stream:
+                          lib.attnpf_run(h, ptr(cs["q"]), ptr(cs["k"]), ptr(cs["v"]), ptr(o),
+                                         ptr(lse), stream))
+                    if fn() != 0:
+                        raise RuntimeError("attnpf_run failed")
+                    torch.cuda.synchronize()
+                    e = dict(nan=bool(torch.isnan(o).any().item() or torch.isnan(lse).any().item()))
+                    if ref is None:
+                        ref = o.clone()
+                    else:
+                        e["rel_l2_vs_first"] = bp.rel_l2(o, ref)
+                    row["variants"][name] = e
+                    timed.append((name, fn))
+                except Exception as ex:
+                    row["variants"][name] = dict(error=repr(ex)[:300])
+            for be in [b for b in a.fi.split(",") if b]:
+                if shape.get("hq", 32) != 32 or ("fm" in shape and be == "fa3"):
+                    continue  # FA3 takes no custom mask
+                try:
+                    import flashinfer
+                    w = fi_wrapper(flashinfer, shape, cs, be)
+                    fn = lambda w=w: w.run(cs["q"], (cs["k"], cs["v"]))
+                    o = fn()
+                    torch.cuda.synchronize()
+                    e = {}
+                    if ref is not None:
+                        e["rel_l2_vs_first"] = bp.rel_l2(o, ref)
+                    row["variants"]["fi_" + be] = e
+                    timed.append(("fi_" + be, fn))
+                except Exception as ex:
+                    row["variants"]["fi_" + be] = dict(error=repr(ex)[:300])
+            if not a.profile and timed:
+                for name, ms in time_interleaved(timed, a.reps).items():
+                    row["variants"][name].update(ms=ms, tflops=flops / ms / 1e9)
+        finally:
+            for lib, h in handles:
                 lib.attnpf_free(h)
-        for be in [b for b in a.fi.split(",") if b]:
-            if shape.get("hq", 32) != 32 or ("fm" in shape and be == "fa3"):
-                continue  # FA3 takes no custom mask
-            try:
-                import flashinfer
-                w = fi_wrapper(flashinfer, shape, cs, be)
-                fn = lambda: w.run(cs["q"], (cs["k"], cs["v"]))
-                o = fn()
-                torch.cuda.synchronize()
-                e = {}
-                if not a.profile:
-                    ms = bp.time_fn(fn, reps=a.reps)
-                    e = dict(ms=ms, tflops=flops / ms / 1e9)
-                if ref is not None:
-                    e["rel_l2_vs_first"] = bp.rel_l2(o, ref)
-                row["variants"]["fi_" + be] = e
-            except Exception as ex:
-                row["variants"]["fi_" + be] = dict(error=repr(ex)[:300])
         rows.append(row)
         print(shape["name"], json.dumps(row["variants"]), flush=True)
     if a.out:
-        json.dump(dict(device=torch.cuda.get_device_name(0), variants=a.var, rows=rows),
+        json.dump(dict(device=torch.cuda.get_device_name(0), variants=a.var, page=bp.P, rows=rows),
                   open(os.path.join(a.out, "prefill_ab.json"), "w"), indent=1)
     if not a.profile:
         names = [v[0] for v in variants] + ["fi_" + b for b in a.fi.split(",") if b]

@@ -16,21 +16,32 @@
 #include "kernels/cuda/prefill_launch.h"
 #include "planner/prefill_plan.h"
 
+/* A handle's device buffers: the table's three arrays, the mask arena, the
+ * plan's four arrays and, for a split plan, three partial-state arrays. */
+#define ATTNPF_MAX_DEV 11
+
 typedef struct attnpf {
     attn_cuda_prefill_params p;
     attn_prefill_plan plan;
-    void *dev[10];
+    void *dev[ATTNPF_MAX_DEV];
     int ndev;
+    int failed; /* an allocation or upload failed: create answers ATTN_E_CUDA */
 } attnpf;
 
+/* A device copy of n bytes of src (NULL: uninitialized), recorded for
+ * attnpf_free.  The table has room for every buffer create makes (a split
+ * plan's eleventh once overwrote ndev: bench_mixed.py died with SIGSEGV
+ * after the small step S1, 2026-12-03; tests/unit/test_prefill_glue.c). */
 static void *up(attnpf *h, const void *src, size_t n)
 {
     void *d = NULL;
-    if (cudaMalloc(&d, n ? n : 4) != cudaSuccess)
+    if (h->ndev == ATTNPF_MAX_DEV || cudaMalloc(&d, n ? n : 4) != cudaSuccess) {
+        h->failed = 1;
         return NULL;
+    }
     h->dev[h->ndev++] = d;
-    if (src && n)
-        cudaMemcpy(d, src, n, cudaMemcpyHostToDevice);
+    if (src && n && cudaMemcpy(d, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
+        h->failed = 1;
     return d;
 }
 
@@ -136,12 +147,11 @@ static attnpf *create_with_mask(uint32_t B, const int64_t *T, const int64_t *C,
     p->abi = ATTN_ABI_LSE_O;
     p->sm_scale = 1.0f / sqrtf((float)d);
     p->max_ctas = (uint32_t)sms; /* persistent by default; attnpf_set_max_ctas changes it */
-    for (int i = 0; i < h->ndev; i++)
-        if (!h->dev[i]) {
-            attnpf_free(h);
-            *rv = ATTN_E_CUDA;
-            return NULL;
-        }
+    if (h->failed) {
+        attnpf_free(h);
+        *rv = ATTN_E_CUDA;
+        return NULL;
+    }
     *rv = 0;
     return h;
 }
@@ -207,6 +217,13 @@ void attnpf_set_max_ctas(attnpf *h, uint32_t n)
 void attnpf_set_gather_only(attnpf *h, uint32_t on)
 {
     h->p.gather_only = on;
+}
+
+/* V's TMA boxes for A/B runs (attn_cuda_prefill_params.v_page_boxes): 0
+ * the rule, 1 whole pages wherever admitted, -1 one box per 64-column chunk. */
+void attnpf_set_v_page_boxes(attnpf *h, int32_t mode)
+{
+    h->p.v_page_boxes = mode;
 }
 
 /* Launch on the given device buffers and stream; returns 0 or an attn_err. */

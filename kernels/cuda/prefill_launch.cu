@@ -37,6 +37,15 @@ extern "C" int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p)
            a.num_pages <= INT32_MAX;
 }
 
+extern "C" int attn_cuda_prefill_v_page_boxes(const attn_cuda_prefill_params *p)
+{
+    const int64_t P = p->kv.page_size;
+    if (p->v_page_boxes < 0 || p->variant != ATTN_PREFILL_FULL || !attn_cuda_prefill_tma_tier(p) ||
+        p->head_dim < 128 || P < 16)
+        return 0;
+    return p->v_page_boxes > 0 || P <= ATTN_PREFILL_V_PAGE_BOX_ROWS;
+}
+
 extern "C" int attn_cuda_prefill_launch(const attn_cuda_prefill_params *p, void *stream)
 {
     if (!attn_cuda_prefill_supported(p->head_dim, p->kv_dtype, p->q_dtype))

@@ -1,4 +1,5 @@
-/* The prefill kernel's load-tier gate (attn_cuda_prefill_tma_tier), on any
+/* The prefill kernel's load-tier gate (attn_cuda_prefill_tma_tier) and V's
+ * box rule (attn_cuda_prefill_v_page_boxes), on any
  * machine: which K/V stores take the TMA tier and which the cp.async gather
  * (host logic only, no GPU; skipped in a CUDA=0 build). */
 #include <setjmp.h>
@@ -88,11 +89,48 @@ static void test_everything_else_gathers(void **state)
 #endif
 }
 
+/* V's whole-page boxes (attn_cuda_prefill_v_page_boxes): only on the TMA
+ * tier, at d >= 128, pages of >= 16 rows; the rule stops at
+ * ATTN_PREFILL_V_PAGE_BOX_ROWS, v_page_boxes 1 lifts that bound and -1
+ * turns them off. */
+static void test_v_page_boxes(void **state)
+{
+    (void)state;
+#ifndef ATTN_WITH_CUDA
+    skip();
+#else
+    static const struct {
+        int64_t P;
+        uint32_t d;
+        int rule, forced;
+    } k_cases[] = {
+        {8, 128, 0, 0},  {16, 128, 16 <= ATTN_PREFILL_V_PAGE_BOX_ROWS, 1},
+        {16, 64, 0, 0},  {32, 128, 32 <= ATTN_PREFILL_V_PAGE_BOX_ROWS, 1},
+        {16, 256, 1, 1}, {64, 256, 64 <= ATTN_PREFILL_V_PAGE_BOX_ROWS, 1},
+        {1, 128, 0, 0},  {128, 256, 0, 0}, /* no TMA tier: page 1, page > key tile */
+    };
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        attn_cuda_prefill_params p = paged(ATTN_KV_ADDR_PAGED_CSR, k_cases[i].P, k_cases[i].d);
+        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), k_cases[i].rule);
+        p.kv.layout = ATTN_HND;
+        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), k_cases[i].rule);
+        p.v_page_boxes = 1;
+        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), k_cases[i].forced);
+        p.v_page_boxes = -1;
+        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), 0);
+        p.v_page_boxes = 1;
+        p.gather_only = 1; /* the gather has no boxes */
+        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), 0);
+    }
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_page_sizes),
         cmocka_unit_test(test_everything_else_gathers),
+        cmocka_unit_test(test_v_page_boxes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -344,6 +344,8 @@ static void run_case(const pf_case *pc, uint64_t seed)
     /* a quarter of the runs load every K/V row by the cp.async gather, the
      * rest let the launcher take the TMA tier where the store admits it */
     p.gather_only = attn_rb_range(&s, 0, 3) == 0;
+    /* V's TMA boxes: the rule, whole pages wherever admitted, or per chunk */
+    p.v_page_boxes = (int32_t)attn_rb_range(&s, 0, 2) - 1;
     rv = attn_cuda_prefill_launch(&p, NULL);
     assert_int_equal(rv, 0);
     CK(cudaDeviceSynchronize());
@@ -440,8 +442,11 @@ static void run_case(const pf_case *pc, uint64_t seed)
            plan.num_items, plan.num_merges, (unsigned long long)lg->skip_tiles,
            (unsigned long long)lg->full_tiles, (unsigned long long)lg->partial_tiles,
            (unsigned long long)lg->logical_cells, (unsigned long long)lg->executed_cells,
-           full ? "cpu-engine" : "sampled", p.gather_only ? "gather" : "tma-if-paged", rel, lse_err,
-           nan, inf_mismatch);
+           full ? "cpu-engine" : "sampled",
+           p.gather_only                        ? "gather"
+           : attn_cuda_prefill_v_page_boxes(&p) ? "tma-vpage"
+                                                : "tma-if-paged",
+           rel, lse_err, nan, inf_mismatch);
     fflush(stdout);
     (void)checked;
     if (rel > g_worst_rel)
@@ -500,6 +505,8 @@ static const pf_case k_cases[] = {
     {"long-T65536-auto-split", 1, 65536, 65536, 1, 64, 8, 1, 128, 16, ATTN_BF16, ATTN_NHD,
      ATTN_KV_CSR, ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"C4096-p128", 1, 0, 1000, 4096, 4096, 2, 1, 64, 128, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
+    {"append-hnd-d128-p32", 3, 1, 3000, 2, 300, 8, 2, 128, 32, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},
     {"append-p12-not-pow2", 3, 0, 1000, 1, 200, 8, 2, 128, 12, ATTN_BF16, ATTN_HND, ATTN_KV_DENSE,
      ATTN_MASK_CAUSAL, FM_RANDOM, 0, ATTN_PREFILL_FULL},

@@ -55,6 +55,27 @@ template <int D> KvMaps kv_maps(const attn_cuda_prefill_params *p)
         }
     m.on = 1;
     m.box_rows = rows;
+    if (attn_cuda_prefill_v_page_boxes(p)) {
+        /* V's box = one page, every 64-column chunk: the chunk dimension
+         * (stride 128 B) outside the page's rows, so a box lands as
+         * [chunk][row], one block of the page-blocked stage.  8 boxes per
+         * 128-key tile instead of 16 at P 16, d 128 (H200, 2026-12-03:
+         * docs/cuda-prefill.md round 7) */
+        const cuuint64_t dims5[5] = {64, (cuuint64_t)P, D / 64, H, (cuuint64_t)a.num_pages};
+        const cuuint64_t strides5[4] = {(hnd ? (uint64_t)D : H * D) * es, 128,
+                                        (hnd ? (uint64_t)P * D : (uint64_t)D) * es,
+                                        (uint64_t)P * H * D * es};
+        const cuuint32_t box5[5] = {64, rows, D / 64, 1, 1};
+        const cuuint32_t estr5[5] = {1, 1, 1, 1, 1};
+        if (encode(&m.v, CU_TENSOR_MAP_DATA_TYPE_UINT16, 5, const_cast<void *>(p->v), dims5,
+                   strides5, box5, estr5, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+            memset(&m, 0, sizeof m);
+            return m;
+        }
+        m.v_lg = (uint32_t)__builtin_ctzll((unsigned long long)P);
+    }
     return m;
 }
 

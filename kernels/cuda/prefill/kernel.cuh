@@ -8,7 +8,8 @@
  *     tile of the list into the swizzled smem ring, K and V of a stage on
  *     their own full/empty barriers.  Two tiers: a paged store whose page
  *     size is a power of two in [8, BN] takes whole pages by TMA boxes
- *     (KvMaps; the request's last page and rows past its keys by cp.async
+ *     (KvMaps; V's boxes carry a whole page at d >= 128 where the rule
+ *     takes them; the request's last page and rows past its keys by cp.async
  *     with zero fill); any other store is gathered row by row through the
  *     address program with 16-byte cp.async, K and V of a row together.  A
  *     barrier completes once the TMA bytes and every producer thread's
@@ -86,7 +87,18 @@ template <int D, int V = 0> struct Cfg {
                               : FUSED ? ATTN_PREFILL_FUSED_TILE_N
                                       : ATTN_PREFILL_TILE_N(D);
     static constexpr int CONSUMER_WGS = BM / 64; /* one warpgroup per 64 rows */
+    /* V's whole-page boxes (KvMaps::v_lg) exist in the full kernel at d >= 128
+     * only (attn_cuda_prefill_v_page_boxes; in the light and fused trials
+     * their code cost ptxas 16-84 bytes of spills) */
+    static constexpr bool V_PAGE_BOXES = D >= 128 && V == 0;
+    static constexpr uint32_t LG_BN = BN == 128 ? 7u : BN == 64 ? 6u : 0u; /* V's one block */
+    static_assert(1 << LG_BN == BN, "the key tile is 64 or 128 rows");
     static constexpr int PRODUCER_THREADS = LIGHT || FUSED ? 32 : 128;
+    /* the producer warp that issues V's TMA boxes: the second where there
+     * is one, so K's and V's boxes of a tile go out from two warps at once
+     * (H200, 2026-12-03: causal S 8192 1.075 -> 0.995 ms, S 16384 4.261 ->
+     * 3.909, d 256 2.120 -> 2.005; docs/cuda-prefill.md round 7) */
+    static constexpr int V_ISSUE_WARP = PRODUCER_THREADS >= 64 ? 1 : 0;
     /* the producer's threads after the consumers' (the light kernel: its
      * consumer warpgroup must start at warp 0 for wgmma) */
     static constexpr bool PRODUCER_LAST = LIGHT;
@@ -415,6 +427,10 @@ struct KvMaps { /* 64-byte aligned by CUtensorMap */
     CUtensorMap k, v;
     uint32_t on;
     uint32_t box_rows; /* P: a box is one page */
+    /* V's boxes carry every column chunk of a page (a 5-d map,
+     * attn_cuda_prefill_v_page_boxes): log2(P), V's stage in page blocks
+     * (swz_offset_blk); 0: one box per page and chunk, swz_offset's layout */
+    uint32_t v_lg;
 };
 
 /* Whether this launch's K/V rows go by the TMA tier (the producer loads,
@@ -444,16 +460,16 @@ template <int D> struct KvLoad {
 
 /* The TMA tier's loads of one tile of K or V (by `src` and `map`) into the
  * stage at smem `dst`, completing on `full`: rows [0, nfull * box_rows) by
- * TMA (lane l of warp 0 issues box l / CH, chunk l % CH, of page
- * `box_page`), the rest -- the request's last page and rows past its keys
- * (zero-filled) -- by 16-byte cp.async, the page looked up per row (the
- * last tile of a request only).  Every producer thread then arrives on
- * `full` once its own copies landed (PRODUCER_THREADS arrivals plus the
- * TMA bytes). */
+ * TMA (lane l of producer warp `warp` issues box l / CH, chunk l % CH, of
+ * page `box_page`, or with `vlg` V's whole page l), the rest -- the request's last page and rows
+ * past its keys (zero-filled) -- by 16-byte cp.async, the page looked up per row (the last tile of
+ * a request only).  Every producer thread then arrives on `full` once its own copies landed
+ * (PRODUCER_THREADS arrivals plus the TMA bytes). */
 template <int D, typename KV, int LT>
 __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
                                               const CUtensorMap *map, uint32_t dst, uint64_t *full,
-                                              int64_t n, int32_t box_page, int nfull, int tid)
+                                              int64_t n, int32_t box_page, int nfull, int tid,
+                                              uint32_t vlg = 0, int warp = 0)
 {
     using C = Cfg<D, LT>;
     constexpr int CH = D / 64; /* 128-byte column chunks of a row */
@@ -461,8 +477,17 @@ __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
     constexpr int RPT = C::BN / ROWS_PER_PASS;
     const int c = tid % C::PIECES, r_first = tid / C::PIECES;
     const int row_tma = nfull * L.box_rows;
-    if (tid < nfull * CH) {
-        const int b = tid / CH, ch = tid % CH; /* box b = the tile's page b, from slot 0 */
+    const int bt = tid - 32 * warp; /* this thread's box, in the issuing warp */
+    if (C::V_PAGE_BOXES && vlg) {
+        /* V as whole pages: lane b issues page b's box, every chunk; its
+         * page id is lane b x CH's (the one that fetched it per chunk) */
+        const int32_t page = __shfl_sync(0xffffffffu, box_page, (bt * CH) & 31);
+        if (bt >= 0 && bt < nfull) {
+            attn::mbar::expect_tx(full, (uint32_t)L.box_rows * 128u * CH);
+            tma_load_5d(dst + bt * L.box_rows * 128 * CH, map, full, 0, 0, 0, (int32_t)L.hkv, page);
+        }
+    } else if (bt >= 0 && bt < nfull * CH) {
+        const int b = bt / CH, ch = bt % CH; /* box b = the tile's page b, from slot 0 */
         attn::mbar::expect_tx(full, (uint32_t)L.box_rows * 128u);
         const uint32_t at = dst + ch * C::BN * 128 + b * L.box_rows * 128;
         if (L.hnd)
@@ -482,7 +507,9 @@ __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
             const int32_t page = ok ? L.walk.pages[kv_block_of(L.walk, t)] : 0;
             const int64_t off =
                 ok ? (int64_t)page * L.page_elems + (slot * L.row_stride + L.head_off + c * 8) : 0;
-            cp_async16(dst + swz_offset(r, c, C::BN), src + off, ok);
+            cp_async16(dst + (C::V_PAGE_BOXES && vlg ? swz_offset_blk(r, c, vlg, CH)
+                                                     : swz_offset(r, c, C::BN)),
+                       src + off, ok);
         }
     }
     cp_async_arrive_noinc(full);
@@ -633,10 +660,13 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
                 const int64_t whole = (L.keys - t0) / L.box_rows;
                 const int nb = C::BN / L.box_rows;
                 nfull_next = whole < 0 ? 0 : (whole > nb ? nb : (int)whole);
-                const int b = tid / CH;
-                box_page = tid < nfull_next * CH
-                               ? L.walk.pages[kv_block_of(L.walk, t0 + (int64_t)b * L.box_rows)]
-                               : 0;
+                /* warps 0 and 1 each hold the tile's page ids, lane l the
+                 * page of box l: warp 0 issues K's boxes, warp 1 V's */
+                const int b = (tid & 31) / CH;
+                box_page =
+                    (C::PRODUCER_THREADS >= 64 ? tid < 64 : true) && (tid & 31) < nfull_next * CH
+                        ? L.walk.pages[kv_block_of(L.walk, t0 + (int64_t)b * L.box_rows)]
+                        : 0;
             } else if (L.walk.pages) {
 #pragma unroll
                 for (int j = 0; j < RPT; j++) {
@@ -662,7 +692,7 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
                     load_q();
                 mbar_wait(&sm.empty_v[s], par);
                 load_tile_tma<D, KV, LT>(L, vb, &maps.v, vst, &sm.full_v[s], n, box_page,
-                                         nfull_next, tid);
+                                         nfull_next, tid, maps.v_lg, C::V_ISSUE_WARP);
             } else {
                 mbar_wait(&sm.empty_v[s], par);
                 load_tile_gather<D, KV, LT>(p, L, kb, vb, kst, vst, &sm.full_k[s], &sm.full_v[s], n,
@@ -696,16 +726,22 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
 template <int D, typename KV, int LT>
 __device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D, LT>::OC][Cfg<D, LT>::ON / 2],
                                            const uint32_t (&pa)[Cfg<D, LT>::BN / 16][4],
-                                           uint32_t vst)
+                                           uint32_t vst, uint32_t vlg)
 {
     using C = Cfg<D, LT>;
-    constexpr int BN = C::BN, ON = C::ON, OC = C::OC;
+    constexpr int BN = C::BN, ON = C::ON, OC = C::OC, CH = D / 64;
+    /* V in blocks of 2^vlg rows, [block][chunk][row] (vlg = log2(BN): one
+     * block, the tile layout); a 16-key step stays inside a block (P >= 16) */
+    const uint32_t lg = C::V_PAGE_BOXES ? vlg : C::LG_BN;
+    const uint32_t chunk_bytes = 128u << lg, row_mask = (1u << lg) - 1u;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++)
 #pragma unroll
         for (int a = 0; a < OC; a++) {
-            const uint64_t db =
-                make_desc(vst + (a * ON / 64) * BN * 128 + kk * 16 * 128, BN * 128, 1024);
+            const uint32_t r0 = kk * 16;
+            const uint32_t at =
+                vst + ((r0 >> lg) * CH + a * ON / 64) * chunk_bytes + (r0 & row_mask) * 128u;
+            const uint64_t db = make_desc(at, chunk_bytes, 1024);
             Mma<KV>::template rs<ON>(oacc[a], pa[kk], db, 1);
         }
 }
@@ -714,7 +750,7 @@ template <int D, typename KV, int LT>
 __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
                                          const attn_prefill_item &it, const attn_prefill_req &rq,
                                          uint32_t hkv, int cw, int ctid, uint32_t k, uint32_t &gi,
-                                         bool tma, uint32_t un, int ct)
+                                         bool tma, uint32_t un, int ct, uint32_t vlg)
 {
     using C = Cfg<D, LT>;
     using M = Mma<KV>;
@@ -876,7 +912,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             fence_proxy_async();
     };
     auto issue_pv = [&](int i) {
-        pv_product<D, KV, LT>(oacc, pa, vs + ((gi + i) % C::STAGES) * C::KV_BYTES);
+        pv_product<D, KV, LT>(oacc, pa, vs + ((gi + i) % C::STAGES) * C::KV_BYTES, vlg);
         wgmma_commit();
     };
 
@@ -1106,13 +1142,15 @@ __device__ __forceinline__ void consume_units(const attn_cuda_prefill_params &p,
     using C = Cfg<D, LT>;
     /* the producer's tier (its KvLoad::tma): TMA-only tiles need no fence */
     const bool tma = kv_tma_tier(p, maps);
+    /* V's stage layout: page blocks where its boxes are whole pages */
+    const uint32_t vlg = C::V_PAGE_BOXES && tma && maps.v_lg ? maps.v_lg : C::LG_BN;
     uint32_t gi = 0;
     uint32_t u = unit_at(p, 0);
     for (uint32_t k = 0; u != kNoUnit; k++) {
         const attn_prefill_item it = p.items[u / p.num_kv_heads];
         const uint32_t un = unit_at(p, k + 1); /* the unit this CTA takes next (Q prefetch) */
         consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, cw, ctid, k, gi, tma, un,
-                            ct);
+                            ct, vlg);
         u = un;
     }
 }

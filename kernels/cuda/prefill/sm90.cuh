@@ -33,6 +33,18 @@ __device__ __forceinline__ uint32_t swz_offset(uint32_t row, uint32_t piece, uin
     return chunk * rows * 128u + row * 128u + ((c ^ (row & 7u)) << 4);
 }
 
+/* swz_offset in a tile stored as blocks of 2^lg rows, each holding every
+ * column chunk of its rows ([block][chunk][row], chunks of 2^lg x 128
+ * bytes, 1024-byte aligned for lg >= 3): V's stage when its TMA boxes are
+ * whole pages of 2^lg rows.  lg = log2(rows) is swz_offset's layout. */
+__device__ __forceinline__ uint32_t swz_offset_blk(uint32_t row, uint32_t piece, uint32_t lg,
+                                                   uint32_t chunks)
+{
+    const uint32_t chunk = piece >> 3, c = piece & 7u;
+    const uint32_t blk = row >> lg, r = row & ((1u << lg) - 1u);
+    return ((blk * chunks + chunk) << (lg + 7u)) + r * 128u + ((c ^ (row & 7u)) << 4);
+}
+
 /* 16-byte asynchronous copy global -> shared; `pred` false writes zeros
  * (rows past a range never carry stale or poisoned bytes into a product). */
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool pred)
@@ -113,6 +125,19 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *map, uint6
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                  ".L2::cache_hint [%0], [%1, {%3, %4, %5, %6}], [%2], %7;\n" ::"r"(dst),
                  "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "l"(pol)
+                 : "memory");
+}
+
+/* tma_load_4d's 5-d form (V's whole-page boxes), the same L2 policy. */
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const void *map, uint64_t *bar,
+                                            int32_t c0, int32_t c1, int32_t c2, int32_t c3,
+                                            int32_t c4)
+{
+    const uint64_t pol = attn::ptx::l2_policy_evict_last();
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".L2::cache_hint [%0], [%1, {%3, %4, %5, %6, %7}], [%2], %8;\n" ::"r"(dst),
+                 "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
+                 "l"(pol)
                  : "memory");
 }
 
