@@ -65,6 +65,13 @@ int attn_cuda_prefill_launch(const attn_cuda_prefill_params *p, void *stream)
     return 0;
 }
 
+/* The mock's counters from zero; allocation `fail_at` fails (-1: none). */
+static void reset(int fail_at)
+{
+    g_allocs = g_frees = 0;
+    g_fail_at = fail_at;
+}
+
 /* One causal prefill of C rows (T = 0) on pages of 16, H_q 32 / H_kv 8,
  * d 128, cut into `splits` parts per m tile (0: the planner's choice). */
 static attnpf *create(int64_t C, uint32_t splits, int *rv)
@@ -93,8 +100,7 @@ static void test_split_plan_buffers(void **state)
 #ifndef ATTN_WITH_CUDA
     skip();
 #else
-    g_allocs = g_frees = 0;
-    g_fail_at = -1;
+    reset(-1);
     int rv = -1;
     attnpf *h = create(2048, 3, &rv);
     assert_int_equal(rv, 0);
@@ -115,8 +121,7 @@ static void test_failed_allocation(void **state)
 #ifndef ATTN_WITH_CUDA
     skip();
 #else
-    g_allocs = g_frees = 0;
-    g_fail_at = -1;
+    reset(-1);
     int rv = -1;
     attnpf *h = create(512, 1, &rv);
     assert_non_null(h);
@@ -124,15 +129,14 @@ static void test_failed_allocation(void **state)
     assert_int_equal(h->ndev, 8);
     attnpf_free(h);
     for (int k = 0; k < 11; k++) {
-        g_allocs = g_frees = 0;
-        g_fail_at = k;
+        reset(k);
         rv = 0;
         h = create(2048, 3, &rv);
         assert_null(h);
         assert_int_equal(rv, ATTN_E_CUDA);
         assert_int_equal(g_frees, g_allocs);
     }
-    g_fail_at = -1;
+    reset(-1);
 #endif
 }
 
