@@ -6,8 +6,9 @@ libattn_cuda_bench.so, possibly from another commit) and a load tier:
 "tma" lets the launcher take the TMA tier where the store admits it,
 "gather" sets attn_cuda_prefill_params.gather_only (every K/V row by the
 cp.async gather; a library without attnpf_set_gather_only has only the
-gather), "tma-vchunk" / "tma-vpage" force V's TMA boxes per 64-column chunk
-/ per whole page (attn_cuda_prefill_params.v_page_boxes).  The shapes are
+gather), "tma-vchunk" loads V's TMA boxes per 64-column chunk as K's
+instead of whole pages (attn_cuda_prefill_params.v_chunk_boxes; a library
+before 2026-12-03's whole-page boxes has only that form).  The shapes are
 bench_prefill.py's (bf16, H_q 32, H_kv 8, page 16 or --page, NHD, CSR,
 shuffled pages) plus causal_S4096 (the prefill half of M2/M5).
 Times: median of 15 CUDA-event-timed launches per variant after 3 warm-ups,
@@ -65,8 +66,8 @@ def load(path):
                                             ctypes.POINTER(ctypes.c_int)]
     if has:
         lib.attnpf_set_gather_only.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
-    if hasattr(lib, "attnpf_set_v_page_boxes"):
-        lib.attnpf_set_v_page_boxes.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    if hasattr(lib, "attnpf_set_v_chunk_boxes"):
+        lib.attnpf_set_v_chunk_boxes.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
     return lib, has
 
 
@@ -116,11 +117,6 @@ def fi_wrapper(fi, shape, cs, backend):
     return w
 
 
-# prefill_ab's tiers beside "tma" and "gather": V's TMA boxes forced one way
-# (attnpf_set_v_page_boxes; "tma" leaves the launcher's rule)
-VPAGE = {"tma-vchunk": -1, "tma-vpage": 1}
-
-
 def time_interleaved(timed, reps, warm=3):
     """Median ms of each (name, fn), the calls interleaved: every round runs
     each fn once, in forward then reverse order, so a drift of the clocks
@@ -145,7 +141,7 @@ def time_interleaved(timed, reps, warm=3):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--var", action="append", required=True,
-                    help="name=lib.so:tma|gather|tma-vchunk|tma-vpage")
+                    help="name=lib.so:tma|gather|tma-vchunk")
     ap.add_argument("--only", default="causal_S8192,causal_S4096")
     ap.add_argument("--out", default="")
     ap.add_argument("--profile", action="store_true")
@@ -187,11 +183,8 @@ def main():
                     elif tier != "gather":
                         row["variants"][name] = dict(error="library has only the gather")
                         continue
-                    if tier in VPAGE:
-                        if not hasattr(lib, "attnpf_set_v_page_boxes"):
-                            row["variants"][name] = dict(error="library has no V page boxes knob")
-                            continue
-                        lib.attnpf_set_v_page_boxes(h, VPAGE[tier])
+                    if hasattr(lib, "attnpf_set_v_chunk_boxes"):
+                        lib.attnpf_set_v_chunk_boxes(h, 1 if tier == "tma-vchunk" else 0)
                     o = torch.full_like(cs["q"], float("nan"))
                     lse = torch.full((cs["B"] * cs["C"], cs["hq"]), float("nan"),
                                      dtype=torch.float32, device="cuda")

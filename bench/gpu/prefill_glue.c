@@ -219,11 +219,11 @@ void attnpf_set_gather_only(attnpf *h, uint32_t on)
     h->p.gather_only = on;
 }
 
-/* V's TMA boxes for A/B runs (attn_cuda_prefill_params.v_page_boxes): 0
- * the rule, 1 whole pages wherever admitted, -1 one box per 64-column chunk. */
-void attnpf_set_v_page_boxes(attnpf *h, int32_t mode)
+/* 1: V's TMA boxes per page and 64-column chunk, as K's, for A/B runs
+ * (attn_cuda_prefill_params.v_chunk_boxes); 0: whole pages where admitted. */
+void attnpf_set_v_chunk_boxes(attnpf *h, uint32_t on)
 {
-    h->p.v_page_boxes = mode;
+    h->p.v_chunk_boxes = on;
 }
 
 /* Launch on the given device buffers and stream; returns 0 or an attn_err. */

@@ -39,11 +39,8 @@ extern "C" int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p)
 
 extern "C" int attn_cuda_prefill_v_page_boxes(const attn_cuda_prefill_params *p)
 {
-    const int64_t P = p->kv.page_size;
-    if (p->v_page_boxes < 0 || p->variant != ATTN_PREFILL_FULL || !attn_cuda_prefill_tma_tier(p) ||
-        p->head_dim < 128 || P < 16)
-        return 0;
-    return p->v_page_boxes > 0 || P <= ATTN_PREFILL_V_PAGE_BOX_ROWS;
+    return !p->v_chunk_boxes && p->variant == ATTN_PREFILL_FULL && attn_cuda_prefill_tma_tier(p) &&
+           p->head_dim >= 128 && p->kv.page_size >= 16;
 }
 
 extern "C" int attn_cuda_prefill_launch(const attn_cuda_prefill_params *p, void *stream)

@@ -56,11 +56,11 @@ typedef struct attn_cuda_prefill_params {
      * grid is min(units, max_ctas) CTAs walking the snake */
     const uint32_t *worker_indptr, *order;
     uint32_t num_workers;
-    /* V's TMA boxes (attn_cuda_prefill_v_page_boxes): 0 (the default) the
-     * rule, 1 one box per page wherever the layout admits it, -1 one box
-     * per page and 64-column chunk.  Tests and A/B runs only (here: the
-     * 4-byte hole after num_workers, so no other field moves). */
-    int32_t v_page_boxes;
+    /* 1: V's TMA boxes per page and 64-column chunk, as K's, where
+     * attn_cuda_prefill_v_page_boxes would take whole pages; 0 (the
+     * default) lets it.  Tests and A/B runs only (here: the 4-byte hole
+     * after num_workers, so no other field moves). */
+    uint32_t v_chunk_boxes;
     /* split partial states (plan.num_parts * H_kv * tile_m rows); NULL when
      * the plan has no split: vec is u (MLU) or O (LSE_O), m is m or LSE */
     float *part_vec, *part_m, *part_l;
@@ -110,23 +110,17 @@ int attn_cuda_prefill_supported(uint32_t head_dim, attn_dtype kv_dtype, attn_dty
  * falls back to the gather only if the driver cannot encode the maps. */
 int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p);
 
-/* The largest page (rows) whose V goes as one box per page under the rule
- * (attn_cuda_prefill_v_page_boxes).  H200, 2026-12-03, the launches of both
- * forms interleaved in one process (docs/cuda-prefill.md, round 7): page 16
- * 0.87-0.95x the per-chunk boxes' time (causal S 4096..16384, append, d 256,
- * group 8), pages 32 and 64 0.98-1.00x, page 128 (one 32 KB box per
- * 128-key tile at d 128) 0.99-1.00x: every page the tier admits (<= the
- * key tile).  v_page_boxes 1 lifts a lower bound for A/B runs. */
-#define ATTN_PREFILL_V_PAGE_BOX_ROWS 128
-
 /* Whether the TMA tier loads V as one box per page carrying every 64-column
  * chunk (a 5-d tensor map; V's stage then holds blocks of one page, each
  * [chunk][row]) instead of one box per page and chunk: the full kernel
  * (not the light or fused trials), the tier applies, d >= 128 (at d 64 a
  * page is one chunk already), pages of at least 16 rows (a 16-key step of
- * P V stays inside one block) and, under the rule, pages of at most
- * ATTN_PREFILL_V_PAGE_BOX_ROWS rows (v_page_boxes: 1 drops that bound, -1
- * answers 0).  Host-only, no CUDA call. */
+ * P V stays inside one block), v_chunk_boxes off.  Every page size the
+ * tier admits: H200, 2026-12-03, the launches of both forms interleaved in
+ * one process (docs/cuda-prefill.md, round 7), page 16 0.87-0.95x the
+ * per-chunk boxes' time (causal S 4096..16384, append, d 256, group 8),
+ * pages 32 and 64 0.98-1.00x, page 128 (one 32 KB box per 128-key tile at
+ * d 128) 0.99-1.00x.  Host-only, no CUDA call. */
 int attn_cuda_prefill_v_page_boxes(const attn_cuda_prefill_params *p);
 
 /* attn_cuda_prefill_params.parts */

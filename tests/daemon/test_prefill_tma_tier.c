@@ -90,9 +90,7 @@ static void test_everything_else_gathers(void **state)
 }
 
 /* V's whole-page boxes (attn_cuda_prefill_v_page_boxes): only on the TMA
- * tier, at d >= 128, pages of >= 16 rows; the rule stops at
- * ATTN_PREFILL_V_PAGE_BOX_ROWS, v_page_boxes 1 lifts that bound and -1
- * turns them off. */
+ * tier, at d >= 128, pages of >= 16 rows; v_chunk_boxes turns them off. */
 static void test_v_page_boxes(void **state)
 {
     (void)state;
@@ -102,23 +100,22 @@ static void test_v_page_boxes(void **state)
     static const struct {
         int64_t P;
         uint32_t d;
-        int rule, forced;
+        int pages;
     } k_cases[] = {
-        {8, 128, 0, 0},  {16, 128, 16 <= ATTN_PREFILL_V_PAGE_BOX_ROWS, 1},
-        {16, 64, 0, 0},  {32, 128, 32 <= ATTN_PREFILL_V_PAGE_BOX_ROWS, 1},
-        {16, 256, 1, 1}, {64, 256, 64 <= ATTN_PREFILL_V_PAGE_BOX_ROWS, 1},
-        {1, 128, 0, 0},  {128, 256, 0, 0}, /* no TMA tier: page 1, page > key tile */
+        {8, 128, 0},  {16, 128, 1},  {16, 64, 0}, {32, 128, 1},  {16, 256, 1},
+        {64, 256, 1}, {128, 128, 1}, {1, 128, 0}, {128, 256, 0}, /* no tier: page 1, > key tile */
     };
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
         attn_cuda_prefill_params p = paged(ATTN_KV_ADDR_PAGED_CSR, k_cases[i].P, k_cases[i].d);
-        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), k_cases[i].rule);
+        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), k_cases[i].pages);
         p.kv.layout = ATTN_HND;
-        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), k_cases[i].rule);
-        p.v_page_boxes = 1;
-        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), k_cases[i].forced);
-        p.v_page_boxes = -1;
+        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), k_cases[i].pages);
+        p.v_chunk_boxes = 1;
         assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), 0);
-        p.v_page_boxes = 1;
+        p.v_chunk_boxes = 0;
+        p.variant = ATTN_PREFILL_LIGHT; /* the trials have no whole-page path */
+        assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), 0);
+        p.variant = ATTN_PREFILL_FULL;
         p.gather_only = 1; /* the gather has no boxes */
         assert_int_equal(attn_cuda_prefill_v_page_boxes(&p), 0);
     }

@@ -344,8 +344,9 @@ static void run_case(const pf_case *pc, uint64_t seed)
     /* a quarter of the runs load every K/V row by the cp.async gather, the
      * rest let the launcher take the TMA tier where the store admits it */
     p.gather_only = attn_rb_range(&s, 0, 3) == 0;
-    /* V's TMA boxes: the rule, whole pages wherever admitted, or per chunk */
-    p.v_page_boxes = (int32_t)attn_rb_range(&s, 0, 2) - 1;
+    /* a third of the runs load V's TMA boxes per chunk, as K's; the rest
+     * take whole pages where attn_cuda_prefill_v_page_boxes admits them */
+    p.v_chunk_boxes = attn_rb_range(&s, 0, 2) == 0;
     rv = attn_cuda_prefill_launch(&p, NULL);
     assert_int_equal(rv, 0);
     CK(cudaDeviceSynchronize());
