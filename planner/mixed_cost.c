@@ -7,7 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Calibrated on a lent H200 (132 SMs) by bench/gpu/calibrate_mixed.py:
+/* Calibrated on a lent H200 (132 SMs) by bench/gpu/calibrate_mixed.py.
+ * Now (2026-12-03, third session, call 1, main d220d36: the prefill kernel
+ * with V's boxes as whole pages from a second producer warp, 8-18 % faster
+ * than the kernel of the fit below; bench/results/mixed-h200-2026-12-03-r30/
+ * call1/, two processes, FlashInfer in the first): tile_us 1.72 and unit_us
+ * 5.0 from the prefill kernel alone on the prefill rows of M1-M5 at twelve
+ * caps and the whole machine (130 runs; prefill_fixed_us and combine_us
+ * given, below); decode_gbps 4505 from M4 decode-only; over the forks within
+ * 1.15x of their batch's best (78 runs at caps 62..112) decode_sat_sms 60,
+ * interference 0.28, fork_us 18 (the probe: the capped prefill grid ran
+ * 575 us beside M5's decode kernels at cap 74 against 478 alone).  Every
+ * batch of both processes runs its pick within 2.8 % of its best measured
+ * cap (M1 104 against 100-104: 0-0.3 %; M3 70 against 62: 0.5-0.9 %; M5 74,
+ * its best; M2, whose inputs are M5's but the decode requests, 74 against
+ * 78-80: 2.8 %).  unified_decode_gbps 4090 (new here) over the unified
+ * runs of M1-M5 and M4 decode-only: within 3 % of each (tile_us alone had
+ * priced unified M2 and M5 14 % low: their decode rows' tiles did not get
+ * faster with the prefill rows' ones).  light_factor scaled by the full
+ * kernel's span at S 4096 (2.07 x 1.19: the light kernel did not change,
+ * the span it multiplies shrank) and overlap_hide 0.16 -> 0.20 for the new
+ * fork_us (18 us of the fork now counted apart: 18 / 489 us of M2's and
+ * M5's decode time), both on round 5's overlap runs below.  The fit before
+ * it, kept as the history of each constant:
  * - tile_us and unit_us (2026-12-02, session i, calls 1 and 2, main
  *   494d75c's kernels; bench/results/mixed-h200-2026-12-02-r23-caps/) from
  *   the prefill kernel alone on M1, M2, M3 and M5's prefill rows at 14 caps
@@ -59,18 +81,19 @@
  * refitted after session j's decode change (overlap has no kernel change
  * since round 5 and is never the pick on the benchmark batches). */
 static const attn_mixed_cost_consts k_h200 = {
-    .tile_us = 2.12,
-    .unit_us = 4.8,
+    .tile_us = 1.72,
+    .unit_us = 5.0,
     .launch_us = 4.0,
     .prefill_fixed_us = 15.0,
     .combine_us = 10.0,
-    .decode_gbps = 4483.1,
+    .decode_gbps = 4505.1,
+    .unified_decode_gbps = 4090.0,
     .decode_fixed_us = 8.0,
-    .fork_us = 0.0,
-    .interference = 0.20,
-    .decode_sat_sms = 64,
-    .light_factor = 2.07,
-    .overlap_hide = 0.16,
+    .fork_us = 18.0,
+    .interference = 0.28,
+    .decode_sat_sms = 60,
+    .light_factor = 2.47,
+    .overlap_hide = 0.20,
     .num_caps = 12,
     .caps = {62, 66, 70, 74, 78, 80, 88, 96, 100, 104, 108, 112},
 };
@@ -122,19 +145,41 @@ const attn_mixed_cost_consts *attn_mixed_cost_h200(void)
 }
 
 /* One persistent launch of the prefill kernel's attend grid: the SMs
- * share the tiles, but no launch ends before its longest work item. */
-static double prefill_launch_us(uint64_t tiles, uint64_t units, uint64_t longest,
-                                const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k)
+ * share the tiles (and read `stream_us` worth of bandwidth-bound rows on
+ * the whole machine), but no launch ends before its longest work item. */
+static double attend_launch_us(uint64_t tiles, uint64_t units, uint64_t longest, double stream_us,
+                               const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k)
 {
-    if (tiles == 0)
-        return 0;
     const double per_tile =
         k->tile_us * (double)in->tile_n * (double)in->head_dim / (128.0 * 128.0);
     const double sms = in->num_sms ? (double)in->num_sms : 1.0;
-    double span = ((double)tiles * per_tile + (double)units * k->unit_us) / sms;
+    double span = ((double)tiles * per_tile + (double)units * k->unit_us) / sms + stream_us;
     if ((double)longest * per_tile > span)
         span = (double)longest * per_tile;
     return k->launch_us + k->prefill_fixed_us + span;
+}
+
+static double prefill_launch_us(uint64_t tiles, uint64_t units, uint64_t longest,
+                                const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k)
+{
+    return tiles == 0 ? 0 : attend_launch_us(tiles, units, longest, 0, in, k);
+}
+
+/* unified: every row in the prefill kernel.  Its decode rows' tiles (all
+ * but the prefill rows' own) read one K/V tile per few FLOPs, so with
+ * unified_decode_gbps they cost their bytes at that rate, not tile_us
+ * (the prefill kernel's faster compute tiles of 2026-12-03 left them
+ * where they were: tile_us alone priced unified M2 14 % low). */
+static double unified_launch_us(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k)
+{
+    if (in->unified_tiles == 0)
+        return 0;
+    if (k->unified_decode_gbps <= 0 || in->decode_requests == 0 ||
+        in->unified_tiles < in->prefill_tiles)
+        return prefill_launch_us(in->unified_tiles, in->unified_units, in->unified_longest, in, k);
+    const double stream = (double)in->decode_kv_bytes / (k->unified_decode_gbps * 1e3);
+    return attend_launch_us(in->prefill_tiles, in->unified_units, in->unified_longest, stream, in,
+                            k);
 }
 
 /* The combine kernel after a launch that cut m tiles. */
@@ -261,8 +306,7 @@ void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cos
 {
     memset(out, 0, sizeof *out);
     out->unified_us =
-        prefill_launch_us(in->unified_tiles, in->unified_units, in->unified_longest, in, k) +
-        combine_us(in->unified_tiles, in->unified_merges, k);
+        unified_launch_us(in, k) + combine_us(in->unified_tiles, in->unified_merges, k);
     out->partition_us = out->serial_us = out->concurrent_us = out->overlap_us = -1;
     out->order = ATTN_MIXED_ORDER_SERIAL;
     if (partition_ok)

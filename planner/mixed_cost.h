@@ -105,24 +105,26 @@ typedef struct attn_mixed_cost_in {
  * the decode kernels on the stream):
  *   forked(c) = P(c) + (D - ov) + interference x ov + fork_us + combine. */
 typedef struct attn_mixed_cost_consts {
-    double tile_us;          /* one 128 x 128 x d128 tile on one SM, in the prefill kernel */
-    double unit_us;          /* what a unit costs the prefill kernel beyond its tiles */
-    double launch_us;        /* fixed cost of one kernel launch on the stream */
-    double prefill_fixed_us; /* the prefill kernel's own fixed time per launch: its first Q
-                                loads and ring fill, its last epilogue, its grid's drain */
-    double combine_us;       /* the combine kernel of a launch whose plan cuts m tiles */
-    double decode_gbps;      /* decode kernels' K/V read rate on the whole machine, GB/s */
-    double decode_fixed_us;  /* producer + reducer fixed cost */
-    double fork_us;          /* event fork + join of the second stream */
-    double interference;     /* the extra share of the decode time run beside the prefill
-                                grid (negative: that part ran faster than alone) */
-    uint32_t decode_sat_sms; /* SMs the decode kernels need for their full K/V rate (0: any
-                                number reaches it) */
-    double light_factor;     /* overlap: the light prefill kernel's time over the full one's on
-                                the same rows */
-    double overlap_hide;     /* overlap: the share of the decode time hidden beside the light
-                                grid (0: none co-resided, 1: all of it) */
-    uint32_t num_caps;       /* candidate caps auto tries when forked (0: it never forks) */
+    double tile_us;             /* one 128 x 128 x d128 tile on one SM, in the prefill kernel */
+    double unit_us;             /* what a unit costs the prefill kernel beyond its tiles */
+    double launch_us;           /* fixed cost of one kernel launch on the stream */
+    double prefill_fixed_us;    /* the prefill kernel's own fixed time per launch: its first Q
+                                   loads and ring fill, its last epilogue, its grid's drain */
+    double combine_us;          /* the combine kernel of a launch whose plan cuts m tiles */
+    double decode_gbps;         /* decode kernels' K/V read rate on the whole machine, GB/s */
+    double unified_decode_gbps; /* unified: the decode rows' K/V read rate inside the prefill
+                                   kernel's tiles, GB/s (0: their tiles cost tile_us as any) */
+    double decode_fixed_us;     /* producer + reducer fixed cost */
+    double fork_us;             /* event fork + join of the second stream */
+    double interference;        /* the extra share of the decode time run beside the prefill
+                                   grid (negative: that part ran faster than alone) */
+    uint32_t decode_sat_sms;    /* SMs the decode kernels need for their full K/V rate (0: any
+                                   number reaches it) */
+    double light_factor;        /* overlap: the light prefill kernel's time over the full one's on
+                                   the same rows */
+    double overlap_hide;        /* overlap: the share of the decode time hidden beside the light
+                                   grid (0: none co-resided, 1: all of it) */
+    uint32_t num_caps;          /* candidate caps auto tries when forked (0: it never forks) */
     uint32_t caps[ATTN_MIXED_MAX_CAPS]; /* ascending CTA counts, each below the SM count */
 } attn_mixed_cost_consts;
 

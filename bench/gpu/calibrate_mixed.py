@@ -7,11 +7,17 @@ mixed_cost.h re-implemented here:
                 longest x tile_us)                  (prefill kernel on c SMs)
           (+ combine_us after it when its plan cuts m tiles: prefill_merges > 0)
   D     = launch_us + decode_fixed_us + decode bytes / decode_gbps
+  U     = launch_us + prefill_fixed_us + (prefill tiles x tile_us
+          + unified units x unit_us) / N + decode bytes / unified_decode_gbps
+          (unified: the decode rows' tiles in the prefill kernel are priced by
+          their K/V bytes, the prefill rows' by their tiles)
   serial = P(N) + D
   forked(c) = P(c) + (D - ov) + interference x ov + fork_us,
         ov = min(D, r x P(c)), r = min(1, (N - c) / decode_sat_sms)
 A unit is a work item of the prefill plan (an m tile, or a part of its
 key tiles) on one K/V head: bench_mixed.py's prefill_items x H_kv.
+unified_decode_gbps: least absolute relative error of U over the unified
+runs of the batches with decode rows (prefill tiles: partition's plan);
 tile_us and unit_us: least absolute relative error over the prefill kernel
 alone on each batch's prefill rows at every cap measured (bench_mixed.py's
 "kernel" entries; without them, tile_us from unified's time per wave and
@@ -147,6 +153,23 @@ def main():
                           decodes=r["decodes"], partition=pt["ms"], forks=forks,
                           unified=un.get("ms"), utiles=un.get("prefill_tiles"),
                           uunits=(un.get("prefill_items") or 0) * r["hkv"]))
+    # unified: the prefill rows' tiles as the kernel alone, the decode rows' bytes at a rate
+    uni = [m for m in mixed if m["unified"]]
+    dec_only = [(r["decode_kv_bytes"], (r["attnd"]["unified"].get("prefill_items") or 0) * r["hkv"],
+                 r["attnd"]["unified"]["ms"]) for r in rows
+                if r["batch"] == "M4_decode" and "ms" in r["attnd"].get("unified", {})]
+    def u_us(tiles, units, nbytes, g):
+        return (LAUNCH_US + FIXED["prefill_us"] + (tiles * k["tile_us"] + units * k["unit_us"]) / n +
+                nbytes / (g * 1e3))
+    if uni:
+        runs = [(m["tiles"], m["uunits"], m["nbytes"], m["unified"]) for m in uni] + \
+               [(0, u, b, ms) for b, u, ms in dec_only]
+        k["ugbps"] = min(frange(2000, 6000, 5), key=lambda g: sum(
+            abs(u_us(t, u, b, g) / 1e3 / ms - 1) for t, u, b, ms in runs))
+        print("unified_decode_gbps %.0f over %d unified runs: %s" % (k["ugbps"], len(runs), " ".join(
+            "%.3f/%.3f" % (u_us(t, u, b, k["ugbps"]) / 1e3, ms) for t, u, b, ms in runs)))
+    else:
+        k["ugbps"] = 0.0
     fit = [(m, c, t) for m in mixed if m["forks"]
            for c, t in m["forks"].items() if t <= NEAR_BEST * min(m["forks"].values())]
     best = None
@@ -185,8 +208,10 @@ def main():
     print("worst pick / best: %.3f" % worst)
     print("\npaste into planner/mixed_cost.c k_h200:")
     print("    .tile_us = %.2f,\n    .unit_us = %.1f,\n    .decode_gbps = %.1f,\n"
+          "    .unified_decode_gbps = %.0f,\n"
           "    .fork_us = %.1f,\n    .interference = %.2f,\n    .decode_sat_sms = %d," % (
-              k["tile_us"], k["unit_us"], k["decode_gbps"], k["fork_us"], k["itf"], k["sat"]))
+              k["tile_us"], k["unit_us"], k["decode_gbps"], k["ugbps"], k["fork_us"], k["itf"],
+              k["sat"]))
     print("rows for tests/unit/test_mixed_cost.c (batch, unified tiles, unified units, prefill "
           "tiles, prefill units, decode MB x 10, decodes, unified ms, forks ms at caps %s):" %
           " ".join(map(str, caps)))

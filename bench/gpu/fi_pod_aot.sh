@@ -27,6 +27,7 @@ LOG=${LOG:-/tmp/fi_pod_aot.log}
 export FLASHINFER_CUDA_ARCH_LIST=9.0a FLASHINFER_WORKSPACE_BASE=$WS
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 LIST=$WS/modules.txt
+mkdir -p "$WS"
 
 if [[ $ST == *g* ]]; then
     if [ ! -d "$SITE/flashinfer" ]; then

@@ -20,7 +20,8 @@
 #      attnd (needs build-static/)
 #   b  bench_mixed.py M1-M5 in one process: attnd's schedules and stream
 #      variants, the prefill kernel alone per cap, then every FlashInfer peer
-# FlashInfer: the wheels in FI_DIR (default ../.dev-fi, else .whl/) and its
+# FlashInfer: a site tarball FI_SITE (bench/gpu/fi_slim_site.sh), else the
+# wheels in FI_DIR (default ../.dev-fi, else .whl/), and its
 # AOT caches FI_DIR/*.tar.xz, fi_jit.tar.xz (if staged) and FI_POD_AOT (a
 # file: the BatchPOD / POD modules that bench/gpu/fi_pod_aot.sh compiles on
 # the host) unpacked into its AOT folder.  Run from the staged folder (build-gpu/, bench/gpu/).
@@ -47,7 +48,13 @@ L=$W/mixed.log
 
 FI_DIR=${FI_DIR:-../.dev-fi}
 [ -d "$FI_DIR" ] || FI_DIR=.whl
-if ls "$FI_DIR"/*.whl > /dev/null 2>&1; then
+if [ -n "${FI_SITE:-}" ] && [ -f "$FI_SITE" ]; then
+    # an unpacked site without FlashInfer's JIT sources (cutlass, cccl): the
+    # carry limit; every module the peers load must then come from the AOT
+    # caches below (a missing one fails that peer, said in the log)
+    mkdir -p /tmp/site && tar xJf "$FI_SITE" -C /tmp/site && export PYTHONPATH=/tmp/site &&
+        echo "FlashInfer site $FI_SITE unpacked" >> "$L"
+elif ls "$FI_DIR"/*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site "$FI_DIR"/*.whl >> "$L" 2>&1 && export PYTHONPATH=/tmp/site
 fi

@@ -4,7 +4,9 @@
  *
  * Every run draws fresh random manifests (the seed is printed, ATTN_SEED
  * replays one): prefill, append, few-query and mixed batches, ragged
- * lengths, pages in random physical order with unused pages and page tails
+ * lengths, a serving-scale step (256-512 requests, T up to 65536, C up
+ * to 4096, page size 1, 16 or 64; full sweeps only), pages in random
+ * physical order with unused pages and page tails
  * and the new rows' slots poisoned with NaN (tests/lib/random_batch.c),
  * NHD/HND, CSR/dense, bf16/fp16, d 64/128/256, groups 1..8, every mask
  * kind, O/LSE/workspace poisoned with NaN before every run (instance
@@ -96,6 +98,11 @@ typedef struct pe_case {
     attn_layout layout;
     attn_kv_format format;
     attn_mask_kind mask;
+    /* a serving-scale step (issue 12's sweep: up to B requests, T up to
+     * t_max, C up to c_max, page size drawn from 1, 16, 64): a few long
+     * prefills and appends among hundreds of decodes, drawn by draw_scale
+     * instead of a phase per request, so the fp64 reference stays seconds */
+    bool scale;
 } pe_case;
 
 #define P (1u << ATTN_PHASE_PREFILL)
@@ -104,30 +111,33 @@ typedef struct pe_case {
 
 static const pe_case k_cases[] = {
     {"prefill-causal-d128-g4", 3, P, 1, 500, 16, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL},
+     ATTN_MASK_CAUSAL, false},
     {"append-hnd-fp16-p1", 4, A, 2000, 300, 8, 2, 128, 1, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL},
+     ATTN_MASK_CAUSAL, false},
     {"fewq-g8-p128-dense", 8, A, 6000, 8, 16, 2, 128, 128, ATTN_BF16, ATTN_NHD, ATTN_KV_DENSE,
-     ATTN_MASK_CAUSAL},
+     ATTN_MASK_CAUSAL, false},
     {"mixed-pad-d64-window", 6, P | A | D, 1500, 200, 16, 4, 64, 16, ATTN_BF16, ATTN_NHD,
-     ATTN_KV_CSR, ATTN_MASK_WINDOW},
+     ATTN_KV_CSR, ATTN_MASK_WINDOW, false},
     {"mixed-d256-sink-hnd", 4, P | A | D, 1500, 200, 8, 4, 256, 64, ATTN_FP16, ATTN_HND,
-     ATTN_KV_DENSE, ATTN_MASK_SINK},
+     ATTN_KV_DENSE, ATTN_MASK_SINK, false},
     {"prefill-flashmask", 2, P | A, 800, 500, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_FLASHMASK},
+     ATTN_MASK_FLASHMASK, false},
     {"append-dense-mask", 3, P | A, 500, 300, 8, 2, 64, 16, ATTN_BF16, ATTN_HND, ATTN_KV_CSR,
-     ATTN_MASK_DENSE},
+     ATTN_MASK_DENSE, false},
     {"decode-only-none", 5, D, 4000, 1, 8, 8, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_NONE},
+     ATTN_MASK_NONE, false},
     /* issue 12: mixed batches under every schedule, page sizes 1, 16, 64 */
     {"mixed-p1-causal", 5, P | A | D, 700, 150, 16, 4, 128, 1, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL},
+     ATTN_MASK_CAUSAL, false},
     {"mixed-many-decodes", 48, A | D, 2000, 16, 16, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_CAUSAL},
+     ATTN_MASK_CAUSAL, false},
     {"mixed-p64-none-dense", 9, P | D, 2500, 300, 16, 4, 128, 64, ATTN_FP16, ATTN_NHD,
-     ATTN_KV_DENSE, ATTN_MASK_NONE},
+     ATTN_KV_DENSE, ATTN_MASK_NONE, false},
     {"mixed-flashmask", 4, P | A | D, 600, 200, 8, 2, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
-     ATTN_MASK_FLASHMASK},
+     ATTN_MASK_FLASHMASK, false},
+    /* page 0: drawn per run from 1, 16, 64 */
+    {"mixed-scale-512", 512, P | A | D, 65536, 4096, 4, 1, 128, 0, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, true},
 };
 
 static int64_t row_elem(const attn_rb *rb, uint32_t b, int64_t t, uint32_t h, uint32_t d)
@@ -140,6 +150,43 @@ static int64_t row_elem(const attn_rb *rb, uint32_t b, int64_t t, uint32_t h, ui
     return attn_kv_addr_elem(&a, page, slot, h, 0, d);
 }
 
+/* A serving-scale step's lengths into T, C (pc->B slots); returns B.  One
+ * prefill of C in [c_max / 2, c_max] at T 0; two appends of C in [16, 128]
+ * behind T near t_max and one of C in [c_max / 8, c_max / 4] behind a short
+ * history; the rest decodes, four of them with T in [1, t_max], the others
+ * in [1, 512]; B in [B / 2, B], the requests in random order.  ~0.4 M keys
+ * of pool (~180 MB at H_kv 1, d 128: each run draws, uploads and hashes it)
+ * and ~30 GFLOP of reference (the prefill's triangle and the long appends'
+ * rows; 3.7 s on two cores here). */
+static uint32_t draw_scale(const pe_case *pc, uint64_t *s, int64_t *T, int64_t *C)
+{
+    const uint32_t B = (uint32_t)attn_rb_range(s, pc->B / 2, pc->B);
+    for (uint32_t b = 0; b < B; b++) {
+        if (b == 0) {
+            T[b] = 0;
+            C[b] = attn_rb_range(s, pc->c_max / 2, pc->c_max);
+        } else if (b <= 2) {
+            C[b] = attn_rb_range(s, 16, 128);
+            T[b] = attn_rb_range(s, pc->t_max / 2, pc->t_max - C[b]);
+        } else if (b == 3) {
+            C[b] = attn_rb_range(s, pc->c_max / 8, pc->c_max / 4);
+            T[b] = attn_rb_range(s, 1, 4096);
+        } else {
+            C[b] = 1;
+            T[b] = attn_rb_range(s, 1, b < 8 ? pc->t_max : 512);
+        }
+    }
+    for (uint32_t b = B - 1; b > 0; b--) { /* Fisher-Yates: phases interleave in the batch */
+        const uint32_t j = (uint32_t)attn_rb_range(s, 0, b);
+        const int64_t t = T[b], c = C[b];
+        T[b] = T[j];
+        C[b] = C[j];
+        T[j] = t;
+        C[j] = c;
+    }
+    return B;
+}
+
 /* The batch: per request a phase from the case's set, then lengths. */
 static void draw(const pe_case *pc, uint64_t seed, attn_rb *rb)
 {
@@ -147,7 +194,10 @@ static void draw(const pe_case *pc, uint64_t seed, attn_rb *rb)
     int64_t *T = calloc(pc->B, sizeof *T), *C = calloc(pc->B, sizeof *C);
     assert_true(T && C);
     int64_t maxT = 1;
-    for (uint32_t b = 0; b < pc->B; b++) {
+    const uint32_t B = pc->scale ? draw_scale(pc, &s, T, C) : pc->B;
+    for (uint32_t b = 0; b < B && pc->scale; b++)
+        maxT = T[b] > maxT ? T[b] : maxT;
+    for (uint32_t b = 0; b < B && !pc->scale; b++) {
         int ph;
         do
             ph = (int)attn_rb_range(&s, 0, 2);
@@ -166,12 +216,13 @@ static void draw(const pe_case *pc, uint64_t seed, attn_rb *rb)
     }
     attn_rb_spec sp;
     memset(&sp, 0, sizeof sp);
-    sp.num_requests = pc->B;
+    sp.num_requests = B;
     sp.max_cache_len = maxT;
     sp.num_qo_heads = pc->hq;
     sp.num_kv_heads = pc->hkv;
     sp.head_dim_qk = sp.head_dim_vo = pc->d;
-    sp.page_size = pc->page;
+    static const uint32_t k_scale_pages[] = {1, 16, 64};
+    sp.page_size = pc->page ? pc->page : k_scale_pages[attn_rb_range(&s, 0, 2)];
     sp.spare_pages = (uint32_t)attn_rb_range(&s, 1, 9);
     sp.kv_dtype = pc->kv;
     sp.q_dtype = pc->kv; /* the prefill kernel takes q in the K/V dtype */
@@ -426,8 +477,8 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
     printf("  %-24s seed=%llu B=%u g=%u d=%u P=%u %s %s %s abi=%s splits=%u items=%u parts=%u "
            "sched=%s->%d streams=%s/%u tiles(s/f/p)=%llu/%llu/%llu %.1f us rel=%.2e lse=%.2e "
            "nan=%zu infmis=%zu %s\n",
-           pc->name, (unsigned long long)seed, pc->B, pc->hq / pc->hkv, pc->d, pc->page,
-           attn_dtype_name(pc->kv), pc->layout == ATTN_HND ? "HND" : "NHD",
+           pc->name, (unsigned long long)seed, rb.m.num_requests, pc->hq / pc->hkv, pc->d,
+           rb.g.page_size, attn_dtype_name(pc->kv), pc->layout == ATTN_HND ? "HND" : "NHD",
            pc->format == ATTN_KV_CSR ? "csr" : "dense",
            rb.m.policy.state_abi == ATTN_ABI_MLU ? "mlu" : "lse_o", rb.m.policy.splits,
            info.num_items, info.num_parts, attn_schedule_policy_name(sched), (int)ep->schedule,
@@ -500,6 +551,10 @@ static void test_random_sweep(void **state)
              * same draw (issue 12); the others as before */
             const bool mixes = (k_cases[i].phases & D) != 0;
             if (g_only != NULL && strstr(k_cases[i].name, g_only) == NULL)
+                continue;
+            /* the serving-scale step: full sweeps only, one round (its
+             * reference is most of the sweep's time) */
+            if (k_cases[i].scale && (g_quick || r > 0))
                 continue;
             for (int s = 0; s < (mixes ? nv : 2); s++) {
                 /* a case of one family: auto, and overlap's light trial */
