@@ -8,28 +8,32 @@
 #include <string.h>
 
 /* Calibrated on a lent H200 (132 SMs) by bench/gpu/calibrate_mixed.py.
- * Now (2026-12-03, third session, call 1, main d220d36: the prefill kernel
- * with V's boxes as whole pages from a second producer warp, 8-18 % faster
- * than the kernel of the fit below; bench/results/mixed-h200-2026-12-03-r30/
- * call1/, two processes, FlashInfer in the first): tile_us 1.72 and unit_us
- * 5.0 from the prefill kernel alone on the prefill rows of M1-M5 at twelve
- * caps and the whole machine (130 runs; prefill_fixed_us and combine_us
- * given, below); decode_gbps 4505 from M4 decode-only; over the forks within
- * 1.15x of their batch's best (78 runs at caps 62..112) decode_sat_sms 60,
- * interference 0.28, fork_us 18 (the probe: the capped prefill grid ran
- * 575 us beside M5's decode kernels at cap 74 against 478 alone).  Every
- * batch of both processes runs its pick within 2.8 % of its best measured
- * cap (M1 104 against 100-104: 0-0.3 %; M3 70 against 62: 0.5-0.9 %; M5 74,
- * its best; M2, whose inputs are M5's but the decode requests, 74 against
- * 78-80: 2.8 %).  unified_decode_gbps 4090 (new here) over the unified
- * runs of M1-M5 and M4 decode-only: within 3 % of each (tile_us alone had
+ * Now (2026-12-03, third session, bench/results/mixed-h200-2026-12-03-r30/:
+ * call 1 on main d220d36, the prefill kernel with V's boxes as whole pages
+ * from a second producer warp, 8-18 % faster than the kernel of the fit
+ * below, two processes; call 2, the documented run on 976d8e1, M1-M5, M4 and
+ * the small steps S1-S4; FlashInfer in the process): tile_us 1.72 and
+ * unit_us 5.0 from the prefill kernel alone on M1-M5's prefill rows at
+ * twelve caps and the whole machine (call 1, 130 runs; prefill_fixed_us and
+ * combine_us given, below); decode_gbps 4505 from M4 decode-only;
+ * unified_decode_gbps 4060 (new) over the 19 unified runs (tile_us alone
  * priced unified M2 and M5 14 % low: their decode rows' tiles did not get
- * faster with the prefill rows' ones).  light_factor scaled by the full
- * kernel's span at S 4096 (2.07 x 1.19: the light kernel did not change,
- * the span it multiplies shrank) and overlap_hide 0.16 -> 0.20 for the new
- * fork_us (18 us of the fork now counted apart: 18 / 489 us of M2's and
- * M5's decode time), both on round 5's overlap runs below.  The fit before
- * it, kept as the history of each constant:
+ * faster with the prefill rows' ones; M within 3 % now, the small steps
+ * 13-21 % low); over the forks within 1.15x of their batch's best (141 runs
+ * of both calls), with the decode grid's waves on the free SMs (new:
+ * mixed_cost.h), decode_sat_sms 60, interference 0.28, fork_us 14 (the
+ * probe: the capped grid ran 575 us beside M5's decode kernels at cap 74
+ * against 478 alone).  Every batch of the three processes runs its pick
+ * within 1 % of its best measured cap (M2 80 against 66-80, 0.2-0.8 %),
+ * and the small steps within 2 % of their best variant but S1 (unified,
+ * 1.07x its fork at cap 96; tests/unit/test_mixed_cost.c
+ * test_decode_waves); without the wave term S3 forked at cap 70 (213 us,
+ * three waves of its 256 decode CTAs on 62 free SMs) against cap 66's 186.
+ * light_factor scaled by the full kernel's span at S 4096 (2.07 x 1.19:
+ * the light kernel did not change, the span it multiplies shrank) and
+ * overlap_hide 0.16 -> 0.20 for the fork now counted apart (14-18 us of
+ * M2's and M5's 489 us of decode), both on round 5's overlap runs below.
+ * The fits before, kept as the history of each constant:
  * - tile_us and unit_us (2026-12-02, session i, calls 1 and 2, main
  *   494d75c's kernels; bench/results/mixed-h200-2026-12-02-r23-caps/) from
  *   the prefill kernel alone on M1, M2, M3 and M5's prefill rows at 14 caps
@@ -87,9 +91,9 @@ static const attn_mixed_cost_consts k_h200 = {
     .prefill_fixed_us = 15.0,
     .combine_us = 10.0,
     .decode_gbps = 4505.1,
-    .unified_decode_gbps = 4090.0,
+    .unified_decode_gbps = 4060.0,
     .decode_fixed_us = 8.0,
-    .fork_us = 18.0,
+    .fork_us = 14.0,
     .interference = 0.28,
     .decode_sat_sms = 60,
     .light_factor = 2.47,
@@ -197,6 +201,19 @@ static double decode_us(const attn_mixed_cost_in *in, const attn_mixed_cost_cons
            (double)in->decode_kv_bytes / (k->decode_gbps * 1e3); /* GB/s -> bytes/us */
 }
 
+/* The share of the CTA slots on `free` SMs the decode grid's waves fill
+ * (1 when the grid is unknown): 256 CTAs at 2 a SM fill 2 waves of 66 SMs
+ * (0.97) but 3 of 62 (0.69), the last one nearly empty (2026-12-03: S3 of
+ * bench_mixed.py forked at cap 66 in 186 us, at cap 70 in 213). */
+static double wave_fill(const attn_mixed_cost_in *in, uint32_t free)
+{
+    if (in->decode_ctas == 0 || in->decode_ctas_per_sm == 0 || free == 0)
+        return 1.0;
+    const uint64_t slots = (uint64_t)free * in->decode_ctas_per_sm;
+    const uint64_t waves = (in->decode_ctas + slots - 1) / slots;
+    return (double)in->decode_ctas / (double)(waves * slots);
+}
+
 /* Forked at cap c (0 or >= the SMs: the whole machine, nothing free for
  * the decode kernels): the fluid model of attn_mixed_cost_consts. */
 static double forked_us(const attn_mixed_cost_in *in, const attn_mixed_cost_consts *k, uint32_t c,
@@ -214,6 +231,7 @@ static double forked_us(const attn_mixed_cost_in *in, const attn_mixed_cost_cons
         rate = 0.0;
     else if (k->decode_sat_sms != 0 && n - c < k->decode_sat_sms)
         rate = (double)(n - c) / (double)k->decode_sat_sms;
+    rate *= wave_fill(in, n - c);
     const double beside = dec < rate * pc ? dec : rate * pc;
     return pc + (dec - beside) + k->interference * beside + k->fork_us +
            combine_us(in->prefill_tiles, in->prefill_merges, k);
@@ -336,9 +354,14 @@ void attn_mixed_cost_estimate(const attn_mixed_cost_in *in, const attn_mixed_cos
                           est[i]);
     if (n > 0 && (size_t)n < sizeof out->why)
         n += snprintf(out->why + n, sizeof out->why - (size_t)n,
-                      " (%llu prefill-kernel tiles for %u decode rows, %.1f MB of decode K/V); ",
+                      " (%llu prefill-kernel tiles for %u decode rows, %.1f MB of decode K/V",
                       (unsigned long long)(in->unified_tiles - in->prefill_tiles),
                       in->decode_requests, (double)in->decode_kv_bytes / 1e6);
+    if (n > 0 && (size_t)n < sizeof out->why && in->decode_ctas > 0)
+        n += snprintf(out->why + n, sizeof out->why - (size_t)n, ", a decode grid of %u CTAs",
+                      in->decode_ctas);
+    if (n > 0 && (size_t)n < sizeof out->why)
+        n += snprintf(out->why + n, sizeof out->why - (size_t)n, "); ");
     if (n > 0 && (size_t)n < sizeof out->why) /* cut at the end: the estimates come first */
         attn_mixed_cost_describe_partition(out, out->why + n, sizeof out->why - (size_t)n);
 }

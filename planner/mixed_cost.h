@@ -77,8 +77,10 @@ typedef struct attn_mixed_cost_in {
     uint64_t prefill_longest;
     uint64_t prefill_units;
     uint32_t prefill_merges;
-    uint64_t decode_kv_bytes; /* K and V bytes the decode rows read (visible keys) */
-    uint32_t decode_requests; /* 0: nothing for the decode kernels */
+    uint64_t decode_kv_bytes;    /* K and V bytes the decode rows read (visible keys) */
+    uint32_t decode_requests;    /* 0: nothing for the decode kernels */
+    uint32_t decode_ctas;        /* the decode producer's grid (0: unknown, no wave term) */
+    uint32_t decode_ctas_per_sm; /* its resident CTAs per SM */
     uint32_t num_sms;
     uint32_t head_dim, tile_n;  /* one tile is tile_m x tile_n x head_dim */
     attn_mixed_streams streams; /* the instance's setting (zero: auto, no cap) */
@@ -99,7 +101,9 @@ typedef struct attn_mixed_cost_in {
  * The forked estimate at cap c on N SMs is a fluid model: the capped
  * prefill grid takes P(c); beside it the decode
  * kernels run on the N - c free SMs at r = min(1, (N - c) / decode_sat_sms)
- * of their full rate, so they finish ov = min(D, r x P(c)) of their
+ * of their full rate, times the share of those SMs' CTA slots their grid's
+ * waves fill (decode_ctas over ceil(waves) x slots: a grid one CTA past a
+ * whole wave runs a nearly empty last one), so they finish ov = min(D, r x P(c)) of their
  * full-machine time D there and the rest, D - ov, on the whole machine
  * after the prefill grid ends; the combine runs after them (it follows
  * the decode kernels on the stream):

@@ -13,7 +13,9 @@ mixed_cost.h re-implemented here:
           their K/V bytes, the prefill rows' by their tiles)
   serial = P(N) + D
   forked(c) = P(c) + (D - ov) + interference x ov + fork_us,
-        ov = min(D, r x P(c)), r = min(1, (N - c) / decode_sat_sms)
+        ov = min(D, r x P(c)), r = min(1, (N - c) / decode_sat_sms) x fill,
+        fill = the share of the free SMs' CTA slots the decode grid's waves
+        fill (the probe's decode CTAs, --decode-ctas-per-sm a SM)
 A unit is a work item of the prefill plan (an m tile, or a part of its
 key tiles) on one K/V head: bench_mixed.py's prefill_items x H_kv.
 unified_decode_gbps: least absolute relative error of U over the unified
@@ -48,6 +50,7 @@ LAUNCH_US, DECODE_FIXED_US = 4.0, 8.0
 FIXED = dict(prefill_us=0.0, combine_us=0.0)  # --prefill-fixed-us, --combine-us
 H200_CAPS = (62, 66, 70, 74, 78, 80, 88, 96, 100, 104, 108, 112)  # planner/mixed_cost.c k_h200.caps
 NEAR_BEST = 1.15
+PER_SM = [2]  # the decode producer's resident CTAs per SM (--decode-ctas-per-sm)
 
 
 def p_us(tiles, units, c, k, longest=0):
@@ -65,9 +68,19 @@ def d_us(nbytes, k):
     return LAUNCH_US + DECODE_FIXED_US + nbytes / (k["decode_gbps"] * 1e3) if nbytes else 0.0
 
 
-def forked_us(tiles, units, nbytes, c, k, n, merges=0):
+def wave_fill(ctas, per_sm, free):
+    """The share of the decode grid's slots on the free SMs its waves fill
+    (1: unknown, or whole waves)."""
+    if not ctas or not per_sm or free <= 0:
+        return 1.0
+    slots = free * per_sm
+    return ctas / (slots * -(-ctas // slots))
+
+
+def forked_us(tiles, units, nbytes, c, k, n, merges=0, ctas=0):
     pc, d = p_us(tiles, units, c, k), d_us(nbytes, k)
     r = min(1.0, (n - c) / k["sat"]) if k["sat"] else 1.0
+    r *= wave_fill(ctas, PER_SM[0], n - c)
     ov = min(d, r * pc)
     return pc + (d - ov) + k["itf"] * ov + k["fork_us"] + comb_us(tiles, merges)
 
@@ -90,7 +103,10 @@ def main():
     ap.add_argument("--unit-us", type=float, default=0.0)
     ap.add_argument("--prefill-fixed-us", type=float, default=0.0)
     ap.add_argument("--combine-us", type=float, default=0.0)
+    ap.add_argument("--decode-ctas-per-sm", type=int, default=2,
+                    help="the decode producer's resident CTAs per SM (0: no wave term)")
     a = ap.parse_args()
+    PER_SM[0] = a.decode_ctas_per_sm
     FIXED.update(prefill_us=a.prefill_fixed_us, combine_us=a.combine_us)
     n = a.sms
     caps = [int(x) for x in a.caps.split(",") if x]
@@ -147,7 +163,10 @@ def main():
         forks = {int(nm.rsplit("_c", 1)[1]): e["ms"] for nm, e in at.items()
                  if nm.startswith("part_pf_c") and "ms" in e}
         un = at.get("unified", {})
+        probe = next((e["probe"] for nm, e in at.items() if nm.startswith("part_pf") and
+                      "probe" in e), {})
         mixed.append(dict(batch=r["batch"], src=r["src"], tiles=pt["prefill_tiles"],
+                          ctas=probe.get("decode_ctas", 0),
                           merges=pt.get("prefill_merges", 0),
                           units=pt["prefill_items"] * r["hkv"], nbytes=r["decode_kv_bytes"],
                           decodes=r["decodes"], partition=pt["ms"], forks=forks,
@@ -177,7 +196,7 @@ def main():
         for itf in frange(-0.6, 0.6, 0.02):
             for fork in range(0, 152, 2):
                 kk = dict(k, sat=sat, itf=itf, fork_us=float(fork))
-                e = sum(abs(forked_us(m["tiles"], m["units"], m["nbytes"], c, kk, n, m["merges"]) /
+                e = sum(abs(forked_us(m["tiles"], m["units"], m["nbytes"], c, kk, n, m["merges"], m["ctas"]) /
                             1e3 / t - 1)
                         for m, c, t in fit)
                 if best is None or e < best[0]:
@@ -193,7 +212,7 @@ def main():
     for m in mixed:
         s_est = (p_us(m["tiles"], m["units"], n, k) + comb_us(m["tiles"], m["merges"]) +
                  d_us(m["nbytes"], k))
-        est = {c: forked_us(m["tiles"], m["units"], m["nbytes"], c, k, n, m["merges"])
+        est = {c: forked_us(m["tiles"], m["units"], m["nbytes"], c, k, n, m["merges"], m["ctas"])
                for c in caps if c in m["forks"]}
         if not est:
             continue

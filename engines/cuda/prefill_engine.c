@@ -844,6 +844,11 @@ static attn_mixed_cost_in cost_in(const attn_manifest *m, const attn_pool_geomet
         .prefill_merges = part->num_merges,
         .decode_kv_bytes = marked_kv_bytes(m, g, &pp->host_mask, mark),
         .decode_requests = nd,
+        /* the decode sub-plan's grid when it is planned (the wave term) */
+        .decode_ctas = pp->partitioned ? (uint32_t)(pp->dec.split.num_items * g->num_kv_heads *
+                                                    (dev->head_chunks ? dev->head_chunks : 1))
+                                       : 0,
+        .decode_ctas_per_sm = dev->ctas_per_sm,
         .num_sms = dev->sm_count,
         .head_dim = g->head_dim_qk,
         .tile_n = part->tile_n ? part->tile_n : pp->tile_n,
@@ -956,6 +961,12 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
                  "every row, decode rows included, in one launch of the prefill kernel");
         return tile_plan(m, g, pp, dev, T, C, NULL, tp, err);
     }
+    /* the decode rows' sub-plan before the estimate: partition runs it, and
+     * the cost model reads its grid (the waves it fills beside a capped
+     * prefill grid); dropped again when auto picks unified */
+    if (dec_why == NULL && nd > 0 && !pp->partitioned &&
+        (rv = plan_decode_rows(m, g, dev, mark, pp, err)) != 0)
+        return rv;
     if (asked == ATTN_SCHED_PARTITION) {
         if ((rv = tile_plan(m, g, pp, dev, T, C, mark, tp, err)) != 0)
             return rv;
@@ -990,6 +1001,10 @@ static int choose_schedule(const attn_manifest *m, const attn_pool_geometry *g, 
     } else {
         *tp = all;
         attn_prefill_plan_free(&part);
+        if (pp->partitioned) {
+            attn_cuda_plan_host_free(&pp->dec);
+            pp->partitioned = false;
+        }
     }
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -480,6 +481,12 @@ static void test_partition_plan_host(void **state)
         memset(&pt, 0, sizeof pt);
         assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &pt, &err), 0);
         assert_int_equal(attn_cuda_prefill_plan_info_get(&pt, &ip), 0);
+        /* the estimate read the decode sub-plan's grid (the wave term):
+         * its items x 2 K/V heads, one head chunk */
+        const char *dg = strstr(pt.schedule_why, "a decode grid of ");
+        assert_non_null(dg);
+        const unsigned long dctas = strtoul(dg + strlen("a decode grid of "), NULL, 10);
+        assert_true(dctas >= 4 && dctas % 2 == 0);
         if (pt.schedule == ATTN_SCHED_PARTITION) {
             /* no cap asked: the model's pick among its candidate caps */
             char grid[32];
