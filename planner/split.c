@@ -202,7 +202,13 @@ static int64_t fi_wave_chunk(const attn_split_params *p, uint32_t nb, const int6
     if (base < 0)
         return max_pages;
     int64_t best = base;
-    for (uint32_t s = 2; s <= ATTN_SPLIT_WAVE_MAX; s++) {
+    /* the fluid bound: every slot busy until the end */
+    double fluid = 0;
+    for (uint32_t b = 0; b < nb; b++)
+        fluid += (double)((kv_len[b] > 0 ? kv_len[b] : 0) + p->wave_item_keys);
+    fluid = fluid * units / (double)p->grid_capacity;
+    uint32_t s_max = ATTN_SPLIT_WAVE_MAX;
+    for (uint32_t s = 2; s <= s_max; s++) {
         int64_t pages = ceil_div_i64(max_pages, s);
         if (pages < min_pages || pages == best_pages)
             continue;
@@ -215,6 +221,13 @@ static int64_t fi_wave_chunk(const attn_split_params *p, uint32_t nb, const int6
             best = span;
             best_pages = pages;
         }
+        /* a few long requests among many short ones: past 4 chunks the
+         * best plan still ends on one CTA's lone chunk (more than twice
+         * the fluid bound), so longer cuts are tried up to the tail cap */
+        if (s == ATTN_SPLIT_WAVE_MAX && (double)best > 2.0 * fluid)
+            s_max = p->fi_max_splits > 0 && p->fi_max_splits < ATTN_SPLIT_WAVE_TAIL_MAX
+                        ? p->fi_max_splits
+                        : ATTN_SPLIT_WAVE_TAIL_MAX;
     }
     return best_pages;
 }

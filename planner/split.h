@@ -77,6 +77,13 @@ typedef struct attn_split_params {
 
 /* Largest split count the FI wave model tries. */
 #define ATTN_SPLIT_WAVE_MAX 4u
+/* ... and where its best plan at 4 still takes more than twice the fluid
+ * bound (sum of keys + item costs over the slots): a tail of lone long
+ * chunks, e.g. two decodes behind ~55 K keys among 263 of <= 512 (a
+ * serving step, 2026-12-03: 4 chunks left one CTA streaming ~7.5 MB
+ * alone; tests/unit/test_split.c test_fi_wave_tail), up to this many (and
+ * fi_max_splits).  Plans the bound does not flag keep their split. */
+#define ATTN_SPLIT_WAVE_TAIL_MAX 32u
 /* The CUDA decode producer's wave-model costs in keys (H200, d = 128,
  * 2026-12-01): a CTA's prologue and epilogue ~3 us at ~32 keys/us per CTA
  * slot; a reducer launch and its reads ~6 us (docs/cuda.md, issue 13). */

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -567,6 +568,58 @@ static void test_fi_wave_model(void **state)
     attn_split_plan_free(&plan);
 }
 
+/* A serving step's decode rows: 263 requests of at most 512 keys and two
+ * behind 51 K and 59 K, one K/V head, 264 slots.  Four chunks (the wave
+ * model's cap) left each long one's 14.7 K-key chunks as the plan's end,
+ * ~19x the fluid bound; past the cap the long requests are cut into up to
+ * 32 (1840-key chunks) and the modelled end falls to under 3x the bound.  A uniform batch
+ * the bound does not flag keeps its plan. */
+static void test_fi_wave_tail(void **state)
+{
+    (void)state;
+    int64_t kv[265];
+    uint64_t seed = 29;
+    for (int b = 0; b < 265; b++)
+        kv[b] = 1 + (int64_t)(lcg(&seed) % 512);
+    kv[10] = 58846;
+    kv[200] = 51426;
+    attn_split_params p = {.policy = ATTN_SPLIT_FI,
+                           .grid_capacity = 264,
+                           .units_per_split = 1,
+                           .kv_block = 16,
+                           .min_chunk = 256,
+                           .fi_max_splits = 32,
+                           .wave_model = 1,
+                           .wave_item_keys = ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA,
+                           .wave_merge_keys = ATTN_SPLIT_WAVE_MERGE_KEYS_CUDA};
+    attn_split_plan plan;
+    attn_error_detail err = {0};
+    assert_int_equal(attn_split_plan_build_lengths(265, kv, NULL, &p, &plan, &err), 0);
+    double fluid = 0;
+    for (int b = 0; b < 265; b++)
+        fluid += (double)(kv[b] + ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA) / 264.0;
+    const int64_t span =
+        attn_split_wave_makespan(265, kv, plan.chunk, 1, 264, ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA);
+    const int64_t four = attn_split_wave_makespan(265, kv, ((58846 / 16 + 3) / 4) * 16, 1, 264,
+                                                  ATTN_SPLIT_WAVE_ITEM_KEYS_CUDA);
+    printf("  chunk %lld keys: modelled end %lld keys (4 chunks: %lld), fluid bound %.0f\n",
+           (long long)plan.chunk, (long long)span, (long long)four, fluid);
+    assert_true(plan.chunk <= 58846 / 8);
+    assert_true(span * 5 < four && (double)span < 3.0 * fluid);
+    assert_true((58846 + plan.chunk - 1) / plan.chunk <= 32);
+    assert_int_equal(attn_split_plan_check(&plan, kv, &err), 0);
+    assert_exact_cover(&plan, kv, 265, false);
+    attn_split_plan_free(&plan);
+    /* a full uniform grid: not flagged, unsplit as before */
+    int64_t u[128];
+    for (int b = 0; b < 128; b++)
+        u[b] = 8192;
+    p.units_per_split = 8;
+    assert_int_equal(attn_split_plan_build_lengths(128, u, NULL, &p, &plan, &err), 0);
+    assert_int_equal(plan.num_items, 128);
+    attn_split_plan_free(&plan);
+}
+
 static void test_random_ragged_properties(void **state)
 {
     (void)state;
@@ -697,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_manifest_entry),
         cmocka_unit_test(test_wave_makespan),
         cmocka_unit_test(test_fi_wave_model),
+        cmocka_unit_test(test_fi_wave_tail),
         cmocka_unit_test(test_fi_max_splits),
         cmocka_unit_test(test_random_ragged_properties),
         cmocka_unit_test(test_check_rejects),
