@@ -2,7 +2,7 @@
 # One device call for issue 12 (mixed batches), inside a wall budget
 # (BUDGET seconds, default 220), every stage under its own timeout, the logs
 # packed into $OUT/logs.tar.xz ($OUT takes 8 files), the summary printed
-# last.  Stages (argument, default "wtmnb"):
+# last.  Stages (argument, default "wtmneb"):
 #   w  FlashInfer's JIT modules (WARM_PEERS, default "part ba bpod pod"; the
 #      AOT caches hold part and ba), compiled in the background, one per peer, while
 #      the other stages run; the benchmark waits for them, and what they
@@ -30,7 +30,7 @@ OUT=${OUT:-/tmp/attn-out}
 mkdir -p "$OUT"
 W=/tmp/mixed-logs
 rm -rf "$W" && mkdir -p "$W"
-ST=${1:-wtmnb}
+ST=${1:-wtmneb}
 BUDGET=${BUDGET:-220}
 B=build-gpu
 S=build-static
