@@ -187,6 +187,17 @@ int64_t attn_split_wave_makespan(uint32_t num_requests, const int64_t *kv_len, i
     return span;
 }
 
+/* The fluid bound of the wave model: every slot busy until the end (the
+ * keys and item costs of all producers over the slots). */
+static double wave_fluid_keys(const attn_split_params *p, uint32_t nb, const int64_t *kv_len)
+{
+    const uint32_t units = p->units_per_split > 0 ? p->units_per_split : 1;
+    double keys = 0;
+    for (uint32_t b = 0; b < nb; b++)
+        keys += (double)((kv_len[b] > 0 ? kv_len[b] : 0) + p->wave_item_keys);
+    return keys * units / (double)p->grid_capacity;
+}
+
 /* The FI wave model: the split count s in 1 .. ATTN_SPLIT_WAVE_MAX (chunks
  * of ceil(max_pages / s) pages, no shorter than min_pages but the tail)
  * with the shortest makespan plus wave_merge_keys when split; s = 1 keeps
@@ -202,11 +213,6 @@ static int64_t fi_wave_chunk(const attn_split_params *p, uint32_t nb, const int6
     if (base < 0)
         return max_pages;
     int64_t best = base;
-    /* the fluid bound: every slot busy until the end */
-    double fluid = 0;
-    for (uint32_t b = 0; b < nb; b++)
-        fluid += (double)((kv_len[b] > 0 ? kv_len[b] : 0) + p->wave_item_keys);
-    fluid = fluid * units / (double)p->grid_capacity;
     uint32_t s_max = ATTN_SPLIT_WAVE_MAX;
     for (uint32_t s = 2; s <= s_max; s++) {
         int64_t pages = ceil_div_i64(max_pages, s);
@@ -224,7 +230,7 @@ static int64_t fi_wave_chunk(const attn_split_params *p, uint32_t nb, const int6
         /* a few long requests among many short ones: past 4 chunks the
          * best plan still ends on one CTA's lone chunk (more than twice
          * the fluid bound), so longer cuts are tried up to the tail cap */
-        if (s == ATTN_SPLIT_WAVE_MAX && (double)best > 2.0 * fluid)
+        if (s == ATTN_SPLIT_WAVE_MAX && (double)best > 2.0 * wave_fluid_keys(p, nb, kv_len))
             s_max = p->fi_max_splits > 0 && p->fi_max_splits < ATTN_SPLIT_WAVE_TAIL_MAX
                         ? p->fi_max_splits
                         : ATTN_SPLIT_WAVE_TAIL_MAX;

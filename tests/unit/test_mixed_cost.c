@@ -395,102 +395,6 @@ static void test_h200_calibration_reproduces_the_run(void **state)
     }
 }
 
-/* bench/results/mixed-h200-2026-12-03-r30/call2/ (the documented device run
- * of issue 12 on the tree with k_h200 refitted, FlashInfer in the process):
- * M1-M5 and the small steps S1-S4 with the decode producer's grid (the
- * probe's decode CTAs; 2 resident a SM at d 128), us: unified, partition
- * serial, and forked prefill-first at the caps measured.  Longest work
- * items as k_small's (the same plans). */
-#define R30_CAPS 9
-static const uint32_t k_r30_call2_caps[R30_CAPS] = {66, 70, 74, 78, 80, 96, 100, 104, 112};
-typedef struct waves_row {
-    const char *batch;
-    uint64_t unified_tiles, unified_units, unified_longest;
-    uint64_t prefill_tiles, prefill_units, prefill_longest;
-    uint32_t prefill_merges;
-    uint64_t decode_mb_x10;
-    uint32_t decodes, decode_ctas;
-    double unified_us, serial_us, fork_us[R30_CAPS];
-} waves_row;
-// clang-format off
-static const waves_row k_r30_call2[] = {
-    {"M1", 92672, 3072, 0, 57856, 1024, 0, 0, 21485, 256, 2048, 1410.0, 1359.7, {1655.9, 1572.9, 1493.5, 1421.9, 1393.2, 1209.0, 1183.6, 1192.5, 1249.3}},
-    {"M2", 50176, 1536, 0, 16896, 1024, 0, 0, 21477, 64, 512, 854.5, 811.2, {662.8, 689.7, 675.5, 664.6, 664.0, 734.9, 737.6, 746.6, 758.9}},
-    {"M3", 90080, 1536, 0, 20544, 512, 0, 0, 45241, 128, 2640, 1459.5, 1366.7, {1272.2, 1278.8, 1277.8, 1284.3, 1278.1, 1279.8, 1298.4, 1315.0, 1306.4}},
-    {"M5", 50688, 2048, 0, 16896, 1024, 0, 0, 21480, 128, 1024, 865.7, 819.1, {694.6, 681.3, 663.2, 670.4, 696.5, 736.2, 737.5, 750.5, 775.0}},
-    {"S1", 1856, 256, 10, 704, 128, 10, 0, 672, 16, 256, 62.7, 68.8, {74.1, 72.4, 71.1, 75.7, 68.7, 58.5, 58.8, 59.7, 59.9}},
-    {"S2", 9248, 544, 17, 544, 128, 5, 4, 5371, 64, 512, 213.6, 180.7, {169.4, 169.9, 169.7, 167.7, 171.0, 172.8, 174.6, 172.2, 174.7}},
-    {"S3", 9728, 768, 33, 1280, 512, 4, 0, 5370, 32, 256, 248.1, 216.9, {186.2, 213.4, 210.2, 207.9, 206.2, 206.6, 207.2, 211.9, 215.4}},
-    {"S4", 1472, 320, 8, 1152, 256, 8, 0, 168, 8, 192, 62.4, 73.9, {97.3, 94.9, 92.9, 90.3, 92.3, 80.4, 77.9, 78.2, 74.2}},
-};
-// clang-format on
-
-/* The measured time of what an estimate picked, and the row's best. */
-static double waves_ran(const waves_row *r, const attn_mixed_cost *c, double *best)
-{
-    *best = r->unified_us < r->serial_us ? r->unified_us : r->serial_us;
-    double ran = -1;
-    for (int j = 0; j < R30_CAPS; j++) {
-        if (r->fork_us[j] < *best)
-            *best = r->fork_us[j];
-        if (c->pick == ATTN_SCHED_PARTITION && c->order == ATTN_MIXED_ORDER_PREFILL_FIRST &&
-            c->prefill_ctas == k_r30_call2_caps[j])
-            ran = r->fork_us[j];
-    }
-    if (c->pick == ATTN_SCHED_UNIFIED)
-        ran = r->unified_us;
-    else if (c->pick == ATTN_SCHED_PARTITION && c->order == ATTN_MIXED_ORDER_SERIAL)
-        ran = r->serial_us;
-    return ran;
-}
-
-static attn_mixed_cost waves_estimate(const waves_row *r, const attn_mixed_cost_consts *k,
-                                      uint32_t decode_ctas)
-{
-    attn_mixed_cost_in in = run_in(r->unified_tiles, r->unified_units, r->prefill_tiles,
-                                   r->prefill_units, r->decode_mb_x10, r->decodes);
-    in.unified_longest = r->unified_longest;
-    in.prefill_longest = r->prefill_longest;
-    in.prefill_merges = r->prefill_merges;
-    in.decode_ctas = decode_ctas;
-    in.decode_ctas_per_sm = 2;
-    attn_mixed_cost c;
-    attn_mixed_cost_estimate(&in, k, 1, &c);
-    return c;
-}
-
-/* k_h200 with the decode grid's waves (auto as the engine runs it): every
- * batch of call 2 within 2 % of its best variant but S1 (unified, 1.07x the
- * fork at cap 96: the fluid model prices S1's forks 13-20 % high, its
- * launches' fixed latencies), among the caps measured.  Without the wave
- * term S3 forks at cap 70 (3 waves of 62 free SMs for its 256 decode CTAs,
- * the last nearly empty): 213 us against cap 66's 186. */
-static void test_decode_waves(void **state)
-{
-    (void)state;
-    attn_mixed_cost_consts k = *attn_mixed_cost_h200();
-    k.num_caps = R30_CAPS;
-    for (int j = 0; j < R30_CAPS; j++)
-        k.caps[j] = k_r30_call2_caps[j];
-    for (size_t i = 0; i < sizeof k_r30_call2 / sizeof k_r30_call2[0]; i++) {
-        const waves_row *r = &k_r30_call2[i];
-        const attn_mixed_cost c = waves_estimate(r, &k, r->decode_ctas);
-        double best;
-        const double ran = waves_ran(r, &c, &best);
-        printf("  %s picks %s %s cap %u: %.1f us, best %.1f (%.3f)\n", r->batch,
-               c.pick == ATTN_SCHED_UNIFIED ? "unified" : "partition",
-               attn_mixed_order_name(c.order), c.prefill_ctas, ran, best, ran / best);
-        assert_true(ran > 0);
-        assert_true(ran <= (strcmp(r->batch, "S1") == 0 ? 1.08 : 1.02) * best);
-    }
-    const waves_row *s3 = &k_r30_call2[6];
-    const attn_mixed_cost c = waves_estimate(s3, &k, 0);
-    double best;
-    const double ran = waves_ran(s3, &c, &best);
-    printf("  S3 without the wave term: cap %u, %.1f us (%.3f)\n", c.prefill_ctas, ran, ran / best);
-    assert_true(ran > 1.1 * best);
-}
-
 /* The small steps of bench_mixed.py (S1: 2 prefills of 256 at T 0 and 1024
  * + 16 decodes at 1024; S2: an append of 128 at T 2048 + 64 decodes at
  * 2048; S3: 4 prefills of 512 + 32 decodes at 4096; S4: a prefill of 1024
@@ -509,17 +413,18 @@ typedef struct small_step {
     uint64_t decode_mb_x10;
     uint32_t decodes;
     double unified_us, serial_us, fork_us[MAX_MEASURED_CAPS];
+    uint32_t decode_ctas; /* the decode producer's grid, 2 a SM (0: not recorded) */
 } small_step;
 // clang-format off
 static const small_step k_small[] = {
     {"S1", 1856, 256, 10, 704, 128, 10, 0, 672, 16, 65.2, 69.2,
-     {77.1, 75.5, 70.4, 73.5, 77.0, 64.6, 60.9, 55.7, 58.6, 60.8, 57.1, 57.0}},
+     {77.1, 75.5, 70.4, 73.5, 77.0, 64.6, 60.9, 55.7, 58.6, 60.8, 57.1, 57.0}, 0},
     {"S2", 9248, 544, 17, 544, 128, 5, 4, 5371, 64, 223.6, 177.0,
-     {0, 170.0, 0, 0, 0, 167.3, 0, 167.7, 0, 0, 0, 171.9}},
+     {0, 170.0, 0, 0, 0, 167.3, 0, 167.7, 0, 0, 0, 171.9}, 0},
     {"S3", 9728, 768, 33, 1280, 512, 4, 0, 5370, 32, 241.0, 212.9,
-     {0, 177.2, 0, 0, 0, 196.7, 0, 197.5, 0, 0, 0, 205.3}},
+     {0, 177.2, 0, 0, 0, 196.7, 0, 197.5, 0, 0, 0, 205.3}, 0},
     {"S4", 1472, 320, 8, 1152, 256, 8, 0, 168, 8, 60.5, 68.6,
-     {0, 92.6, 0, 0, 0, 88.2, 0, 75.2, 0, 0, 0, 69.9}},
+     {0, 92.6, 0, 0, 0, 88.2, 0, 75.2, 0, 0, 0, 69.9}, 0},
 };
 // clang-format on
 
@@ -550,9 +455,64 @@ static attn_mixed_cost small_step_estimate(const small_step *r, const attn_mixed
     in.unified_longest = r->unified_longest;
     in.prefill_longest = r->prefill_longest;
     in.prefill_merges = r->prefill_merges;
+    in.decode_ctas = r->decode_ctas;
+    in.decode_ctas_per_sm = 2;
     attn_mixed_cost c;
     attn_mixed_cost_estimate(&in, k, 1, &c);
     return c;
+}
+
+/* bench/results/mixed-h200-2026-12-03-r30/call2/ (the documented device run
+ * of issue 12 on the tree with k_h200 refitted, FlashInfer in the process):
+ * M1-M5 and the small steps S1-S4 with the decode producer's grid (the
+ * probe's decode CTAs; 2 resident a SM at d 128), at k_r26_caps (0: the
+ * caps 62, 88 and 108 were not measured).  Longest work items as
+ * k_small's (the same plans). */
+// clang-format off
+static const small_step k_r30_call2[] = {
+    {"M1", 92672, 3072, 0, 57856, 1024, 0, 0, 21485, 256, 1410.0, 1359.7, {0, 1655.9, 1572.9, 1493.5, 1421.9, 1393.2, 0, 1209.0, 1183.6, 1192.5, 0, 1249.3}, 2048},
+    {"M2", 50176, 1536, 0, 16896, 1024, 0, 0, 21477, 64, 854.5, 811.2, {0, 662.8, 689.7, 675.5, 664.6, 664.0, 0, 734.9, 737.6, 746.6, 0, 758.9}, 512},
+    {"M3", 90080, 1536, 0, 20544, 512, 0, 0, 45241, 128, 1459.5, 1366.7, {0, 1272.2, 1278.8, 1277.8, 1284.3, 1278.1, 0, 1279.8, 1298.4, 1315.0, 0, 1306.4}, 2640},
+    {"M5", 50688, 2048, 0, 16896, 1024, 0, 0, 21480, 128, 865.7, 819.1, {0, 694.6, 681.3, 663.2, 670.4, 696.5, 0, 736.2, 737.5, 750.5, 0, 775.0}, 1024},
+    {"S1", 1856, 256, 10, 704, 128, 10, 0, 672, 16, 62.7, 68.8, {0, 74.1, 72.4, 71.1, 75.7, 68.7, 0, 58.5, 58.8, 59.7, 0, 59.9}, 256},
+    {"S2", 9248, 544, 17, 544, 128, 5, 4, 5371, 64, 213.6, 180.7, {0, 169.4, 169.9, 169.7, 167.7, 171.0, 0, 172.8, 174.6, 172.2, 0, 174.7}, 512},
+    {"S3", 9728, 768, 33, 1280, 512, 4, 0, 5370, 32, 248.1, 216.9, {0, 186.2, 213.4, 210.2, 207.9, 206.2, 0, 206.6, 207.2, 211.9, 0, 215.4}, 256},
+    {"S4", 1472, 320, 8, 1152, 256, 8, 0, 168, 8, 62.4, 73.9, {0, 97.3, 94.9, 92.9, 90.3, 92.3, 0, 80.4, 77.9, 78.2, 0, 74.2}, 192},
+};
+// clang-format on
+
+/* k_h200 with the decode grid's waves (auto as the engine runs it): every
+ * batch of call 2 within 2 % of its best variant but S1 (unified, 1.07x the
+ * fork at cap 96: the fluid model prices S1's forks 13-20 % high, its
+ * launches' fixed latencies), among the caps measured.  Without the wave
+ * term S3 forks at cap 70 (3 waves of 62 free SMs for its 256 decode CTAs,
+ * the last nearly empty): 213 us against cap 66's 186. */
+static void test_decode_waves(void **state)
+{
+    (void)state;
+    attn_mixed_cost_consts k = *attn_mixed_cost_h200();
+    k.num_caps = 0; /* the caps call 2 measured */
+    for (int j = 0; j < MAX_MEASURED_CAPS; j++)
+        if (k_r30_call2[0].fork_us[j] > 0)
+            k.caps[k.num_caps++] = k_r26_caps[j];
+    for (size_t i = 0; i < sizeof k_r30_call2 / sizeof k_r30_call2[0]; i++) {
+        const small_step *r = &k_r30_call2[i];
+        const attn_mixed_cost c = small_step_estimate(r, &k);
+        double best;
+        const double ran = small_step_ran(r, &c, &best);
+        printf("  %s picks %s %s cap %u: %.1f us, best %.1f (%.3f)\n", r->batch,
+               c.pick == ATTN_SCHED_UNIFIED ? "unified" : "partition",
+               attn_mixed_order_name(c.order), c.prefill_ctas, ran, best, ran / best);
+        assert_true(ran > 0);
+        assert_true(ran <= (strcmp(r->batch, "S1") == 0 ? 1.08 : 1.02) * best);
+    }
+    small_step s3 = k_r30_call2[6];
+    s3.decode_ctas = 0;
+    const attn_mixed_cost c = small_step_estimate(&s3, &k);
+    double best;
+    const double ran = small_step_ran(&s3, &c, &best);
+    printf("  S3 without the wave term: cap %u, %.1f us (%.3f)\n", c.prefill_ctas, ran, ran / best);
+    assert_true(ran > 1.1 * best);
 }
 
 /* k_r26_consts (k_h200 when these steps ran, before the prefill kernel's
