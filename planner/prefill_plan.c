@@ -368,48 +368,294 @@ fail:
     return attn_error_set(err, rv, "plan", "out of memory");
 }
 
-int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
-                             attn_prefill_queue_stats *st, attn_error_detail *err)
+/* The least-loaded queues of the units (item, K/V head) on at most
+ * max_ctas CTAs (attn_prefill_plan_queues), into *indptr / *order / *qs. */
+static int plain_queues(const attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                        uint32_t **indptr, uint32_t **order, attn_prefill_queue_stats *qs,
+                        attn_error_detail *err)
+{
+    const uint64_t units = (uint64_t)p->num_items * num_kv_heads;
+    memset(qs, 0, sizeof *qs);
+    *indptr = NULL;
+    *order = NULL;
+    if (units == 0)
+        return 0;
+    const uint32_t workers = max_ctas && max_ctas < units ? max_ctas : (uint32_t)units;
+    int64_t *cost = malloc(sizeof *cost * units);
+    if (!cost)
+        return attn_error_set(err, ATTN_E_NOMEM, "plan", "out of memory for the queues");
+    for (uint64_t u = 0; u < units; u++) {
+        const attn_prefill_item *it = &p->items[u / num_kv_heads];
+        cost[u] = attn_prefill_unit_cost(p->tiles, it->tile_begin, it->tile_end);
+        qs->max_unit = cost[u] > qs->max_unit ? cost[u] : qs->max_unit;
+    }
+    attn_schedule s;
+    int rv = attn_schedule_from_costs(cost, (uint32_t)units, ATTN_SCHEDULE_LEAST_LOADED, workers,
+                                      &s, err);
+    free(cost);
+    if (rv != 0)
+        return rv;
+    *indptr = s.worker_indptr;
+    *order = s.order;
+    qs->workers = workers;
+    qs->max_load = s.max_load;
+    qs->mean_load = s.mean_load;
+    qs->rho = s.max_over_mean;
+    qs->eta = s.efficiency;
+    free(s.load);
+    return 0;
+}
+
+/* Items a and b are siblings: the same request, and the key tiles of one
+ * are those of the other in the same order, but for a last tile (m tiles of
+ * one request whose rows see the same keys, or the same part of two such m
+ * tiles; an append's second m tile may see one key tile more), so their
+ * units of one K/V head read the same K/V bytes. */
+static bool items_are_siblings(const attn_prefill_plan *p, const attn_prefill_item *a,
+                               const attn_prefill_item *b)
+{
+    const int32_t na = a->tile_end - a->tile_begin, nb = b->tile_end - b->tile_begin;
+    if (a->req != b->req || na - nb > 1 || nb - na > 1)
+        return false;
+    for (int32_t i = 0; i < na && i < nb; i++)
+        if ((p->tiles[a->tile_begin + i] >> 1) != (p->tiles[b->tile_begin + i] >> 1))
+            return false;
+    return true;
+}
+
+/* An item's place in the plan's making order: by request, then first row,
+ * then first tile, where an m tile's siblings follow it. */
+typedef struct made_key {
+    int32_t req, row0, tile_begin;
+    uint32_t item;
+} made_key;
+
+static int cmp_made_order(const void *x, const void *y)
+{
+    const made_key *a = x, *b = y;
+    if (a->req != b->req)
+        return a->req < b->req ? -1 : 1;
+    if (a->row0 != b->row0)
+        return a->row0 < b->row0 ? -1 : 1;
+    return a->tile_begin < b->tile_begin ? -1 : (a->tile_begin > b->tile_begin);
+}
+
+/* How many items after an item, in making order, its sibling is looked
+ * for: the parts of its own m tile and of the next (a bound keeps a long
+ * request linear). */
+#define PAIR_SEARCH 64u
+
+/* The pair walk's queues (attn_prefill_plan_pair_queues): jobs of two
+ * units, sibling pairs first found in item order and the other units two
+ * by two in cost order, scheduled least-loaded on workers / 2 CTA pairs;
+ * CTA 2j runs the first unit of each of pair j's jobs, CTA 2j + 1 the
+ * second.  *pairs: the units placed beside their sibling.  0 with *indptr
+ * NULL where no sibling pair exists or fewer than two workers. */
+static int pair_queues(const attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                       uint32_t **indptr, uint32_t **order, attn_prefill_queue_stats *qs,
+                       uint32_t *pairs, attn_error_detail *err)
+{
+    const uint32_t ni = p->num_items, H = num_kv_heads;
+    const uint64_t units = (uint64_t)ni * H;
+    memset(qs, 0, sizeof *qs);
+    *indptr = NULL;
+    *order = NULL;
+    *pairs = 0;
+    int32_t *mate = malloc(sizeof *mate * (ni ? ni : 1));
+    int64_t *icost = malloc(sizeof *icost * (ni ? ni : 1));
+    uint32_t *job_u = malloc(sizeof *job_u * 2 * (units ? units : 1));
+    int64_t *job_c = malloc(sizeof *job_c * (units ? units : 1));
+    uint32_t *single = malloc(sizeof *single * (units ? units : 1));
+    int rv = 0;
+    attn_schedule s;
+    memset(&s, 0, sizeof s);
+    if (!mate || !icost || !job_u || !job_c || !single) {
+        rv = attn_error_set(err, ATTN_E_NOMEM, "plan", "out of memory for the queues");
+        goto done;
+    }
+    uint32_t sib = 0;
+    for (uint32_t i = 0; i < ni; i++) {
+        icost[i] = attn_prefill_unit_cost(p->tiles, p->items[i].tile_begin, p->items[i].tile_end);
+        mate[i] = -1;
+    }
+    /* siblings: in making order each m tile's items meet the next m
+     * tile's; the first unpaired sibling there is the mate */
+    made_key *made = malloc(sizeof *made * (ni ? ni : 1));
+    if (!made) {
+        rv = attn_error_set(err, ATTN_E_NOMEM, "plan", "out of memory for the queues");
+        goto done;
+    }
+    for (uint32_t i = 0; i < ni; i++)
+        made[i] = (made_key){p->items[i].req, p->items[i].row0, p->items[i].tile_begin, i};
+    qsort(made, ni, sizeof *made, cmp_made_order);
+    for (uint32_t x = 0; x < ni; x++) {
+        const uint32_t i = made[x].item;
+        if (mate[i] >= 0)
+            continue;
+        for (uint32_t y = x + 1; y < ni && y <= x + PAIR_SEARCH; y++) {
+            const uint32_t j = made[y].item;
+            if (p->items[j].req != p->items[i].req ||
+                p->items[j].row0 > p->items[i].row0 + (int32_t)p->tile_m)
+                break;
+            if (mate[j] < 0 && p->items[j].row0 != p->items[i].row0 &&
+                items_are_siblings(p, &p->items[i], &p->items[j])) {
+                mate[i] = (int32_t)j;
+                mate[j] = (int32_t)i;
+                sib++;
+                break;
+            }
+        }
+    }
+    free(made);
+    const uint32_t workers = max_ctas && max_ctas < units ? max_ctas : (uint32_t)units;
+    if (sib == 0 || workers < 2)
+        goto done;
+    /* jobs: each sibling pair once per K/V head, then the other units two
+     * by two, largest first (ties to the lower unit), so the two units of a
+     * job cost about the same */
+    uint32_t nj = 0, ns = 0;
+    for (uint32_t i = 0; i < ni; i++) {
+        if (mate[i] < 0) {
+            for (uint32_t h = 0; h < H; h++)
+                single[ns++] = i * H + h;
+        } else if ((uint32_t)mate[i] > i) {
+            const uint32_t j = (uint32_t)mate[i];
+            for (uint32_t h = 0; h < H; h++, nj++) {
+                job_u[2 * nj] = i * H + h;
+                job_u[2 * nj + 1] = j * H + h;
+                job_c[nj] = icost[i] > icost[j] ? icost[i] : icost[j];
+            }
+        }
+    }
+    /* the singles two by two in item order: the items are longest first,
+     * so neighbours cost about the same */
+    for (uint32_t k = 0; k < ns; k += 2, nj++) {
+        const uint32_t a = single[k], b = k + 1 < ns ? single[k + 1] : UINT32_MAX;
+        const int64_t ca = icost[a / H], cb = b != UINT32_MAX ? icost[b / H] : 0;
+        job_u[2 * nj] = a;
+        job_u[2 * nj + 1] = b;
+        job_c[nj] = ca > cb ? ca : cb;
+    }
+    const uint32_t cta_pairs = workers / 2 < nj ? workers / 2 : nj;
+    if ((rv = attn_schedule_from_costs(job_c, nj, ATTN_SCHEDULE_LEAST_LOADED, cta_pairs, &s,
+                                       err)) != 0)
+        goto done;
+    const uint32_t W = 2 * cta_pairs;
+    uint32_t *ip = calloc((size_t)W + 1, sizeof *ip);
+    uint32_t *od = malloc(sizeof *od * units);
+    int64_t *load = calloc(W, sizeof *load);
+    if (!ip || !od || !load) {
+        free(ip);
+        free(od);
+        free(load);
+        rv = attn_error_set(err, ATTN_E_NOMEM, "plan", "out of memory for the queues");
+        goto done;
+    }
+    for (uint32_t c = 0; c < cta_pairs; c++)
+        for (uint32_t k = s.worker_indptr[c]; k < s.worker_indptr[c + 1]; k++)
+            for (uint32_t m = 0; m < 2; m++)
+                if (job_u[2 * s.order[k] + m] != UINT32_MAX)
+                    ip[2 * c + m + 1]++;
+    for (uint32_t w = 0; w < W; w++)
+        ip[w + 1] += ip[w];
+    int64_t total = 0;
+    for (uint32_t c = 0; c < cta_pairs; c++)
+        for (uint32_t m = 0; m < 2; m++) {
+            const uint32_t w = 2 * c + m;
+            uint32_t at = ip[w];
+            for (uint32_t k = s.worker_indptr[c]; k < s.worker_indptr[c + 1]; k++) {
+                const uint32_t u = job_u[2 * s.order[k] + m];
+                if (u == UINT32_MAX)
+                    continue;
+                od[at++] = u;
+                load[w] += icost[u / H];
+            }
+        }
+    for (uint32_t w = 0; w < W; w++) {
+        total += load[w];
+        qs->max_load = load[w] > qs->max_load ? load[w] : qs->max_load;
+    }
+    for (uint32_t i = 0; i < ni; i++)
+        qs->max_unit = icost[i] > qs->max_unit ? icost[i] : qs->max_unit;
+    free(load);
+    qs->workers = W;
+    qs->mean_load = (double)total / W;
+    qs->rho = qs->mean_load > 0 ? qs->max_load / qs->mean_load : 1.0;
+    qs->eta = qs->max_load > 0 ? (double)total / ((double)W * qs->max_load) : 1.0;
+    *indptr = ip;
+    *order = od;
+    *pairs = 2 * sib * H;
+done:
+    attn_schedule_free(&s);
+    free(mate);
+    free(icost);
+    free(job_u);
+    free(job_c);
+    free(single);
+    return rv;
+}
+
+/* Store built queues into the plan (replacing older ones). */
+static void set_queues(attn_prefill_plan *p, uint32_t *indptr, uint32_t *order,
+                       const attn_prefill_queue_stats *qs, attn_prefill_queue_stats *st)
+{
+    free(p->worker_indptr);
+    free(p->order);
+    p->worker_indptr = indptr;
+    p->order = order;
+    p->num_workers = qs->workers;
+    if (st)
+        *st = *qs;
+}
+
+static int check_units(const attn_prefill_plan *p, uint32_t num_kv_heads, attn_error_detail *err)
 {
     const uint64_t units = (uint64_t)p->num_items * num_kv_heads;
     if (units > UINT32_MAX)
         return attn_error_set(err, ATTN_E_RANGE, "plan", "%llu units exceed the queue index",
                               (unsigned long long)units);
+    return 0;
+}
+
+int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                             attn_prefill_queue_stats *st, attn_error_detail *err)
+{
+    uint32_t *indptr, *order;
     attn_prefill_queue_stats qs;
-    memset(&qs, 0, sizeof qs);
-    uint32_t *indptr = NULL, *order = NULL, workers = 0;
-    if (units > 0) {
-        workers = max_ctas && max_ctas < units ? max_ctas : (uint32_t)units;
-        int64_t *cost = malloc(sizeof *cost * units);
-        if (!cost)
-            return attn_error_set(err, ATTN_E_NOMEM, "plan", "out of memory for the queues");
-        for (uint64_t u = 0; u < units; u++) {
-            const attn_prefill_item *it = &p->items[u / num_kv_heads];
-            cost[u] = attn_prefill_unit_cost(p->tiles, it->tile_begin, it->tile_end);
-            qs.max_unit = cost[u] > qs.max_unit ? cost[u] : qs.max_unit;
-        }
-        attn_schedule s;
-        int rv = attn_schedule_from_costs(cost, (uint32_t)units, ATTN_SCHEDULE_LEAST_LOADED,
-                                          workers, &s, err);
-        free(cost);
-        if (rv != 0)
-            return rv;
-        indptr = s.worker_indptr;
-        order = s.order;
-        qs.max_load = s.max_load;
-        qs.mean_load = s.mean_load;
-        qs.rho = s.max_over_mean;
-        qs.eta = s.efficiency;
-        free(s.load);
+    int rv = check_units(p, num_kv_heads, err);
+    if (rv == 0)
+        rv = plain_queues(p, num_kv_heads, max_ctas, &indptr, &order, &qs, err);
+    if (rv == 0)
+        set_queues(p, indptr, order, &qs, st);
+    return rv;
+}
+
+int attn_prefill_plan_pair_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                                  attn_prefill_queue_stats *st, attn_error_detail *err)
+{
+    uint32_t *indptr, *order, *pi, *po, pairs;
+    attn_prefill_queue_stats qs, pq;
+    int rv = check_units(p, num_kv_heads, err);
+    if (rv == 0)
+        rv = plain_queues(p, num_kv_heads, max_ctas, &indptr, &order, &qs, err);
+    if (rv != 0)
+        return rv;
+    if ((rv = pair_queues(p, num_kv_heads, max_ctas, &pi, &po, &pq, &pairs, err)) != 0) {
+        free(indptr);
+        free(order);
+        return rv;
     }
-    qs.workers = workers;
-    free(p->worker_indptr);
-    free(p->order);
-    p->worker_indptr = indptr;
-    p->order = order;
-    p->num_workers = workers;
-    if (st)
-        *st = qs;
+    /* the pairs only where they lengthen the makespan by at most the slack */
+    if (pi && pq.max_load * 100 <= qs.max_load * (100 + ATTN_PREFILL_PAIR_SLACK_PCT)) {
+        free(indptr);
+        free(order);
+        pq.pairs = pairs;
+        set_queues(p, pi, po, &pq, st);
+        return 0;
+    }
+    free(pi);
+    free(po);
+    set_queues(p, indptr, order, &qs, st);
     return 0;
 }
 

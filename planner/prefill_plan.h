@@ -95,8 +95,9 @@ typedef struct attn_prefill_queue_stats {
     uint32_t workers;
     int64_t max_load, max_unit;
     double mean_load;
-    double rho; /* max / mean load */
-    double eta; /* total / (workers x max load) */
+    double rho;     /* max / mean load */
+    double eta;     /* total / (workers x max load) */
+    uint32_t pairs; /* units run beside their sibling (attn_prefill_plan_pair_queues) */
 } attn_prefill_queue_stats;
 
 /* Build the plan's per-CTA queues for a persistent grid of at most
@@ -109,6 +110,26 @@ typedef struct attn_prefill_queue_stats {
  * on either error). */
 int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
                              attn_prefill_queue_stats *st, attn_error_detail *err);
+
+/* How much longer (percent of the least-loaded makespan) the pair walk's
+ * queues may be before attn_prefill_plan_pair_queues keeps the plain ones. */
+#define ATTN_PREFILL_PAIR_SLACK_PCT 2
+
+/* attn_prefill_plan_queues for the pair walk: units of sibling items (one
+ * request, the same key tiles but for one more at the end of one of them:
+ * the two m tiles of an append whose C x g rows fill two, the m tiles of a
+ * prefill chunk whose rows see the same keys, or the same part of two such
+ * m tiles) of one K/V head run at the same queue position of CTAs 2j and
+ * 2j + 1, so the two CTAs read each K/V tile at about the same time and the
+ * second read finds it in the L2 (H200, bench_mixed.py's M3 appends alone:
+ * 775 MB read from DRAM for 667 MB of K/V under the plain queues, 696 MB in
+ * pairs; bench/results/mixed-h200-2026-12-03-r31).  The other units go two
+ * by two in cost order; the CTA pairs' jobs are scheduled least-loaded.
+ * Where no siblings exist, fewer than two CTAs run, or the pairs' makespan
+ * exceeds the plain queues' by more than ATTN_PREFILL_PAIR_SLACK_PCT, the
+ * plain queues are built (st->pairs 0).  Errors as attn_prefill_plan_queues. */
+int attn_prefill_plan_pair_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                                  attn_prefill_queue_stats *st, attn_error_detail *err);
 
 /* The capacity envelope of a graph-mode plan (seed 0x03G): the most of
  * every array a step may fill, fixed when the plan is made, so one device

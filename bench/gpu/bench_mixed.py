@@ -68,6 +68,7 @@ FORKED = [v[0] for v in VARIANTS if v[2] not in (None, "serial")]
 KERNEL_CAPS = [0, 66, 80, 96, 112]
 MASK_CAUSAL = 0
 REPS = [15]  # timed runs after 3 warm-ups (--reps)
+WALK = [None]  # the unit walk of every run that names none (--walk; None: the engine's default)
 
 
 def log(*a):
@@ -211,9 +212,10 @@ def subset_case(cs, lo, hi):
                 knew=cs["knew"][q0:q1].contiguous(), vnew=cs["vnew"][q0:q1].contiguous())
 
 
-def run_variant(lib, cs, name):
+def run_variant(lib, cs, name, walk=None):
     """attnd under one variant: the stream setting in the environment while
-    the engine instance is made (read at init), then restored."""
+    the engine instance is made (read at init), then restored; walk: the
+    prefill kernel's unit walk (ATTN_PREFILL_WALK) where the variant names none."""
     _, sched, order, ctas = next(v for v in VARIANTS if v[0] == name)
     keep = {k: os.environ.pop(k, None)
             for k in ("ATTN_MIXED_STREAMS", "ATTN_MIXED_PREFILL_CTAS", "ATTN_PREFILL_WALK",
@@ -221,6 +223,8 @@ def run_variant(lib, cs, name):
     try:
         if name in ("unified_snake", "unified_queue"):
             os.environ["ATTN_PREFILL_WALK"] = name.split("_")[1]
+        elif (walk or WALK[0]) is not None:
+            os.environ["ATTN_PREFILL_WALK"] = walk or WALK[0]
         if sched == "overlap":
             os.environ["ATTN_MIXED_OVERLAP"] = "fused" if name == "ovl_fused" else "1"
         if order is not None:
@@ -499,6 +503,10 @@ def main():
                     help="leave out the halves and the prefill kernel alone")
     ap.add_argument("--reps", type=int, default=15, help="timed runs after 3 warm-ups")
     ap.add_argument("--only", default="", help="batches to run (M1,M2,...; default: all)")
+    ap.add_argument("--walk", default="", help="the unit walk (ATTN_PREFILL_WALK) of every run")
+    ap.add_argument("--walk-ab", default="",
+                    help="a unit walk (ATTN_PREFILL_WALK, e.g. pairs) to run every variant and "
+                    "half under again, right after its default run: name@walk in the JSON")
     ap.add_argument("--caps", default="",
                     help="more prefill-first caps to time (part_pf_cN variants and the prefill "
                          "kernel alone at N CTAs), e.g. 60,72,104")
@@ -512,6 +520,7 @@ def main():
         print_tables(json.load(open(a.table)))
         return 0
     REPS[0] = a.reps
+    WALK[0] = a.walk or None
     for c in (int(x) for x in a.caps.split(",") if x):
         if not any(v[0] == "part_pf_c%d" % c for v in VARIANTS):
             VARIANTS.append(("part_pf_c%d" % c, "partition", "prefill-first", str(c)))
@@ -550,24 +559,30 @@ def main():
                 continue
             if a.variants and name_v not in a.variants.split(","):
                 continue
-            try:
-                ms, o, lse, extra = run_variant(lib, cs, name_v)
-                row["attnd"][name_v] = dict(ms=ms, nan=int(torch.isnan(o.float()).sum()) +
-                                            int(torch.isnan(lse).sum()), **extra)
-                if ref is None:
-                    ref, ref_lse = o, lse
-                else:
-                    row["attnd"][name_v]["rel_l2_vs_unified"] = rel_l2(o, ref)
-                    # the unit walk changes which CTA runs a unit, not its bytes
-                    row["attnd"][name_v]["bitwise_equal_first"] = bool(
-                        torch.equal(o, ref) and torch.equal(lse, ref_lse))
-            except Exception as ex:
-                row["attnd"][name_v] = dict(error=repr(ex)[:300])
-        if both and not a.no_extras:  # the two halves alone (bench/gpu/calibrate_mixed.py)
-            for half, lo, hi in (("prefill_half", 0, cs["npre"]),
-                                 ("decode_half", cs["npre"], cs["B"])):
+            for walk in [None] + ([a.walk_ab] if a.walk_ab and name_v not in
+                                  ("unified_snake", "unified_queue") else []):
+                key = name_v if walk is None else name_v + "@" + walk
                 try:
-                    ms, o, lse, extra = run_variant(lib, subset_case(cs, lo, hi), "partition")
+                    ms, o, lse, extra = run_variant(lib, cs, name_v, walk)
+                    row["attnd"][key] = dict(ms=ms, nan=int(torch.isnan(o.float()).sum()) +
+                                             int(torch.isnan(lse).sum()), **extra)
+                    if ref is None:
+                        ref, ref_lse = o, lse
+                    else:
+                        row["attnd"][key]["rel_l2_vs_unified"] = rel_l2(o, ref)
+                        # the unit walk changes which CTA runs a unit, not its bytes
+                        row["attnd"][key]["bitwise_equal_first"] = bool(
+                            torch.equal(o, ref) and torch.equal(lse, ref_lse))
+                except Exception as ex:
+                    row["attnd"][key] = dict(error=repr(ex)[:300])
+        if both and not a.no_extras:  # the two halves alone (bench/gpu/calibrate_mixed.py)
+            for half, lo, hi, walk in (("prefill_half", 0, cs["npre"], None),
+                                       ("decode_half", cs["npre"], cs["B"], None)) + (
+                    (("prefill_half@" + a.walk_ab, 0, cs["npre"], a.walk_ab),) if a.walk_ab
+                    else ()):
+                try:
+                    ms, o, lse, extra = run_variant(lib, subset_case(cs, lo, hi), "partition",
+                                                    walk)
                     row["attnd"][half] = dict(ms=ms, **extra)
                 except Exception as ex:
                     row["attnd"][half] = dict(error=repr(ex)[:300])

@@ -303,7 +303,17 @@ int attn_prefill_walk_parse(const char *s, attn_prefill_walk *out, attn_error_de
     ATTN_PREFILL_WALKS(ATTN__PREFILL_WALK_MATCH)
 #undef ATTN__PREFILL_WALK_MATCH
     return attn_error_set(err, ATTN_E_RANGE, "ATTN_PREFILL_WALK",
-                          "unit walk '%.40s' is not auto, queue or snake", s);
+                          "unit walk '%.40s' is not auto, queue, pairs or snake", s);
+}
+
+/* The per-CTA queues of a queue-like walk (queue, or pairs: sibling units
+ * side by side where that keeps the makespan). */
+static int build_queues(attn_prefill_walk walk, attn_prefill_plan *tp, uint32_t num_kv_heads,
+                        uint32_t ctas, attn_prefill_queue_stats *st, attn_error_detail *err)
+{
+    return walk == ATTN_PREFILL_WALK_PAIRS
+               ? attn_prefill_plan_pair_queues(tp, num_kv_heads, ctas, st, err)
+               : attn_prefill_plan_queues(tp, num_kv_heads, ctas, st, err);
 }
 
 int attn_mixed_overlap_parse(const char *s, int *trial, attn_error_detail *err)
@@ -1304,11 +1314,17 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
         grid_ctas = pp->prefill_ctas;
     pp->walk =
         pp->tuning.walk == ATTN_PREFILL_WALK_AUTO ? ATTN_PREFILL_WALK_DEFAULT : pp->tuning.walk;
-    if (pp->walk == ATTN_PREFILL_WALK_QUEUE && tp.num_items > 0) {
-        if ((rv = attn_prefill_plan_queues(&tp, Hkv, grid_ctas, &pp->queues, err)) != 0)
+    if (pp->walk != ATTN_PREFILL_WALK_SNAKE && tp.num_items > 0) {
+        if ((rv = build_queues(pp->walk, &tp, Hkv, grid_ctas, &pp->queues, err)) != 0)
             goto fail;
-        append_why(out, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
-                   pp->queues.workers, pp->queues.rho, pp->queues.eta);
+        if (pp->walk == ATTN_PREFILL_WALK_PAIRS)
+            append_why(out,
+                       "; walk pairs (least-loaded, %u units beside their sibling): %u CTAs, "
+                       "rho %.3f, eta %.3f",
+                       pp->queues.pairs, pp->queues.workers, pp->queues.rho, pp->queues.eta);
+        else
+            append_why(out, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
+                       pp->queues.workers, pp->queues.rho, pp->queues.eta);
     } else if (tp.num_items > 0) {
         append_why(
             out, "; walk snake: %u CTAs",
@@ -1414,6 +1430,7 @@ int attn_cuda_prefill_plan_info_get(const attn_engine_plan *p, attn_cuda_prefill
     out->max_ctas = pp->params.max_ctas;
     out->walk = attn_prefill_walk_name(pp->walk);
     out->num_workers = pp->params.num_workers;
+    out->pairs = pp->queues.pairs;
     out->rho = pp->queues.rho;
     out->eta = pp->queues.eta;
 #ifdef ATTN_WITH_CUDA
@@ -1547,7 +1564,7 @@ static int graph_step(const attn_engine_plan *p, const attn_manifest *m,
                                .num_sms = pp->fixed.sm_count,
                                .fixed_splits = m->policy.splits};
     if ((rv = attn_prefill_plan_build(&in, tp, err)) != 0 ||
-        (rv = attn_prefill_plan_queues(tp, g->num_kv_heads, pp->grid_ctas, NULL, err)) != 0 ||
+        (rv = build_queues(pp->walk, tp, g->num_kv_heads, pp->grid_ctas, NULL, err)) != 0 ||
         (rv = attn_prefill_envelope_check(e, tp, err)) != 0)
         goto done;
     if ((*img = calloc(1, pp->meta_bytes ? pp->meta_bytes : 1)) == NULL) {

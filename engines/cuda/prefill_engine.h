@@ -47,14 +47,17 @@ extern "C" {
 #define ATTN_PREFILL_WALKS(X)                                                                      \
     X(ATTN_PREFILL_WALK_AUTO, 0, "auto")   /* ATTN_PREFILL_WALK_DEFAULT */                         \
     X(ATTN_PREFILL_WALK_QUEUE, 1, "queue") /* the plan's least-loaded per-CTA queues */            \
-    X(ATTN_PREFILL_WALK_SNAKE, 2, "snake") /* units longest first, grid-strided, snaked */
+    X(ATTN_PREFILL_WALK_SNAKE, 2, "snake") /* units longest first, grid-strided, snaked */         \
+    X(ATTN_PREFILL_WALK_PAIRS, 3, "pairs") /* queues, sibling units side by side */
 
 #define ATTN__PREFILL_WALK_ENTRY(e, v, n) e = (v),
 typedef enum attn_prefill_walk { ATTN_PREFILL_WALKS(ATTN__PREFILL_WALK_ENTRY) } attn_prefill_walk;
 #undef ATTN__PREFILL_WALK_ENTRY
 
-/* The walk auto means (measured: docs/cuda-prefill-engine.md, "Unit walk"). */
-#define ATTN_PREFILL_WALK_DEFAULT ATTN_PREFILL_WALK_QUEUE
+/* The walk auto means (measured: docs/cuda-prefill-engine.md, "Unit walk":
+ * H200 2026-12-03, pairs against queue in one process, M3 0.96-0.97x, the
+ * other batches within 1 %). */
+#define ATTN_PREFILL_WALK_DEFAULT ATTN_PREFILL_WALK_PAIRS
 
 /* The name of a walk ("queue", ...), "?" outside the enum. */
 const char *attn_prefill_walk_name(attn_prefill_walk w);
@@ -169,8 +172,9 @@ typedef struct attn_cuda_prefill_plan_info {
     const char *combine;  /* the combine kernel's symbol, NULL without merges */
     const char *streams;  /* partition's variant: "serial", "decode-first" or "prefill-first" */
     uint32_t max_ctas;    /* the prefill grid's CTAs at most (capped when forked) */
-    const char *walk;     /* the unit walk: "queue" or "snake" */
-    uint32_t num_workers; /* queue: the CTAs that have a queue (the grid); snake: 0 */
+    const char *walk;     /* the unit walk: "queue", "pairs" or "snake" */
+    uint32_t num_workers; /* queue, pairs: the CTAs that have a queue (the grid); snake: 0 */
+    uint32_t pairs;       /* pairs: the units run beside their sibling (0: plain queues) */
     double rho, eta;      /* queue: max / mean load and total / (CTAs x max load) */
 } attn_cuda_prefill_plan_info;
 

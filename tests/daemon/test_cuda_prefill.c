@@ -663,7 +663,7 @@ static void test_overlap_plan_host(void **state)
     attn_error_detail err;
     attn_admission a;
     attn_cuda_prefill_plan_info io, ip;
-    char walk[96];
+    char walk[128];
     /* by default refused with the measured reason, by admission and plan */
     attn_cuda_prefill_admit(&rb.m, &rb.g, &k_h200, NULL, &a);
     assert_false(a.admitted);
@@ -690,8 +690,10 @@ static void test_overlap_plan_host(void **state)
      * the SMs', a queue per CTA up to one per prefill unit */
     assert_int_equal(io.max_ctas, k_h200.sm_count);
     assert_true(io.num_workers > 0 && io.num_workers <= k_h200.sm_count);
-    snprintf(walk, sizeof walk, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
-             io.num_workers, io.rho, io.eta);
+    snprintf(walk, sizeof walk,
+             "; walk pairs (least-loaded, %u units beside their sibling): %u CTAs, rho %.3f, "
+             "eta %.3f",
+             io.pairs, io.num_workers, io.rho, io.eta);
     if (strstr(ov.schedule_why, walk) == NULL)
         fail_msg("the walk is cut from the why: %s", ov.schedule_why);
 #ifdef ATTN_WITH_CUDA
@@ -778,8 +780,10 @@ static void test_overlap_plan_host(void **state)
     assert_string_equal(io.streams, "prefill-first");
     assert_int_equal(io.max_ctas, k_h200.sm_count); /* persistent: one light CTA per SM */
     /* the why still ends with the walk's figures (seed 0x09G), whole */
-    snprintf(walk, sizeof walk, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
-             io.num_workers, io.rho, io.eta);
+    snprintf(walk, sizeof walk,
+             "; walk pairs (least-loaded, %u units beside their sibling): %u CTAs, rho %.3f, "
+             "eta %.3f",
+             io.pairs, io.num_workers, io.rho, io.eta);
     assert_true(io.num_workers > 0);
     if (strstr(ov.schedule_why, walk) == NULL)
         fail_msg("the walk is cut from the why: %s", ov.schedule_why);
@@ -873,13 +877,16 @@ static void test_unit_walk_plan_host(void **state)
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, NULL, &a, &err), 0);
     attn_cuda_prefill_plan_info ia, ib, is;
     assert_int_equal(attn_cuda_prefill_plan_info_get(&a, &ia), 0);
-    assert_string_equal(ia.walk, "queue");
+    assert_string_equal(ia.walk, "pairs");   /* the default: sibling m tiles side by side */
     const uint32_t units = ia.num_items * 2; /* H_kv 2 */
-    assert_int_equal(ia.num_workers, units < 132 ? units : 132);
+    assert_true(ia.pairs > 0 && ia.pairs <= units);
+    assert_true(ia.num_workers % 2 == 0 && ia.num_workers <= 132);
     assert_true(ia.rho >= 1.0 && ia.eta > 0.0 && ia.eta <= 1.0);
-    char want[96];
-    snprintf(want, sizeof want, "walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
-             ia.num_workers, ia.rho, ia.eta);
+    char want[128];
+    snprintf(want, sizeof want,
+             "walk pairs (least-loaded, %u units beside their sibling): %u CTAs, rho %.3f, "
+             "eta %.3f",
+             ia.pairs, ia.num_workers, ia.rho, ia.eta);
     assert_non_null(strstr(a.schedule_why, want));
     assert_non_null(strstr(a.schedule_why, "as asked: every row")); /* the why it extends */
     /* the queues are part of the one upload */
@@ -891,6 +898,20 @@ static void test_unit_walk_plan_host(void **state)
 
     attn_cuda_prefill_tuning tu;
     memset(&tu, 0, sizeof tu);
+    /* the plain least-loaded queues */
+    attn_engine_plan qu;
+    attn_cuda_prefill_plan_info iqu;
+    memset(&qu, 0, sizeof qu);
+    tu.walk = ATTN_PREFILL_WALK_QUEUE;
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &qu, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&qu, &iqu), 0);
+    assert_string_equal(iqu.walk, "queue");
+    assert_int_equal(iqu.pairs, 0);
+    assert_int_equal(iqu.num_workers, units < 132 ? units : 132);
+    snprintf(want, sizeof want, "walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
+             iqu.num_workers, iqu.rho, iqu.eta);
+    assert_non_null(strstr(qu.schedule_why, want));
+    attn_cuda_prefill_plan_host_free(&qu);
     tu.walk = ATTN_PREFILL_WALK_SNAKE;
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &sn, &err), 0);
     assert_int_equal(attn_cuda_prefill_plan_info_get(&sn, &is), 0);

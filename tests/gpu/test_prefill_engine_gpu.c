@@ -26,7 +26,7 @@
  * the light CTAs on their SMs.  The unified launch is deterministic (issue 12 item 3): M-like
  * mixed batches (and a skewed one the load bound splits, and forced
  * splits) run twice under the least-loaded queues give the same O and LSE
- * bytes, and the same bytes again under the snake walk.  ATTN_GPU_QUICK=1
+ * bytes, and the same bytes again under the snake and the pair walks.  ATTN_GPU_QUICK=1
  * caps T and C (a quick sweep) and keeps one M-like determinism batch,
  * ATTN_GPU_CASES=S runs only the cases whose name contains S (a sanitizer
  * run; ATTN_GPU_SANITIZER=1 skips only the placement test).  Graph mode (seed 0x03G): the engine's
@@ -761,19 +761,23 @@ static void test_unified_determinism(void **state)
         pool_up(&dp, &rb);
         const size_t ob = rb.o_elems * attn_dtype_size(rb.m.q_dtype),
                      lb = sizeof(float) * rb.lse_elems;
-        void *oq = malloc(ob), *os = malloc(ob);
-        float *lq = malloc(lb), *ls = malloc(lb);
-        assert_true(oq && os && lq && ls);
-        attn_cuda_prefill_plan_info iq, is;
-        char why[sizeof((attn_engine_plan *)0)->schedule_why], why_s[sizeof why];
+        void *oq = malloc(ob), *os = malloc(ob), *op = malloc(ob);
+        float *lq = malloc(lb), *ls = malloc(lb), *lp = malloc(lb);
+        assert_true(oq && os && op && lq && ls && lp);
+        attn_cuda_prefill_plan_info iq, is, ip;
+        char why[sizeof((attn_engine_plan *)0)->schedule_why], why_s[sizeof why], why_p[sizeof why];
         det_run(&rb, &dp, ATTN_PREFILL_WALK_QUEUE, oq, lq, &iq, why, sizeof why);
         det_run(&rb, &dp, ATTN_PREFILL_WALK_SNAKE, os, ls, &is, why_s, sizeof why_s);
+        det_run(&rb, &dp, ATTN_PREFILL_WALK_PAIRS, op, lp, &ip, why_p, sizeof why_p);
         assert_true(iq.num_workers > 0);
         assert_int_equal(is.num_workers, 0);
+        assert_true(ip.num_workers > 0);
         assert_int_equal(iq.num_items, is.num_items);
         /* another CTA and order per unit, the same bytes */
         assert_memory_equal(oq, os, ob);
         assert_memory_equal(lq, ls, lb);
+        assert_memory_equal(oq, op, ob);
+        assert_memory_equal(lq, lp, lb);
         size_t nan = 0;
         for (size_t k = 0; k < rb.lse_elems; k++)
             nan += isnan(lq[k]) != 0;
@@ -796,16 +800,18 @@ static void test_unified_determinism(void **state)
             assert_true(rel <= 1e-2);
             assert_true(lse_err <= 1e-3);
         }
-        printf("  %-12s seed=%llu B=%u items=%u parts=%u splits=%u queue==snake bytes "
-               "(O %zu B, LSE %zu B) rel=%.2e lse=%.2e | %s\n",
+        printf("  %-12s seed=%llu B=%u items=%u parts=%u splits=%u queue==snake==pairs bytes "
+               "(O %zu B, LSE %zu B, %u units beside their sibling) rel=%.2e lse=%.2e | %s\n",
                dc->name, (unsigned long long)seed, rb.m.num_requests, iq.num_items, iq.num_parts,
-               rb.m.policy.splits, ob, lb, rel, lse_err,
+               rb.m.policy.splits, ob, lb, ip.pairs, rel, lse_err,
                strstr(why, "walk") ? strstr(why, "walk") : why);
         fflush(stdout);
         free(oq);
         free(os);
+        free(op);
         free(lq);
         free(ls);
+        free(lp);
         pool_down(&dp);
         attn_rb_free(&rb);
     }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -672,6 +673,164 @@ static void test_queues_vs_snake_on_the_bench_batches(void **state)
     }
 }
 
+/* A causal plan of B requests (T[b], C[b]) at H_q 32, H_kv 8, d 128 on 132
+ * SMs (the mask program in *prog, freed by the caller). */
+static void plan_causal(uint32_t B, const int64_t *T, const int64_t *C, attn_mask_prog *prog,
+                        attn_prefill_plan *p)
+{
+    attn_request_desc *req = calloc(B, sizeof *req);
+    int32_t *qo = calloc(B + 1, sizeof *qo);
+    assert_true(req && qo);
+    for (uint32_t b = 0; b < B; b++) {
+        snprintf(req[b].id, sizeof req[b].id, "r%u", b);
+        req[b].cache_len = T[b];
+        req[b].new_len = C[b];
+        qo[b + 1] = qo[b] + (int32_t)C[b];
+    }
+    attn_mask mask;
+    memset(&mask, 0, sizeof mask);
+    mask.kind = ATTN_MASK_CAUSAL;
+    assert_int_equal(attn_mask_prog_build_blocks(&mask, req, B, 128, prog, NULL), 0);
+    attn_prefill_plan_in in = {.num_requests = B,
+                               .T = T,
+                               .C = C,
+                               .qo_indptr = qo,
+                               .num_qo_heads = 32,
+                               .num_kv_heads = 8,
+                               .head_dim = 128,
+                               .mask = prog,
+                               .num_sms = 132};
+    assert_int_equal(attn_prefill_plan_build(&in, p, NULL), 0);
+    free(req);
+    free(qo);
+}
+
+/* Whether units u and v (item x 8 + head) read the same K/V: the same head,
+ * request and key tiles but for one more at the end of one of them (the
+ * test's own statement of a sibling). */
+static bool same_kv(const attn_prefill_plan *p, uint32_t u, uint32_t v)
+{
+    const attn_prefill_item *a = &p->items[u / 8], *b = &p->items[v / 8];
+    const int32_t na = a->tile_end - a->tile_begin, nb = b->tile_end - b->tile_begin;
+    if (u % 8 != v % 8 || u == v || a->req != b->req || na - nb > 1 || nb - na > 1)
+        return false;
+    for (int32_t i = 0; i < na && i < nb; i++)
+        if (p->tiles[a->tile_begin + i] >> 1 != p->tiles[b->tile_begin + i] >> 1)
+            return false;
+    return true;
+}
+
+/* The pair walk (attn_prefill_plan_pair_queues): every unit once, the
+ * stats those of the queues, each CTA pair's queues in step with a
+ * sibling beside every paired unit; returns the units beside a sibling. */
+static uint32_t check_pair_queues(const attn_prefill_plan *p, const attn_prefill_queue_stats *st)
+{
+    const uint32_t units = p->num_items * 8;
+    assert_int_equal(st->workers, p->num_workers);
+    assert_int_equal(p->worker_indptr[p->num_workers], units);
+    uint8_t *seen = calloc(units, 1);
+    assert_non_null(seen);
+    int64_t max_load = 0;
+    for (uint32_t w = 0; w < p->num_workers; w++) {
+        int64_t load = 0;
+        for (uint32_t k = p->worker_indptr[w]; k < p->worker_indptr[w + 1]; k++) {
+            seen[p->order[k]]++;
+            load += unit_cost(p, 8, p->order[k]);
+        }
+        max_load = load > max_load ? load : max_load;
+    }
+    for (uint32_t u = 0; u < units; u++)
+        assert_int_equal(seen[u], 1);
+    free(seen);
+    assert_int_equal(st->max_load, max_load);
+    uint32_t beside = 0;
+    for (uint32_t w = 0; w + 1 < p->num_workers; w += 2) {
+        const uint32_t a0 = p->worker_indptr[w], b0 = p->worker_indptr[w + 1];
+        const uint32_t na = b0 - a0, nb = p->worker_indptr[w + 2] - b0;
+        for (uint32_t k = 0; k < na && k < nb; k++)
+            if (same_kv(p, p->order[a0 + k], p->order[b0 + k]))
+                beside += 2;
+    }
+    return beside;
+}
+
+/* M3's 32 appends of 64 rows (4 query heads a K/V head: two m tiles of the
+ * same keys each) get every sibling beside its twin, on the whole machine and
+ * on a forked grid, within the makespan slack; decode rows (one m tile a
+ * request) and an odd grid keep the plain queues or pairs that hold. */
+static void test_pair_queues(void **state)
+{
+    (void)state;
+    int64_t T[160], C[160];
+    for (uint32_t b = 0; b < 32; b++) {
+        T[b] = 1024 + (int64_t)(b * 2657u % 7169u);
+        C[b] = 64;
+    }
+    attn_mask_prog prog;
+    attn_prefill_plan p, q;
+    attn_prefill_queue_stats st, plain;
+    plan_causal(32, T, C, &prog, &p);
+    assert_int_equal(p.num_items, 64);
+    const uint32_t grids[] = {132, 66, 74, 65, 0};
+    for (size_t g = 0; g < sizeof grids / sizeof grids[0]; g++) {
+        assert_int_equal(attn_prefill_plan_queues(&p, 8, grids[g], &plain, NULL), 0);
+        assert_int_equal(plain.pairs, 0);
+        assert_int_equal(attn_prefill_plan_pair_queues(&p, 8, grids[g], &st, NULL), 0);
+        printf("  M3 appends, %3u CTAs: pairs %u, makespan %lld (plain %lld)\n", grids[g], st.pairs,
+               (long long)st.max_load, (long long)plain.max_load);
+        assert_int_equal(st.pairs, 512);
+        assert_int_equal(check_pair_queues(&p, &st), 512);
+        assert_true(st.max_load * 100 <= plain.max_load * (100 + ATTN_PREFILL_PAIR_SLACK_PCT));
+        assert_true(st.workers % 2 == 0 && st.workers <= (grids[g] ? grids[g] : 512));
+    }
+    /* deterministic */
+    assert_int_equal(attn_prefill_plan_pair_queues(&p, 8, 132, &st, NULL), 0);
+    plan_causal(32, T, C, &prog, &q);
+    attn_prefill_queue_stats st2;
+    assert_int_equal(attn_prefill_plan_pair_queues(&q, 8, 132, &st2, NULL), 0);
+    assert_memory_equal(q.worker_indptr, p.worker_indptr, sizeof(uint32_t) * (p.num_workers + 1));
+    assert_memory_equal(q.order, p.order, sizeof(uint32_t) * p.num_items * 8);
+    attn_prefill_plan_free(&q);
+    attn_mask_prog_free(&prog);
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&prog);
+
+    /* decode rows only: no siblings, the plain queues */
+    for (uint32_t b = 0; b < 160; b++) {
+        T[b] = 256 + (int64_t)(b * 7919u % 16129u);
+        C[b] = 1;
+    }
+    plan_causal(160, T, C, &prog, &p);
+    assert_int_equal(attn_prefill_plan_queues(&p, 8, 132, &plain, NULL), 0);
+    uint32_t *ip = malloc(sizeof *ip * (p.num_workers + 1)), *od = malloc(sizeof *od * 1280);
+    assert_true(ip && od);
+    memcpy(ip, p.worker_indptr, sizeof *ip * (p.num_workers + 1));
+    memcpy(od, p.order, sizeof *od * 1280);
+    assert_int_equal(attn_prefill_plan_pair_queues(&p, 8, 132, &st, NULL), 0);
+    assert_int_equal(st.pairs, 0);
+    assert_memory_equal(&st, &plain, sizeof st);
+    assert_memory_equal(p.worker_indptr, ip, sizeof *ip * (p.num_workers + 1));
+    assert_memory_equal(p.order, od, sizeof *od * 1280);
+    free(ip);
+    free(od);
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&prog);
+
+    /* a prefill of 4096 from 0 (M5's): four m tiles of 32 tokens share their
+     * key tiles, so pairs exist; taken only within the slack */
+    T[0] = 0;
+    C[0] = 4096;
+    plan_causal(1, T, C, &prog, &p);
+    assert_int_equal(attn_prefill_plan_queues(&p, 8, 132, &plain, NULL), 0);
+    assert_int_equal(attn_prefill_plan_pair_queues(&p, 8, 132, &st, NULL), 0);
+    printf("  M5 prefill, 132 CTAs: pairs %u, makespan %lld (plain %lld)\n", st.pairs,
+           (long long)st.max_load, (long long)plain.max_load);
+    assert_int_equal(check_pair_queues(&p, &st), st.pairs);
+    assert_true(st.max_load * 100 <= plain.max_load * (100 + ATTN_PREFILL_PAIR_SLACK_PCT));
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&prog);
+}
+
 /* The load bound's cuts stay only where they pay for the combine
  * (ATTN_PREFILL_COST_COMBINE): bench_mixed.py's small steps S1 and S2 on
  * 132 SMs (H_q 32, H_kv 8, d 128, causal).  S1's 128 units, fewer than the
@@ -724,6 +883,7 @@ int main(void)
         cmocka_unit_test(test_queues_load_bound),
         cmocka_unit_test(test_queues_random),
         cmocka_unit_test(test_queues_vs_snake_on_the_bench_batches),
+        cmocka_unit_test(test_pair_queues),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
