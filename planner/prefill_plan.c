@@ -121,7 +121,8 @@ static void part_range(const mtile *t, uint32_t s, uint32_t k, int32_t *b0, int3
 
 /* The makespan, in quarter tiles, of the units of m tiles mt[0 .. nm) cut
  * into nsplit[i] parts each (NULL: uncut), H_kv units a part, under the
- * least-loaded rule of the queues (attn_prefill_plan_queues) on at most
+ * least-loaded rule of the queues (attn_prefill_plan_queues; the pair
+ * walk's stay within ATTN_PREFILL_PAIR_SLACK_PCT of it) on at most
  * `sms` CTAs; mcost[i]: m tile i's uncut cost, already counted by the
  * caller.  -1 when it cannot be counted (too many units, no memory). */
 static int64_t split_makespan(const int32_t *tiles, const mtile *mt, const int64_t *mcost,
@@ -446,152 +447,150 @@ static int cmp_made_order(const void *x, const void *y)
 #define PAIR_SEARCH 64u
 
 /* The pair walk's queues (attn_prefill_plan_pair_queues): jobs of two
- * units, sibling pairs first found in item order and the other units two
- * by two in cost order, scheduled least-loaded on workers / 2 CTA pairs;
- * CTA 2j runs the first unit of each of pair j's jobs, CTA 2j + 1 the
- * second.  *pairs: the units placed beside their sibling.  0 with *indptr
- * NULL where no sibling pair exists or fewer than two workers. */
+ * units, sibling pairs first found in making order and the other units two
+ * by two in item order (longest first), scheduled least-loaded on max_ctas
+ * / 2 CTA pairs; CTA 2j runs the first unit of each of pair j's jobs, CTA
+ * 2j + 1 the second (the last job's second unit may be missing when the
+ * singles are odd: that CTA's queue is one shorter, or empty).  *beside:
+ * the units placed beside their sibling.  0 with *indptr NULL where no
+ * sibling pair exists or fewer than two CTAs run. */
 static int pair_queues(const attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
                        uint32_t **indptr, uint32_t **order, attn_prefill_queue_stats *qs,
-                       uint32_t *pairs, attn_error_detail *err)
+                       uint32_t *beside, attn_error_detail *err)
 {
-    const uint32_t ni = p->num_items, H = num_kv_heads;
-    const uint64_t units = (uint64_t)ni * H;
+    const uint32_t items = p->num_items, heads = num_kv_heads;
+    const uint64_t units = (uint64_t)items * heads; /* <= UINT32_MAX: check_units */
+    const uint32_t none = UINT32_MAX;               /* no mate, no second unit */
     memset(qs, 0, sizeof *qs);
     *indptr = NULL;
     *order = NULL;
-    *pairs = 0;
-    int32_t *mate = malloc(sizeof *mate * (ni ? ni : 1));
-    int64_t *icost = malloc(sizeof *icost * (ni ? ni : 1));
-    uint32_t *job_u = malloc(sizeof *job_u * 2 * (units ? units : 1));
-    int64_t *job_c = malloc(sizeof *job_c * (units ? units : 1));
+    *beside = 0;
+    uint32_t *mate = malloc(sizeof *mate * (items ? items : 1));
+    int64_t *item_cost = malloc(sizeof *item_cost * (items ? items : 1));
+    uint32_t *job_unit = malloc(sizeof *job_unit * 2 * (units ? units : 1)); /* [job][2] */
+    int64_t *job_cost = malloc(sizeof *job_cost * (units ? units : 1));
     uint32_t *single = malloc(sizeof *single * (units ? units : 1));
+    made_key *made = malloc(sizeof *made * (items ? items : 1));
     int rv = 0;
-    attn_schedule s;
-    memset(&s, 0, sizeof s);
-    if (!mate || !icost || !job_u || !job_c || !single) {
+    attn_schedule sch;
+    memset(&sch, 0, sizeof sch);
+    if (!mate || !item_cost || !job_unit || !job_cost || !single || !made) {
         rv = attn_error_set(err, ATTN_E_NOMEM, "plan", "out of memory for the queues");
         goto done;
     }
-    uint32_t sib = 0;
-    for (uint32_t i = 0; i < ni; i++) {
-        icost[i] = attn_prefill_unit_cost(p->tiles, p->items[i].tile_begin, p->items[i].tile_end);
-        mate[i] = -1;
+    for (uint32_t i = 0; i < items; i++) {
+        item_cost[i] =
+            attn_prefill_unit_cost(p->tiles, p->items[i].tile_begin, p->items[i].tile_end);
+        mate[i] = none;
+        made[i] = (made_key){p->items[i].req, p->items[i].row0, p->items[i].tile_begin, i};
     }
     /* siblings: in making order each m tile's items meet the next m
      * tile's; the first unpaired sibling there is the mate */
-    made_key *made = malloc(sizeof *made * (ni ? ni : 1));
-    if (!made) {
-        rv = attn_error_set(err, ATTN_E_NOMEM, "plan", "out of memory for the queues");
-        goto done;
-    }
-    for (uint32_t i = 0; i < ni; i++)
-        made[i] = (made_key){p->items[i].req, p->items[i].row0, p->items[i].tile_begin, i};
-    qsort(made, ni, sizeof *made, cmp_made_order);
-    for (uint32_t x = 0; x < ni; x++) {
+    qsort(made, items, sizeof *made, cmp_made_order);
+    uint32_t sibling_pairs = 0;
+    for (uint32_t x = 0; x < items; x++) {
         const uint32_t i = made[x].item;
-        if (mate[i] >= 0)
+        if (mate[i] != none)
             continue;
-        for (uint32_t y = x + 1; y < ni && y <= x + PAIR_SEARCH; y++) {
+        for (uint32_t y = x + 1; y < items && y <= x + PAIR_SEARCH; y++) {
             const uint32_t j = made[y].item;
             if (p->items[j].req != p->items[i].req ||
                 p->items[j].row0 > p->items[i].row0 + (int32_t)p->tile_m)
                 break;
-            if (mate[j] < 0 && p->items[j].row0 != p->items[i].row0 &&
+            if (mate[j] == none && p->items[j].row0 != p->items[i].row0 &&
                 items_are_siblings(p, &p->items[i], &p->items[j])) {
-                mate[i] = (int32_t)j;
-                mate[j] = (int32_t)i;
-                sib++;
+                mate[i] = j;
+                mate[j] = i;
+                sibling_pairs++;
                 break;
             }
         }
     }
-    free(made);
-    const uint32_t workers = max_ctas && max_ctas < units ? max_ctas : (uint32_t)units;
-    if (sib == 0 || workers < 2)
+    const uint32_t ctas = max_ctas && max_ctas < units ? max_ctas : (uint32_t)units;
+    if (sibling_pairs == 0 || ctas < 2)
         goto done;
     /* jobs: each sibling pair once per K/V head, then the other units two
-     * by two, largest first (ties to the lower unit), so the two units of a
-     * job cost about the same */
-    uint32_t nj = 0, ns = 0;
-    for (uint32_t i = 0; i < ni; i++) {
-        if (mate[i] < 0) {
-            for (uint32_t h = 0; h < H; h++)
-                single[ns++] = i * H + h;
-        } else if ((uint32_t)mate[i] > i) {
-            const uint32_t j = (uint32_t)mate[i];
-            for (uint32_t h = 0; h < H; h++, nj++) {
-                job_u[2 * nj] = i * H + h;
-                job_u[2 * nj + 1] = j * H + h;
-                job_c[nj] = icost[i] > icost[j] ? icost[i] : icost[j];
+     * by two in item order: the items are longest first, so the two units
+     * of a job have about the same number of tiles */
+    uint32_t jobs = 0, singles = 0;
+    for (uint32_t i = 0; i < items; i++) {
+        if (mate[i] == none) {
+            for (uint32_t h = 0; h < heads; h++)
+                single[singles++] = i * heads + h;
+        } else if (mate[i] > i) {
+            const uint32_t j = mate[i];
+            for (uint32_t h = 0; h < heads; h++, jobs++) {
+                job_unit[2 * jobs] = i * heads + h;
+                job_unit[2 * jobs + 1] = j * heads + h;
+                job_cost[jobs] = item_cost[i] > item_cost[j] ? item_cost[i] : item_cost[j];
             }
         }
     }
-    /* the singles two by two in item order: the items are longest first,
-     * so neighbours cost about the same */
-    for (uint32_t k = 0; k < ns; k += 2, nj++) {
-        const uint32_t a = single[k], b = k + 1 < ns ? single[k + 1] : UINT32_MAX;
-        const int64_t ca = icost[a / H], cb = b != UINT32_MAX ? icost[b / H] : 0;
-        job_u[2 * nj] = a;
-        job_u[2 * nj + 1] = b;
-        job_c[nj] = ca > cb ? ca : cb;
+    for (uint32_t k = 0; k < singles; k += 2, jobs++) {
+        const uint32_t a = single[k], b = k + 1 < singles ? single[k + 1] : none;
+        const int64_t ca = item_cost[a / heads], cb = b != none ? item_cost[b / heads] : 0;
+        job_unit[2 * jobs] = a;
+        job_unit[2 * jobs + 1] = b;
+        job_cost[jobs] = ca > cb ? ca : cb;
     }
-    const uint32_t cta_pairs = workers / 2 < nj ? workers / 2 : nj;
-    if ((rv = attn_schedule_from_costs(job_c, nj, ATTN_SCHEDULE_LEAST_LOADED, cta_pairs, &s,
+    /* jobs >= units / 2 >= ctas / 2: every CTA pair gets a job */
+    const uint32_t cta_pairs = ctas / 2;
+    if ((rv = attn_schedule_from_costs(job_cost, jobs, ATTN_SCHEDULE_LEAST_LOADED, cta_pairs, &sch,
                                        err)) != 0)
         goto done;
-    const uint32_t W = 2 * cta_pairs;
-    uint32_t *ip = calloc((size_t)W + 1, sizeof *ip);
-    uint32_t *od = malloc(sizeof *od * units);
-    int64_t *load = calloc(W, sizeof *load);
-    if (!ip || !od || !load) {
-        free(ip);
-        free(od);
+    const uint32_t workers = 2 * cta_pairs;
+    uint32_t *q_indptr = calloc((size_t)workers + 1, sizeof *q_indptr);
+    uint32_t *q_order = malloc(sizeof *q_order * units);
+    int64_t *load = calloc(workers, sizeof *load);
+    if (!q_indptr || !q_order || !load) {
+        free(q_indptr);
+        free(q_order);
         free(load);
         rv = attn_error_set(err, ATTN_E_NOMEM, "plan", "out of memory for the queues");
         goto done;
     }
     for (uint32_t c = 0; c < cta_pairs; c++)
-        for (uint32_t k = s.worker_indptr[c]; k < s.worker_indptr[c + 1]; k++)
+        for (uint32_t k = sch.worker_indptr[c]; k < sch.worker_indptr[c + 1]; k++)
             for (uint32_t m = 0; m < 2; m++)
-                if (job_u[2 * s.order[k] + m] != UINT32_MAX)
-                    ip[2 * c + m + 1]++;
-    for (uint32_t w = 0; w < W; w++)
-        ip[w + 1] += ip[w];
-    int64_t total = 0;
+                if (job_unit[2 * sch.order[k] + m] != none)
+                    q_indptr[2 * c + m + 1]++;
+    for (uint32_t w = 0; w < workers; w++)
+        q_indptr[w + 1] += q_indptr[w];
     for (uint32_t c = 0; c < cta_pairs; c++)
         for (uint32_t m = 0; m < 2; m++) {
             const uint32_t w = 2 * c + m;
-            uint32_t at = ip[w];
-            for (uint32_t k = s.worker_indptr[c]; k < s.worker_indptr[c + 1]; k++) {
-                const uint32_t u = job_u[2 * s.order[k] + m];
-                if (u == UINT32_MAX)
+            uint32_t at = q_indptr[w];
+            for (uint32_t k = sch.worker_indptr[c]; k < sch.worker_indptr[c + 1]; k++) {
+                const uint32_t u = job_unit[2 * sch.order[k] + m];
+                if (u == none)
                     continue;
-                od[at++] = u;
-                load[w] += icost[u / H];
+                q_order[at++] = u;
+                load[w] += item_cost[u / heads];
             }
         }
-    for (uint32_t w = 0; w < W; w++) {
+    int64_t total = 0;
+    for (uint32_t w = 0; w < workers; w++) {
         total += load[w];
         qs->max_load = load[w] > qs->max_load ? load[w] : qs->max_load;
     }
-    for (uint32_t i = 0; i < ni; i++)
-        qs->max_unit = icost[i] > qs->max_unit ? icost[i] : qs->max_unit;
+    for (uint32_t i = 0; i < items; i++)
+        qs->max_unit = item_cost[i] > qs->max_unit ? item_cost[i] : qs->max_unit;
     free(load);
-    qs->workers = W;
-    qs->mean_load = (double)total / W;
+    qs->workers = workers;
+    qs->mean_load = (double)total / workers;
     qs->rho = qs->mean_load > 0 ? qs->max_load / qs->mean_load : 1.0;
-    qs->eta = qs->max_load > 0 ? (double)total / ((double)W * qs->max_load) : 1.0;
-    *indptr = ip;
-    *order = od;
-    *pairs = 2 * sib * H;
+    qs->eta = qs->max_load > 0 ? (double)total / ((double)workers * qs->max_load) : 1.0;
+    *indptr = q_indptr;
+    *order = q_order;
+    *beside = 2 * sibling_pairs * heads;
 done:
-    attn_schedule_free(&s);
+    attn_schedule_free(&sch);
     free(mate);
-    free(icost);
-    free(job_u);
-    free(job_c);
+    free(item_cost);
+    free(job_unit);
+    free(job_cost);
     free(single);
+    free(made);
     return rv;
 }
 
@@ -633,29 +632,31 @@ int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32
 int attn_prefill_plan_pair_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
                                   attn_prefill_queue_stats *st, attn_error_detail *err)
 {
-    uint32_t *indptr, *order, *pi, *po, pairs;
-    attn_prefill_queue_stats qs, pq;
+    uint32_t *plain_indptr, *plain_order, *pair_indptr, *pair_order, beside;
+    attn_prefill_queue_stats plain, paired;
     int rv = check_units(p, num_kv_heads, err);
     if (rv == 0)
-        rv = plain_queues(p, num_kv_heads, max_ctas, &indptr, &order, &qs, err);
+        rv = plain_queues(p, num_kv_heads, max_ctas, &plain_indptr, &plain_order, &plain, err);
     if (rv != 0)
         return rv;
-    if ((rv = pair_queues(p, num_kv_heads, max_ctas, &pi, &po, &pq, &pairs, err)) != 0) {
-        free(indptr);
-        free(order);
+    if ((rv = pair_queues(p, num_kv_heads, max_ctas, &pair_indptr, &pair_order, &paired, &beside,
+                          err)) != 0) {
+        free(plain_indptr);
+        free(plain_order);
         return rv;
     }
     /* the pairs only where they lengthen the makespan by at most the slack */
-    if (pi && pq.max_load * 100 <= qs.max_load * (100 + ATTN_PREFILL_PAIR_SLACK_PCT)) {
-        free(indptr);
-        free(order);
-        pq.pairs = pairs;
-        set_queues(p, pi, po, &pq, st);
+    if (pair_indptr &&
+        paired.max_load * 100 <= plain.max_load * (100 + ATTN_PREFILL_PAIR_SLACK_PCT)) {
+        free(plain_indptr);
+        free(plain_order);
+        paired.pairs = beside;
+        set_queues(p, pair_indptr, pair_order, &paired, st);
         return 0;
     }
-    free(pi);
-    free(po);
-    set_queues(p, indptr, order, &qs, st);
+    free(pair_indptr);
+    free(pair_order);
+    set_queues(p, plain_indptr, plain_order, &plain, st);
     return 0;
 }
 

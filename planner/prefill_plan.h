@@ -124,7 +124,9 @@ int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32
  * second read finds it in the L2 (H200, bench_mixed.py's M3 appends alone:
  * 775 MB read from DRAM for 667 MB of K/V under the plain queues, 696 MB in
  * pairs; bench/results/mixed-h200-2026-12-03-r31).  The other units go two
- * by two in cost order; the CTA pairs' jobs are scheduled least-loaded.
+ * by two in item order (longest first); the CTA pairs' jobs are scheduled
+ * least-loaded, so the grid is an even number of CTAs (one of them may get
+ * no unit).
  * Where no siblings exist, fewer than two CTAs run, or the pairs' makespan
  * exceeds the plain queues' by more than ATTN_PREFILL_PAIR_SLACK_PCT, the
  * plain queues are built (st->pairs 0).  Errors as attn_prefill_plan_queues. */

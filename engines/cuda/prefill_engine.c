@@ -379,9 +379,9 @@ typedef struct prefill_priv {
     void *dev_meta;  /* the plan's device copy, uploaded once (graph mode: rewritten per step) */
     size_t meta_bytes;
     size_t off_reqs, off_items, off_tiles, off_merges, off_arena, off_rows;
-    size_t off_wq, off_order; /* the per-CTA queues (walk queue only) */
+    size_t off_wq, off_order; /* the per-CTA queues (walks queue and pairs) */
     image_caps caps;
-    attn_prefill_walk walk; /* QUEUE or SNAKE: what the plan's launches walk */
+    attn_prefill_walk walk; /* PAIRS, QUEUE or SNAKE: what the plan's launches walk */
     attn_prefill_queue_stats queues;
     size_t off_t[3]; /* CSR: indptr, indices, last; dense: block_table, lens */
     /* kernel parameters fixed for the plan (device pointers set at upload) */
@@ -1091,9 +1091,10 @@ static int graph_admit(const attn_manifest *m, uint32_t phases, const prefill_pr
     if (why != NULL)
         return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "policy.graph", "graph mode: %s", why);
     if (pp->tuning.walk == ATTN_PREFILL_WALK_SNAKE)
-        return attn_error_set(err, ATTN_E_BACKEND_REJECTED, "ATTN_PREFILL_WALK",
-                              "graph mode needs the queue walk: the snake's unit count is a "
-                              "launch parameter");
+        return attn_error_set(
+            err, ATTN_E_BACKEND_REJECTED, "ATTN_PREFILL_WALK",
+            "graph mode needs per-CTA queues (walk pairs or queue): the snake's unit count is a "
+            "launch parameter");
     return 0;
 }
 

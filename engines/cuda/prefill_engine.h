@@ -175,7 +175,7 @@ typedef struct attn_cuda_prefill_plan_info {
     const char *walk;     /* the unit walk: "queue", "pairs" or "snake" */
     uint32_t num_workers; /* queue, pairs: the CTAs that have a queue (the grid); snake: 0 */
     uint32_t pairs;       /* pairs: the units run beside their sibling (0: plain queues) */
-    double rho, eta;      /* queue: max / mean load and total / (CTAs x max load) */
+    double rho, eta;      /* queue, pairs: max / mean load, total / (CTAs x max load) */
 } attn_cuda_prefill_plan_info;
 
 /* Fill `out` for a plan made by attn_cuda_prefill_plan_host (or the

@@ -19,7 +19,7 @@
  * so each SM streams decode K/V from HBM while its tensor cores run prefill
  * tiles.  CTA b runs decode piece b (the decode grid's CTA b: one work
  * item, K/V head and head chunk; none past the pieces) and prefill queue b
- * of the plan's per-CTA queues (attn_prefill_plan_queues over the launch's
+ * of the plan's per-CTA queues (attn_prefill_plan_pair_queues or _queues over the launch's
  * CTAs), so every CTA gets an equal share of the prefill work beside its
  * piece (the queues know nothing of the decode pieces).  The prefill plan is cut for
  * ATTN_PREFILL_FUSED (kernels/common/prefill_plan.h); its split m tiles are

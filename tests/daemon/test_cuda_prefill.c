@@ -858,10 +858,12 @@ static void test_overlap_plan_host(void **state)
 }
 
 /* issue 12 item 3: the unified plan's unit walk.  By default the plan
- * holds least-loaded per-CTA queues for the persistent grid (one per SM,
- * fewer when partition forks) and the why reports their rho / eta; the
- * snake stays selectable by the instance's tuning; the same manifest gives
- * the same queues; a bad ATTN_PREFILL_WALK names itself. */
+ * holds the pair walk's per-CTA queues for the persistent grid (one per SM,
+ * fewer when partition forks; sibling m tiles side by side) and the why
+ * reports the units beside their sibling and the queues' rho / eta; the
+ * plain least-loaded queues and the snake stay selectable by the
+ * instance's tuning; the same manifest gives the same queues; a bad
+ * ATTN_PREFILL_WALK names itself. */
 static void test_unit_walk_plan_host(void **state)
 {
     (void)state;
@@ -943,6 +945,9 @@ static void test_unit_walk_plan_host(void **state)
     attn_prefill_walk w = ATTN_PREFILL_WALK_SNAKE;
     assert_int_equal(attn_prefill_walk_parse("queue", &w, &err), 0);
     assert_int_equal(w, ATTN_PREFILL_WALK_QUEUE);
+    assert_int_equal(attn_prefill_walk_parse("pairs", &w, &err), 0);
+    assert_int_equal(w, ATTN_PREFILL_WALK_PAIRS);
+    assert_string_equal(attn_prefill_walk_name(ATTN_PREFILL_WALK_PAIRS), "pairs");
     assert_int_equal(attn_prefill_walk_parse("", &w, &err), 0);
     assert_int_equal(w, ATTN_PREFILL_WALK_AUTO);
     w = ATTN_PREFILL_WALK_SNAKE;

@@ -673,10 +673,11 @@ static void test_queues_vs_snake_on_the_bench_batches(void **state)
     }
 }
 
-/* A causal plan of B requests (T[b], C[b]) at H_q 32, H_kv 8, d 128 on 132
- * SMs (the mask program in *prog, freed by the caller). */
-static void plan_causal(uint32_t B, const int64_t *T, const int64_t *C, attn_mask_prog *prog,
-                        attn_prefill_plan *p)
+/* A causal plan of B requests (T[b], C[b]) at H_q 4 x hkv, H_kv hkv, d 128
+ * on `sms` SMs (0: no load-bound cuts; the mask program in *prog, freed by
+ * the caller). */
+static void plan_causal(uint32_t B, const int64_t *T, const int64_t *C, uint32_t hkv, uint32_t sms,
+                        attn_mask_prog *prog, attn_prefill_plan *p)
 {
     attn_request_desc *req = calloc(B, sizeof *req);
     int32_t *qo = calloc(B + 1, sizeof *qo);
@@ -695,69 +696,88 @@ static void plan_causal(uint32_t B, const int64_t *T, const int64_t *C, attn_mas
                                .T = T,
                                .C = C,
                                .qo_indptr = qo,
-                               .num_qo_heads = 32,
-                               .num_kv_heads = 8,
+                               .num_qo_heads = 4 * hkv,
+                               .num_kv_heads = hkv,
                                .head_dim = 128,
                                .mask = prog,
-                               .num_sms = 132};
+                               .num_sms = sms};
     assert_int_equal(attn_prefill_plan_build(&in, p, NULL), 0);
     free(req);
     free(qo);
 }
 
-/* Whether units u and v (item x 8 + head) read the same K/V: the same head,
- * request and key tiles but for one more at the end of one of them (the
- * test's own statement of a sibling). */
-static bool same_kv(const attn_prefill_plan *p, uint32_t u, uint32_t v)
+/* The pair walk's queues (attn_prefill_plan_pair_queues): every unit once,
+ * the stats those of the queues; returns the units that sit at the same
+ * queue position of CTAs 2j and 2j + 1 as the other m tile of their own
+ * append (the same request and K/V head, rows 0 and 128: the test's own
+ * statement of the two m tiles of an append of C x g = 256 rows). */
+static uint32_t check_pair_queues(const attn_prefill_plan *p, uint32_t hkv,
+                                  const attn_prefill_queue_stats *st)
 {
-    const attn_prefill_item *a = &p->items[u / 8], *b = &p->items[v / 8];
-    const int32_t na = a->tile_end - a->tile_begin, nb = b->tile_end - b->tile_begin;
-    if (u % 8 != v % 8 || u == v || a->req != b->req || na - nb > 1 || nb - na > 1)
-        return false;
-    for (int32_t i = 0; i < na && i < nb; i++)
-        if (p->tiles[a->tile_begin + i] >> 1 != p->tiles[b->tile_begin + i] >> 1)
-            return false;
-    return true;
-}
-
-/* The pair walk (attn_prefill_plan_pair_queues): every unit once, the
- * stats those of the queues, each CTA pair's queues in step with a
- * sibling beside every paired unit; returns the units beside a sibling. */
-static uint32_t check_pair_queues(const attn_prefill_plan *p, const attn_prefill_queue_stats *st)
-{
-    const uint32_t units = p->num_items * 8;
+    const uint32_t units = p->num_items * hkv;
     assert_int_equal(st->workers, p->num_workers);
+    assert_int_equal(p->worker_indptr[0], 0);
     assert_int_equal(p->worker_indptr[p->num_workers], units);
     uint8_t *seen = calloc(units, 1);
     assert_non_null(seen);
-    int64_t max_load = 0;
+    int64_t max_load = 0, total = 0;
     for (uint32_t w = 0; w < p->num_workers; w++) {
         int64_t load = 0;
         for (uint32_t k = p->worker_indptr[w]; k < p->worker_indptr[w + 1]; k++) {
+            assert_true(p->order[k] < units);
             seen[p->order[k]]++;
-            load += unit_cost(p, 8, p->order[k]);
+            load += unit_cost(p, hkv, p->order[k]);
         }
         max_load = load > max_load ? load : max_load;
+        total += load;
     }
     for (uint32_t u = 0; u < units; u++)
         assert_int_equal(seen[u], 1);
     free(seen);
     assert_int_equal(st->max_load, max_load);
+    assert_true(fabs(st->mean_load - (double)total / p->num_workers) < 1e-9);
+    assert_true(fabs(st->rho - max_load / st->mean_load) < 1e-9);
     uint32_t beside = 0;
-    for (uint32_t w = 0; w + 1 < p->num_workers; w += 2) {
+    for (uint32_t w = 0; st->pairs && w + 1 < p->num_workers; w += 2) {
         const uint32_t a0 = p->worker_indptr[w], b0 = p->worker_indptr[w + 1];
         const uint32_t na = b0 - a0, nb = p->worker_indptr[w + 2] - b0;
-        for (uint32_t k = 0; k < na && k < nb; k++)
-            if (same_kv(p, p->order[a0 + k], p->order[b0 + k]))
+        for (uint32_t k = 0; k < na && k < nb; k++) {
+            const uint32_t u = p->order[a0 + k], v = p->order[b0 + k];
+            const attn_prefill_item *x = &p->items[u / hkv], *y = &p->items[v / hkv];
+            if (u % hkv == v % hkv && x->req == y->req && x->row0 + y->row0 == 128 &&
+                p->reqs[x->req].C * 4 == 256)
                 beside += 2;
+        }
     }
     return beside;
 }
 
+static void expect_plain(attn_prefill_plan *p, uint32_t hkv, uint32_t ctas)
+{
+    attn_prefill_queue_stats plain, st;
+    assert_int_equal(attn_prefill_plan_queues(p, hkv, ctas, &plain, NULL), 0);
+    const uint32_t units = p->num_items * hkv, w = p->num_workers;
+    uint32_t *indptr = malloc(sizeof *indptr * (w + 1)), *order = malloc(sizeof *order * units);
+    assert_true(indptr && order);
+    memcpy(indptr, p->worker_indptr, sizeof *indptr * (w + 1));
+    memcpy(order, p->order, sizeof *order * units);
+    assert_int_equal(attn_prefill_plan_pair_queues(p, hkv, ctas, &st, NULL), 0);
+    assert_int_equal(st.pairs, 0);
+    assert_int_equal(st.workers, plain.workers);
+    assert_int_equal(st.max_load, plain.max_load);
+    assert_int_equal(p->num_workers, w);
+    assert_memory_equal(p->worker_indptr, indptr, sizeof *indptr * (w + 1));
+    assert_memory_equal(p->order, order, sizeof *order * units);
+    free(indptr);
+    free(order);
+}
+
 /* M3's 32 appends of 64 rows (4 query heads a K/V head: two m tiles of the
- * same keys each) get every sibling beside its twin, on the whole machine and
- * on a forked grid, within the makespan slack; decode rows (one m tile a
- * request) and an odd grid keep the plain queues or pairs that hold. */
+ * same keys but for one more tile, each) get every unit beside its twin, on
+ * the whole machine and on forked grids, within the makespan slack; an odd
+ * number of other units (one K/V head: an append beside three decode rows)
+ * leaves a CTA one unit short; no siblings (decode rows), or pairs that
+ * would cost the makespan (one append on 3 CTAs), keep the plain queues. */
 static void test_pair_queues(void **state)
 {
     (void)state;
@@ -766,10 +786,10 @@ static void test_pair_queues(void **state)
         T[b] = 1024 + (int64_t)(b * 2657u % 7169u);
         C[b] = 64;
     }
-    attn_mask_prog prog;
+    attn_mask_prog prog, prog2;
     attn_prefill_plan p, q;
     attn_prefill_queue_stats st, plain;
-    plan_causal(32, T, C, &prog, &p);
+    plan_causal(32, T, C, 8, 132, &prog, &p);
     assert_int_equal(p.num_items, 64);
     const uint32_t grids[] = {132, 66, 74, 65, 0};
     for (size_t g = 0; g < sizeof grids / sizeof grids[0]; g++) {
@@ -779,19 +799,49 @@ static void test_pair_queues(void **state)
         printf("  M3 appends, %3u CTAs: pairs %u, makespan %lld (plain %lld)\n", grids[g], st.pairs,
                (long long)st.max_load, (long long)plain.max_load);
         assert_int_equal(st.pairs, 512);
-        assert_int_equal(check_pair_queues(&p, &st), 512);
+        assert_int_equal(check_pair_queues(&p, 8, &st), 512);
         assert_true(st.max_load * 100 <= plain.max_load * (100 + ATTN_PREFILL_PAIR_SLACK_PCT));
         assert_true(st.workers % 2 == 0 && st.workers <= (grids[g] ? grids[g] : 512));
     }
     /* deterministic */
     assert_int_equal(attn_prefill_plan_pair_queues(&p, 8, 132, &st, NULL), 0);
-    plan_causal(32, T, C, &prog, &q);
+    plan_causal(32, T, C, 8, 132, &prog2, &q);
     attn_prefill_queue_stats st2;
     assert_int_equal(attn_prefill_plan_pair_queues(&q, 8, 132, &st2, NULL), 0);
+    assert_int_equal(q.num_workers, p.num_workers);
     assert_memory_equal(q.worker_indptr, p.worker_indptr, sizeof(uint32_t) * (p.num_workers + 1));
     assert_memory_equal(q.order, p.order, sizeof(uint32_t) * p.num_items * 8);
+    assert_int_equal(st2.pairs, st.pairs);
+    assert_int_equal(st2.max_load, st.max_load);
     attn_prefill_plan_free(&q);
+    attn_mask_prog_free(&prog2);
+    attn_prefill_plan_free(&p);
     attn_mask_prog_free(&prog);
+
+    /* one K/V head: an append (two sibling units) and three decode rows
+     * (three single units): jobs (append), (decode, decode), (decode, -) */
+    T[0] = 1000;
+    C[0] = 64;
+    for (uint32_t b = 1; b < 4; b++) {
+        T[b] = 100 * b; /* shorter than the append: its pair sets the makespan */
+        C[b] = 1;
+    }
+    plan_causal(4, T, C, 1, 0, &prog, &p);
+    assert_int_equal(p.num_items, 5);
+    assert_int_equal(attn_prefill_plan_pair_queues(&p, 1, 132, &st, NULL), 0);
+    assert_int_equal(st.pairs, 2);
+    assert_int_equal(st.workers, 4); /* 5 units: 2 CTA pairs */
+    assert_int_equal(check_pair_queues(&p, 1, &st), 2);
+    assert_int_equal(p.worker_indptr[4] - p.worker_indptr[0], 5);
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&prog);
+
+    /* one append on 3 CTAs: its 8 sibling pairs would run on one CTA pair
+     * (8 units a CTA against the plain queues' 6): the plain queues */
+    T[0] = 1024;
+    C[0] = 64;
+    plan_causal(1, T, C, 8, 132, &prog, &p);
+    expect_plain(&p, 8, 3);
     attn_prefill_plan_free(&p);
     attn_mask_prog_free(&prog);
 
@@ -800,19 +850,8 @@ static void test_pair_queues(void **state)
         T[b] = 256 + (int64_t)(b * 7919u % 16129u);
         C[b] = 1;
     }
-    plan_causal(160, T, C, &prog, &p);
-    assert_int_equal(attn_prefill_plan_queues(&p, 8, 132, &plain, NULL), 0);
-    uint32_t *ip = malloc(sizeof *ip * (p.num_workers + 1)), *od = malloc(sizeof *od * 1280);
-    assert_true(ip && od);
-    memcpy(ip, p.worker_indptr, sizeof *ip * (p.num_workers + 1));
-    memcpy(od, p.order, sizeof *od * 1280);
-    assert_int_equal(attn_prefill_plan_pair_queues(&p, 8, 132, &st, NULL), 0);
-    assert_int_equal(st.pairs, 0);
-    assert_memory_equal(&st, &plain, sizeof st);
-    assert_memory_equal(p.worker_indptr, ip, sizeof *ip * (p.num_workers + 1));
-    assert_memory_equal(p.order, od, sizeof *od * 1280);
-    free(ip);
-    free(od);
+    plan_causal(160, T, C, 8, 132, &prog, &p);
+    expect_plain(&p, 8, 132);
     attn_prefill_plan_free(&p);
     attn_mask_prog_free(&prog);
 
@@ -820,12 +859,13 @@ static void test_pair_queues(void **state)
      * key tiles, so pairs exist; taken only within the slack */
     T[0] = 0;
     C[0] = 4096;
-    plan_causal(1, T, C, &prog, &p);
+    plan_causal(1, T, C, 8, 132, &prog, &p);
     assert_int_equal(attn_prefill_plan_queues(&p, 8, 132, &plain, NULL), 0);
     assert_int_equal(attn_prefill_plan_pair_queues(&p, 8, 132, &st, NULL), 0);
     printf("  M5 prefill, 132 CTAs: pairs %u, makespan %lld (plain %lld)\n", st.pairs,
            (long long)st.max_load, (long long)plain.max_load);
-    assert_int_equal(check_pair_queues(&p, &st), st.pairs);
+    assert_int_equal(st.pairs, 1024);
+    check_pair_queues(&p, 8, &st);
     assert_true(st.max_load * 100 <= plain.max_load * (100 + ATTN_PREFILL_PAIR_SLACK_PCT));
     attn_prefill_plan_free(&p);
     attn_mask_prog_free(&prog);
