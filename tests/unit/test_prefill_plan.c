@@ -591,88 +591,6 @@ static double snake_rho(const attn_prefill_plan *p, uint32_t hkv, uint32_t ctas)
     return (double)mx * G / (double)total;
 }
 
-/* The benchmark's batches (H_q 32, H_kv 8, d 128, causal, 132 CTAs; M3's
- * lengths drawn here by a fixed rule): the least-loaded queues' rho against
- * the snake's, the logical balance behind
- * bench/results/mixed-h200-2026-12-01-r5-unified.md. */
-static void test_queues_vs_snake_on_the_bench_batches(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *name;
-        uint32_t n_pre;
-        int64_t pre_T[4], pre_C[4];
-        uint32_t n_dec;
-        int64_t dec_lo, dec_hi; /* T of the decode rows: lo + (i x 7919) mod (hi - lo + 1) */
-    } k_batches[] = {
-        {"M1", 4, {0, 2048, 8192, 16384}, {1024, 1024, 1024, 1024}, 256, 2048, 2048},
-        {"M2", 1, {0}, {4096}, 64, 8192, 8192},
-        {"M3", 0, {0}, {0}, 160, 256, 16384}, /* decodes and, below, 32 appends of 64 */
-        {"M5", 1, {0}, {4096}, 128, 4096, 4096},
-        {"M4_prefill", 1, {0}, {8192}, 0, 0, 0},
-    };
-    for (size_t k = 0; k < sizeof k_batches / sizeof k_batches[0]; k++) {
-        const uint32_t n_app = k == 2 ? 32 : 0;
-        const uint32_t B = k_batches[k].n_pre + n_app + k_batches[k].n_dec;
-        attn_request_desc *req = calloc(B, sizeof *req);
-        int64_t *T = calloc(B, sizeof *T), *C = calloc(B, sizeof *C);
-        int32_t *qo = calloc(B + 1, sizeof *qo);
-        assert_true(req && T && C && qo);
-        for (uint32_t b = 0; b < B; b++) {
-            if (b < k_batches[k].n_pre) {
-                T[b] = k_batches[k].pre_T[b];
-                C[b] = k_batches[k].pre_C[b];
-            } else if (b < k_batches[k].n_pre + n_app) {
-                T[b] = 1024 + (int64_t)(b * 2657u % 7169u); /* M3: T in [1024, 8192] */
-                C[b] = 64;
-            } else {
-                const int64_t span = k_batches[k].dec_hi - k_batches[k].dec_lo + 1;
-                T[b] = k_batches[k].dec_lo + (int64_t)((uint64_t)b * 7919u % (uint64_t)span);
-                C[b] = 1;
-            }
-            snprintf(req[b].id, sizeof req[b].id, "r%u", b);
-            req[b].cache_len = T[b];
-            req[b].new_len = C[b];
-            qo[b + 1] = qo[b] + (int32_t)C[b];
-        }
-        attn_mask mask;
-        memset(&mask, 0, sizeof mask);
-        mask.kind = ATTN_MASK_CAUSAL;
-        attn_mask_prog prog;
-        assert_int_equal(attn_mask_prog_build_blocks(&mask, req, B, 128, &prog, NULL), 0);
-        attn_prefill_plan_in in = {.num_requests = B,
-                                   .T = T,
-                                   .C = C,
-                                   .qo_indptr = qo,
-                                   .num_qo_heads = 32,
-                                   .num_kv_heads = 8,
-                                   .head_dim = 128,
-                                   .mask = &prog,
-                                   .num_sms = 132};
-        attn_prefill_plan p;
-        attn_prefill_queue_stats st;
-        assert_int_equal(attn_prefill_plan_build(&in, &p, NULL), 0);
-        assert_int_equal(attn_prefill_plan_queues(&p, 8, 132, &st, NULL), 0);
-        check_queues(&p, 8, 132, &st);
-        const double sr = snake_rho(&p, 8, 132);
-        printf("  %-10s units %u: least-loaded rho %.4f, snake rho %.4f\n", k_batches[k].name,
-               p.num_items * 8, st.rho, sr);
-        /* both near 1 on these many-unit batches; the queues clearly ahead
-         * only on M1, whose units are the most uneven (LPT is not better on
-         * every instance: on M3 the snake comes out 0.1 % ahead) */
-        assert_true(st.rho < 1.01);
-        assert_true(sr < 1.03);
-        if (k == 0)
-            assert_true(st.rho + 0.01 < sr);
-        attn_prefill_plan_free(&p);
-        attn_mask_prog_free(&prog);
-        free(req);
-        free(T);
-        free(C);
-        free(qo);
-    }
-}
-
 /* A causal plan of B requests (T[b], C[b]) at H_q 4 x hkv, H_kv hkv, d 128
  * on `sms` SMs (0: no load-bound cuts; the mask program in *prog, freed by
  * the caller). */
@@ -704,6 +622,67 @@ static void plan_causal(uint32_t B, const int64_t *T, const int64_t *C, uint32_t
     assert_int_equal(attn_prefill_plan_build(&in, p, NULL), 0);
     free(req);
     free(qo);
+}
+
+/* The benchmark's batches (H_q 32, H_kv 8, d 128, causal, 132 CTAs; M3's
+ * lengths drawn here by a fixed rule): the least-loaded queues' rho against
+ * the snake's, the logical balance behind
+ * bench/results/mixed-h200-2026-12-01-r5-unified.md. */
+static void test_queues_vs_snake_on_the_bench_batches(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        uint32_t n_pre;
+        int64_t pre_T[4], pre_C[4];
+        uint32_t n_dec;
+        int64_t dec_lo, dec_hi; /* T of the decode rows: lo + (i x 7919) mod (hi - lo + 1) */
+    } k_batches[] = {
+        {"M1", 4, {0, 2048, 8192, 16384}, {1024, 1024, 1024, 1024}, 256, 2048, 2048},
+        {"M2", 1, {0}, {4096}, 64, 8192, 8192},
+        {"M3", 0, {0}, {0}, 160, 256, 16384}, /* decodes and, below, 32 appends of 64 */
+        {"M5", 1, {0}, {4096}, 128, 4096, 4096},
+        {"M4_prefill", 1, {0}, {8192}, 0, 0, 0},
+    };
+    for (size_t k = 0; k < sizeof k_batches / sizeof k_batches[0]; k++) {
+        const uint32_t n_app = k == 2 ? 32 : 0;
+        const uint32_t B = k_batches[k].n_pre + n_app + k_batches[k].n_dec;
+        int64_t *T = calloc(B, sizeof *T), *C = calloc(B, sizeof *C);
+        assert_true(T && C);
+        for (uint32_t b = 0; b < B; b++) {
+            if (b < k_batches[k].n_pre) {
+                T[b] = k_batches[k].pre_T[b];
+                C[b] = k_batches[k].pre_C[b];
+            } else if (b < k_batches[k].n_pre + n_app) {
+                T[b] = 1024 + (int64_t)(b * 2657u % 7169u); /* M3: T in [1024, 8192] */
+                C[b] = 64;
+            } else {
+                const int64_t span = k_batches[k].dec_hi - k_batches[k].dec_lo + 1;
+                T[b] = k_batches[k].dec_lo + (int64_t)((uint64_t)b * 7919u % (uint64_t)span);
+                C[b] = 1;
+            }
+        }
+        attn_mask_prog prog;
+        attn_prefill_plan p;
+        attn_prefill_queue_stats st;
+        plan_causal(B, T, C, 8, 132, &prog, &p);
+        assert_int_equal(attn_prefill_plan_queues(&p, 8, 132, &st, NULL), 0);
+        check_queues(&p, 8, 132, &st);
+        const double sr = snake_rho(&p, 8, 132);
+        printf("  %-10s units %u: least-loaded rho %.4f, snake rho %.4f\n", k_batches[k].name,
+               p.num_items * 8, st.rho, sr);
+        /* both near 1 on these many-unit batches; the queues clearly ahead
+         * only on M1, whose units are the most uneven (LPT is not better on
+         * every instance: on M3 the snake comes out 0.1 % ahead) */
+        assert_true(st.rho < 1.01);
+        assert_true(sr < 1.03);
+        if (k == 0)
+            assert_true(st.rho + 0.01 < sr);
+        attn_prefill_plan_free(&p);
+        attn_mask_prog_free(&prog);
+        free(T);
+        free(C);
+    }
 }
 
 /* The pair walk's queues (attn_prefill_plan_pair_queues): every unit once,
