@@ -17,7 +17,8 @@
 #      (cuobjdump) and ncu's launch statistics (occupancy limits, CTAs per SM)
 #      of one forked partition (M5, prefill grid capped at 66)
 #   e  attnctl gen --kind mixed --device cuda:0 --verify, replayed through
-#      attnd (needs build-static/)
+#      attnd, and attnctl explain of the capture (its evidence levels;
+#      needs build-static/)
 #   b  bench_mixed.py M1-M5 in one process: attnd's schedules and stream
 #      variants, the prefill kernel alone per cap, then every FlashInfer peer
 # FlashInfer: a site tarball FI_SITE (bench/gpu/fi_slim_site.sh), else the
@@ -115,7 +116,7 @@ if [[ $ST == *e* ]]; then
         timeout "$lim" "$S/attnctl" gen --out "$tmp/mixed.capture" --kind mixed --device cuda:0 \
             --dtype bf16 --head-dim 128 --page-size 16 --qo-heads 8 --kv-heads 2 --requests 6 \
             --steps 3 --layers 1 --min-len 32 --max-len 300 --pool mixed --seed 24 --verify \
-            > "$E" 2>&1
+            --trace > "$E" 2>&1
         echo "gen mixed rc=$?" >> "$E"
         "$S/attnd" --listen "ipc://$tmp/s" --engine auto 2> "$tmp/log" &
         pid=$!
@@ -123,6 +124,12 @@ if [[ $ST == *e* ]]; then
         timeout "$lim" "$S/attnctl" replay "$tmp/mixed.capture" --url "ipc://$tmp/s" --verify \
             >> "$E" 2>&1
         echo "replay mixed rc=$?" >> "$E"
+        # each reply's diagnostic: backend, schedule and the evidence level
+        # (issue 12 asks level 6 of the replayed mixed capture: the runs'
+        # kernels observed, which gen's --trace records; without it level 4)
+        timeout "$lim" "$S/attnctl" explain "$tmp/mixed.capture" > "$W/explain.txt" 2>&1
+        echo "explain rc=$?" >> "$E"
+        grep -E "^evidence" "$W/explain.txt" | sort | uniq -c >> "$E"
         kill -TERM $pid
         wait $pid
         echo "attnd exit $?" >> "$E"
