@@ -450,13 +450,15 @@ static int cmp_made_order(const void *x, const void *y)
  * units, sibling pairs first found in making order and the other units two
  * by two in item order (longest first), scheduled least-loaded on max_ctas
  * / 2 CTA pairs; CTA 2j runs the first unit of each of pair j's jobs, CTA
- * 2j + 1 the second (the last job's second unit may be missing when the
- * singles are odd: that CTA's queue is one shorter, or empty).  *beside:
- * the units placed beside their sibling.  0 with *indptr NULL where no
- * sibling pair exists or fewer than two CTAs run. */
+ * 2j + 1 the second, at the same queue position (the last job's second unit
+ * may be missing when the singles are odd: that job goes last in its pair's
+ * queues, so CTA 2j + 1's queue is one shorter, or empty).  A sibling job's
+ * two entries carry ATTN_PREFILL_ORDER_SHARED.  *beside: the units placed
+ * beside their sibling.  0 with *indptr NULL where no sibling pair exists
+ * or fewer than two CTAs run. */
 static int pair_queues(const attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
-                       uint32_t **indptr, uint32_t **order, attn_prefill_queue_stats *qs,
-                       uint32_t *beside, attn_error_detail *err)
+                       bool lockstep, uint32_t **indptr, uint32_t **order,
+                       attn_prefill_queue_stats *qs, uint32_t *beside, attn_error_detail *err)
 {
     const uint32_t items = p->num_items, heads = num_kv_heads;
     const uint64_t units = (uint64_t)items * heads; /* <= UINT32_MAX: check_units */
@@ -509,9 +511,10 @@ static int pair_queues(const attn_prefill_plan *p, uint32_t num_kv_heads, uint32
     const uint32_t ctas = max_ctas && max_ctas < units ? max_ctas : (uint32_t)units;
     if (sibling_pairs == 0 || ctas < 2)
         goto done;
-    /* jobs: each sibling pair once per K/V head, then the other units two
-     * by two in item order: the items are longest first, so the two units
-     * of a job have about the same number of tiles */
+    /* jobs: each sibling pair once per K/V head (jobs [0, sibling_jobs)),
+     * then the other units two by two in item order: the items are longest
+     * first, so the two units of a job have about the same number of tiles */
+    const uint32_t sibling_jobs = sibling_pairs * heads;
     uint32_t jobs = 0, singles = 0;
     for (uint32_t i = 0; i < items; i++) {
         if (mate[i] == none) {
@@ -541,7 +544,7 @@ static int pair_queues(const attn_prefill_plan *p, uint32_t num_kv_heads, uint32
     const uint32_t workers = 2 * cta_pairs;
     uint32_t *q_indptr = calloc((size_t)workers + 1, sizeof *q_indptr);
     uint32_t *q_order = malloc(sizeof *q_order * units);
-    int64_t *load = calloc(workers, sizeof *load);
+    int64_t *load = calloc(workers, sizeof *load), work = 0;
     if (!q_indptr || !q_order || !load) {
         free(q_indptr);
         free(q_order);
@@ -556,30 +559,35 @@ static int pair_queues(const attn_prefill_plan *p, uint32_t num_kv_heads, uint32
                     q_indptr[2 * c + m + 1]++;
     for (uint32_t w = 0; w < workers; w++)
         q_indptr[w + 1] += q_indptr[w];
+    /* each pair's jobs in schedule order, a job without a second unit
+     * last (so the pair's two queues stay aligned by position) */
     for (uint32_t c = 0; c < cta_pairs; c++)
         for (uint32_t m = 0; m < 2; m++) {
             const uint32_t w = 2 * c + m;
             uint32_t at = q_indptr[w];
-            for (uint32_t k = sch.worker_indptr[c]; k < sch.worker_indptr[c + 1]; k++) {
-                const uint32_t u = job_unit[2 * sch.order[k] + m];
-                if (u == none)
-                    continue;
-                q_order[at++] = u;
-                load[w] += item_cost[u / heads];
-            }
+            for (uint32_t pass = 0; pass < 2; pass++)
+                for (uint32_t k = sch.worker_indptr[c]; k < sch.worker_indptr[c + 1]; k++) {
+                    const uint32_t job = sch.order[k];
+                    const uint32_t u = job_unit[2 * job + m];
+                    if ((job_unit[2 * job + 1] == none) != (pass == 1) || u == none)
+                        continue;
+                    q_order[at++] = u | (job < sibling_jobs ? ATTN_PREFILL_ORDER_SHARED : 0u);
+                    /* lockstep (the cluster walk): both CTAs pay the job's longer unit */
+                    load[w] += lockstep ? job_cost[job] : item_cost[u / heads];
+                    work += item_cost[u / heads];
+                }
         }
-    int64_t total = 0;
-    for (uint32_t w = 0; w < workers; w++) {
-        total += load[w];
+    for (uint32_t w = 0; w < workers; w++)
         qs->max_load = load[w] > qs->max_load ? load[w] : qs->max_load;
-    }
     for (uint32_t i = 0; i < items; i++)
         qs->max_unit = item_cost[i] > qs->max_unit ? item_cost[i] : qs->max_unit;
     free(load);
+    /* the mean and eta count the units' own work (a lockstep CTA's pad
+     * stages are idle time, not load) */
     qs->workers = workers;
-    qs->mean_load = (double)total / workers;
+    qs->mean_load = (double)work / workers;
     qs->rho = qs->mean_load > 0 ? qs->max_load / qs->mean_load : 1.0;
-    qs->eta = qs->max_load > 0 ? (double)total / ((double)workers * qs->max_load) : 1.0;
+    qs->eta = qs->max_load > 0 ? (double)work / ((double)workers * qs->max_load) : 1.0;
     *indptr = q_indptr;
     *order = q_order;
     *beside = 2 * sibling_pairs * heads;
@@ -610,7 +618,7 @@ static void set_queues(attn_prefill_plan *p, uint32_t *indptr, uint32_t *order,
 static int check_units(const attn_prefill_plan *p, uint32_t num_kv_heads, attn_error_detail *err)
 {
     const uint64_t units = (uint64_t)p->num_items * num_kv_heads;
-    if (units > UINT32_MAX)
+    if (units > ATTN_PREFILL_ORDER_UNIT) /* a queue entry's unit bits */
         return attn_error_set(err, ATTN_E_RANGE, "plan", "%llu units exceed the queue index",
                               (unsigned long long)units);
     return 0;
@@ -629,8 +637,10 @@ int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32
     return rv;
 }
 
-int attn_prefill_plan_pair_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
-                                  attn_prefill_queue_stats *st, attn_error_detail *err)
+/* The pair walk's queues where they keep the makespan (lockstep: the
+ * cluster walk's accounting), else the plain ones. */
+static int paired_or_plain(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                           bool lockstep, attn_prefill_queue_stats *st, attn_error_detail *err)
 {
     uint32_t *plain_indptr, *plain_order, *pair_indptr, *pair_order, beside;
     attn_prefill_queue_stats plain, paired;
@@ -639,8 +649,8 @@ int attn_prefill_plan_pair_queues(attn_prefill_plan *p, uint32_t num_kv_heads, u
         rv = plain_queues(p, num_kv_heads, max_ctas, &plain_indptr, &plain_order, &plain, err);
     if (rv != 0)
         return rv;
-    if ((rv = pair_queues(p, num_kv_heads, max_ctas, &pair_indptr, &pair_order, &paired, &beside,
-                          err)) != 0) {
+    if ((rv = pair_queues(p, num_kv_heads, max_ctas, lockstep, &pair_indptr, &pair_order, &paired,
+                          &beside, err)) != 0) {
         free(plain_indptr);
         free(plain_order);
         return rv;
@@ -658,6 +668,18 @@ int attn_prefill_plan_pair_queues(attn_prefill_plan *p, uint32_t num_kv_heads, u
     free(pair_order);
     set_queues(p, plain_indptr, plain_order, &plain, st);
     return 0;
+}
+
+int attn_prefill_plan_pair_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                                  attn_prefill_queue_stats *st, attn_error_detail *err)
+{
+    return paired_or_plain(p, num_kv_heads, max_ctas, false, st, err);
+}
+
+int attn_prefill_plan_cluster_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                                     attn_prefill_queue_stats *st, attn_error_detail *err)
+{
+    return paired_or_plain(p, num_kv_heads, max_ctas, true, st, err);
 }
 
 /* The bounds, for a step of B <= max_requests requests (each C >= 1),

@@ -133,6 +133,13 @@ int attn_prefill_plan_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32
 int attn_prefill_plan_pair_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
                                   attn_prefill_queue_stats *st, attn_error_detail *err);
 
+/* attn_prefill_plan_pair_queues for the cluster walk (CTAs 2j and 2j + 1 in
+ * lockstep: each queue position costs both CTAs its longer unit), so the
+ * loads, rho / eta and the slack test count a job's longer unit on both of
+ * its CTAs.  The same queues and flags; errors as there. */
+int attn_prefill_plan_cluster_queues(attn_prefill_plan *p, uint32_t num_kv_heads, uint32_t max_ctas,
+                                     attn_prefill_queue_stats *st, attn_error_detail *err);
+
 /* The capacity envelope of a graph-mode plan (seed 0x03G): the most of
  * every array a step may fill, fixed when the plan is made, so one device
  * image (and one captured CUDA graph) serves every step inside it.  The

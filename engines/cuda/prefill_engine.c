@@ -303,14 +303,16 @@ int attn_prefill_walk_parse(const char *s, attn_prefill_walk *out, attn_error_de
     ATTN_PREFILL_WALKS(ATTN__PREFILL_WALK_MATCH)
 #undef ATTN__PREFILL_WALK_MATCH
     return attn_error_set(err, ATTN_E_RANGE, "ATTN_PREFILL_WALK",
-                          "unit walk '%.40s' is not auto, queue, pairs or snake", s);
+                          "unit walk '%.40s' is not auto, queue, pairs, cluster or snake", s);
 }
 
-/* The per-CTA queues of a queue-like walk (queue, or pairs: sibling units
- * side by side where that keeps the makespan). */
+/* The per-CTA queues of a queue-like walk (queue, or pairs and cluster:
+ * sibling units side by side where that keeps the makespan). */
 static int build_queues(attn_prefill_walk walk, attn_prefill_plan *tp, uint32_t num_kv_heads,
                         uint32_t ctas, attn_prefill_queue_stats *st, attn_error_detail *err)
 {
+    if (walk == ATTN_PREFILL_WALK_CLUSTER)
+        return attn_prefill_plan_cluster_queues(tp, num_kv_heads, ctas, st, err);
     return walk == ATTN_PREFILL_WALK_PAIRS
                ? attn_prefill_plan_pair_queues(tp, num_kv_heads, ctas, st, err)
                : attn_prefill_plan_queues(tp, num_kv_heads, ctas, st, err);
@@ -1093,8 +1095,8 @@ static int graph_admit(const attn_manifest *m, uint32_t phases, const prefill_pr
     if (pp->tuning.walk == ATTN_PREFILL_WALK_SNAKE)
         return attn_error_set(
             err, ATTN_E_BACKEND_REJECTED, "ATTN_PREFILL_WALK",
-            "graph mode needs per-CTA queues (walk pairs or queue): the snake's unit count is a "
-            "launch parameter");
+            "graph mode needs per-CTA queues (walk pairs, cluster or queue): the snake's unit "
+            "count is a launch parameter");
     return 0;
 }
 
@@ -1318,11 +1320,12 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     if (pp->walk != ATTN_PREFILL_WALK_SNAKE && tp.num_items > 0) {
         if ((rv = build_queues(pp->walk, &tp, Hkv, grid_ctas, &pp->queues, err)) != 0)
             goto fail;
-        if (pp->walk == ATTN_PREFILL_WALK_PAIRS)
+        if (pp->walk == ATTN_PREFILL_WALK_PAIRS || pp->walk == ATTN_PREFILL_WALK_CLUSTER)
             append_why(out,
-                       "; walk pairs (least-loaded, %u units beside their sibling): %u CTAs, "
+                       "; walk %s (least-loaded, %u units beside their sibling): %u CTAs, "
                        "rho %.3f, eta %.3f",
-                       pp->queues.pairs, pp->queues.workers, pp->queues.rho, pp->queues.eta);
+                       attn_prefill_walk_name(pp->walk), pp->queues.pairs, pp->queues.workers,
+                       pp->queues.rho, pp->queues.eta);
         else
             append_why(out, "; walk queue (least-loaded): %u CTAs, rho %.3f, eta %.3f",
                        pp->queues.workers, pp->queues.rho, pp->queues.eta);
@@ -1392,6 +1395,14 @@ int attn_cuda_prefill_plan_host(const attn_manifest *m, const attn_pool_geometry
     pr->max_ctas = grid_ctas;
     pr->num_workers = pp->caps.workers; /* the queues' grid (0: the snake's) */
     pr->variant = pp->variant;
+    /* the cluster walk's launch (attn_cuda_prefill_clustered says where it
+     * applies) where the pairs were taken; not under graph mode, whose
+     * steps may rebuild plain queues, which the clustered kernel would run
+     * in lockstep (each position costing its longer unit on both CTAs) */
+    pr->cluster =
+        pp->walk == ATTN_PREFILL_WALK_CLUSTER && pp->queues.pairs > 0 && !pp->graph
+            ? (pp->tuning.cluster_trial ? pp->tuning.cluster_trial : ATTN_PREFILL_CLUSTER_MULTICAST)
+            : ATTN_PREFILL_CLUSTER_OFF;
     if (pp->graph)
         graph_keep(m, g, &tp, pr->sm_scale, pp);
 
@@ -1432,6 +1443,7 @@ int attn_cuda_prefill_plan_info_get(const attn_engine_plan *p, attn_cuda_prefill
     out->walk = attn_prefill_walk_name(pp->walk);
     out->num_workers = pp->params.num_workers;
     out->pairs = pp->queues.pairs;
+    out->cluster = pp->params.cluster;
     out->rho = pp->queues.rho;
     out->eta = pp->queues.eta;
 #ifdef ATTN_WITH_CUDA
@@ -1736,6 +1748,19 @@ static int engine_init(const attn_engine_config *cfg, void **state, attn_error_d
         if (rv != 0) {
             engine_fini(pi);
             return rv;
+        }
+    }
+    /* the cluster walk's parts alone, for measurement */
+    const char *ct = getenv("ATTN_PREFILL_CLUSTER_TRIAL");
+    if (ct != NULL && ct[0]) {
+        if (strcmp(ct, "lockstep") == 0)
+            pi->tuning.cluster_trial = ATTN_PREFILL_CLUSTER_LOCKSTEP;
+        else if (strcmp(ct, "launch") == 0)
+            pi->tuning.cluster_trial = ATTN_PREFILL_CLUSTER_LAUNCH;
+        else {
+            engine_fini(pi);
+            return attn_error_set(err, ATTN_E_RANGE, "ATTN_PREFILL_CLUSTER_TRIAL",
+                                  "cluster trial '%.40s' is not lockstep or launch", ct);
         }
     }
     /* the unit walk, one setting per instance (A/B in one process) */

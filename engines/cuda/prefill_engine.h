@@ -48,7 +48,9 @@ extern "C" {
     X(ATTN_PREFILL_WALK_AUTO, 0, "auto")   /* ATTN_PREFILL_WALK_DEFAULT */                         \
     X(ATTN_PREFILL_WALK_QUEUE, 1, "queue") /* the plan's least-loaded per-CTA queues */            \
     X(ATTN_PREFILL_WALK_SNAKE, 2, "snake") /* units longest first, grid-strided, snaked */         \
-    X(ATTN_PREFILL_WALK_PAIRS, 3, "pairs") /* queues, sibling units side by side */
+    X(ATTN_PREFILL_WALK_PAIRS, 3, "pairs") /* queues, sibling units side by side */                \
+    X(ATTN_PREFILL_WALK_CLUSTER, 4,                                                                \
+      "cluster") /* pairs, each CTA pair a 2-CTA cluster multicasting its siblings' K/V tiles */
 
 #define ATTN__PREFILL_WALK_ENTRY(e, v, n) e = (v),
 typedef enum attn_prefill_walk { ATTN_PREFILL_WALKS(ATTN__PREFILL_WALK_ENTRY) } attn_prefill_walk;
@@ -105,6 +107,11 @@ typedef struct attn_cuda_prefill_tuning {
      * measured reason (attn_cuda_prefill_admit) */
     int overlap_trial;
     attn_prefill_walk walk; /* the unit walk; engine init reads ATTN_PREFILL_WALK when set */
+    /* the cluster walk's launch, ATTN_PREFILL_CLUSTER_MULTICAST (0 means
+     * it too), or one of its parts alone for measurement: LOCKSTEP or
+     * LAUNCH (kernels/cuda/prefill_launch.h); engine init reads
+     * ATTN_PREFILL_CLUSTER_TRIAL ("lockstep", "launch") when set */
+    uint32_t cluster_trial;
 } attn_cuda_prefill_tuning;
 
 /* The engine's ops table (name "cuda_prefill", platform CUDA, phases
@@ -172,10 +179,13 @@ typedef struct attn_cuda_prefill_plan_info {
     const char *combine;  /* the combine kernel's symbol, NULL without merges */
     const char *streams;  /* partition's variant: "serial", "decode-first" or "prefill-first" */
     uint32_t max_ctas;    /* the prefill grid's CTAs at most (capped when forked) */
-    const char *walk;     /* the unit walk: "queue", "pairs" or "snake" */
+    const char *walk;     /* the unit walk: "queue", "pairs", "cluster" or "snake" */
     uint32_t num_workers; /* queue, pairs: the CTAs that have a queue (the grid); snake: 0 */
-    uint32_t pairs;       /* pairs: the units run beside their sibling (0: plain queues) */
+    uint32_t pairs;       /* pairs, cluster: the units run beside their sibling (0: plain) */
     double rho, eta;      /* queue, pairs: max / mean load, total / (CTAs x max load) */
+    /* cluster: the launch asks for 2-CTA clusters (attn_cuda_prefill_params
+     * .cluster; attn_cuda_prefill_clustered decides at launch) */
+    uint32_t cluster;
 } attn_cuda_prefill_plan_info;
 
 /* Fill `out` for a plan made by attn_cuda_prefill_plan_host (or the

@@ -15,7 +15,9 @@
  *   order  [units]      CTA w runs units order[worker_indptr[w] ..
  *                       worker_indptr[w + 1]) in that order, unit u =
  *                       item u / H_kv, K/V head u % H_kv (NULL: the kernel
- *                       walks its snake over the units instead)
+ *                       walks its snake over the units instead); an entry
+ *                       is the unit (ATTN_PREFILL_ORDER_UNIT) and a flag
+ *                       (ATTN_PREFILL_ORDER_SHARED)
  *
  * Rows are packed for GQA: packed row r of a request is token r / g, query
  * head (kv_head * g + r % g).
@@ -24,6 +26,15 @@
 #define ATTN_KERNELS_COMMON_PREFILL_PLAN_H
 
 #include <stdint.h>
+
+/* A queue entry's flag: the entry at the same position of the other CTA of
+ * its pair (CTAs 2j and 2j + 1) is this unit's sibling (the same request
+ * and K/V head; their key tiles the same but for one more at the end of
+ * one), so a pair run as a 2-CTA cluster loads the shared tiles once for
+ * both (the pair walk sets it, planner/prefill_plan.h; the cluster walk
+ * reads it).  The unit is the entry's other bits. */
+#define ATTN_PREFILL_ORDER_SHARED 0x80000000u
+#define ATTN_PREFILL_ORDER_UNIT 0x7fffffffu
 
 /* The kernel's tile: ATTN_PREFILL_TILE_M packed query rows by
  * ATTN_PREFILL_TILE_N(d) keys (the one home of the shape: the kernel's

@@ -43,6 +43,14 @@ extern "C" int attn_cuda_prefill_v_page_boxes(const attn_cuda_prefill_params *p)
            p->head_dim >= 128 && p->kv.page_size >= 16;
 }
 
+extern "C" int attn_cuda_prefill_clustered(const attn_cuda_prefill_params *p)
+{
+    const bool ok = p->cluster <= ATTN_PREFILL_CLUSTER_LAUNCH && p->variant == ATTN_PREFILL_FULL &&
+                    p->head_dim == 128 && p->worker_indptr != NULL && p->num_workers >= 2 &&
+                    p->num_workers % 2 == 0 && attn_cuda_prefill_tma_tier(p);
+    return ok ? (int)p->cluster : (int)ATTN_PREFILL_CLUSTER_OFF;
+}
+
 extern "C" int attn_cuda_prefill_launch(const attn_cuda_prefill_params *p, void *stream)
 {
     if (!attn_cuda_prefill_supported(p->head_dim, p->kv_dtype, p->q_dtype))
@@ -101,6 +109,11 @@ extern "C" int attn_cuda_prefill_symbols(const attn_cuda_prefill_params *p, cons
     if (k_attend[vi][di][0] == NULL)
         return 0;
     *attend = k_attend[vi][di][p->kv_dtype == ATTN_FP16];
+    const int cl = attn_cuda_prefill_clustered(p);
+    if (cl == ATTN_PREFILL_CLUSTER_MULTICAST || cl == ATTN_PREFILL_CLUSTER_LOCKSTEP)
+        *attend = p->kv_dtype == ATTN_FP16
+                      ? "attn_prefill::attn_prefill_attend_cluster<128, __half>"
+                      : "attn_prefill::attn_prefill_attend_cluster<128, __nv_bfloat16>";
     *combine = p->num_merges ? k_combine[vi][di] : NULL;
     return p->num_merges ? 2 : 1;
 }

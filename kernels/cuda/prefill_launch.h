@@ -92,6 +92,12 @@ typedef struct attn_cuda_prefill_params {
      * attend kernel, {%smid, %globaltimer at its start, at its consumers'
      * end} (3 x gridDim.x values) */
     unsigned long long *probe;
+    /* ATTN_PREFILL_CLUSTER_*: the attend kernel in 2-CTA clusters where
+     * attn_cuda_prefill_clustered admits p (the cluster walk: CTAs 2j and
+     * 2j + 1 walk their queues in lockstep, each multicasting half of every
+     * K/V tile their entries flagged ATTN_PREFILL_ORDER_SHARED share), or
+     * one of its parts alone (measurement); OFF: one CTA per cluster */
+    uint32_t cluster;
 } attn_cuda_prefill_params;
 
 /* The key tile of p's kernel (its variant's tile_n at p's head dim). */
@@ -122,6 +128,19 @@ int attn_cuda_prefill_tma_tier(const attn_cuda_prefill_params *p);
  * pages 32 and 64 0.98-1.00x, page 128 (one 32 KB box per 128-key tile at
  * d 128) 0.99-1.00x.  Host-only, no CUDA call. */
 int attn_cuda_prefill_v_page_boxes(const attn_cuda_prefill_params *p);
+
+/* attn_cuda_prefill_params.cluster */
+#define ATTN_PREFILL_CLUSTER_OFF 0u
+#define ATTN_PREFILL_CLUSTER_MULTICAST 1u /* lockstep, sibling tiles multicast */
+#define ATTN_PREFILL_CLUSTER_LOCKSTEP 2u  /* measurement: lockstep, every tile by its own CTA */
+#define ATTN_PREFILL_CLUSTER_LAUNCH 3u    /* measurement: the plain kernel in 2-CTA clusters */
+
+/* Which ATTN_PREFILL_CLUSTER_* a launch of `p` runs (OFF: one CTA per cluster):
+ * p->cluster set, the full variant at d 128 (the one clustered instance),
+ * per-CTA queues of an even number of CTAs (the pair walk's grid), and the
+ * TMA tier (multicast is a TMA copy); else OFF, and the plain kernel runs the
+ * same queues (it ignores the entries' flags).  Host-only, no CUDA call. */
+int attn_cuda_prefill_clustered(const attn_cuda_prefill_params *p);
 
 /* attn_cuda_prefill_params.parts */
 #define ATTN_PREFILL_PARTS_ALL 0u

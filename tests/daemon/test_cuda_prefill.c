@@ -914,6 +914,24 @@ static void test_unit_walk_plan_host(void **state)
              iqu.num_workers, iqu.rho, iqu.eta);
     assert_non_null(strstr(qu.schedule_why, want));
     attn_cuda_prefill_plan_host_free(&qu);
+    /* the cluster walk: the pair walk's queues, the launch in 2-CTA clusters */
+    attn_engine_plan cl;
+    attn_cuda_prefill_plan_info icl;
+    memset(&cl, 0, sizeof cl);
+    tu.walk = ATTN_PREFILL_WALK_CLUSTER;
+    assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &cl, &err), 0);
+    assert_int_equal(attn_cuda_prefill_plan_info_get(&cl, &icl), 0);
+    assert_string_equal(icl.walk, "cluster");
+    assert_int_equal(icl.pairs, ia.pairs);
+    assert_int_equal(icl.num_workers, ia.num_workers);
+    assert_int_equal(icl.cluster, 1);
+    assert_int_equal(ia.cluster, 0); /* the pair walk launches one CTA per cluster */
+    snprintf(want, sizeof want,
+             "walk cluster (least-loaded, %u units beside their sibling): %u CTAs, rho %.3f, "
+             "eta %.3f",
+             icl.pairs, icl.num_workers, icl.rho, icl.eta);
+    assert_non_null(strstr(cl.schedule_why, want));
+    attn_cuda_prefill_plan_host_free(&cl);
     tu.walk = ATTN_PREFILL_WALK_SNAKE;
     assert_int_equal(attn_cuda_prefill_plan_host(&rb.m, &rb.g, &k_h200, &tu, &sn, &err), 0);
     assert_int_equal(attn_cuda_prefill_plan_info_get(&sn, &is), 0);
@@ -948,6 +966,9 @@ static void test_unit_walk_plan_host(void **state)
     assert_int_equal(attn_prefill_walk_parse("pairs", &w, &err), 0);
     assert_int_equal(w, ATTN_PREFILL_WALK_PAIRS);
     assert_string_equal(attn_prefill_walk_name(ATTN_PREFILL_WALK_PAIRS), "pairs");
+    assert_int_equal(attn_prefill_walk_parse("cluster", &w, &err), 0);
+    assert_int_equal(w, ATTN_PREFILL_WALK_CLUSTER);
+    assert_string_equal(attn_prefill_walk_name(ATTN_PREFILL_WALK_CLUSTER), "cluster");
     assert_int_equal(attn_prefill_walk_parse("", &w, &err), 0);
     assert_int_equal(w, ATTN_PREFILL_WALK_AUTO);
     w = ATTN_PREFILL_WALK_SNAKE;

@@ -68,13 +68,21 @@ static attn_engine *g_eng; /* the cuda_prefill instance on cuda:0 */
 /* overlap's trial the instance is tuned to (ATTN_OVERLAP_*: refused, the
  * light kernel's two streams, or the fused kernel) */
 static int g_trial;
+/* the sweep's unit walk: ATTN_PREFILL_WALK when set (e.g. cluster), else
+ * the engine's default; tune_streams keeps it (before 2026-12-03, fifth
+ * session, the tuning it set replaced the walk engine init had read, so a
+ * sweep "under pairs" ran the default walk) */
+static attn_prefill_walk g_walk = ATTN_PREFILL_WALK_AUTO;
+static unsigned g_clustered;              /* sweep runs whose attend kernel ran in 2-CTA clusters */
 static attn_cuda_prefill_tuning g_tuning; /* the instance's, for admission */
 
 static void tune_streams(int fail_after_staging, attn_mixed_order order, uint32_t prefill_ctas,
                          int trial)
 {
-    attn_cuda_prefill_tuning t = {
-        .poison = 1, .fail_after_staging = fail_after_staging, .overlap_trial = trial};
+    attn_cuda_prefill_tuning t = {.poison = 1,
+                                  .fail_after_staging = fail_after_staging,
+                                  .overlap_trial = trial,
+                                  .walk = g_walk};
     t.streams.order = order;
     t.streams.prefill_ctas = prefill_ctas;
     attn_cuda_prefill_engine_set_tuning(g_eng, &t);
@@ -488,6 +496,11 @@ static void run_case(const pe_case *pc, uint64_t seed, attn_schedule_policy sche
     fflush(stdout);
     g_worst_rel = rel > g_worst_rel ? rel : g_worst_rel;
     g_worst_lse = lse_err > g_worst_lse ? lse_err : g_worst_lse;
+    for (uint32_t k = 0; k < rep.num_kernels; k++)
+        if (strstr(rep.kernels[k].symbol, "attn_prefill_attend_cluster") != NULL) {
+            g_clustered++;
+            break;
+        }
     assert_int_equal(nan, 0);
     assert_int_equal(inf_mismatch, 0);
     assert_true(rel <= 1e-2);
@@ -569,7 +582,9 @@ static void test_random_sweep(void **state)
             }
         }
     tune(0);
-    printf("  worst rel L2 %.3e, worst |LSE err| %.3e\n", g_worst_rel, g_worst_lse);
+    printf("  worst rel L2 %.3e, worst |LSE err| %.3e; %u runs with the clustered attend kernel "
+           "(walk %s)\n",
+           g_worst_rel, g_worst_lse, g_clustered, attn_prefill_walk_name(g_walk));
 }
 
 /* A failure after the rows were staged (injected) and a refused run (a
@@ -761,23 +776,33 @@ static void test_unified_determinism(void **state)
         pool_up(&dp, &rb);
         const size_t ob = rb.o_elems * attn_dtype_size(rb.m.q_dtype),
                      lb = sizeof(float) * rb.lse_elems;
-        void *oq = malloc(ob), *os = malloc(ob), *op = malloc(ob);
-        float *lq = malloc(lb), *ls = malloc(lb), *lp = malloc(lb);
-        assert_true(oq && os && op && lq && ls && lp);
-        attn_cuda_prefill_plan_info iq, is, ip;
-        char why[sizeof((attn_engine_plan *)0)->schedule_why], why_s[sizeof why], why_p[sizeof why];
+        void *oq = malloc(ob), *os = malloc(ob), *op = malloc(ob), *oc = malloc(ob);
+        float *lq = malloc(lb), *ls = malloc(lb), *lp = malloc(lb), *lc = malloc(lb);
+        assert_true(oq && os && op && oc && lq && ls && lp && lc);
+        attn_cuda_prefill_plan_info iq, is, ip, ic;
+        char why[sizeof((attn_engine_plan *)0)->schedule_why], why_s[sizeof why], why_p[sizeof why],
+            why_c[sizeof why];
         det_run(&rb, &dp, ATTN_PREFILL_WALK_QUEUE, oq, lq, &iq, why, sizeof why);
         det_run(&rb, &dp, ATTN_PREFILL_WALK_SNAKE, os, ls, &is, why_s, sizeof why_s);
         det_run(&rb, &dp, ATTN_PREFILL_WALK_PAIRS, op, lp, &ip, why_p, sizeof why_p);
+        /* the cluster walk: the pairs' queues in 2-CTA clusters, sibling
+         * tiles multicast (d 128, page 16: the clustered kernel runs) */
+        det_run(&rb, &dp, ATTN_PREFILL_WALK_CLUSTER, oc, lc, &ic, why_c, sizeof why_c);
         assert_true(iq.num_workers > 0);
         assert_int_equal(is.num_workers, 0);
         assert_true(ip.num_workers > 0);
         assert_int_equal(iq.num_items, is.num_items);
+        assert_int_equal(ic.pairs, ip.pairs);
+        assert_int_equal(ic.cluster, ip.pairs > 0);
+        if (ic.cluster)
+            assert_non_null(strstr(ic.attend, "attn_prefill_attend_cluster<128"));
         /* another CTA and order per unit, the same bytes */
         assert_memory_equal(oq, os, ob);
         assert_memory_equal(lq, ls, lb);
         assert_memory_equal(oq, op, ob);
         assert_memory_equal(lq, lp, lb);
+        assert_memory_equal(oq, oc, ob);
+        assert_memory_equal(lq, lc, lb);
         size_t nan = 0;
         for (size_t k = 0; k < rb.lse_elems; k++)
             nan += isnan(lq[k]) != 0;
@@ -800,18 +825,21 @@ static void test_unified_determinism(void **state)
             assert_true(rel <= 1e-2);
             assert_true(lse_err <= 1e-3);
         }
-        printf("  %-12s seed=%llu B=%u items=%u parts=%u splits=%u queue==snake==pairs bytes "
-               "(O %zu B, LSE %zu B, %u units beside their sibling) rel=%.2e lse=%.2e | %s\n",
+        printf("  %-12s seed=%llu B=%u items=%u parts=%u splits=%u queue==snake==pairs==cluster "
+               "bytes (O %zu B, LSE %zu B, %u units beside their sibling, clustered %u) rel=%.2e "
+               "lse=%.2e | %s\n",
                dc->name, (unsigned long long)seed, rb.m.num_requests, iq.num_items, iq.num_parts,
-               rb.m.policy.splits, ob, lb, ip.pairs, rel, lse_err,
+               rb.m.policy.splits, ob, lb, ip.pairs, ic.cluster, rel, lse_err,
                strstr(why, "walk") ? strstr(why, "walk") : why);
         fflush(stdout);
         free(oq);
         free(os);
         free(op);
+        free(oc);
         free(lq);
         free(ls);
         free(lp);
+        free(lc);
         pool_down(&dp);
         attn_rb_free(&rb);
     }
@@ -1414,8 +1442,13 @@ int main(void)
     g_seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
     g_quick = getenv("ATTN_GPU_QUICK") != NULL;
     g_only = getenv("ATTN_GPU_CASES");
-    printf("test_prefill_engine_gpu: seed %llu (replay with ATTN_SEED)\n",
-           (unsigned long long)g_seed);
+    attn_error_detail werr;
+    if (attn_prefill_walk_parse(getenv("ATTN_PREFILL_WALK"), &g_walk, &werr) != 0) {
+        printf("%s: %s\n", werr.field, werr.message);
+        return 1;
+    }
+    printf("test_prefill_engine_gpu: seed %llu (replay with ATTN_SEED), walk %s\n",
+           (unsigned long long)g_seed, attn_prefill_walk_name(g_walk));
     char why[160];
     if (!attn_cuda_available(NULL, why, sizeof why)) {
         printf("no GPU: %s\n", why);

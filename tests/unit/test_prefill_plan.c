@@ -686,10 +686,15 @@ static void test_queues_vs_snake_on_the_bench_batches(void **state)
 }
 
 /* The pair walk's queues (attn_prefill_plan_pair_queues): every unit once,
- * the stats those of the queues; returns the units that sit at the same
- * queue position of CTAs 2j and 2j + 1 as the other m tile of their own
- * append (the same request and K/V head, rows 0 and 128: the test's own
- * statement of the two m tiles of an append of C x g = 256 rows). */
+ * the stats those of the queues; CTA 2j + 1's queue as long as CTA 2j's or
+ * one shorter (the cluster walk runs both in lockstep by position); the
+ * entries flagged ATTN_PREFILL_ORDER_SHARED are st->pairs, flagged on both
+ * CTAs of a position or neither, and a flagged position holds one request's
+ * units of one K/V head whose key tiles agree but for one more at the end
+ * of one; returns the units that sit at the same queue position of CTAs 2j
+ * and 2j + 1 as the other m tile of their own append (the same request and
+ * K/V head, rows 0 and 128: the test's own statement of the two m tiles of
+ * an append of C x g = 256 rows). */
 static uint32_t check_pair_queues(const attn_prefill_plan *p, uint32_t hkv,
                                   const attn_prefill_queue_stats *st)
 {
@@ -703,9 +708,10 @@ static uint32_t check_pair_queues(const attn_prefill_plan *p, uint32_t hkv,
     for (uint32_t w = 0; w < p->num_workers; w++) {
         int64_t load = 0;
         for (uint32_t k = p->worker_indptr[w]; k < p->worker_indptr[w + 1]; k++) {
-            assert_true(p->order[k] < units);
-            seen[p->order[k]]++;
-            load += unit_cost(p, hkv, p->order[k]);
+            const uint32_t u = p->order[k] & ATTN_PREFILL_ORDER_UNIT;
+            assert_true(u < units);
+            seen[u]++;
+            load += unit_cost(p, hkv, u);
         }
         max_load = load > max_load ? load : max_load;
         total += load;
@@ -716,18 +722,34 @@ static uint32_t check_pair_queues(const attn_prefill_plan *p, uint32_t hkv,
     assert_int_equal(st->max_load, max_load);
     assert_true(fabs(st->mean_load - (double)total / p->num_workers) < 1e-9);
     assert_true(fabs(st->rho - max_load / st->mean_load) < 1e-9);
-    uint32_t beside = 0;
+    uint32_t beside = 0, flagged = 0;
     for (uint32_t w = 0; st->pairs && w + 1 < p->num_workers; w += 2) {
         const uint32_t a0 = p->worker_indptr[w], b0 = p->worker_indptr[w + 1];
         const uint32_t na = b0 - a0, nb = p->worker_indptr[w + 2] - b0;
+        assert_true(nb == na || nb + 1 == na);
+        if (nb < na)
+            assert_false(p->order[a0 + na - 1] & ATTN_PREFILL_ORDER_SHARED);
         for (uint32_t k = 0; k < na && k < nb; k++) {
-            const uint32_t u = p->order[a0 + k], v = p->order[b0 + k];
+            const uint32_t eu = p->order[a0 + k], ev = p->order[b0 + k];
+            const uint32_t u = eu & ATTN_PREFILL_ORDER_UNIT, v = ev & ATTN_PREFILL_ORDER_UNIT;
             const attn_prefill_item *x = &p->items[u / hkv], *y = &p->items[v / hkv];
+            assert_int_equal(eu & ATTN_PREFILL_ORDER_SHARED, ev & ATTN_PREFILL_ORDER_SHARED);
+            if (eu & ATTN_PREFILL_ORDER_SHARED) {
+                const int32_t nx = x->tile_end - x->tile_begin, ny = y->tile_end - y->tile_begin;
+                assert_int_equal(u % hkv, v % hkv);
+                assert_int_equal(x->req, y->req);
+                assert_true(nx - ny <= 1 && ny - nx <= 1);
+                for (int32_t i = 0; i < nx && i < ny; i++)
+                    assert_int_equal(p->tiles[x->tile_begin + i] >> 1,
+                                     p->tiles[y->tile_begin + i] >> 1);
+                flagged += 2;
+            }
             if (u % hkv == v % hkv && x->req == y->req && x->row0 + y->row0 == 128 &&
                 p->reqs[x->req].C * 4 == 256)
                 beside += 2;
         }
     }
+    assert_int_equal(flagged, st->pairs);
     return beside;
 }
 
@@ -850,6 +872,79 @@ static void test_pair_queues(void **state)
     attn_mask_prog_free(&prog);
 }
 
+/* The makespan of a pair walk's queues run in lockstep (the cluster walk),
+ * by the test's own sum: per CTA pair, each queue position costs its
+ * longer unit (or its one unit). */
+static int64_t lockstep_makespan(const attn_prefill_plan *p, uint32_t hkv)
+{
+    int64_t worst = 0;
+    for (uint32_t w = 0; w + 1 < p->num_workers; w += 2) {
+        const uint32_t a0 = p->worker_indptr[w], b0 = p->worker_indptr[w + 1];
+        const uint32_t na = b0 - a0, nb = p->worker_indptr[w + 2] - b0;
+        int64_t sum = 0;
+        for (uint32_t k = 0; k < na || k < nb; k++) {
+            const int64_t ca =
+                k < na ? unit_cost(p, hkv, p->order[a0 + k] & ATTN_PREFILL_ORDER_UNIT) : 0;
+            const int64_t cb =
+                k < nb ? unit_cost(p, hkv, p->order[b0 + k] & ATTN_PREFILL_ORDER_UNIT) : 0;
+            sum += ca > cb ? ca : cb;
+        }
+        worst = sum > worst ? sum : worst;
+    }
+    return worst;
+}
+
+/* The cluster walk's queues (attn_prefill_plan_cluster_queues) are the pair
+ * walk's, flags included; their makespan is the lockstep one (a job's longer
+ * unit on both CTAs), their mean load the units' own work. */
+static void test_cluster_queues(void **state)
+{
+    (void)state;
+    int64_t T[4], C[4];
+    /* one K/V head: an append (siblings) and three decode rows of unequal
+     * length: jobs (append), (decode, decode), (decode, -) */
+    T[0] = 1000;
+    C[0] = 64;
+    for (uint32_t b = 1; b < 4; b++) {
+        T[b] = 100 * b;
+        C[b] = 1;
+    }
+    attn_mask_prog prog;
+    attn_prefill_plan p;
+    attn_prefill_queue_stats pairs, cl;
+    plan_causal(4, T, C, 1, 0, &prog, &p);
+    assert_int_equal(attn_prefill_plan_pair_queues(&p, 1, 132, &pairs, NULL), 0);
+    const uint32_t units = p.num_items, w = p.num_workers;
+    uint32_t *indptr = malloc(sizeof *indptr * (w + 1)), *order = malloc(sizeof *order * units);
+    assert_true(indptr && order);
+    memcpy(indptr, p.worker_indptr, sizeof *indptr * (w + 1));
+    memcpy(order, p.order, sizeof *order * units);
+    assert_int_equal(attn_prefill_plan_cluster_queues(&p, 1, 132, &cl, NULL), 0);
+    assert_int_equal(p.num_workers, w);
+    assert_memory_equal(p.worker_indptr, indptr, sizeof *indptr * (w + 1));
+    assert_memory_equal(p.order, order, sizeof *order * units);
+    assert_int_equal(cl.pairs, pairs.pairs);
+    assert_int_equal(cl.max_load, lockstep_makespan(&p, 1));
+    assert_true(cl.max_load >= pairs.max_load);
+    /* the mean is the units' own work, as the pair walk's */
+    assert_true(fabs(cl.mean_load - pairs.mean_load) < 1e-9);
+    assert_true(fabs(cl.rho - cl.max_load / cl.mean_load) < 1e-9);
+    /* the decode pair's lockstep costs its longer row: more than the sum
+     * of each CTA's own units somewhere */
+    int64_t own_max = 0;
+    for (uint32_t c = 0; c < w; c++) {
+        int64_t l = 0;
+        for (uint32_t k = p.worker_indptr[c]; k < p.worker_indptr[c + 1]; k++)
+            l += unit_cost(&p, 1, p.order[k] & ATTN_PREFILL_ORDER_UNIT);
+        own_max = l > own_max ? l : own_max;
+    }
+    assert_int_equal(pairs.max_load, own_max);
+    free(indptr);
+    free(order);
+    attn_prefill_plan_free(&p);
+    attn_mask_prog_free(&prog);
+}
+
 /* The load bound's cuts stay only where they pay for the combine
  * (ATTN_PREFILL_COST_COMBINE): bench_mixed.py's small steps S1 and S2 on
  * 132 SMs (H_q 32, H_kv 8, d 128, causal).  S1's 128 units, fewer than the
@@ -903,6 +998,7 @@ int main(void)
         cmocka_unit_test(test_queues_random),
         cmocka_unit_test(test_queues_vs_snake_on_the_bench_batches),
         cmocka_unit_test(test_pair_queues),
+        cmocka_unit_test(test_cluster_queues),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,45 @@ template <int D> KvMaps kv_maps(const attn_cuda_prefill_params *p)
     return m;
 }
 
+template <int D, bool L> int launch_combine(const attn_cuda_prefill_params *p, cudaStream_t stream)
+{
+    dim3 grid(p->num_merges, p->num_kv_heads, kCombineSlices);
+    attn_prefill_combine<D, L><<<grid, 128, 0, stream>>>(*p);
+    return cudaGetLastError() != cudaSuccess ? ATTN_E_CUDA : 0;
+}
+
+/* An attend kernel in 2-CTA clusters (attn_cuda_prefill_clustered: an
+ * even number of queues, one CTA each): the clustered one, or under
+ * ATTN_PREFILL_CLUSTER_LAUNCH the plain one (measurement). */
+template <int D, typename KV>
+int launch_cluster(const attn_cuda_prefill_params *p, const KvMaps &maps, cudaStream_t stream)
+{
+    using C = Cfg<D, kFullCluster>;
+    static_assert(C::SMEM == Cfg<D, 0>::SMEM && C::THREADS == Cfg<D, 0>::THREADS, "one shape");
+    void (*kernel)(attn_cuda_prefill_params, KvMaps) = p->cluster == ATTN_PREFILL_CLUSTER_LAUNCH
+                                                           ? attn_prefill_attend<D, KV, false>
+                                                           : attn_prefill_attend_cluster<D, KV>;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) !=
+        cudaSuccess)
+        return ATTN_E_CUDA;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3(p->num_workers);
+    cfg.blockDim = dim3(C::THREADS);
+    cfg.dynamicSmemBytes = C::SMEM;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, kernel, *p, maps) != cudaSuccess)
+        return ATTN_E_CUDA;
+    return cudaGetLastError() != cudaSuccess ? ATTN_E_CUDA : 0;
+}
+
 template <int D, typename KV, bool L>
 int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
 {
@@ -107,16 +146,21 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
                   : p->max_ctas && p->max_ctas < units ? p->max_ctas
                                                        : units);
         const KvMaps maps = kv_maps<D>(p);
-        attn_prefill_attend<D, KV, L><<<grid, C::THREADS, C::SMEM, stream>>>(*p, maps);
-        if (cudaGetLastError() != cudaSuccess)
-            return ATTN_E_CUDA;
+        bool clustered = false; /* the one clustered instance: d 128, full */
+        if constexpr (D == 128 && !L)
+            clustered = attn_cuda_prefill_clustered(p) != 0;
+        if (clustered) {
+            if constexpr (D == 128 && !L)
+                if (launch_cluster<D, KV>(p, maps, stream) != 0)
+                    return ATTN_E_CUDA;
+        } else {
+            attn_prefill_attend<D, KV, L><<<grid, C::THREADS, C::SMEM, stream>>>(*p, maps);
+            if (cudaGetLastError() != cudaSuccess)
+                return ATTN_E_CUDA;
+        }
     }
-    if (p->num_merges && combine) {
-        dim3 grid(p->num_merges, p->num_kv_heads, kCombineSlices);
-        attn_prefill_combine<D, L><<<grid, 128, 0, stream>>>(*p);
-        if (cudaGetLastError() != cudaSuccess)
-            return ATTN_E_CUDA;
-    }
+    if (p->num_merges && combine)
+        return launch_combine<D, L>(p, stream);
     return 0;
 }
 

@@ -61,6 +61,10 @@ constexpr float kLn2 = 0.6931471805599453f;
 /* What unit_at returns past a CTA's last unit. */
 constexpr uint32_t kNoUnit = 0xffffffffu;
 constexpr uint32_t kSchedBar = 1; /* named barriers 1, 2: the consumers' issue turns */
+/* The full kernel run by 2-CTA clusters (the cluster walk: Cfg::CLUSTER,
+ * produce_units); a configuration of the kernel, not a plan variant (its
+ * plan is the full kernel's). */
+constexpr int kFullCluster = 3;
 
 /* The kernel's configuration per head dim D and variant V
  * (attn_prefill_variant, kernels/common/prefill_plan.h: 0 full, 1 light,
@@ -82,6 +86,11 @@ constexpr uint32_t kSchedBar = 1; /* named barriers 1, 2: the consumers' issue t
 template <int D, int V = 0> struct Cfg {
     static constexpr bool LIGHT = V == ATTN_PREFILL_LIGHT;
     static constexpr bool FUSED = V == ATTN_PREFILL_FUSED;
+    /* the full kernel's CTAs in 2-CTA clusters, each pair walking its two
+     * queues in lockstep and multicasting the K/V tiles of sibling units
+     * (produce_units); every other constant is the full kernel's */
+    static constexpr bool CLUSTER = V == kFullCluster;
+    static constexpr bool FULL = V == ATTN_PREFILL_FULL || CLUSTER;
     static constexpr int BM = LIGHT ? ATTN_PREFILL_LIGHT_TILE_M : ATTN_PREFILL_TILE_M;
     static constexpr int BN = LIGHT   ? ATTN_PREFILL_LIGHT_TILE_N
                               : FUSED ? ATTN_PREFILL_FUSED_TILE_N
@@ -90,7 +99,7 @@ template <int D, int V = 0> struct Cfg {
     /* V's whole-page boxes (KvMaps::v_lg) exist in the full kernel at d >= 128
      * only (attn_cuda_prefill_v_page_boxes; in the light and fused trials
      * their code cost ptxas 16-84 bytes of spills) */
-    static constexpr bool V_PAGE_BOXES = D >= 128 && V == 0;
+    static constexpr bool V_PAGE_BOXES = D >= 128 && FULL;
     static constexpr uint32_t LG_BN = BN == 128 ? 7u : BN == 64 ? 6u : 0u; /* V's one block */
     static_assert(1 << LG_BN == BN, "the key tile is 64 or 128 rows");
     static constexpr int PRODUCER_THREADS = LIGHT || FUSED ? 32 : 128;
@@ -464,12 +473,14 @@ template <int D> struct KvLoad {
  * page `box_page`, or with `vlg` V's whole page l), the rest -- the request's last page and rows
  * past its keys (zero-filled) -- by 16-byte cp.async, the page looked up per row (the last tile of
  * a request only).  Every producer thread then arrives on `full` once its own copies landed
- * (PRODUCER_THREADS arrivals plus the TMA bytes). */
+ * (PRODUCER_THREADS arrivals plus the TMA bytes).  With `mc` (Cfg::CLUSTER, a tile both CTAs
+ * of the cluster read) this CTA issues the boxes of the pages whose index has parity `rank`,
+ * multicast into both CTAs, and announces every box: the other CTA issues the rest. */
 template <int D, typename KV, int LT>
-__device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
-                                              const CUtensorMap *map, uint32_t dst, uint64_t *full,
-                                              int64_t n, int32_t box_page, int nfull, int tid,
-                                              uint32_t vlg = 0, int warp = 0)
+__device__ __forceinline__ void
+load_tile_tma(const KvLoad<D> &L, const KV *src, const CUtensorMap *map, uint32_t dst,
+              uint64_t *full, int64_t n, int32_t box_page, int nfull, int tid, uint32_t vlg = 0,
+              int warp = 0, bool mc = false, uint32_t rank = 0)
 {
     using C = Cfg<D, LT>;
     constexpr int CH = D / 64; /* 128-byte column chunks of a row */
@@ -484,16 +495,25 @@ __device__ __forceinline__ void load_tile_tma(const KvLoad<D> &L, const KV *src,
         const int32_t page = __shfl_sync(0xffffffffu, box_page, (bt * CH) & 31);
         if (bt >= 0 && bt < nfull) {
             attn::mbar::expect_tx(full, (uint32_t)L.box_rows * 128u * CH);
-            tma_load_5d(dst + bt * L.box_rows * 128 * CH, map, full, 0, 0, 0, (int32_t)L.hkv, page);
+            const uint32_t at = dst + bt * L.box_rows * 128 * CH;
+            if (C::CLUSTER && mc) {
+                if (((uint32_t)bt & 1u) == rank)
+                    tma_load_5d_mc(at, map, full, 0, 0, 0, (int32_t)L.hkv, page, 0x3);
+            } else {
+                tma_load_5d(at, map, full, 0, 0, 0, (int32_t)L.hkv, page);
+            }
         }
     } else if (bt >= 0 && bt < nfull * CH) {
         const int b = bt / CH, ch = bt % CH; /* box b = the tile's page b, from slot 0 */
         attn::mbar::expect_tx(full, (uint32_t)L.box_rows * 128u);
         const uint32_t at = dst + ch * C::BN * 128 + b * L.box_rows * 128;
-        if (L.hnd)
-            tma_load_4d(at, map, full, ch * 64, 0, (int32_t)L.hkv, box_page);
-        else
-            tma_load_4d(at, map, full, ch * 64, (int32_t)L.hkv, 0, box_page);
+        const int32_t c1 = L.hnd ? 0 : (int32_t)L.hkv, c2 = L.hnd ? (int32_t)L.hkv : 0;
+        if (C::CLUSTER && mc) {
+            if (((uint32_t)b & 1u) == rank)
+                tma_load_4d_mc(at, map, full, ch * 64, c1, c2, box_page, 0x3);
+        } else {
+            tma_load_4d(at, map, full, ch * 64, c1, c2, box_page);
+        }
     }
     if (row_tma < C::BN) {
 #pragma unroll 1
@@ -588,11 +608,15 @@ __device__ __forceinline__ void prefetch_q(const attn_cuda_prefill_params &p,
     }
 }
 
+/* The producer of one unit: Q, then K and V of each of its key tiles into
+ * the ring.  k counts this CTA's units (Q's barrier phases), gi its stages.
+ * Cfg::CLUSTER: the first `common` tiles are the ones the other CTA of the
+ * cluster reads too (a sibling unit), multicast half by each CTA (`rank`). */
 template <int D, typename KV, int LT>
-__device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, const KvMaps &maps,
-                                         const Smem<D, KV> &sm, const attn_prefill_item &it,
-                                         const attn_prefill_req &rq, uint32_t hkv, int tid,
-                                         uint32_t k, uint32_t &gi)
+__device__ __forceinline__ void
+producer(const attn_cuda_prefill_params &p, const KvMaps &maps, const Smem<D, KV> &sm,
+         const attn_prefill_item &it, const attn_prefill_req &rq, uint32_t hkv, int tid, uint32_t k,
+         uint32_t &gi, int common = 0, uint32_t rank = 0)
 {
     using C = Cfg<D, LT>;
     const uint32_t g = p.num_qo_heads / p.num_kv_heads;
@@ -686,13 +710,14 @@ __device__ __forceinline__ void producer(const attn_cuda_prefill_params &p, cons
             const uint32_t kst = ks + s * C::KV_BYTES, vst = vs + s * C::KV_BYTES;
             mbar_wait(&sm.empty_k[s], par);
             if constexpr (TMA) {
+                const bool mc = C::CLUSTER && ti - it.tile_begin < common;
                 load_tile_tma<D, KV, LT>(L, kb, &maps.k, kst, &sm.full_k[s], n, box_page,
-                                         nfull_next, tid);
+                                         nfull_next, tid, 0, 0, mc, rank);
                 if constexpr (WQ)
                     load_q();
                 mbar_wait(&sm.empty_v[s], par);
                 load_tile_tma<D, KV, LT>(L, vb, &maps.v, vst, &sm.full_v[s], n, box_page,
-                                         nfull_next, tid, maps.v_lg, C::V_ISSUE_WARP);
+                                         nfull_next, tid, maps.v_lg, C::V_ISSUE_WARP, mc, rank);
             } else {
                 mbar_wait(&sm.empty_v[s], par);
                 load_tile_gather<D, KV, LT>(p, L, kb, vb, kst, vst, &sm.full_k[s], &sm.full_v[s], n,
@@ -746,11 +771,62 @@ __device__ __forceinline__ void pv_product(float (&oacc)[Cfg<D, LT>::OC][Cfg<D, 
         }
 }
 
+/* A consumer warp frees a stage slot (lane 0 arrives): on its own CTA's
+ * barrier and, under Cfg::CLUSTER, on the other CTA's too, whose producer
+ * may multicast into this CTA's slot (a slot of either CTA is refilled once
+ * both CTAs' consumers are done with it: the pair walks in lockstep). */
+template <int D, int LT> __device__ __forceinline__ void release_slot(uint64_t *bar)
+{
+    mbar_arrive(bar);
+    if constexpr (Cfg<D, LT>::CLUSTER)
+        mbar_arrive_cluster(bar, cluster_ctarank() ^ 1u);
+}
+
+/* Cfg::CLUSTER: `pad` stages this CTA holds no tile of while the other CTA
+ * of the pair loads its own (its unit has more tiles, or this CTA has no
+ * unit at this queue position): the producer arrives on each stage's full
+ * barriers without a copy, each consumer warp waits and frees the slots,
+ * so both CTAs' rings stay at the same stage and phase. */
+template <int D, typename KV, int LT>
+__device__ __forceinline__ void produce_pad(const Smem<D, KV> &sm, uint32_t &gi, int pad)
+{
+    using C = Cfg<D, LT>;
+    for (int i = 0; i < pad; i++, gi++) {
+        const int s = gi % C::STAGES;
+        const uint32_t par = ((gi / C::STAGES) & 1) ^ 1;
+        mbar_wait(&sm.empty_k[s], par);
+        cp_async_arrive_noinc(&sm.full_k[s]);
+        mbar_wait(&sm.empty_v[s], par);
+        cp_async_arrive_noinc(&sm.full_v[s]);
+    }
+}
+
+template <int D, typename KV, int LT>
+__device__ __forceinline__ void consume_pad(const Smem<D, KV> &sm, int lane, uint32_t &gi, int pad)
+{
+    using C = Cfg<D, LT>;
+    for (int i = 0; i < pad; i++, gi++) {
+        const int s = gi % C::STAGES;
+        const uint32_t par = (gi / C::STAGES) & 1;
+        mbar_wait(&sm.full_k[s], par);
+        __syncwarp();
+        if (lane == 0)
+            release_slot<D, LT>(&sm.empty_k[s]);
+        mbar_wait(&sm.full_v[s], par);
+        __syncwarp();
+        if (lane == 0)
+            release_slot<D, LT>(&sm.empty_v[s]);
+    }
+}
+
+/* The consumers of one unit (warpgroup cw); k counts this CTA's units (Q's
+ * phases), gi its stages.  Cfg::CLUSTER: `pad` more stages after the
+ * unit's tiles (consume_pad) before the epilogue. */
 template <int D, typename KV, int LT>
 __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, const Smem<D, KV> &sm,
                                          const attn_prefill_item &it, const attn_prefill_req &rq,
                                          uint32_t hkv, int cw, int ctid, uint32_t k, uint32_t &gi,
-                                         bool tma, uint32_t un, int ct, uint32_t vlg)
+                                         bool tma, uint32_t un, int ct, uint32_t vlg, int pad = 0)
 {
     using C = Cfg<D, LT>;
     using M = Mma<KV>;
@@ -878,7 +954,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
     auto release_k = [&](int i) {
         __syncwarp();
         if (lane == 0)
-            mbar_arrive(&sm.empty_k[(gi + i) % C::STAGES]);
+            release_slot<D, LT>(&sm.empty_k[(gi + i) % C::STAGES]);
     };
     /* Every S product of the unit is done (the caller waited for the
      * last): the producer may load the next unit's Q.  With the overlap
@@ -902,7 +978,7 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
             reg_fence(oacc[a]);
         __syncwarp();
         if (lane == 0)
-            mbar_arrive(&sm.empty_v[(gi + i) % C::STAGES]);
+            release_slot<D, LT>(&sm.empty_v[(gi + i) % C::STAGES]);
     };
     /* Wait for V_i (it lands after K_i, usually long before its product). */
     auto wait_v = [&](int i, int32_t tile_code) {
@@ -998,8 +1074,10 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
         finish_pv(num - 1);
     }
     gi += num;
+    if constexpr (C::CLUSTER)
+        consume_pad<D, KV, LT>(sm, lane, gi, pad);
 
-    /* epilogue */
+        /* epilogue */
 #pragma unroll
     for (int ri = 0; ri < 2; ri++) {
         float l = l_run[ri];
@@ -1062,12 +1140,25 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
  * the consumers' Q prefetch all ask unit_at (the queue bounds re-read per
  * unit, two cached loads, rather than held in registers). */
 
+/* The k-th entry of CTA w's queue (ATTN_PREFILL_ORDER_SHARED and the unit),
+ * or kNoUnit past its last (and for a CTA past the queues). */
+__device__ __forceinline__ uint32_t queue_entry(const attn_cuda_prefill_params &p, uint32_t w,
+                                                uint32_t k)
+{
+    if (w >= p.num_workers)
+        return kNoUnit;
+    const uint32_t q = __ldg(&p.worker_indptr[w]) + k;
+    return q < __ldg(&p.worker_indptr[w + 1]) ? __ldg(&p.order[q]) : kNoUnit;
+}
+
 /* The k-th unit of this CTA, or kNoUnit past its last. */
 __device__ __forceinline__ uint32_t unit_at(const attn_cuda_prefill_params &p, uint32_t k)
 {
     if (p.worker_indptr) {
         const uint32_t q = __ldg(&p.worker_indptr[blockIdx.x]) + k;
-        return q < __ldg(&p.worker_indptr[blockIdx.x + 1]) ? __ldg(&p.order[q]) : kNoUnit;
+        return q < __ldg(&p.worker_indptr[blockIdx.x + 1])
+                   ? __ldg(&p.order[q]) & ATTN_PREFILL_ORDER_UNIT
+                   : kNoUnit;
     }
     const uint32_t G = gridDim.x;
     const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
@@ -1100,14 +1191,45 @@ template <int D, typename KV, int LT>
 __device__ __forceinline__ void init_barriers(const Smem<D, KV> &sm)
 {
     using C = Cfg<D, LT>;
+    /* Cfg::CLUSTER: a slot is free once both CTAs' consumers freed it */
+    constexpr uint32_t releases = C::CONSUMER_WARPS * (C::CLUSTER ? 2 : 1);
     for (int s = 0; s < C::STAGES; s++) {
         mbar_init(&sm.full_k[s], C::PRODUCER_THREADS);
         mbar_init(&sm.full_v[s], C::PRODUCER_THREADS);
-        mbar_init(&sm.empty_k[s], C::CONSUMER_WARPS);
-        mbar_init(&sm.empty_v[s], C::CONSUMER_WARPS);
+        mbar_init(&sm.empty_k[s], releases);
+        mbar_init(&sm.empty_v[s], releases);
     }
     mbar_init(sm.qfull, C::PRODUCER_THREADS);
     mbar_init(sm.qempty, C::CONSUMER_WARPS);
+}
+
+/* One queue position of a CTA pair (Cfg::CLUSTER): this CTA's entry and
+ * the other CTA's, their tile counts and how many leading tiles both read
+ * (sibling units: the planner flags both entries). */
+struct PairJob {
+    uint32_t own, other; /* queue entries, kNoUnit where a queue has ended */
+    int n_own, n_other, common;
+};
+
+__device__ __forceinline__ int entry_tiles(const attn_cuda_prefill_params &p, uint32_t e)
+{
+    if (e == kNoUnit)
+        return 0;
+    const attn_prefill_item &it = p.items[(e & ATTN_PREFILL_ORDER_UNIT) / p.num_kv_heads];
+    return it.tile_end - it.tile_begin;
+}
+
+__device__ __forceinline__ PairJob pair_job(const attn_cuda_prefill_params &p, uint32_t k)
+{
+    PairJob j;
+    j.own = queue_entry(p, blockIdx.x, k);
+    j.other = queue_entry(p, blockIdx.x ^ 1u, k);
+    j.n_own = entry_tiles(p, j.own);
+    j.n_other = entry_tiles(p, j.other);
+    const bool shared = p.cluster == ATTN_PREFILL_CLUSTER_MULTICAST && j.own != kNoUnit &&
+                        j.other != kNoUnit && (j.own & j.other & ATTN_PREFILL_ORDER_SHARED) != 0;
+    j.common = shared ? (j.n_own < j.n_other ? j.n_own : j.n_other) : 0;
+    return j;
 }
 
 /* The producer's walk of this CTA's units (unit_at); `ptid` its thread
@@ -1119,12 +1241,30 @@ __device__ __forceinline__ void produce_units(const attn_cuda_prefill_params &p,
                                               const Smem<D, KV> &sm, int ptid)
 {
     uint32_t gi = 0;
-    for (uint32_t k = 0;; k++) {
-        const uint32_t u = unit_at(p, k);
-        if (u == kNoUnit)
-            break;
-        const attn_prefill_item it = p.items[u / p.num_kv_heads];
-        producer<D, KV, LT>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, ptid, k, gi);
+    if constexpr (Cfg<D, LT>::CLUSTER) {
+        /* the CTA pair walks its two queues in lockstep: at each position
+         * both rings move by the longer unit's tiles (produce_pad) */
+        const uint32_t rank = cluster_ctarank();
+        for (uint32_t k = 0, q = 0;; k++) {
+            const PairJob j = pair_job(p, k);
+            if (j.own == kNoUnit && j.other == kNoUnit)
+                break;
+            if (j.own != kNoUnit) {
+                const uint32_t u = j.own & ATTN_PREFILL_ORDER_UNIT;
+                const attn_prefill_item it = p.items[u / p.num_kv_heads];
+                producer<D, KV, LT>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, ptid, q++,
+                                    gi, j.common, rank);
+            }
+            produce_pad<D, KV, LT>(sm, gi, j.n_other > j.n_own ? j.n_other - j.n_own : 0);
+        }
+    } else {
+        for (uint32_t k = 0;; k++) {
+            const uint32_t u = unit_at(p, k);
+            if (u == kNoUnit)
+                break;
+            const attn_prefill_item it = p.items[u / p.num_kv_heads];
+            producer<D, KV, LT>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, ptid, k, gi);
+        }
     }
     cp_async_wait<0>(); /* leave no copy in flight behind an exiting thread */
 }
@@ -1145,6 +1285,24 @@ __device__ __forceinline__ void consume_units(const attn_cuda_prefill_params &p,
     /* V's stage layout: page blocks where its boxes are whole pages */
     const uint32_t vlg = C::V_PAGE_BOXES && tma && maps.v_lg ? maps.v_lg : C::LG_BN;
     uint32_t gi = 0;
+    if constexpr (C::CLUSTER) {
+        const int lane = ctid % 32;
+        for (uint32_t k = 0, q = 0;; k++) {
+            const PairJob j = pair_job(p, k);
+            if (j.own == kNoUnit && j.other == kNoUnit)
+                break;
+            const int pad = j.n_other > j.n_own ? j.n_other - j.n_own : 0;
+            if (j.own == kNoUnit) {
+                consume_pad<D, KV, LT>(sm, lane, gi, pad);
+                continue;
+            }
+            const uint32_t u = j.own & ATTN_PREFILL_ORDER_UNIT;
+            const attn_prefill_item it = p.items[u / p.num_kv_heads];
+            consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, cw, ctid, q++, gi,
+                                tma, unit_at(p, k + 1), ct, vlg, pad);
+        }
+        return;
+    }
     uint32_t u = unit_at(p, 0);
     for (uint32_t k = 0; u != kNoUnit; k++) {
         const attn_prefill_item it = p.items[u / p.num_kv_heads];
@@ -1155,10 +1313,10 @@ __device__ __forceinline__ void consume_units(const attn_cuda_prefill_params &p,
     }
 }
 
-template <int D, typename KV, bool LT>
-__global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTAS)
-    attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p,
-                        const __grid_constant__ KvMaps maps)
+/* The attend kernels' body, configuration LT (Cfg: full, light or the
+ * full kernel in clusters). */
+template <int D, typename KV, int LT>
+__device__ __forceinline__ void attend_body(const attn_cuda_prefill_params &p, const KvMaps &maps)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = Cfg<D, LT>;
@@ -1181,7 +1339,10 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
         prefetch_tensormap(&maps.k);
         prefetch_tensormap(&maps.v);
     }
-    __syncthreads();
+    if constexpr (C::CLUSTER)
+        cluster_sync_all(); /* the other CTA's barriers exist before any remote arrival */
+    else
+        __syncthreads();
     /* Work units u = item * H_kv + head (unit_at): each CTA runs its
      * queue of the plan, or the snake; producer and consumers walk the
      * same units (produce_units, consume_units).
@@ -1204,11 +1365,32 @@ __global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTA
         if (p.probe && tid == C0) /* the first consumer's last epilogue is done */
             p.probe[3 * blockIdx.x + 2] = attn::ptx::globaltimer();
     }
+    if constexpr (C::CLUSTER)
+        cluster_sync_all(); /* no CTA exits while the other may still arrive on its barriers */
 #else
     /* wgmma and setmaxnreg exist on sm_90a only: the portable compute_90
      * PTX of the build carries no body (the launcher runs sm_90a only) */
     __trap();
 #endif
+}
+
+template <int D, typename KV, bool LT>
+__global__ void __launch_bounds__(Cfg<D, LT>::BOUND_THREADS, Cfg<D, LT>::MIN_CTAS)
+    attn_prefill_attend(const __grid_constant__ attn_cuda_prefill_params p,
+                        const __grid_constant__ KvMaps maps)
+{
+    attend_body<D, KV, LT>(p, maps);
+}
+
+/* The full kernel launched in 2-CTA clusters (attn_cuda_prefill_clustered):
+ * CTAs 2j and 2j + 1 walk their queues in lockstep and multicast the K/V
+ * tiles of the sibling units the pair walk put side by side. */
+template <int D, typename KV>
+__global__ void __launch_bounds__(Cfg<D, kFullCluster>::BOUND_THREADS, 1)
+    attn_prefill_attend_cluster(const __grid_constant__ attn_cuda_prefill_params p,
+                                const __grid_constant__ KvMaps maps)
+{
+    attend_body<D, KV, kFullCluster>(p, maps);
 }
 
 /* The combine kernel's CTAs per (merge, K/V head): each folds BM /

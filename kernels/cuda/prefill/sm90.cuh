@@ -141,6 +141,66 @@ __device__ __forceinline__ void tma_load_5d(uint32_t dst, const void *map, uint6
                  : "memory");
 }
 
+/* The multicast forms (the cluster walk, kernel.cuh): one box, read from
+ * L2 once, lands at `dst` and completes_tx on `bar` in every CTA of the
+ * cluster that `mask` names, at the same shared-memory offsets in each
+ * (the CTAs run one kernel, so their layouts match).  Every destination
+ * CTA announces the box's bytes on its own barrier. */
+__device__ __forceinline__ void tma_load_4d_mc(uint32_t dst, const void *map, uint64_t *bar,
+                                               int32_t c0, int32_t c1, int32_t c2, int32_t c3,
+                                               uint16_t mask)
+{
+    const uint64_t pol = attn::ptx::l2_policy_evict_last();
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        ".multicast::cluster.L2::cache_hint [%0], [%1, {%3, %4, %5, %6}], [%2], %7, %8;\n" ::"r"(
+            dst),
+        "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(mask), "l"(pol)
+        : "memory");
+}
+
+__device__ __forceinline__ void tma_load_5d_mc(uint32_t dst, const void *map, uint64_t *bar,
+                                               int32_t c0, int32_t c1, int32_t c2, int32_t c3,
+                                               int32_t c4, uint16_t mask)
+{
+    const uint64_t pol = attn::ptx::l2_policy_evict_last();
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster.L2::cache_hint [%0], [%1, {%3, %4, %5, %6, %7}], [%2], %8, "
+                 "%9;\n" ::"r"(dst),
+                 "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
+                 "h"(mask), "l"(pol)
+                 : "memory");
+}
+
+/* This CTA's rank in its cluster. */
+__device__ __forceinline__ uint32_t cluster_ctarank()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+/* One arrival on the barrier at `bar`'s offset in cluster CTA `cta`'s
+ * shared memory, releasing this thread's prior accesses at cluster scope
+ * (a consumer frees a stage that the other CTA's producer refills by
+ * multicast). */
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t cta)
+{
+    asm volatile(
+        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(smem_addr(bar)),
+        "r"(cta)
+        : "memory");
+}
+
+/* Every thread of every CTA of the cluster meets here (release/acquire at
+ * cluster scope): after the barriers' init, before any remote arrival;
+ * before exit, after the last one. */
+__device__ __forceinline__ void cluster_sync_all()
+{
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 /* Pull a tensor map (a __grid_constant__ parameter) into the TMA unit's
  * cache ahead of its first copy. */
 __device__ __forceinline__ void prefetch_tensormap(const void *map)
