@@ -58,7 +58,8 @@ typedef enum attn_prefill_walk { ATTN_PREFILL_WALKS(ATTN__PREFILL_WALK_ENTRY) } 
 
 /* The walk auto means (measured: docs/cuda-prefill-engine.md, "Unit walk":
  * H200 2026-12-03, pairs against queue in one process, M3 0.96-0.97x, the
- * other batches within 1 %). */
+ * other batches within 1 %; the cluster walk against pairs 1.05-1.57x,
+ * bench/results/mixed-h200-2026-12-03-r32). */
 #define ATTN_PREFILL_WALK_DEFAULT ATTN_PREFILL_WALK_PAIRS
 
 /* The name of a walk ("queue", ...), "?" outside the enum. */
