@@ -461,7 +461,7 @@ static int pair_queues(const attn_prefill_plan *p, uint32_t num_kv_heads, uint32
                        attn_prefill_queue_stats *qs, uint32_t *beside, attn_error_detail *err)
 {
     const uint32_t items = p->num_items, heads = num_kv_heads;
-    const uint64_t units = (uint64_t)items * heads; /* <= UINT32_MAX: check_units */
+    const uint64_t units = (uint64_t)items * heads; /* <= ORDER_UNIT: check_units */
     const uint32_t none = UINT32_MAX;               /* no mate, no second unit */
     memset(qs, 0, sizeof *qs);
     *indptr = NULL;

@@ -381,9 +381,9 @@ typedef struct prefill_priv {
     void *dev_meta;  /* the plan's device copy, uploaded once (graph mode: rewritten per step) */
     size_t meta_bytes;
     size_t off_reqs, off_items, off_tiles, off_merges, off_arena, off_rows;
-    size_t off_wq, off_order; /* the per-CTA queues (walks queue and pairs) */
+    size_t off_wq, off_order; /* the per-CTA queues (walks queue, pairs and cluster) */
     image_caps caps;
-    attn_prefill_walk walk; /* PAIRS, QUEUE or SNAKE: what the plan's launches walk */
+    attn_prefill_walk walk; /* PAIRS, CLUSTER, QUEUE or SNAKE: what the plan's launches walk */
     attn_prefill_queue_stats queues;
     size_t off_t[3]; /* CSR: indptr, indices, last; dense: block_table, lens */
     /* kernel parameters fixed for the plan (device pointers set at upload) */

@@ -118,6 +118,22 @@ int launch_cluster(const attn_cuda_prefill_params *p, const KvMaps &maps, cudaSt
     return cudaGetLastError() != cudaSuccess ? ATTN_E_CUDA : 0;
 }
 
+/* The attend kernel over p's units on `grid` CTAs: in 2-CTA clusters where
+ * attn_cuda_prefill_clustered says so (the one clustered instance: d 128,
+ * the full variant), else one CTA per cluster. */
+template <int D, typename KV, bool L>
+int launch_attend(const attn_cuda_prefill_params *p, dim3 grid, cudaStream_t stream)
+{
+    using C = Cfg<D, L>;
+    const KvMaps maps = kv_maps<D>(p);
+    if constexpr (D == 128 && !L) {
+        if (attn_cuda_prefill_clustered(p))
+            return launch_cluster<D, KV>(p, maps, stream);
+    }
+    attn_prefill_attend<D, KV, L><<<grid, C::THREADS, C::SMEM, stream>>>(*p, maps);
+    return cudaGetLastError() != cudaSuccess ? ATTN_E_CUDA : 0;
+}
+
 template <int D, typename KV, bool L>
 int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
 {
@@ -145,19 +161,8 @@ int launch_typed(const attn_cuda_prefill_params *p, cudaStream_t stream)
         dim3 grid(p->worker_indptr                     ? p->num_workers
                   : p->max_ctas && p->max_ctas < units ? p->max_ctas
                                                        : units);
-        const KvMaps maps = kv_maps<D>(p);
-        bool clustered = false; /* the one clustered instance: d 128, full */
-        if constexpr (D == 128 && !L)
-            clustered = attn_cuda_prefill_clustered(p) != 0;
-        if (clustered) {
-            if constexpr (D == 128 && !L)
-                if (launch_cluster<D, KV>(p, maps, stream) != 0)
-                    return ATTN_E_CUDA;
-        } else {
-            attn_prefill_attend<D, KV, L><<<grid, C::THREADS, C::SMEM, stream>>>(*p, maps);
-            if (cudaGetLastError() != cudaSuccess)
-                return ATTN_E_CUDA;
-        }
+        if (launch_attend<D, KV, L>(p, grid, stream) != 0)
+            return ATTN_E_CUDA;
     }
     if (p->num_merges && combine)
         return launch_combine<D, L>(p, stream);

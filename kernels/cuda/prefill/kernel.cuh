@@ -1141,12 +1141,10 @@ __device__ __forceinline__ void consumer(const attn_cuda_prefill_params &p, cons
  * unit, two cached loads, rather than held in registers). */
 
 /* The k-th entry of CTA w's queue (ATTN_PREFILL_ORDER_SHARED and the unit),
- * or kNoUnit past its last (and for a CTA past the queues). */
+ * or kNoUnit past its last (w < the queues: the grid is one CTA a queue). */
 __device__ __forceinline__ uint32_t queue_entry(const attn_cuda_prefill_params &p, uint32_t w,
                                                 uint32_t k)
 {
-    if (w >= p.num_workers)
-        return kNoUnit;
     const uint32_t q = __ldg(&p.worker_indptr[w]) + k;
     return q < __ldg(&p.worker_indptr[w + 1]) ? __ldg(&p.order[q]) : kNoUnit;
 }
@@ -1155,10 +1153,8 @@ __device__ __forceinline__ uint32_t queue_entry(const attn_cuda_prefill_params &
 __device__ __forceinline__ uint32_t unit_at(const attn_cuda_prefill_params &p, uint32_t k)
 {
     if (p.worker_indptr) {
-        const uint32_t q = __ldg(&p.worker_indptr[blockIdx.x]) + k;
-        return q < __ldg(&p.worker_indptr[blockIdx.x + 1])
-                   ? __ldg(&p.order[q]) & ATTN_PREFILL_ORDER_UNIT
-                   : kNoUnit;
+        const uint32_t e = queue_entry(p, blockIdx.x, k);
+        return e == kNoUnit ? kNoUnit : e & ATTN_PREFILL_ORDER_UNIT;
     }
     const uint32_t G = gridDim.x;
     const uint32_t u = k * G + ((k & 1) ? G - 1 - blockIdx.x : blockIdx.x);
