@@ -34,7 +34,7 @@ run() { # run NAME MAX CMD...: bounded by MAX and by what is left
     echo "$name: rc=$? ($(($(date +%s) - s)) s)" >>"$summary"
 }
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } >"$L/env.txt" 2>&1
-run decode_sweep 50 "$D/tests/test_decode_gpu"
+run decode_sweep 150 "$D/tests/test_decode_gpu"
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl >"$L/pip.log" 2>&1 && export PYTHONPATH=/tmp/site

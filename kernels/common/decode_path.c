@@ -30,6 +30,9 @@ int attn_decode_path_bulk(const attn_decode_path_in *in)
     if (in->head_dim == 128 && in->page_size >= 8 && in->pieces > 0 && in->sm_count > 0 &&
         in->pieces <= in->sm_count)
         return 4; /* one CTA per SM is all the grid fills */
+    if (in->head_dim == 256 && in->page_size >= 8 && in->q_dtype == in->kv_dtype &&
+        (in->keys_per_item == 0 || in->keys_per_item >= ATTN_DECODE_TMAP_MIN_KEYS))
+        return ATTN_DECODE_BULK_TMAP; /* heads as rows: d 128's rule for short items */
     return in->head_dim == 256 ? 4 : 0;
 }
 

@@ -475,7 +475,8 @@ __device__ __forceinline__ void bulk_body(const attn_cuda_decode_params &p)
 }
 
 /* KR: the compute warps take their keys as the mma's M rows
- * (consume_tiles_kr), for groups of at most 8 heads (d 256's default). */
+ * (consume_tiles_kr), for groups of at most 8 heads (d 256 where the
+ * tensor-map producer does not serve it, decode_path.h). */
 template <int D, typename KV, bool QLO, int NP, bool KR = false>
 __global__ void __launch_bounds__(tc::kThreads + 32 * NP, (tc::bulk_regs<D, QLO, NP>::MIN_CTAS))
     producer_tc_bulk(attn_cuda_decode_params p)
@@ -507,7 +508,7 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * kTmapCopyWarps,
     using C = tc::cfg<D>;
     constexpr int CH = C::CH, TV = C::TILE_VECS;
     const attn_cuda_decode_params &p = a.p;
-    const int ST = p.stages ? (int)p.stages : C::BULK_STAGES; /* range checked by the launch */
+    const int ST = p.stages ? (int)p.stages : C::TMAP_STAGES; /* range checked by the launch */
     uint4 *base = ptx::align_1024(smem);
     const int tid = threadIdx.x, warp = tid >> 5;
     if (tid == tc::kThreads) { /* the copy warp: its four descriptors, before the first copy */
@@ -767,7 +768,7 @@ struct producer_entry {
      nullptr,                                                                                      \
      "attn::decode::producer_tc_tmap<" #D ", " #T ", " #QLO ", " #KR ">",                         \
      tc::cfg<D>::tmap_smem,                                                                        \
-     tc::cfg<D>::BULK_STAGES,                                                                      \
+     tc::cfg<D>::TMAP_STAGES,                                                                      \
      tc::cfg<D>::BULK_MAX_STAGES,                                                                  \
      producer_tc_tmap<D, T, QLO, KR>}
 #define ATTN__BULK(D, T, QLO, NP, KR)                                                              \

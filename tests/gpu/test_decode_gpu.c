@@ -459,6 +459,10 @@ static const gpu_case k_cases[] = {
      ATTN_MASK_SINK, ATTN_SPLIT_AUTO, 0, false, 0.f, 4},
     {"kr-p32-nhd-d256-g8-ramp", 4, 100, 3000, 0, 16, 2, 256, 32, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, 4},
+    /* d 256's default since 2026-12-03: tensor maps three stages deep, the
+     * heads as rows (ramp: the lazy and exact rescales) */
+    {"tmap-p16-nhd-d256-g4-ramp", 5, 100, 5000, 0, 16, 4, 256, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
+     ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, ATTN_CUDA_BULK_TMAP},
     {"rows-p16-nhd-d128-g16", 5, 1, 4000, 0, 64, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, ATTN_CUDA_BULK_TMAP},
     /* pages under 8 rows: the cp.async producer, its keys as rows */

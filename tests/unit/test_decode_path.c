@@ -120,8 +120,23 @@ static void test_auto_choice(void **state)
     in.page_stride = 4 * 8 * 128;
     assert_int_equal(attn_decode_path_bulk(&in), 0);
     expect(&in, ATTN_DECODE_TC, NULL);
+    /* d 256: tensor maps three stages deep; the four row-copy warps for
+     * short items, pages under 8 rows and q hi + lo */
     in = nhd_launch(256);
     in.bulk = ATTN_DECODE_BULK_AUTO;
+    assert_int_equal(attn_decode_path_bulk(&in), ATTN_DECODE_BULK_TMAP);
+    expect(&in, ATTN_DECODE_TC_BULK, NULL);
+    in.keys_per_item = ATTN_DECODE_TMAP_MIN_KEYS;
+    assert_int_equal(attn_decode_path_bulk(&in), ATTN_DECODE_BULK_TMAP);
+    in.keys_per_item = ATTN_DECODE_TMAP_MIN_KEYS - 1;
+    assert_int_equal(attn_decode_path_bulk(&in), 4);
+    in.keys_per_item = 0;
+    in.q_dtype = ATTN_FP32;
+    assert_int_equal(attn_decode_path_bulk(&in), 4);
+    expect(&in, ATTN_DECODE_TC_BULK, NULL);
+    in.q_dtype = ATTN_BF16;
+    in.page_size = 4;
+    in.page_stride = 4 * 8 * 256;
     assert_int_equal(attn_decode_path_bulk(&in), 4);
     expect(&in, ATTN_DECODE_TC_BULK, NULL);
     in = nhd_launch(64);
@@ -302,7 +317,9 @@ static void test_keys_as_rows(void **state)
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
     in.bulk = 1;
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
-    in.bulk = ATTN_DECODE_BULK_AUTO; /* auto: four row-copy warps at d 256 */
+    in.bulk = ATTN_DECODE_BULK_AUTO; /* auto at d 256, page 16: tensor maps, heads as rows */
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    in.keys_per_item = ATTN_DECODE_TMAP_MIN_KEYS - 1; /* short items: the row-copy warps */
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
     in.group = 16;
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);

@@ -319,6 +319,13 @@ template <int D> struct cfg {
     static constexpr int PAD_TILE_VECS = kKeys * ROW_VECS;
     static constexpr int BULK_STAGES = D == 256 ? 2 : 3;
     static constexpr int BULK_MAX_STAGES = D == 256 ? 3 : (D == 128 ? 5 : 6);
+    /* The tensor-map producer's default depth: the row copies' except at
+     * d = 256, where three 64 KB stages (1 CTA per SM either way) ran the
+     * four d 256 shapes of bench_decode.py 3.6-6.1 % faster than two, and
+     * faster than the four row-copy warps (d256_B32_T4096 252.6 against
+     * 264.3 us, d256_B128_T2048 506.2 against 537.9; H200, 2026-12-03,
+     * docs/cuda.md round 16). */
+    static constexpr int TMAP_STAGES = D == 256 ? 3 : BULK_STAGES;
     /* K and V stages, Q hi/lo, then the full and empty barriers of each
      * stage; the epilogue's merge area (RED_BYTES) stays below the barriers. */
     __host__ __device__ static constexpr uint32_t bulk_bar_offset(int stages)
