@@ -32,7 +32,7 @@ int attn_decode_path_bulk(const attn_decode_path_in *in)
         return 4; /* one CTA per SM is all the grid fills */
     if (in->head_dim == 256 && in->page_size >= 8 && in->q_dtype == in->kv_dtype &&
         (in->keys_per_item == 0 || in->keys_per_item >= ATTN_DECODE_TMAP_MIN_KEYS))
-        return ATTN_DECODE_BULK_TMAP; /* heads as rows: d 128's rule for short items */
+        return ATTN_DECODE_BULK_TMAP;
     return in->head_dim == 256 ? 4 : 0;
 }
 
@@ -83,7 +83,7 @@ int attn_decode_path_keys_as_rows(const attn_decode_path_in *in)
     if (p != ATTN_DECODE_TC_BULK)
         return 0;
     const int bulk = attn_decode_path_bulk(in);
-    return in->head_dim == 256 ? bulk == 4 : bulk == ATTN_DECODE_BULK_TMAP;
+    return bulk == ATTN_DECODE_BULK_TMAP || (in->head_dim == 256 && bulk == 4);
 }
 
 int attn_decode_path_plan_bulk(const attn_decode_path_in *in, uint64_t units)

@@ -82,10 +82,11 @@ typedef struct attn_decode_path_in {
  * B 2 x T 2048: 10.8 us against 11.4, 2026-12-02); at head_dim 256 with
  * pages of 8 rows or more, q in the cache dtype and items of
  * ATTN_DECODE_TMAP_MIN_KEYS keys or more (or unknown), tensor-map copies
- * three stages deep (cfg::TMAP_STAGES; their compute warps keep the heads
- * as rows, so d 128's rule for short items applies): 3.6-6.1 % faster than
- * the four row-copy warps on the four d 256 shapes (2026-12-03, docs/cuda.md
- * round 16), which serve the rest of head_dim 256 (they were 11 % faster
+ * three stages deep (cfg::TMAP_STAGES; d 128's rule for short items, kept
+ * from the heads-as-rows build it was measured with): 3.6-6.5 % faster than
+ * the four row-copy warps on the four d 256 shapes, 0.7-2 % more with keys
+ * as rows (2026-12-03, docs/cuda.md round 16); the row-copy warps serve the
+ * rest of head_dim 256 (they were 11 % faster
  * than cp.async), the cp.async producer (0) elsewhere
  * (head_dim 64: the copy warps were 5-13 % slower), except at head_dim 128
  * with pages of 8 rows or more when the launch has no more CTAs than SMs
@@ -109,10 +110,9 @@ attn_decode_producer attn_decode_path_pick(const attn_decode_path_in *in, const 
 /* 1 when the compute warps take their keys as the M rows of the mma
  * (S^T = K Q^T, O^T += V^T P^T: docs/cuda.md, issue 13 round 10): groups
  * of 1..8 heads, whose 16-row products were at least half empty, with q in
- * the cache dtype, on the cp.async and tensor-map producers at head_dim 64
- * and 128 and the four row-copy warps at 256 (the tensor-map producer at
- * 256 has no keys-as-rows build); else 0 (the products with the heads as
- * rows). */
+ * the cache dtype, on the cp.async producer at head_dim 64 and 128, the
+ * tensor-map producer at every head dim and the four row-copy warps at 256;
+ * else 0 (the products with the heads as rows). */
 int attn_decode_path_keys_as_rows(const attn_decode_path_in *in);
 
 /* The bulk value a plan is sized and launched with, before its split:

@@ -496,7 +496,7 @@ __global__ void __launch_bounds__(tc::kThreads + 32 * NP, (tc::bulk_regs<D, QLO,
  * (MPS), so a part of the SMs saturates HBM and partial waves cost less
  * (docs/cuda.md, issue 13 round 9).  Four spill at d 128 (128 registers).
  * KR: the compute warps take this warp's keys as the M rows of the mma
- * (consume_tiles_kr), for groups of at most 8 heads at d <= 128. */
+ * (consume_tiles_kr), for groups of at most 8 heads. */
 constexpr int kTmapCopyWarps = 2;
 static_assert(kTmapCopyWarps <= tc::kMinStages, "tmap_pipe::produce: copy warps <= stages");
 template <int D, typename KV, bool QLO, bool KR = false>
@@ -785,8 +785,8 @@ struct producer_entry {
 #define ATTN__TC_KR(D, T) ATTN__TC(D, T, false, false, true), ATTN__TC(D, T, true, false, true)
 
 /* Every producer of one K/V dtype T.  Keys as rows (KR): g <= 8, q in the
- * cache dtype, d <= 128 on the cp.async and tensor-map producers, d = 256 on
- * four row-copy warps; q hi + lo copy warps only at d = 256
+ * cache dtype, d <= 128 on the cp.async producer, every d on the tensor-map
+ * producer, d = 256 on four row-copy warps; q hi + lo copy warps only at d = 256
  * (decode_path.h); two copy warps only at d = 128. */
 #define ATTN__ALL(T)                                                                               \
     ATTN__PRODUCERS(64, T),                                                                        \
@@ -801,6 +801,7 @@ struct producer_entry {
     ATTN__TC_KR(128, T),                                                                           \
     ATTN__TMAP(64, T, false, true),                                                                \
     ATTN__TMAP(128, T, false, true),                                                               \
+    ATTN__TMAP(256, T, false, true),                                                               \
     ATTN__BULK(128, T, false, 4, false),                                                           \
     ATTN__BULK(256, T, false, 4, false),                                                           \
     ATTN__BULK(256, T, false, 4, true),                                                            \

@@ -285,9 +285,11 @@ static void run_case(const gpu_case *gc, uint64_t seed)
                            : persist != 0 && gc->d == 128 ? "producer_tc_tmap_persist<"
                                                           : "producer_tc_tmap<";
         assert_non_null(strstr(producer, want));
-        if (strcmp(want, "producer_tc_tmap_persist<") != 0) /* keys as rows: g <= 8, d <= 128 */
-            assert_non_null(
-                strstr(producer, gc->hq / gc->hkv <= 8 && gc->d <= 128 ? ", true>" : ", false>"));
+        /* keys as rows: g <= 8 on the tensor maps, and on the cp.async
+         * producer at d <= 128 */
+        const bool kr = gc->hq / gc->hkv <= 8 && (gc->page >= 8 || gc->d <= 128);
+        if (strcmp(want, "producer_tc_tmap_persist<") != 0)
+            assert_non_null(strstr(producer, kr ? ", true>" : ", false>"));
     } else if (gc->bulk) {
         char tail[24];
         snprintf(tail, sizeof tail, ", %d, %s>", bulk, /* as many copy warps as asked */
@@ -459,10 +461,13 @@ static const gpu_case k_cases[] = {
      ATTN_MASK_SINK, ATTN_SPLIT_AUTO, 0, false, 0.f, 4},
     {"kr-p32-nhd-d256-g8-ramp", 4, 100, 3000, 0, 16, 2, 256, 32, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, 4},
-    /* d 256's default since 2026-12-03: tensor maps three stages deep, the
-     * heads as rows (ramp: the lazy and exact rescales) */
+    /* d 256's default since 2026-12-03: tensor maps three stages deep, keys
+     * as rows at g <= 8 (ramp: the lazy and exact rescales), the heads as
+     * rows past it */
     {"tmap-p16-nhd-d256-g4-ramp", 5, 100, 5000, 0, 16, 4, 256, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 6.f, ATTN_CUDA_BULK_TMAP},
+    {"tmap-p64-hnd-d256-g16", 3, 1, 6000, 0, 32, 2, 256, 64, ATTN_FP16, ATTN_HND, ATTN_KV_CSR,
+     ATTN_MASK_SINK, ATTN_SPLIT_AUTO, 0, false, 0.f, ATTN_CUDA_BULK_TMAP},
     {"rows-p16-nhd-d128-g16", 5, 1, 4000, 0, 64, 4, 128, 16, ATTN_BF16, ATTN_NHD, ATTN_KV_CSR,
      ATTN_MASK_CAUSAL, ATTN_SPLIT_AUTO, 0, false, 0.f, ATTN_CUDA_BULK_TMAP},
     /* pages under 8 rows: the cp.async producer, its keys as rows */

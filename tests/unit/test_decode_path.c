@@ -309,16 +309,16 @@ static void test_keys_as_rows(void **state)
     in.bulk = ATTN_DECODE_BULK_TMAP;
     in.group = 4;
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
-    in = nhd_launch(256); /* d 256: the four row-copy warps, not the tensor maps */
+    in = nhd_launch(256); /* d 256: the tensor maps and the four row-copy warps */
     in.bulk = ATTN_DECODE_BULK_TMAP;
     in.group = 4;
-    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
     in.bulk = 4;
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
     in.bulk = 1;
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
-    in.bulk = ATTN_DECODE_BULK_AUTO; /* auto at d 256, page 16: tensor maps, heads as rows */
-    assert_int_equal(attn_decode_path_keys_as_rows(&in), 0);
+    in.bulk = ATTN_DECODE_BULK_AUTO; /* auto at d 256, page 16: tensor maps */
+    assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
     in.keys_per_item = ATTN_DECODE_TMAP_MIN_KEYS - 1; /* short items: the row-copy warps */
     assert_int_equal(attn_decode_path_keys_as_rows(&in), 1);
     in.group = 16;
