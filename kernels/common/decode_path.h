@@ -83,7 +83,7 @@ typedef struct attn_decode_path_in {
  * pages of 8 rows or more, q in the cache dtype and items of
  * ATTN_DECODE_TMAP_MIN_KEYS keys or more (or unknown), tensor-map copies
  * three stages deep (cfg::TMAP_STAGES; d 128's rule for short items, kept
- * from the heads-as-rows build it was measured with): 3.6-6.5 % faster than
+ * from the heads-as-rows build it was measured with): 3.7-6.5 % faster than
  * the four row-copy warps on the four d 256 shapes, 0.7-2 % more with keys
  * as rows (2026-12-03, docs/cuda.md round 16); the row-copy warps serve the
  * rest of head_dim 256 (they were 11 % faster

@@ -321,7 +321,7 @@ template <int D> struct cfg {
     static constexpr int BULK_MAX_STAGES = D == 256 ? 3 : (D == 128 ? 5 : 6);
     /* The tensor-map producer's default depth: the row copies' except at
      * d = 256, where three 64 KB stages (1 CTA per SM either way) ran the
-     * four d 256 shapes of bench_decode.py 3.6-6.1 % faster than two, and
+     * four d 256 shapes of bench_decode.py 3.7-6.5 % faster than two, and
      * faster than the four row-copy warps (d256_B32_T4096 252.6 against
      * 264.3 us, d256_B128_T2048 506.2 against 537.9; H200, 2026-12-03,
      * docs/cuda.md round 16). */
