@@ -1200,11 +1200,12 @@ __device__ __forceinline__ void init_barriers(const Smem<D, KV> &sm)
 }
 
 /* One queue position of a CTA pair (Cfg::CLUSTER): this CTA's entry and
- * the other CTA's, their tile counts and how many leading tiles both read
- * (sibling units: the planner flags both entries). */
+ * the other CTA's, their tile counts, how many leading tiles both read
+ * (sibling units: the planner flags both entries) and the pad stages this
+ * CTA runs after its own unit (the other's unit is longer by that many). */
 struct PairJob {
     uint32_t own, other; /* queue entries, kNoUnit where a queue has ended */
-    int n_own, n_other, common;
+    int n_own, n_other, common, pad;
 };
 
 __device__ __forceinline__ int entry_tiles(const attn_cuda_prefill_params &p, uint32_t e)
@@ -1225,6 +1226,7 @@ __device__ __forceinline__ PairJob pair_job(const attn_cuda_prefill_params &p, u
     const bool shared = p.cluster == ATTN_PREFILL_CLUSTER_MULTICAST && j.own != kNoUnit &&
                         j.other != kNoUnit && (j.own & j.other & ATTN_PREFILL_ORDER_SHARED) != 0;
     j.common = shared ? (j.n_own < j.n_other ? j.n_own : j.n_other) : 0;
+    j.pad = j.n_other > j.n_own ? j.n_other - j.n_own : 0;
     return j;
 }
 
@@ -1251,7 +1253,7 @@ __device__ __forceinline__ void produce_units(const attn_cuda_prefill_params &p,
                 producer<D, KV, LT>(p, maps, sm, it, p.reqs[it.req], u % p.num_kv_heads, ptid, q++,
                                     gi, j.common, rank);
             }
-            produce_pad<D, KV, LT>(sm, gi, j.n_other > j.n_own ? j.n_other - j.n_own : 0);
+            produce_pad<D, KV, LT>(sm, gi, j.pad);
         }
     } else {
         for (uint32_t k = 0;; k++) {
@@ -1287,15 +1289,14 @@ __device__ __forceinline__ void consume_units(const attn_cuda_prefill_params &p,
             const PairJob j = pair_job(p, k);
             if (j.own == kNoUnit && j.other == kNoUnit)
                 break;
-            const int pad = j.n_other > j.n_own ? j.n_other - j.n_own : 0;
             if (j.own == kNoUnit) {
-                consume_pad<D, KV, LT>(sm, lane, gi, pad);
+                consume_pad<D, KV, LT>(sm, lane, gi, j.pad);
                 continue;
             }
             const uint32_t u = j.own & ATTN_PREFILL_ORDER_UNIT;
             const attn_prefill_item it = p.items[u / p.num_kv_heads];
             consumer<D, KV, LT>(p, sm, it, p.reqs[it.req], u % p.num_kv_heads, cw, ctid, q++, gi,
-                                tma, unit_at(p, k + 1), ct, vlg, pad);
+                                tma, unit_at(p, k + 1), ct, vlg, j.pad);
         }
         return;
     }
